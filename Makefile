@@ -1,0 +1,29 @@
+# Two commands do all the set-up on a fresh machine (Python >= 3.10, no torch needed beforehand):
+#   make demo   trains a small ELMo on a generated corpus and shows what its vectors are for
+#   make test   runs the test suite
+# Both create .venv with the CPU build of torch (constraints.txt pins it, so no CUDA packages are pulled).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m train.demo $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) outputs
