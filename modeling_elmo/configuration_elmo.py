@@ -39,6 +39,7 @@ _ACTIVATIONS = ("relu", "tanh")
 AUTO_MAP = {
     "AutoConfig": "configuration_elmo.ElmoConfig",
     "AutoModel": "modeling_elmo.ElmoModel",
+    "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
 }
 _SOFTMAX_TYPES = ("full", "sampled", "adaptive")
 

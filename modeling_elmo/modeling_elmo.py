@@ -54,6 +54,28 @@ class ElmoModelOutput(ModelOutput):
     state: ElmoState | None = None
 
 
+@dataclass
+class ElmoForPreTrainingOutput(ModelOutput):
+    """Output of `ElmoForPreTraining`.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`): mean of the forward and backward LM losses.
+        forward_loss, backward_loss (`torch.FloatTensor` of shape `()`): mean negative log-likelihood per
+            predicted token of each direction; `exp` of either is its perplexity.
+        forward_tokens, backward_tokens (`torch.LongTensor` of shape `()`): how many targets each loss averages.
+        last_hidden_state, hidden_states, state: as in `ElmoModelOutput`.
+    """
+
+    loss: torch.FloatTensor | None = None
+    forward_loss: torch.FloatTensor | None = None
+    backward_loss: torch.FloatTensor | None = None
+    forward_tokens: torch.LongTensor | None = None
+    backward_tokens: torch.LongTensor | None = None
+    last_hidden_state: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    state: ElmoState | None = None
+
+
 # --------------------------------------------------------------------------------------------------
 # Layer 0: the context-independent character encoder (ELMO_SPEC section 3)
 # --------------------------------------------------------------------------------------------------
@@ -201,10 +223,19 @@ class ElmoBiLm(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(
-        self, tokens: torch.Tensor, lengths: torch.Tensor, state: ElmoState
+        self,
+        tokens: torch.Tensor,
+        lengths: torch.Tensor,
+        state: ElmoState,
+        backward_tokens: torch.Tensor | None = None,
     ) -> tuple[list[torch.Tensor], ElmoState]:
         """`tokens` (B, T, P), `lengths` (B,), `state` (h (L,2,B,P), c (L,2,B,C)) ->
-        a list of L outputs (B, T, 2P) and the final state."""
+        a list of L outputs (B, T, 2P) and the final state.
+
+        `backward_tokens` (B, T, P), for stream training: the sequence the backward LSTM reads, already in
+        its reading order (bilm-tf feeds it each sentence reversed); its outputs are then returned in that
+        order instead of being aligned to `tokens`.
+        """
         batch, steps, _ = tokens.shape
         # Sort rows by decreasing length so that each step only touches real rows (like packed sequences).
         order = torch.argsort(lengths, descending=True, stable=True)
@@ -213,8 +244,11 @@ class ElmoBiLm(nn.Module):
         batch_sizes = (sorted_lengths.unsqueeze(0) > torch.arange(steps, device=lengths.device).unsqueeze(1)).sum(1)
         batch_sizes = [int(b) for b in batch_sizes.tolist() if b > 0]
         x = tokens[order]
-        # Backward direction: each row reversed within its length, so it starts on its own last token.
-        x = torch.stack([x, _reverse_within_lengths(x, sorted_lengths)])  # (2, B, T, P)
+        if backward_tokens is None:
+            # Backward direction: each row reversed within its length, so it starts on its own last token.
+            x = torch.stack([x, _reverse_within_lengths(x, sorted_lengths)])  # (2, B, T, P)
+        else:
+            x = torch.stack([x, backward_tokens[order]])  # (2, B, T, P)
         x = x[:, :, : len(batch_sizes)].transpose(1, 2)  # (2, T', B, P), time-major
         h0, c0 = state[0][:, :, order], state[1][:, :, order]
 
@@ -232,7 +266,7 @@ class ElmoBiLm(nn.Module):
         for out in layer_outputs:
             out = out.transpose(1, 2)  # (2, B, T', P)
             out = F.pad(out, (0, 0, 0, steps - out.shape[2]))
-            backward = _reverse_within_lengths(out[1], sorted_lengths)
+            backward = out[1] if backward_tokens is not None else _reverse_within_lengths(out[1], sorted_lengths)
             results.append(torch.cat([out[0], backward], dim=-1)[restore])  # (B, T, 2P)
         h = torch.stack(final_h)[:, :, restore]
         c = torch.stack(final_c)[:, :, restore]
@@ -293,7 +327,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
             init.copy_(module.bias, bias)
             if module.weight_hr is not None:
                 init.uniform_(module.weight_hr, -1.0 / math.sqrt(cell), 1.0 / math.sqrt(cell))
-        elif isinstance(module, nn.Linear):  # heads
+        elif isinstance(module, ElmoSoftmax) and module.softmax_type != "adaptive":
+            init.normal_(module.weight, std=1.0 / math.sqrt(module.weight.shape[1]))
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Linear):  # heads and the adaptive softmax
             init.normal_(module.weight, std=std)
             if module.bias is not None:
                 init.zeros_(module.bias)
@@ -379,6 +416,7 @@ class ElmoModel(ElmoPreTrainedModel):
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        backward_input_ids: torch.Tensor | None = None,
         **kwargs,
     ) -> ElmoModelOutput | tuple:
         r"""
@@ -391,6 +429,10 @@ class ElmoModel(ElmoPreTrainedModel):
                 `use_cache=True`, to continue every row from where it stopped. Zeros when absent.
             use_cache (`bool`, *optional*): return the final LSTM states as `state`.
             output_hidden_states (`bool`, *optional*): return all L + 1 layers.
+            backward_input_ids (`torch.LongTensor` of the shape of `input_ids`, *optional*): for training on
+                token streams as bilm-tf did: what the backward LSTM reads, in its reading order (each sentence
+                reversed), with the same lengths as `input_ids`. Its half of every output is then in that
+                order. Leave it out to get ordinary contextual vectors.
         """
         if input_ids is None:
             raise ValueError("ElmoModel needs input_ids: character ids of shape [batch, tokens, 50]")
@@ -409,11 +451,21 @@ class ElmoModel(ElmoPreTrainedModel):
         mask = torch.arange(steps, device=input_ids.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
 
         tokens = self.embed_tokens(input_ids, mask)  # (B, T, P)
+        backward_tokens = None
+        if backward_input_ids is not None:
+            if backward_input_ids.shape != input_ids.shape:
+                raise ValueError(
+                    f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, "
+                    f"got {tuple(backward_input_ids.shape)}"
+                )
+            if not torch.equal(self._check_inputs(backward_input_ids, None), lengths):
+                raise ValueError("backward_input_ids must have the same number of tokens as input_ids in every row")
+            backward_tokens = self.embed_tokens(backward_input_ids, mask)
         if state is None:
             state = self.zero_state(batch, device=tokens.device, dtype=tokens.dtype)
         else:
             state = self._check_state(state, batch)
-        layers, final_state = self.bilm(tokens, lengths, state)
+        layers, final_state = self.bilm(tokens, lengths, state, backward_tokens)
 
         last_hidden_state = layers[-1]
         hidden_states = None
@@ -439,4 +491,212 @@ class ElmoModel(ElmoPreTrainedModel):
         return h, cell
 
 
-__all__ = ["ElmoModelOutput", "ElmoPreTrainedModel", "ElmoModel"]
+class ElmoSoftmax(nn.Module):
+    """The word softmax shared by both LM directions: full, sampled (as bilm-tf trained) or adaptive.
+
+    `weight` (V, P) and `bias` (V,) for "full" and "sampled"; "adaptive" uses
+    `torch.nn.AdaptiveLogSoftmaxWithLoss` with `config.adaptive_cutoffs`.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        if config.vocab_size < 1:
+            raise ValueError("ElmoForPreTraining needs a word vocabulary: set ElmoConfig.vocab_size > 0")
+        self.softmax_type = config.softmax_type
+        self.vocab_size = config.vocab_size
+        self.num_sampled = config.num_sampled
+        if self.softmax_type == "adaptive":
+            cutoffs = config.adaptive_cutoffs or _default_cutoffs(config.vocab_size)
+            self.adaptive = nn.AdaptiveLogSoftmaxWithLoss(config.projection_dim, config.vocab_size, cutoffs, div_value=4.0)
+        else:
+            self.weight = nn.Parameter(torch.empty(config.vocab_size, config.projection_dim))
+            self.bias = nn.Parameter(torch.empty(config.vocab_size))
+
+    def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Full log-probabilities over the vocabulary: (N, P) -> (N, V)."""
+        if self.softmax_type == "adaptive":
+            return self.adaptive.log_prob(hidden)
+        return F.log_softmax(F.linear(hidden, self.weight, self.bias).float(), dim=-1)
+
+    def nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Summed negative log-likelihood of `targets` (N,) given `hidden` (N, P).
+
+        While training with the sampled softmax, an estimate from `num_sampled` negatives shared by the
+        batch (log-uniform over a frequency-sorted vocabulary, accidental hits removed, logits corrected by
+        the log expected count), as TensorFlow's `sampled_softmax_loss` that bilm-tf used. Otherwise exact.
+        """
+        if self.softmax_type == "adaptive":
+            return -self.adaptive(hidden, targets).output.float().sum()
+        if self.softmax_type == "sampled" and self.training and self.num_sampled < self.vocab_size:
+            return self._sampled_nll(hidden, targets)
+        logits = F.linear(hidden, self.weight, self.bias).float()
+        return F.cross_entropy(logits, targets, reduction="sum")
+
+    def _log_uniform_log_q(self, ids: torch.Tensor, num_tries: int) -> torch.Tensor:
+        """Log of the probability that `ids` is among the distinct ids of `num_tries` log-uniform draws."""
+        ids = ids.double()
+        prob = (torch.log(ids + 2.0) - torch.log(ids + 1.0)) / math.log(self.vocab_size + 1.0)
+        return torch.log(-torch.expm1(num_tries * torch.log1p(-prob))).float()
+
+    def _sample_negatives(self, device: torch.device) -> tuple[torch.Tensor, int]:
+        """`num_sampled` distinct ids from the log-uniform (Zipfian) distribution over a frequency-sorted
+        vocabulary, P(k) = log((k + 2) / (k + 1)) / log(V + 1), and the number of draws it took."""
+        draws = torch.rand(4 * self.num_sampled + 64, device=device, dtype=torch.float64)
+        ids = (torch.exp(draws * math.log(self.vocab_size + 1.0)).floor().long() - 1).clamp_(0, self.vocab_size - 1)
+        unique, inverse = torch.unique(ids, return_inverse=True)
+        positions = torch.arange(ids.numel(), device=device)
+        first = torch.full((unique.numel(),), ids.numel(), device=device).scatter_reduce(0, inverse, positions, "amin")
+        first, order = first.sort()  # distinct ids in the order they were drawn
+        count = min(self.num_sampled, unique.numel())
+        num_tries = int(first[count - 1]) + 1 if count == self.num_sampled else ids.numel()
+        return unique[order[:count]], num_tries
+
+    def _sampled_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        sampled, num_tries = self._sample_negatives(hidden.device)  # (S,)
+        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
+        true_logits = true_logits.float() - self._log_uniform_log_q(targets, num_tries)
+        sampled_logits = F.linear(hidden, self.weight[sampled], self.bias[sampled]).float()  # (N, S)
+        sampled_logits = sampled_logits - self._log_uniform_log_q(sampled, num_tries)
+        hits = targets.unsqueeze(1) == sampled.unsqueeze(0)  # accidental hits: a target among the negatives
+        sampled_logits = sampled_logits.masked_fill(hits, float("-inf"))
+        logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)
+        return F.cross_entropy(logits, torch.zeros_like(targets), reduction="sum")
+
+
+def _default_cutoffs(vocab_size: int) -> list[int]:
+    cutoffs = [c for c in (2000, 10000, 50000) if c < vocab_size]
+    return cutoffs or [max(1, vocab_size // 2)]
+
+
+def _shifted_targets(labels: torch.Tensor, shift: int) -> torch.Tensor:
+    """labels (B, T) -> the label `shift` positions later (+1) or earlier (-1), -100 past the ends."""
+    out = torch.full_like(labels, -100)
+    if shift > 0:
+        out[:, :-shift] = labels[:, shift:]
+    else:
+        out[:, -shift:] = labels[:, :shift]
+    return out
+
+
+class ElmoForPreTraining(ElmoPreTrainedModel):
+    """The biLM objective (Peters et al. 2018, section 3.1): the forward LM predicts the next word and the
+    backward LM the previous one, each from its own direction's top layer, through one shared softmax.
+    The loss is the mean of the two directions' mean losses.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.elmo = ElmoModel(config)
+        self.dropout = nn.Dropout(config.dropout)  # bilm-tf: dropout on the LSTM output before the softmax
+        self.softmax = ElmoSoftmax(config)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        forward_labels: torch.Tensor | None = None,
+        backward_labels: torch.Tensor | None = None,
+        backward_input_ids: torch.Tensor | None = None,
+        state: ElmoState | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ElmoForPreTrainingOutput | tuple:
+        r"""
+        Args:
+            labels (`torch.LongTensor` of shape `(batch, tokens)`, *optional*): the word-vocabulary id of
+                every input token (-100 where there is none, e.g. padding), as `ElmoTokenizer` gives with a
+                vocabulary. The forward target at position t is `labels[t + 1]`, the backward one `labels[t - 1]`.
+            forward_labels, backward_labels (`torch.LongTensor` of shape `(batch, tokens)`, *optional*):
+                explicit targets of each direction at each position, instead of `labels`: in stream training
+                the last token of a window predicts the first of the next.
+            backward_input_ids: see `ElmoModel.forward`.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            state=state,
+            use_cache=use_cache,
+            output_hidden_states=output_hidden_states,
+            backward_input_ids=backward_input_ids,
+            return_dict=True,
+            **kwargs,
+        )
+        if labels is not None:
+            if forward_labels is not None or backward_labels is not None:
+                raise ValueError("give either labels or forward_labels/backward_labels, not both")
+            if labels.shape != outputs.last_hidden_state.shape[:2]:
+                raise ValueError(f"labels must have shape [batch, tokens], got {tuple(labels.shape)}")
+            forward_labels, backward_labels = _shifted_targets(labels, 1), _shifted_targets(labels, -1)
+        loss = forward_loss = backward_loss = forward_tokens = backward_tokens = None
+        if forward_labels is not None and backward_labels is not None:
+            # no prediction from padding positions (a shifted label can land there)
+            real = attention_mask.bool() if attention_mask is not None else (input_ids > 0).any(-1)
+            forward_labels = forward_labels.masked_fill(~real, -100)
+            backward_labels = backward_labels.masked_fill(~real, -100)
+            p = self.config.projection_dim
+            top = self.dropout(outputs.last_hidden_state)
+            losses, counts = [], []
+            for half, targets in ((top[..., :p], forward_labels), (top[..., p:], backward_labels)):
+                valid = targets != -100
+                chosen = targets[valid]
+                if chosen.numel() and (int(chosen.min()) < 0 or int(chosen.max()) >= self.config.vocab_size):
+                    raise ValueError(
+                        f"labels must be word ids in [0, {self.config.vocab_size}) or -100, "
+                        f"got values from {int(chosen.min())} to {int(chosen.max())}"
+                    )
+                count = valid.sum()
+                losses.append(self.softmax.nll(half[valid], chosen) / count.clamp(min=1))
+                counts.append(count)
+            forward_loss, backward_loss = losses
+            forward_tokens, backward_tokens = counts
+            loss = 0.5 * (forward_loss + backward_loss)
+        elif forward_labels is not None or backward_labels is not None:
+            raise ValueError("give both forward_labels and backward_labels")
+
+        output = ElmoForPreTrainingOutput(
+            loss=loss,
+            forward_loss=forward_loss,
+            backward_loss=backward_loss,
+            forward_tokens=forward_tokens,
+            backward_tokens=backward_tokens,
+            last_hidden_state=outputs.last_hidden_state,
+            hidden_states=outputs.hidden_states,
+            state=outputs.state,
+        )
+        return output if return_dict else output.to_tuple()
+
+    @torch.no_grad()
+    def initialize_softmax_from_token_embeddings(self, char_ids: torch.Tensor, batch_size: int = 4096) -> None:
+        """Set the softmax to the model's own layer-0 vectors of the vocabulary words, and the bias to 0.
+
+        A good start for continuing training from published weights, which hold no softmax.
+
+        Args:
+            char_ids (`torch.LongTensor` of shape `(vocab_size, max_characters_per_token)`): the character ids
+                of every vocabulary word, in vocabulary order.
+        """
+        if self.softmax.softmax_type == "adaptive":
+            raise ValueError("initialising from token embeddings needs the full or sampled softmax")
+        if tuple(char_ids.shape) != (self.config.vocab_size, self.config.max_characters_per_token):
+            raise ValueError(
+                f"char_ids must have shape ({self.config.vocab_size}, {self.config.max_characters_per_token}), "
+                f"got {tuple(char_ids.shape)}"
+            )
+        encoder = self.elmo.char_encoder
+        vectors = [encoder(chunk.to(self.device)) for chunk in char_ids.split(batch_size)]
+        self.softmax.weight.copy_(torch.cat(vectors))
+        self.softmax.bias.zero_()
+
+
+__all__ = [
+    "ElmoModelOutput",
+    "ElmoForPreTrainingOutput",
+    "ElmoPreTrainedModel",
+    "ElmoModel",
+    "ElmoForPreTraining",
+]
