@@ -51,14 +51,14 @@ class _NoProject(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {"modeling_elmo", "tokenization", "train"}:
             raise ModuleNotFoundError(f"No module named {name!r} (the project is hidden from this process)")
 sys.meta_path.insert(0, _NoProject())
-sys.path[:] = [p for p in sys.path if p not in ("", ".", %r)]
+sys.path[:] = [p for p in sys.path if p not in ("", ".", "__REPO__")]
 try:
     import modeling_elmo
 except ImportError:
     pass
 else:
     raise SystemExit("the project is importable in the isolated subprocess")
-""" % str(REPO)
+""".replace("__REPO__", str(REPO))
 
 
 def run_isolated(code: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
