@@ -1,0 +1,613 @@
+"""Tests of the ELMo character tokenizer (issue 3).
+
+Expected character ids are computed here from the rule of ELMO_SPEC section 1, independently of the tokenizer:
+`[259] + [b + 1 for b in word.encode("utf-8", "ignore")[:48]] + [260]`, padded with 261 to 50 slots;
+`<S>` = `[259, 257, 260, 261 x 47]`, `</S>` = `[259, 258, 260, 261 x 47]`, padding = 50 zeros.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import run_isolated, shared_file
+from transformers import AutoTokenizer, DataCollatorForTokenClassification, DataCollatorWithPadding
+
+from tokenization import ElmoTokenizer, build_vocab, split_words, write_vocab
+
+VOCAB_TEST = "elmo-fixtures/allennlp/vocab_test.txt"
+BILM_VOCAB = "elmo-fixtures/bilm-tf-train/vocab.txt"
+BILM_DATA = "elmo-fixtures/bilm-tf-train/data.txt"
+
+BOS_ROW = [259, 257, 260] + [261] * 47
+EOS_ROW = [259, 258, 260] + [261] * 47
+PAD_ROW = [0] * 50
+
+
+def expected_row(word: str) -> list[int]:
+    if word == "<S>":
+        return BOS_ROW
+    if word == "</S>":
+        return EOS_ROW
+    data = word.encode("utf-8", "ignore")[:48]
+    row = [259] + [b + 1 for b in data] + [260]
+    return row + [261] * (50 - len(row))
+
+
+def expected_sentence(words: list[str], special: bool = True) -> list[list[int]]:
+    rows = [expected_row(w) for w in words]
+    return [BOS_ROW, *rows, EOS_ROW] if special else rows
+
+
+@pytest.fixture(scope="module")
+def tok() -> ElmoTokenizer:
+    return ElmoTokenizer()
+
+
+@pytest.fixture()
+def vocab_file(tmp_path: Path) -> Path:
+    path = tmp_path / "vocab.txt"
+    path.write_text("<S>\n</S>\n<UNK>\nthe\ncat\nsat\n.\n", encoding="utf-8")
+    return path
+
+
+# ----- character ids --------------------------------------------------------------------------------------------
+def test_known_words_have_the_original_ids(tok):
+    assert expected_row("a") == [259, 98, 260] + [261] * 47  # the spec's own example
+    enc = tok(["a", "<S>", "</S>", "Hello", "é"], is_split_into_words=True, add_special_tokens=False)
+    assert enc["input_ids"] == [
+        [259, 98, 260] + [261] * 47,
+        BOS_ROW,
+        EOS_ROW,
+        [259, 73, 102, 109, 109, 112, 260] + [261] * 43,
+        [259, 0xC3 + 1, 0xA9 + 1, 260] + [261] * 46,
+    ]
+    assert tok.convert_tokens_to_char_ids("a") == expected_row("a")
+
+
+def test_every_line_of_the_allennlp_vocab_fixture():
+    lines = shared_file(VOCAB_TEST).read_text(encoding="utf-8").splitlines()
+    assert {"<S>", "</S>", "<UNK>"} <= set(lines)
+    tok = ElmoTokenizer()
+    ids = tok(lines, is_split_into_words=True, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len(lines) == 458  # 457 newlines, the last line has none
+    for word, row in zip(lines, ids, strict=True):
+        assert row == expected_row(word), word
+    assert ids[lines.index("<S>")] == BOS_ROW
+    assert ids[lines.index("</S>")] == EOS_ROW
+    assert ids[lines.index("<UNK>")] == [259, 61, 86, 79, 76, 63, 260] + [261] * 43  # an ordinary word
+    tensor = tok([lines], is_split_into_words=True, add_special_tokens=False, return_tensors="pt")[
+        "input_ids"
+    ]
+    assert tensor.tolist() == [ids]
+
+
+def test_boundaries_added_by_default_and_special_tokens_mask(tok):
+    enc = tok("the cat", return_special_tokens_mask=True)
+    assert enc["input_ids"] == expected_sentence(["the", "cat"])
+    assert enc["attention_mask"] == [1, 1, 1, 1]
+    assert enc["special_tokens_mask"] == [1, 0, 0, 1]
+    bare = tok("the cat", add_special_tokens=False, return_special_tokens_mask=True)
+    assert bare["input_ids"] == expected_sentence(["the", "cat"], special=False)
+    assert bare["special_tokens_mask"] == [0, 0]
+    # A literal "<S>" typed in the input gets the boundary row (like the originals) but is a word, not an added token.
+    literal = tok(["<S> hi", "x"], padding=True, return_tensors="pt", return_special_tokens_mask=True)
+    assert literal["input_ids"][0, 1].tolist() == BOS_ROW
+    assert literal["special_tokens_mask"].tolist() == [[1, 0, 0, 1], [1, 0, 1, 1]]
+    assert literal.word_ids(0) == [None, 0, 1, None]
+
+
+def test_scalar_vocabulary_is_the_character_table(tok):
+    assert len(tok) == tok.vocab_size == 262
+    assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 257, 258)
+    vocab = tok.get_vocab()
+    assert (
+        vocab["<0x61>"] == 98
+        and vocab["<bow>"] == 259
+        and vocab["<eow>"] == 260
+        and vocab["<char_pad>"] == 261
+    )
+    assert tok.convert_ids_to_tokens(98) == "<0x61>"
+    with pytest.raises(ValueError, match="convert_tokens_to_char_ids"):
+        tok.convert_tokens_to_ids("hello")
+    with pytest.raises(NotImplementedError):
+        tok.add_tokens(["new"])
+
+
+def test_decode_round_trip(tok):
+    enc = tok(["Hello, world!", "naïve 😀"], padding=True, return_tensors="pt")
+    assert tok.decode(enc["input_ids"], skip_special_tokens=True) == ["Hello , world !", "naïve 😀"]
+    assert tok.decode(enc["input_ids"][1]) == "<S> naïve 😀 </S>"
+    assert tok.convert_ids_to_tokens(enc["input_ids"][1].tolist()) == ["<S>", "naïve", "😀", "</S>"]
+    assert tok.batch_decode(enc["input_ids"].numpy(), skip_special_tokens=True)[0] == "Hello , world !"
+
+
+# ----- splitting raw text ---------------------------------------------------------------------------------------
+SPLITS = [
+    (
+        "Don't stop: it's 3.14, not 1,000!",
+        ["Do", "n't", "stop", ":", "it", "'s", "3.14", ",", "not", "1,000", "!"],
+    ),
+    (
+        "The U.S. Centers (e.g. CDC) said...",
+        ["The", "U.S.", "Centers", "(", "e.g.", "CDC", ")", "said", "..."],
+    ),
+    ("O'Neill's bio-identical -- \"Talk\"", ["O'Neill", "'s", "bio-identical", "--", '"', "Talk", '"']),
+    (
+        "I can't, they're y'all. Ms. Smith",
+        ["I", "ca", "n't", ",", "they", "'re", "y'all", ".", "Ms", ".", "Smith"],
+    ),
+    ("``quoted'' students' It’s", ["``", "quoted", "''", "students", "'", "It", "’s"]),
+    ("<S> a <unk> </S>", ["<S>", "a", "<unk>", "</S>"]),
+    ("$5 50% café 中文 😀", ["$", "5", "50", "%", "café", "中文", "😀"]),
+    ("ab\x01cd\tef\x1fgh", ["ab", "\x01", "cd", "ef", "gh"]),  # control chars split off; \x1f is whitespace
+    ("a\ud800b", ["ab"]),  # lone surrogates are dropped, as encode('utf-8', 'ignore') does
+    (" \t\n ", []),
+]
+
+
+@pytest.mark.parametrize(("text", "words"), SPLITS)
+def test_punctuation_split_rule(text, words):
+    assert split_words(text) == words
+    assert split_words(" ".join(words)) == words  # splitting its own output again changes nothing
+
+
+def test_whitespace_split_and_tokenize():
+    line = " consumers may want to move their telephones a little closer to the tv set \n"
+    assert split_words(line, "whitespace") == line.split()
+    assert split_words("it's U.S.", "whitespace") == ["it's", "U.S."]
+    tok = ElmoTokenizer(word_split="whitespace")
+    assert tok.tokenize("don't  stop") == ["don't", "stop"]
+    assert tok.tokenize("a b", add_special_tokens=True) == ["<S>", "a", "b", "</S>"]
+    with pytest.raises(ValueError, match="word_split"):
+        ElmoTokenizer(word_split="bpe")
+
+
+# ----- batches, padding, truncation -----------------------------------------------------------------------------
+def test_batch_equals_sentences_one_by_one(tok):
+    texts = [
+        "The cat sat on the mat.",
+        "Hi",
+        "",
+        "A much longer sentence, with commas, numbers 12.5 and more!",
+    ]
+    batch = tok(texts, padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape == (4, 15, 50) and batch["input_ids"].dtype == torch.int64
+    for i, text in enumerate(texts):
+        single = tok(text)
+        n = len(single["input_ids"])
+        assert (
+            batch["input_ids"][i, :n].tolist() == single["input_ids"] == expected_sentence(split_words(text))
+        )
+        assert (batch["input_ids"][i, n:] == 0).all()
+        assert batch["attention_mask"][i].tolist() == [1] * n + [0] * (15 - n)
+    lists = tok(texts)  # no padding: ragged nested lists, as datasets.map stores them
+    assert [len(x) for x in lists["input_ids"]] == [9, 3, 2, 15]
+    assert lists["input_ids"][1] == tok("Hi")["input_ids"]
+
+
+def test_tensor_shapes_and_padding_options(tok):
+    texts = ["a b c", "d"]
+    enc = tok(texts, padding="max_length", max_length=8, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 8, 50) and enc["attention_mask"].shape == (2, 8)
+    assert (enc["input_ids"][1, 3:] == 0).all() and enc["attention_mask"][1].tolist() == [
+        1,
+        1,
+        1,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ]
+    assert tok(texts, padding=True, pad_to_multiple_of=4, return_tensors="pt")["input_ids"].shape == (
+        2,
+        8,
+        50,
+    )
+    as_np = tok(texts, padding="longest", return_tensors="np")
+    assert as_np["input_ids"].shape == (2, 5, 50) and as_np["input_ids"].dtype == np.int64
+    single = tok("a b", return_tensors="pt")
+    assert single["input_ids"].shape == (1, 4, 50) and single["attention_mask"].shape == (1, 4)
+    assert tok(["a", "b"], return_tensors="pt")["input_ids"].shape == (
+        2,
+        3,
+        50,
+    )  # equal lengths need no padding
+    with pytest.raises(ValueError, match="padding=True"):
+        tok(texts, return_tensors="pt")
+    with pytest.raises(ValueError, match="truncation=True"):
+        tok(texts, padding="max_length", max_length=3, truncation=False, return_tensors="pt")
+    padded_lists = tok(texts, padding=True)
+    assert padded_lists["input_ids"][1][3] == PAD_ROW and padded_lists["attention_mask"][1] == [1, 1, 1, 0, 0]
+    extras = tok(texts, padding=True, return_length=True, return_token_type_ids=True, return_tensors="pt")
+    assert extras["length"].tolist() == [5, 3] and extras["token_type_ids"].shape == (2, 5)
+    empty = tok(["", " "], add_special_tokens=False, return_tensors="pt")
+    assert empty["input_ids"].shape == (2, 0, 50) and empty["attention_mask"].shape == (2, 0)
+
+
+def test_truncation_counts_tokens_and_keeps_the_end_of_sentence(tok):
+    words = "one two three four five six".split()
+    enc = tok(" ".join(words), truncation=True, max_length=4)
+    assert enc["input_ids"] == expected_sentence(words[:2])
+    assert enc.word_ids() == [None, 0, 1, None]
+    assert (
+        tok(" ".join(words), max_length=4)["input_ids"] == enc["input_ids"]
+    )  # max_length alone truncates too
+    batch = tok(
+        ["one two three", "a b c d e f g"], truncation=True, max_length=5, padding=True, return_tensors="pt"
+    )
+    assert batch["input_ids"].shape == (2, 5, 50)
+    assert batch["input_ids"][1, 4].tolist() == EOS_ROW and batch["input_ids"][0, 4].tolist() == EOS_ROW
+    assert tok(words, is_split_into_words=True, truncation=True, max_length=2)["input_ids"] == [
+        BOS_ROW,
+        EOS_ROW,
+    ]
+    bare = tok(words, is_split_into_words=True, add_special_tokens=False, truncation=True, max_length=3)
+    assert bare["input_ids"] == expected_sentence(words[:3], special=False)
+    left = ElmoTokenizer(truncation_side="left")
+    enc = left(words, is_split_into_words=True, truncation=True, max_length=4)
+    assert enc["input_ids"] == expected_sentence(words[-2:]) and enc.word_ids() == [None, 4, 5, None]
+    with pytest.raises(ValueError, match="max_length=1"):
+        tok("a b", truncation=True, max_length=1)
+    untruncated = tok(" ".join(words), truncation=False)
+    assert len(untruncated["input_ids"]) == 8
+
+
+# ----- word alignment -------------------------------------------------------------------------------------------
+def test_word_ids_align_tokens_with_input_words(tok):
+    words = [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
+    tags = [[3, 0, 7, 0], [1, 2]]
+    enc = tok(words, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert enc.word_ids(0) == [None, 0, 1, 2, 3, None]
+    assert enc.word_ids(1) == [None, 0, 1, None, None, None]
+    assert enc.tokens(1) == ["<S>", "Peter", "Blackburn", "</S>", "<pad>", "<pad>"]
+    assert enc.sequence_ids(1) == [None, 0, 0, None, None, None]
+    labels = [[-100 if w is None else tags[i][w] for w in enc.word_ids(i)] for i in range(2)]
+    assert labels == [[-100, 3, 0, 7, 0, -100], [-100, 1, 2, -100, -100, -100]]
+    raw = tok("Hello, world")
+    assert raw.word_ids() == [None, 0, 1, 2, None] and raw.tokens() == ["<S>", "Hello", ",", "world", "</S>"]
+    restored = pickle.loads(pickle.dumps(enc))
+    assert restored.word_ids(1) == enc.word_ids(1)
+    with pytest.raises(ValueError, match="word_ids"):
+        tok.pad([{"input_ids": [BOS_ROW]}]).word_ids(0)
+
+
+# ----- collators and datasets -----------------------------------------------------------------------------------
+def test_pad_in_data_collators(tok):
+    features = [dict(tok(t)) for t in ["a b c", "d", "e f"]]
+    for feature, label in zip(features, [1, 0, 1], strict=True):
+        feature["label"] = label
+    batch = DataCollatorWithPadding(tok)(features)
+    assert batch["input_ids"].shape == (3, 5, 50) and batch["attention_mask"].shape == (3, 5)
+    assert batch["labels"].tolist() == [1, 0, 1]
+    assert (batch["input_ids"][1, 3:] == 0).all() and batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0]
+    assert (
+        batch["input_ids"].tolist()
+        == tok(["a b c", "d", "e f"], padding=True, return_tensors="pt")["input_ids"].tolist()
+    )
+
+    # Token-level labels: padded with -100 by pad() itself, and by DataCollatorForTokenClassification.
+    token_features = []
+    for words, tags in ((["EU", "rejects"], [3, 0]), (["Peter"], [1])):
+        enc = tok(words, is_split_into_words=True)
+        token_features.append({**enc, "labels": [-100 if w is None else tags[w] for w in enc.word_ids()]})
+    padded = tok.pad(token_features, return_tensors="pt")
+    assert padded["labels"].tolist() == [[-100, 3, 0, -100], [-100, 1, -100, -100]]
+    collated = DataCollatorForTokenClassification(tok)(token_features)
+    assert collated["labels"].tolist() == padded["labels"].tolist()
+    assert collated["input_ids"].tolist() == padded["input_ids"].tolist()
+
+    # A custom collator: tensors in, extra keys kept, strings passed through as a list.
+    tensor_features = [
+        {"input_ids": torch.tensor(tok(t)["input_ids"]), "text": t, "weight": 0.5} for t in ["x y", "z"]
+    ]
+    out = tok.pad(tensor_features)
+    assert out["input_ids"].shape == (2, 4, 50) and out["attention_mask"].tolist() == [
+        [1, 1, 1, 1],
+        [1, 1, 1, 0],
+    ]
+    assert out["text"] == ["x y", "z"] and out["weight"].tolist() == [0.5, 0.5]
+    # One example, and a dict of lists.
+    one = tok.pad(dict(tok("x")), padding="max_length", max_length=5)
+    assert len(one["input_ids"]) == 5 and one["attention_mask"] == [1, 1, 1, 0, 0]
+    as_dict = tok.pad(dict(tok(["x y", "z"])), return_tensors="pt")
+    assert as_dict["input_ids"].shape == (2, 4, 50)
+    with pytest.raises(ValueError, match="empty list"):
+        tok.pad([])
+    with pytest.raises(ValueError, match="rows of 50"):
+        tok.pad([{"input_ids": [1, 2, 3]}])
+
+
+def test_datasets_map_and_fingerprint():
+    datasets = pytest.importorskip("datasets")
+    tok = ElmoTokenizer()
+    fingerprint = datasets.fingerprint.Hasher.hash(tok)
+    ds = datasets.Dataset.from_dict({"text": ["a b c", "hello", ""], "label": [0, 1, 0]})
+    mapped = ds.map(lambda b: tok(b["text"]), batched=True)
+    assert mapped[0]["input_ids"] == expected_sentence(["a", "b", "c"]) and mapped[2]["attention_mask"] == [
+        1,
+        1,
+    ]
+    assert datasets.fingerprint.Hasher.hash(tok) == fingerprint  # the word cache does not leak into the hash
+    collated = DataCollatorWithPadding(tok)([mapped.remove_columns("text")[i] for i in range(3)])
+    assert collated["input_ids"].shape == (3, 5, 50)
+    mapped.set_format("torch", columns=["input_ids", "attention_mask"])
+    assert tok.pad([mapped[i] for i in range(3)])["input_ids"].shape == (3, 5, 50)
+
+
+# ----- word vocabulary ------------------------------------------------------------------------------------------
+def test_vocab_ids(vocab_file):
+    tok = ElmoTokenizer(vocab_file=str(vocab_file))
+    assert tok.word_vocab_size == 7 and tok.word_vocab[:3] == ["<S>", "</S>", "<UNK>"] and len(tok) == 262
+    enc = tok(["the cat sat .", "the dog"], padding=True, return_vocab_ids=True, return_tensors="pt")
+    assert enc["vocab_ids"].tolist() == [[0, 3, 4, 5, 6, 1], [0, 3, 2, 1, -100, -100]]
+    lists = tok("the dog", return_vocab_ids=True)
+    assert lists["vocab_ids"] == [0, 3, 2, 1]
+    assert tok(["the"], is_split_into_words=True, add_special_tokens=False, return_vocab_ids=True)[
+        "vocab_ids"
+    ] == [3]
+    assert tok.convert_tokens_to_vocab_ids(["<S>", "cat", "zebra", "</S>"]) == [0, 4, 2, 1]
+    assert tok.convert_tokens_to_vocab_ids("sat") == 5 and tok.convert_vocab_ids_to_tokens([3, 4]) == [
+        "the",
+        "cat",
+    ]
+    assert "vocab_ids" not in tok("the cat")
+    padded = tok.pad([dict(tok(t, return_vocab_ids=True)) for t in ["the cat", "sat"]], return_tensors="pt")
+    assert padded["vocab_ids"].tolist() == [[0, 3, 4, 1], [0, 5, 1, -100]]
+    with pytest.raises(ValueError, match="word vocabulary"):
+        ElmoTokenizer()("the cat", return_vocab_ids=True)
+    assert ElmoTokenizer().word_vocab is None and ElmoTokenizer().word_vocab_size == 0
+
+
+def test_special_tokens_in_the_order_of_the_released_vocabulary(tmp_path):
+    """The 1B Word Benchmark vocabulary of the published models begins with </S>, <S>, <UNK>."""
+    path = tmp_path / "released_order.txt"
+    path.write_text("</S>\n<S>\n<UNK>\nthe\ncat\n", encoding="utf-8")
+    tok = ElmoTokenizer(vocab_file=str(path), word_split="whitespace")
+    assert tok.unk_word_id == 2
+    assert tok("the dog", return_vocab_ids=True)["vocab_ids"] == [1, 3, 2, 0]
+
+
+def test_bad_vocab_files(tmp_path):
+    for name, content in (("unk_late", "</S>\n<S>\nthe\n<UNK>\n"), ("missing", "the\ncat\n"), ("empty", "")):
+        path = tmp_path / f"{name}.txt"
+        path.write_text(content, encoding="utf-8")
+        with pytest.raises(ValueError, match="must begin with"):
+            ElmoTokenizer(vocab_file=str(path))
+    with pytest.raises(FileNotFoundError):
+        ElmoTokenizer(vocab_file=str(tmp_path / "absent.txt"))
+    with pytest.raises(ValueError, match="must begin with"):
+        ElmoTokenizer(word_vocab=["the", "<S>", "</S>", "<UNK>"])
+
+
+def test_the_allennlp_vocab_fixture_is_not_a_vocabulary_file():
+    with pytest.raises(ValueError, match="must begin with"):  # <S> is on its line 21, not line 1
+        ElmoTokenizer(vocab_file=str(shared_file(VOCAB_TEST)))
+
+
+def test_bilm_tf_vocabulary_file():
+    vocab_path = shared_file(BILM_VOCAB)
+    tok = ElmoTokenizer(vocab_file=str(vocab_path), word_split="whitespace")
+    lines = vocab_path.read_text(encoding="utf-8").split()
+    assert tok.word_vocab == lines
+    first = shared_file(BILM_DATA).read_text(encoding="utf-8").splitlines()[0]
+    enc = tok(first, return_vocab_ids=True)
+    assert enc["vocab_ids"] == [0] + [lines.index(w) if w in lines else 2 for w in first.split()] + [1]
+
+
+def test_build_vocab(tmp_path):
+    texts = ["the cat sat on the mat .", "the dog sat .", "a cat !"]
+    vocab = build_vocab(texts)
+    assert vocab[:3] == ["<S>", "</S>", "<UNK>"]
+    assert vocab[3:8] == [
+        "the",
+        ".",
+        "cat",
+        "sat",
+        "!",
+    ]  # by count (3, 2, 2, 2), then ties in code-point order
+    assert len(vocab) == 3 + 9
+    assert build_vocab(texts, max_size=5) == ["<S>", "</S>", "<UNK>", "the", "."]
+    assert build_vocab(texts, min_count=2) == ["<S>", "</S>", "<UNK>", "the", ".", "cat", "sat"]
+    assert build_vocab(["<S> x </S> <UNK> x"]) == ["<S>", "</S>", "<UNK>", "x"]  # specials are not counted
+    assert build_vocab(["don't stop"]) == ["<S>", "</S>", "<UNK>", "do", "n't", "stop"]
+    assert build_vocab(["don't stop"], split="whitespace")[3:] == ["don't", "stop"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("b a\na\n", encoding="utf-8")
+    assert build_vocab([corpus, "c"])[3:] == ["a", "b", "c"]
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        build_vocab("the cat")
+    with pytest.raises(TypeError, match="item 0"):
+        build_vocab([3])
+    with pytest.raises(ValueError, match="max_size"):
+        build_vocab(texts, max_size=2)
+    with pytest.raises(ValueError, match="min_count"):
+        build_vocab(texts, min_count=0)
+    path = write_vocab(vocab, tmp_path / "vocab.txt")
+    tok = ElmoTokenizer(vocab_file=path)
+    assert tok.word_vocab == vocab
+    assert ElmoTokenizer.from_corpus(texts, max_size=6).word_vocab == vocab[:6]
+
+
+# ----- save / load ----------------------------------------------------------------------------------------------
+SAMPLE = ["The cat sat on the mat.", "Peter Blackburn", "naïve café 😀 " + "x" * 60]
+
+
+def test_save_and_load_round_trip(tmp_path, vocab_file):
+    tok = ElmoTokenizer(vocab_file=str(vocab_file), word_split="whitespace", truncation_side="left")
+    files = tok.save_pretrained(tmp_path / "tok")
+    names = sorted(os.listdir(tmp_path / "tok"))
+    assert names == ["tokenization_elmo.py", "tokenizer_config.json", "vocab.txt"], files
+    config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "ElmoTokenizer"
+    assert config["auto_map"] == {"AutoTokenizer": ["tokenization_elmo.ElmoTokenizer", None]}
+    assert config["word_split"] == "whitespace" and "word_vocab" not in config
+    for loaded in (
+        ElmoTokenizer.from_pretrained(tmp_path / "tok"),
+        AutoTokenizer.from_pretrained(tmp_path / "tok"),
+    ):
+        assert type(loaded) is ElmoTokenizer  # in-library registration, no trust_remote_code needed
+        assert loaded.word_vocab == tok.word_vocab and loaded.word_split == "whitespace"
+        assert loaded.truncation_side == "left"
+        a = tok(SAMPLE, padding=True, return_tensors="pt", return_vocab_ids=True)
+        b = loaded(SAMPLE, padding=True, return_tensors="pt", return_vocab_ids=True)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    plain = ElmoTokenizer()
+    plain.save_pretrained(tmp_path / "plain")
+    assert not (tmp_path / "plain" / "vocab.txt").exists()
+    reloaded = AutoTokenizer.from_pretrained(tmp_path / "plain")
+    assert reloaded.word_vocab is None and reloaded("a b")["input_ids"] == plain("a b")["input_ids"]
+
+
+def test_auto_tokenizer_with_a_model_config(tmp_path):
+    from modeling_elmo.configuration_elmo import ElmoConfig
+
+    ElmoConfig.from_preset("tiny").save_pretrained(tmp_path)
+    ElmoTokenizer().save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert type(loaded) is ElmoTokenizer and loaded("a")["input_ids"] == expected_sentence(["a"])
+
+
+REMOTE_CODE = """
+import json, os, sys
+os.environ["HF_MODULES_CACHE"] = {modules!r}
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained({folder!r}, trust_remote_code=True)
+enc = tok({sample!r}, padding=True, return_tensors="pt", return_vocab_ids=True)
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("tokenization", "modeling_elmo"))
+print(json.dumps({{
+    "module": type(tok).__module__, "leaked": leaked, "input_ids": enc["input_ids"].tolist(),
+    "attention_mask": enc["attention_mask"].tolist(), "vocab_ids": enc["vocab_ids"].tolist(),
+    "word_ids": enc.word_ids(1),
+}}))
+"""
+
+
+def test_remote_code_loads_in_a_fresh_process_without_the_project(tmp_path, vocab_file):
+    tok = ElmoTokenizer(vocab_file=str(vocab_file))
+    folder = tmp_path / "hub-folder"
+    tok.save_pretrained(folder)
+    code = REMOTE_CODE.format(modules=str(tmp_path / "modules"), folder=str(folder), sample=SAMPLE)
+    result = run_isolated(code, cwd=tmp_path, timeout=120)
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    assert remote["module"].startswith("transformers_modules.") and remote["leaked"] == []
+    local = tok(SAMPLE, padding=True, return_tensors="pt", return_vocab_ids=True)
+    assert remote["input_ids"] == local["input_ids"].tolist()
+    assert remote["attention_mask"] == local["attention_mask"].tolist()
+    assert remote["vocab_ids"] == local["vocab_ids"].tolist()
+    assert remote["word_ids"] == local.word_ids(1)
+
+
+# ----- bad and unusual input ------------------------------------------------------------------------------------
+def test_invalid_input_types(tok):
+    with pytest.raises(TypeError, match="got None"):
+        tok(None)
+    with pytest.raises(TypeError, match=r"text\[1\] must be a str, got int"):
+        tok(["fine", 3])
+    with pytest.raises(TypeError, match=r"text\[0\]\[1\] must be a str, got NoneType"):
+        tok([["fine", None]], is_split_into_words=True)
+    with pytest.raises(TypeError, match=r"text\[2\] must be a str, got float"):
+        tok(["a", "b", 1.5], is_split_into_words=True)
+    with pytest.raises(TypeError, match="is_split_into_words=True"):
+        tok([["a", "b"]])
+    with pytest.raises(TypeError, match="list of words"):
+        tok("a b", is_split_into_words=True)
+    with pytest.raises(TypeError, match="decode bytes"):
+        tok(b"bytes")
+    with pytest.raises(ValueError, match="empty list"):
+        tok([])
+    with pytest.raises(ValueError, match="empty list"):
+        tok([], is_split_into_words=True)
+    with pytest.raises(ValueError, match="single sentences"):
+        tok("a", text_pair="b")
+    with pytest.raises(ValueError, match="right"):
+        tok(["a"], padding=True, padding_side="left")
+    with pytest.raises(ValueError, match="right"):
+        ElmoTokenizer(padding_side="left")
+    with pytest.raises(ValueError, match="'pt' or 'np'"):
+        tok("a", return_tensors="mlx")
+
+
+def test_empty_and_whitespace_text(tok):
+    for text in ("", "   ", "\t\n\r\x0b\x0c\u2003"):
+        assert tok(text)["input_ids"] == [BOS_ROW, EOS_ROW]
+        assert tok(text, add_special_tokens=False)["input_ids"] == []
+        assert tok(text).word_ids() == [None, None]
+    batch = tok(["", "a"], padding=True, return_tensors="pt")
+    assert batch["input_ids"][0].tolist() == [BOS_ROW, EOS_ROW, PAD_ROW]
+    assert tok([[]], is_split_into_words=True)["input_ids"] == [[BOS_ROW, EOS_ROW]]
+
+
+def test_long_and_multibyte_tokens_are_cut_at_48_bytes(tok):
+    long_word = "x" * 10_000
+    row = tok([long_word], is_split_into_words=True, add_special_tokens=False)["input_ids"][0]
+    assert row == [259] + [ord("x") + 1] * 48 + [260] == expected_row(long_word)
+    emoji = "😀" * 13  # 52 bytes: 12 whole emoji fit
+    assert tok.convert_tokens_to_char_ids(emoji) == [259] + [b + 1 for b in ("😀" * 12).encode()] + [260]
+    cut = "a" + "é" * 30  # 61 bytes: the 48th byte is the first half of an "é"
+    assert tok.convert_tokens_to_char_ids(cut) == expected_row(cut)
+    assert tok.convert_tokens_to_char_ids(cut)[48] == 0xC3 + 1
+    assert tok(long_word)["input_ids"][1] == expected_row(long_word)
+
+
+def test_control_characters_surrogates_and_empty_words(tok):
+    assert tok(["a\x00b"], is_split_into_words=True, add_special_tokens=False)["input_ids"] == [
+        [259, 98, 1, 99, 260] + [261] * 45
+    ]
+    assert tok("a\x00b", add_special_tokens=False)["input_ids"] == expected_sentence(
+        ["a", "\x00", "b"], False
+    )
+    assert tok("\ud800")["input_ids"] == [BOS_ROW, EOS_ROW]  # raw text: the surrogate is dropped
+    assert tok("x\udfffy", add_special_tokens=False)["input_ids"] == [expected_row("xy")]
+    # Pre-split words are never dropped (labels stay aligned): "" and "\ud800" give [BOW, EOW] like the originals.
+    assert (
+        tok(["", "\ud800"], is_split_into_words=True, add_special_tokens=False)["input_ids"]
+        == [[259, 260] + [261] * 48] * 2
+    )
+    assert tok([" "], is_split_into_words=True, add_special_tokens=False)["input_ids"] == [expected_row(" ")]
+
+
+# ----- cache, copies, threads -----------------------------------------------------------------------------------
+def test_cache_is_bounded_and_correct():
+    tok = ElmoTokenizer(cache_size=10)
+    words = [f"w{i}" for i in range(100)]
+    first = tok(words, is_split_into_words=True)["input_ids"]
+    assert first == expected_sentence(words)
+    assert (
+        tok(words, is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"][0].tolist()
+        == first
+    )
+    tok(["a"], is_split_into_words=True)
+    assert len(tok.cache["index"]) <= 10
+
+
+def test_pickle_deepcopy_and_threads():
+    tok = ElmoTokenizer(cache_size=50)
+    tok("warm the cache")
+    for clone in (pickle.loads(pickle.dumps(tok)), copy.deepcopy(tok)):
+        assert clone("warm the cache")["input_ids"] == tok("warm the cache")["input_ids"]
+    sentences = [" ".join(f"t{i}w{j}" for j in range(30)) for i in range(40)]
+    expected = [expected_sentence(s.split()) for s in sentences]
+    errors = []
+
+    def work(offset: int) -> None:
+        for k in range(20):
+            i = (offset + k) % len(sentences)
+            out = tok(sentences[i : i + 1], padding=True, return_tensors="pt")["input_ids"][0].tolist()
+            if out != expected[i]:
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(n * 7,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []

@@ -1,0 +1,1237 @@
+"""Character tokenizer of ELMo (Peters et al. 2018) for Hugging Face transformers.
+
+This file travels to the Hub as remote code, copied flat next to the model files: it imports only the standard
+library, numpy (a dependency of transformers), torch and transformers.
+
+Character ids: the only place they are defined
+-----------------------------------------------
+Every token (a word) becomes a row of `max_characters_per_token` (50) character ids, exactly as in the original
+implementations (allennlp `ELMoCharacterMapper`, bilm-tf `UnicodeCharsVocabulary`, see ELMO_SPEC section 1):
+
+* the token is encoded with `token.encode("utf-8", "ignore")`; each byte `b` (0..255) is character id `b + 1`;
+* the bytes are cut after 48 (`max_characters_per_token - 2`), which may split a multi-byte character;
+* the row is `[BOW, b1 + 1, ..., bk + 1, EOW, CHAR_PAD, ..., CHAR_PAD]`;
+* the ids below already include the +1 shift of the inference code, so that id 0 is free for padding:
+
+  ====  ===========================  ===================================
+  id    name in `get_vocab()`        meaning
+  ====  ===========================  ===================================
+  0     `<pad>`                      padding token: a row of 50 zeros
+  1-256 `<0x00>` ... `<0xFF>`        byte 0x00 ... 0xFF
+  257   `<S>`                        begin-of-sentence character
+  258   `</S>`                       end-of-sentence character
+  259   `<bow>`                      begin of word (BOW)
+  260   `<eow>`                      end of word (EOW)
+  261   `<char_pad>`                 padding character inside a word row
+  ====  ===========================  ===================================
+
+* the sentence boundary tokens are `<S>` = `[259, 257, 260, 261 x 47]` and `</S>` = `[259, 258, 260, 261 x 47]`;
+  the literal strings `"<S>"` and `"</S>"` in the input map to these same rows (as in both originals);
+* example: `"a"` = `[259, 98, 260, 261 x 47]`.
+
+So the tokenizer's scalar vocabulary (`get_vocab()`, `vocab_size`, `len(tokenizer)`, `pad_token_id`,
+`bos_token_id`, `convert_tokens_to_ids`) is this table of 262 character ids (= `ElmoConfig.char_vocab_size`),
+while `input_ids` holds one row of 50 character ids per token: shape `[batch, tokens, 50]`.
+
+Splitting raw text into words
+-----------------------------
+`word_split="punctuation"` (default, see `split_words`) or `"whitespace"` (`str.split()`, for text that is already
+tokenized, such as PTB or the 1B Word Benchmark the published models were trained on). Pre-split words
+(`is_split_into_words=True`) are used verbatim, one token per word.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import BatchEncoding, PreTrainedTokenizer
+from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
+from transformers.utils import TensorType
+
+logger = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Character ids (see the module docstring: this block is the single definition used everywhere below).
+# ---------------------------------------------------------------------------------------------------------------
+MAX_CHARACTERS_PER_TOKEN = 50
+PADDING_ID = 0  # the padding token is a row of zeros; a position is real iff any of its ids is > 0
+BYTE_OFFSET = 1  # byte b -> id b + 1
+BOS_CHAR_ID = 257  # begin-of-sentence character (256 + 1)
+EOS_CHAR_ID = 258  # end-of-sentence character (257 + 1)
+BOW_ID = 259  # begin of word (258 + 1)
+EOW_ID = 260  # end of word (259 + 1)
+CHAR_PAD_ID = 261  # padding character inside a word row (260 + 1)
+NUM_CHARACTER_IDS = 262  # = ElmoConfig.char_vocab_size
+
+BOS_TOKEN = "<S>"
+EOS_TOKEN = "</S>"
+UNK_TOKEN = "<UNK>"  # of the optional word vocabulary, not of the character vocabulary
+PAD_TOKEN = "<pad>"
+# The first three lines of every word-vocabulary file, in this order (ids 0, 1, 2).
+WORD_VOCAB_SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+LABEL_PAD_ID = -100  # padding of `vocab_ids` and of token-level `labels` (ignored by torch losses)
+
+_CHARACTER_NAMES: list[str] = (
+    [PAD_TOKEN]
+    + [f"<0x{b:02X}>" for b in range(256)]
+    + [BOS_TOKEN, EOS_TOKEN, "<bow>", "<eow>", "<char_pad>"]
+)
+assert len(_CHARACTER_NAMES) == NUM_CHARACTER_IDS  # module invariant, not user input
+
+VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt"}
+WORD_SPLITS = ("punctuation", "whitespace")
+
+
+def word_to_char_ids(word: str, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN) -> list[int]:
+    """The row of character ids of one token, as laid out in the module docstring.
+
+    `"<S>"` and `"</S>"` give the sentence-boundary rows. Control characters are ordinary bytes; lone surrogates are
+    dropped by `encode("utf-8", "ignore")`; an empty word gives `[BOW, EOW, CHAR_PAD, ...]` like the originals.
+    """
+    width = max_characters_per_token
+    if word == BOS_TOKEN or word == EOS_TOKEN:
+        return [BOW_ID, BOS_CHAR_ID if word == BOS_TOKEN else EOS_CHAR_ID, EOW_ID] + [CHAR_PAD_ID] * (
+            width - 3
+        )
+    data = word.encode("utf-8", "ignore")[: width - 2]
+    return [BOW_ID, *(b + BYTE_OFFSET for b in data), EOW_ID] + [CHAR_PAD_ID] * (width - 2 - len(data))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Splitting raw text into words
+# ---------------------------------------------------------------------------------------------------------------
+_PUNCTUATION_SPLIT = re.compile(
+    r"""
+      </?[A-Za-z]\w*>                       # markers kept whole: <S>, </S>, <unk>, <UNK>, <br>
+    | (?:[^\W\d_]\.){2,}(?!\w)              # abbreviations written with periods: U.S., e.g., a.m.
+    | (?i:['’](?:s|d|m|ll|re|ve))(?!\w)     # clitics already split off: 's 're 've 'll 'd 'm
+    | \w+(?:(?:[-'’.]|(?<=\d),(?=\d))\w+)*  # words, numbers (3.14, 1,000), compounds (bio-identical, O'Neill)
+    | \.\.+ | --+ | `` | ''                # runs kept whole: ellipsis, dashes, PTB quotes
+    | [^\w\s]                               # any other character alone: punctuation, symbols, emoji, controls
+    """,
+    re.VERBOSE,
+)
+_CLITIC_SUFFIX = re.compile(r"(.+)((?i:['’](?:s|d|m|ll|re|ve)))")  # it's -> it 's ; O'Neill's -> O'Neill 's
+_NEGATION_SUFFIX = re.compile(r"(\w+)((?i:n['’]t))")  # don't -> do n't ; can't -> ca n't (as in the PTB)
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _split_clitics(word: str) -> list[str]:
+    out = []
+    match = _CLITIC_SUFFIX.fullmatch(word)
+    if match:
+        word, clitic = match.group(1), match.group(2)
+        out.append(clitic)
+    match = _NEGATION_SUFFIX.fullmatch(word)
+    if match:
+        out.append(match.group(2))
+        word = match.group(1)
+    out.append(word)
+    return out[::-1]
+
+
+def split_words(text: str, rule: str = "punctuation") -> list[str]:
+    """Split raw text into the words ELMo encodes, one token per word.
+
+    Both rules first drop lone surrogates (`"\\ud800"`), which `encode("utf-8", "ignore")` drops in the original,
+    and treat as whitespace exactly what `str.isspace()` accepts (so empty or whitespace-only text gives no word).
+
+    `rule="whitespace"`: `text.split()`. Use it for text that is already tokenized (PTB, the 1B Word Benchmark).
+
+    `rule="punctuation"` (default), close to the PTB / Moses tokenization of the published models' training data:
+
+    * words are runs of letters, digits and `_`, kept whole across inner hyphens, apostrophes and periods and
+      across commas between digits: `bio-identical`, `O'Neill`, `3.14`, `1,000`, `www.example.com`;
+    * clitics are split off as in the PTB: `don't` -> `do n't`, `can't` -> `ca n't`, `it's` -> `it 's`,
+      `they're` -> `they 're`, `John's` -> `John 's` (also with the typographic apostrophe `’`);
+    * abbreviations written with periods stay whole (`U.S.`, `e.g.`), other trailing periods are split off
+      (`Dr.` -> `Dr .`: there is no abbreviation list);
+    * markers in angle brackets stay whole (`<S>`, `</S>`, `<unk>`), as do runs of periods (`...`), of
+      hyphens (`--`) and the PTB quotes ``` `` ``` and `''`;
+    * every other non-space character is a token of its own: punctuation, symbols, each emoji code point,
+      control characters (`"a\\x01b"` -> `a`, `\\x01`, `b`);
+    * no lower-casing and no Unicode normalisation (the published models are case-sensitive); scripts written
+      without spaces (Chinese, Japanese) stay one token per run.
+
+    Splitting text that this rule produced again gives the same words (tested).
+    """
+    if not text.isascii():
+        text = _SURROGATES.sub("", text)
+    if rule == "whitespace":
+        return text.split()
+    if rule != "punctuation":
+        raise ValueError(f"rule must be one of {WORD_SPLITS}, got {rule!r}")
+    words = _PUNCTUATION_SPLIT.findall(text)
+    if "'" in text or "’" in text:
+        out: list[str] = []
+        for word in words:
+            if len(word) > 2 and ("'" in word or "’" in word):
+                out.extend(_split_clitics(word))
+            else:
+                out.append(word)
+        return out
+    return words
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Optional word vocabulary (for the language-model softmax)
+# ---------------------------------------------------------------------------------------------------------------
+def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
+    """Read a vocabulary file: one token per line, beginning with `<S>`, `</S>`, `<UNK>` in any order (bilm-tf looks
+    them up by name; the released 1B Word Benchmark vocabulary begins with `</S>`, `<S>`, `<UNK>`).
+
+    Lines are stripped of surrounding whitespace like in bilm-tf; blank lines are skipped; a repeated token keeps
+    its first id (with a warning).
+    """
+    with open(vocab_file, encoding="utf-8") as handle:
+        tokens = [line.strip() for line in handle]
+    tokens = [token for token in tokens if token]
+    if sorted(tokens[:3]) != sorted(WORD_VOCAB_SPECIALS):
+        raise ValueError(
+            f"The vocabulary file {os.fspath(vocab_file)!r} must begin with the lines {list(WORD_VOCAB_SPECIALS)} "
+            f"(in any order, like the original ELMo vocabulary files), but it begins with {tokens[:3]}"
+        )
+    return tokens
+
+
+def write_vocab(tokens: Sequence[str], path: str | os.PathLike) -> str:
+    """Write `tokens` (e.g. from `build_vocab`) to `path`, one per line; returns the path as a string."""
+    _check_word_vocab(tokens)
+    path = os.fspath(path)
+    with open(path, "w", encoding="utf-8") as handle:
+        for token in tokens:
+            handle.write(token + "\n")
+    return path
+
+
+def _check_word_vocab(tokens: Sequence[str]) -> None:
+    if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
+        raise TypeError("A word vocabulary must be a list of str")
+    if sorted(tokens[:3]) != sorted(WORD_VOCAB_SPECIALS):
+        raise ValueError(
+            f"A word vocabulary must begin with {list(WORD_VOCAB_SPECIALS)} (in any order), got {list(tokens[:3])}"
+        )
+    bad = [t for t in tokens if not t or t != t.strip() or "\n" in t]
+    if bad:
+        raise ValueError(
+            f"Vocabulary tokens must be non-empty and contain no surrounding whitespace, got {bad[:5]}"
+        )
+
+
+def build_vocab(
+    texts_or_files: Iterable[str | os.PathLike],
+    max_size: int | None = None,
+    min_count: int = 1,
+    split: str | Callable[[str], list[str]] = "punctuation",
+) -> list[str]:
+    """Count the words of a corpus and return a word vocabulary for `ElmoTokenizer(vocab_file=...)`.
+
+    Args:
+        texts_or_files: an iterable whose `str` items are texts (each one sentence or document) and whose
+            `os.PathLike` items (e.g. `pathlib.Path`) are UTF-8 files read line by line. A plain `str` is always
+            text, never a path: wrap paths in `pathlib.Path`.
+        max_size: size of the returned list including the three special tokens (so it can be used as
+            `ElmoConfig.vocab_size`); None keeps every word seen at least `min_count` times.
+        min_count: words seen fewer times are left out.
+        split: `"punctuation"` or `"whitespace"` (see `split_words`) or a callable `str -> list[str]`.
+
+    Returns:
+        `["<S>", "</S>", "<UNK>", ...]` then the words by descending count, ties in code-point order. The special
+        strings themselves are never counted.
+    """
+    if isinstance(texts_or_files, (str, bytes, os.PathLike)):
+        raise TypeError(
+            "build_vocab expects an iterable of texts or paths, got a single "
+            f"{type(texts_or_files).__name__}: wrap it in a list"
+        )
+    if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 3):
+        raise ValueError(
+            f"max_size must be an integer >= 3 (the three special tokens count), got {max_size!r}"
+        )
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+        raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
+    if callable(split):
+        split_fn = split
+    elif split in WORD_SPLITS:
+
+        def split_fn(text: str) -> list[str]:
+            return split_words(text, split)
+
+    else:
+        raise ValueError(f"split must be one of {WORD_SPLITS} or a callable, got {split!r}")
+
+    counts: Counter[str] = Counter()
+    for index, item in enumerate(texts_or_files):
+        if isinstance(item, str):
+            counts.update(split_fn(item))
+        elif isinstance(item, os.PathLike):
+            with open(item, encoding="utf-8") as handle:
+                for line in handle:
+                    counts.update(split_fn(line))
+        else:
+            raise TypeError(
+                f"build_vocab item {index} must be a str text or an os.PathLike file, got {type(item).__name__}"
+            )
+    for special in WORD_VOCAB_SPECIALS:
+        counts.pop(special, None)
+    words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    vocab = list(WORD_VOCAB_SPECIALS) + words
+    return vocab if max_size is None else vocab[:max_size]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Outputs
+# ---------------------------------------------------------------------------------------------------------------
+class ElmoBatchEncoding(BatchEncoding):
+    """`BatchEncoding` that also knows which input word each token position comes from.
+
+    `word_ids(i)` maps each position of row `i` to the index of its word in the input (None for `<S>`, `</S>`
+    and padding), `tokens(i)` gives the token strings, `sequence_ids(i)` is 0 for words and None elsewhere.
+    These are only available on the output of `ElmoTokenizer.__call__`, not after `pad()`.
+    """
+
+    def __init__(self, data=None, tensor_type=None, prepend_batch_axis=False, alignment=None, batched=True):
+        super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis, n_sequences=1)
+        # alignment[i] = (words kept, index of the first kept word, has <S>/</S>)
+        self._alignment = alignment
+        self._batched = batched
+
+    def __getstate__(self):
+        return {**super().__getstate__(), "alignment": self._alignment, "batched": self._batched}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._alignment = state.get("alignment")
+        self._batched = state.get("batched", True)
+
+    def _row(self, batch_index: int) -> tuple[list[str], int, bool, int]:
+        if self._alignment is None:
+            raise ValueError(
+                "word_ids()/tokens() are only available on the output of ElmoTokenizer.__call__ "
+                "(not after pad() or on data rebuilt from lists)"
+            )
+        if not self._batched and batch_index != 0:
+            raise IndexError(
+                f"this encoding holds a single sequence; batch_index must be 0, got {batch_index}"
+            )
+        words, first, special = self._alignment[batch_index]
+        ids = self.data["input_ids"]
+        length = len(ids[batch_index]) if self._batched or not isinstance(ids, list) else len(ids)
+        return words, first, special, length
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        words, first, special, length = self._row(batch_index)
+        out: list[int | None] = [None] if special else []
+        out.extend(range(first, first + len(words)))
+        if special:
+            out.append(None)
+        return out + [None] * (length - len(out))
+
+    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
+        return [None if w is None else 0 for w in self.word_ids(batch_index)]
+
+    def tokens(self, batch_index: int = 0) -> list[str]:
+        words, _, special, length = self._row(batch_index)
+        out = [BOS_TOKEN, *words, EOS_TOKEN] if special else list(words)
+        return out + [PAD_TOKEN] * (length - len(out))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The tokenizer
+# ---------------------------------------------------------------------------------------------------------------
+class ElmoTokenizer(PreTrainedTokenizer):
+    r"""ELMo character tokenizer: text -> `input_ids` `[batch, tokens, 50]` character ids + `attention_mask`.
+
+    The character-id layout is in the module docstring. `<S>` and `</S>` are added around every sentence by
+    default (like CLS/SEP), padding is on the right and is a row of zeros.
+
+    Args:
+        vocab_file (`str`, *optional*): word vocabulary, one token per line, beginning with `<S>`, `</S>`, `<UNK>`
+            (the format of the original ELMo vocabulary files). Only needed for `return_vocab_ids=True`
+            (language-model targets); saved as `vocab.txt` by `save_pretrained`.
+        word_vocab (`list[str]`, *optional*): the same vocabulary given as a list (e.g. from `build_vocab`).
+        word_split (`str`, *optional*, defaults to `"punctuation"`): how raw text is split into words,
+            `"punctuation"` or `"whitespace"` (see `split_words`). Ignored for `is_split_into_words=True`.
+        max_characters_per_token (`int`, *optional*, defaults to 50): row width, `ElmoConfig.max_characters_per_token`.
+        cache_size (`int`, *optional*, defaults to 65536): distinct words whose rows are cached; the cache is
+            cleared when it grows past this (between calls), so memory stays bounded.
+
+    Call keyword arguments are those of every transformers tokenizer (`add_special_tokens`, `padding`,
+    `truncation`, `max_length` counted in tokens including `<S>`/`</S>`, `pad_to_multiple_of`,
+    `return_tensors`, `return_attention_mask`, `return_special_tokens_mask`, `return_length`,
+    `return_token_type_ids`, `is_split_into_words`) plus `return_vocab_ids`.
+    """
+
+    vocab_files_names = VOCAB_FILES_NAMES
+    model_input_names = ["input_ids", "attention_mask"]
+    padding_side = "right"
+
+    def __init__(
+        self,
+        vocab_file: str | None = None,
+        word_vocab: Sequence[str] | None = None,
+        word_split: str = "punctuation",
+        max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
+        cache_size: int = 65536,
+        bos_token: str = BOS_TOKEN,
+        eos_token: str = EOS_TOKEN,
+        pad_token: str = PAD_TOKEN,
+        **kwargs,
+    ):
+        for name, value, expected in (
+            ("bos_token", bos_token, BOS_TOKEN),
+            ("eos_token", eos_token, EOS_TOKEN),
+            ("pad_token", pad_token, PAD_TOKEN),
+        ):
+            if str(value) != expected:
+                raise ValueError(
+                    f"ElmoTokenizer's {name} is fixed to {expected!r} by the ELMo format, got {value!r}"
+                )
+        if word_split not in WORD_SPLITS:
+            raise ValueError(f"word_split must be one of {WORD_SPLITS}, got {word_split!r}")
+        if (
+            isinstance(max_characters_per_token, bool)
+            or not isinstance(max_characters_per_token, int)
+            or max_characters_per_token < 3
+        ):
+            raise ValueError(
+                f"max_characters_per_token must be an integer >= 3 (begin, one byte, end), got {max_characters_per_token!r}"
+            )
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"cache_size must be a positive integer, got {cache_size!r}")
+        if kwargs.get("padding_side", "right") != "right":
+            raise ValueError(
+                f"ElmoTokenizer pads on the right only (the biLM reads </S> right after the last word), "
+                f"got padding_side={kwargs['padding_side']!r}"
+            )
+        if vocab_file is not None and word_vocab is not None:
+            raise ValueError("Give either vocab_file or word_vocab, not both")
+
+        if vocab_file is not None:
+            word_vocab = load_vocab(vocab_file)
+        elif word_vocab is not None:
+            word_vocab = list(word_vocab)
+            _check_word_vocab(word_vocab)
+        self._set_word_vocab(word_vocab)
+
+        self.word_split = word_split
+        self.max_characters_per_token = max_characters_per_token
+        self.cache_size = cache_size
+        self._character_ids = {name: i for i, name in enumerate(_CHARACTER_NAMES)}
+        self._init_cache()
+
+        super().__init__(
+            word_split=word_split,
+            max_characters_per_token=max_characters_per_token,
+            cache_size=cache_size,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            pad_token=pad_token,
+            **kwargs,
+        )
+
+    # ----- word vocabulary -----------------------------------------------------------------------------------
+    def _set_word_vocab(self, word_vocab: list[str] | None) -> None:
+        self._word_vocab = word_vocab
+        self._word_to_vocab_id: dict[str, int] | None = None
+        if word_vocab is not None:
+            mapping: dict[str, int] = {}
+            for i, token in enumerate(word_vocab):
+                if token in mapping:
+                    logger.warning(
+                        "Vocabulary token %r repeated at position %d; keeping its first id %d",
+                        token,
+                        i + 1,
+                        mapping[token],
+                    )
+                    continue
+                mapping[token] = i
+            self._word_to_vocab_id = mapping
+
+    @property
+    def word_vocab(self) -> list[str] | None:
+        """The word vocabulary of the language-model softmax (`<S>`, `</S>`, `<UNK>`, ...), or None."""
+        return None if self._word_vocab is None else list(self._word_vocab)
+
+    @property
+    def word_vocab_size(self) -> int:
+        """Size of the word vocabulary (`ElmoConfig.vocab_size`), 0 without one."""
+        return 0 if self._word_vocab is None else len(self._word_vocab)
+
+    @property
+    def unk_word_id(self) -> int:
+        return self._require_word_vocab("unk_word_id")[UNK_TOKEN]
+
+    def _require_word_vocab(self, what: str) -> dict[str, int]:
+        if self._word_to_vocab_id is None:
+            raise ValueError(
+                f"{what} needs a word vocabulary: ElmoTokenizer(vocab_file=...) or ElmoTokenizer.from_corpus(...)"
+            )
+        return self._word_to_vocab_id
+
+    def convert_tokens_to_vocab_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """Word-vocabulary ids of tokens (unknown -> the id of `<UNK>`); `<S>`/`</S>` get their own ids."""
+        mapping = self._require_word_vocab("convert_tokens_to_vocab_ids")
+        unk = self.unk_word_id
+        if isinstance(tokens, str):
+            return mapping.get(tokens, unk)
+        return [mapping.get(token, unk) for token in tokens]
+
+    def convert_vocab_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        """Inverse of `convert_tokens_to_vocab_ids` (e.g. to read language-model predictions)."""
+        self._require_word_vocab("convert_vocab_ids_to_tokens")
+        vocab = self._word_vocab
+        if isinstance(ids, int):
+            return vocab[ids]
+        return [vocab[int(i)] for i in ids]
+
+    @classmethod
+    def from_corpus(
+        cls,
+        texts_or_files: Iterable[str | os.PathLike],
+        max_size: int | None = None,
+        min_count: int = 1,
+        **kwargs,
+    ) -> ElmoTokenizer:
+        """A tokenizer whose word vocabulary is built from a corpus with `build_vocab`, using its own split rule."""
+        split = kwargs.get("word_split", "punctuation")
+        vocab = build_vocab(texts_or_files, max_size=max_size, min_count=min_count, split=split)
+        return cls(word_vocab=vocab, **kwargs)
+
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        """Write the word vocabulary as `vocab.txt` (nothing when the tokenizer has none)."""
+        path = os.path.join(
+            save_directory,
+            (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILES_NAMES["vocab_file"],
+        )
+        if self._word_vocab is None:
+            if os.path.exists(path):
+                logger.warning(
+                    "%s already exists but this tokenizer has no word vocabulary: it will be loaded with it; delete it",
+                    path,
+                )
+            return ()
+        return (write_vocab(self._word_vocab, path),)
+
+    # ----- character vocabulary (the scalar ids transformers knows about) -----------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        """Number of character ids (262 = `ElmoConfig.char_vocab_size`), not the word vocabulary."""
+        return NUM_CHARACTER_IDS
+
+    def get_vocab(self) -> dict[str, int]:
+        """The character vocabulary: `<pad>` 0, `<0x00>`..`<0xFF>` 1..256, `<S>` 257, `</S>` 258, `<bow>` 259,
+        `<eow>` 260, `<char_pad>` 261."""
+        return dict(self._character_ids)
+
+    def _convert_token_to_id(self, token: str) -> int:
+        try:
+            return self._character_ids[token]
+        except KeyError:
+            raise ValueError(
+                f"{token!r} is not a character of ElmoTokenizer's vocabulary (scalar ids are character ids, see "
+                "get_vocab()); use convert_tokens_to_char_ids() for the 50 character ids of a word"
+            ) from None
+
+    def _convert_id_to_token(self, index: int) -> str:
+        if not 0 <= index < NUM_CHARACTER_IDS:
+            raise ValueError(f"character id must be in [0, {NUM_CHARACTER_IDS}), got {index}")
+        return _CHARACTER_NAMES[index]
+
+    def add_tokens(self, *args, **kwargs) -> int:
+        raise NotImplementedError("ElmoTokenizer encodes any word from its bytes: there are no tokens to add")
+
+    def convert_tokens_to_char_ids(self, tokens: str | Sequence[str]) -> list[int] | list[list[int]]:
+        """The 50 character ids of a word (or a list of rows for a list of words), without `<S>`/`</S>` added."""
+        if isinstance(tokens, str):
+            return word_to_char_ids(tokens, self.max_characters_per_token)
+        return [
+            word_to_char_ids(_check_word(t, i), self.max_characters_per_token) for i, t in enumerate(tokens)
+        ]
+
+    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
+        """Character ids -> names (an int or a list of ints), or rows of 50 ids -> words (padding rows dropped)."""
+        ids = _to_list(ids)
+        if isinstance(ids, int):
+            return self._convert_id_to_token(ids)
+        if ids and isinstance(ids[0], list):
+            return [
+                word
+                for row in ids
+                if (word := self._row_to_token(row)) is not None
+                and not (
+                    skip_special_tokens and word in (BOS_TOKEN, EOS_TOKEN) and self._is_boundary_row(row)
+                )
+            ]
+        skip = {PADDING_ID, BOS_CHAR_ID, EOS_CHAR_ID} if skip_special_tokens else set()
+        return [self._convert_id_to_token(int(i)) for i in ids if int(i) not in skip]
+
+    def _is_boundary_row(self, row: list[int]) -> bool:
+        return len(row) > 2 and row[0] == BOW_ID and row[1] in (BOS_CHAR_ID, EOS_CHAR_ID) and row[2] == EOW_ID
+
+    def _row_to_token(self, row: list[int]) -> str | None:
+        if not any(row):
+            return None
+        if self._is_boundary_row(row):
+            return BOS_TOKEN if row[1] == BOS_CHAR_ID else EOS_TOKEN
+        data = bytes(c - BYTE_OFFSET for c in row if BYTE_OFFSET <= c < BOS_CHAR_ID)
+        return data.decode("utf-8", errors="replace")
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        return " ".join(tokens)
+
+    def decode(self, token_ids, skip_special_tokens: bool = False, **kwargs) -> str | list[str]:
+        """Rows of character ids -> text: `[tokens, 50]` gives a string, `[batch, tokens, 50]` a list of strings.
+
+        Words are joined with single spaces; padding rows are dropped; words longer than 48 bytes come back cut.
+        """
+        ids = _to_list(token_ids)
+        if not isinstance(ids, list):
+            raise ValueError("decode expects rows of character ids: [tokens, 50] or [batch, tokens, 50]")
+        if not ids:
+            return ""
+        if isinstance(ids[0], int):  # a single row: one word
+            return self._row_to_token(ids) or ""
+        if _is_batch_of_sentences(ids):
+            return [self.decode(seq, skip_special_tokens=skip_special_tokens) for seq in ids]
+        return " ".join(self.convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens))
+
+    def batch_decode(self, sequences, skip_special_tokens: bool = False, **kwargs) -> list[str]:
+        out = self.decode(sequences, skip_special_tokens=skip_special_tokens)
+        return [out] if isinstance(out, str) else out
+
+    # ----- words ------------------------------------------------------------------------------------------------
+    def tokenize(self, text: str, add_special_tokens: bool = False, **kwargs) -> list[str]:
+        """The words `text` is split into (see `split_words`), with `<S>`/`</S>` if `add_special_tokens`."""
+        if not isinstance(text, str):
+            raise TypeError(f"tokenize expects a str, got {type(text).__name__}")
+        words = split_words(text, self.word_split)
+        return [BOS_TOKEN, *words, EOS_TOKEN] if add_special_tokens else words
+
+    def _tokenize(self, text, **kwargs):
+        return split_words(text, self.word_split)
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        if pair:
+            raise ValueError("ElmoTokenizer encodes single sentences, not pairs")
+        return 2
+
+    def build_inputs_with_special_tokens(self, token_ids_0: list, token_ids_1: list | None = None) -> list:
+        """Rows of a sentence -> `[<S> row] + rows + [</S> row]`."""
+        if token_ids_1 is not None:
+            raise ValueError("ElmoTokenizer encodes single sentences, not pairs")
+        width = self.max_characters_per_token
+        return [word_to_char_ids(BOS_TOKEN, width), *token_ids_0, word_to_char_ids(EOS_TOKEN, width)]
+
+    def get_special_tokens_mask(
+        self, token_ids_0: list, token_ids_1: list | None = None, already_has_special_tokens: bool = False
+    ) -> list[int]:
+        if token_ids_1 is not None:
+            raise ValueError("ElmoTokenizer encodes single sentences, not pairs")
+        if already_has_special_tokens:
+            return [
+                1 if not any(row) or self._is_boundary_row(list(row)) else 0 for row in _to_list(token_ids_0)
+            ]
+        return [1] + [0] * len(token_ids_0) + [1]
+
+    # ----- cache of rows -----------------------------------------------------------------------------------------
+    # All mutable state lives in the dict `self.cache`: `datasets` blanks an attribute of that name when it hashes a
+    # tokenizer, so `Dataset.map` fingerprints do not change as the cache fills; pickles and copies drop it.
+    def _init_cache(self) -> None:
+        width = self.max_characters_per_token
+        # Indices 0, 1, 2 are reserved: padding, and the <S>/</S> added by the tokenizer. A literal "<S>" in the
+        # input gets its own index with the same row, so masks can tell added boundaries from input words.
+        rows: list[tuple[int, ...]] = [
+            (PADDING_ID,) * width,
+            tuple(word_to_char_ids(BOS_TOKEN, width)),
+            tuple(word_to_char_ids(EOS_TOKEN, width)),
+        ]
+        self.cache = {
+            "lock": threading.Lock(),  # encoding is thread-safe: one call at a time touches the cache
+            "index": {},  # word -> index into rows
+            "rows": rows,  # character ids of each cached word, as tuples
+            "table": torch.tensor(rows, dtype=torch.int16),  # the same rows as a tensor, extended lazily
+            "warned": set(),  # warnings already given once
+        }
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("cache", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._init_cache()
+
+    def _warn_once(self, key: str, message: str, *args) -> None:
+        if key not in self.cache["warned"]:
+            self.cache["warned"].add(key)
+            logger.warning(message, *args)
+
+    def _indices(self, words: Sequence[str]) -> list[int]:
+        """Cache indices of `words` (lock held)."""
+        index = self.cache["index"]
+        rows = self.cache["rows"]
+        out = []
+        for word in words:
+            i = index.get(word)
+            if i is None:
+                i = index[word] = len(rows)
+                rows.append(tuple(word_to_char_ids(word, self.max_characters_per_token)))
+            out.append(i)
+        return out
+
+    def _gather(self, index: torch.Tensor) -> torch.Tensor:
+        """`[batch, tokens]` cache indices -> `[batch, tokens, width]` int64 character ids (lock held)."""
+        rows, table = self.cache["rows"], self.cache["table"]
+        have = table.shape[0]
+        if have < len(rows):
+            table = self.cache["table"] = torch.cat([table, torch.tensor(rows[have:], dtype=torch.int16)])
+        if index.numel() == 0:
+            return torch.zeros((*index.shape, self.max_characters_per_token), dtype=torch.int64)
+        return table[index].to(torch.int64)
+
+    def _nested_lists(self, sequences: list[list[int]], target: int | None) -> list[list[list[int]]]:
+        """Cache indices -> fresh nested lists of character ids, padded to `target` tokens when given (lock held)."""
+        rows = self.cache["rows"]
+        width = self.max_characters_per_token
+        # One new list per token: hundreds of thousands of acyclic containers per call, which would trigger the
+        # cyclic garbage collector over and over (7x slower seen on 10,000 PTB sentences). Pause it meanwhile.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            input_ids = []
+            for seq_indices in sequences:
+                seq = [list(rows[i]) for i in seq_indices]
+                if target is not None and target > len(seq_indices):
+                    seq.extend([PADDING_ID] * width for _ in range(target - len(seq_indices)))
+                input_ids.append(seq)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        return input_ids
+
+    def _maybe_clear_cache(self) -> None:
+        """Start afresh once more than `cache_size` words are cached (lock held; never in the middle of a call)."""
+        cache = self.cache
+        if len(cache["rows"]) - 3 > self.cache_size:
+            logger.debug("ElmoTokenizer: clearing the cache of %d words", len(cache["rows"]) - 3)
+            cache["index"] = {}
+            del cache["rows"][3:]
+            cache["table"] = cache["table"][:3].clone()
+
+    # ----- encoding ----------------------------------------------------------------------------------------------
+    def __call__(
+        self,
+        text: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
+        text_pair=None,
+        text_target=None,
+        text_pair_target=None,
+        add_special_tokens: bool = True,
+        padding: bool | str | PaddingStrategy = False,
+        truncation: bool | str | TruncationStrategy | None = None,
+        max_length: int | None = None,
+        stride: int = 0,
+        is_split_into_words: bool = False,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | TensorType | None = None,
+        return_token_type_ids: bool | None = None,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_length: bool = False,
+        verbose: bool = True,
+        return_vocab_ids: bool = False,
+        **kwargs,
+    ) -> ElmoBatchEncoding:
+        """Encode one sentence or a batch: a `str`, a list of `str`, or (with `is_split_into_words=True`) a list of
+        words or a list of lists of words.
+
+        Returns an `ElmoBatchEncoding` with `input_ids` (`[batch, tokens, 50]` with `return_tensors`, nested lists
+        otherwise; a single unbatched input drops the batch level unless `return_tensors` is set),
+        `attention_mask` `[batch, tokens]` and, on request, `special_tokens_mask`, `token_type_ids` (zeros),
+        `length` and `vocab_ids` (word-vocabulary ids, padding -100). `word_ids(i)` aligns positions with words.
+        """
+        kwargs.pop("split_special_tokens", None)
+        tokenizer_kwargs = kwargs.pop("tokenizer_kwargs", None)
+        if tokenizer_kwargs:
+            raise ValueError(
+                "tokenizer_kwargs is not supported by ElmoTokenizer: pass the arguments directly"
+            )
+        return self._encode(
+            text,
+            text_pair=text_pair,
+            text_target=text_target,
+            text_pair_target=text_pair_target,
+            add_special_tokens=add_special_tokens,
+            padding=padding,
+            truncation=truncation,
+            max_length=max_length,
+            stride=stride,
+            is_split_into_words=is_split_into_words,
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side=padding_side,
+            return_tensors=return_tensors,
+            return_token_type_ids=return_token_type_ids,
+            return_attention_mask=return_attention_mask,
+            return_overflowing_tokens=return_overflowing_tokens,
+            return_special_tokens_mask=return_special_tokens_mask,
+            return_offsets_mapping=return_offsets_mapping,
+            return_length=return_length,
+            verbose=verbose,
+            return_vocab_ids=return_vocab_ids,
+            **kwargs,
+        )
+
+    def _encode_plus(
+        self,
+        text,
+        text_pair=None,
+        add_special_tokens: bool = True,
+        padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
+        truncation_strategy: TruncationStrategy = TruncationStrategy.DO_NOT_TRUNCATE,
+        max_length: int | None = None,
+        **kwargs,
+    ) -> ElmoBatchEncoding:
+        # Entry point of the base class's `encode()`: strategies are already resolved.
+        kwargs.pop("split_special_tokens", None)
+        return self._encode(
+            text,
+            text_pair=text_pair,
+            add_special_tokens=add_special_tokens,
+            padding=padding_strategy,
+            truncation=truncation_strategy,
+            max_length=max_length,
+            **kwargs,
+        )
+
+    def _encode(
+        self,
+        text,
+        text_pair=None,
+        text_target=None,
+        text_pair_target=None,
+        add_special_tokens: bool = True,
+        padding: bool | str | PaddingStrategy = False,
+        truncation: bool | str | TruncationStrategy | None = None,
+        max_length: int | None = None,
+        stride: int = 0,
+        is_split_into_words: bool = False,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | TensorType | None = None,
+        return_token_type_ids: bool | None = None,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_length: bool = False,
+        verbose: bool = True,
+        return_vocab_ids: bool = False,
+        **kwargs,
+    ) -> ElmoBatchEncoding:
+        if text is None:
+            raise TypeError(
+                "ElmoTokenizer needs text: a str, a list of str, or lists of words with is_split_into_words=True; got None"
+            )
+        if text_pair is not None or text_target is not None or text_pair_target is not None:
+            raise ValueError(
+                "ElmoTokenizer encodes single sentences: text_pair/text_target are not supported"
+            )
+        if return_overflowing_tokens or stride:
+            raise NotImplementedError(
+                "ElmoTokenizer does not return overflowing tokens (stride/return_overflowing_tokens)"
+            )
+        if return_offsets_mapping:
+            raise NotImplementedError(
+                "return_offsets_mapping is not available; use word_ids() to align words"
+            )
+        if kwargs:
+            logger.warning("ElmoTokenizer ignores the keyword arguments %s", sorted(kwargs))
+        self._check_padding_side(padding_side)
+        tensor_type = _tensor_type(return_tensors)
+        vocab = self._require_word_vocab("return_vocab_ids=True") if return_vocab_ids else None
+
+        batch, batched = _as_word_batch(text, is_split_into_words, self.word_split)
+
+        padding_strategy, truncation_strategy, max_length, _ = self._get_padding_truncation_strategies(
+            padding=padding,
+            truncation=truncation,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            verbose=verbose,
+        )
+        n_special = 2 if add_special_tokens else 0
+        limit = None
+        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
+            if truncation_strategy == TruncationStrategy.ONLY_SECOND:
+                raise ValueError(
+                    "truncation='only_second' needs a pair of sequences; ElmoTokenizer encodes one"
+                )
+            limit = max_length - n_special
+            if limit < 0:
+                raise ValueError(
+                    f"max_length={max_length} leaves no room for <S> and </S>; use max_length >= 2"
+                )
+
+        # 1. words -> kept words (truncation) -> cache indices, under the lock (the cache is shared).
+        alignment = []
+        with self.cache["lock"]:
+            self._maybe_clear_cache()
+            sequences = []
+            for words in batch:
+                first = 0
+                if limit is not None and len(words) > limit:
+                    if self.truncation_side == "left":
+                        first = len(words) - limit
+                        words = words[first:]
+                    else:
+                        words = words[:limit]
+                indices = self._indices(words)
+                if add_special_tokens:
+                    indices = [1, *indices, 2]
+                sequences.append(indices)
+                alignment.append((words, first, add_special_tokens))
+            lengths = [len(s) for s in sequences]
+            if limit is None and verbose and self.model_max_length < 10**12:
+                too_long = [i for i, n in enumerate(lengths) if n > self.model_max_length]
+                if too_long:
+                    self._warn_once(
+                        "too_long",
+                        "Sentence %d has %d tokens, more than model_max_length=%d; pass truncation=True",
+                        too_long[0],
+                        lengths[too_long[0]],
+                        self.model_max_length,
+                    )
+
+            # 2. padded length
+            target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
+            if tensor_type is not None:
+                if target is None:
+                    if len(set(lengths)) > 1:
+                        raise ValueError(
+                            f"Sentences have different numbers of tokens ({min(lengths)}..{max(lengths)}): "
+                            "pass padding=True to return tensors"
+                        )
+                    target = lengths[0]
+                elif max(lengths) > target:
+                    i = lengths.index(max(lengths))
+                    raise ValueError(
+                        f"Sentence {i} has {lengths[i]} tokens, more than max_length={target}: pass truncation=True"
+                    )
+                padded = [s + [PADDING_ID] * (target - len(s)) for s in sequences]
+                index = torch.from_numpy(np.array(padded, dtype=np.int64).reshape(len(padded), target))
+                input_ids = self._gather(index)
+            else:
+                input_ids = self._nested_lists(sequences, target)
+
+        # 3. the other outputs
+        data: dict[str, Any] = {"input_ids": input_ids}
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        if tensor_type is not None:
+            if return_attention_mask:
+                data["attention_mask"] = (index != PADDING_ID).to(torch.int64)
+            if return_token_type_ids:
+                data["token_type_ids"] = torch.zeros_like(index)
+            if return_special_tokens_mask:
+                data["special_tokens_mask"] = (index <= 2).to(torch.int64)
+            if return_length:
+                data["length"] = torch.tensor(lengths, dtype=torch.int64)
+            if vocab is not None:
+                data["vocab_ids"] = torch.tensor(
+                    [
+                        ids + [LABEL_PAD_ID] * (target - len(ids))
+                        for ids in self._vocab_rows(alignment, vocab)
+                    ],
+                    dtype=torch.int64,
+                ).reshape(len(lengths), target)
+            if tensor_type == TensorType.NUMPY:
+                data = {k: v.numpy() for k, v in data.items()}
+        else:
+            pads = [0 if target is None else max(target - n, 0) for n in lengths]
+            if return_attention_mask:
+                data["attention_mask"] = [[1] * n + [0] * p for n, p in zip(lengths, pads, strict=True)]
+            if return_token_type_ids:
+                data["token_type_ids"] = [[0] * (n + p) for n, p in zip(lengths, pads, strict=True)]
+            if return_special_tokens_mask:
+                data["special_tokens_mask"] = [
+                    ([1] + [0] * (n - 2) + [1] if add_special_tokens else [0] * n) + [1] * p
+                    for n, p in zip(lengths, pads, strict=True)
+                ]
+            if return_length:
+                data["length"] = lengths
+            if vocab is not None:
+                data["vocab_ids"] = [
+                    ids + [LABEL_PAD_ID] * p
+                    for ids, p in zip(self._vocab_rows(alignment, vocab), pads, strict=True)
+                ]
+            if not batched:
+                data = {k: v[0] for k, v in data.items()}
+        return ElmoBatchEncoding(data, alignment=alignment, batched=batched or tensor_type is not None)
+
+    def _vocab_rows(self, alignment, vocab: dict[str, int]) -> list[list[int]]:
+        unk = self.unk_word_id
+        bos, eos = vocab[BOS_TOKEN], vocab[EOS_TOKEN]
+        out = []
+        for words, _, special in alignment:
+            ids = [vocab.get(w, unk) for w in words]
+            out.append([bos, *ids, eos] if special else ids)
+        return out
+
+    def _check_padding_side(self, padding_side: str | None) -> None:
+        side = self.padding_side if padding_side is None else padding_side
+        if side != "right":
+            raise ValueError(
+                f"ElmoTokenizer pads on the right only (the biLM reads </S> right after the last word), got {side!r}"
+            )
+
+    # ----- padding (data collators) ------------------------------------------------------------------------------
+    def pad(
+        self,
+        encoded_inputs,
+        padding: bool | str | PaddingStrategy = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_tensors: str | TensorType | None = None,
+        verbose: bool = True,
+    ) -> ElmoBatchEncoding:
+        """Pad encoded sentences to a batch, e.g. in a data collator (`DataCollatorWithPadding(tokenizer)`).
+
+        `encoded_inputs` is a list of features (dicts, as a `DataLoader` gives a collator) or a dict of lists, whose
+        `input_ids` are rows of 50 character ids (lists, numpy arrays or tensors). Keys padded along the token axis:
+        `input_ids` (zero rows), `attention_mask` (0), `special_tokens_mask` (1), `token_type_ids` (0),
+        `vocab_ids` (-100) and `labels` when every example's labels are a list as long as its `input_ids`
+        (token-level labels, padded with -100). Every other key (e.g. a scalar `label`) is passed through, as a tensor
+        when it converts to one and as a list otherwise. Without `return_tensors`, tensors come back when the inputs
+        were tensors.
+        """
+        self._check_padding_side(padding_side)
+        if isinstance(encoded_inputs, (list, tuple)):
+            if not encoded_inputs:
+                raise ValueError("pad() got an empty list of features")
+            if not all(isinstance(f, Mapping) for f in encoded_inputs):
+                bad = next(i for i, f in enumerate(encoded_inputs) if not isinstance(f, Mapping))
+                raise TypeError(
+                    f"pad() feature {bad} must be a dict, got {type(encoded_inputs[bad]).__name__}"
+                )
+            keys = list(encoded_inputs[0].keys())
+            for i, feature in enumerate(encoded_inputs):
+                if set(feature.keys()) != set(keys):
+                    raise ValueError(
+                        f"pad() feature {i} has keys {sorted(feature)}, feature 0 has {sorted(keys)}"
+                    )
+            columns = {k: [f[k] for f in encoded_inputs] for k in keys}
+            batched = True
+        elif isinstance(encoded_inputs, Mapping):
+            columns = dict(encoded_inputs.items())
+            batched = None
+        else:
+            raise TypeError(f"pad() expects a list of dicts or a dict, got {type(encoded_inputs).__name__}")
+        if "input_ids" not in columns:
+            raise ValueError(f"pad() needs input_ids among the features, got keys {sorted(columns)}")
+
+        ids_column = columns["input_ids"]
+        if return_tensors is None and _contains_tensor(ids_column):
+            return_tensors = "pt"
+        tensor_type = _tensor_type(return_tensors)
+        ids_column = _to_list(ids_column)
+        if batched is None:  # a dict: one sentence ([tokens, 50]) or a batch ([batch, tokens, 50])
+            batched = _is_batch_of_sentences(ids_column)
+        if not batched:
+            ids_column = [ids_column]
+            columns = {k: [v] for k, v in columns.items()}
+        columns["input_ids"] = ids_column
+        width = self.max_characters_per_token
+        for i, seq in enumerate(ids_column):
+            if not isinstance(seq, list) or any(
+                not isinstance(row, list) or len(row) != width for row in seq
+            ):
+                raise ValueError(
+                    f"pad(): input_ids of example {i} must be rows of {width} character ids ([tokens, {width}])"
+                )
+        lengths = [len(seq) for seq in ids_column]
+
+        padding_strategy, _, max_length, _ = self._get_padding_truncation_strategies(
+            padding=padding, max_length=max_length, verbose=verbose
+        )
+        target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
+        if target is None and tensor_type is not None:
+            target = max(lengths)
+            if len(set(lengths)) > 1:
+                raise ValueError(
+                    "pad(padding=False) got sentences of different lengths; cannot return tensors"
+                )
+        if target is not None and tensor_type is not None and max(lengths) > target:
+            raise ValueError(f"pad(): an example has {max(lengths)} tokens, more than max_length={target}")
+
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        if return_attention_mask and "attention_mask" not in columns:
+            columns["attention_mask"] = [[1] * n for n in lengths]
+        if not return_attention_mask:
+            columns.pop("attention_mask", None)
+        fills = {
+            "attention_mask": 0,
+            "special_tokens_mask": 1,
+            "token_type_ids": 0,
+            "vocab_ids": LABEL_PAD_ID,
+        }
+        if "labels" in columns:
+            labels = [_to_list(x) for x in columns["labels"]]
+            if all(isinstance(x, list) and len(x) == n for x, n in zip(labels, lengths, strict=True)):
+                columns["labels"] = labels
+                fills["labels"] = LABEL_PAD_ID
+
+        out: dict[str, Any] = {}
+        for key, values in columns.items():
+            if key == "input_ids":
+                if tensor_type is not None:
+                    # numpy reads nested lists of ints about 6x faster than torch.tensor does.
+                    zero_row = [PADDING_ID] * width
+                    padded = [seq + [zero_row] * (target - len(seq)) for seq in values]
+                    array = np.array(padded, dtype=np.int64).reshape(len(values), target, width)
+                    out[key] = torch.from_numpy(array)
+                else:
+                    out[key] = [
+                        seq + [[PADDING_ID] * width for _ in range(max(0, (target or 0) - len(seq)))]
+                        for seq in values
+                    ]
+            elif key in fills:
+                values = [_to_list(v) for v in values]
+                for i, (v, n) in enumerate(zip(values, lengths, strict=True)):
+                    if not isinstance(v, list) or len(v) != n:
+                        raise ValueError(f"pad(): {key} of example {i} must have one value per token ({n})")
+                padded = [v + [fills[key]] * max(0, (target or 0) - len(v)) for v in values]
+                out[key] = (
+                    torch.tensor(padded, dtype=torch.int64).reshape(len(values), -1)
+                    if tensor_type
+                    else padded
+                )
+            else:
+                out[key] = self._passthrough(key, values, tensor_type)
+        if tensor_type == TensorType.NUMPY:
+            out = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+        if not batched and tensor_type is None:
+            out = {k: v[0] for k, v in out.items()}
+        return ElmoBatchEncoding(out, batched=batched or tensor_type is not None)
+
+    def _passthrough(self, key: str, values: list, tensor_type: TensorType | None):
+        if tensor_type is None:
+            return values
+        try:
+            if all(isinstance(v, torch.Tensor) for v in values):
+                return torch.stack(values)
+            return torch.tensor(_to_list(values))
+        except (TypeError, ValueError, RuntimeError):
+            self._warn_once(key, "pad(): %r is not numeric or not rectangular; it is returned as a list", key)
+            return values
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------------------------
+def _check_word(word: Any, where: Any) -> str:
+    if not isinstance(word, str):
+        raise TypeError(f"word {where} must be a str, got {type(word).__name__}: {word!r:.50}")
+    return word
+
+
+def _as_word_batch(text: Any, is_split_into_words: bool, rule: str) -> tuple[list[list[str]], bool]:
+    """Validate the input and return (a list of word lists, whether the input was a batch)."""
+    if isinstance(text, str):
+        if is_split_into_words:
+            raise TypeError(
+                "is_split_into_words=True expects a list of words (or a list of such lists), got a str"
+            )
+        return [split_words(text, rule)], False
+    if not isinstance(text, (list, tuple)):
+        hint = ": decode bytes first" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"ElmoTokenizer expects a str or a list, got {type(text).__name__}{hint}")
+    if len(text) == 0:
+        raise ValueError(
+            'ElmoTokenizer got an empty list (a batch of zero sentences); to encode an empty sentence pass "" '
+            "(or [[]] with is_split_into_words=True)"
+        )
+    if not is_split_into_words:
+        for i, item in enumerate(text):
+            if not isinstance(item, str):
+                hint = (
+                    " (pass is_split_into_words=True for pre-split words)"
+                    if isinstance(item, (list, tuple))
+                    else ""
+                )
+                raise TypeError(f"text[{i}] must be a str, got {type(item).__name__}{hint}")
+        return [split_words(item, rule) for item in text], True
+    if isinstance(text[0], str):
+        return [[_check_word(w, f"text[{i}]") for i, w in enumerate(text)]], False
+    batch = []
+    for i, words in enumerate(text):
+        if not isinstance(words, (list, tuple)):
+            raise TypeError(f"text[{i}] must be a list of words (str), got {type(words).__name__}")
+        batch.append([_check_word(w, f"text[{i}][{j}]") for j, w in enumerate(words)])
+    return batch, True
+
+
+def _padded_length(
+    lengths: list[int], strategy: PaddingStrategy, max_length: int | None, pad_to_multiple_of: int | None
+) -> int | None:
+    if strategy == PaddingStrategy.LONGEST:
+        target = max(lengths)
+    elif strategy == PaddingStrategy.MAX_LENGTH:
+        target = max_length
+    else:
+        return None
+    if target is not None and pad_to_multiple_of:
+        target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+    return target
+
+
+def _tensor_type(return_tensors: str | TensorType | None) -> TensorType | None:
+    if return_tensors is None:
+        return None
+    tensor_type = TensorType(return_tensors)
+    if tensor_type not in (TensorType.PYTORCH, TensorType.NUMPY):
+        raise ValueError(f"ElmoTokenizer returns 'pt' or 'np' tensors, got return_tensors={return_tensors!r}")
+    return tensor_type
+
+
+def _to_list(value: Any) -> Any:
+    """Tensors and numpy arrays (also inside lists) -> nested Python lists; other values unchanged."""
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple, str)):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        if value and hasattr(value[0], "tolist") and not isinstance(value[0], (str, list, tuple)):
+            return [v.tolist() for v in value]
+        if isinstance(value, tuple):
+            return [_to_list(v) for v in value]
+        if value and isinstance(value[0], tuple):
+            return [_to_list(v) for v in value]
+    return value
+
+
+def _contains_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and isinstance(value[0], torch.Tensor)
+
+
+def _is_batch_of_sentences(ids: list) -> bool:
+    """True for `[batch, tokens, width]` nested lists, False for one sentence `[tokens, width]`."""
+    for item in ids:
+        if isinstance(item, list) and item:
+            return isinstance(item[0], list)
+    return bool(ids)  # [] is one empty sentence, [[], []] a batch of empty sentences
