@@ -1,0 +1,669 @@
+"""Convert the original ELMo weights (bilm-tf / AllenNLP `options.json` + `weights.hdf5`) to this model.
+
+    python -m modeling_elmo.convert_allennlp_elmo --options_file OPTIONS --weight_file WEIGHTS \
+        --output_dir OUT [--vocab_file VOCAB] [--overwrite]
+
+writes OUT/config.json, OUT/model.safetensors, the tokenizer files and the remote code, so that
+`AutoModel.from_pretrained(OUT, trust_remote_code=True)` works without this project installed.
+
+The hdf5 layout and every quirk handled below are described in ELMO_SPEC.md (shared docs), sections 0, 3,
+4 and 8. This file is not remote code (`modeling_elmo.py` never imports it); h5py is imported only when a
+weight file is read, so `import modeling_elmo` does not need it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+from transformers.utils import logging as hf_logging
+
+from .configuration_elmo import ElmoConfig
+from .modeling_elmo import ElmoModel
+
+logger = logging.getLogger(__name__)
+
+# Keys of bilm-tf's *training* options file that mean nothing for inference (ELMO_SPEC 0).
+TRAINING_KEYS = (
+    "bidirectional",
+    "dropout",
+    "all_clip_norm_val",
+    "n_epochs",
+    "n_train_tokens",
+    "batch_size",
+    "n_tokens_vocab",
+    "unroll_steps",
+    "n_negative_samples_batch",
+    "share_embedding_softmax",
+)
+_LSTM_KEYS = ("dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections")
+_CHAR_CNN_KEYS = (
+    "embedding",
+    "filters",
+    "activation",
+    "n_highway",
+    "n_characters",
+    "max_characters_per_token",
+)
+
+# TF LSTMCell kernel columns are the gate blocks i | j | f | o; torch's order is i, f, g(= j), o.
+# `_TF_BLOCK_FOR_TORCH_BLOCK[k]` is the TF block that becomes torch block k (ELMO_SPEC 4).
+_TF_BLOCK_FOR_TORCH_BLOCK = (0, 2, 1, 3)
+_TORCH_FORGET_BLOCK = 1
+# bilm-tf builds its cells with LSTMCell(forget_bias=1.0): added at run time, never stored in the file.
+FORGET_BIAS = 1.0
+
+# Rows of the stored character table: 261 (no padding row); the model has one more, row 0, all zeros.
+STORED_CHAR_ROWS = 261
+
+SOFTMAX_WEIGHT, SOFTMAX_BIAS = "softmax/W", "softmax/b"
+
+
+class ConversionError(ValueError):
+    """The options or weight files cannot be converted; the message names the file, dataset or field."""
+
+
+# --------------------------------------------------------------------------------------------------
+# options.json -> ElmoConfig
+# --------------------------------------------------------------------------------------------------
+
+
+def _require(section: dict, key: str, where: str):
+    if key not in section:
+        raise ConversionError(f"options are missing the required field {where}.{key}")
+    return section[key]
+
+
+def _clip(value, field: str) -> float | None:
+    """bilm-tf reads the clips with `.get`, so a missing value means no clipping.
+
+    A clip of 0 is ambiguous: TF's LSTMCell would clip to [0, 0] (a dead model), allennlp skips falsy clips.
+    We follow allennlp (no clipping) and say so.
+    """
+    if value is None:
+        logger.info("options have no %s: no clipping (as bilm-tf)", field)
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConversionError(f"options field {field} must be a non-negative number or absent, got {value!r}")
+    if value == 0:
+        logger.warning("options field %s is 0: read as 'no clipping' (allennlp's reading)", field)
+        return None
+    return float(value)
+
+
+def config_from_options(options: dict) -> ElmoConfig:
+    """Map a bilm-tf / AllenNLP `options.json` (already parsed) to an `ElmoConfig`.
+
+    Args:
+        options: the parsed JSON, with the sections `lstm` and `char_cnn`.
+
+    Returns:
+        The configuration of the inference model. `n_characters` 261 (training options) becomes 262;
+        missing optional fields take bilm-tf's defaults (`n_layers` 1, `n_highway` 0, no clipping,
+        no skip connections); training-time keys are ignored. Each of these is logged.
+
+    Raises:
+        ConversionError: a required field is missing or a value is not usable; the message names the field.
+    """
+    if not isinstance(options, dict):
+        raise ConversionError(f"options must be a JSON object, got {type(options).__name__}")
+    lstm = _require(options, "lstm", "options")
+    cnn = _require(options, "char_cnn", "options")
+    for name, section in (("lstm", lstm), ("char_cnn", cnn)):
+        if not isinstance(section, dict):
+            raise ConversionError(f"options field {name} must be a JSON object, got {section!r}")
+
+    training = sorted(k for k in options if k in TRAINING_KEYS)
+    if training:
+        logger.info("ignoring training-time options: %s", ", ".join(training))
+    unknown = sorted(k for k in options if k not in TRAINING_KEYS and k not in ("lstm", "char_cnn"))
+    unknown += [f"lstm.{k}" for k in sorted(lstm) if k not in _LSTM_KEYS]
+    unknown += [f"char_cnn.{k}" for k in sorted(cnn) if k not in _CHAR_CNN_KEYS]
+    if unknown:
+        logger.warning("ignoring unknown options: %s", ", ".join(unknown))
+
+    cell_size = _require(lstm, "dim", "lstm")
+    projection_dim = _require(lstm, "projection_dim", "lstm")
+    if "n_layers" not in lstm:
+        logger.info("options have no lstm.n_layers: using 1 (bilm-tf's default)")
+    num_layers = lstm.get("n_layers", 1)
+    for field, value in (
+        ("lstm.dim", cell_size),
+        ("lstm.projection_dim", projection_dim),
+        ("lstm.n_layers", num_layers),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConversionError(f"options field {field} must be a positive integer, got {value!r}")
+    if projection_dim > cell_size:
+        # bilm-tf then builds LSTMCells without projection whose output has size lstm.dim, not projection_dim.
+        raise ConversionError(
+            f"options field lstm.projection_dim ({projection_dim}) is larger than lstm.dim ({cell_size}): "
+            "bilm-tf then runs the LSTM without projection, a layout this model does not support"
+        )
+    cell_clip = _clip(lstm.get("cell_clip"), "lstm.cell_clip")
+    proj_clip = _clip(lstm.get("proj_clip"), "lstm.proj_clip")
+    if cell_size == projection_dim and proj_clip is not None:
+        # TF's LSTMCell applies proj_clip only when it has a projection (num_proj); bilm-tf builds none here.
+        logger.info(
+            "lstm.dim == lstm.projection_dim: no projection, so lstm.proj_clip is unused (as in bilm-tf)"
+        )
+        proj_clip = None
+    if "use_skip_connections" not in lstm:
+        logger.warning("options have no lstm.use_skip_connections: using false")
+    use_skip = lstm.get("use_skip_connections") or False  # bilm-tf tests it for truth
+    if use_skip not in (True, False):  # also accepts 0 and 1
+        raise ConversionError(
+            f"options field lstm.use_skip_connections must be true or false, got {use_skip!r}"
+        )
+    use_skip = bool(use_skip)
+
+    embedding = _require(cnn, "embedding", "char_cnn")
+    if not isinstance(embedding, dict):
+        raise ConversionError(f"options field char_cnn.embedding must be a JSON object, got {embedding!r}")
+    char_dim = _require(embedding, "dim", "char_cnn.embedding")
+    filters = _require(cnn, "filters", "char_cnn")
+    activation = _require(cnn, "activation", "char_cnn")
+    max_chars = _require(cnn, "max_characters_per_token", "char_cnn")
+    if "n_highway" not in cnn or cnn["n_highway"] is None:
+        logger.info("options have no char_cnn.n_highway: no highway layers (as bilm-tf)")
+    num_highway = cnn.get("n_highway") or 0
+    n_characters = cnn.get("n_characters", 262)
+    if "n_characters" not in cnn:
+        logger.info("options have no char_cnn.n_characters: using 262")
+    if n_characters == 261:
+        # Training options count 261 characters (no padding id); inference prepends a zero row (ELMO_SPEC 1).
+        logger.info(
+            "char_cnn.n_characters is 261 (training options): using 262, the inference table with a padding row"
+        )
+        n_characters = 262
+    if n_characters != 262:
+        raise ConversionError(
+            f"options field char_cnn.n_characters must be 262 (or 261 in training options), got {n_characters!r}"
+        )
+    if not isinstance(filters, list) or not all(isinstance(f, (list, tuple)) for f in filters):
+        raise ConversionError(
+            f"options field char_cnn.filters must be a list of [width, count], got {filters!r}"
+        )
+
+    try:
+        return ElmoConfig(
+            char_embedding_dim=char_dim,
+            char_cnn_filters=[list(f) for f in filters],
+            char_cnn_activation=activation,
+            num_highway_layers=num_highway,
+            max_characters_per_token=max_chars,
+            char_vocab_size=n_characters,
+            projection_dim=projection_dim,
+            cell_size=cell_size,
+            num_layers=num_layers,
+            cell_clip=cell_clip,
+            proj_clip=proj_clip,
+            use_skip_connections=use_skip,
+        )
+    except ValueError as error:  # ElmoConfig's validation names its own field; say which option it came from
+        raise ConversionError(f"options do not give a valid ELMo configuration: {error}") from error
+
+
+def read_options(options_file: str | os.PathLike) -> dict:
+    """Parse an options file, with errors that name it."""
+    path = Path(options_file)
+    if not path.is_file():
+        raise ConversionError(f"options file {path} does not exist")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConversionError(f"options file {path} is not valid JSON: {error}") from error
+
+
+# --------------------------------------------------------------------------------------------------
+# weights.hdf5 -> state dict
+# --------------------------------------------------------------------------------------------------
+
+
+def _lstm_prefix(direction: int, layer: int) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+class _WeightReader:
+    """Reads the datasets of an open hdf5 file one at a time, checking each shape against the options."""
+
+    def __init__(self, handle, path: Path):
+        self.handle = handle
+        self.path = path
+        self.used: set[str] = set()
+
+    def has(self, name: str) -> bool:
+        return name in self.handle
+
+    def read(self, name: str, expected: Sequence[tuple[int, str]], needed_for: str = ""):
+        """The dataset `name` as a float32 numpy array; `expected` is one (size, where it comes from) per axis."""
+        import numpy as np
+
+        if name not in self.handle:
+            reason = f" (needed for {needed_for})" if needed_for else ""
+            raise ConversionError(f"weight file {self.path} has no dataset {name!r}{reason}")
+        dataset = self.handle[name]
+        if not hasattr(dataset, "shape"):
+            raise ConversionError(f"weight file {self.path}: {name!r} is a group, expected a dataset")
+        shape = tuple(dataset.shape)
+        want = tuple(size for size, _ in expected)
+        if shape != want:
+            if len(shape) != len(want):
+                detail = f"{len(shape)} axes instead of {len(want)}"
+            else:
+                detail = "; ".join(
+                    f"axis {axis}: expected {size} ({origin}), found {found}"
+                    for axis, ((size, origin), found) in enumerate(zip(expected, shape, strict=True))
+                    if size != found
+                )
+            raise ConversionError(
+                f"dataset {name!r} in {self.path} has shape {shape}, expected {want} from the options ({detail}); "
+                "the options file and the weight file disagree"
+            )
+        if dataset.dtype.kind != "f":
+            raise ConversionError(
+                f"dataset {name!r} in {self.path} has dtype {dataset.dtype}, expected floats"
+            )
+        try:
+            array = dataset[()]
+        except OSError as error:  # a damaged or truncated file can open but fail on read
+            raise ConversionError(f"cannot read dataset {name!r} from {self.path}: {error}") from error
+        self.used.add(name)
+        return np.asarray(array, dtype=np.float32)
+
+    def unused(self) -> list[str]:
+        names: list[str] = []
+        self.handle.visititems(lambda name, obj: names.append(name) if hasattr(obj, "shape") else None)
+        return sorted(n for n in names if n not in self.used and not n.startswith("softmax/"))
+
+
+def _open_hdf5(path: Path):
+    try:
+        import h5py
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ConversionError(
+            "reading the original weights needs h5py: pip install 'elmo-hf[convert]'"
+        ) from error
+    if not path.is_file():
+        raise ConversionError(f"weight file {path} does not exist")
+    try:
+        return h5py.File(path, "r")
+    except OSError as error:
+        raise ConversionError(
+            f"cannot read weight file {path} as HDF5 (not an HDF5 file, or truncated): {error}"
+        ) from error
+
+
+def load_hdf5_weights(weight_file: str | os.PathLike, config: ElmoConfig) -> dict[str, torch.Tensor]:
+    """Read a bilm-tf weight file into a state dict for `ElmoModel(config)`.
+
+    Datasets are read one at a time and written straight into their final tensors, so the peak memory is
+    the converted weights plus the largest single dataset.
+
+    Args:
+        weight_file: the hdf5 file (layout in ELMO_SPEC section 8).
+        config: the configuration the weights must match (from `config_from_options`).
+
+    Returns:
+        `{parameter name: float32 tensor}` with exactly the keys of `ElmoModel(config).state_dict()`.
+
+    Raises:
+        ConversionError: the file is missing, unreadable, lacks a dataset, has a dataset of the wrong shape
+            (naming the dataset, the expected and found shapes and the option behind the expectation), or
+            holds datasets the options do not account for.
+    """
+    path = Path(weight_file)
+    with _open_hdf5(path) as handle:
+        reader = _WeightReader(handle, path)
+        state = _read_char_encoder(reader, config)
+        state.update(_read_bilstm(reader, config))
+        extra = reader.unused()
+    if extra:
+        raise ConversionError(
+            f"weight file {path} has datasets the options do not account for: {', '.join(extra[:8])}"
+            f"{' ...' if len(extra) > 8 else ''}; {_explain_extra(extra[0], config)}"
+        )
+    return state
+
+
+def _explain_extra(name: str, config: ElmoConfig) -> str:
+    """Name the option that most likely disagrees with an unexpected dataset."""
+    if name.startswith("CNN_high_"):
+        return f"check char_cnn.n_highway (options say {config.num_highway_layers})"
+    if name.startswith("CNN_proj"):
+        return (
+            f"the options give sum(char_cnn.filters counts) == lstm.projection_dim ({config.projection_dim}), "
+            "so there should be no projection; check char_cnn.filters and lstm.projection_dim"
+        )
+    if name.startswith("CNN/"):
+        return f"check char_cnn.filters (options give {len(config.char_cnn_filters)} filters)"
+    if name.endswith("W_P_0"):
+        return f"the options give lstm.dim == lstm.projection_dim ({config.cell_size}), so there is no projection; check both"
+    if name.startswith("RNN_"):
+        return f"check lstm.n_layers (options say {config.num_layers})"
+    return "check that the options file belongs to this weight file"
+
+
+def _read_char_encoder(reader: _WeightReader, config: ElmoConfig) -> dict[str, torch.Tensor]:
+    d, filters, proj = config.char_embedding_dim, config.num_char_filters, config.projection_dim
+    d_src = "char_cnn.embedding.dim"
+    f_src = "sum of char_cnn.filters counts"
+    state: dict[str, torch.Tensor] = {}
+
+    # The stored table has no padding row; row 0 (the padding id) is zeros (ELMO_SPEC 1, 3.1).
+    table = reader.read("char_embed", [(STORED_CHAR_ROWS, "261 stored characters"), (d, d_src)])
+    embedding = torch.zeros(config.char_vocab_size, d)
+    embedding[1:] = torch.from_numpy(table)
+    state["char_encoder.char_embedding.weight"] = embedding
+
+    for i, (width, count) in enumerate(config.char_cnn_filters):
+        where = f"char_cnn.filters[{i}]"
+        kernel = reader.read(
+            f"CNN/W_cnn_{i}",
+            [(1, "conv2d height"), (width, f"{where} width"), (d, d_src), (count, f"{where} count")],
+        )
+        # TF conv2d HWIO (1, w, d, n) -> torch Conv1d (n, d, w); both are cross-correlations (ELMO_SPEC 3.2).
+        state[f"char_encoder.convolutions.{i}.weight"] = torch.from_numpy(kernel[0].transpose(2, 1, 0).copy())
+        state[f"char_encoder.convolutions.{i}.bias"] = torch.from_numpy(
+            reader.read(f"CNN/b_cnn_{i}", [(count, f"{where} count")])
+        )
+
+    for k in range(config.num_highway_layers):
+        group, needed = f"CNN_high_{k}", f"char_cnn.n_highway={config.num_highway_layers}"
+        square = [(filters, f_src), (filters, f_src)]
+        # Stored (in, out) and used as x @ W; torch Linear keeps (out, in). TF's "carry" gate weights the
+        # transform branch: y = g * relu(transform(x)) + (1 - g) * x with g = sigmoid(carry(x)) (ELMO_SPEC 3.3).
+        for leaf in ("carry", "transform"):
+            weight = reader.read(f"{group}/W_{leaf}", square, needed)
+            state[f"char_encoder.highways.{k}.{leaf}.weight"] = torch.from_numpy(weight.T.copy())
+            state[f"char_encoder.highways.{k}.{leaf}.bias"] = torch.from_numpy(
+                reader.read(f"{group}/b_{leaf}", [(filters, f_src)], needed)
+            )
+
+    if filters != proj:  # bilm-tf projects only when F != P (ELMO_SPEC 3.4)
+        needed = f"{f_src} ({filters}) != lstm.projection_dim ({proj})"
+        weight = reader.read("CNN_proj/W_proj", [(filters, f_src), (proj, "lstm.projection_dim")], needed)
+        state["char_encoder.projection.weight"] = torch.from_numpy(weight.T.copy())
+        state["char_encoder.projection.bias"] = torch.from_numpy(
+            reader.read("CNN_proj/b_proj", [(proj, "lstm.projection_dim")], needed)
+        )
+    return state
+
+
+def _read_bilstm(reader: _WeightReader, config: ElmoConfig) -> dict[str, torch.Tensor]:
+    cell, proj = config.cell_size, config.projection_dim
+    state: dict[str, torch.Tensor] = {}
+    for layer in range(config.num_layers):
+        weight_ih = torch.empty(2, 4 * cell, proj)
+        weight_hh = torch.empty(2, 4 * cell, proj)
+        bias = torch.empty(2, 4 * cell)
+        weight_hr = torch.empty(2, proj, cell) if cell != proj else None
+        needed = f"lstm.n_layers={config.num_layers}"
+        for direction in range(2):  # RNN_0 is the forward LSTM, RNN_1 the backward one (ELMO_SPEC 4)
+            prefix = _lstm_prefix(direction, layer)
+            # Rows: [layer input (P) ; previous projected h (P)]; columns: TF gate blocks i | j | f | o of C.
+            kernel = torch.from_numpy(
+                reader.read(
+                    f"{prefix}/W_0",
+                    [(2 * proj, "2 x lstm.projection_dim"), (4 * cell, "4 x lstm.dim")],
+                    needed,
+                )
+            )
+            stored_bias = torch.from_numpy(reader.read(f"{prefix}/B", [(4 * cell, "4 x lstm.dim")], needed))
+            for torch_block, tf_block in enumerate(_TF_BLOCK_FOR_TORCH_BLOCK):
+                rows = slice(torch_block * cell, (torch_block + 1) * cell)
+                cols = slice(tf_block * cell, (tf_block + 1) * cell)
+                weight_ih[direction, rows] = kernel[:proj, cols].T
+                weight_hh[direction, rows] = kernel[proj:, cols].T
+                bias[direction, rows] = stored_bias[cols]
+            del kernel
+            # The forget bias is added at run time by TF's LSTMCell(forget_bias=1.0), not stored (ELMO_SPEC 4).
+            bias[direction, _TORCH_FORGET_BLOCK * cell : (_TORCH_FORGET_BLOCK + 1) * cell] += FORGET_BIAS
+            if weight_hr is not None:
+                projection = reader.read(
+                    f"{prefix}/W_P_0", [(cell, "lstm.dim"), (proj, "lstm.projection_dim")], needed
+                )
+                weight_hr[direction] = torch.from_numpy(projection).T
+        base = f"bilm.layers.{layer}"
+        state[f"{base}.weight_ih"], state[f"{base}.weight_hh"], state[f"{base}.bias"] = (
+            weight_ih,
+            weight_hh,
+            bias,
+        )
+        if weight_hr is not None:
+            state[f"{base}.weight_hr"] = weight_hr
+    return state
+
+
+def read_hdf5_softmax(path: str | os.PathLike) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The pretraining softmax `(W (V, P), b (V,))` of a weight file, or None when it has none.
+
+    bilm-tf's `dump_weights` leaves the softmax out, so released weight files have none; files written by
+    other tools (e.g. allennlp's `elmo_softmax_weights.hdf5` test fixture) may carry `softmax/W`, `softmax/b`.
+    """
+    file = Path(path)
+    with _open_hdf5(file) as handle:
+        reader = _WeightReader(handle, file)
+        if not (reader.has(SOFTMAX_WEIGHT) and reader.has(SOFTMAX_BIAS)):
+            return None
+        weight_shape = tuple(handle[SOFTMAX_WEIGHT].shape)
+        if len(weight_shape) != 2:
+            raise ConversionError(
+                f"dataset {SOFTMAX_WEIGHT!r} in {file} has shape {weight_shape}, expected (V, P)"
+            )
+        vocab, dim = weight_shape
+        weight = reader.read(SOFTMAX_WEIGHT, [(vocab, "vocabulary"), (dim, "projection_dim")])
+        bias = reader.read(SOFTMAX_BIAS, [(vocab, f"rows of {SOFTMAX_WEIGHT}")])
+    return torch.from_numpy(weight), torch.from_numpy(bias)
+
+
+# --------------------------------------------------------------------------------------------------
+# The output folder
+# --------------------------------------------------------------------------------------------------
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux allows (os.umask alone must set it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _is_nonempty_dir(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def _build_model(config: ElmoConfig, state: dict[str, torch.Tensor]) -> ElmoModel:
+    """An `ElmoModel` whose parameters *are* the tensors of `state` (no copy, no random init)."""
+    with torch.device("meta"):
+        model = ElmoModel(config)
+    expected = set(model.state_dict())
+    if expected != set(state):  # a bug in this converter, not in the user's files
+        raise RuntimeError(
+            f"converted weights do not match ElmoModel: missing {sorted(expected - set(state))}, "
+            f"unexpected {sorted(set(state) - expected)}"
+        )
+    model.load_state_dict(state, strict=True, assign=True)
+    return model.eval()
+
+
+def _make_tokenizer(config: ElmoConfig, vocab_file: Path | None):
+    """The project's `ElmoTokenizer` for this model, with the word vocabulary when one is given."""
+    from tokenization import ElmoTokenizer
+
+    kwargs = {"max_characters_per_token": config.max_characters_per_token}
+    if vocab_file is not None:
+        if not vocab_file.is_file():
+            raise ConversionError(f"vocab file {vocab_file} does not exist")
+        kwargs["vocab_file"] = str(vocab_file)
+    try:
+        return ElmoTokenizer(**kwargs)
+    except (ValueError, OSError, UnicodeDecodeError) as error:
+        raise ConversionError(f"vocab file {vocab_file} cannot be used: {error}") from error
+
+
+def _write_tokenizer(folder: Path, tokenizer) -> None:
+    tokenizer.save_pretrained(folder)
+
+
+def _place(tmp: Path, output_dir: Path) -> None:
+    """Move the finished folder `tmp` to `output_dir`, replacing what is there (already allowed by the caller)."""
+    if not output_dir.exists():
+        os.replace(tmp, output_dir)
+        return
+    # os.replace cannot put a folder over a non-empty one: move the old one aside, then delete it.
+    old = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.old-", dir=output_dir.parent))
+    os.replace(output_dir, old / output_dir.name)
+    try:
+        os.replace(tmp, output_dir)
+    except BaseException:
+        os.replace(old / output_dir.name, output_dir)
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def convert(
+    options_file: str | os.PathLike,
+    weight_file: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    vocab_file: str | os.PathLike | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Convert an `options.json` + `weights.hdf5` pair to a Hugging Face folder.
+
+    The folder holds `config.json` (with `auto_map`), `model.safetensors`, the tokenizer files (with the
+    vocabulary when `vocab_file` is given) and the remote code, so that `AutoModel.from_pretrained(folder,
+    trust_remote_code=True)` and `AutoTokenizer.from_pretrained(folder, trust_remote_code=True)` work
+    anywhere. Everything is written to a temporary folder beside `output_dir` and moved into place at the
+    end: on any error no partial output is left behind.
+
+    Args:
+        options_file: the bilm-tf options JSON.
+        weight_file: the bilm-tf / allennlp hdf5 weights.
+        output_dir: the folder to create.
+        vocab_file: optional vocabulary (one token per line) saved with the tokenizer.
+        overwrite: replace `output_dir` if it exists and is not empty.
+
+    Returns:
+        The path of the output folder.
+
+    Raises:
+        ConversionError: bad inputs, or `output_dir` exists, is not empty and `overwrite` is False.
+    """
+    output_dir = Path(output_dir).absolute()
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConversionError(f"output_dir {output_dir} exists and is not a folder")
+    if _is_nonempty_dir(output_dir):
+        if not overwrite:
+            raise ConversionError(
+                f"output_dir {output_dir} exists and is not empty; pass --overwrite to replace it"
+            )
+        for source in (options_file, weight_file, vocab_file):
+            if source is not None and output_dir.resolve() in Path(source).resolve().parents:
+                raise ConversionError(
+                    f"output_dir {output_dir} holds the input {source}, which --overwrite would delete; "
+                    "choose another output_dir"
+                )
+    config = config_from_options(read_options(options_file))
+    tokenizer = _make_tokenizer(config, Path(vocab_file) if vocab_file is not None else None)
+    logger.info(
+        "ELMo: %d layers, cell %d, projection %d, %d char filters, %d highway, skip connections %s",
+        config.num_layers,
+        config.cell_size,
+        config.projection_dim,
+        config.num_char_filters,
+        config.num_highway_layers,
+        config.use_skip_connections,
+    )
+    state = load_hdf5_weights(weight_file, config)
+    model = _build_model(config, state)
+    del state
+    logger.info("converted %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
+
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the output is an ordinary folder
+        model.save_pretrained(tmp)
+        _write_tokenizer(tmp, tokenizer)
+        _check_written(tmp)
+        for file in tmp.iterdir():  # some writers create private (0600) files; the output is shared like any
+            os.chmod(file, 0o666 & ~_umask())
+        _place(tmp, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output_dir
+
+
+def _check_written(folder: Path) -> None:
+    """The files a remote-code user needs; a missing one is a bug of this package, not of the inputs."""
+    with open(folder / "config.json", encoding="utf-8") as handle:
+        auto_map = json.load(handle).get("auto_map") or {}
+    missing = [name for name in ("AutoConfig", "AutoModel") if name not in auto_map]
+    files = [
+        "model.safetensors",
+        "configuration_elmo.py",
+        "modeling_elmo.py",
+        "tokenizer_config.json",
+        "tokenization_elmo.py",
+    ]
+    missing += [name for name in files if not (folder / name).is_file()]
+    if missing:
+        raise RuntimeError(f"the converted folder lacks {missing}; remote code would not load")
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="elmo-convert",
+        description="Convert original ELMo weights (bilm-tf / AllenNLP options.json + hdf5) to a Hugging Face folder.",
+    )
+    parser.add_argument("--options_file", required=True, help="bilm-tf options JSON")
+    parser.add_argument("--weight_file", required=True, help="bilm-tf / allennlp hdf5 weights")
+    parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
+    parser.add_argument("--vocab_file", default=None, help="optional vocabulary, one token per line")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output_dir")
+    return parser
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
+    args = _parser().parse_args(None if argv is None else list(argv))
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    hf_logging.disable_progress_bar()  # one small file per shard: the bar is noise
+    try:
+        out = convert(args.options_file, args.weight_file, args.output_dir, args.vocab_file, args.overwrite)
+    except ConversionError as error:
+        logger.error("%s", error)
+        return 2
+    except OSError as error:  # writing the output failed (disk full, permissions): nothing was left behind
+        logger.error("could not write %s: %s", args.output_dir, error)
+        return 1
+    logger.info("wrote %s", out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
