@@ -1,0 +1,176 @@
+"""`python -m train.pretrain` end to end: real commands in subprocesses on a small generated corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, clean_env
+
+import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes)
+
+
+def write_corpus(path: Path, lines: int, seed: int) -> Path:
+    """Sentences from a small grammar, so that a language model has something to learn."""
+    rng = random.Random(seed)
+    nouns, verbs, places = ["cat", "dog", "fish", "bird"], ["sat", "slept", "ran", "swam"], ["mat", "bank", "river"]
+    with open(path, "w") as handle:
+        for _ in range(lines):
+            words = ["the", rng.choice(["big", "small", "red"]), rng.choice(nouns), rng.choice(verbs), "on", "the",
+                     rng.choice(places)]
+            if rng.random() < 0.5:
+                words += ["and", "then", rng.choice(verbs), "quickly"]
+            handle.write(" ".join(words) + " .\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    return write_corpus(folder / "train.txt", 400, 0), write_corpus(folder / "valid.txt", 40, 1)
+
+
+def pretrain(*args: str, launcher: list[str] | None = None, check: bool = True, cwd: Path | None = None):
+    command = (launcher or [sys.executable, "-m"]) + ["train.pretrain", *args]
+    env = clean_env()
+    env["PYTHONPATH"] = str(REPO)
+    env["OMP_NUM_THREADS"] = "1"
+    result = subprocess.run(command, cwd=cwd or REPO, env=env, capture_output=True, text=True, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"pretrain failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
+    return result
+
+
+COMMON = ["--preset", "tiny", "--per_device_batch_size", "4", "--unroll_steps", "8", "--disable_tqdm",
+          "--logging_steps", "1", "--report_to", "none", "--shuffle_buffer", "50"]
+
+
+def losses(folder: Path) -> dict[int, float]:
+    records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in records}
+
+
+def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
+    train, valid = corpus
+    out = tmp_path / "out"
+    result = pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
+                      "--max_steps", "12", "--softmax", "sampled", "--num_sampled", "8", *COMMON)
+    assert "wrote the model folder to" in result.stderr
+    for name in ("config.json", "model.safetensors", "modeling_elmo.py", "tokenizer_config.json", "vocab.txt",
+                 "tokenization_elmo.py", "eval_results.json", "train_results.json"):
+        assert (out / name).exists(), name
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["average_perplexity"] > 1 and results["eval_tokens"] > 0
+    summary = json.loads((out / "train_results.json").read_text())
+    assert summary["steps"] == 12 and summary["tokens_seen"] == 12 * 4 * 8
+
+    from transformers import AutoModel, AutoModelForPreTraining, AutoTokenizer
+
+    model = AutoModel.from_pretrained(out)
+    lm = AutoModelForPreTraining.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert type(model).__name__ == "ElmoModel" and type(lm).__name__ == "ElmoForPreTraining"
+    assert tokenizer.word_vocab_size == lm.config.vocab_size
+    batch = tokenizer(["the cat sat on the bank"], return_tensors="pt")
+    assert torch.equal(model(**batch).last_hidden_state, lm.elmo(**batch).last_hidden_state)
+
+
+def test_loss_decreases_and_sentence_mode(corpus, tmp_path):
+    train, valid = corpus
+    out = tmp_path / "out"
+    pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
+             "--max_steps", "40", "--batch_mode", "sentence", "--optimizer", "adamw", "--learning_rate", "0.01",
+             *COMMON)
+    log = losses(out)
+    first = sum(log[s] for s in range(1, 6)) / 5
+    last = sum(log[s] for s in range(36, 41)) / 5
+    assert last < first - 0.3, (first, last)
+
+
+def test_resume_gives_the_same_losses_as_an_uninterrupted_run(corpus, tmp_path):
+    train, _ = corpus
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    pretrain("--train_file", str(train), "--output_dir", str(whole), "--max_steps", "8", "--dropout", "0.2", *COMMON)
+    pretrain("--train_file", str(train), "--output_dir", str(parted), "--max_steps", "4", "--dropout", "0.2", *COMMON)
+    assert (parted / "checkpoints" / "step-00000004").is_dir()
+    pretrain("--train_file", str(train), "--output_dir", str(parted), "--max_steps", "8", "--dropout", "0.2",
+             "--resume_from_checkpoint", "latest", *COMMON)
+    expected, got = losses(whole), losses(parted)
+    for step in range(5, 9):
+        assert got[step] == pytest.approx(expected[step], abs=1e-6), step
+
+
+def test_two_processes_train_one_model_and_resume(corpus, tmp_path):
+    train, valid = corpus
+    out = tmp_path / "ddp"
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m"]
+    pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
+             "--max_steps", "4", "--save_steps", "2", *COMMON, launcher=launcher)
+    summary = json.loads((out / "train_results.json").read_text())
+    assert summary["processes"] == 2
+    assert summary["parameters_identical_across_processes"] is True
+    assert summary["tokens_seen"] == 4 * 2 * 4 * 8  # steps x processes x rows x window
+    pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "6",
+             "--resume_from_checkpoint", "latest", *COMMON, launcher=launcher)
+    summary = json.loads((out / "train_results.json").read_text())
+    assert summary["steps"] == 6 and summary["parameters_identical_across_processes"] is True
+
+
+def test_invalid_utf8_lines_are_skipped_and_counted(tmp_path):
+    path = write_corpus(tmp_path / "train.txt", 200, 3)
+    lines = path.read_bytes()
+    path.write_bytes(b"caf\xe9 au lait\n\xff\xfe broken\n\nthe end\n" + lines)
+    out = tmp_path / "out"
+    pretrain("--train_file", str(path), "--output_dir", str(out), "--max_steps", "2", *COMMON, "--shuffle_buffer", "1")
+    assert json.loads((out / "train_results.json").read_text())["skipped_invalid_utf8_lines"] == 2
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        ("missing", "no file matches"),
+        ("empty", "holds no words"),
+        ("tiny_corpus", "no full batch"),
+        ("bad_vocab", "must begin with"),
+        ("nan", "non-finite loss"),
+    ],
+)
+def test_bad_input_gives_a_clear_error(tmp_path, setup, message):
+    train = tmp_path / "train.txt"
+    extra: list[str] = []
+    if setup == "empty":
+        train.write_text("\n   \n")
+    elif setup == "tiny_corpus":
+        train.write_text("a b c\n")
+    elif setup != "missing":
+        write_corpus(train, 200, 4)
+    if setup == "bad_vocab":
+        (tmp_path / "vocab.txt").write_text("the\ncat\n")
+        extra = ["--vocab_file", str(tmp_path / "vocab.txt")]
+    if setup == "nan":
+        extra = ["--learning_rate", "1e30", "--max_grad_norm", "0", "--optimizer", "adamw"]
+    out = tmp_path / "out"
+    result = pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "30", *COMMON, *extra,
+                      check=False)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr[-3000:]
+    if setup == "nan":
+        assert "at step" in result.stderr
+    assert not (out / "model.safetensors").exists()
+
+
+def test_refuses_to_overwrite_an_output_folder(corpus, tmp_path):
+    train, _ = corpus
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    result = pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "2", *COMMON, check=False)
+    assert result.returncode == 2 and "--overwrite_output_dir" in result.stderr
+    assert (out / "precious.txt").read_text() == "keep me"
+    assert os.listdir(out) == ["precious.txt"]

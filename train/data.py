@@ -1,0 +1,215 @@
+"""Pretraining data: text files -> sentences (through `datasets`) -> biLM batches.
+
+Two batch layouts:
+
+* **stream** (bilm-tf's): each of the B batch rows is a continuous stream of sentences, `<S> w1 .. wn </S>`
+  one after another, cut into windows of `unroll_steps` tokens. The forward LM reads the stream; the
+  backward LM reads the same sentences each reversed, `</S> wn .. w1 <S>`. The LSTM state is carried from
+  one window to the next (truncated backpropagation through time), and the last token of a window predicts
+  the first token of the next one.
+* **sentence**: every sentence on its own row, padded, starting from a zero state; sentences longer than
+  `unroll_steps` tokens (boundaries included) are truncated and counted.
+
+Both are deterministic for a given seed and epoch, and can skip ahead cheaply (without encoding characters),
+which is how a resumed run finds its place.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+BOS, EOS = "<S>", "</S>"
+
+
+@dataclass
+class CorpusStats:
+    """What reading a corpus skipped, for the log and the summary."""
+
+    lines: int = 0
+    invalid_utf8: int = 0
+    empty: int = 0
+    truncated: int = 0
+    bad_examples: list[str] = field(default_factory=list)
+
+
+def resolve_files(patterns: Iterable[str]) -> list[str]:
+    """Expand globs; raise `FileNotFoundError` naming each pattern that matches nothing."""
+    files: list[str] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(os.path.expanduser(pattern)))
+        if not matches:
+            raise FileNotFoundError(f"no file matches {pattern!r}")
+        for match in matches:
+            if os.path.isdir(match):
+                raise IsADirectoryError(f"{match!r} is a directory; give text files (one sentence per line)")
+        files.extend(matches)
+    return files
+
+
+def read_sentences(files: list[str], stats: CorpusStats | None = None) -> Iterator[dict]:
+    """Lines of UTF-8 files as `{"text": ...}`; lines that are not valid UTF-8 or are blank are skipped and counted."""
+    stats = stats if stats is not None else CorpusStats()
+    for path in files:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                stats.lines += 1
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    stats.invalid_utf8 += 1
+                    if len(stats.bad_examples) < 5:
+                        stats.bad_examples.append(f"{path}:{number}")
+                    continue
+                if not text.strip():
+                    stats.empty += 1
+                    continue
+                yield {"text": text}
+
+
+def sentence_dataset(files: list[str], *, rank: int = 0, world_size: int = 1, stats: CorpusStats | None = None):
+    """A streaming `datasets.IterableDataset` of the corpus lines, this process's shard only."""
+    import datasets
+    from datasets.distributed import split_dataset_by_node
+
+    dataset = datasets.IterableDataset.from_generator(read_sentences, gen_kwargs={"files": files, "stats": stats})
+    if world_size > 1:
+        dataset = split_dataset_by_node(dataset, rank=rank, world_size=world_size)
+    return dataset
+
+
+def corpus_words(files: list[str], split, *, seed: int, epoch: int, shuffle_buffer: int, rank: int, world_size: int,
+                 stats: CorpusStats | None = None) -> Iterator[list[str]]:
+    """The words of every sentence of this process's shard, shuffled within a buffer for this epoch."""
+    dataset = sentence_dataset(files, rank=rank, world_size=world_size, stats=stats)
+    if shuffle_buffer > 1:
+        dataset = dataset.shuffle(seed=seed, buffer_size=shuffle_buffer)
+        dataset.set_epoch(epoch)
+    for example in dataset:
+        words = split(example["text"])
+        if words:
+            yield words
+        elif stats is not None:
+            stats.empty += 1
+
+
+class BatchEncoder:
+    """Turns word lists into model tensors with the tokenizer's character ids and word-vocabulary ids."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self._chars: dict[str, list[int]] = {}
+
+    def char_ids(self, tokens: list[str]) -> list[list[int]]:
+        out = []
+        for token in tokens:
+            ids = self._chars.get(token)
+            if ids is None:
+                if len(self._chars) > 200_000:
+                    self._chars.clear()
+                ids = self._chars[token] = self.tokenizer.convert_tokens_to_char_ids(token)
+            out.append(ids)
+        return out
+
+    def vocab_ids(self, tokens: list[str]) -> list[int]:
+        return self.tokenizer.convert_tokens_to_vocab_ids(tokens)
+
+
+class StreamBatcher:
+    """bilm-tf's layout: B rows, each a stream of sentences, cut into windows of `unroll_steps` tokens."""
+
+    def __init__(self, sentences: Iterator[list[str]], batch_size: int, unroll_steps: int):
+        self.sentences = sentences
+        self.batch_size = batch_size
+        self.unroll_steps = unroll_steps
+        # per row: forward tokens not yet used, and the backward tokens (each sentence reversed)
+        self.forward = [[] for _ in range(batch_size)]
+        self.backward = [[] for _ in range(batch_size)]
+
+    def _fill(self, row: int, need: int) -> bool:
+        while len(self.forward[row]) < need:
+            words = next(self.sentences, None)
+            if words is None:
+                return False
+            sentence = [BOS, *words, EOS]
+            self.forward[row].extend(sentence)
+            self.backward[row].extend(reversed(sentence))
+        return True
+
+    def next_windows(self) -> tuple[list[list[str]], list[list[str]], list[list[str]], list[list[str]]] | None:
+        """Tokens of the next window for every row, and each position's target (the next token of its
+        stream), or None when the corpus ends (the last, partial batch is dropped, as in bilm-tf)."""
+        steps = self.unroll_steps
+        fwd, bwd, fwd_next, bwd_next = [], [], [], []
+        for row in range(self.batch_size):
+            if not self._fill(row, steps + 1):
+                return None
+            fwd.append(self.forward[row][:steps])
+            fwd_next.append(self.forward[row][1 : steps + 1])
+            bwd.append(self.backward[row][:steps])
+            bwd_next.append(self.backward[row][1 : steps + 1])
+        for row in range(self.batch_size):
+            del self.forward[row][:steps]
+            del self.backward[row][:steps]
+        return fwd, bwd, fwd_next, bwd_next
+
+
+def stream_batches(batcher: StreamBatcher, encoder: BatchEncoder, skip: int = 0) -> Iterator[dict]:
+    """Tensors for each window: `input_ids`, `backward_input_ids` (B, T, 50), `forward_labels`,
+    `backward_labels` (B, T). The first `skip` windows are consumed without encoding."""
+    index = 0
+    while True:
+        windows = batcher.next_windows()
+        if windows is None:
+            return
+        index += 1
+        if index <= skip:
+            continue
+        fwd, bwd, fwd_next, bwd_next = windows
+        yield {
+            "input_ids": torch.tensor([encoder.char_ids(row) for row in fwd]),
+            "backward_input_ids": torch.tensor([encoder.char_ids(row) for row in bwd]),
+            "forward_labels": torch.tensor([encoder.vocab_ids(row) for row in fwd_next]),
+            "backward_labels": torch.tensor([encoder.vocab_ids(row) for row in bwd_next]),
+        }
+
+
+def sentence_batches(
+    sentences: Iterator[list[str]], encoder: BatchEncoder, batch_size: int, max_tokens: int,
+    stats: CorpusStats | None = None, skip: int = 0,
+) -> Iterator[dict]:
+    """Padded batches of whole sentences: `input_ids` (B, T, 50), `attention_mask`, `labels` (B, T)
+    holding each token's vocabulary id (-100 at padding); the model shifts them per direction."""
+    index = 0
+    while True:
+        rows = []
+        for words in sentences:
+            tokens = [BOS, *words, EOS]
+            if len(tokens) > max_tokens:
+                if stats is not None:
+                    stats.truncated += 1
+                tokens = [*tokens[: max_tokens - 1], EOS]
+            rows.append(tokens)
+            if len(rows) == batch_size:
+                break
+        if not rows:
+            return
+        index += 1
+        if index <= skip:
+            continue
+        width = max(len(r) for r in rows)
+        char_ids = torch.zeros(len(rows), width, encoder.tokenizer.max_characters_per_token, dtype=torch.long)
+        labels = torch.full((len(rows), width), -100, dtype=torch.long)
+        for i, tokens in enumerate(rows):
+            char_ids[i, : len(tokens)] = torch.tensor(encoder.char_ids(tokens))
+            labels[i, : len(tokens)] = torch.tensor(encoder.vocab_ids(tokens))
+        yield {"input_ids": char_ids, "attention_mask": (labels != -100).long(), "labels": labels}
+        if len(rows) < batch_size:
+            return
