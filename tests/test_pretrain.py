@@ -174,3 +174,54 @@ def test_refuses_to_overwrite_an_output_folder(corpus, tmp_path):
     assert result.returncode == 2 and "--overwrite_output_dir" in result.stderr
     assert (out / "precious.txt").read_text() == "keep me"
     assert os.listdir(out) == ["precious.txt"]
+
+
+def test_continue_training_a_feature_model_with_a_new_softmax(corpus, tmp_path):
+    """Published weights hold no softmax: --init_from starts one from the model's own layer-0 vectors."""
+    from modeling_elmo import ElmoConfig, ElmoModel
+
+    train, valid = corpus
+    base = ElmoModel(ElmoConfig.from_preset("tiny")).eval()
+    base.save_pretrained(tmp_path / "base")
+    out = tmp_path / "continued"
+    result = pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
+                      "--init_from", str(tmp_path / "base"), "--max_steps", "0", "--num_train_epochs", "1",
+                      *[a for a in COMMON if a not in ("--preset", "tiny")])
+    assert "initialised the softmax from the layer-0 vectors" in result.stderr
+    from transformers import AutoModelForPreTraining, AutoTokenizer
+
+    lm = AutoModelForPreTraining.from_pretrained(out)
+    assert json.loads((out / "train_results.json").read_text())["steps"] > 0
+    assert lm.config.vocab_size == AutoTokenizer.from_pretrained(out).word_vocab_size
+
+
+def test_init_from_with_an_hdf5_softmax(corpus, tmp_path):
+    h5py = pytest.importorskip("h5py")
+    from modeling_elmo import ElmoConfig, ElmoModel
+    from tokenization import build_vocab, write_vocab
+
+    train, _ = corpus
+    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(tmp_path / "base")
+    words = build_vocab([train], split="whitespace")
+    write_vocab(words, tmp_path / "vocab.txt")
+    weight = torch.randn(len(words), 16)
+    bias = torch.randn(len(words))
+    with h5py.File(tmp_path / "softmax.hdf5", "w") as handle:
+        handle["softmax/W"] = weight.numpy()
+        handle["softmax/b"] = bias.numpy()
+    out = tmp_path / "continued"
+    pretrain("--train_file", str(train), "--output_dir", str(out), "--init_from", str(tmp_path / "base"),
+             "--vocab_file", str(tmp_path / "vocab.txt"), "--softmax_weight_file", str(tmp_path / "softmax.hdf5"),
+             "--max_steps", "1", "--learning_rate", "0", *[a for a in COMMON if a not in ("--preset", "tiny")])
+    from transformers import AutoModelForPreTraining
+
+    lm = AutoModelForPreTraining.from_pretrained(out)
+    assert torch.allclose(lm.softmax.weight, weight) and torch.allclose(lm.softmax.bias, bias)
+    bad = tmp_path / "bad.hdf5"
+    with h5py.File(bad, "w") as handle:
+        handle["softmax/W"] = weight[:5].numpy()
+        handle["softmax/b"] = bias[:5].numpy()
+    result = pretrain("--train_file", str(train), "--output_dir", str(tmp_path / "bad_out"), "--init_from",
+                      str(tmp_path / "base"), "--vocab_file", str(tmp_path / "vocab.txt"), "--softmax_weight_file",
+                      str(bad), "--max_steps", "1", *[a for a in COMMON if a not in ("--preset", "tiny")], check=False)
+    assert result.returncode == 2 and "softmax/W" in result.stderr and "shape" in result.stderr

@@ -55,6 +55,11 @@ class PretrainArguments:
     init_from: str | None = field(
         default=None, metadata={"help": "A model folder (converted or trained) to continue training from."}
     )
+    softmax_weight_file: str | None = field(
+        default=None,
+        metadata={"help": "An hdf5 file with softmax/W (V, P) and softmax/b (V,) for --init_from, in the order of the "
+                          "vocabulary; without it a new softmax starts from the model's layer-0 vectors of the words."},
+    )
     vocab_file: str | None = field(
         default=None, metadata={"help": "Word vocabulary (<S>, </S>, <UNK> first, then by frequency); built if absent."}
     )
@@ -120,6 +125,10 @@ class PretrainArguments:
             raise ValueError("give --max_steps or a positive --num_train_epochs")
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id")
+        if self.softmax_weight_file and not self.init_from:
+            raise ValueError("--softmax_weight_file goes with --init_from (a converted model)")
+        if self.softmax_weight_file and self.softmax == "adaptive":
+            raise ValueError("--softmax_weight_file holds a full softmax; use --softmax full or sampled")
         if self.learning_rate is None:
             self.learning_rate = 0.2 if self.optimizer == "adagrad" else 1e-3
 
@@ -183,10 +192,17 @@ def make_model(args: PretrainArguments, tokenizer: ElmoTokenizer) -> ElmoForPreT
     if args.dropout is not None:
         overrides["dropout"] = args.dropout
     if args.init_from:
-        model = ElmoForPreTraining.from_pretrained(args.init_from, **overrides)
-        if model.config.vocab_size != tokenizer.word_vocab_size:
-            raise ValueError("the vocabulary does not match the model's softmax")
-        if not _has_softmax(args.init_from) and args.softmax != "adaptive":
+        saved = ElmoConfig.from_pretrained(args.init_from)
+        # The saved softmax is kept only when it predicts the same vocabulary in the same form.
+        keep_softmax = (
+            _has_softmax(args.init_from)
+            and saved.vocab_size == tokenizer.word_vocab_size
+            and (saved.softmax_type == "adaptive") == (args.softmax == "adaptive")
+        )
+        model = ElmoForPreTraining.from_pretrained(args.init_from, ignore_mismatched_sizes=not keep_softmax, **overrides)
+        if args.softmax_weight_file:
+            _load_hdf5_softmax(model, args.softmax_weight_file)
+        elif not keep_softmax and args.softmax != "adaptive":
             # Published weights hold no softmax: start it from the model's own layer-0 vectors of the words.
             words = tokenizer.word_vocab
             char_ids = torch.tensor(tokenizer.convert_tokens_to_char_ids(words))
@@ -201,6 +217,24 @@ def make_model(args: PretrainArguments, tokenizer: ElmoTokenizer) -> ElmoForPreT
     else:
         config = ElmoConfig.from_preset(args.preset, **overrides)
     return ElmoForPreTraining(config)
+
+
+def _load_hdf5_softmax(model: ElmoForPreTraining, path: str) -> None:
+    from modeling_elmo.convert_allennlp_elmo import read_hdf5_softmax
+
+    found = read_hdf5_softmax(path)
+    if found is None:
+        raise ValueError(f"{path} holds no softmax/W and softmax/b datasets")
+    weight, bias = found
+    expected = tuple(model.softmax.weight.shape)
+    if tuple(weight.shape) != expected:
+        raise ValueError(
+            f"softmax/W in {path} has shape {tuple(weight.shape)}, but the vocabulary and the model need {expected}"
+        )
+    with torch.no_grad():
+        model.softmax.weight.copy_(weight)
+        model.softmax.bias.copy_(bias)
+    logger.info("loaded the softmax from %s", path)
 
 
 def _has_softmax(folder: str) -> bool:
