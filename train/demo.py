@@ -108,31 +108,32 @@ def _loo_centroid_accuracy(x: torch.Tensor, labels: list[str]) -> float:
 
 
 def plot(vectors: dict, scores: dict, path: Path) -> None:
+    """One panel per word: its contextual vectors in held-out sentences (first two principal components),
+    coloured by sense. Layer 0 gives all occurrences one and the same vector, so it has nothing to plot."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     words = list(vectors)
-    fig, axes = plt.subplots(1, len(words), figsize=(4.2 * len(words), 4.2))
+    fig, axes = plt.subplots(1, len(words), figsize=(4.2 * len(words), 4.4))
     for ax, word in zip(axes, words):
         data = vectors[word]
-        both = torch.cat([data["contextual"], data["static"]]).double()
-        centred = both - both.mean(0)
+        centred = data["contextual"].double() - data["contextual"].double().mean(0)
         _, _, v = torch.linalg.svd(centred, full_matrices=False)
         points = centred @ v[:2].T
-        ctx, static = points[: len(data["labels"])], points[len(data["labels"]) :]
         for sense, marker in zip(sorted(set(data["labels"])), ("o", "^")):
             chosen = [i for i, s in enumerate(data["labels"]) if s == sense]
-            ax.scatter(ctx[chosen, 0], ctx[chosen, 1], marker=marker, alpha=0.7, label=f"{word} ({sense})")
-        ax.scatter(static[:, 0], static[:, 1], marker="x", color="black", s=80, label="layer 0 (every occurrence)")
+            ax.scatter(points[chosen, 0], points[chosen, 1], marker=marker, alpha=0.7, label=f"{word} ({sense})")
         result = scores["words"][word]
-        ax.set_title(f"{word}: sense accuracy {result['contextual_accuracy']:.2f} (layer 0: {result['layer0_accuracy']:.2f})",
-                     fontsize=9)
+        distinct = len(torch.unique(data["static"], dim=0))
+        ax.set_title(f"{word}: sense accuracy {result['contextual_accuracy']:.2f}\n"
+                     f"layer 0: {result['layer0_accuracy']:.2f} ({distinct} distinct vector for "
+                     f"{len(data['labels'])} occurrences)", fontsize=9)
         ax.legend(fontsize=7, loc="best")
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("ELMo vectors of ambiguous words in held-out sentences (first two principal components)")
+    fig.suptitle("Contextual ELMo vectors of ambiguous words in held-out sentences (first two principal components)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,0 +1,42 @@
+"""The README's main job, `python -m train.demo`, run for real on a small budget."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO, clean_env
+
+from train.sense_corpus import SENSES, generate_corpus, generate_probes
+
+
+def test_generated_corpus_uses_every_sense_and_is_reproducible():
+    corpus = generate_corpus(400, seed=3)
+    assert corpus == generate_corpus(400, seed=3) and corpus != generate_corpus(400, seed=4)
+    for word in SENSES:
+        assert any(f" {word} " in f" {line} " for line in corpus), word
+    probes = generate_probes(3)
+    assert {(w, s) for w, s, _ in probes} == {(w, s) for w, senses in SENSES.items() for s in senses}
+    assert all(word in sentence.split() for word, _, sentence in probes)
+
+
+def test_demo_trains_reloads_and_scores(tmp_path):
+    env = clean_env()
+    env["PYTHONPATH"] = str(REPO)
+    env["OMP_NUM_THREADS"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-m", "train.demo", "--output_dir", str(tmp_path), "--max_steps", "15",
+         "--num_sentences", "600", "--probes_per_sense", "6", "--per_device_batch_size", "8", "--disable_tqdm"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "outputs: model" in result.stderr
+    scores = json.loads((tmp_path / "sense_scores.json").read_text())
+    assert set(scores["words"]) == set(SENSES)
+    # layer 0 is context-free: every occurrence of a word has the same vector, so it can only score chance
+    assert all(r["layer0_accuracy"] == 0.5 for r in scores["words"].values())
+    assert 0.0 <= scores["summary"]["contextual_accuracy"] <= 1.0
+    assert scores["validation"]["average_perplexity"] > 1
+    assert (tmp_path / "senses.png").stat().st_size > 10_000
+    assert (tmp_path / "model" / "model.safetensors").exists()
