@@ -26,6 +26,7 @@ import torch
 from transformers import HfArgumentParser
 
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
+from modeling_elmo.hub_utils import HubPushError
 from tokenization import ElmoTokenizer, build_vocab, write_vocab
 from tokenization.tokenization_elmo import split_words
 
@@ -589,7 +590,6 @@ def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
             base_model=args.init_from,
             training={**summary, "corpus": [os.path.basename(p) for p in args.train_file]},
             results=eval_results or None,
-            num_parameters=sum(p.numel() for p in model.elmo.parameters()),
         )
     except Exception as error:  # noqa: BLE001
         logger.warning("could not write the model card: %s", error)
@@ -598,9 +598,9 @@ def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
 def _push(output_dir: Path, args) -> None:
     from modeling_elmo.hub_utils import push_folder
 
-    commit = push_folder(output_dir, args.hub_model_id, private=args.hub_private_repo,
-                         commit_message="Upload ELMo trained with train.pretrain")
-    logger.info("pushed %s to the Hub: %s", output_dir, commit)
+    info = push_folder(output_dir, args.hub_model_id, private=args.hub_private_repo or None,
+                       commit_message="Upload ELMo trained with train.pretrain")
+    logger.info("pushed %s to %s (commit %s)", output_dir, args.hub_model_id, info.oid)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -617,6 +617,9 @@ def main(argv: list[str] | None = None) -> int:
         train(args)
     except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError, NonFiniteLossError) as error:
         logger.error("%s", error)
+        return 2
+    except HubPushError as error:
+        logger.error("the model folder is in %s, but the push failed: %s", args.output_dir, error)
         return 2
     return 0
 

@@ -1,0 +1,635 @@
+"""Sharing ELMo models on the Hugging Face Hub: the model card, and pushing a saved model folder.
+
+This module stays on this side: `modeling_elmo.py` does not import it, so it never travels to the Hub as remote
+code (it imports `huggingface_hub`, a dependency of transformers, and this package).
+
+* `render_model_card(config, ...)` / `write_model_card(folder, ...)`: the README.md of a model, from the template
+  `model_card.md` filled with facts from the configuration and the run (training, perplexities, parity of a
+  conversion). The metadata is built with `huggingface_hub.ModelCardData` (evaluation results as `EvalResult`s
+  in `model-index`), so it parses and validates as the Hub expects.
+* `push_folder(folder, repo_id, ...)`: upload a folder written by `save_pretrained` (model, tokenizer, remote
+  code) as one commit, creating the repository if needed. Used by the pretraining and conversion commands'
+  `--push_to_hub`; `model.push_to_hub(repo_id)` and `tokenizer.push_to_hub(repo_id)` work too.
+
+Where the template is found: `model_card.md` next to this package (`modeling_elmo/model_card.md`, for an install
+that ships it as package data) or one level up (`Path(__file__).parents[1] / "model_card.md"`: the repository root
+of a checkout or an editable install). When neither exists, a minimal template embedded here is used, with a
+warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from huggingface_hub import CommitOperationAdd, EvalResult, HfApi, ModelCard, ModelCardData
+from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import filter_repo_objects
+from transformers import PretrainedConfig
+from transformers.utils import logging
+
+from .configuration_elmo import PRESETS, ElmoConfig
+
+logger = logging.get_logger(__name__)
+
+TEMPLATE_NAME = "model_card.md"
+TEMPLATE_LOCATIONS = (
+    Path(__file__).resolve().parent / TEMPLATE_NAME,
+    Path(__file__).resolve().parents[1] / TEMPLATE_NAME,
+)
+
+DEFAULT_TAGS = ("elmo", "bilm", "lstm", "character-level", "contextual-embeddings", "feature-extraction", "custom_code")
+
+# Files never pushed from a model folder: version control, local caches, training state.
+DEFAULT_IGNORE_PATTERNS = (
+    ".git/*", "*/.git/*", ".cache/*", "*/.cache/*", "__pycache__/*", "*/__pycache__/*", "*.pyc",
+    "checkpoint-*/*", "optimizer.pt", "scheduler.pt", "rng_state*.pth", "trainer_state.json", "training_args.bin",
+)
+
+_EMBEDDED_TEMPLATE = """---
+{{ card_data }}
+---
+
+# {{ title }}
+
+{{ summary }}
+
+## How to use
+
+```python
+from transformers import AutoModel, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{{ model_id }}", trust_remote_code=True)
+model = AutoModel.from_pretrained("{{ model_id }}", trust_remote_code=True)
+outputs = model(**tokenizer(["A sentence ."], return_tensors="pt"), output_hidden_states=True)
+```
+
+### Fine-tuning
+
+{{ fine_tuning }}
+
+## Model details
+
+{{ architecture }}
+
+## Training
+
+{{ training }}
+
+## Evaluation
+
+{{ evaluation }}
+
+## Citation
+
+Peters et al., 2018. Deep Contextualized Word Representations. NAACL. https://aclanthology.org/N18-1202
+"""
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+# Numeric entries of `results` whose name holds one of these go into model-index; others (counts) stay in the text.
+_METRIC_WORDS = ("perplexity", "loss", "accuracy", "f1", "precision", "recall", "bpc")
+
+
+class HubPushError(RuntimeError):
+    """A push to the Hub failed; the message says why and what to do. The original error is `__cause__`."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Model card
+# --------------------------------------------------------------------------------------------------
+
+
+def find_model_card_template() -> Path | None:
+    """The `model_card.md` template file, or None when it is not installed (see the module docstring)."""
+    for path in TEMPLATE_LOCATIONS:
+        if path.is_file():
+            return path
+    return None
+
+
+def _load_template(template: str | os.PathLike | None) -> str:
+    if template is not None:
+        return Path(template).read_text(encoding="utf-8")
+    path = find_model_card_template()
+    if path is None:
+        logger.warning(
+            "model_card.md was not found (looked in %s); using the minimal embedded model card template",
+            ", ".join(str(p) for p in TEMPLATE_LOCATIONS),
+        )
+        return _EMBEDDED_TEMPLATE
+    return path.read_text(encoding="utf-8")
+
+
+def _as_config(config: ElmoConfig | PretrainedConfig | Mapping | str | os.PathLike) -> ElmoConfig:
+    """An `ElmoConfig` from a config object, its dict, a config.json file, or the folder holding one."""
+    if isinstance(config, PretrainedConfig):
+        return config if isinstance(config, ElmoConfig) else ElmoConfig.from_dict(config.to_dict())
+    if isinstance(config, Mapping):
+        return ElmoConfig.from_dict(dict(config))
+    path = Path(config)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no ELMo configuration at {path}: give an ElmoConfig, its dict, or a config.json")
+    return ElmoConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def count_parameters(config: ElmoConfig) -> dict[str, int]:
+    """Parameters of the biLM (`ElmoModel`: character CNN, highway, projection, biLSTMs) and of the pretraining
+    softmax (0 without a word vocabulary), counted on a model built on the meta device (no memory used)."""
+    from .modeling_elmo import ElmoForPreTraining, ElmoModel
+
+    with torch.device("meta"):
+        bilm = ElmoModel(config).num_parameters()
+        softmax = ElmoForPreTraining(config).num_parameters() - bilm if config.vocab_size > 0 else 0
+    return {"bilm": bilm, "softmax": softmax}
+
+
+def _preset_name(config: ElmoConfig) -> str | None:
+    for name, fields in PRESETS.items():
+        if all(getattr(config, key) == value for key, value in fields.items()) and name != "tiny":
+            return name
+    return None
+
+
+def _fmt(value: Any) -> str:
+    """A value for a table: integers with separators, small floats in scientific notation, lists joined."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if 1 <= abs(value) < 1e4:
+        return f"{value:.2f}"
+    if value == 0 or 1e-3 <= abs(value) < 1:
+        return f"{value:.4g}"
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.2e}"
+
+
+def _millions(n: int, exact: bool = False) -> str:
+    """A parameter count as "93.6M", with the exact count in brackets if `exact`; small counts in full."""
+    if n < 1e5:
+        return f"{n:,}"
+    return f"{n / 1e6:.1f}M ({n:,})" if exact else f"{n / 1e6:.1f}M"
+
+
+def _humanize(key: str) -> str:
+    return key.replace("_", " ").strip().capitalize()
+
+
+def _table(rows: Sequence[tuple[str, str]], header: tuple[str, str]) -> str:
+    lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
+    lines += [f"| {a} | {str(b).replace('|', '/')} |" for a, b in rows]
+    return "\n".join(lines)
+
+
+def _architecture(config: ElmoConfig, counts: dict[str, int], num_parameters: int | None) -> str:
+    p, c, n_layers = config.projection_dim, config.cell_size, config.num_layers
+    filters = ", ".join(f"{count}×{width}" for width, count in config.char_cnn_filters)
+    preset = _preset_name(config)
+    rows = [
+        ("Size", f"`{preset}` ({n_layers}x{c}_{p}_{config.num_char_filters}cnn_{config.num_highway_layers}xhighway)"
+         if preset else f"{n_layers}x{c}_{p}_{config.num_char_filters}cnn_{config.num_highway_layers}xhighway"),
+        ("Character embedding", f"{config.char_vocab_size} character ids × {config.char_embedding_dim}, "
+         f"{config.max_characters_per_token} characters per word"),
+        ("Character CNN", f"filters (count×width) {filters}: F = {config.num_char_filters}, "
+         f"{config.char_cnn_activation}"),
+        ("Highway layers", str(config.num_highway_layers)),
+        ("Token projection", f"{config.num_char_filters} → {p} (P)"),
+        ("biLSTM", f"{n_layers} layers per direction, cell size {c} (C), projection {p}, "
+         f"cell clip {config.cell_clip}, projection clip {config.proj_clip}, "
+         f"skip connections {'yes' if config.use_skip_connections else 'no'}"),
+        ("Outputs", f"{n_layers + 1} layers (character CNN + {n_layers} biLSTM) of width {2 * p} (2P)"),
+        ("biLM parameters", _millions(counts["bilm"], exact=True)),
+    ]
+    if config.vocab_size > 0:
+        rows.append(("Word softmax (pretraining only)", f"{config.softmax_type}, vocabulary {config.vocab_size:,}, "
+                     f"{_millions(counts['softmax'])} parameters"))
+    if num_parameters is not None:
+        rows.append(("Parameters in this checkpoint", _millions(num_parameters, exact=True)))
+    return _table(rows, ("Component", "Value"))
+
+
+def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
+    auto_map = getattr(config, "auto_map", None) or {}
+    heads = [name for name in ("AutoModelForSequenceClassification", "AutoModelForTokenClassification") if name in auto_map]
+    if not heads:
+        return (
+            "Train a task model on the features above (the scalar-mix weights and gamma are learned with the task), "
+            "or fine-tune the biLM end to end with your own head and `transformers.Trainer`."
+        )
+    head = heads[0]
+    task = "text classification" if "Sequence" in head else "token classification (e.g. NER, POS)"
+    others = f" (`{heads[1]}` works the same way for token classification)" if len(heads) > 1 else ""
+    mixing = "The head reads an ELMo scalar mix of the biLM layers, learned with the task, as in the paper."
+    if hasattr(config, "freeze_bilm") and hasattr(config, "scalar_mix"):
+        mixing = (
+            f"The head reads an ELMo scalar mix of the biLM layers (`scalar_mix=\"{config.scalar_mix}\"`), and "
+            + ("the biLM stays frozen, as in the paper (`freeze_bilm=True`; pass `freeze_bilm=False` to "
+               "`from_pretrained` to fine-tune it too)." if config.freeze_bilm
+               else "the biLM is fine-tuned with the head (`freeze_bilm=False`).")
+        )
+    return f"""The task heads load with the Auto classes{others}. For {task}:
+
+```python
+from transformers import {head}, AutoTokenizer, Trainer, TrainingArguments
+
+tokenizer = AutoTokenizer.from_pretrained("{model_id}", trust_remote_code=True)
+model = {head}.from_pretrained("{model_id}", trust_remote_code=True, num_labels=2)
+
+def encode(batch):
+    return tokenizer(batch["text"], truncation=True, max_length=128)
+
+train_dataset = dataset["train"].map(encode, batched=True)  # a datasets.Dataset with "text" and "label"
+trainer = Trainer(
+    model=model,
+    args=TrainingArguments(output_dir="elmo-finetuned", learning_rate=1e-3, num_train_epochs=3),
+    train_dataset=train_dataset,
+    processing_class=tokenizer,
+)
+trainer.train()
+```
+
+{mixing}"""
+
+
+def _training(
+    datasets: Sequence[str] | None, training: Mapping | None, parity: Mapping | None, base_models: list[str]
+) -> str:
+    parts = []
+    if datasets:
+        names = ", ".join(
+            f"[{d}](https://huggingface.co/datasets/{d})" if "/" in d else f"`{d}`" for d in datasets
+        )
+        parts.append(f"**Data:** {names}.")
+    training = dict(training or {})
+    description = training.pop("description", None)
+    if description:
+        parts.append(str(description))
+    if base_models:
+        links = [f"[{m}](https://huggingface.co/{m})" if _HUB_ID.match(m) and not Path(m).exists() else f"`{m}`"
+                 for m in base_models]
+        parts.append("Starting point: " + ", ".join(links) + ".")
+    if training:
+        parts.append(_table([(_humanize(k), _fmt(v)) for k, v in training.items()], ("Setting", "Value")))
+    if not parts:
+        if parity:
+            parts.append(
+                "These weights were converted from the original ELMo weights (bilm-tf / allennlp hdf5); their "
+                "training is described by their source (Peters et al., 2018: 10 epochs on the 1B Word Benchmark "
+                "for the published small, medium and original models)."
+            )
+        else:
+            parts.append("No training details were recorded for this model.")
+    return "\n\n".join(parts)
+
+
+def _split_results(results: Mapping | None) -> tuple[dict[str, int | float], dict[str, str]]:
+    """Numeric metrics, and the context entries (`dataset`, `split`, ...) of a results mapping."""
+    metrics, context = {}, {}
+    for key, value in (results or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            metrics[key] = value
+        elif value is not None:
+            context[key] = str(value)
+    return metrics, context
+
+
+def _evaluation(results: Mapping | None, parity: Mapping | None) -> str:
+    parts = []
+    metrics, context = _split_results(results)
+    if metrics:
+        where = context.get("dataset", "held-out text")
+        if "split" in context:
+            where += f" ({context['split']} split)"
+        parts.append(f"Language-model evaluation on {where}:")
+        parts.append(_table([(_humanize(k), _fmt(v)) for k, v in metrics.items()], ("Metric", "Value")))
+        notes = {k: v for k, v in context.items() if k not in ("dataset", "split")}
+        parts += [f"{_humanize(k)}: {v}" for k, v in notes.items()]
+    if parity:
+        parts.append(
+            "**Conversion parity**: outputs of this model against the original implementation on the same "
+            "inputs (maximum absolute differences):"
+        )
+        parts.append(_table([(_humanize(k), _fmt(v)) for k, v in parity.items()], ("Check", "Value")))
+    if not parts:
+        parts.append("No evaluation results were recorded for this model.")
+    return "\n\n".join(parts)
+
+
+def _eval_results(results: Mapping | None) -> list[EvalResult] | None:
+    """The metrics of `results` as `EvalResult`s for `model-index` (counts such as `eval_tokens` stay out)."""
+    metrics, context = _split_results(results)
+    metrics = {k: v for k, v in metrics.items() if any(word in k.lower() for word in _METRIC_WORDS)}
+    if not metrics:
+        return None
+    dataset = context.get("dataset")  # the evaluation data, named by `results`; not the training `datasets`
+    out = []
+    for key, value in metrics.items():
+        metric_type = "perplexity" if "perplexity" in key else ("loss" if "loss" in key else key)
+        out.append(
+            EvalResult(
+                task_type="text-generation",
+                task_name="Bidirectional language modeling",
+                dataset_type=dataset or "text",
+                dataset_name=dataset or "Held-out text",
+                dataset_split=context.get("split"),
+                metric_type=metric_type,
+                metric_name=_humanize(key),
+                metric_value=round(float(value), 6),
+            )
+        )
+    return out
+
+
+def render_model_card(
+    config: ElmoConfig | PretrainedConfig | Mapping | str | os.PathLike,
+    *,
+    model_id: str | None = None,
+    base_model: str | Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
+    license: str = "apache-2.0",  # noqa: A002 (the Hub's metadata key)
+    training: Mapping[str, Any] | None = None,
+    results: Mapping[str, Any] | None = None,
+    parity: Mapping[str, Any] | None = None,
+    num_parameters: int | None = None,
+    language: str | Sequence[str] | None = None,
+    tags: Sequence[str] | None = None,
+    template: str | os.PathLike | None = None,
+) -> str:
+    """The README.md (model card) of an ELMo model: YAML metadata, then the filled `model_card.md` template.
+
+    Args:
+        config: the model's `ElmoConfig` (or its dict, a config.json, or the folder holding it).
+        model_id (`str`, *optional*): the repository id ("org/name") used in the code examples and in
+            `model-index`; "path/to/model" when absent.
+        base_model (`str` or `list[str]`, *optional*): the model this one continues from: Hub ids go into the
+            metadata, a local folder is only named in the text.
+        datasets (`list[str]`, *optional*): training data, as Hub dataset ids or names (metadata `datasets:`).
+        license (`str`): a Hub license identifier.
+        training (`dict`, *optional*): facts of the run, shown as a table (e.g. `{"steps": 1000, "batch_size": 128,
+            "optimizer": "Adagrad, lr 0.2", "tokens_seen": 2.0e7, "hardware": "1 x H100"}`); the key `description`
+            is shown as a paragraph of its own.
+        results (`dict`, *optional*): evaluation of the language model: numeric entries are shown (e.g.
+            `{"average_perplexity": 41.2, "forward_perplexity": 40.1, "backward_perplexity": 42.3, "eval_tokens":
+            10000}`), string entries give the context (`"dataset"`, `"split"`). Those named like a metric
+            (perplexity, loss, accuracy, f1, ...) also go into `model-index` as `EvalResult`s.
+        parity (`dict`, *optional*): for converted weights, the comparison with the original implementation (e.g.
+            `{"reference": "bilm-tf outputs", "max_abs_diff_top_layer": 1.2e-6, "max_abs_diff_token_embeddings":
+            7.2e-7}`), shown as a table.
+        num_parameters (`int`, *optional*): parameters of the saved checkpoint (the biLM and softmax counts are
+            computed from the configuration in any case).
+        language (`str` or `list[str]`, *optional*): metadata `language:` (e.g. "en").
+        tags (`list[str]`, *optional*): tags added to the default ones (elmo, bilm, ...).
+        template (path, *optional*): another template file instead of `model_card.md`.
+
+    Returns:
+        The model card text. Its metadata parses with `huggingface_hub.ModelCard`.
+    """
+    config = _as_config(config)
+    datasets = [datasets] if isinstance(datasets, str) else (list(datasets) if datasets else None)
+    base_model = list(base_model) if base_model is not None and not isinstance(base_model, str) else base_model
+    base_models = [] if base_model is None else ([base_model] if isinstance(base_model, str) else base_model)
+    base_models = [str(m) for m in base_models]
+    # Only Hub ids go into the metadata (the Hub rejects anything else); a local folder is named in the text only.
+    hub_bases = [m for m in base_models if _HUB_ID.match(m) and not Path(m).exists()]
+    if len(hub_bases) != len(base_models):
+        logger.info("base_model %s is not a Hub model id: it is named in the card's text, not in its metadata",
+                    [m for m in base_models if m not in hub_bases])
+    shown_id = model_id or "path/to/model"
+    counts = count_parameters(config)
+
+    card_data = ModelCardData(
+        language=language,
+        license=license,
+        library_name="transformers",
+        pipeline_tag="feature-extraction",
+        tags=list(dict.fromkeys([*DEFAULT_TAGS, *(tags or [])])),
+        datasets=datasets,
+        base_model=(hub_bases[0] if len(hub_bases) == 1 else hub_bases) or None,
+        model_name=model_id or "elmo",
+        eval_results=_eval_results(results),
+    )
+    preset = _preset_name(config)
+    size = f"the `{preset}` size" if preset else f"{config.num_layers} layers of {config.cell_size} cells"
+    if parity:
+        origin = "converted from the original weights"
+    elif base_models:
+        origin = "trained further from " + ", ".join(f"`{m}`" for m in base_models)
+    else:
+        origin = "pretrained with this project"
+    values = {
+        "card_data": card_data.to_yaml(),
+        "title": f"ELMo: {model_id.split('/')[-1]}" if model_id else "ELMo",
+        "summary": (
+            f"An ELMo bidirectional language model ({size}, {_millions(counts['bilm'])} biLM parameters), "
+            f"{origin}, for `transformers`."
+        ),
+        "model_id": shown_id,
+        "fine_tuning": _fine_tuning(config, shown_id),
+        "architecture": _architecture(config, counts, num_parameters),
+        "training": _training(datasets, training, parity, base_models),
+        "evaluation": _evaluation(results, parity),
+    }
+
+    def fill(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise ValueError(f"the model card template uses an unknown placeholder {{{{ {name} }}}}; "
+                             f"known: {sorted(values)}")
+        return values[name]
+
+    text = re.sub(r"<!--.*?-->\n*", "", _load_template(template), flags=re.DOTALL)  # the template's own notes
+    text = _PLACEHOLDER.sub(fill, text)
+    ModelCard(text, ignore_metadata_errors=False)  # raises if the metadata does not parse
+    return text
+
+
+def write_model_card(
+    folder: str | os.PathLike,
+    config: ElmoConfig | PretrainedConfig | Mapping | str | os.PathLike | None = None,
+    **kwargs,
+) -> Path:
+    """Write README.md into `folder` (a saved model) and return its path.
+
+    `config` defaults to the folder's config.json; the other arguments are those of `render_model_card`.
+    """
+    folder = Path(folder)
+    text = render_model_card(folder if config is None else config, **kwargs)
+    path = folder / "README.md"
+    path.write_text(text, encoding="utf-8")
+    logger.info("Wrote the model card %s", path)
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Pushing
+# --------------------------------------------------------------------------------------------------
+
+
+def _remote_code_files(folder: Path) -> list[str]:
+    """Check that every module named in an `auto_map` (config.json, tokenizer_config.json) is in the folder, with
+    the siblings it imports (`from .x import`): without them the repository would not open with
+    `trust_remote_code=True`. Return the .py files needed."""
+    needed: set[str] = set()
+    for name in ("config.json", "tokenizer_config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        auto_map = json.loads(path.read_text(encoding="utf-8")).get("auto_map") or {}
+        for value in auto_map.values():
+            for reference in value if isinstance(value, list) else [value]:
+                if reference:
+                    needed.add(reference.split("--")[-1].rsplit(".", 1)[0] + ".py")
+    queue = sorted(needed)
+    while queue:
+        module = folder / queue.pop()
+        if not module.is_file():
+            raise FileNotFoundError(
+                f"{folder} names {module.name} in an auto_map but does not contain it: the repository would not open "
+                "with trust_remote_code=True. Save the model with the classes registered for auto classes "
+                "(`import modeling_elmo` does it) so that save_pretrained copies the code."
+            )
+        for sibling in re.findall(r"^\s*from \.(\w+) import", module.read_text(encoding="utf-8"), re.MULTILINE):
+            if f"{sibling}.py" not in needed:
+                needed.add(f"{sibling}.py")
+                queue.append(f"{sibling}.py")
+    return sorted(needed)
+
+
+def _folder_operations(folder: Path, ignore_patterns: Sequence[str] | None) -> list[CommitOperationAdd]:
+    paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    kept = filter_repo_objects(paths, ignore_patterns=[*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])])
+    return [CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(folder / p)) for p in kept]
+
+
+def push_folder(
+    folder: str | os.PathLike,
+    repo_id: str,
+    *,
+    token: str | bool | None = None,
+    private: bool | None = None,
+    revision: str | None = None,
+    commit_message: str = "Upload ELMo model",
+    commit_description: str | None = None,
+    exist_ok: bool = True,
+    model_card: bool = True,
+    ignore_patterns: Sequence[str] | None = None,
+    endpoint: str | None = None,
+):
+    """Upload a saved model folder (weights, config.json, remote code, tokenizer files, README.md) to the Hub.
+
+    The repository is created when it does not exist. The upload is one commit: the repository gets all the files
+    or none of them, and a push that fails can simply be run again (LFS files already uploaded are not sent again,
+    unchanged files are skipped). The folder is only read: when it has no README.md, the default model card
+    (`render_model_card` from its config.json) is added to the commit, not written into the folder.
+
+    Args:
+        folder: a folder written by `save_pretrained` (model and/or tokenizer).
+        repo_id (`str`): "org/name" (or "name", in the token owner's namespace).
+        token (`str`, *optional*): a write token; defaults to `HF_TOKEN` or the token saved by `hf auth login`.
+        private (`bool`, *optional*): visibility of a repository created here (ignored when it exists).
+        revision (`str`, *optional*): branch to commit to, created from main when absent (default: main).
+        commit_message, commit_description (`str`): of the commit.
+        exist_ok (`bool`): push to an existing repository (default); False raises if it exists.
+        model_card (`bool`): push the default model card as README.md when the folder has none (write your own
+            with `write_model_card` to give training facts and results).
+        ignore_patterns (`list[str]`, *optional*): more glob patterns of files to leave out (training state,
+            `.git`, caches and `checkpoint-*` folders are always left out).
+        endpoint (`str`, *optional*): the Hub's URL; defaults to `HF_ENDPOINT` or https://huggingface.co.
+
+    Returns:
+        `huggingface_hub.CommitInfo`: `commit_url`, `oid` (the commit id: pin it with `revision=` when loading),
+        `repo_url`.
+
+    Raises:
+        FileNotFoundError: the folder does not exist, is empty, or lacks a remote-code file its auto_map names.
+        HubPushError: the Hub refused or could not be reached (authentication, existing repository, network);
+            the message says what to do, the original error is its `__cause__`.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"cannot push {folder}: no such folder")
+    code = _remote_code_files(folder)
+    if (folder / "config.json").is_file() and not code:
+        logger.warning("%s/config.json has no auto_map: the repository will only open where this project is installed",
+                       folder)
+    operations = _folder_operations(folder, ignore_patterns)
+    if not operations:
+        raise FileNotFoundError(f"cannot push {folder}: it holds no files to upload")
+
+    api = HfApi(endpoint=endpoint, token=token)
+    where = f"{repo_id} on {api.endpoint}"
+    stage = "creating the repository"
+    try:
+        repo_id = api.create_repo(repo_id, private=private, exist_ok=exist_ok, repo_type="model").repo_id
+        if revision is not None and revision != "main":
+            stage = f"creating the branch {revision!r}"
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
+    except Exception as err:
+        raise HubPushError(_explain(err, stage, where)) from err
+
+    if model_card and (folder / "config.json").is_file() and not (folder / "README.md").exists():
+        try:
+            card = render_model_card(folder, model_id=repo_id)
+        except Exception as err:  # a card is not worth failing the push for
+            logger.warning("Pushing %s without a model card: it could not be rendered (%s)", folder, err)
+        else:
+            operations.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card.encode("utf-8")))
+
+    stage = "uploading"
+    try:
+        info = api.create_commit(
+            repo_id,
+            operations=operations,
+            commit_message=commit_message,
+            commit_description=commit_description,
+            revision=revision,
+        )
+    except Exception as err:  # HTTP errors, and the network errors of the HTTP client that huggingface_hub lets through
+        raise HubPushError(_explain(err, stage, where)) from err
+    logger.info("Pushed %s to %s: %s (%d files)", folder, where, info.commit_url, len(operations))
+    return info
+
+
+def _explain(err: Exception, stage: str, where: str) -> str:
+    status = None
+    if isinstance(err, HfHubHTTPError) and err.response is not None:
+        status = err.response.status_code
+    if status in (401, 403):
+        return (
+            f"authentication failed while {stage} ({where}, HTTP {status}): the token is missing, invalid, or has no "
+            "write access to this namespace. Pass token=, set HF_TOKEN, or run `hf auth login` with a write token."
+        )
+    if status == 409 and stage == "creating the repository":
+        return f"the repository {where} already exists; push with exist_ok=True to add a commit to it"
+    return _failure(stage, where, err)
+
+
+def _failure(stage: str, where: str, err: Exception) -> str:
+    detail = str(err).strip().splitlines()
+    detail = " ".join(line.strip() for line in detail if line.strip())[:500].rstrip(".") or type(err).__name__
+    return (
+        f"push to {where} failed while {stage}: {type(err).__name__}: {detail}. "
+        "A push is a single commit, so the repository keeps either all of the new files or none of them; "
+        "the local folder is unchanged. Run the same push again to retry."
+    )
+
+
+__all__ = [
+    "HubPushError",
+    "count_parameters",
+    "find_model_card_template",
+    "push_folder",
+    "render_model_card",
+    "write_model_card",
+]
