@@ -225,3 +225,14 @@ def test_init_from_with_an_hdf5_softmax(corpus, tmp_path):
                       str(tmp_path / "base"), "--vocab_file", str(tmp_path / "vocab.txt"), "--softmax_weight_file",
                       str(bad), "--max_steps", "1", *[a for a in COMMON if a not in ("--preset", "tiny")], check=False)
     assert result.returncode == 2 and "softmax/W" in result.stderr and "shape" in result.stderr
+
+
+def test_accelerate_launch_runs_two_processes(corpus, tmp_path):
+    """`accelerate launch --multi_gpu` on a machine without GPUs: the script asks for CPU DDP itself."""
+    train, _ = corpus
+    out = tmp_path / "accelerate"
+    accelerate = Path(sys.executable).with_name("accelerate")
+    launcher = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "-m"]
+    pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "2", *COMMON, launcher=launcher)
+    summary = json.loads((out / "train_results.json").read_text())
+    assert summary["processes"] == 2 and summary["parameters_identical_across_processes"] is True
