@@ -40,8 +40,14 @@ AUTO_MAP = {
     "AutoConfig": "configuration_elmo.ElmoConfig",
     "AutoModel": "modeling_elmo.ElmoModel",
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
+    "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
 }
 _SOFTMAX_TYPES = ("full", "sampled", "adaptive")
+_LSTM_IMPLEMENTATIONS = ("auto", "loop", "fused", "reference")
+_SCALAR_MIXES = ("learned", "top", "average", "fixed")
+_CLASSIFIER_POOLINGS = ("mean", "max", "lstm", "attention")
+_TOKEN_CLASSIFIER_ENCODERS = ("none", "lstm")
 
 
 class ElmoConfig(PretrainedConfig):
@@ -68,6 +74,44 @@ class ElmoConfig(PretrainedConfig):
         softmax_type (`str`): `"full"`, `"sampled"` or `"adaptive"` softmax for pretraining.
         num_sampled (`int`): negatives shared by the batch for the sampled softmax (8192 in bilm-tf).
         adaptive_cutoffs (`list[int]`): cluster boundaries of the adaptive softmax.
+        lstm_implementation (`str`): how the biLSTM runs; every choice gives the reference results (tested):
+            `"auto"` (default): `"fused"` when nothing is clipped and the model runs on CUDA or is trained, else
+            `"loop"`;
+            `"loop"`: a step loop that works in place in preallocated buffers when no gradient is needed, and
+            the reference loop (autograd) when one is; `"fused"`: torch's LSTM kernel (cuDNN on GPU), only
+            for models without clipping (`cell_clip=None`, `proj_clip=None`), gradients included;
+            `"reference"`: always the plain reference loop. Not a property of the weights: switch it freely.
+
+    Downstream use (the task heads `ElmoForSequenceClassification`, `ElmoForTokenClassification`; Peters et al.
+    2018 section 3.3, ELMO_SPEC section 7). `num_labels`, `id2label`, `label2id` and `problem_type` are the usual
+    transformers fields.
+
+        freeze_bilm (`bool`): keep the biLM fixed (default, as in the paper): its parameters get
+            `requires_grad=False` and it runs in eval mode under `no_grad`. False fine-tunes it.
+        num_output_representations (`int`): independent scalar mixes computed from one biLM run (allennlp
+            `Elmo(num_output_representations=...)`); the heads use the first, `get_elmo_representations` gives all.
+        scalar_mix (`str`): `"learned"` (softmax-normalised weights and gamma, trained), `"top"` (top layer
+            only), `"average"` (equal weights), or `"fixed"` (pre-softmax weights from `scalar_mix_parameters`,
+            e.g. `[-9e10, 1, -9e10]` selects layer 1). Fixed mixes keep gamma at 1, as allennlp does.
+        scalar_mix_parameters (`list[float]`, *optional*): the L + 1 pre-softmax weights of `scalar_mix="fixed"`.
+        scalar_mix_layer_norm (`bool`): normalise each layer before mixing, with statistics over all unmasked
+            elements of the batch (not per token).
+        scalar_mix_l2_coef (`float`): lambda of the L2 penalty `lambda * sum(w ** 2)` on the learned mix weights,
+            added to the loss while training (0.001 in the paper; 0 turns it off).
+        representation_dropout (`float`): dropout on the mixed vectors fed to the task model (0.5 in allennlp).
+        keep_sentence_boundaries (`bool`): also pool over `<S>`/`</S>` and include them in the layer-norm
+            statistics (allennlp's statistics do, bilm-tf's do not). Default False: words only.
+        word_embedding_dim (`int`): if > 0, a trainable word embedding of this size is concatenated to the ELMo
+            vector ("ELMo plus word embedding"). Words are hashed from their character ids into
+            `word_embedding_buckets` rows, so it needs no vocabulary and no extra input.
+        word_embedding_buckets (`int`): rows of that hashed embedding (row 0 is padding).
+        classifier_pooling (`str`): how `ElmoForSequenceClassification` pools tokens: `"mean"`, `"max"`,
+            `"lstm"` (a trainable biLSTM over the mixed vectors, final states of both directions) or
+            `"attention"` (trainable attention pooling: a softmax over the tokens of learned scores).
+        token_classifier_encoder (`str`): `"none"` (linear tagger on the mixed vectors) or `"lstm"` (a trainable
+            biLSTM between the mix and the tagger, as in Peters et al.'s NER model).
+        head_hidden_size (`int`, *optional*): size of the head's biLSTM (per direction) or attention layer;
+            defaults to `projection_dim`.
     """
 
     model_type = "elmo"
@@ -92,6 +136,20 @@ class ElmoConfig(PretrainedConfig):
         softmax_type: str = "full",
         num_sampled: int = 8192,
         adaptive_cutoffs: list[int] | None = None,
+        lstm_implementation: str = "auto",
+        freeze_bilm: bool = True,
+        num_output_representations: int = 1,
+        scalar_mix: str = "learned",
+        scalar_mix_parameters: list[float] | None = None,
+        scalar_mix_layer_norm: bool = False,
+        scalar_mix_l2_coef: float = 0.001,
+        representation_dropout: float = 0.5,
+        keep_sentence_boundaries: bool = False,
+        word_embedding_dim: int = 0,
+        word_embedding_buckets: int = 65536,
+        classifier_pooling: str = "mean",
+        token_classifier_encoder: str = "none",
+        head_hidden_size: int | None = None,
         **kwargs,
     ):
         self.char_embedding_dim = char_embedding_dim
@@ -112,6 +170,20 @@ class ElmoConfig(PretrainedConfig):
         self.softmax_type = softmax_type
         self.num_sampled = num_sampled
         self.adaptive_cutoffs = list(adaptive_cutoffs) if adaptive_cutoffs is not None else None
+        self.lstm_implementation = lstm_implementation
+        self.freeze_bilm = freeze_bilm
+        self.num_output_representations = num_output_representations
+        self.scalar_mix = scalar_mix
+        self.scalar_mix_parameters = list(scalar_mix_parameters) if scalar_mix_parameters is not None else None
+        self.scalar_mix_layer_norm = scalar_mix_layer_norm
+        self.scalar_mix_l2_coef = scalar_mix_l2_coef
+        self.representation_dropout = representation_dropout
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        self.word_embedding_dim = word_embedding_dim
+        self.word_embedding_buckets = word_embedding_buckets
+        self.classifier_pooling = classifier_pooling
+        self.token_classifier_encoder = token_classifier_encoder
+        self.head_hidden_size = head_hidden_size
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
         super().__init__(**kwargs)
         self.validate()
@@ -186,6 +258,66 @@ class ElmoConfig(PretrainedConfig):
                 raise ValueError(
                     f"ElmoConfig.adaptive_cutoffs must all be below vocab_size ({self.vocab_size}), got {cutoffs!r}"
                 )
+        if self.lstm_implementation not in _LSTM_IMPLEMENTATIONS:
+            raise ValueError(
+                f"ElmoConfig.lstm_implementation must be one of {_LSTM_IMPLEMENTATIONS}, got {self.lstm_implementation!r}"
+            )
+        if self.lstm_implementation == "fused" and (
+            self.cell_clip is not None or (self.proj_clip is not None and self.cell_size != self.projection_dim)
+        ):
+            raise ValueError(
+                "ElmoConfig.lstm_implementation='fused' needs a model without clipping (torch's LSTM kernel has "
+                f"none): cell_clip={self.cell_clip!r}, proj_clip={self.proj_clip!r}; use 'auto' or 'loop'"
+            )
+        self._validate_task_fields(positive_int)
+
+    def _validate_task_fields(self, positive_int) -> None:
+        """The fields of the task heads (scalar mix, pooling, word embedding)."""
+        for name in ("freeze_bilm", "scalar_mix_layer_norm", "keep_sentence_boundaries"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"ElmoConfig.{name} must be True or False, got {getattr(self, name)!r}")
+        positive_int("num_output_representations")
+        positive_int("word_embedding_dim", allow_zero=True)
+        positive_int("word_embedding_buckets")
+        if self.word_embedding_buckets < 2:
+            raise ValueError(
+                f"ElmoConfig.word_embedding_buckets must be at least 2 (row 0 is padding), got {self.word_embedding_buckets}"
+            )
+        if self.head_hidden_size is not None:
+            positive_int("head_hidden_size")
+        if self.scalar_mix not in _SCALAR_MIXES:
+            raise ValueError(f"ElmoConfig.scalar_mix must be one of {_SCALAR_MIXES}, got {self.scalar_mix!r}")
+        params = self.scalar_mix_parameters
+        if self.scalar_mix == "fixed":
+            if (
+                params is None
+                or len(params) != self.num_layers + 1
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in params)
+            ):
+                raise ValueError(
+                    f"ElmoConfig.scalar_mix='fixed' needs scalar_mix_parameters: num_layers + 1 = {self.num_layers + 1} "
+                    f"numbers (pre-softmax weights of layers 0..{self.num_layers}), got {params!r}"
+                )
+        elif params is not None:
+            raise ValueError(
+                f"ElmoConfig.scalar_mix_parameters is only used with scalar_mix='fixed', got it with "
+                f"scalar_mix={self.scalar_mix!r}: {params!r}"
+            )
+        value = self.scalar_mix_l2_coef
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"ElmoConfig.scalar_mix_l2_coef must be a non-negative number, got {value!r}")
+        value = self.representation_dropout
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ValueError(f"ElmoConfig.representation_dropout must be in [0, 1), got {value!r}")
+        if self.classifier_pooling not in _CLASSIFIER_POOLINGS:
+            raise ValueError(
+                f"ElmoConfig.classifier_pooling must be one of {_CLASSIFIER_POOLINGS}, got {self.classifier_pooling!r}"
+            )
+        if self.token_classifier_encoder not in _TOKEN_CLASSIFIER_ENCODERS:
+            raise ValueError(
+                f"ElmoConfig.token_classifier_encoder must be one of {_TOKEN_CLASSIFIER_ENCODERS}, "
+                f"got {self.token_classifier_encoder!r}"
+            )
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> ElmoConfig:

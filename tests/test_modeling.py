@@ -333,3 +333,20 @@ def test_bad_state():
         model(random_char_ids([3]), state=state)
     with pytest.raises(ValueError, match="pair"):
         model(ids, state=state[0])
+
+
+def test_fresh_model_has_the_documented_initialisation():
+    """Every branch of `_init_weights` runs (transformers skips modules without parameters of their own in
+    remote code unless told otherwise)."""
+    model = ElmoModel(ElmoConfig.from_preset("tiny"))
+    encoder = model.char_encoder
+    table = encoder.char_embedding.weight
+    assert table[0].abs().max() == 0 and table[1:].abs().max() <= 1.0 and table[1:].abs().mean() > 0.3
+    for conv in encoder.convolutions:
+        assert conv.weight.abs().max() <= 0.05 and conv.bias.abs().max() == 0
+    for highway in encoder.highways:
+        assert torch.all(highway.carry.bias == -2.0) and highway.transform.bias.abs().max() == 0
+    cell = model.config.cell_size
+    for layer in model.bilm.layers:
+        assert torch.all(layer.bias[:, cell : 2 * cell] == 1.0)  # forget-gate bias
+        assert layer.bias[:, :cell].abs().max() == 0

@@ -1,0 +1,279 @@
+"""Fine-tuning: file readers, entity-level scoring, collators, and the commands end to end (also with 2 processes)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import REPO, clean_env, shared_file
+from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
+
+from train.collators import ElmoDataCollatorForSequenceClassification, ElmoDataCollatorForTokenClassification
+from train.finetune_data import (
+    ModelArguments,
+    entity_scores,
+    get_entities,
+    label_list,
+    load_model,
+    read_classification_file,
+    read_tagging_file,
+    tag_list,
+)
+
+# --------------------------------------------------------------------------------------------------
+# Entity-level scoring (conlleval / seqeval rules)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_entities_of_iob2_iob1_and_iobes():
+    assert get_entities(["B-PER", "I-PER", "O", "B-LOC"]) == [("PER", 0, 1), ("LOC", 3, 3)]
+    # IOB1: I- opens a chunk; B- only splits two adjacent chunks of the same type
+    assert get_entities(["I-PER", "I-PER", "B-PER", "I-LOC", "O", "I-ORG"]) == [
+        ("PER", 0, 1), ("PER", 2, 2), ("LOC", 3, 3), ("ORG", 5, 5)
+    ]
+    assert get_entities(["B-PER", "B-PER", "I-PER"]) == [("PER", 0, 0), ("PER", 1, 2)]
+    assert get_entities(["B-PER", "I-LOC", "I-LOC"]) == [("PER", 0, 0), ("LOC", 1, 2)]  # type change
+    assert get_entities(["S-PER", "B-LOC", "E-LOC", "O", "E-ORG"]) == [("PER", 0, 0), ("LOC", 1, 2), ("ORG", 4, 4)]
+    assert get_entities(["O", "O"]) == [] and get_entities([]) == []
+
+
+def test_strict_iob2_drops_chunks_without_b():
+    tags = ["O", "I-PER", "I-PER", "B-LOC", "I-LOC", "I-PER", "B-ORG"]
+    assert get_entities(tags) == [("PER", 1, 2), ("LOC", 3, 4), ("PER", 5, 5), ("ORG", 6, 6)]
+    assert get_entities(tags, strict=True) == [("LOC", 3, 4), ("ORG", 6, 6)]
+
+
+def test_entity_scores_match_seqeval():
+    # seqeval's README example: precision = recall = f1 = 0.5
+    references = [["O", "O", "O", "B-MISC", "I-MISC", "I-MISC", "O"], ["B-PER", "I-PER", "O"]]
+    predictions = [["O", "O", "B-MISC", "I-MISC", "I-MISC", "I-MISC", "O"], ["B-PER", "I-PER", "O"]]
+    scores = entity_scores(references, predictions)
+    assert scores["precision"] == scores["recall"] == scores["f1"] == 0.5
+    assert scores["PER_f1"] == 1.0 and scores["MISC_f1"] == 0.0
+    assert scores["accuracy"] == pytest.approx(8 / 10)  # two tokens differ
+    # 3 true entities, 2 predicted, 1 right: p = 1/2, r = 1/3, f1 = 0.4
+    scores = entity_scores([["B-PER", "O", "B-LOC", "I-LOC", "B-ORG"]], [["B-PER", "O", "B-LOC", "O", "O"]])
+    assert (scores["precision"], scores["recall"]) == (0.5, pytest.approx(1 / 3))
+    assert scores["f1"] == pytest.approx(0.4)
+    assert entity_scores([["O"]], [["O"]])["f1"] == 0.0  # nothing to find, nothing found
+    with pytest.raises(ValueError, match="sentence 0"):
+        entity_scores([["O", "O"]], [["O"]])
+
+
+# --------------------------------------------------------------------------------------------------
+# Readers
+# --------------------------------------------------------------------------------------------------
+
+
+def test_reads_sst2_tsv_with_crlf_and_header(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_bytes(b'label\tsentence\r\n0\thide new secretions\r\n1\tit \'s a "charming" film\r\n')
+    assert read_classification_file(path) == [
+        {"text": "hide new secretions", "label": "0"},
+        {"text": 'it \'s a "charming" film', "label": "1"},
+    ]
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("label\tcontent\n1\tgood .\n")
+    assert read_classification_file(dev) == [{"text": "good .", "label": "1"}]
+
+
+def test_reads_csv_and_json_lines(tmp_path):
+    (tmp_path / "a.csv").write_text('text,label\n"good, really",pos\nbad,neg\n')
+    assert read_classification_file(tmp_path / "a.csv")[0] == {"text": "good, really", "label": "pos"}
+    (tmp_path / "a.jsonl").write_text('{"text": "fine", "label": 2}\n\n{"text": "meh", "label": 0}\n')
+    assert [e["label"] for e in read_classification_file(tmp_path / "a.jsonl")] == ["2", "0"]
+    (tmp_path / "b.jsonl").write_text('{"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]}\n')
+    assert read_tagging_file(tmp_path / "b.jsonl") == [{"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]}]
+    (tmp_path / "bad.jsonl").write_text('{"tokens": ["EU"], "tags": []}\n')
+    with pytest.raises(ValueError, match="1 tokens but 0 tags"):
+        read_tagging_file(tmp_path / "bad.jsonl")
+    with pytest.raises(ValueError, match="label column 'y'"):
+        read_classification_file(tmp_path / "a.csv", label_column="y")
+
+
+def test_reads_conll_columns_and_skips_docstart(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text(
+        "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n"
+        "Blackburn NNP I-NP I-PER\n\n\n-DOCSTART- -X- -X- O\n\nLONDON NNP B-NP B-LOC\n"
+    )
+    assert read_tagging_file(path) == [
+        {"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]},
+        {"tokens": ["Peter", "Blackburn"], "tags": ["B-PER", "I-PER"]},
+        {"tokens": ["LONDON"], "tags": ["B-LOC"]},
+    ]
+    assert tag_list(["I-PER", "O", "B-PER", "B-LOC"]) == ["O", "B-LOC", "B-PER", "I-PER"]
+    assert label_list(["10", "2", "1"]) == ["1", "2", "10"] and label_list(["pos", "neg"]) == ["neg", "pos"]
+
+
+def test_reads_the_shared_sst2_and_conll_files():
+    sst2 = read_classification_file(shared_file("sst2/train.tsv"))
+    assert len(sst2) == 67349 and {e["label"] for e in sst2} == {"0", "1"}
+    assert sst2[0] == {"text": "hide new secretions from the parental units", "label": "0"}
+    assert len(read_classification_file(shared_file("sst2/dev.tsv"))) == 872
+    conll = read_tagging_file(shared_file("conll2003/train.txt"))
+    assert len(conll) == 14041 and conll[0]["tokens"][:2] == ["EU", "rejects"]
+    assert len(read_tagging_file(shared_file("conll2003/valid.txt"))) == 3250
+
+
+# --------------------------------------------------------------------------------------------------
+# Collators and model loading
+# --------------------------------------------------------------------------------------------------
+
+
+def test_collators_pad_characters_tokens_and_labels():
+    row = [259, 98, 260] + [261] * 47
+    features = [
+        {"input_ids": [row, row, row], "attention_mask": [1, 1, 1], "labels": [-100, 3, -100]},
+        {"input_ids": [row, row], "attention_mask": [1, 1], "labels": [-100, -100]},
+    ]
+    batch = ElmoDataCollatorForTokenClassification()(features)
+    assert batch["input_ids"].shape == (2, 3, 50) and batch["input_ids"].dtype == torch.long
+    assert batch["input_ids"][1, 2].eq(0).all() and batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["labels"].tolist() == [[-100, 3, -100], [-100, -100, -100]]
+    padded = ElmoDataCollatorForTokenClassification(pad_to_multiple_of=4)(features)
+    assert padded["input_ids"].shape == (2, 4, 50) and padded["labels"].shape == (2, 4)
+
+    sentences = [{"input_ids": torch.tensor([row]), "label": 1}, {"input_ids": [row, row], "label": 0}]
+    batch = ElmoDataCollatorForSequenceClassification()(sentences)
+    assert batch["labels"].tolist() == [1, 0] and batch["labels"].dtype == torch.long
+    assert batch["attention_mask"].tolist() == [[1, 0], [1, 1]]
+    regression = ElmoDataCollatorForSequenceClassification()([{"input_ids": [row], "labels": 0.5}])
+    assert regression["labels"].dtype == torch.float32
+    with pytest.raises(ValueError, match="example 1"):
+        ElmoDataCollatorForTokenClassification()([{"input_ids": [row], "labels": [0]}, {"input_ids": [row[:10]]}])
+    with pytest.raises(ValueError, match="example 0: 1 tokens but labels"):
+        ElmoDataCollatorForTokenClassification()([{"input_ids": [row], "labels": [0, 1]}])
+
+
+def test_load_model_applies_and_validates_overrides(tmp_path):
+    head = load_model(ModelArguments(model_name_or_path="tiny", scalar_mix="top", freeze_bilm=False),
+                      AutoModelForSequenceClassification, {"id2label": {0: "a", 1: "b"}, "label2id": {"a": 0, "b": 1}})
+    assert head.config.scalar_mix == "top" and head.num_labels == 2 and not head.config.freeze_bilm
+    head.save_pretrained(tmp_path)
+    reloaded = load_model(ModelArguments(model_name_or_path=str(tmp_path), scalar_mix="learned",
+                                         ignore_mismatched_sizes=True),  # 2 labels saved, 3 wanted
+                          AutoModelForTokenClassification, {"id2label": {0: "O", 1: "B-X", 2: "I-X"}})
+    assert reloaded.config.scalar_mix == "learned" and reloaded.num_labels == 3
+    assert reloaded.config.freeze_bilm is False  # kept from the saved config
+    with pytest.raises(ValueError, match="scalar_mix_parameters"):
+        load_model(ModelArguments(model_name_or_path=str(tmp_path), scalar_mix="fixed"),
+                   AutoModelForSequenceClassification, {})
+
+
+# --------------------------------------------------------------------------------------------------
+# The commands, end to end
+# --------------------------------------------------------------------------------------------------
+
+FILLER = "the a of movie film story plot actor scene time really quite some very just it was".split()
+ENTITIES = {"PER": ["John", "Mary Smith", "Peter"], "LOC": ["Paris", "New York"], "ORG": ["Acme Corp", "IBM"]}
+
+
+def write_sst2_files(folder, train=240, dev=80):
+    """SST-2 layout: header line, label TAB sentence; CRLF line ends in train, LF in dev (header "content")."""
+    rng = random.Random(0)
+
+    def line(label):
+        words = [rng.choice(FILLER) for _ in range(rng.randint(2, 6))]
+        words.insert(rng.randrange(len(words) + 1), "great" if label else "awful")
+        return f"{label}\t{' '.join(words)}"
+
+    rows = [line(rng.randint(0, 1)) for _ in range(train + dev)]
+    (folder / "train.tsv").write_bytes(("\r\n".join(["label\tsentence", *rows[:train]]) + "\r\n").encode())
+    (folder / "dev.tsv").write_text("\n".join(["label\tcontent", *rows[train:]]) + "\n")
+
+
+def write_conll_files(folder, train=200, valid=60):
+    """CoNLL-2003 layout: -DOCSTART-, `word POS chunk NER`, blank line between sentences, IOB2 tags."""
+    rng = random.Random(1)
+
+    def sentence():
+        lines = []
+        for _ in range(rng.randint(2, 6)):
+            if rng.random() < 0.35:
+                kind = rng.choice(sorted(ENTITIES))
+                for k, word in enumerate(rng.choice(ENTITIES[kind]).split()):
+                    lines.append(f"{word} NNP I-NP {'B' if k == 0 else 'I'}-{kind}")
+            else:
+                lines.append(f"{rng.choice(FILLER)} NN B-NP O")
+        return "\n".join(lines)
+
+    for name, count in (("train.txt", train), ("valid.txt", valid)):
+        text = "-DOCSTART- -X- -X- O\n\n" + "\n\n".join(sentence() for _ in range(count)) + "\n"
+        (folder / name).write_text(text)
+
+
+COMMON = ["--model_name_or_path", "tiny", "--use_cpu", "--report_to", "none", "--save_strategy", "no",
+          "--disable_tqdm", "true", "--per_device_train_batch_size", "16", "--learning_rate", "2e-2",
+          "--word_embedding_dim", "16", "--word_embedding_buckets", "512", "--representation_dropout", "0.1"]
+
+
+def run_command(args: list[str], cwd, timeout=300) -> subprocess.CompletedProcess:
+    env = {**clean_env(), "OMP_NUM_THREADS": "1"}  # offline; tiny models gain nothing from more threads
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError(f"{args} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
+    return result
+
+
+@pytest.mark.slow
+def test_finetune_classification_command_end_to_end(tmp_path):
+    write_sst2_files(tmp_path)
+    out = tmp_path / "out"
+    result = run_command(
+        [sys.executable, "-m", "train.finetune_classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
+         "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out), "--num_train_epochs", "6",
+         "--classifier_pooling", "max", "--word_split", "whitespace", "--max_eval_samples", "60"],
+        cwd=REPO,
+    )
+    assert f"to {out}" in result.stderr  # says where it wrote
+    metrics = json.loads((out / "eval_results.json").read_text())
+    assert metrics["eval_samples"] == 60 and metrics["eval_accuracy"] >= 0.7, metrics
+    assert json.loads((out / "train_results.json").read_text())["world_size"] == 1
+    model = AutoModelForSequenceClassification.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert model.config.id2label == {0: "0", 1: "1"} and model.config.classifier_pooling == "max"
+    enc = tokenizer(["a great film", "an awful film"], padding=True, return_tensors="pt")
+    assert model(**enc).logits.shape == (2, 2)
+
+
+@pytest.mark.slow
+def test_finetune_ner_command_end_to_end(tmp_path):
+    write_conll_files(tmp_path)
+    out = tmp_path / "out"
+    run_command(
+        [sys.executable, "-m", "train.finetune_ner", *COMMON, "--train_file", str(tmp_path / "train.txt"),
+         "--validation_file", str(tmp_path / "valid.txt"), "--output_dir", str(out), "--num_train_epochs", "6",
+         "--token_classifier_encoder", "none"],
+        cwd=REPO,
+    )
+    metrics = json.loads((out / "eval_results.json").read_text())
+    assert {"eval_precision", "eval_recall", "eval_f1", "eval_PER_f1"} <= set(metrics)
+    assert metrics["eval_f1"] >= 0.7, metrics
+    model = AutoModelForTokenClassification.from_pretrained(out).eval()
+    assert model.config.id2label[0] == "O" and "B-PER" in model.config.label2id
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    enc = tokenizer([["John", "went", "to", "Paris"]], is_split_into_words=True, return_tensors="pt")
+    assert model(**enc).logits.shape == (1, 6, len(model.config.id2label))
+
+
+@pytest.mark.slow
+def test_finetune_classification_with_two_processes(tmp_path):
+    write_sst2_files(tmp_path, train=256, dev=32)
+    out = tmp_path / "out"
+    result = run_command(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "-m", "train.finetune_classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
+         "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out), "--num_train_epochs", "1"],
+        cwd=REPO,
+    )
+    logs = result.stdout + result.stderr
+    assert "Process rank 0 of world size 2" in logs and "Process rank 1 of world size 2" in logs
+    assert json.loads((out / "train_results.json").read_text())["world_size"] == 2
+    # 256 examples, 16 per process and step, 2 processes: 8 steps (one process alone would take 16)
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 8
+    assert "eval_accuracy" in json.loads((out / "eval_results.json").read_text())

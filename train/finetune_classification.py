@@ -1,0 +1,174 @@
+"""Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with `transformers.Trainer`.
+
+    python -m train.finetune_classification --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
+        --train_file sst2/train.tsv --validation_file sst2/dev.tsv --output_dir out/sst2 \\
+        --classifier_pooling max --num_train_epochs 3 --per_device_train_batch_size 32 --learning_rate 1e-3
+    torchrun --nproc_per_node 2 -m train.finetune_classification ... --use_cpu     # DDP, also on CPU
+
+Files: TSV with a header (`label<TAB>sentence`, SST-2), CSV or JSON lines with `text` and `label` columns.
+Writes the model and tokenizer (they load with `AutoModelForSequenceClassification` / `AutoTokenizer`, also as
+remote code), `train_results.json`, `eval_results.json` (accuracy) and `all_results.json` to `--output_dir`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+
+import datasets
+import numpy as np
+from transformers import (
+    AutoModelForSequenceClassification,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+
+from .collators import ElmoDataCollatorForSequenceClassification
+from .finetune_data import (
+    ModelArguments,
+    accuracy,
+    label_list,
+    limit,
+    load_model,
+    load_tokenizer,
+    read_classification_file,
+    split_text,
+)
+
+logger = logging.getLogger("train.finetune_classification")
+
+
+@dataclass
+class ClassificationDataArguments:
+    train_file: str = field(metadata={"help": "TSV (label<TAB>text, header line), CSV or JSON lines."})
+    validation_file: str | None = field(default=None, metadata={"help": "Same format; accuracy is reported on it."})
+    text_column: str | None = field(default=None, metadata={"help": "Text column (default: text/sentence/content)."})
+    label_column: str | None = field(default=None, metadata={"help": "Label column (default: label)."})
+    word_split: str | None = field(
+        default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2) or punctuation; default: "
+                                "the tokenizer's rule."}
+    )
+    max_seq_length: int = field(default=128, metadata={"help": "Longest input in tokens, <S> and </S> included."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation examples."})
+
+
+@dataclass
+class ClassificationHeadArguments:
+    classifier_pooling: str | None = field(default=None, metadata={"help": "mean, max, lstm or attention."})
+
+
+def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args) -> datasets.Dataset:
+    """Examples -> a `datasets.Dataset` of `input_ids` [tokens, 50], `attention_mask`, `labels` (via `map`)."""
+
+    def tokenize(batch):
+        words = [split_text(text, tokenizer, data_args.word_split) for text in batch["text"]]
+        encoded = tokenizer(words, is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
+        return {
+            "input_ids": encoded["input_ids"],
+            "attention_mask": encoded["attention_mask"],
+            "labels": [label2id[label] for label in batch["label"]],
+        }
+
+    features = datasets.Features(
+        {
+            "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int16"))),  # char ids < 262
+            "attention_mask": datasets.Sequence(datasets.Value("int8")),
+            "labels": datasets.Value("int64"),
+        }
+    )
+    dataset = datasets.Dataset.from_list(examples)
+    return dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
+                       desc="Tokenizing")
+
+
+def compute_metrics(eval_prediction) -> dict[str, float]:
+    logits = eval_prediction.predictions[0] if isinstance(eval_prediction.predictions, tuple) else eval_prediction.predictions
+    predictions = np.argmax(logits, axis=-1)
+    return {"accuracy": accuracy(predictions.tolist(), eval_prediction.label_ids.tolist())}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = HfArgumentParser((ModelArguments, ClassificationHeadArguments, ClassificationDataArguments, TrainingArguments))
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        model_args, head_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
+    else:
+        model_args, head_args, data_args, training_args = parser.parse_args_into_dataclasses(argv)
+    logging.basicConfig(
+        format=f"%(asctime)s %(levelname)s [rank {training_args.process_index}] %(name)s: %(message)s",
+        level=logging.INFO if training_args.should_log else logging.WARNING,
+        force=True,
+    )
+    logger.warning(
+        "Process rank %d of world size %d (device %s)",
+        training_args.process_index, training_args.world_size, training_args.device,
+    )
+    set_seed(training_args.seed)
+
+    train_examples = limit(read_classification_file(data_args.train_file, data_args.text_column, data_args.label_column),
+                           data_args.max_train_samples)
+    eval_examples = []
+    if data_args.validation_file:
+        eval_examples = limit(
+            read_classification_file(data_args.validation_file, data_args.text_column, data_args.label_column),
+            data_args.max_eval_samples,
+        )
+    labels = label_list(e["label"] for e in train_examples + eval_examples)
+    label2id = {label: i for i, label in enumerate(labels)}
+    logger.info("%d training and %d validation examples, labels %s", len(train_examples), len(eval_examples), labels)
+
+    head = {"id2label": dict(enumerate(labels)), "label2id": label2id}
+    if head_args.classifier_pooling is not None:
+        head["classifier_pooling"] = head_args.classifier_pooling
+    model = load_model(model_args, AutoModelForSequenceClassification, head)
+    tokenizer = load_tokenizer(model_args, model.config)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    logger.info(
+        "%s: %d parameters, %d trainable (biLM %s, pooling %s, mix %s)", type(model).__name__,
+        model.num_parameters(), trainable, "frozen" if model.config.freeze_bilm else "fine-tuned",
+        model.config.classifier_pooling, model.config.scalar_mix,
+    )
+
+    with training_args.main_process_first(desc="tokenizing"):
+        train_dataset = encode(train_examples, tokenizer, label2id, data_args)
+        eval_dataset = encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
+
+    if training_args.ddp_find_unused_parameters is None:  # DDP: only extra, unused mixes leave parameters idle
+        training_args.ddp_find_unused_parameters = model.config.num_output_representations > 1
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        data_collator=ElmoDataCollatorForSequenceClassification(tokenizer),
+        compute_metrics=compute_metrics,
+    )
+    results = {}
+    if training_args.do_train or not training_args.do_eval:  # training is the point of this command
+        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        metrics = {**train_result.metrics, "train_samples": len(train_dataset), "world_size": training_args.world_size}
+        trainer.save_model()  # model, config and tokenizer
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+        results.update(metrics)
+    if eval_dataset is not None:
+        metrics = trainer.evaluate()
+        metrics["eval_samples"] = len(eval_dataset)
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+        results.update(metrics)
+    if trainer.is_world_process_zero():
+        logger.info("Wrote the model, the tokenizer and metrics (eval_results.json, all_results.json) to %s",
+                    os.path.abspath(training_args.output_dir))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,363 @@
+"""Shared pieces of the fine-tuning commands (`train.finetune_classification`, `train.finetune_ner`).
+
+* Readers of the task files: SST-2 style TSV (`label<TAB>sentence`, a header line, CRLF or LF), CSV and JSON lines
+  with `text`/`label` columns for classification; CoNLL columns (`word POS chunk NER`, a blank line between
+  sentences, `-DOCSTART-` skipped) and JSON lines with `tokens`/`tags` for tagging.
+* Metrics: accuracy, and entity-level precision/recall/F1 of IOB1/IOB2/IOBES tag sequences, scored as
+  conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on seqeval.
+* `ModelArguments` and the loading of a model (folder, Hub id or preset name) and its tokenizer.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+TEXT_COLUMNS = ("text", "sentence", "content", "review")
+TOKEN_COLUMNS = ("tokens", "words")
+TAG_COLUMNS = ("tags", "ner_tags", "labels", "label")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Readers
+# ---------------------------------------------------------------------------------------------------------------
+def _file_format(path: str | os.PathLike) -> str:
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] in (".json", ".jsonl"):
+        return "json"
+    if suffixes and suffixes[-1] == ".csv":
+        return "csv"
+    return "tsv"
+
+
+def _read_json_lines(path: str | os.PathLike) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        text = f.read().strip()
+    if text.startswith("["):  # a JSON array of records also works
+        return json.loads(text)
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{number}: not a JSON object ({error})") from error
+    return rows
+
+
+def _pick(columns: Iterable[str], wanted: str | None, candidates: Sequence[str], what: str, path) -> str:
+    columns = list(columns)
+    if wanted is not None:
+        if wanted not in columns:
+            raise ValueError(f"{path}: no {what} column {wanted!r}; columns are {columns}")
+        return wanted
+    for name in candidates:
+        if name in columns:
+            return name
+    raise ValueError(f"{path}: cannot tell the {what} column among {columns}; name it with --{what}_column")
+
+
+def read_classification_file(
+    path: str | os.PathLike, text_column: str | None = None, label_column: str | None = None
+) -> list[dict]:
+    """Read sentences and labels: `[{"text": str, "label": str}, ...]` (labels as strings).
+
+    TSV (any suffix but .csv/.json/.jsonl) has a header line naming the columns (SST-2: `label<TAB>sentence`);
+    fields are not quoted. CSV follows the csv module's dialect. JSON lines hold one object per line.
+    The text column is `text_column` or the first of `text`, `sentence`, `content`, `review`, or the only column
+    besides the label; the label column is `label_column` or `label`.
+    """
+    kind = _file_format(path)
+    if kind == "json":
+        rows = _read_json_lines(path)
+        columns = list(rows[0]) if rows else []
+    else:
+        with open(path, encoding="utf-8", newline="") as f:
+            if kind == "csv":
+                reader = csv.DictReader(f)
+            else:  # SST-2 sentences contain quote characters: no quoting at all
+                reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            rows = list(reader)
+            columns = list(reader.fieldnames or [])
+    columns = [c.strip() if isinstance(c, str) else c for c in columns]
+    if not rows:
+        raise ValueError(f"{path}: no examples")
+    label_name = _pick(columns, label_column, ("label",), "label", path)
+    others = [c for c in columns if c != label_name]
+    text_name = _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
+    examples = []
+    for number, row in enumerate(rows, start=1):
+        row = {k.strip() if isinstance(k, str) else k: v for k, v in row.items()}
+        text, label = row.get(text_name), row.get(label_name)
+        if text is None or label is None:
+            raise ValueError(f"{path}: example {number} lacks {text_name!r} or {label_name!r}: {row!r:.200}")
+        examples.append({"text": str(text).strip(), "label": str(label).strip()})
+    return examples
+
+
+def read_conll_file(path: str | os.PathLike, tag_column: int = -1) -> list[dict]:
+    """Read CoNLL columns: `[{"tokens": [...], "tags": [...]}, ...]`.
+
+    One token per line (`word POS chunk NER` in CoNLL-2003: the word is the first column, the tag the last, or
+    `tag_column`), a blank line between sentences, `-DOCSTART-` lines skipped.
+    """
+    sentences, tokens, tags = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if tokens:
+                    sentences.append({"tokens": tokens, "tags": tags})
+                    tokens, tags = [], []
+                continue
+            if len(fields) < 2:
+                raise ValueError(f"{path}:{number}: expected a word and a tag, got {line.rstrip()!r}")
+            tokens.append(fields[0])
+            tags.append(fields[tag_column])
+    if tokens:
+        sentences.append({"tokens": tokens, "tags": tags})
+    if not sentences:
+        raise ValueError(f"{path}: no sentences")
+    return sentences
+
+
+def read_tagging_file(path: str | os.PathLike) -> list[dict]:
+    """CoNLL columns, or JSON lines with `tokens` (or `words`) and `tags` (or `ner_tags`, `labels`) as lists."""
+    if _file_format(path) != "json":
+        return read_conll_file(path)
+    rows = _read_json_lines(path)
+    if not rows:
+        raise ValueError(f"{path}: no examples")
+    token_name = _pick(rows[0], None, TOKEN_COLUMNS, "tokens", path)
+    tag_name = _pick(rows[0], None, TAG_COLUMNS, "tags", path)
+    sentences = []
+    for number, row in enumerate(rows, start=1):
+        tokens, tags = row[token_name], row[tag_name]
+        if len(tokens) != len(tags):
+            raise ValueError(f"{path}: example {number} has {len(tokens)} tokens but {len(tags)} tags")
+        sentences.append({"tokens": [str(t) for t in tokens], "tags": [str(t) for t in tags]})
+    return sentences
+
+
+def label_list(labels: Iterable[str]) -> list[str]:
+    """Sorted distinct labels: numerically when they all are integers (SST-2's "0", "1"), else as strings."""
+    distinct = set(labels)
+    try:
+        return sorted(distinct, key=int)
+    except ValueError:
+        return sorted(distinct)
+
+
+def tag_list(tags: Iterable[str]) -> list[str]:
+    """Distinct tags, "O" first, then by entity type and prefix (B- before I-)."""
+    distinct = set(tags)
+    rest = sorted(distinct - {"O"}, key=lambda t: (t[2:], t[:2]) if t[1:2] == "-" else (t, ""))
+    return (["O"] if "O" in distinct else []) + rest
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metrics
+# ---------------------------------------------------------------------------------------------------------------
+def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    if not references:
+        return 0.0
+    return sum(int(p == r) for p, r in zip(predictions, references)) / len(references)
+
+
+def _split_tag(tag: str) -> tuple[str, str]:
+    """"B-PER" -> ("B", "PER"); "O" -> ("O", ""); a tag without prefix, e.g. "PER", counts as "I-PER"."""
+    if tag in ("O", ""):
+        return "O", ""
+    if len(tag) > 1 and tag[1] in "-_" and tag[0] in "BIESLU":
+        prefix = {"L": "E", "U": "S"}.get(tag[0], tag[0])
+        return prefix, tag[2:]
+    return "I", tag
+
+
+def get_entities(tags: Sequence[str], strict: bool = False) -> list[tuple[str, int, int]]:
+    """The chunks of one tag sequence as `(type, start, end)` with `end` inclusive.
+
+    Default: conlleval's rules (seqeval's default mode), which read IOB1, IOB2 and IOBES alike: a chunk starts at
+    B-/S-, at I-/E- after O or after a chunk of another type, and at I-/E- after E-/S-; it ends before O, before
+    a B-/S-, or before a tag of another type.
+    `strict=True`: seqeval's strict IOB2 mode: a chunk is exactly B-X followed by I-X...; an I-X that does not
+    continue a B-X/I-X chunk of type X belongs to no chunk.
+    """
+    entities = []
+    if strict:
+        start, kind = None, None
+        for i, tag in enumerate([*tags, "O"]):
+            prefix, label = _split_tag(tag)
+            if start is not None and not (prefix == "I" and label == kind):
+                entities.append((kind, start, i - 1))
+                start, kind = None, None
+            if prefix == "B":
+                start, kind = i, label
+        return entities
+
+    prev_prefix, prev_label, start = "O", "", None
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, label = _split_tag(tag)
+        ends = prev_prefix in ("E", "S") or (prev_prefix != "O" and (prefix in ("B", "S", "O") or label != prev_label))
+        if start is not None and ends:
+            entities.append((prev_label, start, i - 1))
+            start = None
+        begins = prefix in ("B", "S") or (prefix in ("I", "E") and (prev_prefix in ("O", "E", "S") or label != prev_label))
+        if begins:
+            start = i
+        prev_prefix, prev_label = prefix, label
+    return entities
+
+
+def entity_scores(
+    references: Sequence[Sequence[str]], predictions: Sequence[Sequence[str]], strict: bool = False
+) -> dict[str, float]:
+    """Entity-level micro precision, recall and F1 over sentences (an entity counts when type, start and end all
+    match), per-type F1 and token accuracy. Same numbers as seqeval's `classification_report` (default mode, or
+    strict IOB2 with `strict=True`) and conlleval's overall line."""
+    if len(references) != len(predictions):
+        raise ValueError(f"{len(references)} reference sentences but {len(predictions)} predicted")
+    true_total = pred_total = correct = 0
+    per_type: dict[str, list[int]] = {}  # type -> [correct, predicted, true]
+    tokens = tokens_correct = 0
+    for number, (ref, pred) in enumerate(zip(references, predictions)):
+        if len(ref) != len(pred):
+            raise ValueError(f"sentence {number}: {len(ref)} reference tags but {len(pred)} predicted")
+        tokens += len(ref)
+        tokens_correct += sum(int(a == b) for a, b in zip(ref, pred))
+        true_set = set(get_entities(ref, strict))
+        pred_set = set(get_entities(pred, strict))
+        hits = true_set & pred_set
+        true_total, pred_total, correct = true_total + len(true_set), pred_total + len(pred_set), correct + len(hits)
+        for entities, slot in ((hits, 0), (pred_set, 1), (true_set, 2)):
+            for kind, _, _ in entities:
+                per_type.setdefault(kind, [0, 0, 0])[slot] += 1
+
+    def prf(hit: int, predicted: int, true: int) -> tuple[float, float, float]:
+        precision = hit / predicted if predicted else 0.0
+        recall = hit / true if true else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return precision, recall, f1
+
+    precision, recall, f1 = prf(correct, pred_total, true_total)
+    scores = {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "accuracy": tokens_correct / tokens if tokens else 0.0,
+        "num_entities": float(true_total),
+    }
+    for kind in sorted(per_type):
+        scores[f"{kind}_f1"] = prf(*per_type[kind])[2]
+    return scores
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model and tokenizer
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class ModelArguments:
+    """Which biLM to start from and how the head uses it. Options left unset keep the model's saved config."""
+
+    model_name_or_path: str = field(
+        metadata={"help": "A model folder, a Hub id, or a preset name (tiny, small, medium, original) for a "
+                  "randomly initialised biLM."}
+    )
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer folder or Hub id, if not the model's."})
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow the model's own code from the Hub."})
+    freeze_bilm: bool | None = field(default=None, metadata={"help": "Keep the biLM fixed (default) or fine-tune it."})
+    scalar_mix: str | None = field(default=None, metadata={"help": "learned, top, average or fixed."})
+    scalar_mix_parameters: list[float] | None = field(
+        default=None, metadata={"help": "L + 1 pre-softmax layer weights for --scalar_mix fixed."}
+    )
+    scalar_mix_layer_norm: bool | None = field(default=None, metadata={"help": "Layer norm before mixing."})
+    scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 on the mix weights (0.001)."})
+    representation_dropout: float | None = field(default=None, metadata={"help": "Dropout on the ELMo vectors (0.5)."})
+    keep_sentence_boundaries: bool | None = field(default=None, metadata={"help": "Pool over <S>/</S> too."})
+    word_embedding_dim: int | None = field(
+        default=None, metadata={"help": "Concatenate a trainable hashed word embedding of this size (0 = none)."}
+    )
+    word_embedding_buckets: int | None = field(default=None, metadata={"help": "Rows of the hashed word embedding."})
+    head_hidden_size: int | None = field(default=None, metadata={"help": "Size of the head's biLSTM / attention."})
+    bilm_dropout: float | None = field(default=None, metadata={"help": "biLM dropout while fine-tuning it."})
+    ignore_mismatched_sizes: bool = field(
+        default=False, metadata={"help": "Re-initialise a saved classifier whose number of labels differs."}
+    )
+
+    def config_overrides(self) -> dict:
+        names = ("freeze_bilm", "scalar_mix", "scalar_mix_parameters", "scalar_mix_layer_norm", "scalar_mix_l2_coef",
+                 "representation_dropout", "keep_sentence_boundaries", "word_embedding_dim",
+                 "word_embedding_buckets", "head_hidden_size")
+        overrides = {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        if self.scalar_mix is not None and self.scalar_mix != "fixed" and self.scalar_mix_parameters is None:
+            overrides["scalar_mix_parameters"] = None  # a saved fixed mix does not leak into another kind
+        if self.bilm_dropout is not None:
+            overrides["dropout"] = self.bilm_dropout
+        return overrides
+
+
+def is_preset(name: str) -> bool:
+    from modeling_elmo.configuration_elmo import PRESETS
+
+    return name in PRESETS and not os.path.exists(name)
+
+
+def load_model(model_args: ModelArguments, auto_class, head_overrides: dict):
+    """The head `auto_class` (e.g. `AutoModelForSequenceClassification`) on the biLM of `model_name_or_path`,
+    or on a random biLM of a preset size; `head_overrides` (labels, pooling, ...) win over the saved config."""
+    from modeling_elmo import ElmoConfig
+
+    overrides = {**model_args.config_overrides(), **head_overrides}
+    name = model_args.model_name_or_path
+    if is_preset(name):
+        logger.info("Randomly initialised biLM of preset %r", name)
+        config = ElmoConfig.from_preset(name, **overrides)
+        return auto_class.from_config(config)
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(name, trust_remote_code=model_args.trust_remote_code, **overrides)
+    if hasattr(config, "validate"):
+        config.validate()  # the overrides were set after the config's own checks
+    return auto_class.from_pretrained(
+        name,
+        config=config,
+        trust_remote_code=model_args.trust_remote_code,
+        ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+    )
+
+
+def load_tokenizer(model_args: ModelArguments, config):
+    """The model's tokenizer if it has one, else a default `ElmoTokenizer` (the characters need no vocabulary)."""
+    from transformers import AutoTokenizer
+
+    from tokenization import ElmoTokenizer
+
+    name = model_args.tokenizer_name or model_args.model_name_or_path
+    if model_args.tokenizer_name is None and is_preset(name):
+        return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+    if model_args.tokenizer_name is None and os.path.isdir(name) and not os.path.exists(
+        os.path.join(name, "tokenizer_config.json")
+    ):
+        logger.info("%s has no tokenizer files; using a default ElmoTokenizer", name)
+        return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+    return AutoTokenizer.from_pretrained(name, trust_remote_code=model_args.trust_remote_code)
+
+
+def split_text(text: str, tokenizer, word_split: str | None) -> list[str]:
+    """Words of `text`: with `word_split` ("whitespace" or "punctuation"), or with the tokenizer's own rule."""
+    from tokenization import split_words
+
+    return split_words(text, word_split or getattr(tokenizer, "word_split", "punctuation"))
+
+
+def limit(examples: list, count: int | None) -> list:
+    return examples if count is None else examples[:count]

@@ -1,0 +1,182 @@
+"""Fine-tune an ELMo tagger (`ElmoForTokenClassification`), e.g. for NER, with `transformers.Trainer`.
+
+    python -m train.finetune_ner --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
+        --train_file conll2003/train.txt --validation_file conll2003/valid.txt --output_dir out/conll \\
+        --token_classifier_encoder lstm --num_train_epochs 3 --learning_rate 1e-3
+    torchrun --nproc_per_node 2 -m train.finetune_ner ... --use_cpu                # DDP, also on CPU
+
+Files: CoNLL columns (`word POS chunk NER`, blank line between sentences, `-DOCSTART-` skipped; the tag is the
+last column) or JSON lines with `tokens` and `tags`. Tags in IOB1, IOB2 or IOBES. Labels are aligned to the
+tokenizer's positions with `word_ids()`: `<S>`, `</S>` and padding get -100. Reports entity-level precision,
+recall and F1 (conlleval rules, or strict IOB2 with `--strict_iob2`) and token accuracy. Writes the model and
+tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), `train_results.json`,
+`eval_results.json` and `all_results.json` to `--output_dir`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+
+import datasets
+from transformers import (
+    AutoModelForTokenClassification,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+
+from .collators import LABEL_PAD_ID, ElmoDataCollatorForTokenClassification
+from .finetune_data import (
+    ModelArguments,
+    entity_scores,
+    limit,
+    load_model,
+    load_tokenizer,
+    read_tagging_file,
+    tag_list,
+)
+
+logger = logging.getLogger("train.finetune_ner")
+
+
+@dataclass
+class TaggingDataArguments:
+    train_file: str = field(metadata={"help": "CoNLL columns or JSON lines with tokens/tags."})
+    validation_file: str | None = field(default=None, metadata={"help": "Same format; entity F1 is reported on it."})
+    max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training sentences."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation sentences."})
+    strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
+
+
+@dataclass
+class TaggingHeadArguments:
+    token_classifier_encoder: str | None = field(default=None, metadata={"help": "none (linear) or lstm (biLSTM)."})
+
+
+def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], max_seq_length: int) -> datasets.Dataset:
+    """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, 50], `attention_mask` and aligned `labels`."""
+
+    def tokenize(batch):
+        encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=max_seq_length)
+        labels = []
+        for row, tags in enumerate(batch["tags"]):
+            word_ids = encoded.word_ids(row)  # None at <S>, </S>
+            labels.append([LABEL_PAD_ID if w is None else tag2id[tags[w]] for w in word_ids])
+        return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], "labels": labels}
+
+    features = datasets.Features(
+        {
+            "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int16"))),  # char ids < 262
+            "attention_mask": datasets.Sequence(datasets.Value("int8")),
+            "labels": datasets.Sequence(datasets.Value("int64")),
+        }
+    )
+    dataset = datasets.Dataset.from_list(sentences)
+    return dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
+                       desc="Tokenizing")
+
+
+def make_compute_metrics(id2label: dict[int, str], strict: bool):
+    def compute_metrics(eval_prediction) -> dict[str, float]:
+        predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
+        if predictions.ndim == 3:  # logits, unless preprocess_logits_for_metrics took the argmax
+            predictions = predictions.argmax(-1)
+        references, predicted = [], []
+        for pred_row, label_row in zip(predictions, labels):
+            keep = label_row != LABEL_PAD_ID
+            references.append([id2label[int(i)] for i in label_row[keep]])
+            predicted.append([id2label[int(i)] for i in pred_row[keep]])
+        return entity_scores(references, predicted, strict=strict)
+
+    return compute_metrics
+
+
+def argmax_logits(logits, labels):
+    """Keep only the predicted ids of the evaluation batches (not the logits) in memory."""
+    if isinstance(logits, tuple):
+        logits = logits[0]
+    return logits.argmax(-1)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = HfArgumentParser((ModelArguments, TaggingHeadArguments, TaggingDataArguments, TrainingArguments))
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        model_args, head_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
+    else:
+        model_args, head_args, data_args, training_args = parser.parse_args_into_dataclasses(argv)
+    logging.basicConfig(
+        format=f"%(asctime)s %(levelname)s [rank {training_args.process_index}] %(name)s: %(message)s",
+        level=logging.INFO if training_args.should_log else logging.WARNING,
+        force=True,
+    )
+    logger.warning(
+        "Process rank %d of world size %d (device %s)",
+        training_args.process_index, training_args.world_size, training_args.device,
+    )
+    set_seed(training_args.seed)
+
+    train_sentences = limit(read_tagging_file(data_args.train_file), data_args.max_train_samples)
+    eval_sentences = []
+    if data_args.validation_file:
+        eval_sentences = limit(read_tagging_file(data_args.validation_file), data_args.max_eval_samples)
+    tags = tag_list(t for s in train_sentences + eval_sentences for t in s["tags"])
+    tag2id = {tag: i for i, tag in enumerate(tags)}
+    logger.info("%d training and %d validation sentences, tags %s", len(train_sentences), len(eval_sentences), tags)
+
+    head = {"id2label": dict(enumerate(tags)), "label2id": tag2id}
+    if head_args.token_classifier_encoder is not None:
+        head["token_classifier_encoder"] = head_args.token_classifier_encoder
+    model = load_model(model_args, AutoModelForTokenClassification, head)
+    tokenizer = load_tokenizer(model_args, model.config)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    logger.info(
+        "%s: %d parameters, %d trainable (biLM %s, encoder %s, mix %s)", type(model).__name__,
+        model.num_parameters(), trainable, "frozen" if model.config.freeze_bilm else "fine-tuned",
+        model.config.token_classifier_encoder, model.config.scalar_mix,
+    )
+
+    with training_args.main_process_first(desc="tokenizing"):
+        train_dataset = encode(train_sentences, tokenizer, tag2id, data_args.max_seq_length)
+        eval_dataset = encode(eval_sentences, tokenizer, tag2id, data_args.max_seq_length) if eval_sentences else None
+
+    if training_args.ddp_find_unused_parameters is None:  # DDP: only extra, unused mixes leave parameters idle
+        training_args.ddp_find_unused_parameters = model.config.num_output_representations > 1
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        data_collator=ElmoDataCollatorForTokenClassification(tokenizer),
+        compute_metrics=make_compute_metrics(dict(enumerate(tags)), data_args.strict_iob2),
+        preprocess_logits_for_metrics=argmax_logits,
+    )
+    results = {}
+    if training_args.do_train or not training_args.do_eval:
+        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        metrics = {**train_result.metrics, "train_samples": len(train_dataset), "world_size": training_args.world_size}
+        trainer.save_model()
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+        results.update(metrics)
+    if eval_dataset is not None:
+        metrics = trainer.evaluate()
+        metrics["eval_samples"] = len(eval_dataset)
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+        results.update(metrics)
+    if trainer.is_world_process_zero():
+        logger.info("Wrote the model, the tokenizer and metrics (eval_results.json, all_results.json) to %s",
+                    os.path.abspath(training_args.output_dir))
+    return results
+
+
+if __name__ == "__main__":
+    main()
