@@ -1,0 +1,305 @@
+"""Fast paths of ElmoModel against the reference implementation (issue 8).
+
+`lstm_implementation="reference"` is the plain loop written for autograd (and the plain character CNN); the fast
+paths must give its results: the inference loop ("loop", with oneDNN on the CPU and without), torch's fused LSTM
+kernel ("fused", unclipped models only), the token cache, and torch.compile.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+import torch
+from conftest import random_char_ids
+
+import modeling_elmo.modeling_elmo as modeling
+from modeling_elmo import ElmoConfig, ElmoModel
+
+VARIANTS = [
+    dict(),
+    dict(cell_clip=None, proj_clip=None),
+    dict(use_skip_connections=False, num_layers=3),
+    dict(char_cnn_activation="tanh", num_highway_layers=0),
+    dict(cell_size=16, char_cnn_filters=[[1, 8], [2, 8]]),  # C == P and F == P: no projections
+]
+
+
+def tiny_model(**overrides) -> ElmoModel:
+    torch.manual_seed(0)
+    model = ElmoModel(ElmoConfig.from_preset("tiny", **overrides)).eval()
+    with torch.no_grad():  # larger weights than the initialisation, so that clipping and saturation happen
+        for name, parameter in model.named_parameters():
+            if "bilm" in name:
+                parameter.mul_(3.0)
+    return model
+
+
+def random_state(model: ElmoModel, batch: int, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    c = model.config
+    h = torch.randn(c.num_layers, 2, batch, c.projection_dim, generator=generator)
+    return h, torch.randn(c.num_layers, 2, batch, c.cell_size, generator=generator) * 2
+
+
+def run(model: ElmoModel, implementation: str, ids, state=None, grad: bool = False):
+    model.config.lstm_implementation = implementation
+    with torch.set_grad_enabled(grad):
+        return model(ids, state=state, use_cache=True, output_hidden_states=True)
+
+
+def max_difference(a, b) -> float:
+    """Largest difference of any layer or state tensor, relative to that tensor's largest value (at least 1)."""
+    pairs = [*zip(a.hidden_states, b.hidden_states), *zip(a.state, b.state)]
+    return max(((x - y).abs().max() / x.abs().max().clamp(min=1)).item() for x, y in pairs)
+
+
+@pytest.fixture(params=["onednn", "batched"])
+def matmul_path(request, monkeypatch):
+    """The CPU loop with oneDNN packed weights, and the batched-`bmm` loop that GPUs (and CPUs without oneDNN) run."""
+    if request.param == "batched":
+        monkeypatch.setitem(modeling._ONEDNN, "available", False)
+    elif not modeling._use_onednn(torch.device("cpu"), torch.float32):
+        pytest.skip("this torch build has no oneDNN")
+    return request.param
+
+
+@pytest.mark.parametrize("overrides", VARIANTS)
+def test_loop_equals_reference_with_padding_and_state(overrides, matmul_path):
+    model = tiny_model(**overrides)
+    lengths = [7, 3, 9, 1, 5, 9]
+    ids = random_char_ids(lengths, seed=3)
+    state = random_state(model, len(lengths))
+    reference = run(model, "reference", ids, state)
+    fast = run(model, "loop", ids, state)
+    assert max_difference(reference, fast) <= 1e-6
+    for layer in fast.hidden_states:  # padding stays exactly zero
+        assert layer[1, 3:].abs().max() == 0
+
+
+def test_loop_is_used_only_without_gradients():
+    model = tiny_model()
+    layer = model.bilm.layers[0]
+    x = torch.zeros(2, 3, 2, model.config.projection_dim)
+    state = (torch.zeros(2, 2, 16), torch.zeros(2, 2, 32))
+    with torch.no_grad():
+        assert layer.implementation(x, state) == "loop"
+    assert layer.implementation(x, state) == "reference"  # parameters require grad: autograd needs the plain loop
+    model.config.lstm_implementation = "reference"
+    with torch.no_grad():
+        assert layer.implementation(x, state) == "reference"
+
+
+def test_layer_rows_that_never_run_keep_their_state(matmul_path):
+    """At the layer level rows past `batch_sizes[0]` (length 0) keep their state, in every implementation."""
+    model = tiny_model()
+    layer = model.bilm.layers[0]
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 4, 5, 16, generator=generator)
+    batch_sizes = [3, 3, 2, 1]  # rows 3 and 4 have no step
+    state = (torch.randn(2, 5, 16, generator=generator), torch.randn(2, 5, 32, generator=generator))
+    with torch.no_grad():
+        out_ref, (h_ref, c_ref) = layer._forward_reference(x, batch_sizes, state)
+        out, (h, c) = layer._forward_loop(x, batch_sizes, state)
+    assert (out - out_ref).abs().max() <= 1e-6
+    assert (h - h_ref).abs().max() <= 1e-6 and (c - c_ref).abs().max() <= 1e-6
+    assert torch.equal(h[:, 3:], state[0][:, 3:]) and torch.equal(c[:, 3:], state[1][:, 3:])
+
+
+def test_loop_batch_invariance():
+    model = tiny_model()
+    lengths = [7, 3, 9, 1, 5]
+    ids = random_char_ids(lengths, seed=4)
+    with torch.no_grad():
+        full = model(ids, output_hidden_states=True).hidden_states
+        for row, n in enumerate(lengths):
+            alone = model(ids[row : row + 1, :n], output_hidden_states=True).hidden_states
+            for a, b in zip(alone, full):
+                assert (a[0] - b[row, :n]).abs().max() <= 1e-6
+
+
+@pytest.mark.parametrize("overrides", [dict(cell_clip=None, proj_clip=None), dict(cell_size=16, cell_clip=None)])
+def test_fused_equals_reference_without_clipping(overrides):
+    model = tiny_model(**overrides)
+    ids = random_char_ids([6, 2, 8, 4], seed=5)
+    state = random_state(model, 4, seed=2)
+    reference = run(model, "reference", ids, state)
+    fused = run(model, "fused", ids, state)
+    assert max_difference(reference, fused) <= 1e-5
+    # gradients too: the fused kernel trains the same parameters (views of them, nothing copied); eval mode keeps
+    # dropout out of the comparison
+    grads = {}
+    for implementation in ("reference", "fused"):
+        model.zero_grad()
+        out = run(model, implementation, ids, state, grad=True)
+        sum(h.pow(2).mean() for h in out.hidden_states).backward()
+        grads[implementation] = {n: p.grad.clone() for n, p in model.named_parameters()}
+    for name, grad in grads["reference"].items():
+        scale = grad.abs().max().clamp(min=1e-6)
+        assert (grads["fused"][name] - grad).abs().max() / scale <= 1e-5, name
+
+
+def test_auto_uses_fused_only_where_exact():
+    clipped = tiny_model()
+    unclipped = tiny_model(cell_clip=None, proj_clip=None)
+    x = torch.zeros(2, 3, 2, 16)
+    state = (torch.zeros(2, 2, 16), torch.zeros(2, 2, 32))
+    assert unclipped.bilm.layers[0].implementation(x, state) == "fused"  # training an unclipped model
+    assert clipped.bilm.layers[0].implementation(x, state) == "reference"  # training a clipped one
+    with torch.no_grad():
+        assert unclipped.bilm.layers[0].implementation(x, state) == "loop"  # CPU inference: the oneDNN loop
+
+
+def test_fused_refuses_clipping():
+    with pytest.raises(ValueError, match="lstm_implementation='fused' needs a model without clipping"):
+        ElmoConfig.from_preset("tiny", lstm_implementation="fused")
+    with pytest.raises(ValueError, match="lstm_implementation"):
+        ElmoConfig.from_preset("tiny", lstm_implementation="cudnn")
+    model = tiny_model()
+    model.config.lstm_implementation = "fused"  # set behind the validation's back
+    with pytest.raises(ValueError, match="without clipping"):
+        model(random_char_ids([3]))
+
+
+def test_bfloat16_autocast_fast_path_matches_reference_autocast():
+    model = tiny_model()
+    ids = random_char_ids([5, 3], seed=6)
+    outputs = {}
+    for implementation in ("reference", "loop"):
+        model.config.lstm_implementation = implementation
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            outputs[implementation] = model(ids, use_cache=True)
+    reference, fast = outputs["reference"], outputs["loop"]
+    assert fast.last_hidden_state.dtype == reference.last_hidden_state.dtype
+    assert (fast.last_hidden_state.float() - reference.last_hidden_state.float()).abs().max() < 0.05
+    with torch.no_grad():
+        exact = run(model, "reference", ids).last_hidden_state
+    assert (fast.last_hidden_state.float() - exact).abs().max() < 0.1
+
+
+def test_torch_compile_of_fast_path_matches_eager():
+    model = tiny_model()
+    ids = random_char_ids([4, 2], seed=7)
+    compiled = torch.compile(model, backend="eager")
+    with torch.no_grad():
+        expected = run(model, "reference", ids).last_hidden_state
+        model.config.lstm_implementation = "auto"
+        assert (compiled(ids).last_hidden_state - expected).abs().max() <= 1e-6
+
+
+def test_inference_caches_do_not_travel():
+    """Packed weights and the token cache live outside the state dict, and copies of the model start without them."""
+    model = tiny_model()
+    model.enable_token_cache(100)
+    keys = set(model.state_dict())
+    ids = random_char_ids([4, 2], seed=8)
+    with torch.no_grad():
+        expected = model(ids).last_hidden_state
+    assert set(model.state_dict()) == keys
+    for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        with torch.no_grad():
+            assert torch.equal(clone(ids).last_hidden_state, expected)
+
+
+def test_packed_weights_follow_weight_changes():
+    model = tiny_model()
+    ids = random_char_ids([5, 3], seed=9)
+    with torch.no_grad():
+        model(ids)  # builds the packed copies
+        model.bilm.layers[0].weight_hh.mul_(0.5)
+        model.char_encoder.highways[0].transform.weight.add_(0.1)
+        fast = run(model, "loop", ids).last_hidden_state
+        reference = run(model, "reference", ids).last_hidden_state
+    assert (fast - reference).abs().max() <= 1e-6
+
+
+# --------------------------------------------------------------------------------------------------
+# Token cache
+# --------------------------------------------------------------------------------------------------
+
+
+def repeated_words_batch() -> torch.Tensor:
+    ids = random_char_ids([9, 6, 8, 3], seed=10)
+    ids[1, 1:4] = ids[0, 2:5]  # words repeated within the batch
+    ids[3, 1] = ids[2, 5]
+    return ids
+
+
+def test_token_cache_equals_plain_path_and_counts_hits():
+    model = tiny_model()
+    ids = repeated_words_batch()
+    with torch.no_grad():
+        plain = model(ids, output_hidden_states=True).hidden_states
+        model.enable_token_cache(1000)
+        first = model(ids, output_hidden_states=True).hidden_states
+        info = model.token_cache_info()
+        tokens = int((ids > 0).any(-1).sum())
+        assert info["misses"] == info["size"] < tokens  # repeats within the batch were encoded once
+        assert info["hits"] == tokens - info["misses"]
+        second = model(ids, output_hidden_states=True).hidden_states
+        assert model.token_cache_info()["hits"] == info["hits"] + tokens  # everything cached now
+        assert model.token_cache_info()["misses"] == info["misses"]
+    for a, b, c in zip(plain, first, second):
+        assert (a - b).abs().max() <= 1e-7 and (a - c).abs().max() <= 1e-7
+
+
+def test_token_cache_is_bounded_lru():
+    model = tiny_model()
+    model.enable_token_cache(5)
+    with torch.no_grad():
+        model(random_char_ids([8, 8], seed=11))
+    assert model.token_cache_info()["size"] == 5
+    model.disable_token_cache()
+    assert model.token_cache_info() is None
+    with pytest.raises(ValueError, match="positive integer"):
+        model.enable_token_cache(0)
+
+
+def test_build_token_cache_from_words():
+    from tokenization import ElmoTokenizer
+
+    model = tiny_model()
+    tokenizer = ElmoTokenizer()
+    words = ["the", "cat", "sat", "on", "mat", "<S>", "</S>"]
+    assert model.build_token_cache(words, tokenizer=tokenizer) == len(words)
+    batch = tokenizer(["the cat sat on the mat"], return_tensors="pt")
+    before = model.token_cache_info()["misses"]
+    with torch.no_grad():
+        cached = model(**batch).last_hidden_state
+        assert model.token_cache_info()["misses"] == before  # every token came from the cache
+        model.disable_token_cache()
+        assert (model(**batch).last_hidden_state - cached).abs().max() <= 1e-7
+    with pytest.raises(ValueError, match="tokenizer"):
+        model.build_token_cache(words)
+
+
+def test_token_cache_never_serves_stale_vectors():
+    """Optimizer steps (even fused ones, which leave no version trace), loading weights and training forwards all
+    empty the cache; gradients still reach the character encoder while training with the cache on."""
+    model = tiny_model()
+    ids = repeated_words_batch()
+    model.enable_token_cache(1000)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05, fused=True)
+    model.train()
+    loss = model(ids).last_hidden_state.pow(2).sum()  # training forward: the cache is not used
+    assert model.token_cache_info()["size"] == 0
+    loss.backward()
+    assert model.char_encoder.char_embedding.weight.grad.abs().sum() > 0
+    model.eval()
+    with torch.no_grad():
+        model(ids)  # fills the cache with the current weights
+        assert model.token_cache_info()["size"] > 0
+    optimizer.step()  # the fused step changes the weights without bumping version counters
+    with torch.no_grad():
+        cached = model(ids).last_hidden_state
+        expected = run(model, "reference", ids).last_hidden_state
+    assert (cached - expected).abs().max() <= 1e-6
+    other = tiny_model()
+    other.char_encoder.highways[0].carry.bias.data.add_(1.0)
+    model.load_state_dict(other.state_dict())
+    with torch.no_grad():
+        model.config.lstm_implementation = "auto"
+        cached = model(ids).last_hidden_state
+        expected = run(other, "reference", ids).last_hidden_state
+    assert (cached - expected).abs().max() <= 1e-6
