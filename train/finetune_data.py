@@ -361,3 +361,27 @@ def split_text(text: str, tokenizer, word_split: str | None) -> list[str]:
 
 def limit(examples: list, count: int | None) -> list:
     return examples if count is None else examples[:count]
+
+
+def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logger) -> dict:
+    """Train (unless only evaluation was asked), save the model, config and tokenizer, evaluate, write the metrics
+    files, and say where everything went. The same steps for every fine-tuning command."""
+    results = {}
+    if training_args.do_train or not training_args.do_eval:  # training is the point of these commands
+        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        metrics = {**train_result.metrics, "train_samples": len(train_dataset), "world_size": training_args.world_size}
+        trainer.save_model()  # model, config and tokenizer
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+        results.update(metrics)
+    if eval_dataset is not None:
+        metrics = trainer.evaluate()
+        metrics["eval_samples"] = len(eval_dataset)
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+        results.update(metrics)
+    if trainer.is_world_process_zero():
+        logger.info("Wrote the model, the tokenizer and metrics (eval_results.json, all_results.json) to %s",
+                    os.path.abspath(training_args.output_dir))
+    return results

@@ -38,6 +38,7 @@ from .finetune_data import (
     load_tokenizer,
     read_tagging_file,
     tag_list,
+    train_and_evaluate,
 )
 
 logger = logging.getLogger("train.finetune_ner")
@@ -157,25 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
         compute_metrics=make_compute_metrics(dict(enumerate(tags)), data_args.strict_iob2),
         preprocess_logits_for_metrics=argmax_logits,
     )
-    results = {}
-    if training_args.do_train or not training_args.do_eval:
-        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-        metrics = {**train_result.metrics, "train_samples": len(train_dataset), "world_size": training_args.world_size}
-        trainer.save_model()
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
-        results.update(metrics)
-    if eval_dataset is not None:
-        metrics = trainer.evaluate()
-        metrics["eval_samples"] = len(eval_dataset)
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
-        results.update(metrics)
-    if trainer.is_world_process_zero():
-        logger.info("Wrote the model, the tokenizer and metrics (eval_results.json, all_results.json) to %s",
-                    os.path.abspath(training_args.output_dir))
-    return results
+    return train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logger)
 
 
 if __name__ == "__main__":
