@@ -75,8 +75,7 @@ class ElmoConfig(PretrainedConfig):
         num_sampled (`int`): negatives shared by the batch for the sampled softmax (8192 in bilm-tf).
         adaptive_cutoffs (`list[int]`): cluster boundaries of the adaptive softmax.
         lstm_implementation (`str`): how the biLSTM runs; every choice gives the reference results (tested):
-            `"auto"` (default): `"fused"` when nothing is clipped and the model runs on CUDA or is trained, else
-            `"loop"`;
+            `"auto"` (default): `"fused"` when nothing is clipped and the model runs on CUDA, else `"loop"`;
             `"loop"`: a step loop that works in place in preallocated buffers when no gradient is needed, and
             the reference loop (autograd) when one is; `"fused"`: torch's LSTM kernel (cuDNN on GPU), only
             for models without clipping (`cell_clip=None`, `proj_clip=None`), gradients included;

@@ -114,11 +114,12 @@ class ElmoHighway(nn.Module):
 class ElmoTokenCache:
     """A bounded LRU cache of layer-0 vectors: a token's character ids -> its `ElmoCharacterEncoder` output.
 
-    For inference only: `ElmoCharacterEncoder` consults it only when no gradient is needed. Entries are valid for
-    one state of the encoder's weights: the encoder compares a key made of every parameter's storage, version
-    counter (bumped by every in-place change: optimizer steps, `load_state_dict`, `copy_`), dtype and device, plus
-    the autocast setting, at every call, and empties the cache when it changed. `hits` counts tokens served without
-    running the character CNN (already cached, or repeated within the batch), `misses` the tokens it encoded.
+    For inference only: `ElmoCharacterEncoder` consults it only when no gradient is needed, and a forward pass that
+    needs one (training) empties it. Entries are valid for one state of the encoder's weights: at every call the
+    encoder compares `_weights_key` (every parameter's storage, version counter, dtype and device, a digest of the
+    small parameters' values) and the autocast setting with the key the entries were made under, and empties the
+    cache when they differ; `load_state_dict` empties it too. `hits` counts tokens served without running the
+    character CNN (cached earlier, or repeated within the batch), `misses` the tokens it encoded.
     """
 
     def __init__(self, max_size: int):
@@ -180,23 +181,24 @@ class ElmoCharacterEncoder(nn.Module):
     def encode(self, char_ids: torch.Tensor) -> torch.Tensor:
         """The character CNN itself, without the cache: (N, 50) -> (N, P)."""
         chars = self.char_embedding(char_ids)  # (N, 50, d)
-        packed = self._packed_weights(chars) if not _needs_grad(*self.parameters()) else None
-        if packed is None:
-            chars = chars.transpose(1, 2)  # (N, d, 50)
-            # Max-pool then activate: the same as activate then max-pool, both are monotone (ELMO_SPEC 3.2).
-            pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]  # F_i x (N, n_i)
-            x = self.activation(torch.cat(pooled, dim=-1))  # (N, F)
-        else:
-            with torch.autocast(chars.device.type, enabled=False):
-                x = self.activation(self._convolve_packed(chars.to(packed["dtype"]), packed))  # (N, F)
-        if packed is None:
-            for highway in self.highways:
-                x = highway(x)
-            if self.projection is not None:
-                x = self.projection(x)  # (N, P)
-            return x
-        with torch.autocast(x.device.type, enabled=False):  # inference on the CPU: oneDNN with packed weights
-            x = x.to(packed["dtype"])
+        packed = None if _needs_grad(*self.parameters()) else self._packed_weights(chars)
+        if packed is not None:
+            return self._encode_packed(chars, packed)
+        chars = chars.transpose(1, 2)  # (N, d, 50)
+        # Max-pool then activate: the same as activate then max-pool, both are monotone (ELMO_SPEC 3.2).
+        pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]  # F_i x (N, n_i)
+        x = self.activation(torch.cat(pooled, dim=-1))  # (N, F)
+        for highway in self.highways:
+            x = highway(x)
+        if self.projection is not None:
+            x = self.projection(x)  # (N, P)
+        return x
+
+    def _encode_packed(self, chars: torch.Tensor, packed: dict) -> torch.Tensor:
+        """`encode` for inference on the CPU: every matrix multiply through oneDNN with pre-packed weights (the
+        convolutions as multiplies over character windows); the same operations otherwise. (N, 50, d) -> (N, P)."""
+        with torch.autocast(chars.device.type, enabled=False):
+            x = self.activation(self._convolve_packed(chars.to(packed["dtype"]), packed))  # (N, F)
             for highway, weights in zip(self.highways, packed["highways"]):
                 x = highway._forward_packed(x, weights)
             if self.projection is not None:
@@ -409,13 +411,12 @@ def _linear(
     bias: torch.Tensor | None = None,
     add: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """`x @ weight.T (+ bias) (+ add)`: oneDNN with the packed weight when there is one (`add` joins the product in
-    its epilogue), else torch."""
+    """`x @ weight.T (+ bias) (+ add)`: oneDNN with the packed weight when there is one, else torch. (oneDNN's fused
+    "add" epilogue measured 5-15% slower than a separate `add_` here.)"""
     if packed is not None:
-        if add is not None:
-            return torch.ops.mkldnn._linear_pointwise.binary(x, add, packed, bias, "add")
-        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-    out = F.linear(x, weight, bias)
+        out = torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+    else:
+        out = F.linear(x, weight, bias)
     return out if add is None else out.add_(add)
 
 
@@ -428,14 +429,17 @@ class ElmoBiLstmLayer(nn.Module):
     - `weight_ih` (2, 4C, P), `weight_hh` (2, 4C, P), `bias` (2, 4C);
     - `weight_hr` (2, P, C): the projection of the cell output, no bias (absent when C == P).
 
-    Three implementations of the same recurrence (`config.lstm_implementation`, read at every call):
+    Three implementations of the same recurrence (`config.lstm_implementation`, read at every call; `implementation`
+    says which one a call takes):
 
     - `_forward_reference`: the plain loop, written for autograd; the definition the others are tested against;
-    - `_forward_loop`: the same arithmetic, op for op, for inference: gates computed in place in the buffer of the
-      input projections, the cell state updated in place row prefix by row prefix (no `torch.cat` of states),
-      outputs written straight into a preallocated buffer; used when no gradient is needed;
+    - `_forward_loop` / `_forward_packed`: the same functions in the same order, for inference (no gradient
+      needed): packed rows, the cell state updated in place, the step's input projection added in the matrix
+      multiply's epilogue, and on the CPU oneDNN multiplies with weights packed once into its blocked layout
+      (`_PackedWeights`, rebuilt when the weights change); `ElmoBiLm` runs the whole stack packed;
     - `_forward_fused`: torch's LSTM kernel (`torch._VF.lstm`, cuDNN on GPU) on packed sequences, fed with views of
-      these parameters (nothing is copied or renamed); exact only without clipping, which that kernel lacks.
+      these parameters (nothing is copied or renamed), gradients included; exact only without clipping, which that
+      kernel lacks.
     """
 
     def __init__(self, config: ElmoConfig):
@@ -462,10 +466,9 @@ class ElmoBiLstmLayer(nn.Module):
         needs_grad = _needs_grad(inputs, *state, *self.parameters())
         if needs_grad:
             self._inference_weights.clear()  # training: the weights are about to change
-        # "auto" takes torch's kernel where it is the faster exact path: unclipped models on GPU, or training
-        if choice == "fused" or (
-            choice == "auto" and not self.clipped and (inputs.device.type == "cuda" or needs_grad)
-        ):
+        # "auto" takes torch's kernel where it is the faster exact path: unclipped models on GPU (cuDNN). On the CPU
+        # the loop is faster for inference (2x at the original size) and for training (5x; benchmarks/results_speed.md)
+        if choice == "fused" or (choice == "auto" and not self.clipped and inputs.device.type == "cuda"):
             if self.clipped:
                 raise ValueError(
                     "lstm_implementation='fused' needs a model without clipping (torch's LSTM kernel has none): "
@@ -557,10 +560,10 @@ class ElmoBiLstmLayer(nn.Module):
 
         The same functions in the same order as the reference, so results agree to rounding (tested), but: each
         step's rows are contiguous in the packed buffers and the cell state of the active rows is a contiguous
-        prefix updated in place (no `torch.cat`, no copies of the state); the input projections of the step are
-        added in the matrix multiply's epilogue; on the CPU, matrix multiplies run through oneDNN with the weights
-        pre-packed once into its blocked layout (`_PackedWeights`), which keeps it near the machine's peak at the
-        small row counts of a recurrence (MKL reaches about half of that at 32 rows).
+        prefix updated in place (no `torch.cat`, no copies of the state, no autograd bookkeeping); on the CPU,
+        matrix multiplies run through oneDNN with the weights pre-packed once into its blocked layout
+        (`_PackedWeights`), which stays near the machine's peak at the small row counts of a recurrence (MKL's
+        `torch.mm` reaches about a third of that at 32 rows on the project's machines).
         """
         h0, c0 = state
         cell = self.cell_size
@@ -915,6 +918,11 @@ class ElmoModel(ElmoPreTrainedModel):
 
     Stateless: every call starts from a zero LSTM state unless `state=` is given, so a sentence's vectors
     never depend on its batch, its row, its padding or earlier calls.
+
+    Speed: under `torch.no_grad()` / `torch.inference_mode()` the model takes its inference paths (see
+    `ElmoBiLstmLayer` and `config.lstm_implementation`; on the CPU, oneDNN multiplies with packed copies of the
+    weights, about as much memory again as the weights, kept while they do not change). `enable_token_cache` adds
+    a cache of layer-0 vectors. Results equal the reference implementation's to rounding (tests/test_fast_paths.py).
     """
 
     def __init__(self, config: ElmoConfig):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -78,6 +79,21 @@ def test_loop_equals_reference_with_padding_and_state(overrides, matmul_path):
         assert layer[1, 3:].abs().max() == 0
 
 
+def test_loop_equals_reference_on_backward_streams():
+    """Stream training's `backward_input_ids` (the backward LSTM's own reading order) in the packed loop."""
+    model = tiny_model()
+    ids, backward = random_char_ids([6, 4, 6], seed=1), random_char_ids([6, 4, 6], seed=2)
+    state = random_state(model, 3, seed=3)
+    outputs = {}
+    for implementation in ("reference", "loop"):
+        model.config.lstm_implementation = implementation
+        with torch.no_grad():
+            outputs[implementation] = model(
+                ids, backward_input_ids=backward, state=state, use_cache=True, output_hidden_states=True
+            )
+    assert max_difference(outputs["reference"], outputs["loop"]) <= 1e-6
+
+
 def test_loop_is_used_only_without_gradients():
     model = tiny_model()
     layer = model.bilm.layers[0]
@@ -140,15 +156,22 @@ def test_fused_equals_reference_without_clipping(overrides):
         assert (grads["fused"][name] - grad).abs().max() / scale <= 1e-5, name
 
 
-def test_auto_uses_fused_only_where_exact():
+def test_auto_uses_fused_only_where_exact_and_faster():
+    """"auto" takes the fused kernel only for unclipped models on CUDA (cuDNN); on the CPU the loops are faster."""
     clipped = tiny_model()
     unclipped = tiny_model(cell_clip=None, proj_clip=None)
     x = torch.zeros(2, 3, 2, 16)
     state = (torch.zeros(2, 2, 16), torch.zeros(2, 2, 32))
-    assert unclipped.bilm.layers[0].implementation(x, state) == "fused"  # training an unclipped model
-    assert clipped.bilm.layers[0].implementation(x, state) == "reference"  # training a clipped one
+    assert unclipped.bilm.layers[0].implementation(x, state) == "reference"  # training on the CPU
+    assert clipped.bilm.layers[0].implementation(x, state) == "reference"
     with torch.no_grad():
         assert unclipped.bilm.layers[0].implementation(x, state) == "loop"  # CPU inference: the oneDNN loop
+        assert clipped.bilm.layers[0].implementation(x, state) == "loop"
+    cuda_input = SimpleNamespace(device=torch.device("cuda"), requires_grad=False)  # all the choice looks at
+    assert unclipped.bilm.layers[0].implementation(cuda_input, state) == "fused"  # training on CUDA: cuDNN
+    with torch.no_grad():
+        assert unclipped.bilm.layers[0].implementation(cuda_input, state) == "fused"
+        assert clipped.bilm.layers[0].implementation(cuda_input, state) == "loop"
 
 
 def test_fused_refuses_clipping():

@@ -1,0 +1,351 @@
+"""`elmo-embed` end to end: the command in subprocesses on a tiny model saved to a temporary folder.
+
+Layout and values (against the model run sentence by sentence), --top/--average, Parquet, independence from the
+batch size, resumption after a kill, flat memory, bad inputs, `datasets` inputs, and the feature-extraction
+pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import tomllib
+import torch
+from conftest import REPO
+
+from modeling_elmo import ElmoConfig, ElmoModel
+from modeling_elmo import embed as embed_module
+from tokenization import ElmoTokenizer
+
+SENTENCES = [
+    "The cat sat on the mat .",
+    "",
+    "A much longer sentence , with punctuation , numbers like 3.14 and words repeated : the the the .",
+    "   ",
+    "Ünïcödé wörds — and emoji 🙂 too",
+    "one",
+    "The cat sat on the mat .",
+    "Short line",
+    "x " * 25,
+    "Deep contextualized word representations model both complex characteristics of word use .",
+]
+
+
+def write_corpus(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def generated_lines(count: int, seed: int = 0, max_words: int = 15) -> list[str]:
+    rng = random.Random(seed)
+    vocabulary = [f"w{i}" for i in range(3000)] + ["the", ",", ".", "of", "and"]
+    return [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, max_words))) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("elmo") / "tiny"
+    torch.manual_seed(0)
+    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir):
+    """The model run on one sentence at a time: words -> (L + 1, n, 2P) without <S> and </S>."""
+    model = ElmoModel.from_pretrained(model_dir).eval()
+    tokenizer = ElmoTokenizer.from_pretrained(model_dir)
+
+    def layers(words: list[str]) -> np.ndarray:
+        if not words:
+            return np.zeros((3, 0, 32), dtype=np.float32)
+        batch = tokenizer([words], is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            out = model(**batch, output_hidden_states=True)
+        return torch.stack(out.hidden_states)[:, 0, 1:-1].numpy()
+
+    return layers
+
+
+def run_embed(*args, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "modeling_elmo.embed", *map(str, args), "--threads", "1", "--quiet"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"elmo-embed failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return result
+
+
+def read_hdf5(path: Path) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as handle:
+        return {name: handle[name][()] for name in handle}
+
+
+# --------------------------------------------------------------------------------------------------
+# Layout and values
+# --------------------------------------------------------------------------------------------------
+
+
+def test_hdf5_layout_and_values_all_top_average(model_dir, reference, tmp_path):
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES)
+    outputs = {}
+    for mode in ("all", "top", "average"):
+        out = tmp_path / f"{mode}.hdf5"
+        result = run_embed(corpus, out, "--model", model_dir, f"--{mode}", "--batch_size", "3", "--window", "4")
+        assert f"wrote {out}" in result.stderr
+        outputs[mode] = read_hdf5(out)
+        assert sorted(outputs[mode], key=int) == [str(i) for i in range(len(SENTENCES))]
+    for i, line in enumerate(SENTENCES):
+        expected = reference(line.split())
+        got = outputs["all"][str(i)]
+        assert got.dtype == np.float32 and got.shape == expected.shape == (3, len(line.split()), 32)
+        assert np.abs(got - expected).max(initial=0) <= 1e-6
+        assert outputs["top"][str(i)].shape == expected.shape[1:]
+        assert np.abs(outputs["top"][str(i)] - expected[-1]).max(initial=0) <= 1e-6
+        assert np.abs(outputs["average"][str(i)] - expected.mean(0)).max(initial=0) <= 1e-6
+    assert outputs["all"]["1"].shape == (3, 0, 32) and outputs["top"]["3"].shape == (0, 32)  # empty lines
+    with h5py.File(tmp_path / "all.hdf5", "r") as handle:
+        assert handle.attrs["mode"] == "all" and int(handle.attrs["lines"]) == len(SENTENCES)
+    assert not (tmp_path / "all.hdf5.partial").exists()
+
+
+def test_parquet_output_and_datasets(model_dir, reference, tmp_path):
+    import datasets
+
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES)
+    for mode in ("top", "all"):
+        out = tmp_path / f"{mode}.parquet"
+        run_embed(corpus, out, "--model", model_dir, f"--{mode}", "--batch_size", "4")
+        table = datasets.Dataset.from_parquet(str(out))
+        assert sorted(table["line"]) == list(range(len(SENTENCES)))  # rows in any order, keyed by line
+        for row in table:
+            words = SENTENCES[row["line"]].split()
+            assert row["tokens"] == words
+            expected = reference(words)
+            expected = expected if mode == "all" else expected[-1]
+            if not words:  # an empty line: no vectors (three empty layers with --all)
+                assert row["embedding"] == ([[], [], []] if mode == "all" else [])
+                continue
+            got = np.asarray(row["embedding"], dtype=np.float32)
+            assert got.shape == expected.shape and np.abs(got - expected).max() <= 1e-6
+
+
+def test_output_does_not_depend_on_batch_size(model_dir, tmp_path):
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES + generated_lines(150, seed=1))
+    one = tmp_path / "one.hdf5"
+    many = tmp_path / "many.hdf5"
+    run_embed(corpus, one, "--model", model_dir, "--batch_size", "1")
+    run_embed(corpus, many, "--model", model_dir, "--batch_size", "64", "--batch_tokens", "100000")
+    a, b = read_hdf5(one), read_hdf5(many)
+    assert a.keys() == b.keys()
+    assert max(np.abs(a[k] - b[k]).max(initial=0) for k in a) <= 1e-6
+
+
+# --------------------------------------------------------------------------------------------------
+# Interruption and resumption
+# --------------------------------------------------------------------------------------------------
+
+
+def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog):
+    """Without the token cache a resumed run is bit-identical to an uninterrupted one (the same windows give the
+    same batches); with it, a token's layer 0 may come from an earlier batch, equal to rounding (<= 1e-7)."""
+    corpus = write_corpus(tmp_path / "in.txt", generated_lines(1500, seed=2))
+    whole = tmp_path / "whole.hdf5"
+    no_cache = ("--token_cache_size", "0")
+    run_embed(corpus, whole, "--model", model_dir, "--window", "50", *no_cache)
+    expected = read_hdf5(whole)
+
+    # 1. killed (SIGKILL) while writing its third chunk, on demand
+    out = tmp_path / "out.hdf5"
+    partial = tmp_path / "out.hdf5.partial"
+    killed = run_embed(
+        corpus, out, "--model", model_dir, "--window", "50", "--debug_kill_after_chunks", "2", *no_cache, check=False
+    )
+    assert killed.returncode == -signal.SIGKILL
+    assert not out.exists()
+    assert len(list(partial.glob("chunk-*.h5"))) == 2 and list(partial.glob("*.tmp"))
+    assert embed_main(corpus, out, "--model", model_dir, "--window", "50") == 2  # needs --resume (or --overwrite)
+    assert "--resume" in caplog.text
+    assert embed_main(corpus, out, "--model", model_dir, "--window", "25", "--resume") == 2  # other settings
+    assert "window" in caplog.text
+    resumed = run_embed(corpus, out, "--model", model_dir, "--window", "50", "--resume", *no_cache)
+    assert "resuming: 2 window(s)" in resumed.stderr
+    got = read_hdf5(out)
+    assert got.keys() == expected.keys() and all(np.array_equal(got[k], expected[k]) for k in expected)
+    assert not partial.exists()
+
+    # 2. killed from outside at an arbitrary moment after its first chunk was complete
+    out.unlink()
+    command = [sys.executable, "-m", "modeling_elmo.embed", str(corpus), str(out), "--model", str(model_dir),
+               "--window", "50", "--threads", "1", "--quiet"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list(partial.glob("chunk-*.h5")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    run_embed(corpus, out, "--model", model_dir, "--window", "50", "--resume")
+    got = read_hdf5(out)
+    assert got.keys() == expected.keys()
+    assert max(np.abs(got[k] - expected[k]).max(initial=0) for k in expected) <= 1e-7
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------------
+
+# VmHWM is this process's own peak RSS (ru_maxrss survives exec, so it would start at pytest's peak).
+_PEAK_RSS = """
+import runpy, sys
+sys.argv = ["elmo-embed", *sys.argv[1:]]
+try:
+    runpy.run_module("modeling_elmo.embed", run_name="__main__")
+except SystemExit as exit:
+    assert not exit.code, exit.code
+with open("/proc/self/status") as status:
+    print("PEAK_RSS_KB", next(line for line in status if line.startswith("VmHWM:")).split()[1])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads VmHWM from /proc/self/status")
+def test_memory_stays_flat_with_corpus_size(model_dir, tmp_path):
+    """Peak RSS of a 50,000-line corpus is that of a 5,000-line one: nothing is kept per line (--all keeps
+    150 MB of vectors for 50,000 lines, so holding them would show)."""
+    lines = generated_lines(50_000, seed=3)
+    peaks = {}
+    for count in (5_000, 50_000):
+        corpus = write_corpus(tmp_path / f"in{count}.txt", lines[:count])
+        args = [corpus, tmp_path / f"out{count}.hdf5", "--model", model_dir, "--all", "--window", "1000",
+                "--threads", "1", "--quiet"]
+        result = subprocess.run([sys.executable, "-c", _PEAK_RSS, *map(str, args)], cwd=REPO, capture_output=True,
+                                text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        peaks[count] = int(result.stdout.split("PEAK_RSS_KB")[-1]) / 1024
+    assert peaks[50_000] <= 1.08 * peaks[5_000], peaks
+
+
+# --------------------------------------------------------------------------------------------------
+# Bad input (in process: `main` is the command's entry point)
+# --------------------------------------------------------------------------------------------------
+
+
+def embed_main(*args) -> int:
+    return embed_module.main([*map(str, args), "--threads", "1", "--quiet"])
+
+
+def test_bad_lines_long_truncated_invalid_utf8(model_dir, reference, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    long_words = [f"w{i}" for i in range(12)]
+    data = b"\n".join(
+        [
+            b"good line",
+            " ".join(long_words).encode(),
+            b"bad \xff\xfe bytes",
+            b"y" * 200 + b" tail",
+            b"last line without newline",
+        ]
+    )
+    corpus = tmp_path / "bad.txt"
+    corpus.write_bytes(data)
+    out = tmp_path / "out.hdf5"
+    assert embed_main(corpus, out, "--model", model_dir, "--max_tokens", "5", "--max_line_chars", "100") == 0
+    got = read_hdf5(out)
+    assert sorted(got, key=int) == ["0", "1", "2", "3", "4"]
+    # a line of 12 words in pieces of 5: one vector per word, each piece with its own <S> </S>
+    expected = np.concatenate([reference(long_words[i : i + 5]) for i in (0, 5, 10)], axis=1)
+    assert got["1"].shape == (3, 12, 32) and np.abs(got["1"] - expected).max() <= 1e-6
+    # invalid UTF-8 replaced by U+FFFD; the over-long line truncated to its first 100 characters
+    assert np.abs(got["2"] - reference("bad \ufffd\ufffd bytes".split())).max() <= 1e-6
+    assert got["3"].shape == (3, 1, 32) and np.abs(got["3"] - reference(["y" * 100])).max() <= 1e-6
+    assert got["4"].shape == (3, 4, 32)
+    messages = caplog.text
+    assert "invalid UTF-8" in messages and "truncated" in messages and "in pieces" in messages
+
+    skipped = tmp_path / "skipped.hdf5"
+    assert embed_main(corpus, skipped, "--model", model_dir, "--encoding_errors", "skip") == 0
+    with h5py.File(skipped, "r") as handle:
+        assert "2" not in handle and "3" in handle
+        assert list(handle.attrs["skipped_lines"]) == [2]
+
+
+def test_bad_arguments_exit_2(model_dir, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES[:3])
+    out = tmp_path / "out.hdf5"
+    assert embed_main(corpus, out, "--model", model_dir) == 0
+    assert embed_main(corpus, out, "--model", model_dir) == 2 and "--overwrite" in caplog.text
+    assert embed_main(corpus, out, "--model", model_dir, "--overwrite") == 0
+    assert embed_main(corpus, out, "--model", model_dir, "--resume") == 0 and "nothing to do" in caplog.text
+    assert embed_main(corpus, out, "--model", model_dir, "--resume", "--overwrite") == 2
+    assert embed_main(tmp_path / "missing.txt", tmp_path / "x.hdf5", "--model", model_dir) == 2
+    assert embed_main(corpus, tmp_path / "x.hdf5", "--model", tmp_path / "no-model") == 2
+    assert embed_main(corpus, tmp_path / "x.hdf5", "--model", model_dir, "--batch_size", "0") == 2
+    assert "not found" in caplog.text
+    # the real command: a clear message and status 2
+    result = run_embed(corpus, tmp_path / "y.hdf5", "--model", tmp_path / "no-model", check=False)
+    assert result.returncode == 2 and "no-model" in result.stderr and "Traceback" not in result.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# datasets inputs
+# --------------------------------------------------------------------------------------------------
+
+
+def test_dataset_inputs(model_dir, reference, tmp_path):
+    import datasets
+
+    folder = tmp_path / "dataset"
+    datasets.Dataset.from_dict({"text": SENTENCES[:5], "label": list(range(5))}).save_to_disk(str(folder))
+    out = tmp_path / "from_folder.hdf5"
+    run_embed(folder, out, "--model", model_dir, "--top")
+    got = read_hdf5(out)
+    for i, line in enumerate(SENTENCES[:5]):
+        assert np.abs(got[str(i)] - reference(line.split())[-1]).max(initial=0) <= 1e-6
+
+    rows = tmp_path / "rows.jsonl"  # pre-split words in another column
+    rows.write_text("".join(json.dumps({"words": s.split()}) + "\n" for s in SENTENCES[:4]))
+    out = tmp_path / "from_jsonl.hdf5"
+    assert embed_main(rows, out, "--model", model_dir, "--text_column", "words", "--average") == 0
+    got = read_hdf5(out)
+    for i, line in enumerate(SENTENCES[:4]):
+        assert np.abs(got[str(i)] - reference(line.split()).mean(0)).max(initial=0) <= 1e-6
+    assert embed_main(folder, tmp_path / "bad.hdf5", "--model", model_dir, "--text_column", "nope") == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# The command is installed; the feature-extraction pipeline works with the model
+# --------------------------------------------------------------------------------------------------
+
+
+def test_command_is_declared_and_runs():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["elmo-embed"] == "modeling_elmo.embed:main"
+    result = subprocess.run([sys.executable, "-m", "modeling_elmo.embed", "--help"], capture_output=True, text=True,
+                            timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": ""})
+    assert result.returncode == 0 and "--resume" in result.stdout and "--average" in result.stdout
+
+
+def test_feature_extraction_pipeline(model_dir):
+    from transformers import pipeline
+
+    model = ElmoModel.from_pretrained(model_dir).eval()
+    tokenizer = ElmoTokenizer.from_pretrained(model_dir)
+    extractor = pipeline("feature-extraction", model=model, tokenizer=tokenizer)
+    text = "Deep contextualized word representations ."
+    got = torch.tensor(extractor(text))  # (1, tokens with <S> </S>, 2P)
+    with torch.no_grad():
+        expected = model(**tokenizer(text, return_tensors="pt")).last_hidden_state
+    assert got.shape == expected.shape and (got - expected).abs().max() <= 1e-6
+    batched = extractor([text, "short one"], batch_size=2)  # padded batch: real positions unchanged
+    assert (torch.tensor(batched[0]) - expected).abs().max() <= 1e-6
