@@ -285,9 +285,15 @@ def section_bulk(model, tokenizer, peak: Peak, repeats: int, device, lines: int)
     tokens = sum(len(words) + 2 for words in text)
     embedder = Embedder(model, tokenizer, "all", device, torch.float32)
     results = {"sentences": len(text), "tokens": tokens, "batches": len(batches)}
-    for name, implementation in (("reference (before)", "reference"), ("fast path (after)", "auto")):
+    variants = (
+        ("reference, no token cache (before)", "reference", False),
+        ("fast path, no token cache", "auto", False),
+        ("fast path + token cache (elmo-embed's default, after)", "auto", True),
+    )
+    for name, implementation, cache in variants:
         model.config.lstm_implementation = implementation
-        model.enable_token_cache(50_000)
+        if cache:
+            model.enable_token_cache(50_000)
         embedder(batches[0])  # warm-up
         runs = [timed_ratio(lambda: [embedder(b) for b in batches], tokens, flops, peak)
                 for _ in range(max(1, repeats // 2))]
@@ -432,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", default="model,fused,bulk,command,scaling",
                         help="comma-separated: model,fused,bulk,command,scaling,gpu")
     parser.add_argument("--bulk_lines", type=int, default=400, help="PTB validation lines for the bulk section")
+    parser.add_argument("--command_lines", type=int, default=2000, help="PTB validation lines for the command")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
@@ -467,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
             results["bulk"] = section_bulk(model, tokenizer, peak, args.repeats, device, args.bulk_lines)
             logger.info("bulk: %s", json.dumps(results["bulk"], indent=1))
         if "command" in sections:
-            results["command"] = section_command(model_dir, args.bulk_lines, args.threads)
+            results["command"] = section_command(model_dir, args.command_lines, args.threads)
             logger.info("command: %s", results["command"])
         if "scaling" in sections:
             results["scaling"] = section_scaling(model, tokenizer, device, max(1, args.repeats // 2))

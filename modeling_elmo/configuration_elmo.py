@@ -74,12 +74,14 @@ class ElmoConfig(PretrainedConfig):
         softmax_type (`str`): `"full"`, `"sampled"` or `"adaptive"` softmax for pretraining.
         num_sampled (`int`): negatives shared by the batch for the sampled softmax (8192 in bilm-tf).
         adaptive_cutoffs (`list[int]`): cluster boundaries of the adaptive softmax.
-        lstm_implementation (`str`): how the biLSTM runs; every choice gives the reference results (tested):
-            `"auto"` (default): `"fused"` when nothing is clipped and the model runs on CUDA, else `"loop"`;
-            `"loop"`: a step loop that works in place in preallocated buffers when no gradient is needed, and
-            the reference loop (autograd) when one is; `"fused"`: torch's LSTM kernel (cuDNN on GPU), only
-            for models without clipping (`cell_clip=None`, `proj_clip=None`), gradients included;
-            `"reference"`: always the plain reference loop. Not a property of the weights: switch it freely.
+        lstm_implementation (`str`): how the biLSTM runs; every choice gives the reference results to rounding
+            (tests/test_fast_paths.py). `"loop"`: when no gradient is needed, the inference loop (packed rows, state
+            updated in place, on the CPU oneDNN multiplies with weights packed once, and the same for the character
+            CNN); the autograd loop when one is. `"fused"`: torch's LSTM kernel (cuDNN on GPU), gradients included,
+            only for models without clipping (`cell_clip=None`, `proj_clip=None`). `"auto"` (default): `"fused"`
+            when nothing is clipped and the model runs on CUDA or is being trained, else `"loop"`. `"reference"`: the
+            plain loops (the definition the others are tested against). Not a property of the weights: switch it
+            freely, also on a loaded model (`model.config.lstm_implementation = ...`).
 
     Downstream use (the task heads `ElmoForSequenceClassification`, `ElmoForTokenClassification`; Peters et al.
     2018 section 3.3, ELMO_SPEC section 7). `num_labels`, `id2label`, `label2id` and `problem_type` are the usual

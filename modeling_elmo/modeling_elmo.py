@@ -466,9 +466,12 @@ class ElmoBiLstmLayer(nn.Module):
         needs_grad = _needs_grad(inputs, *state, *self.parameters())
         if needs_grad:
             self._inference_weights.clear()  # training: the weights are about to change
-        # "auto" takes torch's kernel where it is the faster exact path: unclipped models on GPU (cuDNN). On the CPU
-        # the loop is faster for inference (2x at the original size) and for training (5x; benchmarks/results_speed.md)
-        if choice == "fused" or (choice == "auto" and not self.clipped and inputs.device.type == "cuda"):
+        # "auto" takes torch's kernel where it is the faster exact path for unclipped models: on GPU (cuDNN), and for
+        # training on the CPU (10-20% faster than the autograd loop); CPU inference runs the oneDNN loop, 2x faster
+        # than the kernel at the original size (benchmarks/results_speed.md)
+        if choice == "fused" or (
+            choice == "auto" and not self.clipped and (inputs.device.type == "cuda" or needs_grad)
+        ):
             if self.clipped:
                 raise ValueError(
                     "lstm_implementation='fused' needs a model without clipping (torch's LSTM kernel has none): "
@@ -581,14 +584,13 @@ class ElmoBiLstmLayer(nn.Module):
             c_final = c0.to(state_dtype, copy=True)  # (2, B, C): updated in place, active rows are a prefix
             scratch = torch.empty((rows, cell), dtype=state_dtype, device=device)
             for d in range(2):
-                w_ih, w_hh, w_hr = (None if w is None else w[d].to(dtype) for w in self._matrices())
-                p_ih, p_hh, p_hr = packed[d] if packed is not None else (None, None, None)
-                inputs = _linear(x[d], w_ih, p_ih, bias=self.bias[d].to(dtype))  # (N, 4C)
+                p_ih, p_hh, p_hr = packed[d]  # oneDNN-packed weight_ih, weight_hh, weight_hr of this direction
+                inputs = _linear(x[d], None, p_ih, bias=self.bias[d].to(dtype))  # (N, 4C)
                 h_prev, c = h0[d, :rows].to(dtype), c_final[d]
                 offset = 0
                 for active in batch_sizes:
                     step = slice(offset, offset + active)
-                    gates = _linear(h_prev[:active], w_hh, p_hh, add=inputs[step])  # (b, 4C)
+                    gates = _linear(h_prev[:active], None, p_hh, add=inputs[step])  # (b, 4C)
                     gates[:, : 2 * cell].sigmoid_()  # input and forget gates
                     gates[:, 3 * cell :].sigmoid_()  # output gate
                     gates[:, 2 * cell : 3 * cell].tanh_()  # cell candidate
@@ -600,10 +602,7 @@ class ElmoBiLstmLayer(nn.Module):
                         c_t.clamp_(-self.cell_clip, self.cell_clip)
                     torch.tanh(c_t, out=hidden).mul_(out_gate)  # (b, C)
                     h_t = out[d, step]  # (b, P)
-                    if w_hr is not None:
-                        h_t.copy_(_linear(hidden.to(dtype), w_hr, p_hr))
-                    else:
-                        h_t.copy_(hidden)
+                    h_t.copy_(_linear(hidden.to(dtype), None, p_hr) if p_hr is not None else hidden)
                     if self.proj_clip is not None:
                         h_t.clamp_(-self.proj_clip, self.proj_clip)
                     h_prev = h_t

@@ -157,12 +157,13 @@ def test_fused_equals_reference_without_clipping(overrides):
 
 
 def test_auto_uses_fused_only_where_exact_and_faster():
-    """"auto" takes the fused kernel only for unclipped models on CUDA (cuDNN); on the CPU the loops are faster."""
+    """"auto" takes the fused kernel for unclipped models on CUDA (cuDNN) and for training; CPU inference runs the
+    (faster) loop, and clipped models never take the kernel."""
     clipped = tiny_model()
     unclipped = tiny_model(cell_clip=None, proj_clip=None)
     x = torch.zeros(2, 3, 2, 16)
     state = (torch.zeros(2, 2, 16), torch.zeros(2, 2, 32))
-    assert unclipped.bilm.layers[0].implementation(x, state) == "reference"  # training on the CPU
+    assert unclipped.bilm.layers[0].implementation(x, state) == "fused"  # training
     assert clipped.bilm.layers[0].implementation(x, state) == "reference"
     with torch.no_grad():
         assert unclipped.bilm.layers[0].implementation(x, state) == "loop"  # CPU inference: the oneDNN loop
