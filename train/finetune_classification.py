@@ -13,15 +13,12 @@ remote code), `train_results.json`, `eval_results.json` (accuracy) and `all_resu
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from dataclasses import dataclass, field
 
 import datasets
 import numpy as np
 from transformers import (
     AutoModelForSequenceClassification,
-    HfArgumentParser,
     Trainer,
     TrainingArguments,
     set_seed,
@@ -35,6 +32,7 @@ from .finetune_data import (
     limit,
     load_model,
     load_tokenizer,
+    parse_arguments,
     read_classification_file,
     split_text,
     train_and_evaluate,
@@ -94,20 +92,8 @@ def compute_metrics(eval_prediction) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = HfArgumentParser((ModelArguments, ClassificationHeadArguments, ClassificationDataArguments, TrainingArguments))
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        model_args, head_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
-    else:
-        model_args, head_args, data_args, training_args = parser.parse_args_into_dataclasses(argv)
-    logging.basicConfig(
-        format=f"%(asctime)s %(levelname)s [rank {training_args.process_index}] %(name)s: %(message)s",
-        level=logging.INFO if training_args.should_log else logging.WARNING,
-        force=True,
-    )
-    logger.warning(
-        "Process rank %d of world size %d (device %s)",
-        training_args.process_index, training_args.world_size, training_args.device,
+    model_args, head_args, data_args, training_args = parse_arguments(
+        (ModelArguments, ClassificationHeadArguments, ClassificationDataArguments, TrainingArguments), argv, logger
     )
     set_seed(training_args.seed)
 

@@ -385,3 +385,29 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logg
         logger.info("Wrote the model, the tokenizer and metrics (eval_results.json, all_results.json) to %s",
                     os.path.abspath(training_args.output_dir))
     return results
+
+
+def parse_arguments(dataclass_types, argv, logger) -> tuple:
+    """Parse the command line (or a single JSON file) into the dataclasses, the last being `TrainingArguments`,
+    and set up rank-aware logging; every process says its rank and the world size."""
+    import sys
+
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(dataclass_types)
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        parsed = parser.parse_json_file(os.path.abspath(argv[0]))
+    else:
+        parsed = parser.parse_args_into_dataclasses(argv)
+    training_args = parsed[-1]
+    logging.basicConfig(
+        format=f"%(asctime)s %(levelname)s [rank {training_args.process_index}] %(name)s: %(message)s",
+        level=logging.INFO if training_args.should_log else logging.WARNING,
+        force=True,
+    )
+    logger.warning(
+        "Process rank %d of world size %d (device %s)",
+        training_args.process_index, training_args.world_size, training_args.device,
+    )
+    return tuple(parsed)

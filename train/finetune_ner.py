@@ -16,14 +16,11 @@ tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), 
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from dataclasses import dataclass, field
 
 import datasets
 from transformers import (
     AutoModelForTokenClassification,
-    HfArgumentParser,
     Trainer,
     TrainingArguments,
     set_seed,
@@ -36,6 +33,7 @@ from .finetune_data import (
     limit,
     load_model,
     load_tokenizer,
+    parse_arguments,
     read_tagging_file,
     tag_list,
     train_and_evaluate,
@@ -105,20 +103,8 @@ def argmax_logits(logits, labels):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = HfArgumentParser((ModelArguments, TaggingHeadArguments, TaggingDataArguments, TrainingArguments))
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        model_args, head_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
-    else:
-        model_args, head_args, data_args, training_args = parser.parse_args_into_dataclasses(argv)
-    logging.basicConfig(
-        format=f"%(asctime)s %(levelname)s [rank {training_args.process_index}] %(name)s: %(message)s",
-        level=logging.INFO if training_args.should_log else logging.WARNING,
-        force=True,
-    )
-    logger.warning(
-        "Process rank %d of world size %d (device %s)",
-        training_args.process_index, training_args.world_size, training_args.device,
+    model_args, head_args, data_args, training_args = parse_arguments(
+        (ModelArguments, TaggingHeadArguments, TaggingDataArguments, TrainingArguments), argv, logger
     )
     set_seed(training_args.seed)
 
