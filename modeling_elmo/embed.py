@@ -191,13 +191,24 @@ def _open_dataset(path: Path, text_column: str, dataset_split: str | None):
     builder = DATA_FILE_BUILDERS.get(path.suffix.lower())
     if builder is None:
         raise EmbedError(f"--text_column needs a dataset folder or a {sorted(DATA_FILE_BUILDERS)} file, got {path}")
-    stream = datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True)
+    stream = iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True))
+    # The first row is read now, so that a wrong --text_column fails before any output is started.
+    first = next(stream, None)
+
+    def check(row: dict) -> dict:
+        if text_column not in row:
+            raise EmbedError(f"{path} has no column {text_column!r}; it has {sorted(row)} (--text_column)")
+        return row
+
+    if first is not None:
+        check(first)
 
     def rows():
+        if first is None:
+            return
+        yield first[text_column]
         for row in stream:
-            if text_column not in row:
-                raise EmbedError(f"{path} has no column {text_column!r}; it has {sorted(row)} (--text_column)")
-            yield row[text_column]
+            yield check(row)[text_column]
 
     stat = path.stat()
     return rows(), None, f"{stat.st_size}-{stat.st_mtime_ns}"

@@ -320,7 +320,10 @@ def test_dataset_inputs(model_dir, reference, tmp_path):
     got = read_hdf5(out)
     for i, line in enumerate(SENTENCES[:4]):
         assert np.abs(got[str(i)] - reference(line.split()).mean(0)).max(initial=0) <= 1e-6
-    assert embed_main(folder, tmp_path / "bad.hdf5", "--model", model_dir, "--text_column", "nope") == 2
+    for source in (folder, rows):  # a wrong column fails before any output, even for a streamed file
+        bad = tmp_path / f"bad-{source.name}.hdf5"
+        assert embed_main(source, bad, "--model", model_dir, "--text_column", "nope") == 2
+        assert not bad.exists() and not bad.with_name(bad.name + ".partial").exists()
 
 
 # --------------------------------------------------------------------------------------------------
