@@ -9,7 +9,8 @@ code (it imports `huggingface_hub`, a dependency of transformers, and this packa
   in `model-index`), so it parses and validates as the Hub expects.
 * `push_folder(folder, repo_id, ...)`: upload a folder written by `save_pretrained` (model, tokenizer, remote
   code) as one commit, creating the repository if needed. Used by the pretraining and conversion commands'
-  `--push_to_hub`; `model.push_to_hub(repo_id)` and `tokenizer.push_to_hub(repo_id)` work too.
+  `--push_to_hub`, and by `model.push_to_hub(repo_id)` of the Elmo classes (which save the model to a temporary
+  folder first); `tokenizer.push_to_hub(repo_id)` is transformers' own.
 
 Where the template is found: `model_card.md` next to this package (`modeling_elmo/model_card.md`, for an install
 that ships it as package data) or one level up (`Path(__file__).parents[1] / "model_card.md"`: the repository root
@@ -525,13 +526,16 @@ def push_folder(
     model_card: bool = True,
     ignore_patterns: Sequence[str] | None = None,
     endpoint: str | None = None,
+    create_pr: bool = False,
+    tags: Sequence[str] | None = None,
 ):
     """Upload a saved model folder (weights, config.json, remote code, tokenizer files, README.md) to the Hub.
 
     The repository is created when it does not exist. The upload is one commit: the repository gets all the files
     or none of them, and a push that fails can simply be run again (LFS files already uploaded are not sent again,
-    unchanged files are skipped). The folder is only read: when it has no README.md, the default model card
-    (`render_model_card` from its config.json) is added to the commit, not written into the folder.
+    unchanged files are skipped). The folder is only read: when it has no README.md and the repository has none
+    yet, the default model card (`render_model_card` from its config.json) is added to the commit, not written
+    into the folder; a card already in the repository is kept.
 
     Args:
         folder: a folder written by `save_pretrained` (model and/or tokenizer).
@@ -541,11 +545,13 @@ def push_folder(
         revision (`str`, *optional*): branch to commit to, created from main when absent (default: main).
         commit_message, commit_description (`str`): of the commit.
         exist_ok (`bool`): push to an existing repository (default); False raises if it exists.
-        model_card (`bool`): push the default model card as README.md when the folder has none (write your own
-            with `write_model_card` to give training facts and results).
+        model_card (`bool`): push the default model card as README.md when neither the folder nor the repository
+            has one (write your own with `write_model_card` to give training facts and results).
         ignore_patterns (`list[str]`, *optional*): more glob patterns of files to leave out (training state,
             `.git`, caches and `checkpoint-*` folders are always left out).
         endpoint (`str`, *optional*): the Hub's URL; defaults to `HF_ENDPOINT` or https://huggingface.co.
+        create_pr (`bool`): open a pull request with the files instead of committing to the branch.
+        tags (`list[str]`, *optional*): tags for the metadata of a default model card.
 
     Returns:
         `huggingface_hub.CommitInfo`: `commit_url`, `oid` (the commit id: pin it with `revision=` when loading),
@@ -580,11 +586,17 @@ def push_folder(
 
     if model_card and (folder / "config.json").is_file() and not (folder / "README.md").exists():
         try:
-            card = render_model_card(folder, model_id=repo_id)
+            stage = "looking for the repository's model card"
+            has_card = api.file_exists(repo_id, "README.md", revision=revision)
+        except Exception as err:
+            raise HubPushError(_explain(err, stage, where)) from err
+        try:
+            card = None if has_card else render_model_card(folder, model_id=repo_id, tags=tags)
         except Exception as err:  # a card is not worth failing the push for
             logger.warning("Pushing %s without a model card: it could not be rendered (%s)", folder, err)
         else:
-            operations.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card.encode("utf-8")))
+            if card is not None:
+                operations.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card.encode("utf-8")))
 
     stage = "uploading"
     try:
@@ -594,6 +606,7 @@ def push_folder(
             commit_message=commit_message,
             commit_description=commit_description,
             revision=revision,
+            create_pr=create_pr,
         )
     except Exception as err:  # HTTP errors, and the network errors of the HTTP client that huggingface_hub lets through
         raise HubPushError(_explain(err, stage, where)) from err

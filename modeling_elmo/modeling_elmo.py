@@ -10,7 +10,9 @@ This file travels to the Hub as remote code: it imports only torch, transformers
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
+import tempfile
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -821,6 +823,43 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 if tensor.device.type == "cpu" and tensor.data_ptr() % 64:
                     tensor.data = tensor.data.clone()
         return model
+
+    def push_to_hub(
+        self,
+        repo_id: str,
+        commit_message: str | None = None,
+        commit_description: str | None = None,
+        private: bool | None = None,
+        token: bool | str | None = None,
+        revision: str | None = None,
+        create_pr: bool = False,
+        max_shard_size: int | str | None = "50GB",
+        tags: list[str] | None = None,
+    ):
+        """Upload the model (weights, config.json with `auto_map`, the remote code) to the Hub in one commit, with
+        the ELMo model card (`model_card.md` filled from the config) as README.md when the repository has no card
+        yet. Arguments and return value (a `CommitInfo`) as `PreTrainedModel.push_to_hub`; a failure raises
+        `HubPushError` saying what went wrong and what to do.
+
+        The card and the single-commit push come from `modeling_elmo.hub_utils`, which does not travel with the
+        remote code: a model loaded as remote code where this project is not installed pushes as any other
+        transformers model, with transformers' generic card.
+        """
+        try:
+            hub_utils = importlib.import_module("modeling_elmo.hub_utils")
+        except ImportError:
+            extra = {} if tags is None else {"tags": tags}  # transformers' own push fails on an explicit tags=None
+            return super().push_to_hub(
+                repo_id, commit_message=commit_message, commit_description=commit_description, private=private,
+                token=token, revision=revision, create_pr=create_pr, max_shard_size=max_shard_size, **extra,
+            )
+        with tempfile.TemporaryDirectory() as folder:
+            self.save_pretrained(folder, max_shard_size=max_shard_size)
+            return hub_utils.push_folder(
+                folder, repo_id, token=token, private=private, revision=revision, create_pr=create_pr,
+                commit_message=commit_message or f"Upload {type(self).__name__}", commit_description=commit_description,
+                tags=[*(self.model_tags or []), *(tags or [])],
+            )
 
     def _initialize_weights(self, module, is_custom_code: bool = False):
         # transformers skips `_init_weights` for a module of remote code that has no parameters of its own

@@ -277,6 +277,12 @@ def test_push_uploads_weights_config_code_and_tokenizer(hub, round_trip):
     assert config["auto_map"]["AutoModelForPreTraining"] == "modeling_elmo.ElmoForPreTraining"
     for head in HEADS:
         assert config["auto_map"][head.replace("Elmo", "AutoModel")] == f"modeling_elmo.{head}"
+    # model.push_to_hub gives the ELMo model card (model_card.md filled from the config), and the tokenizer's
+    # push after it keeps that card.
+    for repo in (REPO_ID, CLS_REPO_ID) if "ElmoForSequenceClassification" in HEADS else (REPO_ID,):
+        card = ModelCard(hub.read(repo, "README.md").decode("utf-8"))
+        assert card.data.library_name == "transformers" and card.data.pipeline_tag == "feature-extraction", repo
+        assert "elmo" in card.data.tags and "@inproceedings{peters-etal-2018-deep" in card.text, repo
     tokenizer_config = json.loads(hub.read(REPO_ID, "tokenizer_config.json"))
     assert tokenizer_config["auto_map"]["AutoTokenizer"][0] == "tokenization_elmo.ElmoTokenizer"
     # The weights went through LFS; the history is the three pushes, newest first, on top of the initial commit.
@@ -310,6 +316,27 @@ def test_load_by_repo_id_with_remote_code_only(round_trip):
         torch.testing.assert_close(out[head + "_hidden"], ref["v2_hidden"], rtol=0, atol=1e-6)
     if "ElmoForSequenceClassification" in HEADS:  # and a head pushed whole comes back whole
         torch.testing.assert_close(out["cls_logits"], ref["cls_logits"], rtol=0, atol=1e-6)
+
+
+REMOTE_PUSH = """
+import json
+from transformers import AutoModel
+model = AutoModel.from_pretrained(__SOURCE__, trust_remote_code=True)
+info = model.push_to_hub(__TARGET__)
+print(json.dumps({"oid": info.oid, "module": type(model).__module__}))
+"""
+
+
+def test_model_loaded_as_remote_code_pushes_again(hub, round_trip):
+    """Where the project is not installed, the remote code's push_to_hub falls back to transformers' own."""
+    target = "elmo-org/pushed-from-remote-code"
+    code = REMOTE_PUSH.replace("__SOURCE__", repr(REPO_ID)).replace("__TARGET__", repr(target))
+    work = round_trip["work"]
+    out = _run(code, _hub_env(hub.url, work / "remote-push-home", token=TOKEN), cwd=work, isolated=True)
+    assert out["module"].startswith("transformers_modules.") and hub.head(target) == out["oid"]
+    files = hub.files(target)
+    assert {"config.json", "model.safetensors", "README.md", "modeling_elmo.py", "configuration_elmo.py"} <= set(files)
+    assert json.loads(hub.read(target, "config.json"))["auto_map"]["AutoModel"].endswith("modeling_elmo.ElmoModel")
 
 
 def test_pinned_revision_loads_that_commit(round_trip):
@@ -432,6 +459,16 @@ def test_push_folder_pushes_everything_with_the_model_card(hub, saved, tmp_path)
     branch = push_folder(folder, "elmo-org/pushed-folder", token=TOKEN, endpoint=hub.url, revision="dev")
     assert hub.head("elmo-org/pushed-folder", "dev") == branch.oid != info.oid
     assert hub.head("elmo-org/pushed-folder") == info.oid
+
+
+def test_push_folder_keeps_the_card_a_repository_has(hub, saved, tmp_path):
+    api = huggingface_hub.HfApi(endpoint=hub.url, token=TOKEN)
+    api.create_repo("elmo-org/own-card")
+    api.upload_file(path_or_fileobj=b"---\nlicense: mit\n---\n# My own card\n", path_in_repo="README.md",
+                    repo_id="elmo-org/own-card")
+    push_folder(_copy(saved, tmp_path), "elmo-org/own-card", token=TOKEN, endpoint=hub.url)
+    assert "model.safetensors" in hub.files("elmo-org/own-card")
+    assert hub.read("elmo-org/own-card", "README.md").decode() == "---\nlicense: mit\n---\n# My own card\n"
 
 
 def test_push_folder_to_the_token_owner_namespace(hub, saved, tmp_path):
