@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +42,47 @@ def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1")
     return env
+
+
+def _descendants(pid: int) -> list[int]:
+    """Process ids below `pid` (Linux /proc; empty elsewhere). torchrun starts its workers in sessions of
+    their own, so signalling the launcher's process group does not reach them."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def run_command(args: list[str], *, cwd, env: dict[str, str], timeout: int) -> subprocess.CompletedProcess:
+    """Run a real command and capture its output. One that does not finish in `timeout` seconds fails the test
+    with the Python stacks of all its processes (faulthandler on SIGABRT), so that a hang can be diagnosed."""
+    process = subprocess.Popen(args, cwd=cwd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in [*_descendants(process.pid), process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGABRT)
+        try:
+            stdout, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            for pid in [*_descendants(process.pid), process.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+        raise AssertionError(
+            f"{' '.join(map(str, args))} did not finish in {timeout} s. Its output and the stacks of its "
+            f"processes:\n{stdout[-3000:]}\n{stderr[-30000:]}"
+        ) from None
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
 
 
 # The project is installed in the environment (editable) for its commands; a user who loads a saved model

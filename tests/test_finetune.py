@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO, clean_env, shared_file
+from conftest import REPO, clean_env, run_command, shared_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
 
 from train.collators import ElmoDataCollatorForSequenceClassification, ElmoDataCollatorForTokenClassification
@@ -212,9 +212,9 @@ COMMON = ["--model_name_or_path", "tiny", "--use_cpu", "--report_to", "none", "-
           "--word_embedding_dim", "16", "--word_embedding_buckets", "512", "--representation_dropout", "0.1"]
 
 
-def run_command(args: list[str], cwd, timeout=300) -> subprocess.CompletedProcess:
+def run_finetune(args: list[str], cwd, timeout=300) -> subprocess.CompletedProcess:
     env = {**clean_env(), "OMP_NUM_THREADS": "1"}  # offline; tiny models gain nothing from more threads
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    result = run_command(args, cwd=cwd, env=env, timeout=timeout)
     if result.returncode != 0:
         raise AssertionError(f"{args} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
     return result
@@ -224,7 +224,7 @@ def run_command(args: list[str], cwd, timeout=300) -> subprocess.CompletedProces
 def test_finetune_classification_command_end_to_end(tmp_path):
     write_sst2_files(tmp_path)
     out = tmp_path / "out"
-    result = run_command(
+    result = run_finetune(
         [sys.executable, "-m", "train.finetune_classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
          "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out), "--num_train_epochs", "6",
          "--classifier_pooling", "max", "--word_split", "whitespace", "--max_eval_samples", "60"],
@@ -245,7 +245,7 @@ def test_finetune_classification_command_end_to_end(tmp_path):
 def test_finetune_ner_command_end_to_end(tmp_path):
     write_conll_files(tmp_path)
     out = tmp_path / "out"
-    run_command(
+    run_finetune(
         [sys.executable, "-m", "train.finetune_ner", *COMMON, "--train_file", str(tmp_path / "train.txt"),
          "--validation_file", str(tmp_path / "valid.txt"), "--output_dir", str(out), "--num_train_epochs", "6",
          "--token_classifier_encoder", "none"],
@@ -265,7 +265,7 @@ def test_finetune_ner_command_end_to_end(tmp_path):
 def test_finetune_classification_with_two_processes(tmp_path):
     write_sst2_files(tmp_path, train=256, dev=32)
     out = tmp_path / "out"
-    result = run_command(
+    result = run_finetune(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
          "-m", "train.finetune_classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
          "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out), "--num_train_epochs", "1"],

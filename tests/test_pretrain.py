@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, clean_env
+from conftest import REPO, clean_env, run_command
 
 import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes)
 
@@ -41,7 +40,7 @@ def pretrain(*args: str, launcher: list[str] | None = None, check: bool = True, 
     env = clean_env()
     env["PYTHONPATH"] = str(REPO)
     env["OMP_NUM_THREADS"] = "1"
-    result = subprocess.run(command, cwd=cwd or REPO, env=env, capture_output=True, text=True, timeout=600)
+    result = run_command(command, cwd=cwd or REPO, env=env, timeout=300)
     if check and result.returncode != 0:
         raise AssertionError(f"pretrain failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
     return result
@@ -110,14 +109,15 @@ def test_two_processes_train_one_model_and_resume(corpus, tmp_path):
     train, valid = corpus
     out = tmp_path / "ddp"
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m"]
+    ddp = [*COMMON, "--ddp_timeout", "120"]  # a process stuck waiting for its peer fails instead of hanging
     pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
-             "--max_steps", "4", "--save_steps", "2", *COMMON, launcher=launcher)
+             "--max_steps", "4", "--save_steps", "2", *ddp, launcher=launcher)
     summary = json.loads((out / "train_results.json").read_text())
     assert summary["processes"] == 2
     assert summary["parameters_identical_across_processes"] is True
     assert summary["tokens_seen"] == 4 * 2 * 4 * 8  # steps x processes x rows x window
     pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "6",
-             "--resume_from_checkpoint", "latest", *COMMON, launcher=launcher)
+             "--resume_from_checkpoint", "latest", *ddp, launcher=launcher)
     summary = json.loads((out / "train_results.json").read_text())
     assert summary["steps"] == 6 and summary["parameters_identical_across_processes"] is True
 

@@ -12,6 +12,7 @@ The output folder is a Hugging Face model folder (`AutoModel` gives the feature 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import logging
 import math
@@ -98,6 +99,10 @@ class PretrainArguments:
     hub_model_id: str | None = field(default=None)
     hub_private_repo: bool = field(default=False)
     use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even when a GPU is there."})
+    ddp_timeout: int = field(
+        default=1800,
+        metadata={"help": "Seconds a process waits for the others in a collective before the run fails (as Trainer's)."},
+    )
     disable_tqdm: bool = field(default=False)
 
     def __post_init__(self):
@@ -145,7 +150,7 @@ class NonFiniteLossError(RuntimeError):
 
 def make_accelerator(args: PretrainArguments):
     from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
+    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, ProjectConfiguration
 
     log_with = None
     if args.report_to == "auto":
@@ -159,7 +164,11 @@ def make_accelerator(args: PretrainArguments):
         log_with = args.report_to
     # Without cpu=True a CPU-only torchrun/accelerate launch silently gives independent single processes.
     cpu = args.use_cpu or not torch.cuda.is_available()
-    handlers = [DistributedDataParallelKwargs(find_unused_parameters=args.softmax == "adaptive")]
+    handlers = [
+        DistributedDataParallelKwargs(find_unused_parameters=args.softmax == "adaptive"),
+        # A process that waits for a dead or stuck peer fails after this long instead of hanging.
+        InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=args.ddp_timeout)),
+    ]
     return Accelerator(
         cpu=cpu,
         mixed_precision=args.mixed_precision,
