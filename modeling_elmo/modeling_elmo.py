@@ -149,7 +149,8 @@ class ElmoCharacterEncoder(nn.Module):
 
     With a token cache (`ElmoModel.enable_token_cache`), inference encodes each distinct token once: tokens
     repeated in the batch or seen in earlier calls skip the CNN. Layer 0 is context-independent, so the vectors
-    are those of the plain path (tested).
+    are those of the plain path (tested). Training encodes each distinct token of a batch once
+    (`_forward_distinct`); `lstm_implementation="reference"` turns both off.
     """
 
     def __init__(self, config: ElmoConfig):
@@ -176,9 +177,22 @@ class ElmoCharacterEncoder(nn.Module):
             self._inference_weights.clear()
             if cache is not None:
                 cache.clear()
+            if getattr(self.config, "lstm_implementation", "auto") != "reference" and not torch.compiler.is_compiling():
+                return self._forward_distinct(char_ids)
         elif cache is not None and char_ids.shape[0] > 0 and not torch.compiler.is_compiling():
             return self._forward_cached(char_ids, cache)
         return self.encode(char_ids)
+
+    def _forward_distinct(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Training: the CNN runs once per distinct token of the batch, and the vectors are gathered back. Natural
+        text repeats words ("the", ".", ...), so this saves a large part of the layer-0 work of a training step;
+        the gradient of a repeated token is summed over its positions, as the plain path sums it in the weights."""
+        if char_ids.shape[0] < 2:
+            return self.encode(char_ids)
+        distinct, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
+        if distinct.shape[0] == char_ids.shape[0]:
+            return self.encode(char_ids)
+        return self.encode(distinct)[inverse]
 
     def encode(self, char_ids: torch.Tensor) -> torch.Tensor:
         """The character CNN itself, without the cache: (N, 50) -> (N, P)."""

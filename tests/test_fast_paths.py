@@ -94,6 +94,31 @@ def test_loop_equals_reference_on_backward_streams():
     assert max_difference(outputs["reference"], outputs["loop"]) <= 1e-6
 
 
+def test_training_encodes_each_distinct_token_once_with_the_same_outputs_and_gradients(monkeypatch):
+    """With gradients, the character CNN runs on the distinct tokens of the batch only; the layer-0 vectors, the
+    outputs and every gradient are those of the plain path (lstm_implementation="reference")."""
+    model = tiny_model()
+    ids = random_char_ids([7, 5, 7], seed=4)
+    ids[1, :3] = ids[0, 2:5]  # repeated tokens, across rows and positions
+    ids[2, 6] = ids[0, 0]
+    encoded_rows = []
+    encode = modeling.ElmoCharacterEncoder.encode
+    monkeypatch.setattr(modeling.ElmoCharacterEncoder, "encode",
+                        lambda self, char_ids: encoded_rows.append(char_ids.shape[0]) or encode(self, char_ids))
+    results = {}
+    for implementation in ("reference", "auto"):
+        model.zero_grad(set_to_none=True)
+        out = run(model, implementation, ids, grad=True)
+        (out.last_hidden_state.square().sum() + out.hidden_states[0].sum()).backward()
+        results[implementation] = out, {n: p.grad.clone() for n, p in model.named_parameters()}
+    distinct = torch.unique(ids[ids.abs().sum(-1) > 0], dim=0).shape[0]
+    assert encoded_rows == [19, distinct] and distinct == 15  # all real tokens, then the distinct ones
+    assert max_difference(results["reference"][0], results["auto"][0]) <= 1e-6
+    for name, grad in results["reference"][1].items():
+        # summed in another order: equal to rounding, relative to the largest entry of each gradient
+        assert (results["auto"][1][name] - grad).abs().max() <= 1e-5 * grad.abs().max().clamp(min=1), name
+
+
 def test_loop_is_used_only_without_gradients():
     model = tiny_model()
     layer = model.bilm.layers[0]
