@@ -28,6 +28,7 @@ from .collators import ElmoDataCollatorForSequenceClassification
 from .finetune_data import (
     ModelArguments,
     accuracy,
+    end_distributed,
     label_list,
     limit,
     load_model,
@@ -141,3 +142,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     main()
+    end_distributed()

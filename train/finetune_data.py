@@ -387,6 +387,20 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logg
     return results
 
 
+def end_distributed() -> None:
+    """Destroy torch.distributed's process group, if any, once the Trainer and its DDP wrapper are gone (call it
+    after `main` returns): then the group's destructor runs while the interpreter is fully alive and with the GIL
+    released, not at interpreter exit, where a gloo worker thread still freeing tensors can hang or crash it (the
+    same teardown deadlock that `train.pretrain` avoids)."""
+    import gc
+
+    import torch.distributed as dist
+
+    gc.collect()
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def parse_arguments(dataclass_types, argv, logger) -> tuple:
     """Parse the command line (or a single JSON file) into the dataclasses, the last being `TrainingArguments`,
     and set up rank-aware logging; every process says its rank and the world size."""

@@ -29,6 +29,7 @@ from transformers import (
 from .collators import LABEL_PAD_ID, ElmoDataCollatorForTokenClassification
 from .finetune_data import (
     ModelArguments,
+    end_distributed,
     entity_scores,
     limit,
     load_model,
@@ -149,3 +150,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     main()
+    end_distributed()
