@@ -1,6 +1,7 @@
 """Pretraining benchmarks on CPU: training tokens/s at the `small` preset, and PTB perplexity after a fixed budget.
 
     python -m benchmarks.bench_pretrain speed      # tokens/s of train.pretrain, preset small, 2 threads
+    python -m benchmarks.bench_pretrain compare    # the same, distinct-token character CNN against every token
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
 
 Both run the real command (`python -m train.pretrain`) in a subprocess and read what it wrote
@@ -39,19 +40,42 @@ def machine() -> str:
     return f"{model or platform.processor()}, {os.cpu_count()} cores, {platform.python_version()}"
 
 
-def speed(steps: int, threads: int, batch: int, softmax: str) -> dict:
+def speed(steps: int, threads: int, batch: int, softmax: str, implementation: str = "auto",
+          logging_steps: int = 5) -> dict:
+    """Tokens/s of train.pretrain at the `small` preset. `implementation` is the config's `lstm_implementation`:
+    in training, "reference" runs the character CNN on every token and "auto" on each distinct token once."""
     train = PTB / "ptb.train.txt"
     if not train.exists():
         sys.exit(f"{train} is absent")
+    from modeling_elmo import ElmoConfig
+
     with tempfile.TemporaryDirectory() as tmp:
-        run_pretrain(["--train_file", str(train), "--output_dir", tmp, "--overwrite_output_dir", "--preset", "small",
+        config = Path(tmp) / "config.json"
+        ElmoConfig.from_preset("small", lstm_implementation=implementation).to_json_file(config)
+        out = Path(tmp) / "out"
+        run_pretrain(["--train_file", str(train), "--output_dir", str(out), "--config_file", str(config),
                       "--max_steps", str(steps), "--per_device_batch_size", str(batch), "--unroll_steps", "20",
-                      "--softmax", softmax, "--logging_steps", "5", "--report_to", "none", "--disable_tqdm"], threads)
-        log = [json.loads(line) for line in open(Path(tmp) / "train_log.jsonl")]
+                      "--softmax", softmax, "--logging_steps", str(logging_steps), "--report_to", "none",
+                      "--disable_tqdm"], threads)
+        log = [json.loads(line) for line in open(out / "train_log.jsonl")]
     rates = [r["tokens_per_second"] for r in log[1:]]  # the first window includes start-up
-    return {"preset": "small", "threads": threads, "batch": f"{batch} x 20 tokens", "softmax": softmax,
-            "steps": steps, "median_tokens_per_second": round(statistics.median(rates), 1),
-            "min": round(min(rates), 1), "max": round(max(rates), 1), "machine": machine()}
+    return {"preset": "small", "lstm_implementation": implementation, "threads": threads,
+            "batch": f"{batch} x 20 tokens", "softmax": softmax, "steps": steps,
+            "median_tokens_per_second": round(statistics.median(rates), 1), "min": round(min(rates), 1),
+            "max": round(max(rates), 1), "load_average": round(os.getloadavg()[0], 1), "machine": machine()}
+
+
+def compare(steps: int, threads: int, batch: int, softmax: str, rounds: int) -> dict:
+    """auto (distinct tokens once) against reference (every token), alternating, in one run: the ratio of medians."""
+    runs = {"auto": [], "reference": []}
+    for _ in range(rounds):
+        for implementation in runs:
+            result = speed(steps, threads, batch, softmax, implementation, logging_steps=2)
+            runs[implementation].append(result["median_tokens_per_second"])
+    medians = {k: statistics.median(v) for k, v in runs.items()}
+    return {"runs_tokens_per_second": runs, "median": medians,
+            "speed-up": round(medians["auto"] / medians["reference"], 2), "steps_per_run": steps,
+            "batch": f"{batch} x 20 tokens", "softmax": softmax, "threads": threads, "machine": machine()}
 
 
 def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
@@ -68,7 +92,8 @@ def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["speed", "ptb"])
+    parser.add_argument("what", choices=["speed", "compare", "ptb"])
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of `compare`")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=32)
@@ -78,6 +103,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "speed":
         result = speed(args.steps or 30, args.threads, args.batch, args.softmax)
+    elif args.what == "compare":
+        result = compare(args.steps or 8, args.threads, args.batch, args.softmax, args.rounds)
     else:
         result = ptb(args.steps or 2000, args.threads, args.output_dir, args.extra)
     print(json.dumps(result, indent=2))  # a benchmark's report: printed for the person running it
