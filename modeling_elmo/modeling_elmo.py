@@ -988,11 +988,19 @@ class ElmoModel(ElmoPreTrainedModel):
 
     def embed_tokens(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Layer 0 for the real positions only: (B, T, 50), (B, T) -> (B, T, P), zeros at padding."""
-        flat_ids = input_ids[mask]  # (N, 50): no work on padding
-        encoded = self.char_encoder(flat_ids.long())
-        out = encoded.new_zeros(*mask.shape, encoded.shape[-1])
-        out[mask] = encoded
-        return out
+        return self._embed_streams([input_ids], mask)[0]
+
+    def _embed_streams(self, streams: list[torch.Tensor], mask: torch.Tensor) -> list[torch.Tensor]:
+        """`embed_tokens` of several id tensors with the same padding (the forward and the backward stream of
+        stream training) in one pass of the character encoder, so that a word both streams hold is encoded once."""
+        flat = [ids[mask] for ids in streams]  # (N, 50) each: no work on padding
+        encoded = self.char_encoder((torch.cat(flat) if len(flat) > 1 else flat[0]).long())
+        outputs = []
+        for part in encoded.split([f.shape[0] for f in flat]):
+            out = part.new_zeros(*mask.shape, part.shape[-1])
+            out[mask] = part
+            outputs.append(out)
+        return outputs
 
     # ----- token cache (inference): layer 0 of frequent tokens without the character CNN --------------------------
     def enable_token_cache(self, max_size: int = 50_000) -> None:
@@ -1102,7 +1110,6 @@ class ElmoModel(ElmoPreTrainedModel):
         batch, steps = input_ids.shape[:2]
         mask = torch.arange(steps, device=input_ids.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
 
-        tokens = self.embed_tokens(input_ids, mask)  # (B, T, P)
         backward_tokens = None
         if backward_input_ids is not None:
             if backward_input_ids.shape != input_ids.shape:
@@ -1112,7 +1119,9 @@ class ElmoModel(ElmoPreTrainedModel):
                 )
             if not torch.equal(self._check_inputs(backward_input_ids, None), lengths):
                 raise ValueError("backward_input_ids must have the same number of tokens as input_ids in every row")
-            backward_tokens = self.embed_tokens(backward_input_ids, mask)
+            tokens, backward_tokens = self._embed_streams([input_ids, backward_input_ids], mask)  # (B, T, P) each
+        else:
+            tokens = self.embed_tokens(input_ids, mask)  # (B, T, P)
         if state is None:
             state = self.zero_state(batch, device=tokens.device, dtype=tokens.dtype)
         else:

@@ -119,6 +119,35 @@ def test_training_encodes_each_distinct_token_once_with_the_same_outputs_and_gra
         assert (results["auto"][1][name] - grad).abs().max() <= 1e-5 * grad.abs().max().clamp(min=1), name
 
 
+def test_stream_training_encodes_both_streams_in_one_pass(monkeypatch):
+    """Stream training feeds the backward LM its own stream: both streams go through the character CNN together,
+    a word they share once, with the outputs and gradients of encoding each stream on its own."""
+    model = tiny_model()
+    ids, backward = random_char_ids([6, 4, 6], seed=1), random_char_ids([6, 4, 6], seed=2)
+    backward[0, :2] = ids[1, :2]  # words both streams hold
+    encoded_rows = []
+    encode = modeling.ElmoCharacterEncoder.encode
+    monkeypatch.setattr(modeling.ElmoCharacterEncoder, "encode",
+                        lambda self, char_ids: encoded_rows.append(char_ids.shape[0]) or encode(self, char_ids))
+    together = modeling.ElmoModel._embed_streams
+
+    def one_by_one(self, streams, mask):
+        return [together(self, [stream], mask)[0] for stream in streams]
+
+    results = {}
+    for name, embed in (("one by one", one_by_one), ("together", together)):
+        monkeypatch.setattr(modeling.ElmoModel, "_embed_streams", embed)
+        model.zero_grad(set_to_none=True)
+        out = model(ids, backward_input_ids=backward, use_cache=True, output_hidden_states=True)
+        out.last_hidden_state.square().sum().backward()
+        results[name] = out, {n: p.grad.clone() for n, p in model.named_parameters()}
+    tokens = torch.cat([ids[ids.abs().sum(-1) > 0], backward[backward.abs().sum(-1) > 0]])
+    assert encoded_rows[2:] == [torch.unique(tokens, dim=0).shape[0]] and len(encoded_rows) == 3
+    assert max_difference(results["one by one"][0], results["together"][0]) <= 1e-6
+    for name, grad in results["one by one"][1].items():
+        assert (results["together"][1][name] - grad).abs().max() <= 1e-5 * grad.abs().max().clamp(min=1), name
+
+
 def test_loop_is_used_only_without_gradients():
     model = tiny_model()
     layer = model.bilm.layers[0]
