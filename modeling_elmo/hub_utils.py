@@ -12,9 +12,9 @@ code (it imports `huggingface_hub`, a dependency of transformers, and this packa
   `--push_to_hub`, and by `model.push_to_hub(repo_id)` of the Elmo classes (which save the model to a temporary
   folder first); `tokenizer.push_to_hub(repo_id)` is transformers' own.
 
-Where the template is found: `model_card.md` next to this package (`modeling_elmo/model_card.md`, for an install
-that ships it as package data) or one level up (`Path(__file__).parents[1] / "model_card.md"`: the repository root
-of a checkout or an editable install). When neither exists, a minimal template embedded here is used, with a
+Where the template is found: `modeling_elmo/model_card.md`, a link to the repository's top-level `model_card.md`
+that wheels ship as a file (package data), or one level up (`Path(__file__).parents[1] / "model_card.md"`, for a
+checkout whose file system kept no link). When neither exists, a minimal template embedded here is used, with a
 warning.
 """
 
