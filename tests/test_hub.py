@@ -621,8 +621,10 @@ def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
     ModelCard(card).validate()
 
 
-def test_model_card_template_is_found_at_the_repo_root():
-    assert hub_utils.find_model_card_template() == REPO / "model_card.md"
+def test_model_card_template_is_the_repository_file():
+    found = hub_utils.find_model_card_template()
+    assert found is not None and found.resolve() == (REPO / "model_card.md").resolve()
+    assert found.read_text() == (REPO / "model_card.md").read_text()
 
 
 def test_model_card_validates_against_the_hub_api(hub, monkeypatch):
