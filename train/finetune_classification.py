@@ -31,8 +31,7 @@ from .finetune_data import (
     end_distributed,
     label_list,
     limit,
-    load_model,
-    load_tokenizer,
+    load_task_model,
     parse_arguments,
     read_classification_file,
     split_text,
@@ -110,24 +109,13 @@ def main(argv: list[str] | None = None) -> dict:
     label2id = {label: i for i, label in enumerate(labels)}
     logger.info("%d training and %d validation examples, labels %s", len(train_examples), len(eval_examples), labels)
 
-    head = {"id2label": dict(enumerate(labels)), "label2id": label2id}
-    if head_args.classifier_pooling is not None:
-        head["classifier_pooling"] = head_args.classifier_pooling
-    model = load_model(model_args, AutoModelForSequenceClassification, head)
-    tokenizer = load_tokenizer(model_args, model.config)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    logger.info(
-        "%s: %d parameters, %d trainable (biLM %s, pooling %s, mix %s)", type(model).__name__,
-        model.num_parameters(), trainable, "frozen" if model.config.freeze_bilm else "fine-tuned",
-        model.config.classifier_pooling, model.config.scalar_mix,
-    )
+    model, tokenizer = load_task_model(model_args, training_args, AutoModelForSequenceClassification, label2id,
+                                       "classifier_pooling", head_args.classifier_pooling, logger)
 
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = encode(train_examples, tokenizer, label2id, data_args)
         eval_dataset = encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
 
-    if training_args.ddp_find_unused_parameters is None:  # DDP: only extra, unused mixes leave parameters idle
-        training_args.ddp_find_unused_parameters = model.config.num_output_representations > 1
     trainer = Trainer(
         model=model,
         args=training_args,

@@ -335,6 +335,27 @@ def load_model(model_args: ModelArguments, auto_class, head_overrides: dict):
     )
 
 
+def load_task_model(model_args: ModelArguments, training_args, auto_class, label2id: dict[str, int],
+                    head_option: str, head_value, logger):
+    """The head `auto_class` for the labels of `label2id` (with `head_option` set to `head_value` when given, e.g.
+    the pooling) and its tokenizer, logged with its size; and DDP's `find_unused_parameters` default for it when
+    none was given."""
+    head = {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
+    if head_value is not None:
+        head[head_option] = head_value
+    model = load_model(model_args, auto_class, head)
+    tokenizer = load_tokenizer(model_args, model.config)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    logger.info(
+        "%s: %d parameters, %d trainable (biLM %s, %s %s, mix %s)", type(model).__name__, model.num_parameters(),
+        trainable, "frozen" if model.config.freeze_bilm else "fine-tuned", head_option,
+        getattr(model.config, head_option), model.config.scalar_mix,
+    )
+    if training_args.ddp_find_unused_parameters is None:  # DDP: only extra, unused mixes leave parameters idle
+        training_args.ddp_find_unused_parameters = model.config.num_output_representations > 1
+    return model, tokenizer
+
+
 def load_tokenizer(model_args: ModelArguments, config):
     """The model's tokenizer if it has one, else a default `ElmoTokenizer` (the characters need no vocabulary)."""
     from transformers import AutoTokenizer

@@ -32,8 +32,7 @@ from .finetune_data import (
     end_distributed,
     entity_scores,
     limit,
-    load_model,
-    load_tokenizer,
+    load_task_model,
     parse_arguments,
     read_tagging_file,
     tag_list,
@@ -117,24 +116,13 @@ def main(argv: list[str] | None = None) -> dict:
     tag2id = {tag: i for i, tag in enumerate(tags)}
     logger.info("%d training and %d validation sentences, tags %s", len(train_sentences), len(eval_sentences), tags)
 
-    head = {"id2label": dict(enumerate(tags)), "label2id": tag2id}
-    if head_args.token_classifier_encoder is not None:
-        head["token_classifier_encoder"] = head_args.token_classifier_encoder
-    model = load_model(model_args, AutoModelForTokenClassification, head)
-    tokenizer = load_tokenizer(model_args, model.config)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    logger.info(
-        "%s: %d parameters, %d trainable (biLM %s, encoder %s, mix %s)", type(model).__name__,
-        model.num_parameters(), trainable, "frozen" if model.config.freeze_bilm else "fine-tuned",
-        model.config.token_classifier_encoder, model.config.scalar_mix,
-    )
+    model, tokenizer = load_task_model(model_args, training_args, AutoModelForTokenClassification, tag2id,
+                                       "token_classifier_encoder", head_args.token_classifier_encoder, logger)
 
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = encode(train_sentences, tokenizer, tag2id, data_args.max_seq_length)
         eval_dataset = encode(eval_sentences, tokenizer, tag2id, data_args.max_seq_length) if eval_sentences else None
 
-    if training_args.ddp_find_unused_parameters is None:  # DDP: only extra, unused mixes leave parameters idle
-        training_args.ddp_find_unused_parameters = model.config.num_output_representations > 1
     trainer = Trainer(
         model=model,
         args=training_args,
