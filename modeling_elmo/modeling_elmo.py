@@ -25,6 +25,7 @@ from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput, logging
 
+from .character_ids import BOS_CHAR_ID, BOW_ID, EOS_CHAR_ID, EOW_ID
 from .configuration_elmo import ElmoConfig
 
 logger = logging.get_logger(__name__)
@@ -1358,9 +1359,6 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
 # Downstream use: scalar mix and task heads (Peters et al. 2018 section 3.3, ELMO_SPEC section 7)
 # --------------------------------------------------------------------------------------------------
 
-# Character ids of the sentence boundary tokens, +1 shift included (ELMO_SPEC section 1):
-# <S> = [BOW, 257, EOW, pad...] and </S> = [BOW, 258, EOW, pad...].
-_BOW_CHAR, _BOS_CHAR, _EOS_CHAR, _EOW_CHAR = 259, 257, 258, 260
 # Polynomial hash of a token's character ids for the hashed word embedding (a Mersenne prime keeps the
 # products in int64: 261 * 2**31 * 50 < 2**63).
 _HASH_BASE, _HASH_MODULUS = 263, 2**31 - 1
@@ -1369,7 +1367,7 @@ _HASH_BASE, _HASH_MODULUS = 263, 2**31 - 1
 def sentence_boundary_mask(input_ids: torch.Tensor) -> torch.Tensor:
     """(B, T, 50) character ids -> (B, T) bool, True at `<S>` and `</S>` tokens."""
     first, second, third = input_ids[..., 0], input_ids[..., 1], input_ids[..., 2]
-    return (first == _BOW_CHAR) & ((second == _BOS_CHAR) | (second == _EOS_CHAR)) & (third == _EOW_CHAR)
+    return (first == BOW_ID) & ((second == BOS_CHAR_ID) | (second == EOS_CHAR_ID)) & (third == EOW_ID)
 
 
 class ElmoScalarMix(nn.Module):

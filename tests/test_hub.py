@@ -49,7 +49,7 @@ SENTENCES = ["The cat sat on the mat .", "ELMo reads characters", "Short"]
 HEADS = [
     name for name in ("ElmoForSequenceClassification", "ElmoForTokenClassification") if hasattr(modeling_elmo, name)
 ]
-REMOTE_CODE = ["configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"]
+REMOTE_CODE = ["character_ids.py", "configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"]
 
 
 def _tiny_config(**overrides) -> ElmoConfig:
@@ -167,10 +167,11 @@ def fail_next(stage, action):
     request = urllib.request.Request(os.environ["HF_ENDPOINT"] + "/_control/fail", data=body, method="POST")
     urllib.request.urlopen(request).read()
 
-import hashlib, modeling_elmo.configuration_elmo, modeling_elmo.modeling_elmo, tokenization.tokenization_elmo
+import hashlib, modeling_elmo.character_ids, modeling_elmo.configuration_elmo, modeling_elmo.modeling_elmo, tokenization.tokenization_elmo
 out = {"sources": {
     os.path.basename(m.__file__): hashlib.sha256(open(m.__file__, "rb").read()).hexdigest()
-    for m in (modeling_elmo.configuration_elmo, modeling_elmo.modeling_elmo, tokenization.tokenization_elmo)
+    for m in (modeling_elmo.character_ids, modeling_elmo.configuration_elmo, modeling_elmo.modeling_elmo,
+              tokenization.tokenization_elmo)
 }}
 tokenizer = ElmoTokenizer.from_pretrained(f"{root}/v1")
 out["v1_model"] = AutoModelForPreTraining.from_pretrained(f"{root}/v1").push_to_hub(repo).oid

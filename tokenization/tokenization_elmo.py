@@ -3,8 +3,8 @@
 This file travels to the Hub as remote code, copied flat next to the model files: it imports only the standard
 library, numpy (a dependency of transformers), torch and transformers.
 
-Character ids: the only place they are defined
------------------------------------------------
+Character ids (their values are defined once, in `character_ids.py`)
+---------------------------------------------------------------------
 Every token (a word) becomes a row of `max_characters_per_token` (50) character ids, exactly as in the original
 implementations (allennlp `ELMoCharacterMapper`, bilm-tf `UnicodeCharsVocabulary`, see ELMO_SPEC section 1):
 
@@ -57,20 +57,19 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import TensorType
 
-logger = logging.getLogger(__name__)
+from .character_ids import (
+    BOS_CHAR_ID,
+    BOW_ID,
+    BYTE_OFFSET,
+    CHAR_PAD_ID,
+    EOS_CHAR_ID,
+    EOW_ID,
+    MAX_CHARACTERS_PER_TOKEN,
+    NUM_CHARACTER_IDS,
+    PADDING_ID,
+)
 
-# ---------------------------------------------------------------------------------------------------------------
-# Character ids (see the module docstring: this block is the single definition used everywhere below).
-# ---------------------------------------------------------------------------------------------------------------
-MAX_CHARACTERS_PER_TOKEN = 50
-PADDING_ID = 0  # the padding token is a row of zeros; a position is real iff any of its ids is > 0
-BYTE_OFFSET = 1  # byte b -> id b + 1
-BOS_CHAR_ID = 257  # begin-of-sentence character (256 + 1)
-EOS_CHAR_ID = 258  # end-of-sentence character (257 + 1)
-BOW_ID = 259  # begin of word (258 + 1)
-EOW_ID = 260  # end of word (259 + 1)
-CHAR_PAD_ID = 261  # padding character inside a word row (260 + 1)
-NUM_CHARACTER_IDS = 262  # = ElmoConfig.char_vocab_size
+logger = logging.getLogger(__name__)
 
 BOS_TOKEN = "<S>"
 EOS_TOKEN = "</S>"

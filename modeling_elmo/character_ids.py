@@ -1,0 +1,20 @@
+"""Character ids of ELMo: the one definition, used by the model, the tokenizer and the converters.
+
+`tokenization/character_ids.py` is a link to this file, so that each package imports it relatively (`from
+.character_ids import ...`) and each carries a real copy of it when it travels to the Hub as remote code
+(`save_pretrained` copies a module's relative imports next to it). See `docs/architecture.md` ("Character ids").
+
+Every token is a row of `MAX_CHARACTERS_PER_TOKEN` ids: `[BOW, byte + 1, ..., EOW, CHAR_PAD, ...]`. The ids
+include the +1 shift of the original inference code, so that id 0 is free for padding (a padding token is a row
+of zeros: a position is real iff any of its ids is > 0).
+"""
+
+MAX_CHARACTERS_PER_TOKEN = 50
+PADDING_ID = 0  # the padding token is a row of zeros; a position is real iff any of its ids is > 0
+BYTE_OFFSET = 1  # byte b -> id b + 1
+BOS_CHAR_ID = 257  # begin-of-sentence character (256 + 1)
+EOS_CHAR_ID = 258  # end-of-sentence character (257 + 1)
+BOW_ID = 259  # begin of word (258 + 1)
+EOW_ID = 260  # end of word (259 + 1)
+CHAR_PAD_ID = 261  # padding character inside a word row (260 + 1)
+NUM_CHARACTER_IDS = 262  # = ElmoConfig.char_vocab_size

@@ -1,0 +1,1 @@
+../modeling_elmo/character_ids.py
