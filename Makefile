@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine (Python >= 3.10, no torch needed beforehand):
 #   make demo   trains a small ELMo on a generated corpus and shows what its vectors are for
-#   make test   runs the test suite
+#   make test   runs the test suite (make test-fast: the fast core, pytest -m "not slow", a few minutes)
 # Both create .venv with the CPU build of torch (constraints.txt pins it, so no CUDA packages are pulled).
 
 PYTHON ?= python3
@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint clean
+.PHONY: demo test test-fast lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
