@@ -569,7 +569,10 @@ def push_folder(
     if (folder / "config.json").is_file() and not code:
         logger.warning("%s/config.json has no auto_map: the repository will only open where this project is installed",
                        folder)
-    operations = _folder_operations(folder, ignore_patterns)
+    # A pretraining folder also holds its run (train.pretrain's checkpoints/ with optimizer and RNG state, its
+    # logs): the Hub gets the model, tokenizer, card and code only.
+    run_state = ("checkpoints/*", "logs/*", "runs/*", "train_log.jsonl")
+    operations = _folder_operations(folder, [*run_state, *(ignore_patterns or [])])
     if not operations:
         raise FileNotFoundError(f"cannot push {folder}: it holds no files to upload")
 
