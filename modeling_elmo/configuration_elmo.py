@@ -167,7 +167,6 @@ class ElmoConfig(PretrainedConfig):
         self.use_skip_connections = use_skip_connections
         self.dropout = dropout
         self.initializer_range = initializer_range
-        self.vocab_size = vocab_size
         self.softmax_type = softmax_type
         self.num_sampled = num_sampled
         self.adaptive_cutoffs = list(adaptive_cutoffs) if adaptive_cutoffs is not None else None
@@ -187,6 +186,11 @@ class ElmoConfig(PretrainedConfig):
         self.head_hidden_size = head_hidden_size
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
         super().__init__(**kwargs)
+        # Set after transformers' own check of the special-token ids (it compares every `*_token_id` with
+        # `vocab_size`, and warns): our token ids (the tokenizer's <S>, </S>, padding, which Trainer copies into the
+        # config) are character ids, while `vocab_size` counts the softmax's words (0 in a task model).
+        # `validate` checks them against `char_vocab_size` instead.
+        self.vocab_size = vocab_size
         self.validate()
 
     # Names the rest of the transformers ecosystem looks for.
@@ -218,6 +222,15 @@ class ElmoConfig(PretrainedConfig):
             positive_int(name)
         for name in ("num_highway_layers", "vocab_size"):
             positive_int(name, allow_zero=True)
+        for name, value in vars(self).items():
+            ids = value if isinstance(value, list) else [value]
+            if name.endswith("_token_id") and not all(
+                i is None or (isinstance(i, int) and 0 <= i < self.char_vocab_size) for i in ids
+            ):
+                raise ValueError(
+                    f"ElmoConfig.{name} must be None or a character id below char_vocab_size "
+                    f"({self.char_vocab_size}), got {value!r}"
+                )
         if self.max_characters_per_token < 3:
             raise ValueError(
                 f"ElmoConfig.max_characters_per_token must be at least 3 (begin, one byte, end), "
