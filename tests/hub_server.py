@@ -1,7 +1,7 @@
 """A small stand-in for the Hugging Face Hub HTTP API, for tests: 127.0.0.1 only, repositories in a folder.
 
-It speaks what `huggingface_hub` 2.4 and transformers 5.x use to push and to download a model (HF_NOTES,
-"Hub without internet"), with the formats of the real Hub:
+It speaks what `huggingface_hub` 2.4 and transformers 5.x use to push and to download a model
+(docs/transformers_traps.md, "Hub without internet"), with the formats of the real Hub:
 
 * account: `GET /api/whoami-v2`, `GET /api/agent-harnesses` (an empty registry);
 * repositories: `POST /api/repos/create` (409 when it exists), `DELETE /api/repos/delete`,
