@@ -1,13 +1,15 @@
 """Convert the original ELMo weights (bilm-tf / AllenNLP `options.json` + `weights.hdf5`) to this model.
 
+    elmo-convert --model original --output_dir OUT        # a published model: downloaded, verified, cached
     python -m modeling_elmo.convert_allennlp_elmo --options_file OPTIONS --weight_file WEIGHTS \
-        --output_dir OUT [--vocab_file VOCAB] [--overwrite]
+        --output_dir OUT [--vocab_file VOCAB] [--overwrite]   # your files (paths or http(s) URLs)
 
 writes OUT/config.json, OUT/model.safetensors, the tokenizer files and the remote code, so that
 `AutoModel.from_pretrained(OUT, trust_remote_code=True)` works without this project installed.
 
-The hdf5 layout and every quirk handled below are described in ELMO_SPEC.md (shared docs), sections 0, 3,
-4 and 8. This file is not remote code (`modeling_elmo.py` never imports it); h5py is imported only when a
+The options file, the hdf5 layout and how each dataset maps to our parameters are described in
+docs/weight_layout.md; the original code's quirks handled below in docs/original_model.md. Downloads are in
+`download.py`. This file is not remote code (`modeling_elmo.py` never imports it); h5py is imported only when a
 weight file is read, so `import modeling_elmo` does not need it.
 """
 
@@ -26,12 +28,14 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
+from . import download
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoModel
 
 logger = logging.getLogger(__name__)
 
-# Keys of bilm-tf's *training* options file that mean nothing for inference (ELMO_SPEC 0).
+# Keys of bilm-tf's *training* options file that mean nothing for inference
+# (docs/weight_layout.md, "options.json").
 TRAINING_KEYS = (
     "bidirectional",
     "dropout",
@@ -55,7 +59,8 @@ _CHAR_CNN_KEYS = (
 )
 
 # TF LSTMCell kernel columns are the gate blocks i | j | f | o; torch's order is i, f, g(= j), o.
-# `_TF_BLOCK_FOR_TORCH_BLOCK[k]` is the TF block that becomes torch block k (ELMO_SPEC 4).
+# `_TF_BLOCK_FOR_TORCH_BLOCK[k]` is the TF block that becomes torch block k
+# (docs/weight_layout.md, "LSTM kernels").
 _TF_BLOCK_FOR_TORCH_BLOCK = (0, 2, 1, 3)
 _TORCH_FORGET_BLOCK = 1
 # bilm-tf builds its cells with LSTMCell(forget_bias=1.0): added at run time, never stored in the file.
@@ -179,7 +184,8 @@ def config_from_options(options: dict) -> ElmoConfig:
     if "n_characters" not in cnn:
         logger.info("options have no char_cnn.n_characters: using 262")
     if n_characters == 261:
-        # Training options count 261 characters (no padding id); inference prepends a zero row (ELMO_SPEC 1).
+        # Training options count 261 characters (no padding id); inference prepends a zero row
+        # (docs/architecture.md, "Character ids").
         logger.info(
             "char_cnn.n_characters is 261 (training options): using 262, the inference table with a padding row"
         )
@@ -310,7 +316,7 @@ def load_hdf5_weights(weight_file: str | os.PathLike, config: ElmoConfig) -> dic
     the converted weights plus the largest single dataset.
 
     Args:
-        weight_file: the hdf5 file (layout in ELMO_SPEC section 8).
+        weight_file: the hdf5 file (layout in docs/weight_layout.md, "hdf5 datasets").
         config: the configuration the weights must match (from `config_from_options`).
 
     Returns:
@@ -359,7 +365,8 @@ def _read_char_encoder(reader: _WeightReader, config: ElmoConfig) -> dict[str, t
     f_src = "sum of char_cnn.filters counts"
     state: dict[str, torch.Tensor] = {}
 
-    # The stored table has no padding row; row 0 (the padding id) is zeros (ELMO_SPEC 1, 3.1).
+    # The stored table has no padding row; row 0 (the padding id) is zeros
+    # (docs/weight_layout.md, "Character embedding").
     table = reader.read("char_embed", [(STORED_CHAR_ROWS, "261 stored characters"), (d, d_src)])
     embedding = torch.zeros(config.char_vocab_size, d)
     embedding[1:] = torch.from_numpy(table)
@@ -371,7 +378,8 @@ def _read_char_encoder(reader: _WeightReader, config: ElmoConfig) -> dict[str, t
             f"CNN/W_cnn_{i}",
             [(1, "conv2d height"), (width, f"{where} width"), (d, d_src), (count, f"{where} count")],
         )
-        # TF conv2d HWIO (1, w, d, n) -> torch Conv1d (n, d, w); both are cross-correlations (ELMO_SPEC 3.2).
+        # TF conv2d HWIO (1, w, d, n) -> torch Conv1d (n, d, w); both are cross-correlations
+        # (docs/weight_layout.md, "Character CNN").
         state[f"char_encoder.convolutions.{i}.weight"] = torch.from_numpy(kernel[0].transpose(2, 1, 0).copy())
         state[f"char_encoder.convolutions.{i}.bias"] = torch.from_numpy(
             reader.read(f"CNN/b_cnn_{i}", [(count, f"{where} count")])
@@ -381,7 +389,8 @@ def _read_char_encoder(reader: _WeightReader, config: ElmoConfig) -> dict[str, t
         group, needed = f"CNN_high_{k}", f"char_cnn.n_highway={config.num_highway_layers}"
         square = [(filters, f_src), (filters, f_src)]
         # Stored (in, out) and used as x @ W; torch Linear keeps (out, in). TF's "carry" gate weights the
-        # transform branch: y = g * relu(transform(x)) + (1 - g) * x with g = sigmoid(carry(x)) (ELMO_SPEC 3.3).
+        # transform branch: y = g * relu(transform(x)) + (1 - g) * x with g = sigmoid(carry(x))
+        # (docs/original_model.md, "Highway carry gate").
         for leaf in ("carry", "transform"):
             weight = reader.read(f"{group}/W_{leaf}", square, needed)
             state[f"char_encoder.highways.{k}.{leaf}.weight"] = torch.from_numpy(weight.T.copy())
@@ -389,7 +398,7 @@ def _read_char_encoder(reader: _WeightReader, config: ElmoConfig) -> dict[str, t
                 reader.read(f"{group}/b_{leaf}", [(filters, f_src)], needed)
             )
 
-    if filters != proj:  # bilm-tf projects only when F != P (ELMO_SPEC 3.4)
+    if filters != proj:  # bilm-tf projects only when F != P (docs/original_model.md, "CNN projection")
         needed = f"{f_src} ({filters}) != lstm.projection_dim ({proj})"
         weight = reader.read("CNN_proj/W_proj", [(filters, f_src), (proj, "lstm.projection_dim")], needed)
         state["char_encoder.projection.weight"] = torch.from_numpy(weight.T.copy())
@@ -408,7 +417,7 @@ def _read_bilstm(reader: _WeightReader, config: ElmoConfig) -> dict[str, torch.T
         bias = torch.empty(2, 4 * cell)
         weight_hr = torch.empty(2, proj, cell) if cell != proj else None
         needed = f"lstm.n_layers={config.num_layers}"
-        for direction in range(2):  # RNN_0 is the forward LSTM, RNN_1 the backward one (ELMO_SPEC 4)
+        for direction in range(2):  # RNN_0 forward, RNN_1 backward (docs/weight_layout.md, "LSTM kernels")
             prefix = _lstm_prefix(direction, layer)
             # Rows: [layer input (P) ; previous projected h (P)]; columns: TF gate blocks i | j | f | o of C.
             kernel = torch.from_numpy(
@@ -426,7 +435,8 @@ def _read_bilstm(reader: _WeightReader, config: ElmoConfig) -> dict[str, torch.T
                 weight_hh[direction, rows] = kernel[proj:, cols].T
                 bias[direction, rows] = stored_bias[cols]
             del kernel
-            # The forget bias is added at run time by TF's LSTMCell(forget_bias=1.0), not stored (ELMO_SPEC 4).
+            # The forget bias is added at run time by TF's LSTMCell(forget_bias=1.0), not stored
+            # (docs/original_model.md, "Forget bias").
             bias[direction, _TORCH_FORGET_BLOCK * cell : (_TORCH_FORGET_BLOCK + 1) * cell] += FORGET_BIAS
             if weight_hr is not None:
                 projection = reader.read(
@@ -539,6 +549,32 @@ def _place(tmp: Path, output_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def check_output_dir(
+    output_dir: str | os.PathLike, overwrite: bool, inputs: Iterable[str | os.PathLike | None] = ()
+) -> Path:
+    """The absolute `output_dir`, once it is known that writing it is allowed (checked before any work).
+
+    Raises:
+        ConversionError: it is a file; or it is a non-empty folder and `overwrite` is False; or `overwrite`
+            would delete one of the `inputs`.
+    """
+    output_dir = Path(output_dir).absolute()
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConversionError(f"output_dir {output_dir} exists and is not a folder")
+    if _is_nonempty_dir(output_dir):
+        if not overwrite:
+            raise ConversionError(
+                f"output_dir {output_dir} exists and is not empty; pass --overwrite to replace it"
+            )
+        for source in inputs:
+            if source is not None and output_dir.resolve() in Path(source).resolve().parents:
+                raise ConversionError(
+                    f"output_dir {output_dir} holds the input {source}, which --overwrite would delete; "
+                    "choose another output_dir"
+                )
+    return output_dir
+
+
 def convert(
     options_file: str | os.PathLike,
     weight_file: str | os.PathLike,
@@ -567,20 +603,7 @@ def convert(
     Raises:
         ConversionError: bad inputs, or `output_dir` exists, is not empty and `overwrite` is False.
     """
-    output_dir = Path(output_dir).absolute()
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ConversionError(f"output_dir {output_dir} exists and is not a folder")
-    if _is_nonempty_dir(output_dir):
-        if not overwrite:
-            raise ConversionError(
-                f"output_dir {output_dir} exists and is not empty; pass --overwrite to replace it"
-            )
-        for source in (options_file, weight_file, vocab_file):
-            if source is not None and output_dir.resolve() in Path(source).resolve().parents:
-                raise ConversionError(
-                    f"output_dir {output_dir} holds the input {source}, which --overwrite would delete; "
-                    "choose another output_dir"
-                )
+    output_dir = check_output_dir(output_dir, overwrite, (options_file, weight_file, vocab_file))
     config = config_from_options(read_options(options_file))
     tokenizer = _make_tokenizer(config, Path(vocab_file) if vocab_file is not None else None)
     logger.info(
@@ -614,8 +637,8 @@ def convert(
     return output_dir
 
 
-# Measured by tests/test_convert.py on the AllenNLP fixture (ELMO_SPEC section 9): how closely this converter
-# reproduces the original TensorFlow outputs. Quoted in the model card of every converted model.
+# Measured by tests/test_convert.py on the AllenNLP fixture (docs/original_model.md, "Parity recipe"): how
+# closely this converter reproduces the original TensorFlow outputs. Quoted in the model card of every converted model.
 CONVERTER_PARITY = {
     "top layer vs bilm-tf, 10 batches with the state carried (max abs difference)": "1.2e-6",
     "character encoder vs bilm-tf, 458 words (max abs difference)": "7.2e-7",
@@ -668,26 +691,87 @@ def _check_written(folder: Path) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elmo-convert",
-        description="Convert original ELMo weights (bilm-tf / AllenNLP options.json + hdf5) to a Hugging Face folder.",
+        description="Convert original ELMo weights (bilm-tf / AllenNLP options.json + hdf5) to a Hugging Face "
+        "folder: a published model by name (--model, downloaded and cached), or your own files or URLs.",
     )
-    parser.add_argument("--options_file", required=True, help="bilm-tf options JSON")
-    parser.add_argument("--weight_file", required=True, help="bilm-tf / allennlp hdf5 weights")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help=f"a published AllenNLP model to download and convert: {', '.join(download.model_names())}",
+    )
+    parser.add_argument("--options_file", default=None, help="bilm-tf options JSON (a path or an http(s) URL)")
+    parser.add_argument("--weight_file", default=None, help="bilm-tf / allennlp hdf5 weights (a path or a URL)")
     parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
-    parser.add_argument("--vocab_file", default=None, help="optional vocabulary, one token per line")
+    parser.add_argument("--vocab_file", default=None, help="optional vocabulary, one token per line (path or URL)")
+    parser.add_argument(
+        "--with_vocab",
+        action="store_true",
+        help="with --model: also download the 1B Word Benchmark vocabulary (793,471 words) for the tokenizer",
+    )
+    parser.add_argument(
+        "--cache_dir",
+        default=None,
+        help=f"where downloads are kept and reused (default ${download.CACHE_ENV} or ~/.cache/elmo-hf)",
+    )
+    parser.add_argument(
+        "--base_url",
+        default=None,
+        help=f"with --model: a mirror of {download.DEFAULT_BASE_URL} (default ${download.BASE_URL_ENV})",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output_dir")
     parser.add_argument("--push_to_hub", metavar="REPO_ID", default=None, help="also upload the folder to the Hub")
     parser.add_argument("--hub_private_repo", action="store_true", help="create the Hub repository as private")
     return parser
 
 
+def _check_sources(args: argparse.Namespace) -> None:
+    """Either --model or both files; the options that only make sense with --model."""
+    if args.model is not None:
+        download.get_published_model(args.model)  # an unknown name lists the valid ones
+        given = [flag for flag in ("options_file", "weight_file") if getattr(args, flag) is not None]
+        if given:
+            raise ConversionError(f"--model {args.model} downloads its own files; drop --{given[0]}")
+        if args.with_vocab and args.vocab_file is not None:
+            raise ConversionError("--with_vocab and --vocab_file both give a vocabulary; pass one")
+        return
+    missing = [f"--{flag}" for flag in ("options_file", "weight_file") if getattr(args, flag) is None]
+    if missing:
+        raise ConversionError(
+            f"give --model NAME ({', '.join(download.model_names())}) or both --options_file and "
+            f"--weight_file (missing {' and '.join(missing)})"
+        )
+    for flag in ("with_vocab", "base_url"):
+        if getattr(args, flag):
+            raise ConversionError(f"--{flag} needs --model")
+
+
+def _local_sources(args: argparse.Namespace) -> tuple[Path, Path, Path | None]:
+    """Local paths of the options, weights and vocabulary: downloads (verified, cached) for --model and URLs."""
+    if args.model is not None:
+        files = download.fetch_published(args.model, args.cache_dir, args.base_url, args.with_vocab)
+        return files["options"], files["weights"], files.get("vocab") or _optional(args.vocab_file, args)
+    options = download.resolve(args.options_file, "options", args.cache_dir)
+    weights = download.resolve(args.weight_file, "weights", args.cache_dir)
+    return options, weights, _optional(args.vocab_file, args)
+
+
+def _optional(vocab_file: str | None, args: argparse.Namespace) -> Path | None:
+    return None if vocab_file is None else download.resolve(vocab_file, "vocab", args.cache_dir)
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
     args = _parser().parse_args(None if argv is None else list(argv))
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    hf_logging.disable_progress_bar()  # one small file per shard: the bar is noise
     try:
-        out = convert(args.options_file, args.weight_file, args.output_dir, args.vocab_file, args.overwrite)
-    except ConversionError as error:
+        _check_sources(args)
+        # Before any download: a refused output_dir must not cost a 374 MB transfer.
+        check_output_dir(args.output_dir, args.overwrite, [p for p in (args.options_file, args.weight_file,
+                         args.vocab_file) if p is not None and not download.is_url(p)])
+        options_file, weight_file, vocab_file = _local_sources(args)
+        hf_logging.disable_progress_bar()  # after the downloads (their bar is useful); one small file per shard
+        out = convert(options_file, weight_file, args.output_dir, vocab_file, args.overwrite)
+    except (ConversionError, download.DownloadError) as error:
         logger.error("%s", error)
         return 2
     except OSError as error:  # writing the output failed (disk full, permissions): nothing was left behind

@@ -1,0 +1,352 @@
+"""Download the published English ELMo files (AllenNLP's options/weights/vocabulary) into a verified local cache.
+
+`elmo-convert --model NAME` uses this module; `--options_file`/`--weight_file`/`--vocab_file` given as URLs too.
+The HTTP layer is huggingface_hub's `http_get` (progress bar, retries, resumption with a Range request when a
+connection drops, a size check against the server's Content-Length). This module adds the cache: a file enters
+it only once complete and verified (JSON for options, an HDF5 file that h5py can open for weights), so a second
+run reuses it without any request and a partial or damaged file is never handed to the converter.
+
+Not remote code: `modeling_elmo.py` never imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+logger = logging.getLogger(__name__)
+
+# Where AllenNLP publishes the files (https://allennlp.org/elmo, and the bilm-tf README for the vocabulary).
+DEFAULT_BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
+BASE_URL_ENV = "ELMO_HF_BASE_URL"  # another mirror, or a local server in tests
+CACHE_ENV = "ELMO_HF_CACHE"
+
+# The vocabulary of the 1B Word Benchmark used to train small, medium and original (793,471 tokens, including
+# <S>, </S> and <UNK>; bilm-tf README). The 5.5B model's vocabulary was not published.
+VOCAB_PATH = "vocab-2016-09-10.txt"
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """One of AllenNLP's English ELMo models: where its files are and what was reported for it.
+
+    `options_bytes`/`weights_bytes` are the exact sizes where a public download log shows them (None otherwise:
+    the server's Content-Length is then the only size check). `parameters` counts the floats of the weight file
+    (the softmax is not published); the figures in `reported` are AllenNLP's (allennlp.org/elmo) and the paper's.
+    """
+
+    name: str
+    folder: str  # under the base URL; the files are elmo_{folder}_options.json and elmo_{folder}_weights.hdf5
+    cell_size: int
+    projection_dim: int
+    num_highway: int
+    parameters: int
+    training_data: str
+    reported: dict[str, str]
+    options_bytes: int | None = None
+    weights_bytes: int | None = None
+    has_vocab: bool = True
+
+    @property
+    def options_path(self) -> str:
+        return f"{self.folder}/elmo_{self.folder}_options.json"
+
+    @property
+    def weights_path(self) -> str:
+        return f"{self.folder}/elmo_{self.folder}_weights.hdf5"
+
+    @property
+    def output_size(self) -> int:
+        """Width of each ELMo vector: forward and backward projections concatenated."""
+        return 2 * self.projection_dim
+
+
+_ONE_BILLION = "1B Word Benchmark (about 800M tokens of WMT 2011 news crawl)"
+
+PUBLISHED_MODELS: dict[str, PublishedModel] = {
+    model.name: model
+    for model in (
+        PublishedModel(
+            name="small",
+            folder="2x1024_128_2048cnn_1xhighway",
+            cell_size=1024,
+            projection_dim=128,
+            num_highway=1,
+            parameters=13_593_296,
+            training_data=_ONE_BILLION,
+            reported={"SRL F1": "83.62", "constituency parsing F1": "93.12"},
+        ),
+        PublishedModel(
+            name="medium",
+            folder="2x2048_256_2048cnn_1xhighway",
+            cell_size=2048,
+            projection_dim=256,
+            num_highway=1,
+            parameters=28_027_728,
+            training_data=_ONE_BILLION,
+            reported={"SRL F1": "84.04", "constituency parsing F1": "93.60"},
+        ),
+        PublishedModel(
+            name="original",
+            folder="2x4096_512_2048cnn_2xhighway",
+            cell_size=4096,
+            projection_dim=512,
+            num_highway=2,
+            parameters=93_600_848,
+            training_data=_ONE_BILLION,
+            reported={
+                "SRL F1": "84.63",
+                "constituency parsing F1": "93.85",
+                # Peters et al. 2018, Table 1 (test sets) and section 3.4
+                "SQuAD F1": "85.8",
+                "SNLI accuracy": "88.7",
+                "coreference F1": "70.4",
+                "CoNLL 2003 NER F1": "92.22",
+                "SST-5 accuracy": "54.7",
+                "1B Word perplexity (mean of forward and backward)": "39.7",
+            },
+            options_bytes=336,
+            weights_bytes=374_434_792,
+        ),
+        PublishedModel(
+            name="original-5.5b",
+            folder="2x4096_512_2048cnn_2xhighway_5.5B",
+            cell_size=4096,
+            projection_dim=512,
+            num_highway=2,
+            parameters=93_600_848,
+            training_data="5.5B tokens: Wikipedia (1.9B) and WMT 2008-2012 news crawl (3.6B)",
+            reported={"SRL F1": "84.93", "constituency parsing F1": "94.01"},
+            has_vocab=False,
+        ),
+    )
+}
+
+
+class DownloadError(Exception):
+    """A file could not be downloaded or is not what it should be; the message names the URL or the file."""
+
+
+def model_names() -> list[str]:
+    return list(PUBLISHED_MODELS)
+
+
+def get_published_model(name: str) -> PublishedModel:
+    """The model called `name` (case and `_`/`-` do not matter: `original_5.5B` is `original-5.5b`)."""
+    key = name.strip().lower().replace("_", "-")
+    if key not in PUBLISHED_MODELS:
+        raise DownloadError(f"unknown --model {name!r}; valid names: {', '.join(PUBLISHED_MODELS)}")
+    return PUBLISHED_MODELS[key]
+
+
+def base_url(override: str | None = None) -> str:
+    """The URL the published files are under: `override`, else $ELMO_HF_BASE_URL, else AllenNLP's bucket."""
+    return (override or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+
+
+def default_cache_dir() -> Path:
+    """$ELMO_HF_CACHE, else $XDG_CACHE_HOME/elmo-hf, else ~/.cache/elmo-hf."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root).expanduser() / "elmo-hf"
+
+
+def is_url(location: str | os.PathLike | None) -> bool:
+    return isinstance(location, str) and location.lower().startswith(("http://", "https://"))
+
+
+def model_urls(model: PublishedModel, base: str | None = None) -> dict[str, str]:
+    """`{"options": url, "weights": url[, "vocab": url]}` of a published model."""
+    root = base_url(base)
+    urls = {"options": f"{root}/{model.options_path}", "weights": f"{root}/{model.weights_path}"}
+    if model.has_vocab:
+        urls["vocab"] = f"{root}/{VOCAB_PATH}"
+    return urls
+
+
+# --------------------------------------------------------------------------------------------------
+# Verification: a file enters the cache only when it passes
+# --------------------------------------------------------------------------------------------------
+
+
+def verify_options(path: Path) -> None:
+    try:
+        options = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DownloadError(f"{path.name} is not a JSON options file ({error})") from error
+    if not isinstance(options, dict) or "lstm" not in options or "char_cnn" not in options:
+        raise DownloadError(f"{path.name} is JSON but not an ELMo options file (no 'lstm' and 'char_cnn')")
+
+
+def verify_hdf5(path: Path) -> None:
+    """The file starts like HDF5 and opens with h5py, which compares its length with the end-of-file address
+    its superblock records: a truncated file fails here, before any conversion."""
+    with open(path, "rb") as handle:
+        head = handle.read(len(HDF5_SIGNATURE))
+    if head != HDF5_SIGNATURE:
+        raise DownloadError(f"{path.name} is not an HDF5 file (it starts with {head[:16]!r})")
+    try:
+        import h5py
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise DownloadError("checking the weights needs h5py: pip install 'elmo-hf[convert]'") from error
+    try:
+        with h5py.File(path, "r") as handle:
+            if "char_embed" not in handle:
+                raise DownloadError(f"{path.name} is HDF5 but holds no ELMo weights (no 'char_embed' dataset)")
+    except OSError as error:
+        raise DownloadError(f"{path.name} is incomplete or damaged ({_one_line(error)})") from error
+
+
+def verify_text(path: Path) -> None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for _ in handle:
+                pass
+    except UnicodeDecodeError as error:
+        raise DownloadError(f"{path.name} is not a UTF-8 text file ({error})") from error
+
+
+VERIFIERS = {"options": verify_options, "weights": verify_hdf5, "vocab": verify_text}
+
+
+# --------------------------------------------------------------------------------------------------
+# The cache
+# --------------------------------------------------------------------------------------------------
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+def cache_path(url: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where `url` is kept: CACHE/<16 hex digits of its sha256>/<its file name>. The hash keeps files of the
+    same name from different servers (a mirror, a test server) apart."""
+    name = Path(unquote(urlsplit(url).path)).name or "download"
+    key = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
+    return Path(cache_dir if cache_dir is not None else default_cache_dir()) / key / name
+
+
+def download(
+    url: str,
+    kind: str,
+    cache_dir: str | os.PathLike | None = None,
+    expected_size: int | None = None,
+) -> Path:
+    """The verified local copy of `url`, downloaded into the cache unless it is already there.
+
+    Args:
+        url: an http(s) URL.
+        kind: "options", "weights" or "vocab": how the file is verified.
+        cache_dir: the cache folder (default: `default_cache_dir()`).
+        expected_size: the exact size in bytes, when known; else the server's Content-Length is checked.
+
+    Returns:
+        The path of the complete, verified file in the cache.
+
+    Raises:
+        DownloadError: the server failed or the file is not what `kind` says (truncated HDF5, HTML page...).
+            A partial download stays as `NAME.incomplete` and the next call resumes it; a complete but bad
+            file is deleted.
+    """
+    from filelock import FileLock
+
+    target = cache_path(url, cache_dir)
+    if target.is_file():
+        logger.info("using %s from the cache (%s)", target.name, target)
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):  # two conversions of one model share one download
+        if target.is_file():
+            return target
+        partial = target.with_name(target.name + ".incomplete")
+        _fetch(url, partial, expected_size)
+        try:
+            if expected_size is not None and partial.stat().st_size != expected_size:
+                raise DownloadError(
+                    f"{target.name} has {partial.stat().st_size} bytes, the published file {expected_size}"
+                )
+            VERIFIERS[kind](partial)
+        except DownloadError:
+            partial.unlink(missing_ok=True)  # complete but wrong: the next run downloads it again
+            raise
+        os.replace(partial, target)
+    logger.info("downloaded %s (%s bytes) to %s", target.name, f"{target.stat().st_size:,}", target)
+    return target
+
+
+def _fetch(url: str, partial: Path, expected_size: int | None) -> None:
+    """Download `url` into `partial`, continuing from the bytes already there."""
+    from huggingface_hub.file_download import http_get
+
+    resume = partial.stat().st_size if partial.is_file() else 0
+    if resume:
+        logger.info("resuming %s after %s bytes", partial.name, f"{resume:,}")
+    logger.info("downloading %s", url)
+    try:
+        with open(partial, "r+b" if resume else "wb") as handle:
+            handle.seek(resume)
+            http_get(
+                url,
+                handle,
+                resume_size=resume,
+                expected_size=expected_size,
+                displayed_filename=partial.name.removesuffix(".incomplete"),
+            )
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:  # noqa: BLE001 - the HTTP layer's errors vary by version; report them in one line
+        status = getattr(getattr(error, "response", None), "status_code", None)
+        if status == 416 and resume:  # "Range Not Satisfiable": the partial file already holds every byte
+            return
+        if status is not None:
+            raise DownloadError(f"cannot download {url}: HTTP {status}") from error
+        size = partial.stat().st_size if partial.is_file() else 0
+        if expected_size is not None and size >= expected_size:  # all there, yet wrong: start again next time
+            partial.unlink(missing_ok=True)
+            size = 0
+        kept = f"; {size:,} bytes kept, the next run resumes" if size else ""
+        raise DownloadError(f"cannot download {url}: {_one_line(error)}{kept}") from error
+
+
+def resolve(
+    location: str | os.PathLike,
+    kind: str,
+    cache_dir: str | os.PathLike | None = None,
+    expected_size: int | None = None,
+) -> Path:
+    """A local path for `location`: itself when it is a path, the verified cached download when it is a URL."""
+    if is_url(location):
+        return download(str(location), kind, cache_dir, expected_size)
+    return Path(location)
+
+
+def fetch_published(
+    name: str,
+    cache_dir: str | os.PathLike | None = None,
+    base: str | None = None,
+    with_vocab: bool = False,
+) -> dict[str, Path]:
+    """Download (or find in the cache) the files of a published model: `{"options", "weights"[, "vocab"]}`.
+
+    The published sizes are checked only against AllenNLP's own server; a mirror (`base`) is checked against
+    its Content-Length and the file formats.
+    """
+    model = get_published_model(name)
+    if with_vocab and not model.has_vocab:
+        raise DownloadError(f"no vocabulary was published for --model {model.name}")
+    urls = model_urls(model, base)
+    official = base_url(base) == DEFAULT_BASE_URL
+    sizes = {"options": model.options_bytes, "weights": model.weights_bytes} if official else {}
+    files = {}
+    for kind in ("options", "weights", "vocab") if with_vocab else ("options", "weights"):
+        files[kind] = download(urls[kind], kind, cache_dir, sizes.get(kind))
+    return files
