@@ -1,0 +1,462 @@
+"""`elmo-analyze`: how contextual is each layer of an ELMo model?
+
+    elmo-analyze CORPUS --model MODEL --output_dir DIR [--min_count 5] [--max_occurrences 100] [--seed 0]
+    python -m modeling_elmo.analysis ...  (the same)
+
+The measures of Ethayarajh (2019), "How Contextual are Contextualized Word Representations? Comparing the Geometry
+of BERT, ELMo, and GPT-2 Embeddings" (EMNLP), computed for every layer l = 0..L of `hidden_states` (layer 0 is the
+context-free character encoder, duplicated to 2P; layers 1..L the biLSTM). Only word positions count: `<S>` and
+`</S>` never do. cos is cosine similarity; f_l(s, i) is the layer-l vector of the i-th word of sentence s.
+
+* `self_similarity` (SelfSim): for a word type w with occurrences (s_1, i_1) .. (s_n, i_n),
+  `SelfSim_l(w) = 1 / (n (n - 1)) * sum_{j != k} cos(f_l(s_j, i_j), f_l(s_k, i_k))`, averaged over the analysed
+  word types (those with at least `--min_count` occurrences). 1 means the word's vectors do not depend on context:
+  layer 0 of a character model gives every occurrence of a word the same vector, so its SelfSim is 1 exactly.
+* `intra_sentence_similarity` (IntraSim): for a sentence s of n >= 2 words with mean vector
+  `m_l(s) = 1/n sum_i f_l(s, i)`, `IntraSim_l(s) = 1/n sum_i cos(f_l(s, i), m_l(s))`, averaged over the sentences
+  (one-word sentences are left out: their IntraSim is 1 by definition).
+* `max_explainable_variance` (MEV): for a word type w, the fraction of the variance of its occurrence matrix
+  M_l(w) (n rows f_l(s_j, i_j), not centred, as in the paper) explained by its first principal direction,
+  `MEV_l(w) = sigma_1^2 / sum_i sigma_i^2` of the singular values of M_l(w); averaged over the analysed words.
+  1 means all occurrences lie on one line (a static embedding).
+* `anisotropy`: the mean cos between the vectors of `--anisotropy_pairs` pairs of word occurrences drawn uniformly
+  from the whole corpus (seeded by `--seed`): the similarity two unrelated words have anyway, because the vectors
+  occupy a narrow cone. `self_similarity_adjusted` and `intra_sentence_similarity_adjusted` are the measures minus
+  this baseline, layer by layer, as in the paper.
+
+Outputs in `--output_dir`: `contextuality.json` (the per-layer lists above, the settings, the counts, and per word
+under `words`: `{"bank": {"count": n, "self_similarity": [per layer], "max_explainable_variance": [per layer]}}`,
+`count` being the occurrences in the corpus) and `contextuality.png` (the curves per layer).
+
+Input: a text file, one sentence per line, read as a stream (twice: once to count the words, once to embed), split
+into words as `elmo-embed` does (`--split whitespace`, the default, for tokenized text, or `punctuation`, the
+tokenizer's rule for raw text); blank lines are skipped; invalid UTF-8 is replaced by U+FFFD. The model: a folder,
+a Hub id, or a preset name (`tiny`, `small`, ...: random weights, seeded, only useful to test the command).
+
+Memory stays bounded however large the corpus: at most `--max_occurrences` occurrences of each word type are kept
+(a uniform sample of its occurrences, seeded, when it has more; the JSON records the cap and each word's `count`
+and `used` occurrences), for at most `--max_words` word types (the most frequent ones; 0 keeps every type), plus
+`2 * --anisotropy_pairs` vectors for the baseline. The bound, in bytes, is logged before the model runs.
+
+This module is not imported by the model files (it does not travel as remote code). Exit status: 0 on success,
+2 for bad arguments or inputs (nothing is written then), 1 when writing fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger("elmo-analyze")
+
+JSON_NAME = "contextuality.json"
+PLOT_NAME = "contextuality.png"
+SPLITS = ("whitespace", "punctuation")
+
+
+class AnalysisError(Exception):
+    """A problem with the user's arguments or inputs (exit status 2)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the corpus
+# --------------------------------------------------------------------------------------------------
+
+
+def read_sentences(path: Path, split: str, max_tokens: int) -> Iterator[list[str]]:
+    """The words of every non-blank line of `path`, in order; a line is cut after `max_tokens` words."""
+    if split == "whitespace":
+        splitter = str.split
+    else:
+        from tokenization import split_words
+
+        def splitter(text: str) -> list[str]:
+            return split_words(text, split)
+
+    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        for line in handle:
+            words = splitter(line.rstrip("\r\n"))
+            if words:
+                yield words[:max_tokens]
+
+
+def count_words(path: Path, split: str, max_tokens: int) -> tuple[Counter, int]:
+    """(occurrences of each word type, number of sentences): the first pass over the corpus."""
+    counts: Counter = Counter()
+    sentences = 0
+    for words in read_sentences(path, split, max_tokens):
+        counts.update(words)
+        sentences += 1
+    return counts, sentences
+
+
+# --------------------------------------------------------------------------------------------------
+# Collecting the vectors
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Collector:
+    """What the second pass keeps: a bounded sample of each analysed word's vectors, the anisotropy sample, and
+    running sums for the intra-sentence similarity. Vectors are kept in float64, as (n, L + 1, D) per word."""
+
+    keep: dict[str, dict[int, int]]  # word -> {occurrence index -> row of its store}
+    baseline_keep: dict[int, int]  # corpus-wide occurrence index -> row of the baseline store
+    layers: int
+    width: int
+    stores: dict[str, torch.Tensor] = field(default_factory=dict)
+    baseline: torch.Tensor | None = None
+    seen: Counter = field(default_factory=Counter)
+    occurrences: int = 0
+    intra_sum: torch.Tensor | None = None
+    intra_sentences: int = 0
+
+    def __post_init__(self):
+        for word, rows in self.keep.items():
+            self.stores[word] = torch.zeros(len(rows), self.layers, self.width, dtype=torch.float64)
+        self.baseline = torch.zeros(len(self.baseline_keep), self.layers, self.width, dtype=torch.float64)
+        self.intra_sum = torch.zeros(self.layers, dtype=torch.float64)
+
+    def add_batch(self, sentences: list[list[str]], hidden: torch.Tensor) -> None:
+        """`hidden`: (L + 1, B, T, D) with `<S>` at position 0 of every row and the words at 1..n."""
+        hidden = hidden.double()
+        for row, words in enumerate(sentences):
+            vectors = hidden[:, row, 1 : len(words) + 1].transpose(0, 1)  # (n, L + 1, D), boundaries left out
+            self._add_intra_sentence(vectors)
+            for position, word in enumerate(words):
+                rows = self.keep.get(word)
+                if rows is not None:
+                    slot = rows.get(self.seen[word])
+                    if slot is not None:
+                        self.stores[word][slot] = vectors[position]
+                    self.seen[word] += 1
+                slot = self.baseline_keep.get(self.occurrences)
+                if slot is not None:
+                    self.baseline[slot] = vectors[position]
+                self.occurrences += 1
+
+    def _add_intra_sentence(self, vectors: torch.Tensor) -> None:
+        if len(vectors) < 2:  # a one-word sentence is trivially similar to its own mean
+            return
+        mean = vectors.mean(0, keepdim=True)  # (1, L + 1, D)
+        self.intra_sum += torch.nn.functional.cosine_similarity(vectors, mean, dim=-1, eps=1e-30).mean(0)
+        self.intra_sentences += 1
+
+
+def choose_occurrences(total: int, cap: int, rng: random.Random) -> dict[int, int]:
+    """Which of `total` occurrences to keep (all, or a uniform sample of `cap`), as {occurrence index: row}."""
+    chosen = range(total) if total <= cap else sorted(rng.sample(range(total), cap))
+    return {index: row for row, index in enumerate(chosen)}
+
+
+# --------------------------------------------------------------------------------------------------
+# The measures
+# --------------------------------------------------------------------------------------------------
+
+
+def self_similarity(vectors: torch.Tensor) -> torch.Tensor:
+    """(n, L + 1, D) occurrences of one word -> (L + 1,) mean cosine over all pairs j != k."""
+    n = len(vectors)
+    unit = torch.nn.functional.normalize(vectors.double(), dim=-1, eps=1e-30).transpose(0, 1)  # (L + 1, n, D)
+    gram = unit @ unit.transpose(1, 2)  # (L + 1, n, n)
+    off_diagonal = gram.sum((1, 2)) - gram.diagonal(dim1=1, dim2=2).sum(-1)
+    return off_diagonal / (n * (n - 1))
+
+
+def max_explainable_variance(vectors: torch.Tensor) -> torch.Tensor:
+    """(n, L + 1, D) occurrences of one word -> (L + 1,) sigma_1^2 / sum sigma_i^2 of the uncentred matrix."""
+    singular = torch.linalg.svdvals(vectors.double().transpose(0, 1))  # (L + 1, min(n, D))
+    squares = singular**2
+    return squares[:, 0] / squares.sum(-1).clamp(min=1e-300)
+
+
+def anisotropy(sample: torch.Tensor) -> torch.Tensor:
+    """(2K, L + 1, D) occurrences in random order -> (L + 1,) mean cosine of the pairs (k, K + k)."""
+    half = len(sample) // 2
+    return torch.nn.functional.cosine_similarity(sample[:half], sample[half : 2 * half], dim=-1, eps=1e-30).mean(0)
+
+
+# --------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="elmo-analyze",
+        description="How contextual is each layer? Self-similarity, intra-sentence similarity, maximum explainable "
+        "variance and the anisotropy baseline (Ethayarajh 2019), to contextuality.json and contextuality.png.",
+        epilog="Exact definitions: `python -m pydoc modeling_elmo.analysis`.",
+    )
+    parser.add_argument("input", help="text file, one sentence per line")
+    parser.add_argument("--model", required=True, help="model folder, Hub id, or preset name (random weights)")
+    parser.add_argument("--output_dir", required=True, help="where contextuality.json and contextuality.png go")
+    parser.add_argument("--split", choices=SPLITS, default="whitespace",
+                        help="how lines are split into words, as elmo-embed (default whitespace: tokenized text)")
+    parser.add_argument("--min_count", type=int, default=5,
+                        help="word types with fewer occurrences are not analysed (default 5)")
+    parser.add_argument("--max_occurrences", type=int, default=100,
+                        help="occurrences kept per word type, a uniform sample when it has more (default 100)")
+    parser.add_argument("--max_words", type=int, default=1000,
+                        help="analyse at most this many word types, the most frequent (default 1000; 0: all)")
+    parser.add_argument("--anisotropy_pairs", type=int, default=1000,
+                        help="random pairs of word occurrences for the anisotropy baseline (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the samples (and of a preset's weights)")
+    parser.add_argument("--batch_size", type=int, default=64, help="sentences per batch (default 64)")
+    parser.add_argument("--max_tokens", type=int, default=500, help="longer lines are cut (default 500 words)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing outputs in --output_dir")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _check_args(args) -> None:
+    if args.min_count < 2:
+        raise AnalysisError(f"--min_count must be at least 2 (self-similarity needs two occurrences), got {args.min_count}")
+    if args.max_occurrences < 2:
+        raise AnalysisError(f"--max_occurrences must be at least 2, got {args.max_occurrences}")
+    for name in ("batch_size", "max_tokens", "anisotropy_pairs"):
+        if getattr(args, name) < 1:
+            raise AnalysisError(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    if args.max_words < 0:
+        raise AnalysisError(f"--max_words must be >= 0, got {args.max_words}")
+
+
+def load_model(name: str, seed: int = 0, device: str = "cpu"):
+    """(ElmoModel in eval mode, ElmoTokenizer) from a folder, a Hub id or a preset name."""
+    from modeling_elmo import ElmoConfig, ElmoModel
+    from modeling_elmo.configuration_elmo import PRESETS
+    from tokenization import ElmoTokenizer
+
+    if name in PRESETS and not Path(name).exists():
+        torch.manual_seed(seed)
+        model = ElmoModel(ElmoConfig.from_preset(name))
+        logger.info("preset %s: random weights (seed %d)", name, seed)
+        return model.to(device).eval(), ElmoTokenizer()
+    if not Path(name).exists() and (name.startswith((".", "/")) or name.count("/") != 1):
+        raise AnalysisError(f"model {name} not found (a folder with config.json, a Hub id, or a preset: {sorted(PRESETS)})")
+    try:
+        model = ElmoModel.from_pretrained(name)
+    except (OSError, ValueError, TypeError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise AnalysisError(f"cannot load an ELMo model from {name}: {first_line}") from error
+    try:
+        tokenizer = ElmoTokenizer.from_pretrained(name)
+    except (OSError, ValueError):
+        logger.info("no tokenizer files in %s: using the default ElmoTokenizer", name)
+        tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
+    return model.to(device).eval(), tokenizer
+
+
+def analyze(model, tokenizer, path: Path, *, split: str = "whitespace", min_count: int = 5,
+            max_occurrences: int = 100, max_words: int = 1000, anisotropy_pairs: int = 1000, seed: int = 0,
+            batch_size: int = 64, max_tokens: int = 500, quiet: bool = False) -> dict:
+    """The contextuality measures of `model` on the corpus at `path` (see the module docstring), as a dict."""
+    counts, num_sentences = count_words(path, split, max_tokens)
+    total = sum(counts.values())
+    if total == 0:
+        raise AnalysisError(f"{path} has no words (it is empty or blank)")
+    eligible = [(word, n) for word, n in counts.most_common() if n >= min_count]
+    if not eligible:
+        raise AnalysisError(
+            f"no word occurs {min_count} times in {path} ({total} words, {len(counts)} types): "
+            "lower --min_count or use a larger corpus"
+        )
+    analysed = eligible[:max_words] if max_words else eligible
+    if len(analysed) < len(eligible):
+        logger.info("analysing the %d most frequent of the %d word types with >= %d occurrences",
+                    len(analysed), len(eligible), min_count)
+    rng = random.Random(seed)
+    keep = {word: choose_occurrences(n, max_occurrences, rng) for word, n in analysed}
+    pairs = min(anisotropy_pairs, total // 2)
+    if pairs < 1:
+        raise AnalysisError(f"{path} has a single word: the anisotropy baseline needs two")
+    drawn = rng.sample(range(total), 2 * pairs)  # random order: pairs are (k, pairs + k)
+    baseline_keep = {index: row for row, index in enumerate(drawn)}
+
+    config = model.config
+    layers, width = config.num_layers + 1, 2 * config.projection_dim
+    kept = sum(len(rows) for rows in keep.values()) + 2 * pairs
+    logger.info("%d sentences, %d words, %d types; %d types analysed (>= %d occurrences, <= %d kept each); "
+                "vectors kept: %d x %d layers x %d (%.1f MB)", num_sentences, total, len(counts), len(analysed),
+                min_count, max_occurrences, kept, layers, width, kept * layers * width * 8 / 1e6)
+    collector = Collector(keep, baseline_keep, layers, width)
+    device = next(model.parameters()).device
+    from tqdm.auto import tqdm
+
+    progress = tqdm(total=num_sentences, unit="sent", desc="elmo-analyze", disable=quiet, dynamic_ncols=True,
+                    mininterval=1.0)
+    for batch in _batched(read_sentences(path, split, max_tokens), batch_size):
+        encoded = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+        with torch.inference_mode():
+            out = model(encoded["input_ids"].to(device), attention_mask=encoded["attention_mask"].to(device),
+                        output_hidden_states=True)
+            hidden = torch.stack(out.hidden_states).cpu()
+        collector.add_batch(batch, hidden)
+        progress.update(len(batch))
+    progress.close()
+    return _results(collector, counts, analysed, num_sentences, total, layers)
+
+
+def _batched(sentences: Iterator[list[str]], size: int) -> Iterator[list[list[str]]]:
+    batch = []
+    for words in sentences:
+        batch.append(words)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _results(collector: Collector, counts: Counter, analysed: list, num_sentences: int, total: int,
+             layers: int) -> dict:
+    words = {}
+    self_sims, mevs = [], []
+    for word, n in analysed:
+        vectors = collector.stores[word]
+        sim, mev = self_similarity(vectors), max_explainable_variance(vectors)
+        self_sims.append(sim)
+        mevs.append(mev)
+        words[word] = {"count": n, "used": len(vectors), "self_similarity": _floats(sim),
+                       "max_explainable_variance": _floats(mev)}
+    self_sim = torch.stack(self_sims).mean(0)
+    mev = torch.stack(mevs).mean(0)
+    if collector.intra_sentences:
+        intra = collector.intra_sum / collector.intra_sentences
+    else:
+        intra = torch.full((layers,), float("nan"), dtype=torch.float64)
+    baseline = anisotropy(collector.baseline)
+    return {
+        "self_similarity": _floats(self_sim),
+        "intra_sentence_similarity": _floats(intra),
+        "max_explainable_variance": _floats(mev),
+        "anisotropy": _floats(baseline),
+        "self_similarity_adjusted": _floats(self_sim - baseline),
+        "intra_sentence_similarity_adjusted": _floats(intra - baseline),
+        "layers": list(range(layers)),
+        "sentences": num_sentences,
+        "sentences_for_intra_similarity": collector.intra_sentences,
+        "tokens": total,
+        "word_types": len(counts),
+        "words_analysed": len(analysed),
+        "anisotropy_pairs": len(collector.baseline) // 2,
+        "words": words,
+    }
+
+
+def _floats(values: torch.Tensor) -> list[float]:
+    return [None if v != v else round(float(v), 8) for v in values.tolist()]  # NaN -> null (valid JSON)
+
+
+def plot(results: dict, path: Path, title: str) -> None:
+    """The per-layer curves: self-similarity, intra-sentence similarity (raw and anisotropy-adjusted, with the
+    baseline) and the maximum explainable variance."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layers = results["layers"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    panels = [
+        ("self-similarity of a word's occurrences", "self_similarity", "self_similarity_adjusted"),
+        ("intra-sentence similarity", "intra_sentence_similarity", "intra_sentence_similarity_adjusted"),
+    ]
+    for ax, (name, raw, adjusted) in zip(axes, panels):
+        ax.plot(layers, results[raw], "o-", label="raw")
+        ax.plot(layers, results[adjusted], "s--", label="minus the anisotropy baseline")
+        ax.plot(layers, results["anisotropy"], ":", color="grey", label="anisotropy (random pairs)")
+        ax.set_title(name, fontsize=10)
+    axes[2].plot(layers, results["max_explainable_variance"], "o-", color="tab:green")
+    axes[2].set_title("variance explained by a static vector (MEV)", fontsize=10)
+    for ax in axes:
+        ax.set_xticks(layers, [f"{k}" + (" (chars)" if k == 0 else "") for k in layers])
+        ax.set_xlabel("layer")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(args) -> Path:
+    """Analyse `args.input` with `args.model` and write the outputs; returns the JSON's path."""
+    _check_args(args)
+    source = Path(args.input)
+    if not source.is_file():
+        raise AnalysisError(f"input {source} not found" if not source.exists() else f"input {source} is not a file")
+    out = Path(args.output_dir)
+    if out.exists() and not out.is_dir():
+        raise AnalysisError(f"--output_dir {out} exists and is not a folder")
+    existing = [name for name in (JSON_NAME, PLOT_NAME) if (out / name).exists()]
+    if existing and not args.overwrite:
+        raise AnalysisError(f"{out} already holds {', '.join(existing)}: pass --overwrite to replace")
+    model, tokenizer = load_model(args.model, args.seed, args.device)
+    results = analyze(model, tokenizer, source, split=args.split, min_count=args.min_count,
+                      max_occurrences=args.max_occurrences, max_words=args.max_words,
+                      anisotropy_pairs=args.anisotropy_pairs, seed=args.seed, batch_size=args.batch_size,
+                      max_tokens=args.max_tokens, quiet=args.quiet)
+    settings = {"model": args.model, "input": str(source), "split": args.split, "min_count": args.min_count,
+                "max_occurrences": args.max_occurrences, "max_words": args.max_words, "seed": args.seed,
+                "reference": "Ethayarajh (2019), How Contextual are Contextualized Word Representations?, EMNLP"}
+    results = {**settings, **results}
+    return write_outputs(results, out, title=f"How contextual is each layer? {args.model} on {source.name}")
+
+
+def write_outputs(results: dict, out: Path, title: str) -> Path:
+    """contextuality.json and contextuality.png in `out`, each written under a temporary name and renamed."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, plot_path = out / JSON_NAME, out / PLOT_NAME
+    tmp_plot = out / (PLOT_NAME + ".tmp.png")
+    tmp_json = out / (JSON_NAME + ".tmp")
+    try:
+        plot(results, tmp_plot, title)
+        tmp_json.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
+        os.replace(tmp_plot, plot_path)
+        os.replace(tmp_json, json_path)
+    finally:
+        for leftover in (tmp_plot, tmp_json):
+            leftover.unlink(missing_ok=True)
+    logger.info("self-similarity per layer %s, anisotropy %s, intra-sentence %s, MEV %s",
+                _short(results["self_similarity"]), _short(results["anisotropy"]),
+                _short(results["intra_sentence_similarity"]), _short(results["max_explainable_variance"]))
+    logger.info("wrote %s and %s", json_path, plot_path)
+    return json_path
+
+
+def _short(values: list) -> str:
+    return "[" + ", ".join("nan" if v is None else f"{v:.3f}" for v in values) + "]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        run(args)
+    except AnalysisError as error:
+        logger.error("%s", error)
+        return 2
+    except OSError as error:
+        logger.error("could not write to %s: %s", args.output_dir, error)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
