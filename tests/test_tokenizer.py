@@ -377,20 +377,47 @@ def test_special_tokens_in_the_order_of_the_released_vocabulary(tmp_path):
 
 
 def test_bad_vocab_files(tmp_path):
-    for name, content in (("unk_late", "</S>\n<S>\nthe\n<UNK>\n"), ("missing", "the\ncat\n"), ("empty", "")):
+    for name, content in (("no_unk", "</S>\n<S>\nthe\n"), ("missing", "the\ncat\n"), ("empty", "")):
         path = tmp_path / f"{name}.txt"
         path.write_text(content, encoding="utf-8")
-        with pytest.raises(ValueError, match="must begin with"):
+        with pytest.raises(ValueError, match=f"{name}.txt.*lacks"):
             ElmoTokenizer(vocab_file=str(path))
     with pytest.raises(FileNotFoundError):
         ElmoTokenizer(vocab_file=str(tmp_path / "absent.txt"))
-    with pytest.raises(ValueError, match="must begin with"):
-        ElmoTokenizer(word_vocab=["the", "<S>", "</S>", "<UNK>"])
+    with pytest.raises(ValueError, match=r"\['<UNK>'\] is missing"):
+        ElmoTokenizer(word_vocab=["the", "<S>", "</S>"])
 
 
-def test_the_allennlp_vocab_fixture_is_not_a_vocabulary_file():
-    with pytest.raises(ValueError, match="must begin with"):  # <S> is on its line 21, not line 1
-        ElmoTokenizer(vocab_file=str(shared_file(VOCAB_TEST)))
+def test_special_tokens_anywhere_in_the_vocabulary_file(tmp_path):
+    """Issue 12: <S>, </S>, <UNK> are looked up by name; every id follows the file's order."""
+    lines = ["the", "cat", "<UNK>", "sat", "</S>", ".", "<S>", "mat"]
+    path = tmp_path / "middle.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = ElmoTokenizer(vocab_file=str(path), word_split="whitespace")
+    assert tok.word_vocab == lines and tok.unk_word_id == 2
+    enc = tok(["the cat sat on the mat .", "cat"], padding=True, return_vocab_ids=True, return_tensors="pt")
+    assert enc["vocab_ids"].tolist() == [
+        [6, 0, 1, 3, 2, 0, 7, 5, 4],
+        [6, 1, 4, -100, -100, -100, -100, -100, -100],
+    ]
+    assert tok.convert_vocab_ids_to_tokens([6, 4, 2]) == ["<S>", "</S>", "<UNK>"]
+    assert ElmoTokenizer(word_vocab=lines).convert_tokens_to_vocab_ids(["<S>", "zebra", "</S>"]) == [6, 2, 4]
+    # Saved and reloaded, the file keeps its order.
+    tok.save_pretrained(tmp_path / "saved")
+    assert (tmp_path / "saved" / "vocab.txt").read_text(encoding="utf-8").split() == lines
+    assert ElmoTokenizer.from_pretrained(tmp_path / "saved").word_vocab == lines
+
+
+def test_the_allennlp_vocab_fixture_is_a_vocabulary_file():
+    """AllenNLP's own vocab_test.txt has <S>, <UNK>, </S> on lines 21, 118 and 225 (it was refused before)."""
+    path = shared_file(VOCAB_TEST)
+    lines = path.read_text(encoding="utf-8").split()
+    tok = ElmoTokenizer(vocab_file=str(path), word_split="whitespace")
+    assert tok.word_vocab == lines and len(lines) == 458
+    bos, unk, eos = tok.convert_tokens_to_vocab_ids(["<S>", "<UNK>", "</S>"])
+    assert (bos, unk, eos) == (20, 117, 224) == (lines.index("<S>"), lines.index("<UNK>"), lines.index("</S>"))
+    words = [lines[3], lines[300], "not-a-word-of-the-fixture", lines[-1]]
+    assert tok(" ".join(words), return_vocab_ids=True)["vocab_ids"] == [bos, 3, 300, unk, 457, eos]
 
 
 def test_bilm_tf_vocabulary_file():

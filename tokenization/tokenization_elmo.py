@@ -75,7 +75,8 @@ BOS_TOKEN = "<S>"
 EOS_TOKEN = "</S>"
 UNK_TOKEN = "<UNK>"  # of the optional word vocabulary, not of the character vocabulary
 PAD_TOKEN = "<pad>"
-# The first three lines of every word-vocabulary file, in this order (ids 0, 1, 2).
+# The lines every word-vocabulary file holds, found by name anywhere in the file (their ids are where they are;
+# `build_vocab` puts them first, in this order).
 WORD_VOCAB_SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 LABEL_PAD_ID = -100  # padding of `vocab_ids` and of token-level `labels` (ignored by torch losses)
 
@@ -185,8 +186,12 @@ def split_words(text: str, rule: str = "punctuation") -> list[str]:
 # Optional word vocabulary (for the language-model softmax)
 # ---------------------------------------------------------------------------------------------------------------
 def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
-    """Read a vocabulary file: one token per line, beginning with `<S>`, `</S>`, `<UNK>` in any order (bilm-tf looks
-    them up by name; the released 1B Word Benchmark vocabulary begins with `</S>`, `<S>`, `<UNK>`).
+    """Read a vocabulary file: one token per line; word id i is the i-th (non-blank) line.
+
+    `<S>`, `</S>` and `<UNK>` must each appear, on any line: the original format looks them up by name (bilm-tf's
+    `Vocabulary`; the released 1B Word Benchmark vocabulary begins with `</S>`, `<S>`, `<UNK>`, AllenNLP's test
+    fixture has them on lines 21, 118 and 225). Their ids are wherever they are, and so are the softmax rows of
+    a language model trained with the file.
 
     Lines are stripped of surrounding whitespace like in bilm-tf; blank lines are skipped; a repeated token keeps
     its first id (with a warning).
@@ -194,12 +199,18 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
     with open(vocab_file, encoding="utf-8") as handle:
         tokens = [line.strip() for line in handle]
     tokens = [token for token in tokens if token]
-    if sorted(tokens[:3]) != sorted(WORD_VOCAB_SPECIALS):
+    missing = _missing_specials(tokens)
+    if missing:
         raise ValueError(
-            f"The vocabulary file {os.fspath(vocab_file)!r} must begin with the lines {list(WORD_VOCAB_SPECIALS)} "
-            f"(in any order, like the original ELMo vocabulary files), but it begins with {tokens[:3]}"
+            f"The vocabulary file {os.fspath(vocab_file)!r} lacks the line(s) {missing}: a word vocabulary must hold "
+            f"{list(WORD_VOCAB_SPECIALS)}, on any line (like the original ELMo vocabulary files)"
         )
     return tokens
+
+
+def _missing_specials(tokens: Sequence[str]) -> list[str]:
+    present = set(tokens)
+    return [special for special in WORD_VOCAB_SPECIALS if special not in present]
 
 
 def write_vocab(tokens: Sequence[str], path: str | os.PathLike) -> str:
@@ -215,9 +226,10 @@ def write_vocab(tokens: Sequence[str], path: str | os.PathLike) -> str:
 def _check_word_vocab(tokens: Sequence[str]) -> None:
     if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
         raise TypeError("A word vocabulary must be a list of str")
-    if sorted(tokens[:3]) != sorted(WORD_VOCAB_SPECIALS):
+    missing = _missing_specials(tokens)
+    if missing:
         raise ValueError(
-            f"A word vocabulary must begin with {list(WORD_VOCAB_SPECIALS)} (in any order), got {list(tokens[:3])}"
+            f"A word vocabulary must hold {list(WORD_VOCAB_SPECIALS)} (on any line), but {missing} is missing"
         )
     bad = [t for t in tokens if not t or t != t.strip() or "\n" in t]
     if bad:
@@ -354,8 +366,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
     default (like CLS/SEP), padding is on the right and is a row of zeros.
 
     Args:
-        vocab_file (`str`, *optional*): word vocabulary, one token per line, beginning with `<S>`, `</S>`, `<UNK>`
-            (the format of the original ELMo vocabulary files). Only needed for `return_vocab_ids=True`
+        vocab_file (`str`, *optional*): word vocabulary, one token per line (word id i = line i), holding `<S>`,
+            `</S>` and `<UNK>` on any lines (the format of the original ELMo vocabulary files). Only needed for `return_vocab_ids=True`
             (language-model targets); saved as `vocab.txt` by `save_pretrained`.
         word_vocab (`list[str]`, *optional*): the same vocabulary given as a list (e.g. from `build_vocab`).
         word_split (`str`, *optional*, defaults to `"punctuation"`): how raw text is split into words,
