@@ -654,8 +654,8 @@ def test_unusable_vocab_is_reported_and_leaves_nothing(tmp_path):
     options_file, weight_file = _copy_fixture(tmp_path / "original")
     parent = tmp_path / "outputs"
     parent.mkdir()
-    vocab = fixture("vocab_test.txt")  # <S>, </S>, <UNK> are not its first three lines
-    with pytest.raises(ConversionError, match="vocab file .*vocab_test.txt cannot be used"):
+    vocab = fixture("options.json")  # a file that is not a vocabulary: no <S>, </S>, <UNK> lines
+    with pytest.raises(ConversionError, match="vocab file .*options.json cannot be used"):
         convert(options_file, weight_file, parent / "elmo", vocab_file=vocab)
     with pytest.raises(ConversionError, match="vocab file .*absent.txt does not exist"):
         convert(options_file, weight_file, parent / "elmo", vocab_file=tmp_path / "absent.txt")

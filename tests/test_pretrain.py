@@ -137,7 +137,7 @@ def test_invalid_utf8_lines_are_skipped_and_counted(tmp_path):
         ("missing", "no file matches"),
         ("empty", "holds no words"),
         ("tiny_corpus", "no full batch"),
-        ("bad_vocab", "must begin with"),
+        ("bad_vocab", "lacks the line"),
         ("nan", "non-finite loss"),
     ],
 )
