@@ -1,0 +1,193 @@
+"""`elmo-analyze`: the contextuality measures against a brute-force computation on a tiny model, the sampling cap,
+and bad input (one line, exit 2, nothing written), with the command run in subprocesses."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+
+from modeling_elmo import ElmoConfig, ElmoModel, analysis
+from tokenization import ElmoTokenizer
+
+LINES = [
+    "the bank raised the rate .",
+    "we sat on the bank of the river .",
+    "",
+    "the river was quiet .",
+    "a bat flew out of the cave .",
+    "  ",
+    "the bank of the river flooded .",
+    "she swung the bat .",
+    "word",
+    "the cave was dark and the river was cold .",
+]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("elmo") / "tiny"
+    torch.manual_seed(0)
+    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return folder
+
+
+def run_analyze(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "modeling_elmo.analysis", *map(str, args), "--quiet"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def brute_force(model_dir: Path, lines: list[str], min_count: int) -> dict:
+    """The definitions of the module docstring, computed the slow way: each sentence on its own, every pair."""
+    model = ElmoModel.from_pretrained(model_dir).eval()
+    tokenizer = ElmoTokenizer.from_pretrained(model_dir)
+    occurrences: dict[str, list[torch.Tensor]] = {}
+    intra = []
+    for line in lines:
+        words = line.split()
+        if not words:
+            continue
+        with torch.no_grad():
+            hidden = model(**tokenizer([words], is_split_into_words=True, return_tensors="pt"),
+                           output_hidden_states=True).hidden_states
+        vectors = [torch.stack([layer[0, i + 1].double() for layer in hidden]) for i in range(len(words))]
+        for word, vector in zip(words, vectors):
+            occurrences.setdefault(word, []).append(vector)
+        if len(words) >= 2:
+            mean = sum(vectors) / len(vectors)
+            intra.append(sum(torch.cosine_similarity(v, mean, dim=-1) for v in vectors) / len(vectors))
+    words = {}
+    for word, vectors in occurrences.items():
+        if len(vectors) < min_count:
+            continue
+        pairs = [torch.cosine_similarity(a, b, dim=-1) for a, b in itertools.permutations(vectors, 2)]
+        mev = []
+        for layer in range(vectors[0].shape[0]):
+            matrix = torch.stack([v[layer] for v in vectors])
+            eigenvalues = torch.linalg.eigvalsh(matrix.T @ matrix)  # sigma_i^2 of the uncentred matrix
+            mev.append(eigenvalues.max() / eigenvalues.sum())
+        words[word] = {"count": len(vectors), "self_similarity": sum(pairs) / len(pairs),
+                       "max_explainable_variance": torch.stack(mev)}
+    return {
+        "words": words,
+        "self_similarity": sum(w["self_similarity"] for w in words.values()) / len(words),
+        "max_explainable_variance": sum(w["max_explainable_variance"] for w in words.values()) / len(words),
+        "intra_sentence_similarity": sum(intra) / len(intra),
+        "sentences_for_intra_similarity": len(intra),
+    }
+
+
+def test_measures_equal_a_brute_force_computation(model_dir, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n")
+    out = tmp_path / "out"
+    result = run_analyze(corpus, "--model", model_dir, "--output_dir", out, "--min_count", "2",
+                         "--batch_size", "3", "--anisotropy_pairs", "40", "--seed", "7")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "wrote" in result.stderr and result.stdout == ""
+    got = json.loads((out / "contextuality.json").read_text())
+    assert (out / "contextuality.png").stat().st_size > 10_000
+    expected = brute_force(model_dir, LINES, min_count=2)
+
+    assert set(got["words"]) == set(expected["words"]) and "bank" in got["words"]
+    for word, reference in expected["words"].items():
+        entry = got["words"][word]
+        assert entry["count"] == entry["used"] == reference["count"]
+        assert entry["self_similarity"] == pytest.approx(reference["self_similarity"].tolist(), abs=1e-5)
+        assert entry["max_explainable_variance"] == pytest.approx(
+            reference["max_explainable_variance"].tolist(), abs=1e-5)
+    for name in ("self_similarity", "max_explainable_variance", "intra_sentence_similarity"):
+        assert got[name] == pytest.approx(expected[name].tolist(), abs=1e-5), name
+    assert got["sentences_for_intra_similarity"] == expected["sentences_for_intra_similarity"]
+    # layer 0 (characters only) gives every occurrence of a word the same vector
+    assert got["self_similarity"][0] == pytest.approx(1.0, abs=1e-7)
+    assert got["max_explainable_variance"][0] == pytest.approx(1.0, abs=1e-7)
+    assert all(entry["self_similarity"][0] == pytest.approx(1.0, abs=1e-7) for entry in got["words"].values())
+    # the baseline is a mean cosine of random pairs; the adjusted values subtract it layer by layer
+    words = sum(len(line.split()) for line in LINES)
+    assert got["anisotropy_pairs"] == min(40, words // 2)
+    assert all(-1 <= a <= 1 for a in got["anisotropy"])
+    for name in ("self_similarity", "intra_sentence_similarity"):
+        adjusted = [raw - base for raw, base in zip(got[name], got["anisotropy"])]
+        assert got[f"{name}_adjusted"] == pytest.approx(adjusted, abs=1e-7)
+    assert got["min_count"] == 2 and got["max_occurrences"] == 100 and got["seed"] == 7
+    assert got["sentences"] == 8 and got["tokens"] == sum(len(line.split()) for line in LINES)
+
+
+def test_batch_size_and_seed(model_dir, tmp_path):
+    """The measures do not depend on the batch size; the seed decides the baseline's pairs."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES * 3) + "\n")
+    model = ElmoModel.from_pretrained(model_dir).eval()
+    tokenizer = ElmoTokenizer.from_pretrained(model_dir)
+    options = dict(min_count=2, anisotropy_pairs=30, quiet=True)
+    one = analysis.analyze(model, tokenizer, corpus, batch_size=1, seed=1, **options)
+    many = analysis.analyze(model, tokenizer, corpus, batch_size=64, seed=1, **options)
+    other_seed = analysis.analyze(model, tokenizer, corpus, batch_size=64, seed=2, **options)
+    for name in ("self_similarity", "intra_sentence_similarity", "max_explainable_variance", "anisotropy"):
+        assert one[name] == pytest.approx(many[name], abs=1e-6), name
+    assert other_seed["anisotropy"] != many["anisotropy"]
+    assert other_seed["self_similarity"] == pytest.approx(many["self_similarity"], abs=1e-6)
+
+
+def test_occurrences_are_capped(model_dir, tmp_path):
+    """Memory is bounded by the cap: a frequent word keeps --max_occurrences vectors, a uniform sample."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"the cat number {i} saw the dog ." for i in range(60)) + "\n")
+    model = ElmoModel.from_pretrained(model_dir).eval()
+    tokenizer = ElmoTokenizer.from_pretrained(model_dir)
+    results = analysis.analyze(model, tokenizer, corpus, min_count=5, max_occurrences=7, max_words=2,
+                               anisotropy_pairs=10, quiet=True)
+    assert list(results["words"]) == ["the", "cat"]  # the two most frequent types (120 and 60 occurrences)
+    assert results["words"]["the"] == {**results["words"]["the"], "count": 120, "used": 7}
+    assert results["words"]["cat"]["used"] == 7 and results["words_analysed"] == 2
+
+    chosen = analysis.choose_occurrences(1000, 100, analysis.random.Random(0))
+    assert len(chosen) == 100 and sorted(chosen.values()) == list(range(100))
+    assert max(chosen) > 900 and min(chosen) < 100  # spread over the whole corpus, not the first 100
+    assert analysis.choose_occurrences(5, 100, analysis.random.Random(0)) == {i: i for i in range(5)}
+
+
+@pytest.mark.parametrize("case", ["missing_file", "empty_file", "bad_model", "rare_words", "bad_option"])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, model_dir, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n")
+    model = str(model_dir)
+    extra: list[str] = []
+    expected = {"missing_file": "not found", "empty_file": "has no words", "bad_model": "cannot load",
+                "rare_words": "no word occurs 50 times", "bad_option": "--max_occurrences"}[case]
+    if case == "missing_file":
+        corpus = tmp_path / "absent.txt"
+    elif case == "empty_file":
+        corpus.write_text("\n  \n\n")
+    elif case == "bad_model":
+        model = str(tmp_path)  # a folder without config.json
+    elif case == "rare_words":
+        extra = ["--min_count", "50"]
+    else:
+        extra = ["--max_occurrences", "1"]
+    out = tmp_path / "out"
+    result = run_analyze(corpus, "--model", model, "--output_dir", out, *extra)
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and expected in errors[0], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_existing_outputs_need_overwrite(model_dir, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "contextuality.json").write_text("{}")
+    result = run_analyze(corpus, "--model", "tiny", "--output_dir", out, "--min_count", "2")
+    assert result.returncode == 2 and "--overwrite" in result.stderr
+    assert (out / "contextuality.json").read_text() == "{}"
