@@ -40,7 +40,9 @@ embedded in pieces of `--max_tokens` words (each with its own `<S>`/`</S>`) whos
 still gets one vector per word (with a warning and a count); a line longer than `--max_line_chars` characters is
 truncated (with a warning). The model runs under `torch.inference_mode` with the fast LSTM loop and a token cache
 (`--token_cache_size`, 0 turns it off): results equal a sentence-by-sentence run of the model and do not depend on
-the batch size (tested).
+the batch size (tested). `--dtype bfloat16` runs the matrix multiplies in bfloat16 (autocast; the LSTM cell
+state stays float32; outputs are float32): faster on CPUs with AVX512-BF16 or AMX and on GPUs, at a deviation
+measured in `benchmarks/results_embed_dtype.md`.
 
 Interruption and `--resume`
 ---------------------------
@@ -51,8 +53,22 @@ therefore leaves only complete chunks (plus at most one temporary file, deleted 
 every window is done the chunks are merged into `OUTPUT.tmp`, which is renamed to OUTPUT, and the work folder is
 removed: OUTPUT exists only when complete. An interruption costs at most one window of work.
 
-Exit status: 0 on success, 2 for bad arguments or inputs (missing model or input, an existing output without
-`--overwrite`/`--resume`, a `--resume` with other settings), 1 when writing fails.
+Several processes
+-----------------
+Under `torchrun` or `accelerate launch` (which set `WORLD_SIZE`, `RANK` and `LOCAL_RANK`) the processes share the
+windows: every process reads the whole input (cheap next to embedding it) and embeds every `world`-th window not yet
+done, each into its own chunk file; process 0 prepares the work folder, and when every process has written its
+chunks it merges them, once. The output is the one a single process writes (the same keys, the same vectors to
+rounding). The processes exchange only these few messages, over `torch.distributed` with gloo (on GPUs too: no
+tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU node uses `cuda:LOCAL_RANK`.
+`--resume` works whatever the number of processes of the interrupted run: a chunk is a window's, not a process's.
+
+    torchrun --nproc_per_node 4 -m modeling_elmo.embed corpus.txt out.hdf5 --model MODEL        # 4 GPUs (or CPU)
+    accelerate launch --multi_gpu --num_processes 4 -m modeling_elmo.embed corpus.txt out.hdf5 --model MODEL
+
+Exit status: 0 on success, 2 for bad arguments or inputs (missing, empty or unreadable model or input, an unknown
+or unavailable `--device`, an existing output without `--overwrite`/`--resume`, a `--resume` with other settings),
+1 when writing fails.
 """
 
 from __future__ import annotations
@@ -60,6 +76,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import datetime
 import hashlib
 import json
 import logging
@@ -70,7 +87,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -83,256 +100,26 @@ os.environ.setdefault("LRU_CACHE_CAPACITY", "128")
 
 import torch  # noqa: E402
 
+from .embed_io import (  # noqa: E402
+    DATA_FILE_BUILDERS,
+    Counts,
+    EmbedError,
+    chunk_path,
+    complete_chunks,
+    count_lines,
+    merge_chunks,
+    open_chunk,
+    open_dataset,
+    read_text_lines,
+)
+
 logger = logging.getLogger("elmo-embed")
 
 MODES = ("all", "top", "average")
 FORMATS = ("hdf5", "parquet")
 PARQUET_SUFFIXES = (".parquet", ".pq")
-DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
 PROGRESS_VERSION = 1
-
-
-class EmbedError(Exception):
-    """A problem with the user's arguments or inputs (exit status 2)."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Reading the input
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Counts:
-    """What happened to special lines, for the log and the output's metadata."""
-
-    lines: int = 0
-    tokens: int = 0
-    empty: int = 0
-    split: int = 0  # lines longer than --max_tokens words, embedded in pieces
-    truncated: int = 0  # lines longer than --max_line_chars characters
-    invalid_utf8: int = 0
-
-
-def _count_lines(path: Path) -> int:
-    """Number of lines of a text file (a last line without a newline counts), in one fast pass."""
-    count, last = 0, b"\n"
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 24):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
-
-
-def _read_text_lines(path: Path, max_chars: int, errors: str, counts: Counts) -> Iterator[tuple[int, str | None]]:
-    """(line number, text) of every line; text None for a line left out. Memory stays bounded by `max_chars`."""
-    limit = 4 * max_chars + 4  # UTF-8 needs at most 4 bytes a character
-    with open(path, "rb") as handle:
-        line_no = 0
-        while True:
-            raw = handle.readline(limit)
-            if not raw:
-                return
-            too_long = not raw.endswith(b"\n") and len(raw) >= limit
-            if too_long:  # read the rest of the line in bounded pieces and drop it
-                while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
-                    pass
-            raw = raw.rstrip(b"\r\n")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                if too_long:  # the cut may have split a character: only an error before the cut counts
-                    text = raw.decode("utf-8", "ignore") if _valid_prefix(raw) else None
-                else:
-                    text = None
-                if text is None:
-                    counts.invalid_utf8 += 1
-                    if errors == "skip":
-                        yield line_no, None
-                        line_no += 1
-                        continue
-                    text = raw.decode("utf-8", "replace")
-            if too_long or len(text) > max_chars:
-                counts.truncated += 1
-                text = text[:max_chars]
-            yield line_no, text
-            line_no += 1
-
-
-def _valid_prefix(raw: bytes) -> bool:
-    """Whether `raw` is valid UTF-8 except for an incomplete character at its very end."""
-    for cut in range(4):
-        try:
-            raw[: len(raw) - cut].decode("utf-8")
-            return True
-        except UnicodeDecodeError:
-            continue
-    return False
-
-
-def _open_dataset(path: Path, text_column: str, dataset_split: str | None):
-    """(an iterable of rows, the number of rows or None, a fingerprint) of a `datasets` input."""
-    import datasets
-
-    if path.is_dir():
-        try:
-            loaded = datasets.load_from_disk(str(path))
-        except (FileNotFoundError, ValueError) as error:
-            raise EmbedError(f"{path} is a folder but not a dataset saved with save_to_disk: {error}") from error
-        if isinstance(loaded, datasets.DatasetDict):
-            if dataset_split is None:
-                raise EmbedError(f"{path} holds the splits {sorted(loaded)}: choose one with --dataset_split")
-            if dataset_split not in loaded:
-                raise EmbedError(f"{path} has no split {dataset_split!r}; it has {sorted(loaded)}")
-            loaded = loaded[dataset_split]
-        if text_column not in loaded.column_names:
-            raise EmbedError(f"{path} has no column {text_column!r}; it has {loaded.column_names} (--text_column)")
-        rows = (row[text_column] for row in loaded.select_columns([text_column]))
-        return rows, len(loaded), loaded._fingerprint
-    builder = DATA_FILE_BUILDERS.get(path.suffix.lower())
-    if builder is None:
-        raise EmbedError(f"--text_column needs a dataset folder or a {sorted(DATA_FILE_BUILDERS)} file, got {path}")
-    stream = iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True))
-    # The first row is read now, so that a wrong --text_column fails before any output is started.
-    first = next(stream, None)
-
-    def check(row: dict) -> dict:
-        if text_column not in row:
-            raise EmbedError(f"{path} has no column {text_column!r}; it has {sorted(row)} (--text_column)")
-        return row
-
-    if first is not None:
-        check(first)
-
-    def rows():
-        if first is None:
-            return
-        yield first[text_column]
-        for row in stream:
-            yield check(row)[text_column]
-
-    stat = path.stat()
-    return rows(), None, f"{stat.st_size}-{stat.st_mtime_ns}"
-
-
-# --------------------------------------------------------------------------------------------------
-# Writing the output
-# --------------------------------------------------------------------------------------------------
-
-
-class Hdf5Chunk:
-    """One window's datasets in an HDF5 file of its own."""
-
-    suffix = ".h5"
-
-    def __init__(self, path: Path, mode: str, skipped: list[int]):
-        import h5py
-
-        self.file = h5py.File(path, "w")
-        _small_metadata_cache(self.file)
-        self.file.attrs["skipped_lines"] = np.asarray(skipped, dtype=np.int64)
-
-    def write(self, items: list[tuple[int, list[str], np.ndarray]]) -> None:
-        for line_no, _, array in items:
-            self.file.create_dataset(str(line_no), data=array)
-
-    def close(self) -> None:
-        self.file.close()
-
-
-class ParquetChunk:
-    """One window's rows in a Parquet file of its own (a row group per batch)."""
-
-    suffix = ".parquet"
-
-    def __init__(self, path: Path, mode: str, skipped: list[int]):
-        import pyarrow.parquet as pq
-
-        self.schema = parquet_schema(mode).with_metadata({"skipped_lines": json.dumps(skipped)})
-        self.writer = pq.ParquetWriter(path, self.schema)
-
-    def write(self, items: list[tuple[int, list[str], np.ndarray]]) -> None:
-        if items:
-            self.writer.write_table(_parquet_table(items, self.schema))
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-def parquet_schema(mode: str):
-    import pyarrow as pa
-
-    vector = pa.list_(pa.float32())
-    embedding = pa.list_(pa.list_(vector)) if mode == "all" else pa.list_(vector)
-    return pa.schema([("line", pa.int64()), ("tokens", pa.list_(pa.string())), ("embedding", embedding)])
-
-
-def _parquet_table(items: list[tuple[int, list[str], np.ndarray]], schema):
-    """Rows -> an Arrow table, building the nested lists from offsets (no Python loop over the numbers)."""
-    import pyarrow as pa
-
-    width = items[0][2].shape[-1]
-    values = pa.array(np.concatenate([a.reshape(-1) for _, _, a in items]), type=pa.float32())
-    vectors = pa.ListArray.from_arrays(pa.array(np.arange(0, len(values) + 1, width, dtype=np.int32)), values)
-    per_row = [a.shape[-2] for _, _, a in items]  # tokens of each row
-    if items[0][2].ndim == 3:  # (L + 1, n, 2P): a list of layers of lists of tokens
-        layers = items[0][2].shape[0]
-        token_lists = np.repeat(per_row, layers)
-        offsets = np.concatenate([[0], np.cumsum(token_lists)]).astype(np.int32)
-        tokens_level = pa.ListArray.from_arrays(pa.array(offsets), vectors)
-        layer_offsets = np.arange(0, len(items) * layers + 1, layers, dtype=np.int32)
-        embedding = pa.ListArray.from_arrays(pa.array(layer_offsets), tokens_level)
-    else:
-        offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
-        embedding = pa.ListArray.from_arrays(pa.array(offsets), vectors)
-    columns = [
-        pa.array([line for line, _, _ in items], type=pa.int64()),
-        pa.array([tokens for _, tokens, _ in items], type=pa.list_(pa.string())),
-        embedding.cast(schema.field("embedding").type),
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _small_metadata_cache(file) -> None:
-    """Cap HDF5's metadata cache of a file being written (32 MB by default, grown as datasets are added)."""
-    config = file.id.get_mdc_config()
-    config.set_initial_size = True
-    config.initial_size = 1 << 20
-    config.min_size = 1 << 20
-    config.max_size = 4 << 20
-    file.id.set_mdc_config(config)
-
-
-def _merge_hdf5(chunks: list[Path], target: Path, attrs: dict) -> None:
-    """Copy every chunk's datasets into one file (HDF5's own object copy, in line order within a chunk)."""
-    import h5py
-
-    skipped = []
-    with h5py.File(target, "w") as out:
-        _small_metadata_cache(out)
-        for chunk in chunks:
-            with h5py.File(chunk, "r") as source:
-                skipped.extend(int(v) for v in source.attrs["skipped_lines"])
-                for name in sorted(source, key=int):
-                    source.copy(source[name], out, name=name)
-        for key, value in attrs.items():
-            out.attrs[key] = value
-        out.attrs["skipped_lines"] = np.asarray(skipped, dtype=np.int64)
-
-
-def _merge_parquet(chunks: list[Path], target: Path, mode: str, attrs: dict) -> None:
-    """Concatenate the chunks' row groups into one file (one row group in memory at a time)."""
-    import pyarrow.parquet as pq
-
-    skipped = []
-    for chunk in chunks:
-        skipped.extend(json.loads(pq.read_schema(chunk).metadata[b"skipped_lines"]))
-    schema = parquet_schema(mode).with_metadata({"elmo-embed": json.dumps({**attrs, "skipped_lines": skipped})})
-    with pq.ParquetWriter(target, schema) as writer:
-        for chunk in chunks:
-            source = pq.ParquetFile(chunk)
-            for group in range(source.num_row_groups):
-                writer.write_table(source.read_row_group(group).replace_schema_metadata(schema.metadata))
-
+__all__ = ["DATA_FILE_BUILDERS", "EmbedError", "Embedder", "main", "run"]
 
 # --------------------------------------------------------------------------------------------------
 # Embedding
@@ -398,8 +185,204 @@ def _empty(mode: str, layers: int, width: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------
+# One window into one chunk file
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WindowPlan:
+    """One window's lines made ready: the rows already final (empty lines), the pieces to embed, the lines left
+    out, the words of each line and how many pieces each line cut in pieces has."""
+
+    ready: list[tuple[int, list[str], np.ndarray]] = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    words_of: dict[int, list[str]] = field(default_factory=dict)
+    pieces_of: dict[int, int] = field(default_factory=dict)
+
+
+class WindowEmbedder:
+    """Embeds one window of lines into its chunk file, written under a temporary name and renamed when complete
+    (so that a killed process leaves no chunk that a rerun would take as done)."""
+
+    def __init__(self, embedder: Embedder, args, work: Path, is_dataset: bool, progress_bar):
+        self.embedder, self.args, self.work, self.progress_bar = embedder, args, work, progress_bar
+        self.is_dataset = is_dataset  # a dataset row of None is an empty line; a text line of None was left out
+        config = embedder.model.config
+        self.layers, self.width = config.num_layers + 1, config.hidden_size
+        self.counts = Counts()
+        self.written = 0
+
+    def __call__(self, window: int, items: list[tuple[int, str | list | None]]) -> None:
+        plan = self.plan(items)
+        final = chunk_path(self.work, window, self.args.format)
+        tmp = final.with_name(final.name + ".tmp")
+        writer = open_chunk(self.args.format, tmp, self.args.mode, plan.skipped)
+        try:
+            writer.write(plan.ready)
+            self.progress_bar.update(len(plan.ready) + len(plan.skipped))
+            waiting: dict[int, list] = {}  # pieces of long lines whose other pieces are in later batches
+            for batch in _batches(plan.pieces, self.args.batch_size, self.args.batch_tokens):
+                rows = _whole_lines(batch, self.embedder([p.words for p in batch]), plan, waiting)
+                writer.write(rows)
+                self.progress_bar.update(len(rows))
+                self._debug_kill()
+        finally:
+            writer.close()
+        os.replace(tmp, final)  # the chunk is complete: one atomic step
+        self.written += 1
+        _release_free_memory()
+
+    def plan(self, items: list[tuple[int, str | list | None]]) -> WindowPlan:
+        plan, max_tokens = WindowPlan(), self.args.max_tokens
+        for line_no, text in items:
+            if text is None and not self.is_dataset:  # invalid UTF-8 with --encoding_errors skip
+                plan.skipped.append(line_no)
+                continue
+            words = _words(text, self.args.split)
+            plan.words_of[line_no] = words
+            self.counts.lines += 1
+            self.counts.tokens += len(words)
+            if not words:
+                self.counts.empty += 1
+                plan.ready.append((line_no, words, _empty(self.args.mode, self.layers, self.width)))
+                continue
+            n_pieces = math.ceil(len(words) / max_tokens)
+            if n_pieces > 1:
+                self.counts.split += 1
+                plan.pieces_of[line_no] = n_pieces
+            for k in range(n_pieces):
+                plan.pieces.append(Piece(line_no, k, words[k * max_tokens : (k + 1) * max_tokens]))
+        return plan
+
+    def _debug_kill(self) -> None:
+        """--debug_kill_after_chunks K: SIGKILL this process while it writes its chunk after the first K."""
+        if self.args.debug_kill_after_chunks is not None and self.written >= self.args.debug_kill_after_chunks:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _whole_lines(batch: list[Piece], arrays: list[np.ndarray], plan: WindowPlan, waiting: dict) -> list:
+    """The rows (line, words, vectors) that a batch completes: a line cut in pieces is complete when its last
+    piece is embedded, its pieces' vectors concatenated in order."""
+    rows = []
+    for piece, array in zip(batch, arrays):
+        n_pieces = plan.pieces_of.get(piece.line, 1)
+        if n_pieces > 1:
+            slots = waiting.setdefault(piece.line, [None] * n_pieces)
+            slots[piece.index] = array
+            if any(slot is None for slot in slots):
+                continue
+            array = np.concatenate(waiting.pop(piece.line), axis=-2)
+        rows.append((piece.line, plan.words_of[piece.line], array))
+    return rows
+
+
+def _words(text: str | list | None, rule: str) -> list[str]:
+    if text is None:
+        return []
+    if isinstance(text, str):
+        return text.split() if rule == "whitespace" else _split_words(text, rule)
+    return [str(word) for word in text]  # a dataset column of word lists
+
+
+# --------------------------------------------------------------------------------------------------
+# Several processes (torchrun, accelerate launch)
+# --------------------------------------------------------------------------------------------------
+
+
+class Processes:
+    """This process's place among those a launcher started (`torchrun` and `accelerate launch` set `WORLD_SIZE`,
+    `RANK` and `LOCAL_RANK`); one process without a launcher. The processes exchange only small Python objects
+    (the windows done, an error, the counts), so gloo serves on GPU nodes too."""
+
+    def __init__(self, timeout_s: float):
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.timeout_s = timeout_s
+        self._group_owned = False
+
+    def start(self) -> None:
+        import torch.distributed as dist
+
+        if self.world > 1 and not dist.is_initialized():
+            dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=self.timeout_s))
+            self._group_owned = True
+
+    def stop(self) -> None:
+        """Destroy the process group (ours only) once no collective is pending, not at interpreter exit, where
+        a gloo thread still running can hang the exit."""
+        import torch.distributed as dist
+
+        if self._group_owned and dist.is_initialized():
+            dist.destroy_process_group()
+        self._group_owned = False
+
+    def from_first(self, task):
+        """`task()` run by process 0 only, its result sent to every process; an EmbedError it raises is raised by
+        every process (all exit 2 with the same message)."""
+        if self.world == 1:
+            return task()
+        import torch.distributed as dist
+
+        message: list = [None]
+        if self.rank == 0:
+            try:
+                message = [("result", task())]
+            except EmbedError as error:
+                message = [("error", str(error))]
+        dist.broadcast_object_list(message, src=0)
+        kind, value = message[0]
+        if kind == "error":
+            raise EmbedError(value)
+        return value
+
+    def gather(self, value) -> list:
+        """Every process's `value`, in rank order; also the barrier after which all chunks are complete."""
+        if self.world == 1:
+            return [value]
+        import torch.distributed as dist
+
+        gathered: list = [None] * self.world
+        dist.all_gather_object(gathered, value)
+        return gathered
+
+
+def _windows(lines: Iterator, size: int, max_lines: int | None) -> Iterator[tuple[int, list]]:
+    """(window number, its `size` lines), in input order; the windows are numbered from 0."""
+    window, items = 0, []
+    for line_no, text in lines:
+        if max_lines is not None and line_no >= max_lines:
+            break
+        items.append((line_no, text))
+        if len(items) == size:
+            yield window, items
+            window, items = window + 1, []
+    if items:
+        yield window, items
+
+
+def _embed_share(lines: Iterator, args, done: set[int], processes: Processes, embed_window, progress_bar):
+    """Embed this process's share of the windows not done yet: the windows left are dealt out in turn, so the
+    processes share them evenly however many an interrupted run finished. Returns the input's windows and lines."""
+    windows = lines_read = left = 0
+    for window, items in _windows(lines, args.window, args.max_lines):
+        windows += 1
+        lines_read += len(items)
+        if window not in done:
+            left += 1
+            if (left - 1) % processes.world == processes.rank:
+                embed_window(window, items)
+                continue
+        progress_bar.update(len(items))
+    return windows, lines_read
+
+
+# --------------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------------
+
+
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -433,22 +416,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_lines", type=int, default=None, help="embed only the first N lines")
     parser.add_argument("--encoding_errors", choices=("replace", "skip"), default="replace",
                         help="invalid UTF-8: replace the bytes by U+FFFD (default) or leave the line out")
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda, cuda:1 ... (default: cuda if available; cuda:LOCAL_RANK under torchrun)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
-                        help="compute dtype (autocast); outputs are float32")
+                        help="compute dtype of the matrix multiplies (autocast; float16 on CUDA only); outputs are "
+                             "float32 (default float32)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--token_cache_size", type=int, default=50_000,
                         help="distinct tokens whose layer-0 vectors are kept (0: off)")
     parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT (and any unfinished run)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--dist_timeout", type=int, default=7200,
+                        help="under torchrun / accelerate launch: seconds a process waits for the others (7200)")
     # Testing aid: SIGKILL this process while it writes the chunk after the first K (an interruption on demand).
     parser.add_argument("--debug_kill_after_chunks", type=int, default=None, help=argparse.SUPPRESS)
     return parser
 
 
 def _check_args(args) -> None:
-    for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars"):
+    for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout"):
         if getattr(args, name) < 1:
             raise EmbedError(f"--{name} must be a positive integer, got {getattr(args, name)}")
     if args.max_lines is not None and args.max_lines < 0:
@@ -550,129 +537,131 @@ def _prepare_work_dir(args, output: Path, work: Path, settings: dict) -> set[int
     return set()
 
 
-def _chunk_path(work: Path, window: int, suffix: str) -> Path:
-    return work / f"chunk-{window:08d}{suffix}"
+@dataclass
+class Input:
+    """The lines to embed, as a stream of (line number, text), and what identifies the input for --resume."""
+
+    lines: Iterator[tuple[int, str | list | None]]
+    total: int | None  # lines, for the progress bar (None: a streamed data file)
+    fingerprint: str
+    is_dataset: bool
+    counts: Counts  # the reader's counts: invalid UTF-8, truncated lines
 
 
-def run(args) -> Path:
-    """Embed `args.input` into `args.output` (see the module docstring); returns the output path."""
-    _check_args(args)
-    output = Path(args.output)
-    args.format = args.format or ("parquet" if output.suffix.lower() in PARQUET_SUFFIXES else "hdf5")
+def _open_input(args) -> Input:
     source = Path(args.input)
     if not source.exists():
         raise EmbedError(f"input {source} not found")
-    use_dataset = source.is_dir() or args.text_column is not None
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = getattr(torch, args.dtype)
-    if dtype == torch.float16 and device.type != "cuda":
-        raise EmbedError("--dtype float16 needs a CUDA device; use bfloat16 on the CPU")
-
     counts = Counts()
-    text_column = args.text_column or "text"
-    if use_dataset:
-        rows, total, fingerprint = _open_dataset(source, text_column, args.dataset_split)
-        lines = enumerate(rows)
+    if source.is_dir() or args.text_column is not None:
+        rows, total, fingerprint = open_dataset(source, args.text_column or "text", args.dataset_split)
+        lines, is_dataset = enumerate(rows), True
     else:
-        total = _count_lines(source)
         stat = source.stat()
-        fingerprint = f"{stat.st_size}-{stat.st_mtime_ns}"
-        lines = _read_text_lines(source, args.max_line_chars, args.encoding_errors, counts)
+        if stat.st_size == 0:
+            raise EmbedError(f"input {source} is empty: nothing to embed")
+        total, fingerprint, is_dataset = count_lines(source), f"{stat.st_size}-{stat.st_mtime_ns}", False
+        lines = read_text_lines(source, args.max_line_chars, args.encoding_errors, counts)
     if args.max_lines is not None:
         total = min(total, args.max_lines) if total is not None else args.max_lines
+    return Input(lines, total, fingerprint, is_dataset, counts)
 
+
+def _device(name: str | None, processes: Processes) -> torch.device:
+    """The --device to run on, checked: a one-line error for a name torch does not know (`gpu`) or a device this
+    machine or this torch build does not have. Several processes on GPUs take one each (`cuda:LOCAL_RANK`)."""
+    name = name or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise EmbedError(f"--device {name!r} is not a device name (cpu, cuda, cuda:1, mps, ...)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            reason = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise EmbedError(f"--device {name}: {reason}; use --device cpu")
+        if device.index is None and processes.world > 1:
+            device = torch.device("cuda", processes.local_rank)
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise EmbedError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    try:
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as error:  # torch says "not compiled with ..." with an AssertionError
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise EmbedError(f"--device {name} is not usable here: {reason}") from None
+    return device
+
+
+def _dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "float16" and device.type != "cuda":
+        raise EmbedError("--dtype float16 needs a CUDA device; use bfloat16 on the CPU")
+    if name == "bfloat16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise EmbedError(f"--dtype bfloat16: {torch.cuda.get_device_name(device)} has no bfloat16; use float16")
+    return getattr(torch, name)
+
+
+def run(args) -> Path:
+    """Embed `args.input` into `args.output` (see the module docstring); returns the output path (complete on
+    process 0 when it returns; the other processes of a multi-process run return before the merge)."""
+    _check_args(args)
+    output = Path(args.output)
+    args.format = args.format or ("parquet" if output.suffix.lower() in PARQUET_SUFFIXES else "hdf5")
+    processes = Processes(args.dist_timeout)
+    device = _device(args.device, processes)
+    dtype = _dtype(args.dtype, device)
+    source = _open_input(args)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     model, tokenizer = _load_model(args.model, device)
-    config = model.config
     if args.token_cache_size:
         model.enable_token_cache(args.token_cache_size)
     work = output.with_name(output.name + ".partial")
-    settings = _settings(args, fingerprint, model)
-    done = _prepare_work_dir(args, output, work, settings)
-    if done is None:
-        logger.info("%s is complete already: nothing to do", output)
+    settings = _settings(args, source.fingerprint, model)
+    start = time.perf_counter()
+    processes.start()
+    try:
+        done = processes.from_first(lambda: _prepare_work_dir(args, output, work, settings))
+        if done is None:
+            logger.info("%s is complete already: nothing to do", output)
+            return output
+        progress_bar = _progress_bar(source.total, args.quiet or processes.rank != 0)
+        embed_window = WindowEmbedder(Embedder(model, tokenizer, args.mode, device, dtype), args, work,
+                                      source.is_dataset, progress_bar)
+        windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
+        progress_bar.close()
+        own = Counts.of_processes([source.counts, embed_window.counts])  # reader's counts + what this one embedded
+        counts = Counts.of_processes(processes.gather(own))  # after it, every process's chunks are complete
+    finally:
+        processes.stop()
+    if processes.rank != 0:
         return output
-    embedder = Embedder(model, tokenizer, args.mode, device, dtype)
-    layers, width = config.num_layers + 1, config.hidden_size
-    chunk_suffix = ".parquet" if args.format == "parquet" else ".h5"
+    _log_special_lines(counts, args)
+    _merge(args, work, output, windows, lines_read, model.config.num_layers + 1)
+    elapsed = time.perf_counter() - start
+    logger.info(
+        "wrote %s: %d lines embedded in this run (%d empty), %d tokens, %.1f s (%.1f sentences/s, %.0f tokens/s)%s",
+        output, counts.lines, counts.empty, counts.tokens, elapsed, counts.lines / max(elapsed, 1e-9),
+        counts.tokens / max(elapsed, 1e-9), f", {processes.world} processes" if processes.world > 1 else "",
+    )
+    cache = model.token_cache_info()
+    if cache:
+        logger.info("token cache: %s", cache)
+    return output
 
-    def split(text) -> list[str]:
-        if text is None:
-            return []
-        if isinstance(text, str):
-            return text.split() if args.split == "whitespace" else _split_words(text, args.split)
-        return [str(word) for word in text]  # a dataset column of word lists
 
-    progress_bar = _progress_bar(total, args.quiet)
-    start, written_chunks, lines_read = time.perf_counter(), 0, 0
+def _merge(args, work: Path, output: Path, windows: int, lines_read: int, layers: int) -> None:
+    """Merge the chunks into `OUTPUT.tmp`, rename it to OUTPUT (complete in one step) and remove the work folder."""
+    chunks = complete_chunks(work, args.format)
+    if len(chunks) != windows:  # a bug, or the work folder was tampered with
+        raise RuntimeError(f"{work} holds {len(chunks)} chunks for {windows} windows")
+    attrs = {"model": args.model, "mode": args.mode, "split": args.split, "layers": layers, "lines": lines_read}
+    tmp = output.with_name(output.name + ".tmp")
+    logger.info("merging %d chunk(s) into %s", len(chunks), output)
+    merge_chunks(args.format, chunks, tmp, args.mode, attrs)
+    os.replace(tmp, output)
+    shutil.rmtree(work, ignore_errors=True)
 
-    def embed_window(window: int, items: list[tuple[int, str | None]]) -> None:
-        """Embed one window of lines into its chunk file, written under a temporary name, then renamed."""
-        nonlocal written_chunks
-        if window in done:
-            progress_bar.update(len(items))
-            return
-        skipped = [line_no for line_no, text in items if text is None and not use_dataset]
-        pieces, ready, parts, words_of = [], [], {}, {}
-        for line_no, text in items:
-            if text is None and not use_dataset:  # invalid UTF-8 with --encoding_errors skip
-                continue
-            words = split(text)
-            words_of[line_no] = words
-            counts.lines += 1
-            counts.tokens += len(words)
-            if not words:
-                counts.empty += 1
-                ready.append((line_no, words, _empty(args.mode, layers, width)))
-                continue
-            n_pieces = math.ceil(len(words) / args.max_tokens)
-            if n_pieces > 1:
-                counts.split += 1
-                parts[line_no] = [None] * n_pieces
-            for k in range(n_pieces):
-                pieces.append(Piece(line_no, k, words[k * args.max_tokens : (k + 1) * args.max_tokens]))
-        final = _chunk_path(work, window, chunk_suffix)
-        tmp = final.with_name(final.name + ".tmp")
-        chunk_class = ParquetChunk if args.format == "parquet" else Hdf5Chunk
-        writer = chunk_class(tmp, args.mode, skipped)
-        try:
-            writer.write(ready)
-            progress_bar.update(len(ready) + len(skipped))
-            for batch in _batches(pieces, args.batch_size, args.batch_tokens):
-                finished = []
-                for piece, array in zip(batch, embedder([p.words for p in batch])):
-                    if piece.line in parts:  # a long line: wait for all its pieces
-                        slots = parts[piece.line]
-                        slots[piece.index] = array
-                        if any(slot is None for slot in slots):
-                            continue
-                        array = np.concatenate(slots, axis=-2)
-                        del parts[piece.line]
-                    finished.append((piece.line, words_of[piece.line], array))
-                writer.write(finished)
-                progress_bar.update(len(finished))
-                if args.debug_kill_after_chunks is not None and written_chunks >= args.debug_kill_after_chunks:
-                    os.kill(os.getpid(), signal.SIGKILL)  # mid-chunk, as an interruption would
-        finally:
-            writer.close()
-        os.replace(tmp, final)  # the chunk is complete: one atomic step
-        written_chunks += 1
-        _release_free_memory()
 
-    window, window_lines = 0, []
-    for line_no, text in lines:
-        if args.max_lines is not None and line_no >= args.max_lines:
-            break
-        lines_read += 1
-        window_lines.append((line_no, text))
-        if len(window_lines) == args.window:
-            embed_window(window, window_lines)
-            window, window_lines = window + 1, []
-    if window_lines:
-        embed_window(window, window_lines)
-        window += 1
-    progress_bar.close()
+def _log_special_lines(counts: Counts, args) -> None:
     if counts.invalid_utf8:
         verb = "left out" if args.encoding_errors == "skip" else "decoded with U+FFFD replacements"
         logger.warning("%d line(s) had invalid UTF-8 and were %s", counts.invalid_utf8, verb)
@@ -683,29 +672,6 @@ def run(args) -> Path:
             "%d line(s) longer than %d words were embedded in pieces of %d words (each piece with its own <S> </S>)",
             counts.split, args.max_tokens, args.max_tokens,
         )
-
-    chunks = sorted(work.glob(f"chunk-*{chunk_suffix}"))
-    if len(chunks) != window:  # a bug, or the work folder was tampered with
-        raise RuntimeError(f"{work} holds {len(chunks)} chunks for {window} windows")
-    attrs = {"model": args.model, "mode": args.mode, "split": args.split, "layers": layers, "lines": lines_read}
-    tmp = output.with_name(output.name + ".tmp")
-    logger.info("merging %d chunk(s) into %s", len(chunks), output)
-    if args.format == "parquet":
-        _merge_parquet(chunks, tmp, args.mode, attrs)
-    else:
-        _merge_hdf5(chunks, tmp, attrs)
-    os.replace(tmp, output)
-    shutil.rmtree(work, ignore_errors=True)
-    elapsed = time.perf_counter() - start
-    logger.info(
-        "wrote %s: %d lines embedded in this run (%d empty), %d tokens, %.1f s (%.1f sentences/s, %.0f tokens/s)",
-        output, counts.lines, counts.empty, counts.tokens, elapsed, counts.lines / max(elapsed, 1e-9),
-        counts.tokens / max(elapsed, 1e-9),
-    )
-    cache = model.token_cache_info()
-    if cache:
-        logger.info("token cache: %s", cache)
-    return output
 
 
 def _release_free_memory() -> None:
@@ -734,7 +700,9 @@ def _progress_bar(total: int | None, quiet: bool):
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    first_process = os.environ.get("RANK", "0") == "0"  # the others of a multi-process run log only problems
+    logging.basicConfig(level=logging.INFO if first_process else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -1,0 +1,295 @@
+"""Reading `elmo-embed`'s input and writing its output: text and `datasets` readers, one chunk file per window
+(HDF5 or Parquet), and the merge of the chunks into the final file. The layout is described in `modeling_elmo.embed`.
+
+Like `embed.py`, this module is not imported by the model files and does not travel as remote code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
+
+
+class EmbedError(Exception):
+    """A problem with the user's arguments or inputs (exit status 2)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the input
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Counts:
+    """What happened to special lines, for the log and the output's metadata."""
+
+    lines: int = 0
+    tokens: int = 0
+    empty: int = 0
+    split: int = 0  # lines longer than --max_tokens words, embedded in pieces
+    truncated: int = 0  # lines longer than --max_line_chars characters
+    invalid_utf8: int = 0
+
+    @classmethod
+    def of_processes(cls, gathered: list[Counts]) -> Counts:
+        """The counts of a run shared by processes: every process reads every line, so the reader's counts
+        (`invalid_utf8`, `truncated`) are those of any one; each embeds its own lines, so the others add up."""
+        total = cls(invalid_utf8=gathered[0].invalid_utf8, truncated=gathered[0].truncated)
+        for counts in gathered:
+            total.lines += counts.lines
+            total.tokens += counts.tokens
+            total.empty += counts.empty
+            total.split += counts.split
+        return total
+
+
+def count_lines(path: Path) -> int:
+    """Number of lines of a text file (a last line without a newline counts), in one fast pass."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 24):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def read_text_lines(path: Path, max_chars: int, errors: str, counts: Counts) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) of every line; text None for a line left out. Memory stays bounded by `max_chars`."""
+    limit = 4 * max_chars + 4  # UTF-8 needs at most 4 bytes a character
+    with open(path, "rb") as handle:
+        line_no = 0
+        while True:
+            raw = handle.readline(limit)
+            if not raw:
+                return
+            too_long = not raw.endswith(b"\n") and len(raw) >= limit
+            if too_long:  # read the rest of the line in bounded pieces and drop it
+                while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
+            raw = raw.rstrip(b"\r\n")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                if too_long:  # the cut may have split a character: only an error before the cut counts
+                    text = raw.decode("utf-8", "ignore") if _valid_prefix(raw) else None
+                else:
+                    text = None
+                if text is None:
+                    counts.invalid_utf8 += 1
+                    if errors == "skip":
+                        yield line_no, None
+                        line_no += 1
+                        continue
+                    text = raw.decode("utf-8", "replace")
+            if too_long or len(text) > max_chars:
+                counts.truncated += 1
+                text = text[:max_chars]
+            yield line_no, text
+            line_no += 1
+
+
+def _valid_prefix(raw: bytes) -> bool:
+    """Whether `raw` is valid UTF-8 except for an incomplete character at its very end."""
+    for cut in range(4):
+        try:
+            raw[: len(raw) - cut].decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            continue
+    return False
+
+
+def open_dataset(path: Path, text_column: str, dataset_split: str | None):
+    """(an iterable of rows, the number of rows or None, a fingerprint) of a `datasets` input."""
+    import datasets
+
+    if path.is_dir():
+        try:
+            loaded = datasets.load_from_disk(str(path))
+        except (FileNotFoundError, ValueError) as error:
+            raise EmbedError(f"{path} is a folder but not a dataset saved with save_to_disk: {error}") from error
+        if isinstance(loaded, datasets.DatasetDict):
+            if dataset_split is None:
+                raise EmbedError(f"{path} holds the splits {sorted(loaded)}: choose one with --dataset_split")
+            if dataset_split not in loaded:
+                raise EmbedError(f"{path} has no split {dataset_split!r}; it has {sorted(loaded)}")
+            loaded = loaded[dataset_split]
+        if text_column not in loaded.column_names:
+            raise EmbedError(f"{path} has no column {text_column!r}; it has {loaded.column_names} (--text_column)")
+        if len(loaded) == 0:
+            raise EmbedError(f"input {path} is empty (no rows): nothing to embed")
+        rows = (row[text_column] for row in loaded.select_columns([text_column]))
+        return rows, len(loaded), loaded._fingerprint
+    builder = DATA_FILE_BUILDERS.get(path.suffix.lower())
+    if builder is None:
+        raise EmbedError(f"--text_column needs a dataset folder or a {sorted(DATA_FILE_BUILDERS)} file, got {path}")
+    stream = iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True))
+    # The first row is read now, so that a wrong --text_column fails before any output is started.
+    first = next(stream, None)
+
+    def check(row: dict) -> dict:
+        if text_column not in row:
+            raise EmbedError(f"{path} has no column {text_column!r}; it has {sorted(row)} (--text_column)")
+        return row
+
+    if first is None:
+        raise EmbedError(f"input {path} is empty (no rows): nothing to embed")
+    check(first)
+
+    def rows():
+        yield first[text_column]
+        for row in stream:
+            yield check(row)[text_column]
+
+    stat = path.stat()
+    return rows(), None, f"{stat.st_size}-{stat.st_mtime_ns}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing the output
+# --------------------------------------------------------------------------------------------------
+
+
+class Hdf5Chunk:
+    """One window's datasets in an HDF5 file of its own."""
+
+    suffix = ".h5"
+
+    def __init__(self, path: Path, mode: str, skipped: list[int]):
+        import h5py
+
+        self.file = h5py.File(path, "w")
+        _small_metadata_cache(self.file)
+        self.file.attrs["skipped_lines"] = np.asarray(skipped, dtype=np.int64)
+
+    def write(self, items: list[tuple[int, list[str], np.ndarray]]) -> None:
+        for line_no, _, array in items:
+            self.file.create_dataset(str(line_no), data=array)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class ParquetChunk:
+    """One window's rows in a Parquet file of its own (a row group per batch)."""
+
+    suffix = ".parquet"
+
+    def __init__(self, path: Path, mode: str, skipped: list[int]):
+        import pyarrow.parquet as pq
+
+        self.schema = parquet_schema(mode).with_metadata({"skipped_lines": json.dumps(skipped)})
+        self.writer = pq.ParquetWriter(path, self.schema)
+
+    def write(self, items: list[tuple[int, list[str], np.ndarray]]) -> None:
+        if items:
+            self.writer.write_table(_parquet_table(items, self.schema))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def chunk_path(work: Path, window: int, output_format: str) -> Path:
+    """The chunk file of window number `window` (complete: it is written under a temporary name first)."""
+    suffix = ParquetChunk.suffix if output_format == "parquet" else Hdf5Chunk.suffix
+    return work / f"chunk-{window:08d}{suffix}"
+
+
+def open_chunk(output_format: str, path: Path, mode: str, skipped: list[int]) -> Hdf5Chunk | ParquetChunk:
+    chunk_class = ParquetChunk if output_format == "parquet" else Hdf5Chunk
+    return chunk_class(path, mode, skipped)
+
+
+def complete_chunks(work: Path, output_format: str) -> list[Path]:
+    """The complete chunk files of a work folder, in window order."""
+    suffix = ParquetChunk.suffix if output_format == "parquet" else Hdf5Chunk.suffix
+    return sorted(work.glob(f"chunk-*{suffix}"))
+
+
+def merge_chunks(output_format: str, chunks: list[Path], target: Path, mode: str, attrs: dict) -> None:
+    if output_format == "parquet":
+        merge_parquet(chunks, target, mode, attrs)
+    else:
+        merge_hdf5(chunks, target, attrs)
+
+
+def parquet_schema(mode: str):
+    import pyarrow as pa
+
+    vector = pa.list_(pa.float32())
+    embedding = pa.list_(pa.list_(vector)) if mode == "all" else pa.list_(vector)
+    return pa.schema([("line", pa.int64()), ("tokens", pa.list_(pa.string())), ("embedding", embedding)])
+
+
+def _parquet_table(items: list[tuple[int, list[str], np.ndarray]], schema):
+    """Rows -> an Arrow table, building the nested lists from offsets (no Python loop over the numbers)."""
+    import pyarrow as pa
+
+    width = items[0][2].shape[-1]
+    values = pa.array(np.concatenate([a.reshape(-1) for _, _, a in items]), type=pa.float32())
+    vectors = pa.ListArray.from_arrays(pa.array(np.arange(0, len(values) + 1, width, dtype=np.int32)), values)
+    per_row = [a.shape[-2] for _, _, a in items]  # tokens of each row
+    if items[0][2].ndim == 3:  # (L + 1, n, 2P): a list of layers of lists of tokens
+        layers = items[0][2].shape[0]
+        token_lists = np.repeat(per_row, layers)
+        offsets = np.concatenate([[0], np.cumsum(token_lists)]).astype(np.int32)
+        tokens_level = pa.ListArray.from_arrays(pa.array(offsets), vectors)
+        layer_offsets = np.arange(0, len(items) * layers + 1, layers, dtype=np.int32)
+        embedding = pa.ListArray.from_arrays(pa.array(layer_offsets), tokens_level)
+    else:
+        offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
+        embedding = pa.ListArray.from_arrays(pa.array(offsets), vectors)
+    columns = [
+        pa.array([line for line, _, _ in items], type=pa.int64()),
+        pa.array([tokens for _, tokens, _ in items], type=pa.list_(pa.string())),
+        embedding.cast(schema.field("embedding").type),
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _small_metadata_cache(file) -> None:
+    """Cap HDF5's metadata cache of a file being written (32 MB by default, grown as datasets are added)."""
+    config = file.id.get_mdc_config()
+    config.set_initial_size = True
+    config.initial_size = 1 << 20
+    config.min_size = 1 << 20
+    config.max_size = 4 << 20
+    file.id.set_mdc_config(config)
+
+
+def merge_hdf5(chunks: list[Path], target: Path, attrs: dict) -> None:
+    """Copy every chunk's datasets into one file (HDF5's own object copy, in line order within a chunk)."""
+    import h5py
+
+    skipped = []
+    with h5py.File(target, "w") as out:
+        _small_metadata_cache(out)
+        for chunk in chunks:
+            with h5py.File(chunk, "r") as source:
+                skipped.extend(int(v) for v in source.attrs["skipped_lines"])
+                for name in sorted(source, key=int):
+                    source.copy(source[name], out, name=name)
+        for key, value in attrs.items():
+            out.attrs[key] = value
+        out.attrs["skipped_lines"] = np.asarray(skipped, dtype=np.int64)
+
+
+def merge_parquet(chunks: list[Path], target: Path, mode: str, attrs: dict) -> None:
+    """Concatenate the chunks' row groups into one file (one row group in memory at a time)."""
+    import pyarrow.parquet as pq
+
+    skipped = []
+    for chunk in chunks:
+        skipped.extend(json.loads(pq.read_schema(chunk).metadata[b"skipped_lines"]))
+    schema = parquet_schema(mode).with_metadata({"elmo-embed": json.dumps({**attrs, "skipped_lines": skipped})})
+    with pq.ParquetWriter(target, schema) as writer:
+        for chunk in chunks:
+            source = pq.ParquetFile(chunk)
+            for group in range(source.num_row_groups):
+                writer.write_table(source.read_row_group(group).replace_schema_metadata(schema.metadata))
