@@ -193,6 +193,34 @@ def test_batch_equals_sentences_one_by_one(tok):
     assert lists["input_ids"][1] == tok("Hi")["input_ids"]
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"add_special_tokens": False},
+        {"truncation": True, "max_length": 4},
+        {"padding": "max_length", "max_length": 12, "pad_to_multiple_of": 8},
+    ],
+)
+def test_lists_and_tensors_give_the_same_outputs(vocab_file, options):
+    """One builder for every output besides input_ids: lists padded to the batch are the tensors' rows."""
+    tok = ElmoTokenizer(vocab_file=str(vocab_file))
+    texts = ["the cat sat .", "", "the dog sat on the mat ."]
+    extras = dict(
+        return_vocab_ids=True, return_special_tokens_mask=True, return_token_type_ids=True, return_length=True
+    )
+    padding = options.pop("padding", True)
+    tensors = tok(texts, padding=padding, return_tensors="pt", **extras, **options)
+    lists = tok(texts, padding=padding, **extras, **options)
+    assert list(tensors) == list(lists)
+    for key in tensors:
+        assert tensors[key].tolist() == lists[key], key
+    ragged = tok(texts, **extras, **options)  # not padded: each list as long as its sentence
+    for key in ("attention_mask", "special_tokens_mask", "token_type_ids", "vocab_ids"):
+        assert [len(row) for row in ragged[key]] == ragged["length"], key
+        assert [row[:n] for row, n in zip(lists[key], ragged["length"])] == ragged[key], key
+
+
 def test_tensor_shapes_and_padding_options(tok):
     texts = ["a b c", "d"]
     enc = tok(texts, padding="max_length", max_length=8, return_tensors="pt")

@@ -88,6 +88,11 @@ _CHARACTER_NAMES: list[str] = (
 assert len(_CHARACTER_NAMES) == NUM_CHARACTER_IDS  # module invariant, not user input
 
 VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt"}
+_CACHED_PAD, _CACHED_BOS, _CACHED_EOS = (
+    0,
+    1,
+    2,
+)  # reserved indices of the word cache (see ElmoTokenizer._init_cache)
 WORD_SPLITS = ("punctuation", "whitespace")
 
 
@@ -659,8 +664,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
     # tokenizer, so `Dataset.map` fingerprints do not change as the cache fills; pickles and copies drop it.
     def _init_cache(self) -> None:
         width = self.max_characters_per_token
-        # Indices 0, 1, 2 are reserved: padding, and the <S>/</S> added by the tokenizer. A literal "<S>" in the
-        # input gets its own index with the same row, so masks can tell added boundaries from input words.
+        # Indices 0, 1, 2 are reserved (_CACHED_PAD, _CACHED_BOS, _CACHED_EOS): padding, and the <S>/</S> added by
+        # the tokenizer. A literal "<S>" in the input gets its own index with the same row.
         rows: list[tuple[int, ...]] = [
             (PADDING_ID,) * width,
             tuple(word_to_char_ids(BOS_TOKEN, width)),
@@ -852,6 +857,69 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return_vocab_ids: bool = False,
         **kwargs,
     ) -> ElmoBatchEncoding:
+        """The one encoding path (of `__call__` and of the base class's `encode()`): text -> word lists -> cache
+        indices (truncated, with the added `<S>`/`</S>`) -> character ids (padded), then the other outputs, which
+        depend only on each sentence's length."""
+        self._refuse_unsupported(
+            text,
+            text_pair,
+            text_target,
+            text_pair_target,
+            stride,
+            return_overflowing_tokens,
+            return_offsets_mapping,
+        )
+        if kwargs:
+            logger.warning("ElmoTokenizer ignores the keyword arguments %s", sorted(kwargs))
+        self._check_padding_side(padding_side)
+        tensor_type = _tensor_type(return_tensors)
+        vocab = self._require_word_vocab("return_vocab_ids=True") if return_vocab_ids else None
+        batch, batched = _as_word_batch(text, is_split_into_words, self.word_split)
+        padding_strategy, truncation_strategy, max_length, _ = self._get_padding_truncation_strategies(
+            padding=padding,
+            truncation=truncation,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            verbose=verbose,
+        )
+        limit = _words_limit(truncation_strategy, max_length, add_special_tokens)
+
+        with self.cache["lock"]:  # the cache is shared by every thread that uses this tokenizer
+            self._maybe_clear_cache()
+            sequences, alignment = self._cache_sequences(batch, limit, add_special_tokens)
+            lengths = [len(s) for s in sequences]
+            if limit is None and verbose:
+                self._warn_if_too_long(lengths)
+            target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
+            if tensor_type is None:
+                input_ids = self._nested_lists(sequences, target)
+            else:
+                target = _tensor_length(lengths, target)
+                input_ids = self._gather(_index_tensor(sequences, target))
+
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        wanted = {
+            "attention_mask": return_attention_mask,
+            "token_type_ids": return_token_type_ids,
+            "special_tokens_mask": return_special_tokens_mask,
+            "length": return_length,
+        }
+        vocab_rows = None if vocab is None else self._vocab_rows(alignment, vocab)
+        data = {
+            "input_ids": input_ids,
+            **_token_outputs(wanted, lengths, target, add_special_tokens, vocab_rows, tensor_type),
+        }
+        if tensor_type == TensorType.NUMPY:
+            data = {k: v.numpy() for k, v in data.items()}
+        if not batched and tensor_type is None:
+            data = {k: v[0] for k, v in data.items()}
+        return ElmoBatchEncoding(data, alignment=alignment, batched=batched or tensor_type is not None)
+
+    @staticmethod
+    def _refuse_unsupported(
+        text, text_pair, text_target, text_pair_target, stride, overflowing, offsets
+    ) -> None:
         if text is None:
             raise TypeError(
                 "ElmoTokenizer needs text: a str, a list of str, or lists of words with is_split_into_words=True; got None"
@@ -860,137 +928,43 @@ class ElmoTokenizer(PreTrainedTokenizer):
             raise ValueError(
                 "ElmoTokenizer encodes single sentences: text_pair/text_target are not supported"
             )
-        if return_overflowing_tokens or stride:
+        if overflowing or stride:
             raise NotImplementedError(
                 "ElmoTokenizer does not return overflowing tokens (stride/return_overflowing_tokens)"
             )
-        if return_offsets_mapping:
+        if offsets:
             raise NotImplementedError(
                 "return_offsets_mapping is not available; use word_ids() to align words"
             )
-        if kwargs:
-            logger.warning("ElmoTokenizer ignores the keyword arguments %s", sorted(kwargs))
-        self._check_padding_side(padding_side)
-        tensor_type = _tensor_type(return_tensors)
-        vocab = self._require_word_vocab("return_vocab_ids=True") if return_vocab_ids else None
 
-        batch, batched = _as_word_batch(text, is_split_into_words, self.word_split)
+    def _cache_sequences(
+        self, batch: list[list[str]], limit: int | None, add_special_tokens: bool
+    ) -> tuple[list[list[int]], list[tuple[list[str], int, bool]]]:
+        """Each sentence's cache indices (at most `limit` words, then the added `<S>`/`</S>`) and its alignment:
+        (words kept, index of the first kept word, whether `<S>`/`</S>` were added). Lock held."""
+        sequences, alignment = [], []
+        for words in batch:
+            first = 0
+            if limit is not None and len(words) > limit:
+                first = len(words) - limit if self.truncation_side == "left" else 0
+                words = words[first : first + limit]
+            indices = self._indices(words)
+            sequences.append([_CACHED_BOS, *indices, _CACHED_EOS] if add_special_tokens else indices)
+            alignment.append((words, first, add_special_tokens))
+        return sequences, alignment
 
-        padding_strategy, truncation_strategy, max_length, _ = self._get_padding_truncation_strategies(
-            padding=padding,
-            truncation=truncation,
-            max_length=max_length,
-            pad_to_multiple_of=pad_to_multiple_of,
-            verbose=verbose,
-        )
-        n_special = 2 if add_special_tokens else 0
-        limit = None
-        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
-            if truncation_strategy == TruncationStrategy.ONLY_SECOND:
-                raise ValueError(
-                    "truncation='only_second' needs a pair of sequences; ElmoTokenizer encodes one"
-                )
-            limit = max_length - n_special
-            if limit < 0:
-                raise ValueError(
-                    f"max_length={max_length} leaves no room for <S> and </S>; use max_length >= 2"
-                )
-
-        # 1. words -> kept words (truncation) -> cache indices, under the lock (the cache is shared).
-        alignment = []
-        with self.cache["lock"]:
-            self._maybe_clear_cache()
-            sequences = []
-            for words in batch:
-                first = 0
-                if limit is not None and len(words) > limit:
-                    if self.truncation_side == "left":
-                        first = len(words) - limit
-                        words = words[first:]
-                    else:
-                        words = words[:limit]
-                indices = self._indices(words)
-                if add_special_tokens:
-                    indices = [1, *indices, 2]
-                sequences.append(indices)
-                alignment.append((words, first, add_special_tokens))
-            lengths = [len(s) for s in sequences]
-            if limit is None and verbose and self.model_max_length < 10**12:
-                too_long = [i for i, n in enumerate(lengths) if n > self.model_max_length]
-                if too_long:
-                    self._warn_once(
-                        "too_long",
-                        "Sentence %d has %d tokens, more than model_max_length=%d; pass truncation=True",
-                        too_long[0],
-                        lengths[too_long[0]],
-                        self.model_max_length,
-                    )
-
-            # 2. padded length
-            target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
-            if tensor_type is not None:
-                if target is None:
-                    if len(set(lengths)) > 1:
-                        raise ValueError(
-                            f"Sentences have different numbers of tokens ({min(lengths)}..{max(lengths)}): "
-                            "pass padding=True to return tensors"
-                        )
-                    target = lengths[0]
-                elif max(lengths) > target:
-                    i = lengths.index(max(lengths))
-                    raise ValueError(
-                        f"Sentence {i} has {lengths[i]} tokens, more than max_length={target}: pass truncation=True"
-                    )
-                padded = [s + [PADDING_ID] * (target - len(s)) for s in sequences]
-                index = torch.from_numpy(np.array(padded, dtype=np.int64).reshape(len(padded), target))
-                input_ids = self._gather(index)
-            else:
-                input_ids = self._nested_lists(sequences, target)
-
-        # 3. the other outputs
-        data: dict[str, Any] = {"input_ids": input_ids}
-        if return_attention_mask is None:
-            return_attention_mask = "attention_mask" in self.model_input_names
-        if tensor_type is not None:
-            if return_attention_mask:
-                data["attention_mask"] = (index != PADDING_ID).to(torch.int64)
-            if return_token_type_ids:
-                data["token_type_ids"] = torch.zeros_like(index)
-            if return_special_tokens_mask:
-                data["special_tokens_mask"] = (index <= 2).to(torch.int64)
-            if return_length:
-                data["length"] = torch.tensor(lengths, dtype=torch.int64)
-            if vocab is not None:
-                data["vocab_ids"] = torch.tensor(
-                    [
-                        ids + [LABEL_PAD_ID] * (target - len(ids))
-                        for ids in self._vocab_rows(alignment, vocab)
-                    ],
-                    dtype=torch.int64,
-                ).reshape(len(lengths), target)
-            if tensor_type == TensorType.NUMPY:
-                data = {k: v.numpy() for k, v in data.items()}
-        else:
-            pads = [0 if target is None else max(target - n, 0) for n in lengths]
-            if return_attention_mask:
-                data["attention_mask"] = [[1] * n + [0] * p for n, p in zip(lengths, pads, strict=True)]
-            if return_token_type_ids:
-                data["token_type_ids"] = [[0] * (n + p) for n, p in zip(lengths, pads, strict=True)]
-            if return_special_tokens_mask:
-                data["special_tokens_mask"] = [
-                    ([1] + [0] * (n - 2) + [1] if add_special_tokens else [0] * n) + [1] * p
-                    for n, p in zip(lengths, pads, strict=True)
-                ]
-            if return_length:
-                data["length"] = lengths
-            if vocab is not None:
-                data["vocab_ids"] = [
-                    ids + [LABEL_PAD_ID] * p
-                    for ids, p in zip(self._vocab_rows(alignment, vocab), pads, strict=True)
-                ]
-            if not batched:
-                data = {k: v[0] for k, v in data.items()}
-        return ElmoBatchEncoding(data, alignment=alignment, batched=batched or tensor_type is not None)
+    def _warn_if_too_long(self, lengths: list[int]) -> None:
+        if self.model_max_length >= 10**12:  # transformers' "no limit"
+            return
+        too_long = [i for i, n in enumerate(lengths) if n > self.model_max_length]
+        if too_long:
+            self._warn_once(
+                "too_long",
+                "Sentence %d has %d tokens, more than model_max_length=%d; pass truncation=True",
+                too_long[0],
+                lengths[too_long[0]],
+                self.model_max_length,
+            )
 
     def _vocab_rows(self, alignment, vocab: dict[str, int]) -> list[list[int]]:
         unk = self.unk_word_id
@@ -1031,41 +1005,37 @@ class ElmoTokenizer(PreTrainedTokenizer):
         were tensors.
         """
         self._check_padding_side(padding_side)
-        if isinstance(encoded_inputs, (list, tuple)):
-            if not encoded_inputs:
-                raise ValueError("pad() got an empty list of features")
-            if not all(isinstance(f, Mapping) for f in encoded_inputs):
-                bad = next(i for i, f in enumerate(encoded_inputs) if not isinstance(f, Mapping))
-                raise TypeError(
-                    f"pad() feature {bad} must be a dict, got {type(encoded_inputs[bad]).__name__}"
-                )
-            keys = list(encoded_inputs[0].keys())
-            for i, feature in enumerate(encoded_inputs):
-                if set(feature.keys()) != set(keys):
-                    raise ValueError(
-                        f"pad() feature {i} has keys {sorted(feature)}, feature 0 has {sorted(keys)}"
-                    )
-            columns = {k: [f[k] for f in encoded_inputs] for k in keys}
-            batched = True
-        elif isinstance(encoded_inputs, Mapping):
-            columns = dict(encoded_inputs.items())
-            batched = None
-        else:
-            raise TypeError(f"pad() expects a list of dicts or a dict, got {type(encoded_inputs).__name__}")
-        if "input_ids" not in columns:
-            raise ValueError(f"pad() needs input_ids among the features, got keys {sorted(columns)}")
-
-        ids_column = columns["input_ids"]
-        if return_tensors is None and _contains_tensor(ids_column):
+        columns, batched = _feature_columns(encoded_inputs)
+        if return_tensors is None and _contains_tensor(columns["input_ids"]):
             return_tensors = "pt"
         tensor_type = _tensor_type(return_tensors)
-        ids_column = _to_list(ids_column)
+        ids_column = _to_list(columns["input_ids"])
         if batched is None:  # a dict: one sentence ([tokens, 50]) or a batch ([batch, tokens, 50])
             batched = _is_batch_of_sentences(ids_column)
         if not batched:
             ids_column = [ids_column]
             columns = {k: [v] for k, v in columns.items()}
         columns["input_ids"] = ids_column
+        self._check_character_rows(ids_column)
+        lengths = [len(seq) for seq in ids_column]
+        target = self._pad_target(lengths, padding, max_length, pad_to_multiple_of, tensor_type, verbose)
+        fills = self._token_level_fills(columns, lengths, return_attention_mask)
+
+        out: dict[str, Any] = {}
+        for key, values in columns.items():
+            if key == "input_ids":
+                out[key] = self._pad_character_ids(values, target, tensor_type)
+            elif key in fills:
+                out[key] = _pad_token_values(key, values, lengths, fills[key], target, tensor_type)
+            else:
+                out[key] = self._passthrough(key, values, tensor_type)
+        if tensor_type == TensorType.NUMPY:
+            out = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+        if not batched and tensor_type is None:
+            out = {k: v[0] for k, v in out.items()}
+        return ElmoBatchEncoding(out, batched=batched or tensor_type is not None)
+
+    def _check_character_rows(self, ids_column: list) -> None:
         width = self.max_characters_per_token
         for i, seq in enumerate(ids_column):
             if not isinstance(seq, list) or any(
@@ -1074,21 +1044,32 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 raise ValueError(
                     f"pad(): input_ids of example {i} must be rows of {width} character ids ([tokens, {width}])"
                 )
-        lengths = [len(seq) for seq in ids_column]
 
+    def _pad_target(
+        self, lengths: list[int], padding, max_length, pad_to_multiple_of, tensor_type, verbose
+    ) -> int | None:
+        """The padded number of tokens (None: no padding); tensors need one length for every example."""
         padding_strategy, _, max_length, _ = self._get_padding_truncation_strategies(
             padding=padding, max_length=max_length, verbose=verbose
         )
         target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
-        if target is None and tensor_type is not None:
-            target = max(lengths)
+        if tensor_type is None:
+            return target
+        if target is None:
             if len(set(lengths)) > 1:
                 raise ValueError(
                     "pad(padding=False) got sentences of different lengths; cannot return tensors"
                 )
-        if target is not None and tensor_type is not None and max(lengths) > target:
+            return max(lengths)
+        if max(lengths) > target:
             raise ValueError(f"pad(): an example has {max(lengths)} tokens, more than max_length={target}")
+        return target
 
+    def _token_level_fills(
+        self, columns: dict, lengths: list[int], return_attention_mask: bool | None
+    ) -> dict:
+        """The padding value of each column padded along the token axis; adds or drops `attention_mask` as asked
+        and keeps `labels` token-level only when every example has one label per token."""
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
         if return_attention_mask and "attention_mask" not in columns:
@@ -1106,39 +1087,19 @@ class ElmoTokenizer(PreTrainedTokenizer):
             if all(isinstance(x, list) and len(x) == n for x, n in zip(labels, lengths, strict=True)):
                 columns["labels"] = labels
                 fills["labels"] = LABEL_PAD_ID
+        return fills
 
-        out: dict[str, Any] = {}
-        for key, values in columns.items():
-            if key == "input_ids":
-                if tensor_type is not None:
-                    # numpy reads nested lists of ints about 6x faster than torch.tensor does.
-                    zero_row = [PADDING_ID] * width
-                    padded = [seq + [zero_row] * (target - len(seq)) for seq in values]
-                    array = np.array(padded, dtype=np.int64).reshape(len(values), target, width)
-                    out[key] = torch.from_numpy(array)
-                else:
-                    out[key] = [
-                        seq + [[PADDING_ID] * width for _ in range(max(0, (target or 0) - len(seq)))]
-                        for seq in values
-                    ]
-            elif key in fills:
-                values = [_to_list(v) for v in values]
-                for i, (v, n) in enumerate(zip(values, lengths, strict=True)):
-                    if not isinstance(v, list) or len(v) != n:
-                        raise ValueError(f"pad(): {key} of example {i} must have one value per token ({n})")
-                padded = [v + [fills[key]] * max(0, (target or 0) - len(v)) for v in values]
-                out[key] = (
-                    torch.tensor(padded, dtype=torch.int64).reshape(len(values), -1)
-                    if tensor_type
-                    else padded
-                )
-            else:
-                out[key] = self._passthrough(key, values, tensor_type)
-        if tensor_type == TensorType.NUMPY:
-            out = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
-        if not batched and tensor_type is None:
-            out = {k: v[0] for k, v in out.items()}
-        return ElmoBatchEncoding(out, batched=batched or tensor_type is not None)
+    def _pad_character_ids(self, values: list, target: int | None, tensor_type: TensorType | None):
+        width = self.max_characters_per_token
+        if tensor_type is None:
+            return [
+                seq + [[PADDING_ID] * width for _ in range(max(0, (target or 0) - len(seq)))]
+                for seq in values
+            ]
+        # numpy reads nested lists of ints about 6x faster than torch.tensor does.
+        zero_row = [PADDING_ID] * width
+        padded = [seq + [zero_row] * (target - len(seq)) for seq in values]
+        return torch.from_numpy(np.array(padded, dtype=np.int64).reshape(len(values), target, width))
 
     def _passthrough(self, key: str, values: list, tensor_type: TensorType | None):
         if tensor_type is None:
@@ -1195,6 +1156,126 @@ def _as_word_batch(text: Any, is_split_into_words: bool, rule: str) -> tuple[lis
             raise TypeError(f"text[{i}] must be a list of words (str), got {type(words).__name__}")
         batch.append([_check_word(w, f"text[{i}][{j}]") for j, w in enumerate(words)])
     return batch, True
+
+
+def _feature_columns(encoded_inputs: Any) -> tuple[dict[str, list], bool | None]:
+    """`pad()` input -> (columns by key, whether it is a batch; None for a dict, decided from its input_ids)."""
+    if isinstance(encoded_inputs, (list, tuple)):
+        if not encoded_inputs:
+            raise ValueError("pad() got an empty list of features")
+        for i, feature in enumerate(encoded_inputs):
+            if not isinstance(feature, Mapping):
+                raise TypeError(f"pad() feature {i} must be a dict, got {type(feature).__name__}")
+        keys = list(encoded_inputs[0].keys())
+        for i, feature in enumerate(encoded_inputs):
+            if set(feature.keys()) != set(keys):
+                raise ValueError(
+                    f"pad() feature {i} has keys {sorted(feature)}, feature 0 has {sorted(keys)}"
+                )
+        columns, batched = {k: [f[k] for f in encoded_inputs] for k in keys}, True
+    elif isinstance(encoded_inputs, Mapping):
+        columns, batched = dict(encoded_inputs.items()), None
+    else:
+        raise TypeError(f"pad() expects a list of dicts or a dict, got {type(encoded_inputs).__name__}")
+    if "input_ids" not in columns:
+        raise ValueError(f"pad() needs input_ids among the features, got keys {sorted(columns)}")
+    return columns, batched
+
+
+def _pad_token_values(
+    key: str, values: list, lengths: list[int], fill: int, target: int | None, tensor_type: TensorType | None
+):
+    """One value per token for each example (a mask, labels), padded with `fill` to `target` tokens."""
+    values = [_to_list(v) for v in values]
+    for i, (v, n) in enumerate(zip(values, lengths, strict=True)):
+        if not isinstance(v, list) or len(v) != n:
+            raise ValueError(f"pad(): {key} of example {i} must have one value per token ({n})")
+    padded = [v + [fill] * max(0, (target or 0) - len(v)) for v in values]
+    if tensor_type is None:
+        return padded
+    return torch.tensor(padded, dtype=torch.int64).reshape(len(values), -1)
+
+
+def _words_limit(
+    truncation_strategy: TruncationStrategy, max_length: int | None, add_special_tokens: bool
+) -> int | None:
+    """How many words a sentence keeps under truncation (None: all), leaving room for the added <S> and </S>."""
+    if truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None:
+        return None
+    if truncation_strategy == TruncationStrategy.ONLY_SECOND:
+        raise ValueError("truncation='only_second' needs a pair of sequences; ElmoTokenizer encodes one")
+    limit = max_length - (2 if add_special_tokens else 0)
+    if limit < 0:
+        raise ValueError(f"max_length={max_length} leaves no room for <S> and </S>; use max_length >= 2")
+    return limit
+
+
+def _tensor_length(lengths: list[int], target: int | None) -> int:
+    """The number of tokens of a tensor batch: the padded length, or the common length when not padding."""
+    if target is None:
+        if len(set(lengths)) > 1:
+            raise ValueError(
+                f"Sentences have different numbers of tokens ({min(lengths)}..{max(lengths)}): "
+                "pass padding=True to return tensors"
+            )
+        return lengths[0]
+    if max(lengths) > target:
+        i = lengths.index(max(lengths))
+        raise ValueError(
+            f"Sentence {i} has {lengths[i]} tokens, more than max_length={target}: pass truncation=True"
+        )
+    return target
+
+
+def _index_tensor(sequences: list[list[int]], target: int) -> torch.Tensor:
+    """Cache indices padded to `target` tokens, as a `[batch, target]` tensor (numpy reads the lists fastest)."""
+    padded = [s + [PADDING_ID] * (target - len(s)) for s in sequences]
+    return torch.from_numpy(np.array(padded, dtype=np.int64).reshape(len(padded), target))
+
+
+def _token_outputs(
+    wanted: dict[str, bool | None],
+    lengths: list[int],
+    target: int | None,
+    add_special_tokens: bool,
+    vocab_rows: list[list[int]] | None,
+    tensor_type: TensorType | None,
+) -> dict[str, Any]:
+    """Every output besides `input_ids`, built once for tensors and lists alike: each depends only on the
+    sentence lengths (and the vocabulary ids), on a `[batch, width]` grid that lists then cut back to each
+    sentence's length (padded to `target` when padding)."""
+    n = np.array(lengths, dtype=np.int64).reshape(-1, 1)
+    width = max(lengths) if target is None else max(target, *lengths)
+    position = np.arange(width)
+    real = position < n
+    grids: dict[str, np.ndarray | None] = {}
+    if wanted["attention_mask"]:
+        grids["attention_mask"] = real
+    if wanted["token_type_ids"]:
+        grids["token_type_ids"] = np.zeros_like(real)
+    if wanted["special_tokens_mask"]:
+        added = (position == 0) | (position == n - 1) if add_special_tokens else np.zeros_like(real)
+        grids["special_tokens_mask"] = ~real | added
+    if wanted["length"]:
+        grids["length"] = None  # the lengths themselves, not a grid
+    if vocab_rows is not None:
+        padded = [ids + [LABEL_PAD_ID] * (width - len(ids)) for ids in vocab_rows]
+        grids["vocab_ids"] = np.array(padded, dtype=np.int64).reshape(len(lengths), width)
+
+    if tensor_type is not None:
+        return {
+            key: torch.tensor(lengths, dtype=torch.int64)
+            if grid is None
+            else torch.from_numpy(grid.astype(np.int64))
+            for key, grid in grids.items()
+        }
+    keep = lengths if target is None else [max(k, target) for k in lengths]
+    return {
+        key: list(lengths)
+        if grid is None
+        else [row[:k] for row, k in zip(grid.astype(np.int64).tolist(), keep)]
+        for key, grid in grids.items()
+    }
 
 
 def _padded_length(
