@@ -1,0 +1,53 @@
+"""`ElmoSentencePooling`: the sentence-transformers module that turns ELMo's layers into the pooled sentence vector
+of `sentence_vectors.py` (mean over words, `<S>`/`</S>` and padding left out, of a fixed mix of the layers).
+
+`modeling_elmo.sentence_vectors.save_for_sentence_transformers(folder)` copies this file and `sentence_vectors.py`
+into a saved model folder and names this class in `modules.json`; `SentenceTransformer(folder,
+trust_remote_code=True)` then imports it from the folder. Needs sentence-transformers (the optional extra
+`sentence-transformers`).
+"""
+
+from __future__ import annotations
+
+from sentence_transformers.base.modules.module import Module
+
+from .sentence_vectors import mean_pool
+
+
+class ElmoSentencePooling(Module):
+    """Features in: `input_ids` (B, T, 50), `attention_mask`, `token_embeddings` (the top layer) and, unless
+    `layers == "top"`, `all_layer_embeddings` (the L + 1 layers). Out: `sentence_embedding` (B, 2P)."""
+
+    config_keys: list[str] = ["layers", "embedding_dimension"]
+
+    def __init__(self, embedding_dimension: int, layers: str | int | list[float] = "average"):
+        super().__init__()
+        self.embedding_dimension = embedding_dimension
+        self.layers = layers
+
+    def forward(self, features: dict, **kwargs) -> dict:
+        if self.layers == "top":
+            hidden = [features["token_embeddings"]]
+            layers = -1
+        else:
+            hidden = features.get("all_layer_embeddings")
+            if hidden is None:
+                raise ValueError(
+                    "ElmoSentencePooling needs every layer: load the model with config_kwargs="
+                    "{'output_hidden_states': True} (sentence_bert_config.json written by "
+                    "save_for_sentence_transformers does)"
+                )
+            layers = self.layers
+        pooled = mean_pool(hidden, features["input_ids"], features.get("attention_mask"), layers)
+        features["sentence_embedding"] = pooled.to(features["token_embeddings"].dtype)
+        return features
+
+    def get_embedding_dimension(self) -> int:
+        return self.embedding_dimension
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.embedding_dimension
+
+    def save(self, output_path: str, *args, **kwargs) -> None:
+        self.save_config(output_path)
+

@@ -1,0 +1,163 @@
+"""Sentence vectors: one fixed, mean-pooled ELMo vector per sentence (TF Hub's `default` output), and the files
+that make a saved ELMo folder load with `SentenceTransformer(folder, trust_remote_code=True)`.
+
+    from modeling_elmo.sentence_vectors import sentence_vectors
+    vectors = sentence_vectors(model, tokenizer, ["The bank raised its rates .", "We sat on the bank ."])  # (2, 2P)
+
+The pooled vector of a sentence is the mean, over its words, of a fixed mix of the L + 1 layers of `hidden_states`:
+`<S>`, `</S>` and padding are left out (as TF Hub's module, which pools bilm-tf's layers after removing the
+sentence boundaries). The mix, `layers=`:
+
+* `"average"` (default): the mean of the L + 1 layers. TF Hub's `default` is the mean over words of its `elmo`
+  output, a weighted sum of the layers whose weights start equal (softmax of zeros, gamma 1): without a task to
+  train the mix, equal weights are that output;
+* `"top"`: the top biLSTM layer (`last_hidden_state`);
+* an integer k: layer k of `hidden_states` (0 is the context-free character encoder);
+* a list of L + 1 weights: `sum_k weights[k] * layer_k`, e.g. a trained `ElmoScalarMix`'s
+  `(mix.gamma * mix.normalized_weights()).tolist()`.
+
+A sentence without words gets a vector of zeros. The vectors do not depend on the batch (the model is stateless
+and the pooling is per row): tested against sentence-by-sentence runs.
+
+TF Hub output names, here (`out = model(**batch, output_hidden_states=True)`, `ElmoModel`):
+
+* `word_emb`: `out.hidden_states[0]` (the character encoder; here duplicated to 2P: its first half is TF Hub's);
+* `lstm_outputs1`, `lstm_outputs2`: `out.hidden_states[1]`, `out.hidden_states[2]`;
+* `elmo`: `ElmoScalarMix(L + 1)(out.hidden_states, mask)` (learned in a task head: `ElmoForSequenceClassification`);
+* `default`: `mean_pool(out.hidden_states, batch["input_ids"], batch["attention_mask"])` or `sentence_vectors`.
+
+This file carries no dependency beyond torch (it travels into a saved folder, beside `elmo_sentence_pooling.py`,
+for sentence-transformers); it is not imported by the model files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from .character_ids import BOS_CHAR_ID, BOW_ID, EOS_CHAR_ID, EOW_ID
+
+logger = logging.getLogger(__name__)
+
+LayerChoice = str | int | Sequence[float]
+POOLING_MODULE_FOLDER = "1_ElmoSentencePooling"
+# The files a folder needs for sentence-transformers, besides the model's own (`character_ids.py` travels with the
+# model's remote code already; it is copied when absent).
+SENTENCE_TRANSFORMERS_CODE = ("elmo_sentence_pooling.py", "sentence_vectors.py", "character_ids.py")
+
+
+def word_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, T, 50) character ids -> (B, T) bool: True at real words, False at `<S>`, `</S>` and padding."""
+    real = input_ids.gt(0).any(-1)
+    if attention_mask is not None:
+        real = real & attention_mask.bool()
+    first, second, third = input_ids[..., 0], input_ids[..., 1], input_ids[..., 2]
+    boundary = (first == BOW_ID) & ((second == BOS_CHAR_ID) | (second == EOS_CHAR_ID)) & (third == EOW_ID)
+    return real & ~boundary
+
+
+def mix_layers(hidden_states: Sequence[torch.Tensor] | torch.Tensor, layers: LayerChoice = "average") -> torch.Tensor:
+    """The L + 1 layers (a sequence of (B, T, D) tensors, or one (L + 1, B, T, D) tensor) -> (B, T, D)."""
+    stacked = hidden_states if isinstance(hidden_states, torch.Tensor) else torch.stack(tuple(hidden_states))
+    if isinstance(layers, str):
+        if layers == "average":
+            return stacked.mean(0)
+        if layers == "top":
+            return stacked[-1]
+        raise ValueError(f"layers must be 'average', 'top', a layer index or a list of weights, got {layers!r}")
+    if isinstance(layers, int):
+        if not -len(stacked) <= layers < len(stacked):
+            raise ValueError(f"layers={layers} is not a layer of the {len(stacked)} in hidden_states")
+        return stacked[layers]
+    weights = torch.as_tensor(list(layers), dtype=stacked.dtype, device=stacked.device)
+    if weights.shape != (len(stacked),):
+        raise ValueError(f"layers needs {len(stacked)} weights (one per layer), got {list(layers)!r}")
+    return torch.einsum("l,lbtd->btd", weights, stacked)
+
+
+def mean_pool(hidden_states: Sequence[torch.Tensor] | torch.Tensor, input_ids: torch.Tensor,
+              attention_mask: torch.Tensor | None = None, layers: LayerChoice = "average") -> torch.Tensor:
+    """(B, D) float32: per row, the mean over its words of the `layers` mix (see the module docstring)."""
+    mixed = mix_layers(hidden_states, layers).double()
+    mask = word_mask(input_ids, attention_mask).to(mixed.device)
+    # Rows are summed in float64, so that the result does not depend on how much padding a batch adds.
+    summed = (mixed * mask.unsqueeze(-1)).sum(1)
+    counts = mask.sum(1, keepdim=True).clamp(min=1)
+    return (summed / counts).float()
+
+
+def sentence_vectors(model, tokenizer, sentences: Sequence[str] | Sequence[Sequence[str]],
+                     layers: LayerChoice = "average", batch_size: int = 64) -> torch.Tensor:
+    """(len(sentences), 2P) float32 on the CPU: the pooled vector of each sentence. `sentences` are strings (split
+    by the tokenizer's rule) or lists of words; `model` is an `ElmoModel`."""
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of sentences, not one string")
+    pre_split = len(sentences) > 0 and not isinstance(sentences[0], str)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    pooled = []
+    try:
+        for start in range(0, len(sentences), batch_size):
+            chunk = list(sentences[start : start + batch_size])
+            batch = tokenizer(chunk, is_split_into_words=pre_split, padding=True, return_tensors="pt")
+            input_ids, attention_mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            with torch.inference_mode():
+                out = model(input_ids, attention_mask=attention_mask, output_hidden_states=True)
+                pooled.append(mean_pool(out.hidden_states, input_ids, attention_mask, layers).cpu())
+    finally:
+        model.train(was_training)
+    width = 2 * model.config.projection_dim
+    return torch.cat(pooled) if pooled else torch.zeros(0, width)
+
+
+def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "average") -> Path:
+    """Write the files that make the ELMo model saved in `folder` a sentence-transformers model whose `encode`
+    returns `sentence_vectors(..., layers=layers)`: `modules.json` (the model as a `Transformer` module giving all
+    layers, then `ElmoSentencePooling`), `sentence_bert_config.json`, `config_sentence_transformers.json`, the
+    pooling module's config in `1_ElmoSentencePooling/`, and its code (`elmo_sentence_pooling.py` and this file).
+    Load with `SentenceTransformer(folder, trust_remote_code=True)` (sentence-transformers imports a module class
+    that is not its own only with `trust_remote_code`). Returns `folder`."""
+    folder = Path(folder)
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"{folder} is not a saved model folder (no config.json)")
+    config = json.loads(config_file.read_text())
+    if config.get("model_type") != "elmo":
+        raise ValueError(f"{folder} holds a {config.get('model_type')!r} model, not an ELMo model")
+    mix_layers(torch.zeros(config.get("num_layers", 2) + 1, 1, 1, 1), layers)  # an invalid choice fails here
+    width = 2 * config["projection_dim"]
+    here = Path(__file__).resolve().parent
+    for name in SENTENCE_TRANSFORMERS_CODE:
+        if name != "character_ids.py" or not (folder / name).exists():
+            shutil.copyfile(here / name, folder / name)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.transformer.Transformer"},
+        {"idx": 1, "name": "1", "path": POOLING_MODULE_FOLDER, "type": "elmo_sentence_pooling.ElmoSentencePooling"},
+    ]
+    transformer = {
+        "transformer_task": "feature-extraction",
+        "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
+        "module_output_name": "token_embeddings",
+        "config_kwargs": {"output_hidden_states": True},  # the pooling module reads every layer
+    }
+    _write_json(folder / "modules.json", modules)
+    _write_json(folder / "sentence_bert_config.json", transformer)
+    _write_json(folder / "config_sentence_transformers.json",
+                {"model_type": "SentenceTransformer", "similarity_fn_name": "cosine", "prompts": {},
+                 "default_prompt_name": None})
+    (folder / POOLING_MODULE_FOLDER).mkdir(exist_ok=True)
+    layers_value = layers if isinstance(layers, str | int) else [float(w) for w in layers]
+    _write_json(folder / POOLING_MODULE_FOLDER / "config.json", {"layers": layers_value, "embedding_dimension": width})
+    logger.info("%s: sentence-transformers files written (pooling: mean over words of the %s layers)", folder,
+                layers_value)
+    return folder
+
+
+def _write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")

@@ -1,0 +1,139 @@
+"""Sentence vectors (TF Hub's `default`): the pooled vector against a by-hand computation, batch invariance, the
+layer choices and the ELMo mix; and sentence-transformers loading a saved folder, in-library and as remote code
+(a fresh interpreter where the project cannot be imported), giving the same vectors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import run_isolated
+
+from modeling_elmo import ElmoConfig, ElmoModel, ElmoScalarMix
+from modeling_elmo.sentence_vectors import mean_pool, save_for_sentence_transformers, sentence_vectors
+from tokenization import ElmoTokenizer
+
+SENTENCES = [
+    "The bank raised its rates.",
+    "We sat on the river bank and watched the water for a long, long time.",
+    "",
+    "Hello",
+    "Don't stop: it's 3.14 , not 1,000 !",
+]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("elmo") / "tiny"
+    torch.manual_seed(0)
+    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer(saved):
+    return ElmoModel.from_pretrained(saved).eval(), ElmoTokenizer.from_pretrained(saved)
+
+
+def by_hand(model, tokenizer, sentence: str, layer_weights: list[float]) -> torch.Tensor:
+    """One sentence alone: the weighted layers at the word positions 1..n (never <S>, </S>), averaged."""
+    words = tokenizer.tokenize(sentence)
+    if not words:
+        return torch.zeros(2 * model.config.projection_dim)
+    with torch.no_grad():
+        hidden = model(**tokenizer([sentence], return_tensors="pt"), output_hidden_states=True).hidden_states
+    mixed = sum(w * layer[0, 1 : len(words) + 1].double() for w, layer in zip(layer_weights, hidden))
+    return mixed.mean(0).float()
+
+
+def test_pooled_vector_is_the_mean_over_words_of_the_layer_average(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    vectors = sentence_vectors(model, tokenizer, SENTENCES)
+    assert vectors.shape == (len(SENTENCES), 32) and vectors.dtype == torch.float32
+    for sentence, vector in zip(SENTENCES, vectors):
+        torch.testing.assert_close(vector, by_hand(model, tokenizer, sentence, [1 / 3] * 3), atol=1e-6, rtol=0)
+    assert torch.equal(vectors[2], torch.zeros(32))  # no words: zeros
+
+
+def test_pooled_vectors_do_not_depend_on_the_batch(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    together = sentence_vectors(model, tokenizer, SENTENCES)
+    alone = torch.cat([sentence_vectors(model, tokenizer, [s]) for s in SENTENCES])
+    pairs = sentence_vectors(model, tokenizer, SENTENCES[::-1], batch_size=2).flip(0)
+    torch.testing.assert_close(together, alone, atol=1e-6, rtol=0)
+    torch.testing.assert_close(together, pairs, atol=1e-6, rtol=0)
+    pre_split = sentence_vectors(model, tokenizer, [tokenizer.tokenize(s) for s in SENTENCES])
+    torch.testing.assert_close(together, pre_split, atol=1e-6, rtol=0)
+
+
+def test_layer_choices_and_the_elmo_mix(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    sentence = SENTENCES[1]
+    top = sentence_vectors(model, tokenizer, [sentence], layers="top")[0]
+    torch.testing.assert_close(top, by_hand(model, tokenizer, sentence, [0, 0, 1]), atol=1e-6, rtol=0)
+    layer0 = sentence_vectors(model, tokenizer, [sentence], layers=0)[0]
+    torch.testing.assert_close(layer0, by_hand(model, tokenizer, sentence, [1, 0, 0]), atol=1e-6, rtol=0)
+    # TF Hub's `default` with a trained `elmo` mix: the mean over words of ElmoScalarMix's output
+    mix = ElmoScalarMix(3, initial_scalar_parameters=[0.5, -1.0, 2.0], trainable=False)
+    batch = tokenizer([sentence], return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch, output_hidden_states=True).hidden_states
+        mixed = mix(hidden)[0, 1:-1].mean(0)
+    weights = (mix.gamma * mix.normalized_weights()).tolist()
+    pooled = mean_pool(hidden, batch["input_ids"], batch["attention_mask"], layers=weights)[0]
+    torch.testing.assert_close(pooled, mixed, atol=1e-6, rtol=0)
+    for bad in ("bottom", 3, [1.0, 2.0]):
+        with pytest.raises(ValueError, match="layer"):
+            sentence_vectors(model, tokenizer, [sentence], layers=bad)
+
+
+def test_save_for_sentence_transformers_checks_the_folder(saved, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        save_for_sentence_transformers(tmp_path)
+    with pytest.raises(ValueError, match="layers"):
+        save_for_sentence_transformers(saved, layers="bottom")
+    assert not (saved / "modules.json").exists()
+
+
+def _st_folder(saved: Path, tmp_path: Path, layers) -> Path:
+    import shutil
+
+    folder = tmp_path / "st"
+    shutil.copytree(saved, folder)
+    save_for_sentence_transformers(folder, layers=layers)
+    return folder
+
+
+@pytest.mark.parametrize("layers", ["average", "top"])
+def test_sentence_transformers_encode_gives_the_pooled_vector(saved, model_and_tokenizer, tmp_path, layers):
+    st = pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
+    folder = _st_folder(saved, tmp_path, layers)
+    model = st.SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    assert model.get_embedding_dimension() == 32
+    encoded = model.encode(SENTENCES, batch_size=2)  # sorted by length and batched by sentence-transformers
+    expected = sentence_vectors(*model_and_tokenizer, SENTENCES, layers=layers)
+    np.testing.assert_allclose(encoded, expected.numpy(), atol=1e-5, rtol=0)
+
+
+def test_sentence_transformers_as_remote_code(saved, model_and_tokenizer, tmp_path):
+    pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
+    folder = _st_folder(saved, tmp_path, "average")
+    (tmp_path / "sentences.json").write_text(json.dumps(SENTENCES))
+    run_isolated(
+        f"""
+import json, numpy
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer({str(folder)!r}, device="cpu", trust_remote_code=True)
+assert type(model[0].auto_model).__module__.startswith("transformers_modules"), type(model[0].auto_model).__module__
+sentences = json.load(open("sentences.json"))
+numpy.save("encoded.npy", model.encode(sentences, batch_size=3))
+""",
+        cwd=tmp_path,
+        timeout=600,
+    )
+    expected = sentence_vectors(*model_and_tokenizer, SENTENCES)
+    np.testing.assert_allclose(np.load(tmp_path / "encoded.npy"), expected.numpy(), atol=1e-5, rtol=0)
