@@ -45,6 +45,7 @@ This module is not imported by the model files (it does not travel as remote cod
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -73,8 +74,9 @@ class AnalysisError(Exception):
 # --------------------------------------------------------------------------------------------------
 
 
-def read_sentences(path: Path, split: str, max_tokens: int) -> Iterator[list[str]]:
-    """The words of every non-blank line of `path`, in order; a line is cut after `max_tokens` words."""
+def read_sentences(path: Path, split: str, max_tokens: int, max_lines: int | None = None) -> Iterator[list[str]]:
+    """The words of every non-blank line of `path` (of its first `max_lines` lines), in order; a line is cut after
+    `max_tokens` words."""
     if split == "whitespace":
         splitter = str.split
     else:
@@ -84,17 +86,17 @@ def read_sentences(path: Path, split: str, max_tokens: int) -> Iterator[list[str
             return split_words(text, split)
 
     with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        for line in handle:
+        for line in itertools.islice(handle, max_lines):
             words = splitter(line.rstrip("\r\n"))
             if words:
                 yield words[:max_tokens]
 
 
-def count_words(path: Path, split: str, max_tokens: int) -> tuple[Counter, int]:
+def count_words(path: Path, split: str, max_tokens: int, max_lines: int | None = None) -> tuple[Counter, int]:
     """(occurrences of each word type, number of sentences): the first pass over the corpus."""
     counts: Counter = Counter()
     sentences = 0
-    for words in read_sentences(path, split, max_tokens):
+    for words in read_sentences(path, split, max_tokens, max_lines):
         counts.update(words)
         sentences += 1
     return counts, sentences
@@ -214,6 +216,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the samples (and of a preset's weights)")
     parser.add_argument("--batch_size", type=int, default=64, help="sentences per batch (default 64)")
     parser.add_argument("--max_tokens", type=int, default=500, help="longer lines are cut (default 500 words)")
+    parser.add_argument("--max_lines", type=int, default=None, help="read only the first N lines")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs in --output_dir")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -228,6 +231,8 @@ def _check_args(args) -> None:
     for name in ("batch_size", "max_tokens", "anisotropy_pairs"):
         if getattr(args, name) < 1:
             raise AnalysisError(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    if args.max_lines is not None and args.max_lines < 1:
+        raise AnalysisError(f"--max_lines must be a positive integer, got {args.max_lines}")
     if args.max_words < 0:
         raise AnalysisError(f"--max_words must be >= 0, got {args.max_words}")
 
@@ -260,9 +265,9 @@ def load_model(name: str, seed: int = 0, device: str = "cpu"):
 
 def analyze(model, tokenizer, path: Path, *, split: str = "whitespace", min_count: int = 5,
             max_occurrences: int = 100, max_words: int = 1000, anisotropy_pairs: int = 1000, seed: int = 0,
-            batch_size: int = 64, max_tokens: int = 500, quiet: bool = False) -> dict:
+            batch_size: int = 64, max_tokens: int = 500, max_lines: int | None = None, quiet: bool = False) -> dict:
     """The contextuality measures of `model` on the corpus at `path` (see the module docstring), as a dict."""
-    counts, num_sentences = count_words(path, split, max_tokens)
+    counts, num_sentences = count_words(path, split, max_tokens, max_lines)
     total = sum(counts.values())
     if total == 0:
         raise AnalysisError(f"{path} has no words (it is empty or blank)")
@@ -296,7 +301,7 @@ def analyze(model, tokenizer, path: Path, *, split: str = "whitespace", min_coun
 
     progress = tqdm(total=num_sentences, unit="sent", desc="elmo-analyze", disable=quiet, dynamic_ncols=True,
                     mininterval=1.0)
-    for batch in _batched(read_sentences(path, split, max_tokens), batch_size):
+    for batch in _batched(read_sentences(path, split, max_tokens, max_lines), batch_size):
         encoded = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
         with torch.inference_mode():
             out = model(encoded["input_ids"].to(device), attention_mask=encoded["attention_mask"].to(device),
@@ -404,15 +409,25 @@ def run(args) -> Path:
     if existing and not args.overwrite:
         raise AnalysisError(f"{out} already holds {', '.join(existing)}: pass --overwrite to replace")
     model, tokenizer = load_model(args.model, args.seed, args.device)
-    results = analyze(model, tokenizer, source, split=args.split, min_count=args.min_count,
-                      max_occurrences=args.max_occurrences, max_words=args.max_words,
-                      anisotropy_pairs=args.anisotropy_pairs, seed=args.seed, batch_size=args.batch_size,
-                      max_tokens=args.max_tokens, quiet=args.quiet)
-    settings = {"model": args.model, "input": str(source), "split": args.split, "min_count": args.min_count,
-                "max_occurrences": args.max_occurrences, "max_words": args.max_words, "seed": args.seed,
+    options = {name: getattr(args, name) for name in ANALYZE_OPTIONS}
+    return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet, **options)
+
+
+# The options of `analyze` that the command exposes, recorded in the JSON.
+ANALYZE_OPTIONS = ("split", "min_count", "max_occurrences", "max_words", "anisotropy_pairs", "seed", "batch_size",
+                   "max_tokens", "max_lines")
+
+
+def analyze_to_folder(model, tokenizer, source: Path, out: Path, model_name: str, quiet: bool = False,
+                      **options) -> Path:
+    """`analyze` then `write_outputs`, with the settings recorded in the JSON; returns the JSON's path."""
+    results = analyze(model, tokenizer, Path(source), quiet=quiet, **options)
+    defaults = _parser().parse_args(["-", "--model", "-", "--output_dir", "-"])
+    settings = {name: options.get(name, getattr(defaults, name)) for name in ANALYZE_OPTIONS}
+    settings = {"model": model_name, "input": str(source), **settings,
                 "reference": "Ethayarajh (2019), How Contextual are Contextualized Word Representations?, EMNLP"}
-    results = {**settings, **results}
-    return write_outputs(results, out, title=f"How contextual is each layer? {args.model} on {source.name}")
+    title = f"How contextual is each layer? {model_name} on {Path(source).name}"
+    return write_outputs({**settings, **results}, Path(out), title=title)
 
 
 def write_outputs(results: dict, out: Path, title: str) -> Path:

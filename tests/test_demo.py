@@ -21,6 +21,14 @@ def test_generated_corpus_uses_every_sense_and_is_reproducible():
     assert all(word in sentence.split() for word, _, sentence in probes)
 
 
+def test_generated_text_splits_the_same_with_the_default_rule():
+    """The demo model's tokenizer uses the default rule, `punctuation`; the generated text is tokenized already."""
+    from tokenization import split_words
+
+    lines = generate_corpus(2000, seed=5) + [sentence for _, _, sentence in generate_probes(20)]
+    assert all(split_words(line) == line.split() for line in lines)
+
+
 def test_demo_trains_reloads_and_scores(tmp_path):
     env = clean_env()
     env["PYTHONPATH"] = str(REPO)
@@ -40,3 +48,14 @@ def test_demo_trains_reloads_and_scores(tmp_path):
     assert scores["validation"]["average_perplexity"] > 1
     assert (tmp_path / "senses.png").stat().st_size > 10_000
     assert (tmp_path / "model" / "model.safetensors").exists()
+    # the tokenizer saved with the demo model follows the default rule
+    assert json.loads((tmp_path / "model" / "tokenizer_config.json").read_text())["word_split"] == "punctuation"
+    # how contextual each layer is, on the held-out text: layer 0 gives every occurrence of a word one vector
+    contextuality = json.loads((tmp_path / "contextuality.json").read_text())
+    self_similarity = contextuality["self_similarity"]
+    assert len(self_similarity) == 3 and abs(self_similarity[0] - 1) < 1e-6
+    assert all(value < 0.999 for value in self_similarity[1:]), self_similarity
+    assert abs(contextuality["max_explainable_variance"][0] - 1) < 1e-6
+    assert "bank" in contextuality["words"] and contextuality["max_occurrences"] >= 100
+    assert (tmp_path / "contextuality.png").stat().st_size > 10_000
+    assert "how contextual is each layer" in result.stderr

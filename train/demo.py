@@ -10,7 +10,13 @@
    vectors of each ambiguous word separate its senses: leave-one-out nearest-centroid accuracy, for the
    context-free layer 0 (which gives every occurrence of a word the same vector, so it cannot beat chance)
    and for the contextual biLSTM layers.
-4. Writes `sense_scores.json` and a plot `senses.png`, and says where they are.
+4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `modeling_elmo/analysis.py`:
+   self-similarity, intra-sentence similarity and maximum explainable variance per layer, Ethayarajh 2019).
+5. Writes `sense_scores.json`, the plot `senses.png`, `contextuality.json` and its plot `contextuality.png`, and
+   says where they are.
+
+The model's tokenizer splits raw text with the default rule, `punctuation` (`tokenization.split_words`); the
+generated corpus is already tokenized (spaces around punctuation), so both rules give it the same words.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer, HfArgumentParser
 
 from modeling_elmo import ElmoConfig
+from modeling_elmo.analysis import analyze_to_folder
 
 from .pretrain import PretrainArguments, train
 from .sense_corpus import generate_corpus, generate_probes
@@ -53,6 +60,7 @@ class DemoArguments:
     unroll_steps: int = field(default=20)
     num_sentences: int = field(default=20000, metadata={"help": "Size of the generated corpus."})
     probes_per_sense: int = field(default=40)
+    analysis_lines: int = field(default=2000, metadata={"help": "Held-out lines for the contextuality analysis."})
     seed: int = field(default=0)
     disable_tqdm: bool = field(default=False)
 
@@ -64,12 +72,12 @@ def sense_scores(model, tokenizer, probes) -> dict:
     vectors: dict[str, dict] = {}
     for word in dict.fromkeys(w for w, _, _ in probes):
         rows = [(sense, sentence) for w, sense, sentence in probes if w == word]
-        batch = tokenizer([s.split() for _, s in rows], is_split_into_words=True, padding=True, return_tensors="pt")
+        batch = tokenizer([s for _, s in rows], padding=True, return_tensors="pt")  # raw text, the tokenizer's rule
         with torch.no_grad():
             layers = model(**batch, output_hidden_states=True).hidden_states
         static, contextual = [], []
         for i, (_, sentence) in enumerate(rows):
-            position = sentence.split().index(word) + 1  # +1 for <S>
+            position = tokenizer.tokenize(sentence).index(word) + 1  # +1 for <S>
             static.append(layers[0][i, position])
             contextual.append(torch.stack([layer[i, position] for layer in layers[1:]]).mean(0))
         labels = [sense for sense, _ in rows]
@@ -172,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         lr_scheduler_type="linear",
         warmup_steps=20,
         seed=args.seed,
+        word_split="punctuation",  # the tokenizer's default rule, saved with the model
         logging_steps=25,
         overwrite_output_dir=True,
         report_to="none",
@@ -186,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     scores["validation"] = eval_results
     (out / "sense_scores.json").write_text(json.dumps(scores, indent=2))
     plot(vectors, scores, out / "senses.png")
+    analysis_file = Path(valid_files[0]) if valid_files else Path(train_files[0])
+    contextuality = json.loads(analyze_to_folder(
+        model, tokenizer, analysis_file, out, model_name="the demo model", split="punctuation",
+        max_lines=args.analysis_lines, seed=args.seed, quiet=args.disable_tqdm,
+    ).read_text())
 
     summary = scores["summary"]
     logger.info("sense accuracy of ambiguous words: contextual layers %.2f, context-free layer 0 %.2f (chance 0.50)",
@@ -195,9 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     if eval_results:
         logger.info("validation perplexity: forward %.1f, backward %.1f", eval_results["forward_perplexity"],
                     eval_results["backward_perplexity"])
-    logger.info("outputs: model %s | scores %s | plot %s", model_dir.resolve(), (out / "sense_scores.json").resolve(),
-                (out / "senses.png").resolve())
+    logger.info("how contextual is each layer (0 = characters): self-similarity %s, minus the anisotropy baseline "
+                "%s, variance explained by a static vector %s", _rounded(contextuality["self_similarity"]),
+                _rounded(contextuality["self_similarity_adjusted"]),
+                _rounded(contextuality["max_explainable_variance"]))
+    logger.info("outputs: model %s | scores %s | plots %s, %s | contextuality %s", model_dir.resolve(),
+                (out / "sense_scores.json").resolve(), (out / "senses.png").resolve(),
+                (out / "contextuality.png").resolve(), (out / "contextuality.json").resolve())
     return 0
+
+
+def _rounded(values: list) -> str:
+    return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
 
 
 if __name__ == "__main__":
