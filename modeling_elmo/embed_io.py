@@ -129,6 +129,8 @@ def open_dataset(path: Path, text_column: str, dataset_split: str | None):
     builder = DATA_FILE_BUILDERS.get(path.suffix.lower())
     if builder is None:
         raise EmbedError(f"--text_column needs a dataset folder or a {sorted(DATA_FILE_BUILDERS)} file, got {path}")
+    if path.stat().st_size == 0:
+        raise EmbedError(f"input {path} is empty: nothing to embed")
     stream = iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True))
     # The first row is read now, so that a wrong --text_column fails before any output is started.
     first = next(stream, None)

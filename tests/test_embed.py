@@ -1,8 +1,8 @@
 """`elmo-embed` end to end: the command in subprocesses on a tiny model saved to a temporary folder.
 
 Layout and values (against the model run sentence by sentence), --top/--average, Parquet, independence from the
-batch size, resumption after a kill, flat memory, bad inputs, `datasets` inputs, and the feature-extraction
-pipeline.
+batch size, resumption after a kill, flat memory, bad inputs, `datasets` inputs, bfloat16, two processes under
+torchrun, and the feature-extraction pipeline.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import tomllib
 import torch
-from conftest import REPO
+from conftest import REPO, clean_env, run_command
 
 from modeling_elmo import ElmoConfig, ElmoModel
 from modeling_elmo import embed as embed_module
@@ -352,3 +352,112 @@ def test_feature_extraction_pipeline(model_dir):
     assert got.shape == expected.shape and (got - expected).abs().max() <= 1e-6
     batched = extractor([text, "short one"], batch_size=2)  # padded batch: real positions unchanged
     assert (torch.tensor(batched[0]) - expected).abs().max() <= 1e-6
+
+
+# --------------------------------------------------------------------------------------------------
+# Devices, dtypes and empty inputs
+# --------------------------------------------------------------------------------------------------
+
+
+def test_unknown_or_missing_device_and_empty_input_exit_2(model_dir, tmp_path, caplog):
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES[:2])
+    out = tmp_path / "out.hdf5"
+    assert embed_main(corpus, out, "--model", model_dir, "--device", "gpu") == 2
+    assert "--device 'gpu' is not a device name" in caplog.text
+    for empty in (tmp_path / "empty.txt", tmp_path / "empty.jsonl"):
+        empty.write_bytes(b"")
+        caplog.clear()
+        column = ["--text_column", "text"] if empty.suffix == ".jsonl" else []
+        assert embed_main(empty, out, "--model", model_dir, *column) == 2
+        assert f"input {empty} is empty" in caplog.text
+    assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+    if not torch.cuda.is_available():  # the real command: one line, no traceback
+        result = run_embed(corpus, out, "--model", model_dir, "--device", "cuda", check=False)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        assert len(errors) == 1 and "--device cuda" in errors[0], result.stderr[-3000:]
+        assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+
+
+def test_bfloat16_is_close_to_float32(model_dir, tmp_path):
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES)
+    outputs = {}
+    for dtype in ("float32", "bfloat16"):
+        outputs[dtype] = tmp_path / f"{dtype}.hdf5"
+        assert embed_main(corpus, outputs[dtype], "--model", model_dir, "--dtype", dtype) == 0
+    exact, low = read_hdf5(outputs["float32"]), read_hdf5(outputs["bfloat16"])
+    assert exact.keys() == low.keys()
+    vectors = [(exact[k].reshape(-1, 32), low[k].reshape(-1, 32)) for k in exact if exact[k].size]
+    assert all(b.dtype == np.float32 for _, b in vectors)  # stored as float32 whatever the compute dtype
+    a, b = np.concatenate([v[0] for v in vectors]), np.concatenate([v[1] for v in vectors])
+    cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+    assert 0 < np.abs(a - b).max() < 0.1 and cosine.min() > 0.99  # bfloat16 did run, and stayed close
+
+
+def test_float16_needs_cuda(model_dir, tmp_path, caplog):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES[:2])
+    assert embed_main(corpus, tmp_path / "out.hdf5", "--model", model_dir, "--dtype", "float16") == 2
+    assert "--dtype float16 needs a CUDA device" in caplog.text
+
+
+# --------------------------------------------------------------------------------------------------
+# Several processes (torchrun)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_windows_left_are_dealt_out_evenly_after_a_resume(monkeypatch):
+    """Windows 0-2 done by an interrupted run: two processes share the 5 left (3, 5, 7 and 4, 6)."""
+    lines = [(i, f"line {i}") for i in range(80)]
+    args = embed_module._parser().parse_args(["in", "out", "--model", "m", "--window", "10"])
+    shares = {}
+    for rank in (0, 1):
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("RANK", str(rank))
+        embedded = []
+        windows, read = embed_module._embed_share(
+            iter(lines), args, {0, 1, 2}, embed_module.Processes(60), lambda w, _, into=embedded: into.append(w),
+            embed_module._progress_bar(None, quiet=True),
+        )
+        assert (windows, read) == (8, 80)
+        shares[rank] = embedded
+    assert shares == {0: [3, 5, 7], 1: [4, 6]}
+
+
+def torchrun_embed(*args, processes: int = 2) -> subprocess.CompletedProcess:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    command = [*launcher, "-m", "modeling_elmo.embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
+    return run_command(command, cwd=REPO, env=env, timeout=300)
+
+
+def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp_path):
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES + generated_lines(60, seed=4))  # 7 windows of 10
+    common = ["--model", model_dir, "--window", "10", "--batch_size", "4"]
+    single = tmp_path / "single.hdf5"
+    assert embed_main(corpus, single, *common) == 0
+    expected = read_hdf5(single)
+
+    out = tmp_path / "two.hdf5"
+    result = torchrun_embed(corpus, out, *common)
+    assert result.returncode == 0, result.stderr[-6000:]
+    assert "2 processes" in result.stderr and result.stderr.count("merging") == 1  # merged once
+    got = read_hdf5(out)
+    assert got.keys() == expected.keys()
+    assert max(np.abs(got[k] - expected[k]).max(initial=0) for k in expected) <= 1e-6
+    with h5py.File(out, "r") as handle:
+        assert int(handle.attrs["lines"]) == len(expected)
+    assert not out.with_name(out.name + ".partial").exists()
+
+    # Each process killed while writing its second chunk: complete chunks only count; then one process resumes.
+    killed = tmp_path / "killed.hdf5"
+    partial = killed.with_name(killed.name + ".partial")
+    result = torchrun_embed(corpus, killed, *common, "--debug_kill_after_chunks", "1")
+    assert result.returncode != 0 and not killed.exists()
+    assert 1 <= len(list(partial.glob("chunk-*.h5"))) < 7
+    assert embed_main(corpus, killed, *common, "--resume") == 0
+    got = read_hdf5(killed)
+    assert got.keys() == expected.keys()
+    assert max(np.abs(got[k] - expected[k]).max(initial=0) for k in expected) <= 1e-6
+    assert not partial.exists()
