@@ -19,6 +19,12 @@ sentence boundaries). The mix, `layers=`:
 A sentence without words gets a vector of zeros. The vectors do not depend on the batch (the model is stateless
 and the pooling is per row): tested against sentence-by-sentence runs.
 
+sentence-transformers (the optional extra): `save_for_sentence_transformers(folder)` once, then
+`SentenceTransformer(folder, trust_remote_code=True).encode(sentences)` gives these vectors, also where only
+torch, transformers and sentence-transformers are installed; in-library, `sentence_transformer(folder)` builds the
+same model without writing files. Without those files, `SentenceTransformer(folder)` falls back to its default,
+the mean of the top layer over every token, `<S>` and `</S>` included: not this vector.
+
 TF Hub output names, here (`out = model(**batch, output_hidden_states=True)`, `ElmoModel`):
 
 * `word_emb`: `out.hidden_states[0]` (the character encoder; here duplicated to 2P: its first half is TF Hub's);
@@ -122,7 +128,8 @@ def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "av
     layers, then `ElmoSentencePooling`), `sentence_bert_config.json`, `config_sentence_transformers.json`, the
     pooling module's config in `1_ElmoSentencePooling/`, and its code (`elmo_sentence_pooling.py` and this file).
     Load with `SentenceTransformer(folder, trust_remote_code=True)` (sentence-transformers imports a module class
-    that is not its own only with `trust_remote_code`). Returns `folder`."""
+    that is not its own only with `trust_remote_code`; in-library, `sentence_transformer(folder)` needs neither
+    the files nor the flag). Returns `folder`."""
     folder = Path(folder)
     config_file = folder / "config.json"
     if not config_file.is_file():
@@ -157,6 +164,21 @@ def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "av
     logger.info("%s: sentence-transformers files written (pooling: mean over words of the %s layers)", folder,
                 layers_value)
     return folder
+
+
+def sentence_transformer(model_name_or_path: str | Path, layers: LayerChoice = "average", device: str | None = None):
+    """A `SentenceTransformer` built in-library (this project imported, no files written, no `trust_remote_code`)
+    from any saved ELMo folder or Hub id: `encode` returns `sentence_vectors(..., layers=layers)`."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules.transformer import Transformer
+
+    from .elmo_sentence_pooling import ElmoSentencePooling
+
+    transformer = Transformer(str(model_name_or_path), config_kwargs={"output_hidden_states": True})
+    width = 2 * transformer.auto_model.config.projection_dim
+    layers_value = layers if isinstance(layers, str | int) else [float(w) for w in layers]
+    mix_layers(torch.zeros(transformer.auto_model.config.num_layers + 1, 1, 1, 1), layers_value)
+    return SentenceTransformer(modules=[transformer, ElmoSentencePooling(width, layers_value)], device=device)
 
 
 def _write_json(path: Path, data) -> None:

@@ -119,6 +119,16 @@ def test_sentence_transformers_encode_gives_the_pooled_vector(saved, model_and_t
     np.testing.assert_allclose(encoded, expected.numpy(), atol=1e-5, rtol=0)
 
 
+def test_sentence_transformer_built_in_library(saved, model_and_tokenizer):
+    pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
+    from modeling_elmo.sentence_vectors import sentence_transformer
+
+    model = sentence_transformer(saved, layers=[0.2, 0.3, 0.5], device="cpu")  # no files written, no remote code
+    assert not (saved / "modules.json").exists()
+    expected = sentence_vectors(*model_and_tokenizer, SENTENCES, layers=[0.2, 0.3, 0.5])
+    np.testing.assert_allclose(model.encode(SENTENCES), expected.numpy(), atol=1e-5, rtol=0)
+
+
 def test_sentence_transformers_as_remote_code(saved, model_and_tokenizer, tmp_path):
     pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
     folder = _st_folder(saved, tmp_path, "average")
