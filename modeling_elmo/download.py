@@ -1,10 +1,12 @@
 """Download the published English ELMo files (AllenNLP's options/weights/vocabulary) into a verified local cache.
 
 `elmo-convert --model NAME` uses this module; `--options_file`/`--weight_file`/`--vocab_file` given as URLs too.
-The HTTP layer is huggingface_hub's `http_get` (progress bar, retries, resumption with a Range request when a
-connection drops, a size check against the server's Content-Length). This module adds the cache: a file enters
-it only once complete and verified (JSON for options, an HDF5 file that h5py can open for weights), so a second
-run reuses it without any request and a partial or damaged file is never handed to the converter.
+The HTTP client is huggingface_hub's session (`get_session`: proxies, user agent, HF_HUB_OFFLINE) with its tqdm
+progress bar. On top of it: every byte is written as it arrives and a dropped connection is resumed with a Range
+request, within the run and by the next run; the bytes received are checked against the size the server
+announced (and the published size, where known); a file enters the cache only once complete and verified (JSON
+for options, an HDF5 file that h5py opens for weights), so a second run reuses it without any request and a
+partial or damaged file is never handed to the converter.
 
 Not remote code: `modeling_elmo.py` never imports it.
 """
@@ -15,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -177,22 +180,20 @@ def model_urls(model: PublishedModel, base: str | None = None) -> dict[str, str]
 # --------------------------------------------------------------------------------------------------
 
 
-def verify_options(path: Path) -> None:
+def verify_options(path: Path, name: str | None = None) -> None:
+    name = name or path.name
     try:
         options = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DownloadError(f"{path.name} is not a JSON options file ({error})") from error
+        raise DownloadError(f"{name} is not a JSON options file ({error})") from error
     if not isinstance(options, dict) or "lstm" not in options or "char_cnn" not in options:
-        raise DownloadError(f"{path.name} is JSON but not an ELMo options file (no 'lstm' and 'char_cnn')")
+        raise DownloadError(f"{name} is JSON but not an ELMo options file (no 'lstm' and 'char_cnn')")
 
 
-def verify_hdf5(path: Path) -> None:
-    """The file starts like HDF5 and opens with h5py, which compares its length with the end-of-file address
-    its superblock records: a truncated file fails here, before any conversion."""
-    with open(path, "rb") as handle:
-        head = handle.read(len(HDF5_SIGNATURE))
-    if head != HDF5_SIGNATURE:
-        raise DownloadError(f"{path.name} is not an HDF5 file (it starts with {head[:16]!r})")
+def verify_hdf5(path: Path, name: str | None = None) -> None:
+    """The file opens with h5py, which compares its length with the end-of-file address its superblock records:
+    a truncated file fails here, before any conversion."""
+    name = name or path.name
     try:
         import h5py
     except ImportError as error:  # pragma: no cover - depends on the environment
@@ -200,18 +201,23 @@ def verify_hdf5(path: Path) -> None:
     try:
         with h5py.File(path, "r") as handle:
             if "char_embed" not in handle:
-                raise DownloadError(f"{path.name} is HDF5 but holds no ELMo weights (no 'char_embed' dataset)")
+                raise DownloadError(f"{name} is HDF5 but holds no ELMo weights (no 'char_embed' dataset)")
     except OSError as error:
-        raise DownloadError(f"{path.name} is incomplete or damaged ({_one_line(error)})") from error
+        with open(path, "rb") as handle:
+            head = handle.read(len(HDF5_SIGNATURE))
+        if head != HDF5_SIGNATURE:  # e.g. an error page saved under the weight file's name
+            raise DownloadError(f"{name} is not an HDF5 file (it starts with {head[:16]!r})") from error
+        raise DownloadError(f"{name} is incomplete or damaged ({_one_line(error)})") from error
 
 
-def verify_text(path: Path) -> None:
+def verify_text(path: Path, name: str | None = None) -> None:
+    name = name or path.name
     try:
         with open(path, encoding="utf-8") as handle:
             for _ in handle:
                 pass
     except UnicodeDecodeError as error:
-        raise DownloadError(f"{path.name} is not a UTF-8 text file ({error})") from error
+        raise DownloadError(f"{name} is not a UTF-8 text file ({error})") from error
 
 
 VERIFIERS = {"options": verify_options, "weights": verify_hdf5, "vocab": verify_text}
@@ -268,13 +274,13 @@ def download(
         if target.is_file():
             return target
         partial = target.with_name(target.name + ".incomplete")
-        _fetch(url, partial, expected_size)
+        _fetch(url, partial)
         try:
             if expected_size is not None and partial.stat().st_size != expected_size:
                 raise DownloadError(
                     f"{target.name} has {partial.stat().st_size} bytes, the published file {expected_size}"
                 )
-            VERIFIERS[kind](partial)
+            VERIFIERS[kind](partial, target.name)
         except DownloadError:
             partial.unlink(missing_ok=True)  # complete but wrong: the next run downloads it again
             raise
@@ -283,38 +289,117 @@ def download(
     return target
 
 
-def _fetch(url: str, partial: Path, expected_size: int | None) -> None:
-    """Download `url` into `partial`, continuing from the bytes already there."""
-    from huggingface_hub.file_download import http_get
+# A download stalls out after this many attempts in a row that receive nothing; any progress resets the count.
+MAX_STALLED_ATTEMPTS = 5
+RETRY_WAIT_S = 1.0
 
-    resume = partial.stat().st_size if partial.is_file() else 0
-    if resume:
-        logger.info("resuming %s after %s bytes", partial.name, f"{resume:,}")
-    logger.info("downloading %s", url)
+
+class _Interrupted(Exception):
+    """The body ended before the size the server announced (the connection was closed early)."""
+
+
+def _is_transport_error(error: BaseException) -> bool:
+    """A dropped connection, a timeout, a protocol error: worth another attempt from where the file stands.
+    Matched by name so that it holds for the client huggingface_hub uses (httpx, or its successor)."""
+    return isinstance(error, _Interrupted) or any(
+        cls.__name__ in ("TransportError", "StreamError") for cls in type(error).__mro__
+    )
+
+
+def _total_size(response, done: int) -> int | None:
+    """The full size of the file from Content-Range (a resumed request) or Content-Length (a whole one)."""
+    if response.headers.get("Content-Encoding", "identity").lower() != "identity":
+        return None  # a compressed body: its length is not the file's
+    content_range = response.headers.get("Content-Range")
+    if content_range and "/" in content_range and not content_range.endswith("*"):
+        return int(content_range.rsplit("/", 1)[1])
+    length = response.headers.get("Content-Length")
+    return None if length is None else done + int(length)
+
+
+def _fetch(url: str, partial: Path) -> None:
+    """Download `url` into `partial`, continuing from the bytes already there (a Range request).
+
+    The HTTP client is huggingface_hub's session (proxies, user agent and HF_HUB_OFFLINE honoured). Every byte
+    received is written at once, so a dropped connection loses nothing: the next attempt, or the next run,
+    asks for the rest. The bytes received are checked against the size the server announced.
+    """
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.is_offline_mode():
+        raise DownloadError(f"cannot download {url}: HF_HUB_OFFLINE is set (unset it, or pass local files)")
+    progress = _Progress(partial.name.removesuffix(".incomplete"))
+    stalled = 0
     try:
-        with open(partial, "r+b" if resume else "wb") as handle:
-            handle.seek(resume)
-            http_get(
-                url,
-                handle,
-                resume_size=resume,
-                expected_size=expected_size,
-                displayed_filename=partial.name.removesuffix(".incomplete"),
-            )
-    except KeyboardInterrupt:
-        raise
-    except Exception as error:  # noqa: BLE001 - the HTTP layer's errors vary by version; report them in one line
-        status = getattr(getattr(error, "response", None), "status_code", None)
-        if status == 416 and resume:  # "Range Not Satisfiable": the partial file already holds every byte
+        while True:
+            before = partial.stat().st_size if partial.is_file() else 0
+            try:
+                _attempt(get_session(), url, partial, before, constants.HF_HUB_DOWNLOAD_TIMEOUT, progress)
+                return
+            except DownloadError:
+                raise
+            except Exception as error:  # noqa: BLE001 - sorted here: only transport errors are retried
+                if not _is_transport_error(error):
+                    raise DownloadError(f"cannot download {url}: {_one_line(error)}") from error
+                done = partial.stat().st_size if partial.is_file() else 0
+                stalled = 0 if done > before else stalled + 1
+                if stalled >= MAX_STALLED_ATTEMPTS:
+                    kept = f"; {done:,} bytes kept, the next run resumes" if done else ""
+                    raise DownloadError(f"cannot download {url}: {_one_line(error)}{kept}") from error
+                logger.warning("download of %s interrupted after %s bytes (%s); resuming", progress.name,
+                               f"{done:,}", _one_line(error))
+                time.sleep(RETRY_WAIT_S)
+    finally:
+        progress.close()
+
+
+class _Progress:
+    """One progress bar across the attempts of a download (huggingface_hub's tqdm: HF_HUB_DISABLE_PROGRESS_BARS
+    turns it off)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.bar = None
+
+    def start(self, total: int | None, done: int):
+        from huggingface_hub.utils import tqdm as hf_tqdm
+
+        if self.bar is None:
+            self.bar = hf_tqdm(total=total, initial=done, unit="B", unit_scale=True, desc=self.name)
+        elif self.bar.n != done:  # the server restarted the file
+            self.bar.reset(total=total)
+            self.bar.update(done)
+        return self.bar
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _attempt(session, url: str, partial: Path, done: int, timeout: float, progress: _Progress) -> None:
+    """One GET from byte `done`, written to `partial` as it arrives; raises on a failed or short answer."""
+    headers = {"Range": f"bytes={done}-"} if done else {}
+    with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=timeout) as response:
+        status = response.status_code
+        if status == 416 and done:  # "Range Not Satisfiable": the partial file already holds every byte
             return
-        if status is not None:
-            raise DownloadError(f"cannot download {url}: HTTP {status}") from error
-        size = partial.stat().st_size if partial.is_file() else 0
-        if expected_size is not None and size >= expected_size:  # all there, yet wrong: start again next time
-            partial.unlink(missing_ok=True)
-            size = 0
-        kept = f"; {size:,} bytes kept, the next run resumes" if size else ""
-        raise DownloadError(f"cannot download {url}: {_one_line(error)}{kept}") from error
+        if status >= 400:
+            raise DownloadError(f"cannot download {url}: HTTP {status}")
+        if done and status != 206:  # the server ignored the Range: it sends the whole file again
+            logger.info("%s does not resume downloads; starting again", url)
+            done = 0
+        total = _total_size(response, done)
+        bar = progress.start(total, done)
+        with open(partial, "r+b" if partial.is_file() else "wb") as handle:
+            handle.seek(done)
+            handle.truncate()
+            for chunk in response.iter_bytes():
+                handle.write(chunk)
+                bar.update(len(chunk))
+    size = partial.stat().st_size
+    if total is not None and size != total:
+        raise _Interrupted(f"the server announced {total:,} bytes and sent {size:,}")
 
 
 def resolve(

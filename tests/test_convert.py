@@ -87,9 +87,9 @@ def converted_fixture(tmp_path_factory) -> Path:
 
 
 # --------------------------------------------------------------------------------------------------
-# An independent implementation of bilm-tf's inference (ELMO_SPEC sections 3 and 4), in float64 NumPy,
-# written from the equations and reading the hdf5 datasets in their original layout. Sentence by sentence,
-# step by step; no code is shared with the model or the converter.
+# An independent implementation of bilm-tf's inference (docs/original_model.md, "Character encoder" and
+# "biLSTM with projection"), in float64 NumPy, written from the equations and reading the hdf5 datasets in
+# their original layout. Sentence by sentence, step by step; no code is shared with the model or the converter.
 # --------------------------------------------------------------------------------------------------
 
 
@@ -198,7 +198,8 @@ def _fixture_batches() -> list[list[list[str]]]:
 
 
 def test_top_layer_matches_bilm_tf_statefully(converted_fixture):
-    """The 10 fixture batches, state carried from batch to batch by row as bilm-tf does (ELMO_SPEC 6, 9)."""
+    """The 10 fixture batches, state carried from batch to batch by row as bilm-tf does
+    (docs/original_model.md, "Statefulness" and "Parity recipe")."""
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(converted_fixture, trust_remote_code=True).eval()
@@ -342,7 +343,8 @@ VARIANTS = {
 
 
 def write_bilm_hdf5(path: Path, options: dict, seed: int = 0) -> None:
-    """Random weights in the original layout (ELMO_SPEC 8), non-zero biases, large enough to hit the clips."""
+    """Random weights in the original layout (docs/weight_layout.md, "hdf5 datasets"), non-zero biases, large
+    enough to hit the clips."""
     rng = np.random.default_rng(seed)
     lstm, cnn = options["lstm"], options["char_cnn"]
     d, cell, proj = cnn["embedding"]["dim"], lstm["dim"], lstm["projection_dim"]
@@ -444,7 +446,7 @@ def test_options_mapping_logs_and_defaults(caplog):
 
 
 def _stored_floats(options: dict) -> int:
-    """Floats in a bilm-tf weight file for these options, from the layout of ELMO_SPEC 8."""
+    """Floats in a bilm-tf weight file for these options (docs/weight_layout.md, "hdf5 datasets")."""
     lstm, cnn = options["lstm"], options["char_cnn"]
     d, cell, proj, layers = cnn["embedding"]["dim"], lstm["dim"], lstm["projection_dim"], lstm["n_layers"]
     width = sum(n for _, n in cnn["filters"])
@@ -466,7 +468,8 @@ def _load_tool():
     return module
 
 
-# The model holds one row more than the file: the all-zero padding row of the character table (ELMO_SPEC 1),
+# The model holds one row more than the file: the all-zero padding row of the character table
+# (docs/weight_layout.md, "Character embedding"),
 # i.e. char_cnn.embedding.dim (16) more parameters.
 @pytest.mark.parametrize(("size", "millions"), [("small", 13.6), ("medium", 28.0), ("original", 93.6)])
 def test_published_sizes_parameter_counts(size, millions):

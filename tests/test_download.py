@@ -1,0 +1,310 @@
+"""`elmo-convert --model NAME` and URL inputs: downloads from a local HTTP server serving the AllenNLP fixture
+under the published file names (the base URL is overridden with --base_url).
+
+(a) a published name downloads, verifies and converts, exactly like a conversion of the local files; a second
+    run reuses the cache without a request;
+(b) a connection dropped mid-file is resumed with a Range request; a server that keeps failing leaves a clear
+    error and a partial file that the next run resumes;
+(c) a truncated or wrong file is never converted: one-line error, exit 2, nothing written, nothing cached;
+(d) bad names and HTTP errors: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, run_command, shared_file
+
+pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-hf[convert]'")
+
+from safetensors.torch import load_file  # noqa: E402
+
+from modeling_elmo import download  # noqa: E402
+from modeling_elmo.convert_allennlp_elmo import convert  # noqa: E402
+
+FIXTURES = "elmo-fixtures/allennlp"
+ORIGINAL = download.PUBLISHED_MODELS["original"]
+
+
+class FileServer:
+    """Serves `files` ({url path: bytes}) on 127.0.0.1 with byte ranges, and faults to test downloads.
+
+    Faults, per path: `drop_after[path] = (n, times)` sends the full Content-Length but only the first n bytes
+    of the body, then closes, for the next `times` GETs; `cut_at[path] = n` is a server whose copy ends at byte
+    n while it announces the full length (every GET, ranges included, stops there); `truncate[path] = n`
+    serves the first n bytes as if they were the whole file (a consistent Content-Length).
+    Every request is recorded as (method, path, Range header or None).
+    """
+
+    def __init__(self, files: dict[str, bytes]):
+        self.files = files
+        self.drop_after: dict[str, tuple[int, int]] = {}
+        self.cut_at: dict[str, int] = {}
+        self.truncate: dict[str, int] = {}
+        self.requests: list[tuple[str, str, str | None]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+                pass
+
+            def do_HEAD(self):
+                server._answer(self, body=False)
+
+            def do_GET(self):
+                server._answer(self, body=True)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def gets(self, suffix: str) -> list[str | None]:
+        """The Range headers of the GETs of paths ending with `suffix` (None: the whole file)."""
+        return [rng for method, path, rng in self.requests if method == "GET" and path.endswith(suffix)]
+
+    def _answer(self, handler: BaseHTTPRequestHandler, body: bool) -> None:
+        path, rng = handler.path, handler.headers.get("Range")
+        self.requests.append((handler.command, path, rng))
+        if path not in self.files:
+            handler.send_error(404, "Not Found")
+            return
+        data = self.files[path][: self.truncate.get(path)]
+        start = 0
+        if rng:
+            start = int(rng.removeprefix("bytes=").split("-")[0])
+            if start >= len(data):
+                handler.send_response(416)
+                handler.send_header("Content-Range", f"bytes */{len(data)}")
+                handler.send_header("Content-Length", "0")
+                handler.end_headers()
+                return
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        else:
+            handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Content-Length", str(len(data) - start))
+        handler.end_headers()
+        if not body:
+            return
+        end = len(data)
+        if path in self.cut_at:
+            end = min(end, self.cut_at[path])
+        if path in self.drop_after and handler.command == "GET":
+            n, times = self.drop_after[path]
+            if times > 0:
+                end = min(end, start + n)
+                self.drop_after[path] = (n, times - 1)
+        handler.wfile.write(data[start:end])
+        handler.wfile.flush()
+        handler.close_connection = True  # a short body then ends with the connection
+
+    def __enter__(self) -> FileServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def fixture_files() -> dict[str, Path]:
+    return {"options": shared_file(f"{FIXTURES}/options.json"), "weights": shared_file(f"{FIXTURES}/lm_weights.hdf5")}
+
+
+@pytest.fixture()
+def server(fixture_files):
+    """The fixture under the names of the original model, below /elmo (the --base_url)."""
+    files = {
+        f"/elmo/{ORIGINAL.options_path}": fixture_files["options"].read_bytes(),
+        f"/elmo/{ORIGINAL.weights_path}": fixture_files["weights"].read_bytes(),
+    }
+    with FileServer(files) as running:
+        running.base = running.url + "/elmo"
+        running.options_path = f"/elmo/{ORIGINAL.options_path}"
+        running.weights_path = f"/elmo/{ORIGINAL.weights_path}"
+        yield running
+
+
+@pytest.fixture()
+def reference(fixture_files, tmp_path_factory) -> dict[str, torch.Tensor]:
+    """The fixture converted from the local files."""
+    out = convert(fixture_files["options"], fixture_files["weights"], tmp_path_factory.mktemp("ref") / "elmo")
+    return load_file(out / "model.safetensors")
+
+
+def run_convert(*args: str, cache: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """The real command, with a network environment (not offline) that reaches 127.0.0.1 without a proxy."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", ELMO_HF_CACHE=str(cache),
+               PYTHONNOUSERSITE="1")
+    env.pop(download.BASE_URL_ENV, None)
+    return run_command([sys.executable, "-m", "modeling_elmo.convert_allennlp_elmo", *args], cwd=REPO, env=env,
+                       timeout=timeout)
+
+
+def assert_same_model(folder: Path, reference: dict[str, torch.Tensor]) -> None:
+    converted = load_file(folder / "model.safetensors")
+    assert converted.keys() == reference.keys()
+    for name, tensor in reference.items():
+        assert torch.equal(converted[name], tensor), name
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    return errors[0]
+
+
+def cached_files(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".lock"))
+
+
+# --------------------------------------------------------------------------------------------------
+# (a) a name to a Hugging Face folder; the cache
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_model_name_downloads_converts_and_reuses_the_cache(server, reference, tmp_path):
+    cache = tmp_path / "cache"
+    first = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(tmp_path / "a"),
+                        cache=cache)
+    assert first.returncode == 0, first.stderr
+    assert_same_model(tmp_path / "a", reference)
+    assert server.gets(server.weights_path) == [None] and server.gets(server.options_path) == [None]
+    assert cached_files(cache) == sorted([Path(ORIGINAL.options_path).name, Path(ORIGINAL.weights_path).name])
+
+    requests = len(server.requests)
+    second = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(tmp_path / "b"),
+                         cache=cache)
+    assert second.returncode == 0, second.stderr
+    assert len(server.requests) == requests  # no second download, not even a HEAD
+    assert "from the cache" in second.stderr
+    assert_same_model(tmp_path / "b", reference)
+
+
+@pytest.mark.slow
+def test_urls_as_options_and_weight_file(server, reference, tmp_path):
+    result = run_convert("--options_file", server.url + server.options_path, "--weight_file",
+                         server.url + server.weights_path, "--output_dir", str(tmp_path / "out"),
+                         "--cache_dir", str(tmp_path / "cache"), cache=tmp_path / "unused")
+    assert result.returncode == 0, result.stderr
+    assert_same_model(tmp_path / "out", reference)
+    assert not (tmp_path / "unused").exists()  # --cache_dir wins over $ELMO_HF_CACHE
+
+
+# --------------------------------------------------------------------------------------------------
+# (b) interrupted downloads
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_connection_dropped_mid_file_resumes_with_a_range_request(server, reference, tmp_path):
+    server.drop_after[server.weights_path] = (100_000, 1)
+    result = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(tmp_path / "out"),
+                         cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    assert server.gets(server.weights_path) == [None, "bytes=100000-"]
+    assert_same_model(tmp_path / "out", reference)
+
+
+@pytest.mark.slow
+def test_a_failing_server_leaves_an_error_and_a_partial_file_the_next_run_resumes(server, reference, tmp_path):
+    server.cut_at[server.weights_path] = 200_000  # every answer stops there, retries included
+    cache, out = tmp_path / "cache", tmp_path / "outputs" / "elmo"
+    failed = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(out), cache=cache)
+    assert_one_line_error(failed, "cannot download", "200,000 bytes kept, the next run resumes")
+    assert not out.parent.exists()  # nothing written, not even the parent folder
+    weights_name = Path(ORIGINAL.weights_path).name
+    partial = download.cache_path(server.url + server.weights_path, cache).with_name(weights_name + ".incomplete")
+    assert partial.stat().st_size == 200_000
+    assert weights_name not in cached_files(cache)
+
+    del server.cut_at[server.weights_path]
+    before = len(server.gets(server.weights_path))
+    resumed = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(out), cache=cache)
+    assert resumed.returncode == 0, resumed.stderr
+    assert server.gets(server.weights_path)[before:] == ["bytes=200000-"]
+    assert_same_model(out, reference)
+    assert not partial.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# (c) a file that is not what it should be is never converted
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_truncated_weight_file_is_refused_and_not_cached(server, tmp_path):
+    server.truncate[server.weights_path] = len(server.files[server.weights_path]) // 2  # consistent headers
+    cache, out = tmp_path / "cache", tmp_path / "outputs" / "elmo"
+    result = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(out), cache=cache)
+    assert_one_line_error(result, Path(ORIGINAL.weights_path).name, "incomplete or damaged")
+    assert not out.parent.exists()
+    assert cached_files(cache) == [Path(ORIGINAL.options_path).name]  # the bad download is gone
+
+
+def test_download_verifies_the_format_and_the_published_size(server, tmp_path):
+    """In-process: an HTML page instead of HDF5, a body cut short of its Content-Length without retries left,
+    and a size that differs from the published one: each a DownloadError, and nothing enters the cache."""
+    html = "/elmo/page.hdf5"
+    server.files[html] = b"<html><body>Access Denied</body></html>"
+    with pytest.raises(download.DownloadError, match="page.hdf5 is not an HDF5 file"):
+        download.download(server.url + html, "weights", tmp_path)
+    url = server.url + server.weights_path
+    size = len(server.files[server.weights_path])
+    with pytest.raises(download.DownloadError, match=f"has {size} bytes, the published file {size + 1}"):
+        download.download(url, "weights", tmp_path, expected_size=size + 1)
+    with pytest.raises(download.DownloadError, match="not a JSON options file"):
+        download.download(url, "options", tmp_path)
+    assert cached_files(tmp_path) == []
+    assert download.verify_hdf5(download.download(url, "weights", tmp_path)) is None
+
+
+# --------------------------------------------------------------------------------------------------
+# (d) bad names, HTTP errors
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_unknown_model_and_http_errors_are_one_line_exit_2(server, tmp_path):
+    out = tmp_path / "outputs" / "elmo"
+    unknown = run_convert("--model", "huge", "--output_dir", str(out), cache=tmp_path / "cache")
+    assert_one_line_error(unknown, "unknown --model 'huge'", "small, medium, original, original-5.5b")
+    missing = run_convert("--options_file", server.url + "/elmo/absent_options.json", "--weight_file",
+                          server.url + server.weights_path, "--output_dir", str(out), cache=tmp_path / "cache")
+    assert_one_line_error(missing, "absent_options.json", "HTTP 404")
+    assert not out.parent.exists()
+    assert not any(path.endswith(ORIGINAL.weights_path) for _, path, _ in server.requests)  # options come first
+
+
+def test_published_table():
+    """The table the README quotes: names, URLs under AllenNLP's bucket, the sizes of the architecture."""
+    assert download.model_names() == ["small", "medium", "original", "original-5.5b"]
+    assert download.get_published_model("Original_5.5B").name == "original-5.5b"
+    urls = download.model_urls(ORIGINAL)
+    assert urls["weights"] == (
+        "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway/"
+        "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5"
+    )
+    assert urls["vocab"].endswith("/vocab-2016-09-10.txt")
+    assert "vocab" not in download.model_urls(download.PUBLISHED_MODELS["original-5.5b"])
+    # the weight file holds 4 bytes per parameter plus the HDF5 headers
+    assert 0 < ORIGINAL.weights_bytes - 4 * ORIGINAL.parameters < 100_000
+    assert [m.output_size for m in download.PUBLISHED_MODELS.values()] == [256, 512, 1024, 1024]
