@@ -1,0 +1,290 @@
+"""ELMoForManyLangs models: the converter, the tokenizer and parity with the `elmoformanylangs` package.
+
+The reference is the package itself (a test-only dependency, `pip install "elmo-hf[manylangs-test]"`): tiny models
+with random weights are written by its own `Model` in its own folder layout (tests/manylangs_fixture.py), converted,
+and every layer is compared with its `Embedder.sents2elmo` on a fresh biLM state (theirs carries the LSTM state from
+one batch to the next; a new `Embedder` starts from zeros, as ours always does).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from modeling_elmo.convert_allennlp_elmo import ConversionError
+from modeling_elmo.convert_elmoformanylangs import convert, main, read_dictionary, read_network_config
+
+import manylangs_fixture
+from conftest import REPO, clean_env, run_isolated
+
+TOLERANCE = 1e-5
+# Chinese and Latin, lengths 1 to 10 (padding in every batch), unknown words and characters, a word longer than
+# max_characters_per_token - 2 characters (cut, as theirs), a whitespace character (their "\u3000" entry), and the
+# literal markers: "<bos>" is their sentence marker, "<S>" an ordinary word for them.
+SENTENCES = [
+    ["我", "爱", "北京", "天安门", "，", "天安门", "上", "太阳", "升", "。"],
+    ["The", "cat", "sat", "on", "the", "mat", "."],
+    ["银行"],
+    ["naïve", "café", "über", "ELMoELMoELMoELMo", "xyz", "a\u3000b", "<bos>", "<S>"],
+    ["花", "钱", "打", "球", "行走", "银行", "2018"],
+]
+VARIANTS = {"char+word": {}, "char only": {"word_dim": 0}, "word only": {"char_dim": 0}}
+
+
+@pytest.fixture(scope="module")
+def package():
+    try:
+        import elmoformanylangs
+    except ImportError as error:
+        pytest.skip(
+            f"elmoformanylangs is not installed ({error}); the parity tests need it: "
+            'pip install "elmo-hf[manylangs-test]" (elmoformanylangs==0.0.4.post2, overrides<4)'
+        )
+    return elmoformanylangs
+
+
+@pytest.fixture(scope="module")
+def converted(package, tmp_path_factory):
+    """{variant: (their folder, our folder)}, written once for the module."""
+    root = tmp_path_factory.mktemp("manylangs")
+    folders = {}
+    for seed, (name, dims) in enumerate(VARIANTS.items()):
+        theirs = manylangs_fixture.write_model(root / f"theirs-{seed}", seed=seed, **dims)
+        folders[name] = (theirs, convert(theirs, root / f"ours-{seed}"))
+    return folders
+
+
+def _theirs(package, folder: Path, output_layer: int, sentences=SENTENCES) -> list[np.ndarray]:
+    embedder = package.Embedder(str(folder), batch_size=64)  # a fresh Embedder: a zero biLM state, one batch
+    return embedder.sents2elmo(sentences, output_layer=output_layer)
+
+
+def _ours(folder: Path, output_layer: int, sentences=SENTENCES) -> list[np.ndarray]:
+    from transformers import AutoModel, AutoTokenizer
+
+    from modeling_elmo.word_char_encoder import elmoformanylangs_layers
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder).eval()
+    batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+    return [x.numpy() for x in elmoformanylangs_layers(out.hidden_states, batch["attention_mask"], output_layer)]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_layer_matches_the_package(package, converted, variant):
+    theirs_folder, ours_folder = converted[variant]
+    for output_layer in (-2, -1, 0, 1, 2):
+        theirs = _theirs(package, theirs_folder, output_layer)
+        ours = _ours(ours_folder, output_layer)
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            assert a.shape == b.shape, (variant, output_layer, i)
+            np.testing.assert_allclose(a, b, atol=TOLERANCE, rtol=0, err_msg=f"{variant} layer {output_layer} row {i}")
+    assert np.abs(theirs[0]).max() > 0.1  # the comparison is not between zeros
+
+
+def test_token_rows_are_their_batchers_ids_plus_one(package, converted):
+    """Our input_ids are their character and word ids (+1) at every real position."""
+    from elmoformanylangs.elmo import read_list
+    from elmoformanylangs.frontend import create_one_batch
+    from transformers import AutoTokenizer
+
+    theirs_folder, ours_folder = converted["char+word"]
+    embedder = package.Embedder(str(theirs_folder))
+    config = embedder.config
+    data, _ = read_list(SENTENCES, config["token_embedder"]["max_characters_per_token"])
+    words, chars, lengths, _ = create_one_batch(data, embedder.word_lexicon, embedder.char_lexicon, config, sort=False)
+    tokenizer = AutoTokenizer.from_pretrained(ours_folder)
+    batch = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    ids = batch["input_ids"]
+    assert ids.shape[-1] == chars.shape[-1] + 1
+    for row, length in enumerate(lengths):
+        assert batch["attention_mask"][row].sum() == length
+        assert torch.equal(ids[row, :length, :-1], chars[row, :length] + 1)
+        assert torch.equal(ids[row, :length, -1], words[row, :length] + 1)
+        assert not ids[row, length:].any()  # our padding tokens are zeros
+
+
+def test_their_state_carries_over_ours_does_not(package, converted):
+    """Why the parity compares fresh states: a second call of the same Embedder starts from the first's final LSTM
+    state and gives other vectors; ours gives the same vectors every time."""
+    theirs_folder, ours_folder = converted["char+word"]
+    embedder = package.Embedder(str(theirs_folder), batch_size=64)
+    first = embedder.sents2elmo(SENTENCES[:2], output_layer=2)
+    second = embedder.sents2elmo(SENTENCES[:2], output_layer=2)
+    assert np.abs(first[0] - second[0]).max() > 1e-4
+    np.testing.assert_allclose(_ours(ours_folder, 2, SENTENCES[:2])[0], first[0], atol=TOLERANCE, rtol=0)
+
+
+def test_converted_folder_loads_as_remote_code(converted, tmp_path):
+    _, ours_folder = converted["char+word"]
+    for name in ("word_char_encoder.py", "tokenization_elmo_manylangs.py", "char_dictionary.json"):
+        assert (ours_folder / name).is_file(), name
+    code = f"""
+import json, torch
+from transformers import AutoModel, AutoTokenizer
+folder = {str(ours_folder)!r}
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+batch = tokenizer({SENTENCES!r}, is_split_into_words=True, padding=True, return_tensors="pt")
+with torch.no_grad():
+    out = model(**batch)
+print(json.dumps({{"module": type(model).__module__, "tokenizer": type(tokenizer).__name__,
+                   "ids": batch["input_ids"].tolist(), "top": out.last_hidden_state.flatten().tolist()}}))
+"""
+    remote = json.loads(run_isolated(code, cwd=tmp_path).stdout.strip().splitlines()[-1])
+    assert remote["module"].startswith("transformers_modules")
+    assert remote["tokenizer"] == "ElmoManyLangsTokenizer"
+
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(ours_folder)
+    batch = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert remote["ids"] == batch["input_ids"].tolist()
+    with torch.no_grad():
+        top = AutoModel.from_pretrained(ours_folder).eval()(**batch).last_hidden_state
+    np.testing.assert_allclose(remote["top"], top.flatten().tolist(), atol=1e-6, rtol=0)
+
+
+# --------------------------------------------------------------------------------------------------
+# The command and bad folders
+# --------------------------------------------------------------------------------------------------
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "modeling_elmo.convert_elmoformanylangs", *args],
+        cwd=REPO, env=clean_env() | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_command_converts_and_refuses_a_bad_folder(package, tmp_path):
+    theirs = manylangs_fixture.write_model(tmp_path / "theirs")
+    result = _run("--model_dir", str(theirs), "--output_dir", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+    (theirs / "char.dic").unlink()
+    result = _run("--model_dir", str(theirs), "--output_dir", str(tmp_path / "bad"))
+    assert result.returncode == 2
+    assert "char.dic" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "bad").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
+
+
+def _break_word_dic(folder: Path) -> None:
+    with open(folder / "word.dic", "a", encoding="utf-8") as out:
+        out.write("extra\t999\n")
+
+
+def _break_shape(folder: Path) -> None:
+    state = torch.load(folder / "encoder.pkl", weights_only=True)
+    state["forward_layer_0.state_projection.weight"] = torch.zeros(3, 3)
+    torch.save(state, folder / "encoder.pkl")
+
+
+def _drop_tensor(folder: Path) -> None:
+    state = torch.load(folder / "token_embedder.pkl", weights_only=True)
+    del state["highways._layers.1.bias"]
+    torch.save(state, folder / "token_embedder.pkl")
+
+
+def _unknown_network(folder: Path) -> None:
+    (folder / "config.json").write_text(json.dumps({"config_path": "/nowhere/cnn_other.json"}), encoding="utf-8")
+    (folder / "cnn_tiny_sample.json").unlink()
+
+
+BAD_FOLDERS = {
+    "missing encoder.pkl": (lambda f: (f / "encoder.pkl").unlink(), "encoder.pkl"),
+    "missing word.dic": (lambda f: (f / "word.dic").unlink(), "word.dic"),
+    "dictionary larger than its table": (_break_word_dic, "word.dic"),
+    "tensor of the wrong shape": (_break_shape, "forward_layer_0.state_projection.weight"),
+    "tensor missing": (_drop_tensor, "highways._layers.1.bias"),
+    "unknown network config": (_unknown_network, "cnn_other.json"),
+    "config.json missing": (lambda f: (f / "config.json").unlink(), "config.json"),
+    "truncated pickle": (lambda f: (f / "token_embedder.pkl").write_bytes(b"\x80\x02}q"), "token_embedder.pkl"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FOLDERS))
+def test_bad_folder_exits_2_naming_the_file(package, case, tmp_path, caplog):
+    break_it, named = BAD_FOLDERS[case]
+    theirs = manylangs_fixture.write_model(tmp_path / "theirs")
+    break_it(theirs)
+    assert main(["--model_dir", str(theirs), "--output_dir", str(tmp_path / "out")]) == 2
+    assert named in caplog.text
+    assert not (tmp_path / "out").exists()
+
+
+class _CreatesAFile:
+    """Unpickling this runs `open(path, "w")`: what a malicious .pkl could do with any code."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.path!r}, 'w').close()",))
+
+
+def _minimal_folder(folder: Path) -> Path:
+    """A model folder in the published layout, written without the package (the pickle test needs no package)."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"config_path": "net.json"}), encoding="utf-8")
+    (folder / "net.json").write_text(json.dumps(manylangs_fixture.TINY_NETWORK), encoding="utf-8")
+    words, chars = manylangs_fixture.build_lexicons()
+    (folder / "word.dic").write_text("".join(f"{w}\t{i}\n" for w, i in words.items()), encoding="utf-8")
+    (folder / "char.dic").write_text("".join(f"{c}\t{i}\n" for c, i in chars.items()), encoding="utf-8")
+    torch.save({}, folder / "encoder.pkl")
+    return folder
+
+
+def test_a_pickle_that_runs_code_is_refused_not_run(tmp_path):
+    folder = _minimal_folder(tmp_path / "evil")
+    marker = tmp_path / "pwned"
+    torch.save({"projection.weight": _CreatesAFile(marker)}, folder / "token_embedder.pkl")
+
+    result = _run("--model_dir", str(folder), "--output_dir", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr
+    assert "token_embedder.pkl" in result.stderr and "refused" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not marker.exists()  # never executed
+    assert not (tmp_path / "out").exists()
+
+    # The file is really malicious: an ordinary unpickling runs it.
+    torch.load(folder / "token_embedder.pkl", weights_only=False)
+    assert marker.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the folder as the package does
+# --------------------------------------------------------------------------------------------------
+
+
+def test_dictionaries_are_read_as_the_package_reads_them(tmp_path):
+    path = tmp_path / "char.dic"
+    # a whitespace entry (strip() leaves the id alone: the package files it under "\u3000"), later lines win
+    path.write_text("a\t0\n\u00a0\t1\nb\t2\na\t3\n", encoding="utf-8")
+    assert read_dictionary(path) == {"a": 3, "\u3000": 1, "b": 2}
+    path.write_text("a\t0\nb c d\n", encoding="utf-8")
+    with pytest.raises(ConversionError, match="line 2"):
+        read_dictionary(path)
+
+
+def test_network_config_is_found_as_the_package_finds_it(tmp_path, caplog):
+    (tmp_path / "config.json").write_text(
+        json.dumps({"config_path": "/users4/conll18/configs/cnn_50_100_512_4096_sample.json"}), encoding="utf-8"
+    )
+    network, source = read_network_config(tmp_path)  # not in the folder: the package's default config
+    assert source == "default cnn_50_100_512_4096_sample.json"
+    assert network["token_embedder"]["filters"][-1] == [7, 1024] and network["encoder"]["dim"] == 4096
+    (tmp_path / "cnn_50_100_512_4096_sample.json").write_text(json.dumps({"encoder": {"dim": 8}}), encoding="utf-8")
+    network, source = read_network_config(tmp_path)  # the folder's own copy comes first
+    assert network == {"encoder": {"dim": 8}} and source.endswith("cnn_50_100_512_4096_sample.json")
