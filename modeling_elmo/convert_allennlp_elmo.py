@@ -185,7 +185,7 @@ def config_from_options(options: dict) -> ElmoConfig:
         logger.info("options have no char_cnn.n_characters: using 262")
     if n_characters == 261:
         # Training options count 261 characters (no padding id); inference prepends a zero row
-        # (docs/architecture.md, "Character ids").
+        # (docs/original_model.md, "261 vs 262 characters").
         logger.info(
             "char_cnn.n_characters is 261 (training options): using 262, the inference table with a padding row"
         )

@@ -88,8 +88,8 @@ def converted_fixture(tmp_path_factory) -> Path:
 
 # --------------------------------------------------------------------------------------------------
 # An independent implementation of bilm-tf's inference (docs/original_model.md, "Character encoder" and
-# "biLSTM with projection"), in float64 NumPy, written from the equations and reading the hdf5 datasets in
-# their original layout. Sentence by sentence, step by step; no code is shared with the model or the converter.
+# "biLSTM"), in float64 NumPy, written from the equations and reading the hdf5 datasets in their original
+# layout. Sentence by sentence, step by step; no code is shared with the model or the converter.
 # --------------------------------------------------------------------------------------------------
 
 
