@@ -48,6 +48,7 @@ _LSTM_IMPLEMENTATIONS = ("auto", "loop", "fused", "reference")
 _SCALAR_MIXES = ("learned", "top", "average", "fixed")
 _CLASSIFIER_POOLINGS = ("mean", "max", "lstm", "attention")
 _TOKEN_CLASSIFIER_ENCODERS = ("none", "lstm")
+_TOKEN_ENCODERS = ("char_cnn", "word_char")
 
 
 class ElmoConfig(PretrainedConfig):
@@ -61,7 +62,17 @@ class ElmoConfig(PretrainedConfig):
         char_cnn_activation (`str`): activation after the max-pooled CNN, `"relu"` or `"tanh"`.
         num_highway_layers (`int`): highway layers after the CNN (0 allowed).
         max_characters_per_token (`int`): character slots per token (50, including begin/end of word).
-        char_vocab_size (`int`): character ids, 262 (256 bytes, 5 specials, the +1 shift; 0 = padding).
+        char_vocab_size (`int`): character ids, 262 (256 bytes, 5 specials, the +1 shift; 0 = padding); with a
+            character dictionary (ELMoForManyLangs), its size + 1.
+        token_encoder (`str`): layer 0. `"char_cnn"` (default): the character CNN of the AllenNLP models, projected
+            to P when F != P. `"word_char"`: the token embedder of ELMoForManyLangs (HIT-SCIR): a word embedding
+            (`word_input_embedding_dim` > 0) concatenated with the character CNN after its highway layers
+            (`char_embedding_dim` > 0; either part may be absent), always followed by a linear projection to P.
+            Each token's row in `input_ids` is then its character ids (when there is a CNN) followed by one word id
+            (when there is a word embedding): `token_row_width` ids. Ids come from dictionaries, shifted by +1 so
+            that 0 is padding (docs/original_model.md, "ELMoForManyLangs").
+        word_input_vocab_size (`int`): rows of that word embedding (dictionary size + 1; 0 = none).
+        word_input_embedding_dim (`int`): size of that word embedding (0 = none).
         projection_dim (`int`): P, the size of the token embedding and of each LSTM's projected output.
         cell_size (`int`): C, the LSTM memory cell size.
         num_layers (`int`): L, biLSTM layers per direction.
@@ -125,6 +136,9 @@ class ElmoConfig(PretrainedConfig):
         num_highway_layers: int = 2,
         max_characters_per_token: int = 50,
         char_vocab_size: int = 262,
+        token_encoder: str = "char_cnn",
+        word_input_vocab_size: int = 0,
+        word_input_embedding_dim: int = 0,
         projection_dim: int = 512,
         cell_size: int = 4096,
         num_layers: int = 2,
@@ -159,6 +173,9 @@ class ElmoConfig(PretrainedConfig):
         self.num_highway_layers = num_highway_layers
         self.max_characters_per_token = max_characters_per_token
         self.char_vocab_size = char_vocab_size
+        self.token_encoder = token_encoder
+        self.word_input_vocab_size = word_input_vocab_size
+        self.word_input_embedding_dim = word_input_embedding_dim
         self.projection_dim = projection_dim
         self.cell_size = cell_size
         self.num_layers = num_layers
@@ -204,6 +221,13 @@ class ElmoConfig(PretrainedConfig):
         return self.num_layers
 
     @property
+    def token_row_width(self) -> int:
+        """Ids per token in `input_ids`: the character slots (when there is a character CNN) and one word id (when
+        there is a word embedding, `token_encoder="word_char"`)."""
+        chars = self.max_characters_per_token if self.char_embedding_dim > 0 else 0
+        return chars + (1 if self.word_input_embedding_dim > 0 else 0)
+
+    @property
     def num_char_filters(self) -> int:
         """F, the total number of CNN filters (the width of the character encoder before projection)."""
         return sum(count for _, count in self.char_cnn_filters)
@@ -217,9 +241,9 @@ class ElmoConfig(PretrainedConfig):
                 kind = "a non-negative integer" if allow_zero else "a positive integer"
                 raise ValueError(f"ElmoConfig.{name} must be {kind}, got {value!r}")
 
-        for name in ("char_embedding_dim", "max_characters_per_token", "char_vocab_size",
-                     "projection_dim", "cell_size", "num_layers"):
+        for name in ("max_characters_per_token", "char_vocab_size", "projection_dim", "cell_size", "num_layers"):
             positive_int(name)
+        self._validate_token_encoder(positive_int)
         for name in ("num_highway_layers", "vocab_size"):
             positive_int(name, allow_zero=True)
         for name, value in vars(self).items():
@@ -284,6 +308,30 @@ class ElmoConfig(PretrainedConfig):
                 f"none): cell_clip={self.cell_clip!r}, proj_clip={self.proj_clip!r}; use 'auto' or 'loop'"
             )
         self._validate_task_fields(positive_int)
+
+    def _validate_token_encoder(self, positive_int) -> None:
+        """`token_encoder` and the sizes of its parts; the AllenNLP layout has a CNN and no word embedding."""
+        if self.token_encoder not in _TOKEN_ENCODERS:
+            raise ValueError(f"ElmoConfig.token_encoder must be one of {_TOKEN_ENCODERS}, got {self.token_encoder!r}")
+        word_char = self.token_encoder == "word_char"
+        positive_int("char_embedding_dim", allow_zero=word_char)
+        positive_int("word_input_vocab_size", allow_zero=True)
+        positive_int("word_input_embedding_dim", allow_zero=True)
+        if not word_char and (self.word_input_vocab_size or self.word_input_embedding_dim):
+            raise ValueError(
+                "ElmoConfig.word_input_vocab_size and word_input_embedding_dim need token_encoder='word_char', got "
+                f"{self.word_input_vocab_size} and {self.word_input_embedding_dim} with {self.token_encoder!r}"
+            )
+        if word_char and self.char_embedding_dim == 0 and self.word_input_embedding_dim == 0:
+            raise ValueError(
+                "ElmoConfig.token_encoder='word_char' needs a character CNN (char_embedding_dim > 0), a word "
+                "embedding (word_input_embedding_dim > 0) or both; got neither"
+            )
+        if (self.word_input_embedding_dim > 0) != (self.word_input_vocab_size > 1):
+            raise ValueError(
+                "ElmoConfig.word_input_vocab_size must be at least 2 (row 0 is padding) exactly when "
+                f"word_input_embedding_dim > 0; got {self.word_input_vocab_size} and {self.word_input_embedding_dim}"
+            )
 
     def _validate_task_fields(self, positive_int) -> None:
         """The fields of the task heads (scalar mix, pooling, word embedding)."""
