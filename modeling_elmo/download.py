@@ -236,7 +236,9 @@ def _one_line(error: BaseException) -> str:
 def cache_path(url: str, cache_dir: str | os.PathLike | None = None) -> Path:
     """Where `url` is kept: CACHE/<16 hex digits of its sha256>/<its file name>. The hash keeps files of the
     same name from different servers (a mirror, a test server) apart."""
-    name = Path(unquote(urlsplit(url).path)).name or "download"
+    name = Path(unquote(urlsplit(url).path)).name
+    if name in ("", ".", ".."):
+        name = "download"
     key = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
     return Path(cache_dir if cache_dir is not None else default_cache_dir()) / key / name
 

@@ -209,6 +209,29 @@ def test_urls_as_options_and_weight_file(server, reference, tmp_path):
     assert not (tmp_path / "unused").exists()  # --cache_dir wins over $ELMO_HF_CACHE
 
 
+@pytest.mark.slow
+def test_with_vocab_downloads_the_vocabulary_into_the_tokenizer(server, tmp_path):
+    words = ["<S>", "</S>", "<UNK>", "the", ",", "bank"]
+    server.files[f"/elmo/{download.VOCAB_PATH}"] = ("\n".join(words) + "\n").encode("utf-8")
+    out = tmp_path / "out"
+    result = run_convert("--model", "original", "--with_vocab", "--base_url", server.base, "--output_dir", str(out),
+                         cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    from tokenization import ElmoTokenizer
+
+    assert ElmoTokenizer.from_pretrained(out).word_vocab_size == len(words)
+
+
+def test_vocabulary_is_published_for_the_1b_word_models_only(server, tmp_path):
+    server.files[f"/elmo/{download.VOCAB_PATH}"] = b"<S>\n</S>\n<UNK>\nthe\n"
+    files = download.fetch_published("original", tmp_path, server.base, with_vocab=True)
+    assert files["vocab"].read_bytes() == b"<S>\n</S>\n<UNK>\nthe\n"
+    assert files["weights"].read_bytes() == server.files[server.weights_path]
+    with pytest.raises(download.DownloadError, match="no vocabulary was published for --model original-5.5b"):
+        download.fetch_published("original_5.5B", tmp_path, server.base, with_vocab=True)
+    assert download.cache_path("http://host/..", tmp_path).name == "download"
+
+
 # --------------------------------------------------------------------------------------------------
 # (b) interrupted downloads
 # --------------------------------------------------------------------------------------------------
