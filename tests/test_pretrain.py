@@ -236,3 +236,76 @@ def test_accelerate_launch_runs_two_processes(corpus, tmp_path):
     pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "2", *COMMON, launcher=launcher)
     summary = json.loads((out / "train_results.json").read_text())
     assert summary["processes"] == 2 and summary["parameters_identical_across_processes"] is True
+
+
+@pytest.mark.parametrize("folder_state", ["absent", "empty"])
+@pytest.mark.parametrize(
+    "setup, message",
+    [("bad_preset", "--preset must be one of"), ("empty", "holds no words"), ("tiny_corpus", "no full batch")],
+)
+def test_a_failed_run_leaves_the_output_folder_as_it_found_it(corpus, tmp_path, setup, message, folder_state):
+    """Errors found before the first checkpoint write nothing that would refuse the corrected rerun."""
+    train = tmp_path / "train.txt"
+    args = list(COMMON)
+    if setup == "bad_preset":
+        write_corpus(train, 200, 4)
+        args[args.index("tiny")] = "huge"
+    elif setup == "empty":
+        train.write_text("\n   \n")
+    else:
+        train.write_text("a b c\n")
+    out = tmp_path / "out"
+    if folder_state == "empty":
+        out.mkdir()
+    result = pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "2", *args, check=False)
+    assert result.returncode == 2 and message in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    if folder_state == "absent":
+        assert not out.exists()
+    else:
+        assert os.listdir(out) == []
+    if setup == "tiny_corpus" and folder_state == "empty":  # the corrected command runs in the same folder
+        pretrain("--train_file", str(corpus[0]), "--output_dir", str(out), "--max_steps", "2", *COMMON)
+        assert (out / "model.safetensors").exists()
+
+
+def test_a_run_that_fails_after_a_checkpoint_keeps_it(corpus, tmp_path):
+    """Once a checkpoint is written, a later failure keeps the folder: the run resumes from it."""
+    train, valid = corpus
+    tiny_valid = tmp_path / "valid.txt"
+    tiny_valid.write_text("a b\n")  # too short for one evaluation batch: fails at the end, after step 2's checkpoint
+    out = tmp_path / "out"
+    result = pretrain("--train_file", str(train), "--validation_file", str(tiny_valid), "--output_dir", str(out),
+                      "--max_steps", "2", "--save_steps", "2", *COMMON, check=False)
+    assert result.returncode == 2 and "gave no batch" in result.stderr, result.stderr[-3000:]
+    assert (out / "checkpoints" / "step-00000002").is_dir() and (out / "vocab.txt").exists()
+
+
+def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeypatch):
+    """--push_to_hub and push_folder on a pretraining folder: model, tokenizer, card and code; no checkpoints/,
+    optimizer or RNG states, no logs."""
+    import huggingface_hub.constants
+    from hub_server import HubServer
+
+    from modeling_elmo.hub_utils import push_folder
+
+    token = "hf_test_token_for_the_local_hub"
+    train, _ = corpus
+    out = tmp_path / "out"
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("HF_", "HUGGING_FACE_"))}
+    with HubServer(tmp_path / "hub", token=token) as hub:
+        env.update(HF_ENDPOINT=hub.url, HF_TOKEN=token, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1",
+                   HF_HUB_DISABLE_TELEMETRY="1", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+        command = [sys.executable, "-m", "train.pretrain", "--train_file", str(train), "--output_dir", str(out),
+                   "--max_steps", "2", "--save_steps", "1", *COMMON, "--push_to_hub", "--hub_model_id", "org/run"]
+        result = run_command(command, cwd=REPO, env=env, timeout=300)
+        assert result.returncode == 0, result.stderr[-4000:]
+        assert (out / "checkpoints" / "step-00000002" / "progress_rank0.pt").exists()
+        assert (out / "train_log.jsonl").exists()
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)  # the local hub has no Xet
+        push_folder(out, "org/recipe", token=token, endpoint=hub.url)  # the README's recipe
+        for repo in ("org/run", "org/recipe"):
+            files = hub.files(repo)
+            assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "README.md",
+                    "modeling_elmo.py"} <= set(files), files
+            assert not [f for f in files if f.startswith(("checkpoints/", "logs/")) or f == "train_log.jsonl"], files

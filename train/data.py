@@ -17,9 +17,11 @@ which is how a resumed run finds its place.
 from __future__ import annotations
 
 import glob
+import itertools
 import logging
+import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -38,6 +40,24 @@ class CorpusStats:
     empty: int = 0
     truncated: int = 0
     bad_examples: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """How sentences become batches: bilm-tf's `stream` windows, or padded `sentence` rows."""
+
+    mode: str  # "stream" or "sentence"
+    batch_size: int  # rows per batch and process
+    unroll_steps: int  # window length in tokens (stream), or the longest sentence kept (sentence)
+
+
+def word_splitter(word_split: str) -> Callable[[str], list[str]]:
+    """The function that splits a corpus line into words: `str.split` for "whitespace", else `split_words`."""
+    if word_split == "whitespace":
+        return lambda text: text.split()
+    from tokenization.tokenization_elmo import split_words
+
+    return split_words
 
 
 def resolve_files(patterns: Iterable[str]) -> list[str]:
@@ -213,3 +233,28 @@ def sentence_batches(
         yield {"input_ids": char_ids, "attention_mask": (labels != -100).long(), "labels": labels}
         if len(rows) < batch_size:
             return
+
+
+def epoch_batches(files: list[str], encoder: BatchEncoder, layout: BatchLayout, split, *, seed: int, epoch: int,
+                  shuffle_buffer: int, rank: int, world_size: int, stats: CorpusStats | None = None,
+                  skip: int = 0) -> Iterator[dict]:
+    """This process's batches of one epoch, the first `skip` of them passed over without encoding."""
+    words = corpus_words(files, split, seed=seed, epoch=epoch, shuffle_buffer=shuffle_buffer, rank=rank,
+                         world_size=world_size, stats=stats)
+    if layout.mode == "stream":
+        return stream_batches(StreamBatcher(words, layout.batch_size, layout.unroll_steps), encoder, skip=skip)
+    return sentence_batches(words, encoder, layout.batch_size, layout.unroll_steps, stats=stats, skip=skip)
+
+
+def count_batches(files: list[str], layout: BatchLayout, split, *, rank: int, world_size: int,
+                  limit: int | None = None) -> int:
+    """Batches in one epoch of this shard, in file order, without encoding characters (at most `limit`)."""
+    words = corpus_words(files, split, seed=0, epoch=0, shuffle_buffer=1, rank=rank, world_size=world_size)
+    if layout.mode == "stream":
+        batcher = StreamBatcher(words, layout.batch_size, layout.unroll_steps)
+        count = 0
+        while (limit is None or count < limit) and batcher.next_windows() is not None:
+            count += 1
+        return count
+    sentences = sum(1 for _ in itertools.islice(words, None if limit is None else limit * layout.batch_size))
+    return math.ceil(sentences / layout.batch_size)

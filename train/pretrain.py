@@ -21,26 +21,28 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import HfArgumentParser
 
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
+from modeling_elmo.configuration_elmo import PRESETS
 from modeling_elmo.hub_utils import HubPushError
 from tokenization import ElmoTokenizer, build_vocab, write_vocab
-from tokenization.tokenization_elmo import split_words
 
 from .data import (
     BatchEncoder,
+    BatchLayout,
     CorpusStats,
-    StreamBatcher,
-    corpus_words,
+    count_batches,
+    epoch_batches,
     read_sentences,
     resolve_files,
-    sentence_batches,
-    stream_batches,
+    word_splitter,
 )
 
 logger = logging.getLogger("train.pretrain")
@@ -113,6 +115,8 @@ class PretrainArguments:
             raise ValueError("--init_from takes its architecture from the model folder; drop --preset/--config_file")
         if not (self.preset or self.config_file or self.init_from):
             self.preset = "small"
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
         choices = {
             "softmax": ("full", "sampled", "adaptive"),
             "batch_mode": ("stream", "sentence"),
@@ -144,9 +148,181 @@ class NonFiniteLossError(RuntimeError):
     pass
 
 
+def train(args: PretrainArguments) -> dict:
+    """Pretrain, evaluate and save the model folder (and push it); return the run's summary and its perplexities.
+
+    Read top to bottom: what is checked before anything is written, the set-up, the loop, the end. A run that fails
+    before its first checkpoint leaves `--output_dir` as it found it."""
+    check_output_dir(args)
+    train_files = resolve_files(args.train_file)
+    valid_files = resolve_files(args.validation_file) if args.validation_file else None
+    check_model_source(args)
+    accelerator = make_accelerator(args)
+    undo = UndoUntilCheckpoint(Path(args.output_dir), accelerator.is_main_process)
+    with undo:
+        run = set_up(args, accelerator, train_files, valid_files)
+        train_loop(run)
+        results = finish(run)
+    tear_down(run)
+    return results
+
+
+# --------------------------------------------------------------------------------------------------
+# Before anything is written
+# --------------------------------------------------------------------------------------------------
+
+
+def check_output_dir(args: PretrainArguments) -> None:
+    output_dir = Path(args.output_dir)
+    if (
+        args.resume_from_checkpoint is None
+        and output_dir.exists()
+        and any(output_dir.iterdir())
+        and not args.overwrite_output_dir
+    ):
+        raise FileExistsError(
+            f"{output_dir} exists and is not empty; use --overwrite_output_dir, or --resume_from_checkpoint latest"
+        )
+
+
+def check_model_source(args: PretrainArguments) -> None:
+    """The architecture given (--preset, --config_file or --init_from) must be usable, before any file is written."""
+    if args.init_from:
+        if not os.path.isfile(os.path.join(args.init_from, "config.json")):
+            raise FileNotFoundError(f"--init_from {args.init_from}: not a model folder (no config.json)")
+        ElmoConfig.from_pretrained(args.init_from)
+    elif args.config_file:
+        if not os.path.isfile(args.config_file):
+            raise FileNotFoundError(f"--config_file {args.config_file}: no such file")
+        ElmoConfig.from_json_file(args.config_file).validate()
+    else:
+        ElmoConfig.from_preset(args.preset)
+    if args.softmax_weight_file and not os.path.isfile(args.softmax_weight_file):
+        raise FileNotFoundError(f"--softmax_weight_file {args.softmax_weight_file}: no such file")
+
+
+class UndoUntilCheckpoint:
+    """Leaves the output folder as it was found when the run fails before it wrote its first checkpoint: a folder
+    the run created is removed, and from one that was there only what the run added (the vocabulary, logs).
+    Then the corrected command can simply be run again. Only the main process writes, so only it cleans up."""
+
+    def __init__(self, output_dir: Path, is_main_process: bool):
+        self.output_dir, self.is_main_process = output_dir, is_main_process
+        self.existed = output_dir.exists()
+        self.entries = set(os.listdir(output_dir)) if self.existed else set()
+        self.checkpoints = self._checkpoints()
+
+    def _checkpoints(self) -> set[str]:
+        return {p.name for p in (self.output_dir / "checkpoints").glob("step-*") if p.is_dir()}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if error is None or not isinstance(error, Exception) or not self.is_main_process:
+            return False
+        if self._checkpoints() - self.checkpoints:
+            return False  # the run saved a checkpoint: keep it to resume from
+        if not self.existed:
+            shutil.rmtree(self.output_dir, ignore_errors=True)
+        elif self.output_dir.is_dir():
+            for name in set(os.listdir(self.output_dir)) - self.entries:
+                path = self.output_dir / name
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        return False
+
+
 # --------------------------------------------------------------------------------------------------
 # Set-up
 # --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """Where training is: saved in every checkpoint, with the LSTM state of this process's rows."""
+
+    step: int = 0
+    epoch: int = 0
+    batches_in_epoch: int = 0
+    tokens_seen: int = 0
+    train_seconds: float = 0.0
+
+
+@dataclass
+class Run:
+    """What the loop, the evaluation and the checkpoints work with; made once by `set_up`."""
+
+    args: PretrainArguments
+    accelerator: Any
+    tokenizer: ElmoTokenizer
+    encoder: BatchEncoder
+    model: Any  # ElmoForPreTraining, wrapped by Accelerate (DDP) when there are several processes
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    layout: BatchLayout
+    split: Callable[[str], list[str]]
+    train_files: list[str]
+    valid_files: list[str] | None
+    total_steps: int
+    progress: Progress
+    lstm_state: tuple | None = None  # stream mode: carried from one window to the next
+    stats: CorpusStats = field(default_factory=CorpusStats)
+    progress_bar: Any = None
+    started: float = 0.0  # perf_counter at the start, less the training time of the run resumed
+    window_tokens: int = 0  # tokens since the last log line, and when that was
+    window_start: float = 0.0
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.args.output_dir)
+
+
+def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_files: list[str] | None) -> Run:
+    """The output folder, tokenizer, model, optimizer and schedule, resumed from a checkpoint when asked."""
+    from accelerate.utils import set_seed
+    from transformers import get_scheduler
+
+    rank, world = accelerator.process_index, accelerator.num_processes
+    layout = BatchLayout(args.batch_mode, args.per_device_batch_size, args.unroll_steps)
+    split = word_splitter(args.word_split)
+    words = corpus_vocabulary(args, train_files, accelerator)  # before the folder: an empty corpus writes nothing
+    output_dir = Path(args.output_dir)
+    if accelerator.is_main_process:
+        if args.overwrite_output_dir and args.resume_from_checkpoint is None and output_dir.exists():
+            shutil.rmtree(output_dir)
+        output_dir.mkdir(parents=True, exist_ok=True)
+    accelerator.wait_for_everyone()
+    logger.info("distributed: %s, %d process(es), device %s", accelerator.distributed_type, world, accelerator.device)
+    set_seed(args.seed)
+
+    tokenizer = make_tokenizer(args, words, accelerator)
+    model = make_model(args, tokenizer)
+    optimizer = make_optimizer(args, model)
+    if args.max_steps > 0:
+        total_steps = args.max_steps
+    else:  # an estimate from the file order; the run stops at the end of the last epoch in any case
+        count = count_batches(train_files, layout, split, rank=rank, world_size=world)
+        per_epoch = accelerator.gather(torch.tensor([count], device=accelerator.device))
+        total_steps = math.ceil(args.num_train_epochs * int(per_epoch.min()))
+    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=args.warmup_steps,
+                              num_training_steps=total_steps)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    run = Run(args, accelerator, tokenizer, BatchEncoder(tokenizer), model, optimizer, scheduler, layout, split,
+              train_files, valid_files, total_steps, Progress())
+    if args.resume_from_checkpoint:
+        resume(run, find_checkpoint(output_dir, args.resume_from_checkpoint))
+
+    with contextlib.suppress(Exception):
+        accelerator.init_trackers("elmo-pretrain", config={k: str(v) for k, v in asdict(args).items()})
+    if accelerator.is_main_process and not args.disable_tqdm:
+        from tqdm.auto import tqdm
+
+        run.progress_bar = tqdm(total=total_steps, initial=run.progress.step, desc="pretraining", unit="step",
+                                dynamic_ncols=True)
+    run.started = time.perf_counter() - run.progress.train_seconds
+    run.window_start = time.perf_counter()
+    model.train()
+    return run
 
 
 def make_accelerator(args: PretrainArguments):
@@ -179,22 +355,34 @@ def make_accelerator(args: PretrainArguments):
     )
 
 
-def prepare_tokenizer(args: PretrainArguments, train_files: list[str], accelerator) -> ElmoTokenizer:
-    """The tokenizer with its word vocabulary: given, taken from --init_from, or built from the corpus."""
-    vocab_path = args.vocab_file
-    if vocab_path is None and args.init_from and os.path.exists(os.path.join(args.init_from, "vocab.txt")):
-        vocab_path = os.path.join(args.init_from, "vocab.txt")
+def vocabulary_file(args: PretrainArguments) -> str | None:
+    """The word vocabulary given, or the one of --init_from; None when it is built from the corpus."""
+    if args.vocab_file is None and args.init_from and os.path.exists(os.path.join(args.init_from, "vocab.txt")):
+        return os.path.join(args.init_from, "vocab.txt")
+    return args.vocab_file
+
+
+def corpus_vocabulary(args: PretrainArguments, train_files: list[str], accelerator) -> list[str] | None:
+    """The words of a vocabulary built from the corpus (main process only, in memory); None when one is given."""
+    if vocabulary_file(args) is not None or not accelerator.is_main_process:
+        return None
+    texts = (example["text"] for example in read_sentences(train_files))
+    words = build_vocab(texts, max_size=args.max_vocab_size, min_count=args.min_count, split=args.word_split)
+    if len(words) <= 3:
+        raise ValueError(f"the training corpus {train_files} holds no words")
+    return words
+
+
+def make_tokenizer(args: PretrainArguments, built_words: list[str] | None, accelerator) -> ElmoTokenizer:
+    """The tokenizer with its word vocabulary: given, taken from --init_from, or the one built from the corpus,
+    which the main process writes into the output folder for every process to read."""
+    vocab_path = vocabulary_file(args)
     if vocab_path is None:
         vocab_path = os.path.join(args.output_dir, "vocab.txt")
         with accelerator.main_process_first():
             if accelerator.is_main_process:
-                splitter = "whitespace" if args.word_split == "whitespace" else "punctuation"
-                texts = (example["text"] for example in read_sentences(train_files))
-                words = build_vocab(texts, max_size=args.max_vocab_size, min_count=args.min_count, split=splitter)
-                if len(words) <= 3:
-                    raise ValueError(f"the training corpus {train_files} holds no words")
-                write_vocab(words, vocab_path)
-                logger.info("built a vocabulary of %d words from the corpus: %s", len(words), vocab_path)
+                write_vocab(built_words, vocab_path)
+                logger.info("built a vocabulary of %d words from the corpus: %s", len(built_words), vocab_path)
     return ElmoTokenizer(vocab_file=vocab_path, word_split=args.word_split)
 
 
@@ -267,80 +455,113 @@ def make_optimizer(args: PretrainArguments, model):
 
 
 # --------------------------------------------------------------------------------------------------
-# Data position and checkpoints
+# The loop
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Progress:
-    """Where training is: saved in every checkpoint, with the LSTM state of this process's rows."""
-
-    step: int = 0
-    epoch: int = 0
-    batches_in_epoch: int = 0
-    tokens_seen: int = 0
-    train_seconds: float = 0.0
-
-
-def _splitter(args):
-    return (lambda text: text.split()) if args.word_split == "whitespace" else split_words
-
-
-def batches_for_epoch(args, files, encoder, epoch, rank, world, stats, skip=0):
-    """This process's batches of one epoch, the first `skip` of them passed over without encoding."""
-    words = corpus_words(files, _splitter(args), seed=args.seed, epoch=epoch, shuffle_buffer=args.shuffle_buffer,
-                         rank=rank, world_size=world, stats=stats)
-    if args.batch_mode == "stream":
-        return stream_batches(StreamBatcher(words, args.per_device_batch_size, args.unroll_steps), encoder, skip=skip)
-    return sentence_batches(words, encoder, args.per_device_batch_size, args.unroll_steps, stats=stats, skip=skip)
+def train_loop(run: Run) -> None:
+    """Epochs until `total_steps`, or until the last epoch ends when --num_train_epochs sets the length."""
+    args, progress = run.args, run.progress
+    while progress.step < run.total_steps:
+        batches = epoch_batches(run.train_files, run.encoder, run.layout, run.split, seed=args.seed,
+                                epoch=progress.epoch, shuffle_buffer=args.shuffle_buffer,
+                                rank=run.accelerator.process_index, world_size=run.accelerator.num_processes,
+                                stats=run.stats, skip=progress.batches_in_epoch)
+        if not run_epoch(run, batches):
+            return  # total_steps reached
+        if progress.batches_in_epoch == 0:
+            raise ValueError(
+                f"the training corpus gives no full batch of {args.per_device_batch_size} x {args.unroll_steps} "
+                f"tokens per process; use a larger corpus or a smaller --per_device_batch_size / --unroll_steps"
+            )
+        if args.max_steps <= 0 and progress.epoch + 1 >= math.ceil(args.num_train_epochs):
+            return
+        progress.epoch += 1
+        progress.batches_in_epoch = 0
+        run.lstm_state = None  # a new pass over the corpus starts from a zero state
 
 
-def count_batches(args, files, rank, world) -> int:
-    """Batches in one epoch of this shard, in file order, without encoding characters."""
-    words = corpus_words(files, _splitter(args), seed=args.seed, epoch=0, shuffle_buffer=1, rank=rank, world_size=world)
-    if args.batch_mode == "stream":
-        batcher = StreamBatcher(words, args.per_device_batch_size, args.unroll_steps)
-        count = 0
-        while batcher.next_windows() is not None:
-            count += 1
-        return count
-    return math.ceil(sum(1 for _ in words) / args.per_device_batch_size)
+def run_epoch(run: Run, batches) -> bool:
+    """Train on `batches`: True when they ran out (on any process), False when `total_steps` was reached."""
+    accelerator, args, progress = run.accelerator, run.args, run.progress
+    while progress.step < run.total_steps:
+        batch = next(batches, None)
+        # Every process must take the same steps: the epoch ends for all when one shard runs out.
+        have = accelerator.reduce(torch.tensor([float(batch is not None)], device=accelerator.device), "sum")
+        if int(have.item()) < accelerator.num_processes:
+            return True
+        out = training_step(run, batch)
+        if progress.step % args.logging_steps == 0 or progress.step == run.total_steps:
+            log_step(run, out)
+        if run.progress_bar is not None:
+            run.progress_bar.update(1)
+        if run.valid_files and args.eval_steps and progress.step % args.eval_steps == 0:
+            results = evaluate(run)
+            accelerator.log({f"eval/{k}": v for k, v in results.items()}, step=progress.step)
+            logger.info("step %d: %s", progress.step, _format(results))
+        if args.save_steps and progress.step % args.save_steps == 0:
+            progress.train_seconds = time.perf_counter() - run.started
+            save_checkpoint(run)
+    return False
 
 
-def save_checkpoint(accelerator, args, progress: Progress, lstm_state) -> str:
-    """Write a checkpoint atomically: into a temporary folder, then renamed into place."""
-    root = Path(args.output_dir) / "checkpoints"
-    final = root / f"step-{progress.step:08d}"
-    tmp = root / f".tmp-step-{progress.step:08d}"
+def training_step(run: Run, batch: dict):
+    """One optimizer step on `batch`; returns the model's output (losses and token counts)."""
+    accelerator, args, progress = run.accelerator, run.args, run.progress
+    batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+    with accelerator.autocast():
+        out = run.model(**batch, state=run.lstm_state, use_cache=args.batch_mode == "stream")
+    loss = out.loss
+    finite = accelerator.reduce(torch.isfinite(loss.detach()).float().reshape(1), reduction="sum")
+    if int(finite.item()) != accelerator.num_processes:
+        raise NonFiniteLossError(
+            f"non-finite loss ({loss.item()}) at step {progress.step + 1} (epoch {progress.epoch}); "
+            "nothing after the last checkpoint was saved. Lower the learning rate or check the data."
+        )
+    accelerator.backward(loss)
+    if args.max_grad_norm > 0:
+        accelerator.clip_grad_norm_(run.model.parameters(), args.max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    if args.batch_mode == "stream":  # truncated backpropagation: carry the state, not its graph
+        run.lstm_state = tuple(t.detach() for t in out.state)
+
+    progress.step += 1
+    progress.batches_in_epoch += 1
+    tokens = int(accelerator.reduce(out.forward_tokens.detach().reshape(1), reduction="sum").item())
+    progress.tokens_seen += tokens
+    run.window_tokens += tokens
+    return out
+
+
+def log_step(run: Run, out) -> None:
+    """Losses averaged over processes, and tokens/s since the last log line: to the trackers, train_log.jsonl and
+    the progress bar."""
+    accelerator, progress = run.accelerator, run.progress
+    losses = accelerator.reduce(
+        torch.stack([out.loss.detach(), out.forward_loss.detach(), out.backward_loss.detach()]).float(),
+        reduction="mean",
+    ).tolist()
+    elapsed = time.perf_counter() - run.window_start
+    record = {
+        "step": progress.step,
+        "epoch": progress.epoch,
+        "loss": losses[0],
+        "forward_loss": losses[1],
+        "backward_loss": losses[2],
+        "perplexity": math.exp(min(losses[0], 50.0)),
+        "tokens_per_second": run.window_tokens / max(elapsed, 1e-9),
+        "learning_rate": run.scheduler.get_last_lr()[0],
+    }
+    run.window_tokens, run.window_start = 0, time.perf_counter()
+    accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=progress.step)
     if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    state = None if lstm_state is None else tuple(t.detach().cpu() for t in lstm_state)
-    torch.save({"progress": asdict(progress), "lstm_state": state}, tmp / f"progress_rank{accelerator.process_index}.pt")
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        (tmp / "args.json").write_text(json.dumps(asdict(args), indent=2))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        kept = sorted(p for p in root.glob("step-*") if p.is_dir())
-        for old in kept[: max(0, len(kept) - args.save_total_limit)]:
-            shutil.rmtree(old, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    return str(final)
-
-
-def find_checkpoint(args) -> Path:
-    if args.resume_from_checkpoint == "latest":
-        kept = sorted(p for p in (Path(args.output_dir) / "checkpoints").glob("step-*") if p.is_dir())
-        if not kept:
-            raise FileNotFoundError(f"no checkpoint in {Path(args.output_dir) / 'checkpoints'} to resume from")
-        return kept[-1]
-    path = Path(args.resume_from_checkpoint)
-    if not (path / "progress_rank0.pt").exists():
-        raise FileNotFoundError(f"{path} is not a checkpoint folder of train.pretrain (no progress_rank0.pt)")
-    return path
+        with open(run.output_dir / "train_log.jsonl", "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if run.progress_bar is not None:
+            run.progress_bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['perplexity']:.1f}",
+                                         tok_s=f"{record['tokens_per_second']:.0f}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -349,24 +570,21 @@ def find_checkpoint(args) -> Path:
 
 
 @torch.no_grad()
-def evaluate(args, accelerator, model, files, encoder) -> dict[str, float]:
+def evaluate(run: Run) -> dict[str, float]:
     """Forward, backward and average perplexity with the full softmax over this process's shard, summed
     over processes. Stream layout with the state carried, like bilm-tf's run_test."""
+    accelerator, model, files = run.accelerator, run.model, run.valid_files
     model.eval()
-    words = corpus_words(files, _splitter(args), seed=0, epoch=0, shuffle_buffer=1,
-                         rank=accelerator.process_index, world_size=accelerator.num_processes)
-    if args.batch_mode == "stream":
-        batches = stream_batches(StreamBatcher(words, args.per_device_batch_size, args.unroll_steps), encoder)
-    else:
-        batches = sentence_batches(words, encoder, args.per_device_batch_size, args.unroll_steps)
+    batches = epoch_batches(files, run.encoder, run.layout, run.split, seed=0, epoch=0, shuffle_buffer=1,
+                            rank=accelerator.process_index, world_size=accelerator.num_processes)
     totals = torch.zeros(4, dtype=torch.float64, device=accelerator.device)  # nll_f, n_f, nll_b, n_b
     state = None
     for index, batch in enumerate(batches):
-        if args.max_eval_batches and index >= args.max_eval_batches:
+        if run.args.max_eval_batches and index >= run.args.max_eval_batches:
             break
         batch = {k: v.to(accelerator.device) for k, v in batch.items()}
         with accelerator.autocast():
-            out = model(**batch, state=state, use_cache=args.batch_mode == "stream")
+            out = model(**batch, state=state, use_cache=run.layout.mode == "stream")
         state = out.state
         totals += torch.stack([
             out.forward_loss.double() * out.forward_tokens, out.forward_tokens.double(),
@@ -387,210 +605,131 @@ def evaluate(args, accelerator, model, files, encoder) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Training
+# Checkpoints
 # --------------------------------------------------------------------------------------------------
 
 
-def train(args: PretrainArguments) -> dict:
-    from accelerate.utils import set_seed
-    from transformers import get_scheduler
-
-    output_dir = Path(args.output_dir)
-    if (
-        args.resume_from_checkpoint is None
-        and output_dir.exists()
-        and any(output_dir.iterdir())
-        and not args.overwrite_output_dir
-    ):
-        raise FileExistsError(
-            f"{output_dir} exists and is not empty; use --overwrite_output_dir, or --resume_from_checkpoint latest"
-        )
-    train_files = resolve_files(args.train_file)
-    valid_files = resolve_files(args.validation_file) if args.validation_file else None
-
-    accelerator = make_accelerator(args)
-    rank, world = accelerator.process_index, accelerator.num_processes
+def save_checkpoint(run: Run) -> str:
+    """Write a checkpoint atomically: into a temporary folder, then renamed into place."""
+    accelerator, progress = run.accelerator, run.progress
+    root = run.output_dir / "checkpoints"
+    final = root / f"step-{progress.step:08d}"
+    tmp = root / f".tmp-step-{progress.step:08d}"
     if accelerator.is_main_process:
-        if args.overwrite_output_dir and args.resume_from_checkpoint is None and output_dir.exists():
-            shutil.rmtree(output_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    logger.info("distributed: %s, %d process(es), device %s", accelerator.distributed_type, world, accelerator.device)
-    set_seed(args.seed)
+    accelerator.save_state(str(tmp))
+    state = None if run.lstm_state is None else tuple(t.detach().cpu() for t in run.lstm_state)
+    torch.save({"progress": asdict(progress), "lstm_state": state}, tmp / f"progress_rank{accelerator.process_index}.pt")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        (tmp / "args.json").write_text(json.dumps(asdict(run.args), indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        kept = sorted(p for p in root.glob("step-*") if p.is_dir())
+        for old in kept[: max(0, len(kept) - run.args.save_total_limit)]:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    return str(final)
 
-    tokenizer = prepare_tokenizer(args, train_files, accelerator)
-    encoder = BatchEncoder(tokenizer)
-    model = make_model(args, tokenizer)
-    optimizer = make_optimizer(args, model)
 
-    if args.max_steps > 0:
-        total_steps = args.max_steps
-    else:  # an estimate from the file order; the run stops at the end of the last epoch in any case
-        per_epoch = accelerator.gather(torch.tensor([count_batches(args, train_files, rank, world)], device=accelerator.device))
-        total_steps = math.ceil(args.num_train_epochs * int(per_epoch.min()))
-    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=args.warmup_steps,
-                              num_training_steps=total_steps)
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+def find_checkpoint(output_dir: Path, resume_from_checkpoint: str) -> Path:
+    if resume_from_checkpoint == "latest":
+        kept = sorted(p for p in (output_dir / "checkpoints").glob("step-*") if p.is_dir())
+        if not kept:
+            raise FileNotFoundError(f"no checkpoint in {output_dir / 'checkpoints'} to resume from")
+        return kept[-1]
+    path = Path(resume_from_checkpoint)
+    if not (path / "progress_rank0.pt").exists():
+        raise FileNotFoundError(f"{path} is not a checkpoint folder of train.pretrain (no progress_rank0.pt)")
+    return path
 
-    progress, lstm_state = Progress(), None
-    if args.resume_from_checkpoint:
-        checkpoint = find_checkpoint(args)
-        accelerator.load_state(str(checkpoint))
-        saved = torch.load(checkpoint / f"progress_rank{rank}.pt", weights_only=False)
-        progress = Progress(**saved["progress"])
-        if saved["lstm_state"] is not None:
-            lstm_state = tuple(t.to(accelerator.device) for t in saved["lstm_state"])
-        logger.info("resumed from %s at step %d", checkpoint, progress.step)
 
-    with contextlib.suppress(Exception):
-        accelerator.init_trackers("elmo-pretrain", config={k: str(v) for k, v in asdict(args).items()})
+def resume(run: Run, checkpoint: Path) -> None:
+    """Model, optimizer, schedule and RNG states, the data position and this process's LSTM state."""
+    run.accelerator.load_state(str(checkpoint))
+    saved = torch.load(checkpoint / f"progress_rank{run.accelerator.process_index}.pt", weights_only=False)
+    run.progress = Progress(**saved["progress"])
+    if saved["lstm_state"] is not None:
+        run.lstm_state = tuple(t.to(run.accelerator.device) for t in saved["lstm_state"])
+    logger.info("resumed from %s at step %d", checkpoint, run.progress.step)
 
-    stats = CorpusStats()
-    log_path = output_dir / "train_log.jsonl"
-    progress_bar = None
-    if accelerator.is_main_process and not args.disable_tqdm:
-        from tqdm.auto import tqdm
 
-        progress_bar = tqdm(total=total_steps, initial=progress.step, desc="pretraining", unit="step", dynamic_ncols=True)
-    started = time.perf_counter() - progress.train_seconds
-    window_tokens, window_start = 0, time.perf_counter()
+# --------------------------------------------------------------------------------------------------
+# The end: last evaluation and checkpoint, the model folder, the push, the teardown
+# --------------------------------------------------------------------------------------------------
+
+
+def finish(run: Run) -> dict:
+    accelerator, args, progress = run.accelerator, run.args, run.progress
+    if run.progress_bar is not None:
+        run.progress_bar.close()
+    progress.train_seconds = time.perf_counter() - run.started
     eval_results: dict = {}
-    model.train()
-
-    while progress.step < total_steps:
-        batches = batches_for_epoch(args, train_files, encoder, progress.epoch, rank, world, stats,
-                                    skip=progress.batches_in_epoch)
-        while progress.step < total_steps:
-            batch = next(batches, None)
-            # Every process must take the same steps: the epoch ends for all when one shard runs out.
-            have = accelerator.reduce(torch.tensor([float(batch is not None)], device=accelerator.device), "sum")
-            if int(have.item()) < world:
-                break
-            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
-            with accelerator.autocast():
-                out = model(**batch, state=lstm_state, use_cache=args.batch_mode == "stream")
-            loss = out.loss
-            finite = accelerator.reduce(torch.isfinite(loss.detach()).float().reshape(1), reduction="sum")
-            if int(finite.item()) != world:
-                raise NonFiniteLossError(
-                    f"non-finite loss ({loss.item()}) at step {progress.step + 1} (epoch {progress.epoch}); "
-                    "nothing after the last checkpoint was saved. Lower the learning rate or check the data."
-                )
-            accelerator.backward(loss)
-            if args.max_grad_norm > 0:
-                accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            if args.batch_mode == "stream":  # truncated backpropagation: carry the state, not its graph
-                lstm_state = tuple(t.detach() for t in out.state)
-
-            progress.step += 1
-            progress.batches_in_epoch += 1
-            tokens = int(accelerator.reduce(out.forward_tokens.detach().reshape(1), reduction="sum").item())
-            progress.tokens_seen += tokens
-            window_tokens += tokens
-
-            if progress.step % args.logging_steps == 0 or progress.step == total_steps:
-                losses = accelerator.reduce(
-                    torch.stack([out.loss.detach(), out.forward_loss.detach(), out.backward_loss.detach()]).float(),
-                    reduction="mean",
-                ).tolist()
-                elapsed = time.perf_counter() - window_start
-                record = {
-                    "step": progress.step,
-                    "epoch": progress.epoch,
-                    "loss": losses[0],
-                    "forward_loss": losses[1],
-                    "backward_loss": losses[2],
-                    "perplexity": math.exp(min(losses[0], 50.0)),
-                    "tokens_per_second": window_tokens / max(elapsed, 1e-9),
-                    "learning_rate": scheduler.get_last_lr()[0],
-                }
-                window_tokens, window_start = 0, time.perf_counter()
-                accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=progress.step)
-                if accelerator.is_main_process:
-                    with open(log_path, "a") as handle:
-                        handle.write(json.dumps(record) + "\n")
-                    if progress_bar is not None:
-                        progress_bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['perplexity']:.1f}",
-                                                 tok_s=f"{record['tokens_per_second']:.0f}")
-            if progress_bar is not None:
-                progress_bar.update(1)
-            if valid_files and args.eval_steps and progress.step % args.eval_steps == 0:
-                eval_results = evaluate(args, accelerator, model, valid_files, encoder)
-                accelerator.log({f"eval/{k}": v for k, v in eval_results.items()}, step=progress.step)
-                logger.info("step %d: %s", progress.step, _format(eval_results))
-            if args.save_steps and progress.step % args.save_steps == 0:
-                progress.train_seconds = time.perf_counter() - started
-                save_checkpoint(accelerator, args, progress, lstm_state)
-        else:
-            break  # total_steps reached
-        if progress.batches_in_epoch == 0:
-            raise ValueError(
-                f"the training corpus gives no full batch of {args.per_device_batch_size} x {args.unroll_steps} "
-                f"tokens per process; use a larger corpus or a smaller --per_device_batch_size / --unroll_steps"
-            )
-        if args.max_steps <= 0 and progress.epoch + 1 >= math.ceil(args.num_train_epochs):
-            break
-        progress.epoch += 1
-        progress.batches_in_epoch = 0
-        lstm_state = None  # a new pass over the corpus starts from a zero state
-
-    if progress_bar is not None:
-        progress_bar.close()
-    progress.train_seconds = time.perf_counter() - started
-    if valid_files:
-        eval_results = evaluate(args, accelerator, model, valid_files, encoder)
+    if run.valid_files:
+        eval_results = evaluate(run)
         accelerator.log({f"eval/{k}": v for k, v in eval_results.items()}, step=progress.step)
     if not (args.save_steps and progress.step % args.save_steps == 0):
-        save_checkpoint(accelerator, args, progress, lstm_state)
-    # DDP keeps replicas identical; check it, since a wrong launch gives independent runs that drift apart.
-    checksum = torch.stack([torch.stack([p.detach().double().sum(), p.detach().double().pow(2).sum()])
-                            for p in model.parameters()]).flatten()
-    gathered = accelerator.gather(checksum.unsqueeze(0))
-    identical = bool((gathered == gathered[0]).all().item())
-
+        save_checkpoint(run)
     summary = {
         "steps": progress.step,
         "epochs_started": progress.epoch + (1 if progress.batches_in_epoch else 0),
         "tokens_seen": progress.tokens_seen,
         "train_seconds": round(progress.train_seconds, 2),
         "tokens_per_second": round(progress.tokens_seen / max(progress.train_seconds, 1e-9), 1),
-        "processes": world,
-        "parameters_identical_across_processes": identical,
-        "skipped_invalid_utf8_lines": stats.invalid_utf8,
-        "truncated_sentences": stats.truncated,
+        "processes": accelerator.num_processes,
+        "parameters_identical_across_processes": replicas_identical(run),
+        "skipped_invalid_utf8_lines": run.stats.invalid_utf8,
+        "truncated_sentences": run.stats.truncated,
     }
     if accelerator.is_main_process:
-        unwrapped = accelerator.unwrap_model(model)
-        unwrapped.save_pretrained(output_dir, save_function=accelerator.save)
-        tokenizer.save_pretrained(output_dir)
-        (output_dir / "train_results.json").write_text(json.dumps(summary, indent=2))
-        if eval_results:
-            (output_dir / "eval_results.json").write_text(json.dumps(eval_results, indent=2))
-        _write_card(output_dir, unwrapped, args, summary, eval_results)
-        if stats.invalid_utf8:
-            logger.warning("skipped %d lines that are not valid UTF-8 (e.g. %s)", stats.invalid_utf8,
-                           ", ".join(stats.bad_examples))
-        logger.info("trained %d steps, %d tokens in %.1f s (%.0f tokens/s)", summary["steps"], summary["tokens_seen"],
-                    summary["train_seconds"], summary["tokens_per_second"])
-        if eval_results:
-            logger.info("validation: %s", _format(eval_results))
-        logger.info("wrote the model folder to %s", output_dir.resolve())
+        write_model_folder(run, summary, eval_results)
         if args.push_to_hub:
-            _push(output_dir, args)
+            _push(run.output_dir, args)
     accelerator.wait_for_everyone()
+    return {**summary, **eval_results}
+
+
+def replicas_identical(run: Run) -> bool:
+    """DDP keeps replicas identical; check it, since a wrong launch gives independent runs that drift apart."""
+    checksum = torch.stack([torch.stack([p.detach().double().sum(), p.detach().double().pow(2).sum()])
+                            for p in run.model.parameters()]).flatten()
+    gathered = run.accelerator.gather(checksum.unsqueeze(0))
+    return bool((gathered == gathered[0]).all().item())
+
+
+def write_model_folder(run: Run, summary: dict, eval_results: dict) -> None:
+    """The model, tokenizer, results and model card (main process)."""
+    output_dir = run.output_dir
+    unwrapped = run.accelerator.unwrap_model(run.model)
+    unwrapped.save_pretrained(output_dir, save_function=run.accelerator.save)
+    run.tokenizer.save_pretrained(output_dir)
+    (output_dir / "train_results.json").write_text(json.dumps(summary, indent=2))
+    if eval_results:
+        (output_dir / "eval_results.json").write_text(json.dumps(eval_results, indent=2))
+    _write_card(output_dir, unwrapped, run.args, summary, eval_results)
+    if run.stats.invalid_utf8:
+        logger.warning("skipped %d lines that are not valid UTF-8 (e.g. %s)", run.stats.invalid_utf8,
+                       ", ".join(run.stats.bad_examples))
+    logger.info("trained %d steps, %d tokens in %.1f s (%.0f tokens/s)", summary["steps"], summary["tokens_seen"],
+                summary["train_seconds"], summary["tokens_per_second"])
+    if eval_results:
+        logger.info("validation: %s", _format(eval_results))
+    logger.info("wrote the model folder to %s", output_dir.resolve())
+
+
+def tear_down(run: Run) -> None:
+    accelerator = run.accelerator
     # Tear down in this order: the DDP wrapper first, while the process group is still registered, then the
     # group. Otherwise the wrapper's reducer drops the group's last reference when `train` returns and runs its
     # destructor holding the GIL, while a gloo worker thread that is still freeing the tensors of a finished
     # collective waits for the GIL: a deadlock, seen in about 1 of 20 two-process runs. destroy_process_group
     # releases the GIL while the group is destroyed.
-    del model
+    run.model = run.optimizer = run.scheduler = None  # the run holds the only other references to the wrapper
     accelerator.free_memory()
     gc.collect()
     accelerator.end_training()
-    return {**summary, **eval_results}
 
 
 def _format(results: dict) -> str:
@@ -616,6 +755,7 @@ def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
 def _push(output_dir: Path, args) -> None:
     from modeling_elmo.hub_utils import push_folder
 
+    # push_folder leaves the run's checkpoints/ (optimizer, RNG states) and logs out: model, tokenizer, card, code.
     info = push_folder(output_dir, args.hub_model_id, private=args.hub_private_repo or None,
                        commit_message="Upload ELMo trained with train.pretrain")
     logger.info("pushed %s to %s (commit %s)", output_dir, args.hub_model_id, info.oid)
@@ -627,11 +767,11 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     parser = HfArgumentParser(PretrainArguments)
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        (args,) = parser.parse_json_file(argv[0])
-    else:
-        (args,) = parser.parse_args_into_dataclasses(args=argv)
     try:
+        if len(argv) == 1 and argv[0].endswith(".json"):
+            (args,) = parser.parse_json_file(argv[0])
+        else:
+            (args,) = parser.parse_args_into_dataclasses(args=argv)
         train(args)
     except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError, NonFiniteLossError) as error:
         logger.error("%s", error)
