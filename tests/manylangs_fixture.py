@@ -72,8 +72,8 @@ def write_model(
 ) -> Path:
     """Write a random model folder with the package's own classes; returns the folder.
 
-    Every parameter (padding rows included) is drawn at random, so that no structure of the package's
-    initialisation (zero biases, orthogonal blocks, unit-norm rows) can hide a mistake. `legacy_format` saves the
+    Every parameter (padding rows included) is drawn at random, at the scale of trained weights, so that no structure
+    of the package's initialisation (zero biases, orthogonal blocks, unit-norm rows) can hide a mistake. `legacy_format` saves the
     `.pkl` files in the pre-1.6 torch format of the published models.
     """
     from elmoformanylangs.frontend import Model
@@ -97,7 +97,9 @@ def write_model(
     model = Model(network, word_layer, char_layer, use_cuda=False)
     with torch.no_grad():
         for parameter in model.parameters():
-            parameter.copy_(torch.randn_like(parameter) * 0.25)
+            # fan-in scaled, like trained weights (embedding rows of norm ~1 like theirs); biases 0.2
+            fan_in = parameter[0].numel() if parameter.dim() > 1 else 25
+            parameter.copy_(torch.randn_like(parameter) / fan_in**0.5)
 
     # As biLM.py writes them: "token\tid" lines, char.dic only for a character CNN, word.dic always.
     if char_layer is not None:
