@@ -39,7 +39,14 @@ from pathlib import Path
 import torch
 
 from .configuration_elmo import ElmoConfig
-from .convert_allennlp_elmo import ConversionError, _build_model, _check_written, _place, _umask, check_output_dir
+from .convert_allennlp_elmo import (
+    ConversionError,
+    _build_model,
+    _check_written,
+    _place,
+    _umask,
+    check_output_dir,
+)
 
 logger = logging.getLogger(__name__)
 

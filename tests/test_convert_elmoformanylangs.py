@@ -9,20 +9,18 @@ one batch to the next; a new `Embedder` starts from zeros, as ours always does).
 from __future__ import annotations
 
 import json
-import pickle
 import subprocess
 import sys
 from pathlib import Path
 
+import manylangs_fixture
 import numpy as np
 import pytest
 import torch
+from conftest import REPO, clean_env, run_isolated
 
 from modeling_elmo.convert_allennlp_elmo import ConversionError
 from modeling_elmo.convert_elmoformanylangs import convert, main, read_dictionary, read_network_config
-
-import manylangs_fixture
-from conftest import REPO, clean_env, run_isolated
 
 TOLERANCE = 1e-5
 # Chinese and Latin, lengths 1 to 10 (padding in every batch), unknown words and characters, a word longer than
