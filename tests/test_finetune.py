@@ -277,3 +277,80 @@ def test_finetune_classification_with_two_processes(tmp_path):
     # 256 examples, 16 per process and step, 2 processes: 8 steps (one process alone would take 16)
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 8
     assert "eval_accuracy" in json.loads((out / "eval_results.json").read_text())
+
+
+# --------------------------------------------------------------------------------------------------
+# Bad input: one line naming the file or value, exit status 2, nothing written
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command, problem, message",
+    [
+        ("finetune_classification", "missing_model", "--model_name_or_path"),
+        ("finetune_classification", "missing_file", "no such file"),
+        ("finetune_classification", "empty_file", "no examples"),
+        ("finetune_classification", "binary_file", "not UTF-8 text"),
+        ("finetune_classification", "malformed_file", "cannot tell the label column"),
+        ("finetune_ner", "sentences_not_conll", "not CoNLL columns"),
+        ("finetune_ner", "malformed_json", "not a JSON object"),
+    ],
+)
+def test_finetuning_commands_refuse_bad_input_in_one_line(tmp_path, command, problem, message):
+    write_sst2_files(tmp_path, train=20, dev=4)
+    train_file = tmp_path / "train.tsv"
+    model = "tiny"
+    if problem == "missing_model":
+        model = str(tmp_path / "no-such-model")
+    elif problem == "missing_file":
+        train_file = tmp_path / "absent.tsv"
+    elif problem == "empty_file":
+        train_file.write_text("")
+    elif problem == "binary_file":
+        train_file.write_bytes(bytes(range(256)) * 8)
+    elif problem == "malformed_file":
+        train_file.write_text("just some text without columns\nand another line\n")
+    elif problem == "malformed_json":
+        train_file = tmp_path / "train.jsonl"
+        train_file.write_text('{"tokens": ["EU"], "tags": ["B-ORG"]}\n{"tokens": [\n')
+    # else: sentences_not_conll, the SST-2 style TSV given to the tagger
+    out = tmp_path / "out"
+    args = [a if a != "tiny" else model for a in COMMON]
+    env = {**clean_env(), "OMP_NUM_THREADS": "1"}
+    result = run_command([sys.executable, "-m", f"train.{command}", *args, "--train_file", str(train_file),
+                          "--output_dir", str(out)], cwd=REPO, env=env, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+    named = model if problem == "missing_model" else str(train_file)
+    assert named in errors[0]
+    assert not out.exists()
+
+
+def test_a_fine_tuned_model_loads_without_warnings(tmp_path):
+    """Trainer copies the tokenizer's <S>/</S>/padding ids (character ids) into the config; loading the saved model
+    in a fresh interpreter says nothing about them."""
+    from transformers.trainer_utils import align_special_tokens
+
+    from tokenization import ElmoTokenizer
+
+    model = load_model(ModelArguments(model_name_or_path="tiny"), AutoModelForSequenceClassification,
+                       {"id2label": {0: "a", 1: "b"}, "label2id": {"a": 0, "b": 1}})
+    tokenizer = ElmoTokenizer()
+    align_special_tokens(model, tokenizer)  # what Trainer does before training
+    assert model.config.bos_token_id == tokenizer.bos_token_id
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    code = (
+        "import modeling_elmo, tokenization\n"
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
+        f"model = AutoModelForSequenceClassification.from_pretrained({str(tmp_path / 'model')!r})\n"
+        f"AutoTokenizer.from_pretrained({str(tmp_path / 'model')!r})\n"
+        "print(model.config.bos_token_id, model.config.eos_token_id)\n"
+    )
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "TRANSFORMERS_VERBOSITY": "warning"}
+    result = run_command([sys.executable, "-c", code], cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == [str(tokenizer.bos_token_id), str(tokenizer.eos_token_id)]
+    assert "token_id" not in result.stderr and "vocabulary" not in result.stderr, result.stderr

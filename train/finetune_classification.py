@@ -13,6 +13,7 @@ remote code), `train_results.json`, `eval_results.json` (accuracy) and `all_resu
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, field
 
 import datasets
@@ -28,12 +29,13 @@ from .collators import ElmoDataCollatorForSequenceClassification
 from .finetune_data import (
     ModelArguments,
     accuracy,
-    end_distributed,
     label_list,
     limit,
     load_task_model,
     parse_arguments,
     read_classification_file,
+    read_input_file,
+    run_command_line,
     split_text,
     train_and_evaluate,
 )
@@ -97,14 +99,15 @@ def main(argv: list[str] | None = None) -> dict:
     )
     set_seed(training_args.seed)
 
-    train_examples = limit(read_classification_file(data_args.train_file, data_args.text_column, data_args.label_column),
-                           data_args.max_train_samples)
+    def read(path: str, option: str) -> list[dict]:
+        return read_input_file(
+            lambda p: read_classification_file(p, data_args.text_column, data_args.label_column), path, option
+        )
+
+    train_examples = limit(read(data_args.train_file, "train_file"), data_args.max_train_samples)
     eval_examples = []
     if data_args.validation_file:
-        eval_examples = limit(
-            read_classification_file(data_args.validation_file, data_args.text_column, data_args.label_column),
-            data_args.max_eval_samples,
-        )
+        eval_examples = limit(read(data_args.validation_file, "validation_file"), data_args.max_eval_samples)
     labels = label_list(e["label"] for e in train_examples + eval_examples)
     label2id = {label: i for i, label in enumerate(labels)}
     logger.info("%d training and %d validation examples, labels %s", len(train_examples), len(eval_examples), labels)
@@ -129,5 +132,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
-    end_distributed()
+    sys.exit(run_command_line(main, logger))

@@ -25,9 +25,30 @@ TOKEN_COLUMNS = ("tokens", "words")
 TAG_COLUMNS = ("tags", "ner_tags", "labels", "label")
 
 
+class InputError(ValueError):
+    """Bad input to a fine-tuning command (a file, a model name, an option's value): `run_command_line` reports it
+    as one line and exits with status 2, before anything is written."""
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Readers
 # ---------------------------------------------------------------------------------------------------------------
+def read_input_file(reader, path: str, option: str) -> list[dict]:
+    """`reader(path)`, with whatever is wrong with the file (absent, not UTF-8 text, not in the format) raised as an
+    `InputError` that names the option and the file."""
+    if not os.path.isfile(path):
+        raise InputError(f"--{option} {path}: no such file")
+    try:
+        return reader(path)
+    except UnicodeDecodeError as error:
+        raise InputError(f"--{option} {path}: not UTF-8 text (byte {error.start} is {error.object[error.start]:#04x}); "
+                         "give a text file") from None
+    except (ValueError, TypeError, KeyError, csv.Error) as error:
+        message = str(error)
+        message = message if message.startswith(str(path)) else f"{path}: {message}"
+        raise InputError(f"--{option} {message}") from None
+
+
 def _file_format(path: str | os.PathLike) -> str:
     suffixes = [s.lower() for s in Path(path).suffixes]
     if suffixes and suffixes[-1] in (".json", ".jsonl"):
@@ -41,14 +62,18 @@ def _read_json_lines(path: str | os.PathLike) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         text = f.read().strip()
     if text.startswith("["):  # a JSON array of records also works
-        return json.loads(text)
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not a JSON object ({error})") from error
+        rows = json.loads(text)
+    else:
+        rows = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}:{number}: not a JSON object ({error})") from error
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}: record {number} is not a JSON object: {row!r:.100}")
     return rows
 
 
@@ -109,6 +134,7 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1) -> list[dict]
     `tag_column`), a blank line between sentences, `-DOCSTART-` lines skipped.
     """
     sentences, tokens, tags = [], [], []
+    columns, first = None, 0  # every token line has the same columns: a file of sentences (a TSV) is refused
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             fields = line.split()
@@ -119,6 +145,13 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1) -> list[dict]
                 continue
             if len(fields) < 2:
                 raise ValueError(f"{path}:{number}: expected a word and a tag, got {line.rstrip()!r}")
+            if columns is None:
+                columns, first = len(fields), number
+            elif len(fields) != columns:
+                raise ValueError(
+                    f"{path}:{number}: {len(fields)} columns where line {first} has {columns}; not CoNLL columns "
+                    f"(one token per line: the word first, the tag last; a blank line between sentences)"
+                )
             tokens.append(fields[0])
             tags.append(fields[tag_column])
     if tokens:
@@ -324,9 +357,21 @@ def load_model(model_args: ModelArguments, auto_class, head_overrides: dict):
         return auto_class.from_config(config)
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(name, trust_remote_code=model_args.trust_remote_code, **overrides)
+    try:
+        config = AutoConfig.from_pretrained(name, trust_remote_code=model_args.trust_remote_code, **overrides)
+    except (OSError, ValueError) as error:
+        from modeling_elmo.configuration_elmo import PRESETS
+
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(
+            f"--model_name_or_path {name}: not a preset ({', '.join(sorted(PRESETS))}), a model folder or a Hub model "
+            f"id that can be loaded ({reason})"
+        ) from None
     if hasattr(config, "validate"):
-        config.validate()  # the overrides were set after the config's own checks
+        try:
+            config.validate()  # the overrides were set after the config's own checks
+        except ValueError as error:
+            raise InputError(str(error)) from None
     return auto_class.from_pretrained(
         name,
         config=config,
@@ -406,6 +451,18 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logg
         logger.info("Wrote the model, the tokenizer and metrics (eval_results.json, all_results.json) to %s",
                     os.path.abspath(training_args.output_dir))
     return results
+
+
+def run_command_line(main, logger) -> int:
+    """Run a fine-tuning command's `main`: bad input is one line on stderr (no traceback) and exit status 2."""
+    try:
+        main()
+    except InputError as error:
+        logger.error("%s", error)
+        return 2
+    finally:
+        end_distributed()
+    return 0
 
 
 def end_distributed() -> None:

@@ -16,6 +16,7 @@ tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), 
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, field
 
 import datasets
@@ -29,12 +30,13 @@ from transformers import (
 from .collators import LABEL_PAD_ID, ElmoDataCollatorForTokenClassification
 from .finetune_data import (
     ModelArguments,
-    end_distributed,
     entity_scores,
     limit,
     load_task_model,
     parse_arguments,
+    read_input_file,
     read_tagging_file,
+    run_command_line,
     tag_list,
     train_and_evaluate,
 )
@@ -108,10 +110,12 @@ def main(argv: list[str] | None = None) -> dict:
     )
     set_seed(training_args.seed)
 
-    train_sentences = limit(read_tagging_file(data_args.train_file), data_args.max_train_samples)
+    train_sentences = limit(read_input_file(read_tagging_file, data_args.train_file, "train_file"),
+                            data_args.max_train_samples)
     eval_sentences = []
     if data_args.validation_file:
-        eval_sentences = limit(read_tagging_file(data_args.validation_file), data_args.max_eval_samples)
+        eval_sentences = limit(read_input_file(read_tagging_file, data_args.validation_file, "validation_file"),
+                               data_args.max_eval_samples)
     tags = tag_list(t for s in train_sentences + eval_sentences for t in s["tags"])
     tag2id = {tag: i for i, tag in enumerate(tags)}
     logger.info("%d training and %d validation sentences, tags %s", len(train_sentences), len(eval_sentences), tags)
@@ -137,5 +141,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
-    end_distributed()
+    sys.exit(run_command_line(main, logger))
