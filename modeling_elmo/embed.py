@@ -66,6 +66,9 @@ tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU
     torchrun --nproc_per_node 4 -m modeling_elmo.embed corpus.txt out.hdf5 --model MODEL        # 4 GPUs (or CPU)
     accelerate launch --multi_gpu --num_processes 4 -m modeling_elmo.embed corpus.txt out.hdf5 --model MODEL
 
+(`accelerate launch --cpu --num_processes N` starts one process only: use `--multi_gpu` on CPU machines too;
+docs/transformers_traps.md, "Accelerate on CPU".)
+
 Exit status: 0 on success, 2 for bad arguments or inputs (missing, empty or unreadable model or input, an unknown
 or unavailable `--device`, an existing output without `--overwrite`/`--resume`, a `--resume` with other settings),
 1 when writing fails.
@@ -293,7 +296,9 @@ def _words(text: str | list | None, rule: str) -> list[str]:
 class Processes:
     """This process's place among those a launcher started (`torchrun` and `accelerate launch` set `WORLD_SIZE`,
     `RANK` and `LOCAL_RANK`); one process without a launcher. The processes exchange only small Python objects
-    (the windows done, an error, the counts), so gloo serves on GPU nodes too."""
+    (the windows done, an error, the counts), so gloo serves on GPU nodes too. On a CPU machine, use
+    `accelerate launch --multi_gpu --num_processes N` (`--cpu` starts one process; docs/transformers_traps.md,
+    "Accelerate on CPU")."""
 
     def __init__(self, timeout_s: float):
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
