@@ -146,7 +146,20 @@ SPLITS = [
     ),
     ("``quoted'' students' It’s", ["``", "quoted", "''", "students", "'", "It", "’s"]),
     ("<S> a <unk> </S>", ["<S>", "a", "<unk>", "</S>"]),
-    ("$5 50% café 中文 😀", ["$", "5", "50", "%", "café", "中文", "😀"]),
+    ("$5 50% café 中文 😀", ["$", "5", "50", "%", "café", "中", "文", "😀"]),
+    # CJK (issue 13): one token per ideograph, Latin words, numbers and punctuation keep their rules.
+    ("我爱北京天安门，天安门上太阳升。", list("我爱北京天安门，天安门上太阳升。")),
+    ("我在Google工作了3年。", ["我", "在", "Google", "工", "作", "了", "3", "年", "。"]),
+    ("ELMo很好用!", ["ELMo", "很", "好", "用", "!"]),
+    ("「你好」《三国》、：；！？…", list("「你好」《三国》、：；！？…")),
+    ("U.S.中国 it's 3.14元", ["U.S.", "中", "国", "it", "'s", "3.14", "元"]),
+    # Extensions A, B, C, G, H, I and both compatibility blocks (H and I are newer than some Pythons' Unicode).
+    (
+        "a\u3400\U00020000\U0002a700\U00030000\U00031350\U0002ebf0\uf900\U0002f800b",
+        ["a", *"\u3400\U00020000\U0002a700\U00030000\U00031350\U0002ebf0\uf900\U0002f800", "b"],
+    ),
+    # Kana too (Japanese has no spaces); hangul and full-width Latin keep the word rule.
+    ("日本語のテキスト 한국어 문장 ＡＢＣ１２３", [*"日本語のテキスト", "한국어", "문장", "ＡＢＣ１２３"]),
     ("ab\x01cd\tef\x1fgh", ["ab", "\x01", "cd", "ef", "gh"]),  # control chars split off; \x1f is whitespace
     ("a\ud800b", ["ab"]),  # lone surrogates are dropped, as encode('utf-8', 'ignore') does
     (" \t\n ", []),
@@ -166,8 +179,80 @@ def test_whitespace_split_and_tokenize():
     tok = ElmoTokenizer(word_split="whitespace")
     assert tok.tokenize("don't  stop") == ["don't", "stop"]
     assert tok.tokenize("a b", add_special_tokens=True) == ["<S>", "a", "b", "</S>"]
-    with pytest.raises(ValueError, match="word_split"):
+
+
+def test_chinese_text_is_never_cut_into_pseudo_words(tok):
+    text = "我爱北京天安门，天安门上太阳升。伟大领袖毛主席，指引我们向前进。" * 3
+    words = split_words(text)
+    assert words == list(text) and all(len(w.encode()) <= 48 for w in words)
+    enc = tok(["我在Google工作了3年。", "ELMo很好用!"], padding=True, return_tensors="pt")
+    expected = [
+        expected_sentence(split_words("我在Google工作了3年。")),
+        expected_sentence(["ELMo", "很", "好", "用", "!"]),
+    ]
+    assert enc["input_ids"][0].tolist() == expected[0]
+    assert enc["input_ids"][1, :7].tolist() == expected[1] and (enc["input_ids"][1, 7:] == 0).all()
+    assert enc.tokens(1)[:7] == ["<S>", "ELMo", "很", "好", "用", "!", "</S>"]
+    assert tok("我爱北京天安门。")["input_ids"] == expected_sentence(list("我爱北京天安门。"))
+
+
+def test_whitespace_rule_and_pre_split_words_keep_chinese_words():
+    """ "whitespace" means the text is already tokenized: Chinese segmented with spaces keeps its words."""
+    assert split_words("我 爱 北京 天安门 。", "whitespace") == ["我", "爱", "北京", "天安门", "。"]
+    tok = ElmoTokenizer(word_split="whitespace")
+    assert tok("我 爱 北京")["input_ids"] == expected_sentence(["我", "爱", "北京"])
+    words = [["我", "爱", "北京天安门"], ["ELMo", "很好用"]]
+    enc = ElmoTokenizer()(words, is_split_into_words=True)
+    assert enc["input_ids"] == [expected_sentence(w) for w in words]
+    assert enc.word_ids(0) == [None, 0, 1, 2, None]
+
+
+def test_word_split_function():
+    def segment(text: str) -> list[str]:  # a toy segmenter: words between "|", spaces kept as tokens
+        return [piece for part in text.split("|") for piece in (part, " ")]
+
+    assert split_words("北京|天安门|ELMo", segment) == ["北京", "天安门", "ELMo"]  # whitespace tokens dropped
+    tok = ElmoTokenizer(word_split=segment)
+    assert tok.word_split is segment and tok.tokenize("我|爱北京") == ["我", "爱北京"]
+    assert tok(["我|爱北京"])["input_ids"] == [expected_sentence(["我", "爱北京"])]
+    assert build_vocab(["北京|天安门", "北京"], split=segment)[3:] == ["北京", "天安门"]
+    assert ElmoTokenizer.from_corpus(["北京|天安门"], word_split=segment).word_vocab[3:] == ["北京", "天安门"]
+    with pytest.raises(TypeError, match="must return a list of str"):
+        split_words("a b", lambda text: 3)
+    with pytest.raises(TypeError, match="must return a list of str, got a int"):
+        split_words("a b", lambda text: [1, 2])
+    with pytest.raises(ValueError, match="word_split must be one of"):
         ElmoTokenizer(word_split="bpe")
+
+
+def test_jieba_word_split():
+    pytest.importorskip("jieba", reason="jieba (the optional extra elmo-hf[zh]) is not installed")
+    assert split_words("我在Google工作了3年。", "jieba") == [
+        "我",
+        "在",
+        "Google",
+        "工作",
+        "了",
+        "3",
+        "年",
+        "。",
+    ]
+    assert split_words("don't stop, 3.14 U.S.", "jieba") == split_words(
+        "don't stop, 3.14 U.S."
+    )  # Latin unchanged
+    tok = ElmoTokenizer(word_split="jieba")
+    assert tok.tokenize("我爱北京天安门") == ["我", "爱", "北京", "天安门"]
+    assert build_vocab(["我爱北京天安门"], split="jieba")[3:] == ["北京", "天安门", "我", "爱"]
+
+
+def test_jieba_missing_is_a_one_line_error(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "jieba", None)  # as if it were not installed
+    with pytest.raises(
+        ImportError, match=r"word_split='jieba' needs the jieba package: pip install 'elmo-hf\[zh\]'"
+    ):
+        ElmoTokenizer(word_split="jieba")
+    with pytest.raises(ImportError, match="elmo-hf"):
+        split_words("我爱北京", "jieba")
 
 
 # ----- batches, padding, truncation -----------------------------------------------------------------------------
@@ -443,7 +528,9 @@ def test_the_allennlp_vocab_fixture_is_a_vocabulary_file():
     tok = ElmoTokenizer(vocab_file=str(path), word_split="whitespace")
     assert tok.word_vocab == lines and len(lines) == 458
     bos, unk, eos = tok.convert_tokens_to_vocab_ids(["<S>", "<UNK>", "</S>"])
-    assert (bos, unk, eos) == (20, 117, 224) == (lines.index("<S>"), lines.index("<UNK>"), lines.index("</S>"))
+    assert (
+        (bos, unk, eos) == (20, 117, 224) == (lines.index("<S>"), lines.index("<UNK>"), lines.index("</S>"))
+    )
     words = [lines[3], lines[300], "not-a-word-of-the-fixture", lines[-1]]
     assert tok(" ".join(words), return_vocab_ids=True)["vocab_ids"] == [bos, 3, 300, unk, 457, eos]
 
@@ -559,6 +646,70 @@ def test_remote_code_loads_in_a_fresh_process_without_the_project(tmp_path, voca
     assert remote["attention_mask"] == local["attention_mask"].tolist()
     assert remote["vocab_ids"] == local["vocab_ids"].tolist()
     assert remote["word_ids"] == local.word_ids(1)
+
+
+CHINESE_SAMPLE = ["我爱北京天安门，天安门上太阳升。", "我在Google工作了3年。", "ELMo很好用!"]
+
+
+def test_word_split_travels_with_the_saved_tokenizer(tmp_path, vocab_file):
+    """The rule a tokenizer was saved with is the rule it splits with after from_pretrained (issue 13)."""
+    segment = _bar_segmenter
+    rules = ["punctuation", "whitespace", segment]
+    if _has_jieba():
+        rules.append("jieba")
+    for rule in rules:
+        tok = ElmoTokenizer(vocab_file=str(vocab_file), word_split=rule)
+        folder = tmp_path / str(rules.index(rule))
+        tok.save_pretrained(folder)
+        saved = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))["word_split"]
+        if callable(rule):
+            # A function cannot be written to JSON: its name is, and loading asks for the function again.
+            assert saved == "custom:test_tokenizer._bar_segmenter"
+            with pytest.raises(
+                ValueError, match=r"word_split function test_tokenizer._bar_segmenter.*word_split="
+            ):
+                ElmoTokenizer.from_pretrained(folder)
+            loaded = AutoTokenizer.from_pretrained(folder, word_split=segment)
+            assert loaded.word_split is segment
+        else:
+            assert saved == rule
+            loaded = AutoTokenizer.from_pretrained(folder)
+            assert loaded.word_split == rule
+        assert tok.word_split is rule  # saving does not change the tokenizer
+        texts = [*CHINESE_SAMPLE, "北京|天安门"]
+        a = tok(texts, padding=True, return_tensors="pt", return_vocab_ids=True)
+        b = loaded(texts, padding=True, return_tensors="pt", return_vocab_ids=True)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _bar_segmenter(text: str) -> list[str]:
+    return text.split("|")
+
+
+def _has_jieba() -> bool:
+    try:
+        import jieba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_chinese_per_character_in_a_fresh_process_without_the_project(tmp_path, vocab_file):
+    """Remote code in a fresh interpreter splits Chinese per ideograph, as the tokenizer that was saved."""
+    tok = ElmoTokenizer(vocab_file=str(vocab_file))
+    folder = tmp_path / "hub-folder"
+    tok.save_pretrained(folder)
+    code = REMOTE_CODE.format(modules=str(tmp_path / "modules"), folder=str(folder), sample=CHINESE_SAMPLE)
+    remote = json.loads(run_isolated(code, cwd=tmp_path, timeout=120).stdout.strip().splitlines()[-1])
+    local = tok(CHINESE_SAMPLE, padding=True, return_tensors="pt", return_vocab_ids=True)
+    assert remote["module"].startswith("transformers_modules.")
+    assert remote["input_ids"] == local["input_ids"].tolist()
+    assert remote["input_ids"][0][1:17] == [expected_row(c) for c in CHINESE_SAMPLE[0]]
+    assert (
+        remote["word_ids"]
+        == local.word_ids(1)
+        == [None, *range(9), None, None, None, None, None, None, None, None]
+    )
 
 
 # ----- bad and unusual input ------------------------------------------------------------------------------------

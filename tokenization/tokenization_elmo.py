@@ -93,7 +93,7 @@ _CACHED_PAD, _CACHED_BOS, _CACHED_EOS = (
     1,
     2,
 )  # reserved indices of the word cache (see ElmoTokenizer._init_cache)
-WORD_SPLITS = ("punctuation", "whitespace")
+WORD_SPLITS = ("punctuation", "whitespace", "jieba")  # or a function str -> list[str]
 
 
 def word_to_char_ids(word: str, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN) -> list[int]:
@@ -114,20 +114,51 @@ def word_to_char_ids(word: str, max_characters_per_token: int = MAX_CHARACTERS_P
 # ---------------------------------------------------------------------------------------------------------------
 # Splitting raw text into words
 # ---------------------------------------------------------------------------------------------------------------
-_PUNCTUATION_SPLIT = re.compile(
-    r"""
-      </?[A-Za-z]\w*>                       # markers kept whole: <S>, </S>, <unk>, <UNK>, <br>
-    | (?:[^\W\d_]\.){2,}(?!\w)              # abbreviations written with periods: U.S., e.g., a.m.
-    | (?i:['’](?:s|d|m|ll|re|ve))(?!\w)     # clitics already split off: 's 're 've 'll 'd 'm
-    | \w+(?:(?:[-'’.]|(?<=\d),(?=\d))\w+)*  # words, numbers (3.14, 1,000), compounds (bio-identical, O'Neill)
-    | \.\.+ | --+ | `` | ''                # runs kept whole: ellipsis, dashes, PTB quotes
-    | [^\w\s]                               # any other character alone: punctuation, symbols, emoji, controls
-    """,
-    re.VERBOSE,
+# CJK ideographs: each is a token of its own by default, as in multilingual tokenizers (BERT's `_is_chinese_char`).
+# Whole blocks, so that ideographs newer than this Python's unicodedata are covered too (an unassigned code point
+# is a token of its own anyway).
+_IDEOGRAPHS = (
+    r"\u3400-\u4dbf"  # CJK Unified Ideographs Extension A
+    r"\u4e00-\u9fff"  # CJK Unified Ideographs
+    r"\uf900-\ufaff"  # CJK Compatibility Ideographs
+    r"\U00020000-\U0002a6df"  # Extension B
+    r"\U0002a700-\U0002ee5f"  # Extensions C, D, E, F, I
+    r"\U0002f800-\U0002fa1f"  # CJK Compatibility Ideographs Supplement
+    r"\U00030000-\U000323af"  # Extensions G, H
 )
+# Kana too (unlike BERT): Japanese is written without spaces, so a run of kana is no word ("日本語のテキスト" would
+# give "のテキスト") and long runs would be cut at 48 bytes. Hangul keeps the word rule: Korean puts spaces between
+# words.
+_KANA = (
+    r"\u3040-\u30ff"  # Hiragana, Katakana
+    r"\u31f0-\u31ff"  # Katakana Phonetic Extensions
+    r"\uff66-\uff9f"  # Halfwidth Katakana
+    r"\U0001aff0-\U0001b16f"  # Kana Extended-B, Kana Supplement, Kana Extended-A, Small Kana Extension
+)
+_WORD_CHAR = rf"[^\W{_IDEOGRAPHS}{_KANA}]"  # \w without ideographs and kana
+_LETTER = rf"[^\W\d_{_IDEOGRAPHS}{_KANA}]"
+_PUNCTUATION_RULE = rf"""
+      </?[A-Za-z]{_WORD_CHAR}*>                           # markers kept whole: <S>, </S>, <unk>, <UNK>, <br>
+    | (?:{_LETTER}\.){{2,}}(?!{_WORD_CHAR})                # abbreviations written with periods: U.S., e.g., a.m.
+    | (?i:['’](?:s|d|m|ll|re|ve))(?!{_WORD_CHAR})         # clitics already split off: 's 're 've 'll 'd 'm
+    | {_WORD_CHAR}+(?:(?:[-'’.]|(?<=\d),(?=\d)){_WORD_CHAR}+)*  # words, numbers (3.14, 1,000), bio-identical, O'Neill
+    | \.\.+ | --+ | `` | ''                              # runs kept whole: ellipsis, dashes, PTB quotes
+    | CJK_CHARACTERS                                      # ideographs and kana
+    | [^\w\s]                                             # any other character alone: punctuation, symbols, emoji
+"""
+# Default: each ideograph and each kana alone. For a Chinese segmenter: runs of ideographs, kana alone.
+_PUNCTUATION_SPLIT = re.compile(
+    _PUNCTUATION_RULE.replace("CJK_CHARACTERS", f"[{_IDEOGRAPHS}{_KANA}]"), re.VERBOSE
+)
+_IDEOGRAPH_RUNS_SPLIT = re.compile(
+    _PUNCTUATION_RULE.replace("CJK_CHARACTERS", f"[{_IDEOGRAPHS}]+ | [{_KANA}]"), re.VERBOSE
+)
+_IDEOGRAPH = re.compile(f"[{_IDEOGRAPHS}]")
 _CLITIC_SUFFIX = re.compile(r"(.+)((?i:['’](?:s|d|m|ll|re|ve)))")  # it's -> it 's ; O'Neill's -> O'Neill 's
 _NEGATION_SUFFIX = re.compile(r"(\w+)((?i:n['’]t))")  # don't -> do n't ; can't -> ca n't (as in the PTB)
 _SURROGATES = re.compile("[\ud800-\udfff]")
+# A `word_split` function cannot be written to tokenizer_config.json: this prefix and its name are written instead.
+CUSTOM_SPLIT_PREFIX = "custom:"
 
 
 def _split_clitics(word: str) -> list[str]:
@@ -144,13 +175,12 @@ def _split_clitics(word: str) -> list[str]:
     return out[::-1]
 
 
-def split_words(text: str, rule: str = "punctuation") -> list[str]:
+def split_words(text: str, rule: str | Callable[[str], list[str]] = "punctuation") -> list[str]:
     """Split raw text into the words ELMo encodes, one token per word.
 
-    Both rules first drop lone surrogates (`"\\ud800"`), which `encode("utf-8", "ignore")` drops in the original,
-    and treat as whitespace exactly what `str.isspace()` accepts (so empty or whitespace-only text gives no word).
-
-    `rule="whitespace"`: `text.split()`. Use it for text that is already tokenized (PTB, the 1B Word Benchmark).
+    Every rule first drops lone surrogates (`"\\ud800"`), which `encode("utf-8", "ignore")` drops in the original;
+    the built-in rules treat as whitespace exactly what `str.isspace()` accepts (so empty or whitespace-only text
+    gives no word).
 
     `rule="punctuation"` (default), close to the PTB / Moses tokenization of the published models' training data:
 
@@ -162,20 +192,37 @@ def split_words(text: str, rule: str = "punctuation") -> list[str]:
       (`Dr.` -> `Dr .`: there is no abbreviation list);
     * markers in angle brackets stay whole (`<S>`, `</S>`, `<unk>`), as do runs of periods (`...`), of
       hyphens (`--`) and the PTB quotes ``` `` ``` and `''`;
-    * every other non-space character is a token of its own: punctuation, symbols, each emoji code point,
-      control characters (`"a\\x01b"` -> `a`, `\\x01`, `b`);
-    * no lower-casing and no Unicode normalisation (the published models are case-sensitive); scripts written
-      without spaces (Chinese, Japanese) stay one token per run.
+    * every CJK ideograph is a token of its own (the CJK Unified Ideographs, extensions A to I and the
+      compatibility ideographs), as in multilingual tokenizers: `"我在Google工作了3年。"` -> `我 在 Google 工 作
+      了 3 年 。`; so is every kana (Japanese has no spaces either). Hangul follows the word rule (Korean
+      separates words with spaces), as do other scripts; for Thai or word-level Japanese pass a segmenter;
+    * every other non-space character is a token of its own: punctuation (CJK punctuation too: `，。「」《》`),
+      symbols, each emoji code point, control characters (`"a\\x01b"` -> `a`, `\\x01`, `b`);
+    * no lower-casing and no Unicode normalisation (the published models are case-sensitive).
 
-    Splitting text that this rule produced again gives the same words (tested).
+    `rule="jieba"`: the same, except that each run of ideographs is segmented into words by jieba (the optional
+    extra `pip install 'elmo-hf[zh]'`): `我 在 Google 工作 了 3 年 。`.
+
+    `rule="whitespace"`: `text.split()`, for text that is already tokenized (PTB, the 1B Word Benchmark, Chinese
+    segmented with spaces). Ideographs are not split: unsegmented Chinese stays one "word" per run.
+
+    `rule=function`: any segmenter `str -> list[str]`; its words are used as they are, except that empty and
+    whitespace-only ones are dropped (segmenters such as `jieba.lcut` return the spaces).
+
+    Splitting text that the built-in rules produced again gives the same words (tested).
     """
     if not text.isascii():
         text = _SURROGATES.sub("", text)
     if rule == "whitespace":
         return text.split()
-    if rule != "punctuation":
-        raise ValueError(f"rule must be one of {WORD_SPLITS}, got {rule!r}")
-    words = _PUNCTUATION_SPLIT.findall(text)
+    if rule == "punctuation":
+        words = _PUNCTUATION_SPLIT.findall(text)
+    elif rule == "jieba":
+        words = _segment_ideograph_runs(text, _jieba_segmenter())
+    elif callable(rule):
+        return _segmenter_words(rule, text)
+    else:
+        raise ValueError(f"rule must be one of {WORD_SPLITS} or a function str -> list[str], got {rule!r}")
     if "'" in text or "’" in text:
         out: list[str] = []
         for word in words:
@@ -185,6 +232,73 @@ def split_words(text: str, rule: str = "punctuation") -> list[str]:
                 out.append(word)
         return out
     return words
+
+
+def _segment_ideograph_runs(text: str, segment: Callable[[str], list[str]]) -> list[str]:
+    """The punctuation rule with each run of ideographs given to `segment` instead of split per ideograph."""
+    words = _IDEOGRAPH_RUNS_SPLIT.findall(text)
+    if text.isascii():
+        return words
+    out: list[str] = []
+    for word in words:
+        if _IDEOGRAPH.match(word):
+            out.extend(_segmenter_words(segment, word))
+        else:
+            out.append(word)
+    return out
+
+
+def _segmenter_words(segment: Callable[[str], Iterable[str]], text: str) -> list[str]:
+    words = segment(text)
+    if isinstance(words, str) or not isinstance(words, Iterable):
+        raise TypeError(
+            f"word_split function {_function_name(segment)} must return a list of str, got {words!r:.80}"
+        )
+    words = list(words)
+    for word in words:
+        if not isinstance(word, str):
+            raise TypeError(
+                f"word_split function {_function_name(segment)} must return a list of str, got a {type(word).__name__}"
+            )
+    return [w for w in words if w and not w.isspace()]
+
+
+def _jieba_segmenter() -> Callable[[str], list[str]]:
+    try:
+        import jieba
+    except ImportError:
+        raise ImportError(
+            "word_split='jieba' needs the jieba package: pip install 'elmo-hf[zh]' (or pip install jieba)"
+        ) from None
+    return jieba.lcut
+
+
+def _function_name(function: Callable) -> str:
+    module = getattr(function, "__module__", None) or type(function).__module__
+    name = getattr(function, "__qualname__", None) or type(function).__qualname__
+    return f"{module}.{name}"
+
+
+def _serialisable_split(word_split: str | Callable) -> str:
+    return f"{CUSTOM_SPLIT_PREFIX}{_function_name(word_split)}" if callable(word_split) else word_split
+
+
+def _check_word_split(word_split: Any) -> None:
+    """Refuse an unknown rule, `"jieba"` without jieba, and the placeholder of a function saved with a tokenizer."""
+    if callable(word_split):
+        return
+    if isinstance(word_split, str) and word_split.startswith(CUSTOM_SPLIT_PREFIX):
+        name = word_split[len(CUSTOM_SPLIT_PREFIX) :]
+        raise ValueError(
+            f"This tokenizer was saved with the word_split function {name}, which tokenizer_config.json cannot "
+            f"hold: pass it again, e.g. ElmoTokenizer.from_pretrained(path, word_split={name.rsplit('.', 1)[-1]})"
+        )
+    if word_split not in WORD_SPLITS:
+        raise ValueError(
+            f"word_split must be one of {WORD_SPLITS} or a function str -> list[str], got {word_split!r}"
+        )
+    if word_split == "jieba":
+        _jieba_segmenter()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -258,7 +372,7 @@ def build_vocab(
         max_size: size of the returned list including the three special tokens (so it can be used as
             `ElmoConfig.vocab_size`); None keeps every word seen at least `min_count` times.
         min_count: words seen fewer times are left out.
-        split: `"punctuation"` or `"whitespace"` (see `split_words`) or a callable `str -> list[str]`.
+        split: `"punctuation"`, `"whitespace"`, `"jieba"` (see `split_words`) or a function `str -> list[str]`.
 
     Returns:
         `["<S>", "</S>", "<UNK>", ...]` then the words by descending count, ties in code-point order. The special
@@ -275,15 +389,11 @@ def build_vocab(
         )
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
-    if callable(split):
-        split_fn = split
-    elif split in WORD_SPLITS:
-
-        def split_fn(text: str) -> list[str]:
-            return split_words(text, split)
-
-    else:
+    if not callable(split) and split not in WORD_SPLITS:
         raise ValueError(f"split must be one of {WORD_SPLITS} or a callable, got {split!r}")
+
+    def split_fn(text: str) -> list[str]:
+        return split_words(text, split)
 
     counts: Counter[str] = Counter()
     for index, item in enumerate(texts_or_files):
@@ -375,8 +485,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
             `</S>` and `<UNK>` on any lines (the format of the original ELMo vocabulary files). Only needed for `return_vocab_ids=True`
             (language-model targets); saved as `vocab.txt` by `save_pretrained`.
         word_vocab (`list[str]`, *optional*): the same vocabulary given as a list (e.g. from `build_vocab`).
-        word_split (`str`, *optional*, defaults to `"punctuation"`): how raw text is split into words,
-            `"punctuation"` or `"whitespace"` (see `split_words`). Ignored for `is_split_into_words=True`.
+        word_split (`str` or function, *optional*, defaults to `"punctuation"`): how raw text is split into words
+            (see `split_words`): `"punctuation"` (one token per CJK ideograph), `"whitespace"` (pre-tokenized text),
+            `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`) or any function
+            `str -> list[str]`. Ignored for `is_split_into_words=True`. Saved in tokenizer_config.json; a function
+            is saved as the placeholder `"custom:<module>.<name>"`, and loading it then asks for the function again
+            (`from_pretrained(path, word_split=function)`) instead of silently splitting another way.
         max_characters_per_token (`int`, *optional*, defaults to 50): row width, `ElmoConfig.max_characters_per_token`.
         cache_size (`int`, *optional*, defaults to 65536): distinct words whose rows are cached; the cache is
             cleared when it grows past this (between calls), so memory stays bounded.
@@ -412,8 +526,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 raise ValueError(
                     f"ElmoTokenizer's {name} is fixed to {expected!r} by the ELMo format, got {value!r}"
                 )
-        if word_split not in WORD_SPLITS:
-            raise ValueError(f"word_split must be one of {WORD_SPLITS}, got {word_split!r}")
+        _check_word_split(word_split)
         if (
             isinstance(max_characters_per_token, bool)
             or not isinstance(max_characters_per_token, int)
@@ -439,14 +552,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
             _check_word_vocab(word_vocab)
         self._set_word_vocab(word_vocab)
 
-        self.word_split = word_split
         self.max_characters_per_token = max_characters_per_token
         self.cache_size = cache_size
         self._character_ids = {name: i for i, name in enumerate(_CHARACTER_NAMES)}
         self._init_cache()
 
         super().__init__(
-            word_split=word_split,
+            word_split=_serialisable_split(word_split),  # transformers deep-copies and saves these arguments
             max_characters_per_token=max_characters_per_token,
             cache_size=cache_size,
             bos_token=bos_token,
@@ -454,6 +566,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             pad_token=pad_token,
             **kwargs,
         )
+        self.word_split = word_split  # after the base class, which refuses an argument named like a function
 
     # ----- word vocabulary -----------------------------------------------------------------------------------
     def _set_word_vocab(self, word_vocab: list[str] | None) -> None:
@@ -522,6 +635,24 @@ class ElmoTokenizer(PreTrainedTokenizer):
         split = kwargs.get("word_split", "punctuation")
         vocab = build_vocab(texts_or_files, max_size=max_size, min_count=min_count, split=split)
         return cls(word_vocab=vocab, **kwargs)
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`PreTrainedTokenizer.save_pretrained`; a `word_split` function is recorded by name (it cannot be
+        written to JSON), so that loading the folder asks for it again rather than splitting text another way."""
+        if not callable(self.word_split):
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        function = self.word_split
+        logger.warning(
+            "word_split is the function %s: tokenizer_config.json records %r, and loading the tokenizer needs "
+            "from_pretrained(path, word_split=...) with the same function",
+            _function_name(function),
+            _serialisable_split(function),
+        )
+        self.word_split = _serialisable_split(function)  # what transformers writes to tokenizer_config.json
+        try:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            self.word_split = function
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write the word vocabulary as `vocab.txt` (nothing when the tokenizer has none)."""
@@ -1270,12 +1401,15 @@ def _token_outputs(
             for key, grid in grids.items()
         }
     keep = lengths if target is None else [max(k, target) for k in lengths]
-    return {
-        key: list(lengths)
-        if grid is None
-        else [row[:k] for row, k in zip(grid.astype(np.int64).tolist(), keep)]
-        for key, grid in grids.items()
-    }
+    return {key: list(lengths) if grid is None else _grid_rows(grid, keep) for key, grid in grids.items()}
+
+
+def _grid_rows(grid: np.ndarray, keep: list[int]) -> list[list[int]]:
+    """The rows of a `[batch, width]` grid as lists, row i cut to `keep[i]` values."""
+    grid = grid.astype(np.int64)
+    if all(k == grid.shape[1] for k in keep):
+        return grid.tolist()
+    return [grid[i, :k].tolist() for i, k in enumerate(keep)]
 
 
 def _padded_length(
