@@ -1,6 +1,7 @@
 """Tests of the ELMo character tokenizer (issue 3).
 
-Expected character ids are computed here from the rule of ELMO_SPEC section 1, independently of the tokenizer:
+Expected character ids are computed here from the rule of docs/architecture.md ("Character ids"), independently of
+the tokenizer:
 `[259] + [b + 1 for b in word.encode("utf-8", "ignore")[:48]] + [260]`, padded with 261 to 50 slots;
 `<S>` = `[259, 257, 260, 261 x 47]`, `</S>` = `[259, 258, 260, 261 x 47]`, padding = 50 zeros.
 """

@@ -6,7 +6,8 @@ library, numpy (a dependency of transformers), torch and transformers.
 Character ids (their values are defined once, in `character_ids.py`)
 ---------------------------------------------------------------------
 Every token (a word) becomes a row of `max_characters_per_token` (50) character ids, exactly as in the original
-implementations (allennlp `ELMoCharacterMapper`, bilm-tf `UnicodeCharsVocabulary`, see ELMO_SPEC section 1):
+implementations (allennlp `ELMoCharacterMapper`, bilm-tf `UnicodeCharsVocabulary`; see docs/architecture.md,
+"Character ids"):
 
 * the token is encoded with `token.encode("utf-8", "ignore")`; each byte `b` (0..255) is character id `b + 1`;
 * the bytes are cut after 48 (`max_characters_per_token - 2`), which may split a multi-byte character;
@@ -35,9 +36,15 @@ while `input_ids` holds one row of 50 character ids per token: shape `[batch, to
 
 Splitting raw text into words
 -----------------------------
-`word_split="punctuation"` (default, see `split_words`) or `"whitespace"` (`str.split()`, for text that is already
-tokenized, such as PTB or the 1B Word Benchmark the published models were trained on). Pre-split words
+`word_split` (see `split_words`) is `"punctuation"` (default: PTB-like words, one token per CJK ideograph or kana),
+`"whitespace"` (`str.split()`, for text that is already tokenized, such as PTB or the 1B Word Benchmark the published
+models were trained on), `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`) or any function
+`str -> list[str]`. It is saved in tokenizer_config.json and used again after `from_pretrained`. Pre-split words
 (`is_split_into_words=True`) are used verbatim, one token per word.
+
+Word vocabulary (optional, for language-model targets)
+------------------------------------------------------
+One token per line, word id i = line i (blank lines skipped); `<S>`, `</S>` and `<UNK>` are found by name on any line.
 """
 
 from __future__ import annotations
