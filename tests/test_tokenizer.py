@@ -208,6 +208,20 @@ def test_whitespace_rule_and_pre_split_words_keep_chinese_words():
     assert enc.word_ids(0) == [None, 0, 1, 2, None]
 
 
+def test_unsegmented_chinese_cut_at_48_bytes_is_reported_once(caplog):
+    tok = ElmoTokenizer(word_split="whitespace")  # the user says the text is already split: it is not
+    text = "我爱北京天安门，天安门上太阳升。伟大领袖"
+    with caplog.at_level("WARNING", logger="tokenization.tokenization_elmo"):
+        assert tok(text)["input_ids"][1] == expected_row(text)  # cut at 48 bytes, as the original models do
+        tok([text + "毛主席", "x" * 60])
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "60 bytes; its character ids keep the first 48" in warnings[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tokenization.tokenization_elmo"):
+        ElmoTokenizer()(text + " " + "x" * 60)  # per character: nothing cut but the Latin word, no warning
+    assert caplog.records == []
+
+
 def test_word_split_function():
     def segment(text: str) -> list[str]:  # a toy segmenter: words between "|", spaces kept as tokens
         return [piece for part in text.split("|") for piece in (part, " ")]

@@ -161,6 +161,7 @@ _IDEOGRAPH_RUNS_SPLIT = re.compile(
     _PUNCTUATION_RULE.replace("CJK_CHARACTERS", f"[{_IDEOGRAPHS}]+ | [{_KANA}]"), re.VERBOSE
 )
 _IDEOGRAPH = re.compile(f"[{_IDEOGRAPHS}]")
+_CJK_CHARACTER = re.compile(f"[{_IDEOGRAPHS}{_KANA}]")
 _CLITIC_SUFFIX = re.compile(r"(.+)((?i:['’](?:s|d|m|ll|re|ve)))")  # it's -> it 's ; O'Neill's -> O'Neill 's
 _NEGATION_SUFFIX = re.compile(r"(\w+)((?i:n['’]t))")  # don't -> do n't ; can't -> ca n't (as in the PTB)
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -840,9 +841,25 @@ class ElmoTokenizer(PreTrainedTokenizer):
             i = index.get(word)
             if i is None:
                 i = index[word] = len(rows)
-                rows.append(tuple(word_to_char_ids(word, self.max_characters_per_token)))
+                row = word_to_char_ids(word, self.max_characters_per_token)
+                rows.append(tuple(row))
+                if row[-1] == EOW_ID:  # no room left in the row: the word may have been cut
+                    self._warn_if_cut_cjk(word)
             out.append(i)
         return out
+
+    def _warn_if_cut_cjk(self, word: str) -> None:
+        """A CJK "word" longer than a row is unsegmented text (e.g. Chinese with word_split="whitespace")."""
+        size = len(word.encode("utf-8", "ignore"))
+        if size > self.max_characters_per_token - 2 and _CJK_CHARACTER.search(word):
+            self._warn_once(
+                "cut_cjk",
+                "The word %r has %d bytes; its character ids keep the first %d. Unsegmented Chinese or Japanese "
+                "needs word_split='punctuation' (one token per character), 'jieba' or a segmenter",
+                word[:20] + "...",
+                size,
+                self.max_characters_per_token - 2,
+            )
 
     def _gather(self, index: torch.Tensor) -> torch.Tensor:
         """`[batch, tokens]` cache indices -> `[batch, tokens, width]` int64 character ids (lock held)."""
