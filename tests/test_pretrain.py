@@ -292,7 +292,7 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
     token = "hf_test_token_for_the_local_hub"
     train, _ = corpus
     out = tmp_path / "out"
-    env = {k: v for k, v in clean_env().items() if not k.startswith(("HF_", "HUGGING_FACE_"))}
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("HF_", "HUGGING_FACE_", "TRANSFORMERS_"))}
     with HubServer(tmp_path / "hub", token=token) as hub:
         env.update(HF_ENDPOINT=hub.url, HF_TOKEN=token, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1",
                    HF_HUB_DISABLE_TELEMETRY="1", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")

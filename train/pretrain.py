@@ -228,7 +228,10 @@ class UndoUntilCheckpoint:
         elif self.output_dir.is_dir():
             for name in set(os.listdir(self.output_dir)) - self.entries:
                 path = self.output_dir / name
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
         return False
 
 
