@@ -18,3 +18,9 @@ BOW_ID = 259  # begin of word (258 + 1)
 EOW_ID = 260  # end of word (259 + 1)
 CHAR_PAD_ID = 261  # padding character inside a word row (260 + 1)
 NUM_CHARACTER_IDS = 262  # = ElmoConfig.char_vocab_size
+
+
+def real_token_mask(input_ids):
+    """(..., T, MAX_CHARACTERS_PER_TOKEN) character ids -> (..., T) bool: True where the token is real (any id > 0).
+    The one place this rule is written; works on torch tensors and numpy arrays alike (no import needed)."""
+    return (input_ids > PADDING_ID).any(-1)

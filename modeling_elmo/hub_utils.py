@@ -1,7 +1,9 @@
 """Sharing ELMo models on the Hugging Face Hub: the model card, and pushing a saved model folder.
 
-This module stays on this side: `modeling_elmo.py` does not import it, so it never travels to the Hub as remote
-code (it imports `huggingface_hub`, a dependency of transformers, and this package).
+This module stays on this side and never travels to the Hub as remote code (it imports `huggingface_hub`, a
+dependency of transformers, and this package's configuration). The dependency goes one way: the models'
+`push_to_hub` (`push_to_hub_elmo.py`) imports `push_folder` from here at call time, where the project is
+installed; this module does not import the models (it counts parameters through the Auto classes).
 
 * `render_model_card(config, ...)` / `write_model_card(folder, ...)`: the README.md of a model, from the template
   `model_card.md` filled with facts from the configuration and the run (training, perplexities, parity of a
@@ -31,7 +33,7 @@ import torch
 from huggingface_hub import CommitOperationAdd, EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import filter_repo_objects
-from transformers import PretrainedConfig
+from transformers import AutoModel, AutoModelForPreTraining, PretrainedConfig
 from transformers.utils import logging
 
 from .configuration_elmo import PRESETS, ElmoConfig
@@ -143,12 +145,12 @@ def _as_config(config: ElmoConfig | PretrainedConfig | Mapping | str | os.PathLi
 
 def count_parameters(config: ElmoConfig) -> dict[str, int]:
     """Parameters of the biLM (`ElmoModel`: character CNN, highway, projection, biLSTMs) and of the pretraining
-    softmax (0 without a word vocabulary), counted on a model built on the meta device (no memory used)."""
-    from .modeling_elmo import ElmoForPreTraining, ElmoModel
-
+    softmax (0 without a word vocabulary), counted on a model built on the meta device (no memory used). The classes
+    come from the Auto classes (`modeling_elmo/__init__.py` registers them): this module does not import
+    the models, whose `push_to_hub` imports this module."""
     with torch.device("meta"):
-        bilm = ElmoModel(config).num_parameters()
-        softmax = ElmoForPreTraining(config).num_parameters() - bilm if config.vocab_size > 0 else 0
+        bilm = AutoModel.from_config(config).num_parameters()
+        softmax = AutoModelForPreTraining.from_config(config).num_parameters() - bilm if config.vocab_size > 0 else 0
     return {"bilm": bilm, "softmax": softmax}
 
 

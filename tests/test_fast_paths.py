@@ -15,6 +15,7 @@ import pytest
 import torch
 from conftest import random_char_ids
 
+import modeling_elmo.fast_paths_elmo as fast_paths
 import modeling_elmo.modeling_elmo as modeling
 from modeling_elmo import ElmoConfig, ElmoModel
 
@@ -60,8 +61,8 @@ def max_difference(a, b) -> float:
 def matmul_path(request, monkeypatch):
     """The CPU loop with oneDNN packed weights, and the batched-`bmm` loop that GPUs (and CPUs without oneDNN) run."""
     if request.param == "batched":
-        monkeypatch.setitem(modeling._ONEDNN, "available", False)
-    elif not modeling._use_onednn(torch.device("cpu"), torch.float32):
+        monkeypatch.setitem(fast_paths._ONEDNN, "available", False)
+    elif not fast_paths._use_onednn(torch.device("cpu"), torch.float32):
         pytest.skip("this torch build has no oneDNN")
     return request.param
 
@@ -162,19 +163,33 @@ def test_loop_is_used_only_without_gradients():
 
 
 def test_layer_rows_that_never_run_keep_their_state(matmul_path):
-    """At the layer level rows past `batch_sizes[0]` (length 0) keep their state, in every implementation."""
+    """At the layer level rows past `batch_sizes[0]` (length 0) keep their state, in every implementation, all
+    called through the one dispatch table with its one signature."""
     model = tiny_model()
     layer = model.bilm.layers[0]
     generator = torch.Generator().manual_seed(1)
-    x = torch.randn(2, 4, 5, 16, generator=generator)
     batch_sizes = [3, 3, 2, 1]  # rows 3 and 4 have no step
+    x = torch.randn(2, sum(batch_sizes), 16, generator=generator)  # packed
     state = (torch.randn(2, 5, 16, generator=generator), torch.randn(2, 5, 32, generator=generator))
     with torch.no_grad():
-        out_ref, (h_ref, c_ref) = layer._forward_reference(x, batch_sizes, state)
-        out, (h, c) = layer._forward_loop(x, batch_sizes, state)
+        out_ref, (h_ref, c_ref) = modeling.ALL_LSTM_FUNCTIONS["reference"](layer, x, batch_sizes, state)
+        out, (h, c) = modeling.ALL_LSTM_FUNCTIONS["loop"](layer, x, batch_sizes, state)
     assert (out - out_ref).abs().max() <= 1e-6
     assert (h - h_ref).abs().max() <= 1e-6 and (c - c_ref).abs().max() <= 1e-6
     assert torch.equal(h[:, 3:], state[0][:, 3:]) and torch.equal(c[:, 3:], state[1][:, 3:])
+
+
+def test_implementation_is_a_query_without_side_effects():
+    """Asking which implementation runs changes nothing: the packed inference weights stay."""
+    model = tiny_model()
+    layer = model.bilm.layers[0]
+    with torch.no_grad():
+        model(random_char_ids([3, 2], seed=2))  # builds the packed copies (where oneDNN is used)
+    before = layer._inference_weights.value
+    x = torch.zeros(2, 3, 16)
+    state = (torch.zeros(2, 2, 16), torch.zeros(2, 2, 32))
+    assert layer.implementation(x, state) == "reference"  # parameters require grad
+    assert layer._inference_weights.value is before
 
 
 def test_loop_batch_invariance():

@@ -49,7 +49,10 @@ SENTENCES = ["The cat sat on the mat .", "ELMo reads characters", "Short"]
 HEADS = [
     name for name in ("ElmoForSequenceClassification", "ElmoForTokenClassification") if hasattr(modeling_elmo, name)
 ]
-REMOTE_CODE = ["character_ids.py", "configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"]
+REMOTE_CODE = [
+    "character_ids.py", "configuration_elmo.py", "downstream_elmo.py", "fast_paths_elmo.py", "inputs_elmo.py",
+    "modeling_elmo.py", "push_to_hub_elmo.py", "softmax_elmo.py", "tokenization_elmo.py",
+]
 
 
 def _tiny_config(**overrides) -> ElmoConfig:
@@ -109,7 +112,8 @@ def _digest(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def _no_xet(monkeypatch):
-    # In this process: classic LFS uploads, as the local hub has no Xet (HF_NOTES, "Hub without internet").
+    # In this process: classic LFS uploads, as the local hub has no Xet
+    # (docs/transformers_traps.md, "Hub without internet").
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
 
 
@@ -167,11 +171,12 @@ def fail_next(stage, action):
     request = urllib.request.Request(os.environ["HF_ENDPOINT"] + "/_control/fail", data=body, method="POST")
     urllib.request.urlopen(request).read()
 
-import hashlib, modeling_elmo.character_ids, modeling_elmo.configuration_elmo, modeling_elmo.modeling_elmo, tokenization.tokenization_elmo
+import hashlib, importlib
+sources = ["character_ids", "configuration_elmo", "downstream_elmo", "fast_paths_elmo", "inputs_elmo", "modeling_elmo",
+           "push_to_hub_elmo", "softmax_elmo"]
 out = {"sources": {
     os.path.basename(m.__file__): hashlib.sha256(open(m.__file__, "rb").read()).hexdigest()
-    for m in (modeling_elmo.character_ids, modeling_elmo.configuration_elmo, modeling_elmo.modeling_elmo,
-              tokenization.tokenization_elmo)
+    for m in [*(importlib.import_module("modeling_elmo." + name) for name in sources), tokenization.tokenization_elmo]
 }}
 tokenizer = ElmoTokenizer.from_pretrained(f"{root}/v1")
 out["v1_model"] = AutoModelForPreTraining.from_pretrained(f"{root}/v1").push_to_hub(repo).oid
@@ -376,7 +381,7 @@ except OSError as exc:
 
 def test_offline_load_from_cache_with_the_server_gone(hub, saved, round_trip):
     work = round_trip["work"]
-    # A cache built by hand: refs/main holds a commit id, snapshots/<commit>/ the files (HF_NOTES).
+    # A cache built by hand: refs/main holds a commit id, snapshots/<commit>/ the files (docs/transformers_traps.md, "Hub cache layout").
     hand_cache = work / "hand-cache"
     commit = "0123456789abcdef0123456789abcdef01234567"
     snapshot = hand_cache / "models--someone--elmo-by-hand" / "snapshots" / commit
@@ -580,7 +585,7 @@ def test_model_card_fills_config_facts_results_and_parity():
     assert results["Perplexity"].metric_value == 41.25 and results["Perplexity"].metric_type == "perplexity"
     assert results["Forward perplexity"].dataset_split == "test"
     assert results["Backward perplexity"].dataset_name == "wikitext-103"
-    # config facts: the published original size, 93.6M parameters (ELMO_SPEC section 0)
+    # config facts: the published original size, 93.6M parameters (docs/original_model.md, "Published sizes")
     for fact in ("`original`", "cell size 4096", "projection 512", "2 layers per direction", "| Highway layers | 2 |",
                  "F = 2048", "93.6M (93,600,864)", "1024 (2P)", "skip connections yes"):
         assert fact in card, fact

@@ -267,6 +267,36 @@ print(json.dumps(out.flatten().tolist()))
     assert (got - expected).abs().max() <= 1e-6
 
 
+MODEL_MODULES = ["character_ids", "configuration_elmo", "downstream_elmo", "fast_paths_elmo", "inputs_elmo",
+                 "modeling_elmo", "push_to_hub_elmo", "softmax_elmo"]
+
+
+def test_model_modules_import_one_way_and_stay_small():
+    """The model's modules form a chain without loops: `modeling_elmo.py` at the top imports its siblings, none of
+    them imports it back, and `hub_utils.py` (never remote code) does not import the models. No file of the model
+    package is much above 900 lines."""
+    import re
+    from pathlib import Path
+
+    import modeling_elmo
+
+    package = Path(modeling_elmo.__file__).parent
+    imports = {}
+    for name in MODEL_MODULES + ["hub_utils"]:
+        text = (package / f"{name}.py").read_text(encoding="utf-8")
+        imports[name] = set(re.findall(r"^\s*from \.(\w+) import", text, re.MULTILINE))
+        imports[name] |= set(re.findall(r"^\s*from modeling_elmo\.(\w+) import", text, re.MULTILINE))
+        assert len(text.splitlines()) <= 950, name
+    assert imports["modeling_elmo"] == set(MODEL_MODULES) - {"modeling_elmo"}  # each travels as remote code
+    assert "modeling_elmo" not in imports["hub_utils"]
+
+    def reaches(start, target, seen=()):
+        return any(n == target or (n not in seen and reaches(n, target, (*seen, n))) for n in imports.get(start, ()))
+
+    for name in imports:
+        assert not reaches(name, name), f"{name} imports itself through {sorted(imports[name])}"
+
+
 # --------------------------------------------------------------------------------------------------
 # Precision and compilation
 # --------------------------------------------------------------------------------------------------

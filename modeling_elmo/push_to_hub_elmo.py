@@ -1,0 +1,54 @@
+"""`push_to_hub` of the Elmo models: one commit with the ELMo model card where the project is installed.
+
+The dependency goes one way: this module imports the project's `modeling_elmo.hub_utils` at call time, inside a
+`try` (transformers does not require such an import of remote code), and `hub_utils` never imports the models.
+Where only the remote code exists (a model loaded with `trust_remote_code=True` without the project), the push
+falls back to transformers' own.
+
+This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only transformers' dependencies.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+
+class ElmoPushToHubMixin:
+    """Mixed into `ElmoPreTrainedModel` before `PreTrainedModel`, whose `push_to_hub` it falls back to."""
+
+    def push_to_hub(
+        self,
+        repo_id: str,
+        commit_message: str | None = None,
+        commit_description: str | None = None,
+        private: bool | None = None,
+        token: bool | str | None = None,
+        revision: str | None = None,
+        create_pr: bool = False,
+        max_shard_size: int | str | None = "50GB",
+        tags: list[str] | None = None,
+    ):
+        """Upload the model (weights, config.json with `auto_map`, the remote code) to the Hub in one commit, with
+        the ELMo model card (`model_card.md` filled from the config) as README.md when the repository has no card
+        yet. Arguments and return value (a `CommitInfo`) as `PreTrainedModel.push_to_hub`; a failure raises
+        `HubPushError` saying what went wrong and what to do.
+
+        The card and the single-commit push come from the project's `modeling_elmo.hub_utils`, which never travels
+        as remote code: a model loaded as remote code where the project is not installed pushes as any other
+        transformers model, with transformers' generic card.
+        """
+        try:  # where the project is installed (an import in a `try` is not required of remote code)
+            from modeling_elmo.hub_utils import push_folder
+        except ImportError:
+            extra = {} if tags is None else {"tags": tags}  # transformers' own push fails on an explicit tags=None
+            return super().push_to_hub(
+                repo_id, commit_message=commit_message, commit_description=commit_description, private=private,
+                token=token, revision=revision, create_pr=create_pr, max_shard_size=max_shard_size, **extra,
+            )
+        with tempfile.TemporaryDirectory() as folder:
+            self.save_pretrained(folder, max_shard_size=max_shard_size)
+            return push_folder(
+                folder, repo_id, token=token, private=private, revision=revision, create_pr=create_pr,
+                commit_message=commit_message or f"Upload {type(self).__name__}", commit_description=commit_description,
+                tags=[*(self.model_tags or []), *(tags or [])],
+            )
