@@ -95,11 +95,8 @@ _CHARACTER_NAMES: list[str] = (
 assert len(_CHARACTER_NAMES) == NUM_CHARACTER_IDS  # module invariant, not user input
 
 VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt"}
-_CACHED_PAD, _CACHED_BOS, _CACHED_EOS = (
-    0,
-    1,
-    2,
-)  # reserved indices of the word cache (see ElmoTokenizer._init_cache)
+# Reserved indices of the word cache (see ElmoTokenizer._init_cache).
+_CACHED_PAD, _CACHED_BOS, _CACHED_EOS = 0, 1, 2
 WORD_SPLITS = ("punctuation", "whitespace", "jieba")  # or a function str -> list[str]
 
 
@@ -490,11 +487,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     Args:
         vocab_file (`str`, *optional*): word vocabulary, one token per line (word id i = line i), holding `<S>`,
-            `</S>` and `<UNK>` on any lines (the format of the original ELMo vocabulary files). Only needed for `return_vocab_ids=True`
-            (language-model targets); saved as `vocab.txt` by `save_pretrained`.
+            `</S>` and `<UNK>` on any lines (the format of the original ELMo vocabulary files). Only needed for
+            `return_vocab_ids=True` (language-model targets); saved as `vocab.txt` by `save_pretrained`.
         word_vocab (`list[str]`, *optional*): the same vocabulary given as a list (e.g. from `build_vocab`).
         word_split (`str` or function, *optional*, defaults to `"punctuation"`): how raw text is split into words
-            (see `split_words`): `"punctuation"` (one token per CJK ideograph), `"whitespace"` (pre-tokenized text),
+            (see `split_words`): `"punctuation"` (one token per CJK ideograph or kana), `"whitespace"` (pre-tokenized),
             `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`) or any function
             `str -> list[str]`. Ignored for `is_split_into_words=True`. Saved in tokenizer_config.json; a function
             is saved as the placeholder `"custom:<module>.<name>"`, and loading it then asks for the function again
@@ -1384,7 +1381,7 @@ def _tensor_length(lengths: list[int], target: int | None) -> int:
 
 def _index_tensor(sequences: list[list[int]], target: int) -> torch.Tensor:
     """Cache indices padded to `target` tokens, as a `[batch, target]` tensor (numpy reads the lists fastest)."""
-    padded = [s + [PADDING_ID] * (target - len(s)) for s in sequences]
+    padded = [s + [_CACHED_PAD] * (target - len(s)) for s in sequences]
     return torch.from_numpy(np.array(padded, dtype=np.int64).reshape(len(padded), target))
 
 
