@@ -89,6 +89,27 @@ def test_every_layer_matches_the_package(package, converted, variant):
     assert np.abs(theirs[0]).max() > 0.1  # the comparison is not between zeros
 
 
+def test_raw_chinese_text_from_autotokenizer_to_vectors(package, converted):
+    """The README's usage: raw text through AutoTokenizer (one token per ideograph by default; a segmenter with
+    word_split for word-level input), then the package's output_layer=-1 vectors."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from modeling_elmo.word_char_encoder import elmoformanylangs_layers
+
+    theirs_folder, ours_folder = converted["char+word"]
+    tokenizer = AutoTokenizer.from_pretrained(ours_folder)
+    model = AutoModel.from_pretrained(ours_folder).eval()
+    text = "我爱北京天安门，天安门上太阳升。ELMo 2018"
+    words = tokenizer.tokenize(text)
+    assert words[:4] == ["我", "爱", "北", "京"] and words[-2:] == ["ELMo", "2018"]
+    batch = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+    (ours,) = elmoformanylangs_layers(out.hidden_states, batch["attention_mask"], output_layer=-1)
+    (theirs,) = _theirs(package, theirs_folder, -1, [words])
+    np.testing.assert_allclose(ours.numpy(), theirs, atol=TOLERANCE, rtol=0)
+
+
 def test_token_rows_are_their_batchers_ids_plus_one(package, converted):
     """Our input_ids are their character and word ids (+1) at every real position."""
     from elmoformanylangs.elmo import read_list

@@ -130,6 +130,9 @@ class ElmoManyLangsTokenizer(ElmoTokenizer):
     def _boundary_rows(self) -> tuple[list[int], list[int]]:
         return self._row(SENTENCE_BEGIN, marker=True), self._row(SENTENCE_END, marker=True)
 
+    def _warn_if_cut_cjk(self, word: str) -> None:
+        """No warning: words are cut by characters here, as their batcher cuts them (the models were trained so)."""
+
     def _is_boundary_row(self, row: list[int]) -> bool:
         return list(row) in self._boundary_rows()
 
