@@ -702,13 +702,27 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def add_tokens(self, *args, **kwargs) -> int:
         raise NotImplementedError("ElmoTokenizer encodes any word from its bytes: there are no tokens to add")
 
+    # ----- rows: hooks for a tokenizer with another id layout (ElmoManyLangsTokenizer) -------------------------------
+    _ROW_DTYPE = torch.int16  # of the cached rows: byte ids < 262
+
+    @property
+    def row_width(self) -> int:
+        """Ids per token in `input_ids` (`ElmoConfig.token_row_width`): `max_characters_per_token` here."""
+        return self.max_characters_per_token
+
+    def _token_row(self, word: str) -> list[int]:
+        """The row of ids of one word; `"<S>"`/`"</S>"` give the sentence-boundary rows."""
+        return word_to_char_ids(word, self.max_characters_per_token)
+
+    def _boundary_rows(self) -> tuple[list[int], list[int]]:
+        """The rows of the begin- and end-of-sentence tokens the tokenizer adds."""
+        return self._token_row(BOS_TOKEN), self._token_row(EOS_TOKEN)
+
     def convert_tokens_to_char_ids(self, tokens: str | Sequence[str]) -> list[int] | list[list[int]]:
         """The 50 character ids of a word (or a list of rows for a list of words), without `<S>`/`</S>` added."""
         if isinstance(tokens, str):
-            return word_to_char_ids(tokens, self.max_characters_per_token)
-        return [
-            word_to_char_ids(_check_word(t, i), self.max_characters_per_token) for i, t in enumerate(tokens)
-        ]
+            return self._token_row(tokens)
+        return [self._token_row(_check_word(t, i)) for i, t in enumerate(tokens)]
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
         """Character ids -> names (an int or a list of ints), or rows of 50 ids -> words (padding rows dropped)."""
@@ -781,8 +795,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
         """Rows of a sentence -> `[<S> row] + rows + [</S> row]`."""
         if token_ids_1 is not None:
             raise ValueError("ElmoTokenizer encodes single sentences, not pairs")
-        width = self.max_characters_per_token
-        return [word_to_char_ids(BOS_TOKEN, width), *token_ids_0, word_to_char_ids(EOS_TOKEN, width)]
+        bos, eos = self._boundary_rows()
+        return [bos, *token_ids_0, eos]
 
     def get_special_tokens_mask(
         self, token_ids_0: list, token_ids_1: list | None = None, already_has_special_tokens: bool = False
@@ -799,19 +813,17 @@ class ElmoTokenizer(PreTrainedTokenizer):
     # All mutable state lives in the dict `self.cache`: `datasets` blanks an attribute of that name when it hashes a
     # tokenizer, so `Dataset.map` fingerprints do not change as the cache fills; pickles and copies drop it.
     def _init_cache(self) -> None:
-        width = self.max_characters_per_token
         # Indices 0, 1, 2 are reserved (_CACHED_PAD, _CACHED_BOS, _CACHED_EOS): padding, and the <S>/</S> added by
         # the tokenizer. A literal "<S>" in the input gets its own index with the same row.
         rows: list[tuple[int, ...]] = [
-            (PADDING_ID,) * width,
-            tuple(word_to_char_ids(BOS_TOKEN, width)),
-            tuple(word_to_char_ids(EOS_TOKEN, width)),
+            (PADDING_ID,) * self.row_width,
+            *(tuple(row) for row in self._boundary_rows()),
         ]
         self.cache = {
             "lock": threading.Lock(),  # encoding is thread-safe: one call at a time touches the cache
             "index": {},  # word -> index into rows
             "rows": rows,  # character ids of each cached word, as tuples
-            "table": torch.tensor(rows, dtype=torch.int16),  # the same rows as a tensor, extended lazily
+            "table": torch.tensor(rows, dtype=self._ROW_DTYPE),  # the same rows as a tensor, extended lazily
             "warned": set(),  # warnings already given once
         }
 
@@ -838,7 +850,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             i = index.get(word)
             if i is None:
                 i = index[word] = len(rows)
-                row = word_to_char_ids(word, self.max_characters_per_token)
+                row = self._token_row(word)
                 rows.append(tuple(row))
                 if row[-1] == EOW_ID:  # no room left in the row: the word may have been cut
                     self._warn_if_cut_cjk(word)
@@ -863,15 +875,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
         rows, table = self.cache["rows"], self.cache["table"]
         have = table.shape[0]
         if have < len(rows):
-            table = self.cache["table"] = torch.cat([table, torch.tensor(rows[have:], dtype=torch.int16)])
+            table = self.cache["table"] = torch.cat([table, torch.tensor(rows[have:], dtype=self._ROW_DTYPE)])
         if index.numel() == 0:
-            return torch.zeros((*index.shape, self.max_characters_per_token), dtype=torch.int64)
+            return torch.zeros((*index.shape, self.row_width), dtype=torch.int64)
         return table[index].to(torch.int64)
 
     def _nested_lists(self, sequences: list[list[int]], target: int | None) -> list[list[list[int]]]:
         """Cache indices -> fresh nested lists of character ids, padded to `target` tokens when given (lock held)."""
         rows = self.cache["rows"]
-        width = self.max_characters_per_token
+        width = self.row_width
         # One new list per token: hundreds of thousands of acyclic containers per call, which would trigger the
         # cyclic garbage collector over and over (7x slower seen on 10,000 PTB sentences). Pause it meanwhile.
         gc_was_enabled = gc.isenabled()
@@ -1188,7 +1200,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return ElmoBatchEncoding(out, batched=batched or tensor_type is not None)
 
     def _check_character_rows(self, ids_column: list) -> None:
-        width = self.max_characters_per_token
+        width = self.row_width
         for i, seq in enumerate(ids_column):
             if not isinstance(seq, list) or any(
                 not isinstance(row, list) or len(row) != width for row in seq
@@ -1242,7 +1254,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return fills
 
     def _pad_character_ids(self, values: list, target: int | None, tensor_type: TensorType | None):
-        width = self.max_characters_per_token
+        width = self.row_width
         if tensor_type is None:
             return [
                 seq + [[PADDING_ID] * width for _ in range(max(0, (target or 0) - len(seq)))]
