@@ -19,12 +19,17 @@ from .tokenization_elmo import (
     word_to_char_ids,
     write_vocab,
 )
+from .tokenization_elmo_manylangs import ElmoManyLangsTokenizer
 
+# Both classes must be found by name (tokenizer_config.json names one); the last registration is the default.
+AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
+ElmoManyLangsTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
     "ElmoBatchEncoding",
+    "ElmoManyLangsTokenizer",
     "ElmoTokenizer",
     "build_vocab",
     "load_vocab",
