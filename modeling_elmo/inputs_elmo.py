@@ -10,27 +10,27 @@ import torch
 
 from .character_ids import real_token_mask
 from .configuration_elmo import ElmoConfig
+from .word_char_encoder import token_id_parts
 
 
 def check_inputs(config: ElmoConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     """Validate `input_ids` and `attention_mask`; return the token lengths (B,) of the right-padded rows."""
     if not isinstance(input_ids, torch.Tensor):
         raise ValueError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
-    if input_ids.dim() != 3 or input_ids.shape[-1] != config.max_characters_per_token:
+    if input_ids.dim() != 3 or input_ids.shape[-1] != config.token_row_width:
         raise ValueError(
             "input_ids must be character ids of shape [batch, tokens, "
-            f"{config.max_characters_per_token}] (ElmoTokenizer gives them), got shape {tuple(input_ids.shape)}"
+            f"{config.token_row_width}] (ElmoTokenizer gives them), got shape {tuple(input_ids.shape)}"
         )
     if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
         raise ValueError(f"input_ids must be an integer tensor, got dtype {input_ids.dtype}")
     if input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids is empty: shape {tuple(input_ids.shape)}; give at least one token per row")
     if not torch.compiler.is_compiling():
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= config.char_vocab_size:
-            raise ValueError(
-                f"input_ids must lie in [0, {config.char_vocab_size}), got values from {low} to {high}"
-            )
+        for what, ids, size in token_id_parts(input_ids, config):  # character ids (and word ids, ELMoForManyLangs)
+            low, high = int(ids.min()), int(ids.max())
+            if low < 0 or high >= size:
+                raise ValueError(f"{what} must lie in [0, {size}), got values from {low} to {high}")
     token_mask = real_token_mask(input_ids)  # (B, T)
     if attention_mask is None:
         attention_mask = token_mask
