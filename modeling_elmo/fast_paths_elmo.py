@@ -312,8 +312,10 @@ def encode_cached(encoder, char_ids: torch.Tensor) -> torch.Tensor:
             logger.info("ELMo token cache emptied: the character encoder's weights (or autocast) changed")
         cache.clear()
         cache.weights_key = key
-    rows = char_ids.detach().to(device="cpu", dtype=torch.int16).contiguous().numpy()  # ids < 262 fit
-    blob, width = rows.tobytes(), rows.shape[1] * 2
+    # int16 holds the 262 byte ids; a character dictionary (ELMoForManyLangs) may need more
+    key_dtype = torch.int16 if encoder.char_embedding.num_embeddings <= 2**15 else torch.int32
+    rows = char_ids.detach().to(device="cpu", dtype=key_dtype).contiguous().numpy()
+    blob, width = rows.tobytes(), rows.shape[1] * rows.itemsize
     keys = [blob[i : i + width] for i in range(0, len(blob), width)]  # one key per token
     slot: dict[bytes, int] = {}  # distinct token -> its index among the distinct tokens of this batch
     first: list[int] = []  # the row of each distinct token's first occurrence
