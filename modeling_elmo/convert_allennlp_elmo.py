@@ -700,6 +700,8 @@ def _parser() -> argparse.ArgumentParser:
         help=f"a published AllenNLP model to download and convert: {', '.join(download.model_names())}",
     )
     parser.add_argument("--options_file", default=None, help="bilm-tf options JSON (a path or an http(s) URL)")
+    parser.add_argument("--manylangs_dir", default=None,
+                        help="an ELMoForManyLangs model folder (HIT-SCIR) instead: see modeling_elmo.convert_elmoformanylangs")
     parser.add_argument("--weight_file", default=None, help="bilm-tf / allennlp hdf5 weights (a path or a URL)")
     parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
     parser.add_argument("--vocab_file", default=None, help="optional vocabulary, one token per line (path or URL)")
@@ -763,6 +765,15 @@ def main(argv: Iterable[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
     args = _parser().parse_args(None if argv is None else list(argv))
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.manylangs_dir is not None:  # another format, its own converter (which checks the output_dir too)
+        from .convert_elmoformanylangs import main as convert_manylangs
+
+        other = [f"--{f}" for f in ("model", "options_file", "weight_file", "vocab_file") if getattr(args, f)]
+        if other:
+            logger.error("--manylangs_dir converts an ELMoForManyLangs folder; drop %s", " and ".join(other))
+            return 2
+        return convert_manylangs(["--model_dir", args.manylangs_dir, "--output_dir", args.output_dir]
+                                 + ["--overwrite"] * args.overwrite)
     try:
         _check_sources(args)
         # Before any download: a refused output_dir must not cost a 374 MB transfer.
