@@ -73,6 +73,9 @@ class ElmoConfig(PretrainedConfig):
             that 0 is padding (docs/original_model.md, "ELMoForManyLangs").
         word_input_vocab_size (`int`): rows of that word embedding (dictionary size + 1; 0 = none).
         word_input_embedding_dim (`int`): size of that word embedding (0 = none).
+        sentence_boundary_rows (`list[list[int]]`, *optional*): the rows of ids of the sentence markers the tokenizer
+            adds, when they are not `<S>`/`</S>` (ELMoForManyLangs: `<bos>`/`<eos>`), so that the task heads can
+            leave them out (`keep_sentence_boundaries=False`). None: `<S>`/`</S>`.
         projection_dim (`int`): P, the size of the token embedding and of each LSTM's projected output.
         cell_size (`int`): C, the LSTM memory cell size.
         num_layers (`int`): L, biLSTM layers per direction.
@@ -139,6 +142,7 @@ class ElmoConfig(PretrainedConfig):
         token_encoder: str = "char_cnn",
         word_input_vocab_size: int = 0,
         word_input_embedding_dim: int = 0,
+        sentence_boundary_rows: list[list[int]] | None = None,
         projection_dim: int = 512,
         cell_size: int = 4096,
         num_layers: int = 2,
@@ -176,6 +180,9 @@ class ElmoConfig(PretrainedConfig):
         self.token_encoder = token_encoder
         self.word_input_vocab_size = word_input_vocab_size
         self.word_input_embedding_dim = word_input_embedding_dim
+        self.sentence_boundary_rows = (
+            [list(row) for row in sentence_boundary_rows] if sentence_boundary_rows is not None else None
+        )
         self.projection_dim = projection_dim
         self.cell_size = cell_size
         self.num_layers = num_layers
@@ -326,6 +333,16 @@ class ElmoConfig(PretrainedConfig):
             raise ValueError(
                 "ElmoConfig.token_encoder='word_char' needs a character CNN (char_embedding_dim > 0), a word "
                 "embedding (word_input_embedding_dim > 0) or both; got neither"
+            )
+        rows = self.sentence_boundary_rows
+        if rows is not None and (
+            len(rows) != 2
+            or any(len(row) != self.token_row_width for row in rows)
+            or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for row in rows for i in row)
+        ):
+            raise ValueError(
+                f"ElmoConfig.sentence_boundary_rows must be two rows of {self.token_row_width} non-negative ids "
+                f"(begin, end of sentence), got {rows!r}"
             )
         if (self.word_input_embedding_dim > 0) != (self.word_input_vocab_size > 1):
             raise ValueError(
