@@ -21,8 +21,12 @@ from .character_ids import BOS_CHAR_ID, BOW_ID, EOS_CHAR_ID, EOW_ID, real_token_
 _HASH_BASE, _HASH_MODULUS = 263, 2**31 - 1
 
 
-def sentence_boundary_mask(input_ids: torch.Tensor) -> torch.Tensor:
-    """(B, T, 50) character ids -> (B, T) bool, True at `<S>` and `</S>` tokens."""
+def sentence_boundary_mask(input_ids: torch.Tensor, boundary_rows: list[list[int]] | None = None) -> torch.Tensor:
+    """(B, T, 50) character ids -> (B, T) bool, True at `<S>` and `</S>` tokens; with `boundary_rows`
+    (`ElmoConfig.sentence_boundary_rows`, e.g. ELMoForManyLangs' `<bos>`/`<eos>`), True at tokens equal to one."""
+    if boundary_rows is not None:
+        rows = torch.tensor(boundary_rows, dtype=input_ids.dtype, device=input_ids.device)  # (2, width)
+        return (input_ids.unsqueeze(-2) == rows).all(-1).any(-1)
     first, second, third = input_ids[..., 0], input_ids[..., 1], input_ids[..., 2]
     return (first == BOW_ID) & ((second == BOS_CHAR_ID) | (second == EOS_CHAR_ID)) & (third == EOW_ID)
 
@@ -184,12 +188,14 @@ def scalar_mixes(config) -> nn.ModuleList:
     )
 
 
-def word_mask_of(input_ids: torch.Tensor, mask: torch.Tensor, keep_sentence_boundaries: bool) -> torch.Tensor:
-    """The tokens a head pools: the real ones, without `<S>`/`</S>` unless kept; a row with no word keeps its
-    boundaries ("<S> </S>" only: keep what there is)."""
+def word_mask_of(
+    input_ids: torch.Tensor, mask: torch.Tensor, keep_sentence_boundaries: bool, boundary_rows=None
+) -> torch.Tensor:
+    """The tokens a head pools: the real ones, without `<S>`/`</S>` (or `boundary_rows`) unless kept; a row with no
+    word keeps its boundaries ("<S> </S>" only: keep what there is)."""
     if keep_sentence_boundaries:
         return mask
-    word_mask = mask & ~sentence_boundary_mask(input_ids)
+    word_mask = mask & ~sentence_boundary_mask(input_ids, boundary_rows)
     empty = ~word_mask.any(1, keepdim=True)
     return torch.where(empty, mask, word_mask)
 
