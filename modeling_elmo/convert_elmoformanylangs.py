@@ -373,8 +373,10 @@ def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwri
         config.num_char_filters if config.char_embedding_dim else 0, config.num_highway_layers,
         config.projection_dim, config.cell_size, config.num_layers,
     )
-    model = _build_model(config, state)
     tokenizer = _make_tokenizer(config, chars, words)
+    config.sentence_boundary_rows = tokenizer.sentence_boundary_rows  # their <bos>/<eos>, for the task heads
+    config.validate()
+    model = _build_model(config, state)
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))

@@ -143,6 +143,30 @@ def test_their_state_carries_over_ours_does_not(package, converted):
     np.testing.assert_allclose(_ours(ours_folder, 2, SENTENCES[:2])[0], first[0], atol=TOLERANCE, rtol=0)
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_task_heads_leave_out_their_sentence_markers(converted, variant):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from modeling_elmo.downstream_elmo import word_mask_of
+
+    _, folder = converted[variant]
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    batch = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
+    rows = model.config.sentence_boundary_rows
+    assert rows == tokenizer.sentence_boundary_rows
+    mask = batch["attention_mask"].bool()
+    expected = mask.clone()
+    for i, sentence in enumerate(SENTENCES):
+        expected[i, 0] = expected[i, len(sentence) + 1] = False  # the <bos>, <eos> added by the tokenizer
+        if "<bos>" in sentence:  # their batcher gives a literal "<bos>" the marker's row
+            expected[i, sentence.index("<bos>") + 1] = False
+    assert torch.equal(word_mask_of(batch["input_ids"], mask, False, rows), expected)
+    with torch.no_grad():
+        logits = model(**batch).logits
+    assert logits.shape == (len(SENTENCES), 2) and bool(torch.isfinite(logits).all())
+
+
 def test_converted_folder_loads_as_remote_code(converted, tmp_path):
     _, ours_folder = converted["char+word"]
     for name in ("word_char_encoder.py", "tokenization_elmo_manylangs.py", "char_dictionary.json"):
@@ -178,18 +202,24 @@ print(json.dumps({{"module": type(model).__module__, "tokenizer": type(tokenizer
 # --------------------------------------------------------------------------------------------------
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
+def _run(*args: str, module: str = "modeling_elmo.convert_elmoformanylangs") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "modeling_elmo.convert_elmoformanylangs", *args],
+        [sys.executable, "-m", module, *args],
         cwd=REPO, env=clean_env() | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
     )
 
 
 def test_command_converts_and_refuses_a_bad_folder(package, tmp_path):
     theirs = manylangs_fixture.write_model(tmp_path / "theirs")
-    result = _run("--model_dir", str(theirs), "--output_dir", str(tmp_path / "out"))
+    # elmo-convert --manylangs_dir (convert_allennlp_elmo's entry point) hands the folder to this converter
+    result = _run("--manylangs_dir", str(theirs), "--output_dir", str(tmp_path / "out"),
+                  module="modeling_elmo.convert_allennlp_elmo")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "model.safetensors").is_file()
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["token_encoder"] == "word_char"
+    result = _run("--manylangs_dir", str(theirs), "--model", "original", "--output_dir", str(tmp_path / "both"),
+                  module="modeling_elmo.convert_allennlp_elmo")
+    assert result.returncode == 2 and "--model" in result.stderr and not (tmp_path / "both").exists()
 
     (theirs / "char.dic").unlink()
     result = _run("--model_dir", str(theirs), "--output_dir", str(tmp_path / "bad"))

@@ -130,6 +130,11 @@ class ElmoManyLangsTokenizer(ElmoTokenizer):
     def _boundary_rows(self) -> tuple[list[int], list[int]]:
         return self._row(SENTENCE_BEGIN, marker=True), self._row(SENTENCE_END, marker=True)
 
+    @property
+    def sentence_boundary_rows(self) -> list[list[int]]:
+        """The rows of `<bos>` and `<eos>` (`ElmoConfig.sentence_boundary_rows`, for the task heads)."""
+        return [list(row) for row in self._boundary_rows()]
+
     def _warn_if_cut_cjk(self, word: str) -> None:
         """No warning: words are cut by characters here, as their batcher cuts them (the models were trained so)."""
 
