@@ -55,8 +55,8 @@ from .softmax_elmo import ElmoSoftmax, shifted_targets
 logger = logging.get_logger(__name__)
 
 # `state` is a pair (h, c): h of shape (L, 2, B, P), c of shape (L, 2, B, C); index 1 is the direction
-# (0 = forward, 1 = backward), index 2 the batch row. (The LSTM state, asked for with `use_cache=True`; not to be
-# confused with the token cache of layer-0 vectors, `enable_token_cache`.)
+# (0 = forward, 1 = backward), index 2 the batch row. The LSTM state, asked for with `return_state=True` or its
+# transformers-style alias `use_cache=True`; not to be confused with the token cache of layer-0 vectors.
 ElmoState = tuple[torch.Tensor, torch.Tensor]
 
 # --------------------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ class ElmoModelOutput(ModelOutput):
         hidden_states (`tuple(torch.FloatTensor)` of L + 1 tensors of that shape, with `output_hidden_states=True`):
             layer 0 (the context-independent token embedding, duplicated to `2 * projection_dim`), then
             every biLSTM layer.
-        state (`tuple(torch.FloatTensor)`, with `use_cache=True`): `(h, c)` of shapes
+        state (`tuple(torch.FloatTensor)`, with `return_state=True` / `use_cache=True`): `(h, c)` of shapes
             `(num_layers, 2, batch, projection_dim)` and `(num_layers, 2, batch, cell_size)`, the final LSTM
             states of every row, both directions (forward: after the row's last token; backward: after its
             first). Pass it back as `state=` to continue from there.
@@ -491,6 +491,7 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         backward_input_ids: torch.Tensor | None = None,
+        return_state: bool | None = None,
         **kwargs,
     ) -> ElmoModelOutput | tuple:
         r"""
@@ -501,7 +502,8 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
                 1 for real tokens; derived from `input_ids` when absent.
             state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` from a previous call's output with
                 `use_cache=True`, to continue every row from where it stopped. Zeros when absent.
-            use_cache (`bool`, *optional*): return the final LSTM states as `state`.
+            return_state (`bool`, *optional*): return the final LSTM states as `state`. `use_cache` is the same
+                (transformers' name; it has nothing to do with the token cache of `enable_token_cache`).
             output_hidden_states (`bool`, *optional*): return all L + 1 layers.
             backward_input_ids (`torch.LongTensor` of the shape of `input_ids`, *optional*): for training on
                 token streams as bilm-tf did: what the backward LSTM reads, in its reading order (each sentence
@@ -518,7 +520,7 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
             output_hidden_states if output_hidden_states is not None else config.output_hidden_states
         )
         return_dict = return_dict if return_dict is not None else config.return_dict
-        use_cache = bool(use_cache)
+        use_cache = bool(use_cache or return_state)
 
         lengths = self._check_inputs(input_ids, attention_mask)
         batch, steps = input_ids.shape[:2]
@@ -580,6 +582,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        return_state: bool | None = None,
         **kwargs,
     ) -> ElmoForPreTrainingOutput | tuple:
         r"""
@@ -598,6 +601,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             attention_mask=attention_mask,
             state=state,
             use_cache=use_cache,
+            return_state=return_state,
             output_hidden_states=output_hidden_states,
             backward_input_ids=backward_input_ids,
             return_dict=True,
