@@ -12,7 +12,7 @@ from transformers import PretrainedConfig
 # The character CNN of every published ELMo (small, medium, original, 5.5B): 2048 filters in all.
 CNN_FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
-# Published sizes (docs/original_model.md, "Published sizes"). "tiny" is ours, for tests and demos.
+# Published sizes (docs/weight_layout.md, "options.json"). "tiny" is ours, for tests and demos.
 PRESETS: dict[str, dict] = {
     "small": dict(
         cell_size=1024, projection_dim=128, num_highway_layers=1, char_embedding_dim=16,
@@ -98,8 +98,8 @@ class ElmoConfig(PretrainedConfig):
             freely, also on a loaded model (`model.config.lstm_implementation = ...`).
 
     Downstream use (the task heads `ElmoForSequenceClassification`, `ElmoForTokenClassification`; Peters et al.
-    2018 section 3.3; docs/original_model.md, "Scalar mix"). `num_labels`, `id2label`, `label2id` and `problem_type` are the usual
-    transformers fields.
+    2018 section 3.3; docs/original_model.md, "Scalar mix"). `num_labels`, `id2label`, `label2id` and
+    `problem_type` are the usual transformers fields.
 
         freeze_bilm (`bool`): keep the biLM fixed (default, as in the paper): its parameters get
             `requires_grad=False` and it runs in eval mode under `no_grad`. False fine-tunes it.

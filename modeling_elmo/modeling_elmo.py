@@ -116,7 +116,7 @@ class ElmoHighway(nn.Module):
     """One highway layer: `y = g * relu(x W_t + b_t) + (1 - g) * x` with `g = sigmoid(x W_c + b_c)`.
 
     The leaf names keep bilm-tf's: its "carry" gate weights the *transform* branch (docs/original_model.md,
-    "Highway gate names"), and the transform is a ReLU whatever the CNN activation is.
+    "Highway carry gate"), and the transform is a ReLU whatever the CNN activation is.
     """
 
     def __init__(self, config: ElmoConfig):
@@ -168,7 +168,7 @@ class ElmoCharacterEncoder(nn.Module):
         """The character CNN itself (the reference), without the cache: (N, 50) -> (N, P)."""
         chars = self.char_embedding(char_ids).transpose(1, 2)  # (N, d, 50)
         # Max-pool then activate: the same as activate then max-pool, both are monotone (docs/original_model.md,
-        # "Character encoder").
+        # "Max-pool before the activation").
         pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]  # F_i x (N, n_i)
         x = self.activation(torch.cat(pooled, dim=-1))  # (N, F)
         for highway in self.highways:

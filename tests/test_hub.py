@@ -381,7 +381,8 @@ except OSError as exc:
 
 def test_offline_load_from_cache_with_the_server_gone(hub, saved, round_trip):
     work = round_trip["work"]
-    # A cache built by hand: refs/main holds a commit id, snapshots/<commit>/ the files (docs/transformers_traps.md, "Hub cache layout").
+    # A cache built by hand: refs/main holds a commit id, snapshots/<commit>/ the files
+    # (docs/transformers_traps.md, "Offline cache").
     hand_cache = work / "hand-cache"
     commit = "0123456789abcdef0123456789abcdef01234567"
     snapshot = hand_cache / "models--someone--elmo-by-hand" / "snapshots" / commit
@@ -585,7 +586,7 @@ def test_model_card_fills_config_facts_results_and_parity():
     assert results["Perplexity"].metric_value == 41.25 and results["Perplexity"].metric_type == "perplexity"
     assert results["Forward perplexity"].dataset_split == "test"
     assert results["Backward perplexity"].dataset_name == "wikitext-103"
-    # config facts: the published original size, 93.6M parameters (docs/original_model.md, "Published sizes")
+    # config facts: the published original size, 93.6M parameters (docs/original_model.md, "The 5.5B model")
     for fact in ("`original`", "cell size 4096", "projection 512", "2 layers per direction", "| Highway layers | 2 |",
                  "F = 2048", "93.6M (93,600,864)", "1024 (2P)", "skip connections yes"):
         assert fact in card, fact
