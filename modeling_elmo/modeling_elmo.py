@@ -51,6 +51,7 @@ from .fast_paths_elmo import (
 from .inputs_elmo import check_inputs, check_state
 from .push_to_hub_elmo import ElmoPushToHubMixin
 from .softmax_elmo import ElmoSoftmax, shifted_targets
+from .word_char_encoder import ElmoWordCharEncoder
 
 logger = logging.get_logger(__name__)
 
@@ -454,7 +455,10 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
-        self.char_encoder = ElmoCharacterEncoder(config)
+        if config.token_encoder == "word_char":  # ELMoForManyLangs: a word embedding beside the character CNN
+            self.char_encoder = ElmoWordCharEncoder(config, ElmoCharacterEncoder)
+        else:
+            self.char_encoder = ElmoCharacterEncoder(config)
         self.bilm = ElmoBiLm(config)
         self.post_init()
 
@@ -757,7 +761,9 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
             outputs = self.elmo(input_ids, attention_mask=attention_mask, output_hidden_states=True,
                                 return_dict=True, **kwargs)
         mask = attention_mask.bool() if attention_mask is not None else real_token_mask(input_ids)  # (B, T)
-        return outputs.hidden_states, mask, word_mask_of(input_ids, mask, self.config.keep_sentence_boundaries)
+        return outputs.hidden_states, mask, word_mask_of(
+            input_ids, mask, self.config.keep_sentence_boundaries, self.config.sentence_boundary_rows
+        )
 
     def get_elmo_representations(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs
