@@ -460,7 +460,7 @@ def _load_model(name: str, device: torch.device):
     from transformers import AutoConfig
 
     from modeling_elmo import ElmoModel
-    from tokenization import ElmoTokenizer
+    from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
 
     path = Path(name)
     if not path.exists() and (name.startswith((".", "/")) or name.count("/") != 1):
@@ -470,8 +470,9 @@ def _load_model(name: str, device: torch.device):
         model = ElmoModel.from_pretrained(name)
     except (OSError, ValueError) as error:
         raise EmbedError(f"cannot load an ELMo model from {name}: {error}") from error
-    try:
-        tokenizer = ElmoTokenizer.from_pretrained(name)
+    try:  # an ELMoForManyLangs model reads rows of its own dictionaries (convert_elmoformanylangs)
+        manylangs = getattr(config, "token_encoder", "char_cnn") == "word_char"
+        tokenizer = (ElmoManyLangsTokenizer if manylangs else ElmoTokenizer).from_pretrained(name)
     except (OSError, ValueError):
         logger.info("no tokenizer files in %s: using the default ElmoTokenizer", name)
         tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
