@@ -229,6 +229,21 @@ def test_command_converts_and_refuses_a_bad_folder(package, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
 
 
+def test_elmo_embed_reads_a_converted_folder(package, converted, tmp_path):
+    import h5py
+
+    theirs_folder, ours_folder = converted["char+word"]
+    sentences = [SENTENCES[0], SENTENCES[1]]
+    (tmp_path / "in.txt").write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+    result = _run(str(tmp_path / "in.txt"), str(tmp_path / "out.h5"), "--model", str(ours_folder),
+                  module="modeling_elmo.embed")
+    assert result.returncode == 0, result.stderr
+    theirs = _theirs(package, theirs_folder, -2, sentences)
+    with h5py.File(tmp_path / "out.h5") as out:
+        for i, expected in enumerate(theirs):
+            np.testing.assert_allclose(out[str(i)][:], expected, atol=TOLERANCE, rtol=0)
+
+
 def _break_word_dic(folder: Path) -> None:
     with open(folder / "word.dic", "a", encoding="utf-8") as out:
         out.write("extra\t999\n")
