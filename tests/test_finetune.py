@@ -12,6 +12,7 @@ import torch
 from conftest import REPO, clean_env, run_command, shared_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
 
+import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes: the tests load without remote code)
 from train.collators import ElmoDataCollatorForSequenceClassification, ElmoDataCollatorForTokenClassification
 from train.finetune_data import (
     ModelArguments,
