@@ -2,9 +2,11 @@
 
     python -m train.demo                              # generated corpus, a few minutes on 2 CPU cores
     python -m train.demo --train_file my_corpus.txt   # your own corpus (one sentence per line)
+    python -m train.demo --language zh                # the same on a generated Chinese corpus, per character
 
 1. Writes a generated corpus in which "bank", "bat", "plant" and "spring" occur in two senses each
-   (`train/sense_corpus.py`), unless `--train_file` is given.
+   (`train/sense_corpus.py`), unless `--train_file` is given. With `--language zh`, a Chinese corpus in which
+   行, 长, 花, 打, 还, 好, 觉 and 乐 do (`train/sense_corpus_zh.py`: 银行 háng "bank" / 行走 xíng "walk", ...).
 2. Pretrains a biLM on it with `train.pretrain` (the same code as any pretraining run).
 3. Reloads the result with `AutoModel.from_pretrained`, embeds held-out sentences, and scores how well the
    vectors of each ambiguous word separate its senses: leave-one-out nearest-centroid accuracy, for the
@@ -16,13 +18,19 @@
    says where they are.
 
 The model's tokenizer splits raw text with the default rule, `punctuation` (`tokenization.split_words`); the
-generated corpus is already tokenized (spaces around punctuation), so both rules give it the same words.
+generated corpus is already tokenized (spaces around punctuation), so both rules give it the same words. The
+same rule makes every Chinese ideograph a token of its own, so the Chinese model is trained per character.
+
+The Chinese plot names the characters with a CJK font when matplotlib has one (Noto Sans CJK, Source Han Sans,
+WenQuanYi, SimHei, ...: any installed font that has the glyphs), and in pinyin with the sense otherwise
+(`háng (bank)` / `xíng (walk)`), so it never shows missing-glyph boxes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +41,8 @@ from transformers import AutoModel, AutoTokenizer, HfArgumentParser
 from modeling_elmo import ElmoConfig
 from modeling_elmo.analysis import analyze_to_folder
 
+from . import sense_corpus, sense_corpus_zh
 from .pretrain import PretrainArguments, train
-from .sense_corpus import generate_corpus, generate_probes
 
 logger = logging.getLogger("train.demo")
 
@@ -52,7 +60,11 @@ DEMO_CONFIG = dict(
 
 @dataclass
 class DemoArguments:
-    output_dir: str = field(default="outputs/demo", metadata={"help": "Where the corpus, model and plot go."})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where the corpus, model and plot go (default outputs/demo, outputs/demo_zh for --language zh)."})
+    language: str = field(default="en", metadata={
+        "help": "Language of the generated corpus: en (bank, bat, plant, spring) or zh (行, 长, 花, 打, 还, 好, 觉, 乐).",
+        "choices": ["en", "zh"]})
     train_file: list[str] | None = field(default=None, metadata={"help": "Your corpus instead of the generated one."})
     validation_file: list[str] | None = field(default=None)
     max_steps: int = field(default=500)
@@ -115,36 +127,97 @@ def _loo_centroid_accuracy(x: torch.Tensor, labels: list[str]) -> float:
     return score / len(labels)
 
 
-def plot(vectors: dict, scores: dict, path: Path) -> None:
+def plot(vectors: dict, scores: dict, path: Path, language: str = "en") -> None:
     """One panel per word: its contextual vectors in held-out sentences (first two principal components),
-    coloured by sense. Layer 0 gives all occurrences one and the same vector, so it has nothing to plot."""
+    coloured by sense. Layer 0 gives all occurrences one and the same vector, so it has nothing to plot.
+
+    Chinese characters are drawn with a CJK font when one is installed, else named in pinyin (`_labels`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     words = list(vectors)
-    fig, axes = plt.subplots(1, len(words), figsize=(4.2 * len(words), 4.4))
-    for ax, word in zip(axes, words):
+    word_names, sense_names, font = _labels(vectors, language)
+    title_font = {} if font is None else {"fontproperties": font}
+    legend_font = {"fontsize": 7} if font is None else {"prop": font.copy()}
+    if font is not None:
+        legend_font["prop"].set_size(7)
+    columns = min(4, len(words))
+    rows = math.ceil(len(words) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 4.4 * rows), squeeze=False)
+    for ax in axes.flat[len(words):]:
+        ax.set_visible(False)
+    for ax, word in zip(axes.flat, words):
         data = vectors[word]
         centred = data["contextual"].double() - data["contextual"].double().mean(0)
         _, _, v = torch.linalg.svd(centred, full_matrices=False)
         points = centred @ v[:2].T
         for sense, marker in zip(sorted(set(data["labels"])), ("o", "^")):
             chosen = [i for i, s in enumerate(data["labels"]) if s == sense]
-            ax.scatter(points[chosen, 0], points[chosen, 1], marker=marker, alpha=0.7, label=f"{word} ({sense})")
+            ax.scatter(points[chosen, 0], points[chosen, 1], marker=marker, alpha=0.7,
+                       label=sense_names[word, sense])
         result = scores["words"][word]
         distinct = len(torch.unique(data["static"], dim=0))
-        ax.set_title(f"{word}: sense accuracy {result['contextual_accuracy']:.2f}\n"
+        ax.set_title(f"{word_names[word]}: sense accuracy {result['contextual_accuracy']:.2f}\n"
                      f"layer 0: {result['layer0_accuracy']:.2f} ({distinct} distinct vector for "
-                     f"{len(data['labels'])} occurrences)", fontsize=9)
-        ax.legend(fontsize=7, loc="best")
+                     f"{len(data['labels'])} occurrences)", fontsize=9, **title_font)
+        ax.legend(loc="best", **legend_font)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("Contextual ELMo vectors of ambiguous words in held-out sentences (first two principal components)")
+    kind = "characters" if language == "zh" else "words"
+    fig.suptitle(f"Contextual ELMo vectors of ambiguous {kind} in held-out sentences (first two principal components)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _labels(vectors: dict, language: str):
+    """Panel and legend names per word and per (word, sense), and the font to draw them with (None: default)."""
+    if language != "zh":
+        return ({w: w for w in vectors}, {(w, s): f"{w} ({s})" for w in vectors for s in vectors[w]["labels"]}, None)
+    cjk_names = ({w: sense_corpus_zh.word_label(w, cjk=True) for w in vectors},
+                 {(w, s): sense_corpus_zh.sense_label(w, s, cjk=True) for w in vectors for s in vectors[w]["labels"]})
+    text = "".join(cjk_names[0].values()) + "".join(cjk_names[1].values()) + "0123456789.:()"
+    font_file = find_font_for(text)
+    if font_file is not None:
+        from matplotlib.font_manager import FontProperties
+
+        logger.info("drawing the Chinese labels with %s", font_file)
+        return (*cjk_names, FontProperties(fname=font_file))
+    logger.info("no installed font has the Chinese characters: the plot names them in pinyin")
+    return ({w: sense_corpus_zh.word_label(w, cjk=False) for w in vectors},
+            {(w, s): sense_corpus_zh.sense_label(w, s, cjk=False) for w in vectors for s in vectors[w]["labels"]},
+            None)
+
+
+# Fonts with Chinese glyphs, tried first; any other installed font that has every glyph needed also does.
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN", "WenQuanYi Zen Hei",
+             "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC", "Noto Sans CJK JP",
+             "Noto Sans CJK TC", "AR PL UMing CN", "AR PL UKai CN", "Droid Sans Fallback")
+
+
+def find_font_for(text: str) -> str | None:
+    """The file of an installed font (matplotlib's list) that has a glyph for every character of `text`, or None."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    needed = {ord(c) for c in text if not c.isspace()}
+    entries = sorted(font_manager.fontManager.ttflist,
+                     key=lambda f: CJK_FONTS.index(f.name) if f.name in CJK_FONTS else len(CJK_FONTS))
+    for entry in entries:
+        if entry.name.startswith("Last Resort"):  # matplotlib's fallback font: its "glyphs" are the missing-glyph boxes
+            continue
+        try:
+            charmap = FT2Font(entry.fname).get_charmap()
+        except (OSError, RuntimeError, ValueError):  # an unreadable font file is skipped, not fatal
+            continue
+        if needed <= charmap.keys():
+            return entry.fname
+    return None
+
+
+CORPORA = {"en": sense_corpus, "zh": sense_corpus_zh}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,15 +225,18 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("accelerate", "datasets"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     (args,) = HfArgumentParser(DemoArguments).parse_args_into_dataclasses(args=argv)
-    out = Path(args.output_dir)
+    corpus_module = CORPORA[args.language]
+    out = Path(args.output_dir or ("outputs/demo" if args.language == "en" else f"outputs/demo_{args.language}"))
     out.mkdir(parents=True, exist_ok=True)
 
     train_files, valid_files = args.train_file, args.validation_file
     if train_files is None:
         corpus = out / "corpus"
         corpus.mkdir(exist_ok=True)
-        (corpus / "train.txt").write_text("\n".join(generate_corpus(args.num_sentences, seed=args.seed)) + "\n")
-        (corpus / "valid.txt").write_text("\n".join(generate_corpus(1000, seed=args.seed + 1000)) + "\n")
+        generate = corpus_module.generate_corpus
+        (corpus / "train.txt").write_text("\n".join(generate(args.num_sentences, seed=args.seed)) + "\n",
+                                          encoding="utf-8")
+        (corpus / "valid.txt").write_text("\n".join(generate(1000, seed=args.seed + 1000)) + "\n", encoding="utf-8")
         train_files, valid_files = [str(corpus / "train.txt")], [str(corpus / "valid.txt")]
         logger.info("generated a corpus of %d sentences in %s", args.num_sentences, corpus)
 
@@ -190,11 +266,12 @@ def main(argv: list[str] | None = None) -> int:
 
     model = AutoModel.from_pretrained(model_dir)  # the feature model, from the folder just written
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    scores, vectors = sense_scores(model, tokenizer, generate_probes(args.probes_per_sense, seed=args.seed + 1))
+    probes = corpus_module.generate_probes(args.probes_per_sense, seed=args.seed + 1)
+    scores, vectors = sense_scores(model, tokenizer, probes)
     eval_results = json.loads((model_dir / "eval_results.json").read_text()) if (model_dir / "eval_results.json").exists() else {}
     scores["validation"] = eval_results
-    (out / "sense_scores.json").write_text(json.dumps(scores, indent=2))
-    plot(vectors, scores, out / "senses.png")
+    (out / "sense_scores.json").write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf-8")
+    plot(vectors, scores, out / "senses.png", language=args.language)
     analysis_file = Path(valid_files[0]) if valid_files else Path(train_files[0])
     contextuality = json.loads(analyze_to_folder(
         model, tokenizer, analysis_file, out, model_name="the demo model", split="punctuation",
