@@ -768,7 +768,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.manylangs_dir is not None:  # another format, its own converter (which checks the output_dir too)
         from .convert_elmoformanylangs import main as convert_manylangs
 
-        other = [f"--{f}" for f in ("model", "options_file", "weight_file", "vocab_file") if getattr(args, f)]
+        other = [f"--{f}" for f in ("model", "options_file", "weight_file", "vocab_file", "with_vocab", "base_url",
+                                    "push_to_hub") if getattr(args, f, None)]
         if other:
             logger.error("--manylangs_dir converts an ELMoForManyLangs folder; drop %s", " and ".join(other))
             return 2
