@@ -59,3 +59,48 @@ def test_demo_trains_reloads_and_scores(tmp_path):
     assert "bank" in contextuality["words"] and contextuality["max_occurrences"] >= 100
     assert (tmp_path / "contextuality.png").stat().st_size > 10_000
     assert "how contextual is each layer" in result.stderr
+
+
+def test_chinese_corpus_holds_each_character_once_per_sentence_in_both_senses():
+    from tokenization import split_words
+    from train.sense_corpus_zh import FILLER, SENSES, SLOTS, generate_corpus, generate_probes
+
+    characters = set(SENSES)
+    assert all(not characters & set(word) for words in SLOTS.values() for word in words)
+    assert all(not characters & set(template) for template in FILLER)
+    corpus = generate_corpus(400, seed=3)
+    assert corpus == generate_corpus(400, seed=3) and corpus != generate_corpus(400, seed=4)
+    assert all(any(character in line for line in corpus) for character in characters)
+    probes = generate_probes(4)
+    assert {(c, s) for c, s, _ in probes} == {(c, s) for c, senses in SENSES.items() for s in senses}
+    for character, _, sentence in probes:
+        words = split_words(sentence)  # the default rule: one token per ideograph
+        assert words == [c for c in sentence if not c.isspace()], words
+        assert words.count(character) == 1 and sum(w in characters for w in words) == 1, sentence
+
+
+def test_chinese_demo_trains_per_character_and_contextual_layers_beat_layer0(tmp_path):
+    env = clean_env()
+    env["PYTHONPATH"] = str(REPO)
+    env["OMP_NUM_THREADS"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-m", "train.demo", "--language", "zh", "--output_dir", str(tmp_path), "--max_steps", "40",
+         "--num_sentences", "1200", "--probes_per_sense", "8", "--per_device_batch_size", "16",
+         "--analysis_lines", "200", "--disable_tqdm"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    from train.sense_corpus_zh import SENSES
+
+    scores = json.loads((tmp_path / "sense_scores.json").read_text(encoding="utf-8"))
+    assert set(scores["words"]) == set(SENSES)
+    # layer 0 is context-free per character: both senses of 行 get one vector, so it scores chance exactly
+    assert all(r["layer0_accuracy"] == 0.5 for r in scores["words"].values())
+    assert scores["summary"]["contextual_accuracy"] >= 0.7, scores["summary"]
+    # trained per character: the vocabulary holds the characters, never a whole clause
+    vocab = (tmp_path / "model" / "vocab.txt").read_text(encoding="utf-8").split()
+    assert set(SENSES) <= set(vocab) and "银行" not in vocab
+    assert json.loads((tmp_path / "model" / "tokenizer_config.json").read_text())["word_split"] == "punctuation"
+    # legible: a CJK font or pinyin labels, never missing-glyph boxes
+    assert "missing from" not in result.stderr and (tmp_path / "senses.png").stat().st_size > 10_000
+    assert (tmp_path / "contextuality.json").exists()
