@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import REPO, clean_env
 
@@ -104,3 +105,25 @@ def test_chinese_demo_trains_per_character_and_contextual_layers_beat_layer0(tmp
     # legible: a CJK font or pinyin labels, never missing-glyph boxes
     assert "missing from" not in result.stderr and (tmp_path / "senses.png").stat().st_size > 10_000
     assert (tmp_path / "contextuality.json").exists()
+
+
+def test_chinese_plot_labels_use_a_cjk_font_when_installed_else_pinyin(monkeypatch):
+    import matplotlib
+
+    from train import demo
+
+    vectors = {"行": {"labels": ["bank", "walk", "bank"]}, "好": {"labels": ["good", "like"]}}
+    monkeypatch.setattr(demo, "find_font_for", lambda text: None)
+    words, senses, font = demo._labels(vectors, "zh")
+    assert font is None and words == {"行": "háng / xíng", "好": "hǎo / hào"}
+    assert senses["行", "bank"] == "háng (bank)" and senses["好", "like"] == "hào (like)"
+    assert not any("\u4e00" <= c <= "\u9fff" for label in [*words.values(), *senses.values()] for c in label)
+
+    some_font = str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf")
+    monkeypatch.setattr(demo, "find_font_for", lambda text: some_font)
+    words, senses, font = demo._labels(vectors, "zh")
+    assert font.get_file() == some_font and words["行"] == "行 háng / xíng" and senses["行", "walk"] == "xíng (walk, 行走)"
+    # matplotlib's Last Resort font "has" every glyph, drawn as a box: it never counts as a CJK font
+    found = demo.find_font_for("行长花打还好觉乐")
+    assert found is None or "LastResort" not in found
+    assert demo.find_font_for("háng (bank)") is not None
