@@ -1,7 +1,8 @@
 """ELMo for Hugging Face transformers: configuration, models and the converter of the original weights.
 
-Importing this package registers the Elmo classes with the transformers Auto classes (in-library), and
-marks them for remote code, so that `save_pretrained` copies the modeling files and writes `auto_map`.
+Importing this package registers the Elmo classes and the tokenizers with the transformers Auto classes
+(in-library), and marks the models for remote code, so that `save_pretrained` copies the modeling files and
+writes `auto_map`. Dependencies run one way: `modeling_elmo` -> `tokenization`, never back.
 """
 
 from transformers import (
@@ -10,7 +11,10 @@ from transformers import (
     AutoModelForPreTraining,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
+    AutoTokenizer,
 )
+
+from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
 
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import (
@@ -38,12 +42,11 @@ ElmoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
 ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
 
-# The tokenizer registers itself with AutoTokenizer when imported; do it here too so that `import modeling_elmo`
-# is enough for every Auto class. It is absent where only the model files travel (remote code).
-try:
-    import tokenization  # noqa: F401
-except ImportError:
-    pass
+# The tokenizers live one level down (`tokenization` imports nothing from this package); they are registered here,
+# against ElmoConfig, so that `import modeling_elmo` is enough for every Auto class. Both classes must be found by
+# name (tokenizer_config.json names one); the last registration is the default for ElmoConfig.
+AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
+AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 __all__ = [
     "ElmoConfig",

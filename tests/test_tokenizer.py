@@ -12,6 +12,8 @@ import copy
 import json
 import os
 import pickle
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import torch
 from conftest import run_isolated, shared_file
 from transformers import AutoTokenizer, DataCollatorForTokenClassification, DataCollatorWithPadding
 
+import modeling_elmo  # noqa: F401  (registers the tokenizers with AutoTokenizer)
 from tokenization import ElmoTokenizer, build_vocab, split_words, write_vocab
 
 VOCAB_TEST = "elmo-fixtures/allennlp/vocab_test.txt"
@@ -832,3 +835,17 @@ def test_pickle_deepcopy_and_threads():
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_tokenizer_package_does_not_import_the_model_package():
+    """The packages depend one way, modeling_elmo -> tokenization: importing the tokenizer loads no model code, and
+    `import modeling_elmo` registers the tokenizer with AutoTokenizer."""
+    code = (
+        "import sys, tokenization\n"
+        "assert not any(m.split('.')[0] == 'modeling_elmo' for m in sys.modules), sorted(sys.modules)\n"
+        "import modeling_elmo\n"
+        "from transformers import AutoTokenizer\n"
+        "from transformers.models.auto.tokenization_auto import tokenizer_class_from_name\n"
+        "assert tokenizer_class_from_name('ElmoTokenizer') is tokenization.ElmoTokenizer\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], check=True, timeout=300)

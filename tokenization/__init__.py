@@ -1,14 +1,12 @@
-"""The ELMo character tokenizer.
+"""The ELMo character tokenizers.
 
-Importing this package registers `ElmoTokenizer` with `AutoTokenizer` for `ElmoConfig` (in-library use) and marks
-it for remote code, so that `save_pretrained` copies `tokenization_elmo.py` next to the tokenizer files and writes
-`auto_map` into tokenizer_config.json (`AutoTokenizer.from_pretrained(path, trust_remote_code=True)` then works
-without this package installed).
+This package imports nothing from `modeling_elmo`: the dependency runs one way, `modeling_elmo` -> `tokenization`.
+Importing it marks the tokenizers for remote code, so that `save_pretrained` copies `tokenization_elmo.py` (and
+the modules it imports) next to the tokenizer files and writes `auto_map` into tokenizer_config.json
+(`AutoTokenizer.from_pretrained(path, trust_remote_code=True)` then works without this project installed).
+Registering them with `AutoTokenizer` for `ElmoConfig` (in-library use, no remote code) needs the config, so
+`import modeling_elmo` does it.
 """
-
-from transformers import AutoTokenizer
-
-from modeling_elmo.configuration_elmo import ElmoConfig
 
 from .tokenization_elmo import (
     ElmoBatchEncoding,
@@ -21,9 +19,6 @@ from .tokenization_elmo import (
 )
 from .tokenization_elmo_manylangs import ElmoManyLangsTokenizer
 
-# Both classes must be found by name (tokenizer_config.json names one); the last registration is the default.
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
 ElmoManyLangsTokenizer.register_for_auto_class("AutoTokenizer")
 
