@@ -37,6 +37,32 @@ def random_char_ids(lengths: list[int], seed: int = 0, max_chars: int = 50) -> t
     return ids
 
 
+def tiny_config(**overrides):
+    """The configuration of the `tiny` preset (a few thousand parameters), with `overrides`: the tests' model size."""
+    from modeling_elmo import ElmoConfig
+
+    return ElmoConfig.from_preset("tiny", **overrides)
+
+
+def tiny_model(model_class=None, **overrides):
+    """A freshly initialised tiny model in eval mode: `ElmoModel`, or the Elmo class given."""
+    from modeling_elmo import ElmoModel
+
+    return (model_class or ElmoModel)(tiny_config(**overrides)).eval()
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A saved tiny model (seed 0) with its tokenizer: the folder the commands and loaders are tested on."""
+    from tokenization import ElmoTokenizer
+
+    folder = tmp_path_factory.mktemp("elmo") / "tiny"
+    torch.manual_seed(0)
+    tiny_model().save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return folder
+
+
 def clean_env() -> dict[str, str]:
     """Environment for a fresh Python that cannot import this project and never reaches a network."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP")}

@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import REPO
 
-from modeling_elmo import ElmoConfig, ElmoModel, analysis
+from modeling_elmo import ElmoModel, analysis
 from tokenization import ElmoTokenizer
 
 LINES = [
@@ -31,12 +31,8 @@ LINES = [
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("elmo") / "tiny"
-    torch.manual_seed(0)
-    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(folder)
-    ElmoTokenizer().save_pretrained(folder)
-    return folder
+def model_dir(tiny_model_dir) -> Path:
+    return tiny_model_dir
 
 
 def run_analyze(*args: str) -> subprocess.CompletedProcess:

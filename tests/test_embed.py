@@ -24,7 +24,7 @@ import tomllib
 import torch
 from conftest import REPO, clean_env, run_command
 
-from modeling_elmo import ElmoConfig, ElmoModel
+from modeling_elmo import ElmoModel
 from modeling_elmo import embed as embed_module
 from tokenization import ElmoTokenizer
 
@@ -54,12 +54,8 @@ def generated_lines(count: int, seed: int = 0, max_words: int = 15) -> list[str]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("elmo") / "tiny"
-    torch.manual_seed(0)
-    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(folder)
-    ElmoTokenizer().save_pretrained(folder)
-    return folder
+def model_dir(tiny_model_dir) -> Path:
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import random
 
 import pytest
 import torch
-from conftest import random_char_ids, run_isolated
+from conftest import random_char_ids, run_isolated, tiny_config
 from transformers import (
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
@@ -41,8 +41,8 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-def tiny_config(**overrides) -> ElmoConfig:
-    return ElmoConfig.from_preset("tiny", **{"num_labels": 3, **overrides})
+def head_config(**overrides) -> ElmoConfig:
+    return tiny_config(**{"num_labels": 3, **overrides})
 
 
 def with_boundaries(ids: torch.Tensor) -> torch.Tensor:
@@ -107,16 +107,16 @@ def test_fixed_mixes_select_exactly_and_are_not_trained():
     assert list(select_one.parameters()) == []  # buffers, saved with the model, never optimised
     assert float(select_one.l2_penalty(0.5)) == 0.0
     for kind, expected in (("top", layers[2]), ("average", sum(layers) / 3)):
-        model = ElmoForSequenceClassification(tiny_config(scalar_mix=kind))
+        model = ElmoForSequenceClassification(head_config(scalar_mix=kind))
         mix = model.scalar_mixes[0]
         assert not mix.trainable and float(mix.gamma.detach()) == 1.0
         assert torch.allclose(mix(layers), expected, atol=1e-6)
-    fixed = ElmoForSequenceClassification(tiny_config(scalar_mix="fixed", scalar_mix_parameters=[1.0, -9e10, -9e10]))
+    fixed = ElmoForSequenceClassification(head_config(scalar_mix="fixed", scalar_mix_parameters=[1.0, -9e10, -9e10]))
     assert torch.equal(fixed.scalar_mixes[0](layers), layers[0])
 
 
 def test_l2_penalty_on_mix_weights_is_added_to_the_loss_in_training_only():
-    model = ElmoForSequenceClassification(tiny_config(representation_dropout=0.0, scalar_mix_l2_coef=0.25))
+    model = ElmoForSequenceClassification(head_config(representation_dropout=0.0, scalar_mix_l2_coef=0.25))
     with torch.no_grad():
         model.scalar_mixes[0].scalar_parameters.copy_(torch.tensor([1.0, -2.0, 0.5]))
     assert torch.allclose(model.mix_l2_penalty(), torch.tensor(0.25 * (1 + 4 + 0.25)))
@@ -130,7 +130,7 @@ def test_l2_penalty_on_mix_weights_is_added_to_the_loss_in_training_only():
 
 
 def test_several_output_representations_from_one_bilm_run():
-    model = ElmoForSequenceClassification(tiny_config(num_output_representations=2)).eval()
+    model = ElmoForSequenceClassification(head_config(num_output_representations=2)).eval()
     with torch.no_grad():
         model.scalar_mixes[1].scalar_parameters.copy_(torch.tensor([-9e10, -9e10, 1.0]))
     ids = with_boundaries(random_char_ids([4, 2]))
@@ -194,7 +194,7 @@ def test_boundary_tokens_are_detected_from_character_ids():
 
 @pytest.mark.parametrize("keep", [False, True])
 def test_mean_pooling_covers_the_words_and_boundaries_only_on_request(keep):
-    model = ElmoForSequenceClassification(tiny_config(keep_sentence_boundaries=keep)).eval()
+    model = ElmoForSequenceClassification(head_config(keep_sentence_boundaries=keep)).eval()
     ids = with_boundaries(random_char_ids([4, 2]))
     mixed = model.get_elmo_representations(ids).elmo_representations[0]
     for row, n in enumerate([4, 2]):
@@ -206,7 +206,7 @@ def test_mean_pooling_covers_the_words_and_boundaries_only_on_request(keep):
 @pytest.mark.parametrize("pooling", ["mean", "max", "lstm", "attention"])
 def test_sequence_logits_do_not_depend_on_batch_padding(pooling):
     model = ElmoForSequenceClassification(
-        tiny_config(classifier_pooling=pooling, scalar_mix_layer_norm=False, word_embedding_dim=4,
+        head_config(classifier_pooling=pooling, scalar_mix_layer_norm=False, word_embedding_dim=4,
                     word_embedding_buckets=50)
     ).eval()
     ids = with_boundaries(random_char_ids([6, 3, 1], seed=3))
@@ -219,7 +219,7 @@ def test_sequence_logits_do_not_depend_on_batch_padding(pooling):
 
 @pytest.mark.parametrize("encoder", ["none", "lstm"])
 def test_token_logits_cover_every_position_and_ignore_minus_100(encoder):
-    model = ElmoForTokenClassification(tiny_config(num_labels=5, token_classifier_encoder=encoder)).eval()
+    model = ElmoForTokenClassification(head_config(num_labels=5, token_classifier_encoder=encoder)).eval()
     ids = with_boundaries(random_char_ids([4, 2], seed=1))
     out = model(ids)
     assert out.logits.shape == (2, 6, 5)
@@ -237,16 +237,16 @@ def test_token_logits_cover_every_position_and_ignore_minus_100(encoder):
 
 def test_problem_types_like_bert():
     ids = random_char_ids([3, 2])
-    regression = ElmoForSequenceClassification(tiny_config(num_labels=1)).eval()
+    regression = ElmoForSequenceClassification(head_config(num_labels=1)).eval()
     out = regression(ids, labels=torch.tensor([0.5, -1.0]))
     assert regression.config.problem_type == "regression"
     assert torch.allclose(out.loss, torch.nn.functional.mse_loss(out.logits.squeeze(-1), torch.tensor([0.5, -1.0])))
-    multi = ElmoForSequenceClassification(tiny_config(num_labels=3)).eval()
+    multi = ElmoForSequenceClassification(head_config(num_labels=3)).eval()
     targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
     out = multi(ids, labels=targets)
     assert multi.config.problem_type == "multi_label_classification"
     assert torch.allclose(out.loss, torch.nn.functional.binary_cross_entropy_with_logits(out.logits, targets))
-    single = ElmoForSequenceClassification(tiny_config(num_labels=3)).eval()
+    single = ElmoForSequenceClassification(head_config(num_labels=3)).eval()
     out = single(ids, labels=torch.tensor([2, 0]), output_hidden_states=True)
     assert single.config.problem_type == "single_label_classification"
     assert len(out.hidden_states) == 3 and out.hidden_states[0].shape == (2, 3, 32)
@@ -254,7 +254,7 @@ def test_problem_types_like_bert():
 
 
 def test_hashed_word_embedding_gives_each_word_one_row():
-    model = ElmoForTokenClassification(tiny_config(word_embedding_dim=6, word_embedding_buckets=1000))
+    model = ElmoForTokenClassification(head_config(word_embedding_dim=6, word_embedding_buckets=1000))
     assert model.representation_dim == 32 + 6
     tokenizer = ElmoTokenizer()
     enc = tokenizer([["the", "cat", "the"], ["cat"]], is_split_into_words=True, padding=True, return_tensors="pt")
@@ -271,13 +271,13 @@ def test_hashed_word_embedding_gives_each_word_one_row():
 
 
 def test_frozen_bilm_has_no_gradients_and_no_dropout():
-    model = ElmoForSequenceClassification(tiny_config(dropout=0.5)).train()
+    model = ElmoForSequenceClassification(head_config(dropout=0.5)).train()
     assert not any(p.requires_grad for p in model.elmo.parameters())
     assert not model.elmo.training and model.training
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
     assert trainable == {"scalar_mixes.0.scalar_parameters", "scalar_mixes.0.gamma", "classifier.weight",
                          "classifier.bias"}
-    tuned = ElmoForSequenceClassification(tiny_config(freeze_bilm=False)).train()
+    tuned = ElmoForSequenceClassification(head_config(freeze_bilm=False)).train()
     assert all(p.requires_grad for p in tuned.elmo.parameters()) and tuned.elmo.training
     model.set_bilm_frozen(False)
     assert all(p.requires_grad for p in model.elmo.parameters()) and model.elmo.training
@@ -295,7 +295,7 @@ HEAD_VARIANTS = [
 
 @pytest.mark.parametrize("cls, overrides", HEAD_VARIANTS)
 def test_save_and_load_reproduce_outputs_exactly(tmp_path, cls, overrides):
-    model = cls(tiny_config(**overrides)).eval()
+    model = cls(head_config(**overrides)).eval()
     with torch.no_grad():  # move everything away from its initial value
         for parameter in model.parameters():
             parameter.add_(0.01 * torch.randn_like(parameter))
@@ -328,10 +328,10 @@ def test_heads_load_from_a_bilm_folder(tmp_path, source):
 
 
 def test_auto_map_lists_every_head():
-    auto_map = tiny_config().auto_map
+    auto_map = head_config().auto_map
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo.ElmoForSequenceClassification"
     assert auto_map["AutoModelForTokenClassification"] == "modeling_elmo.ElmoForTokenClassification"
-    assert type(AutoModelForTokenClassification.from_config(tiny_config())) is ElmoForTokenClassification
+    assert type(AutoModelForTokenClassification.from_config(head_config())) is ElmoForTokenClassification
 
 
 def test_heads_open_as_remote_code_in_fresh_python(tmp_path):
@@ -339,9 +339,9 @@ def test_heads_open_as_remote_code_in_fresh_python(tmp_path):
     torch.save(ids, tmp_path / "ids.pt")
     expected = {}
     for name, model in (
-        ("seq", ElmoForSequenceClassification(tiny_config(classifier_pooling="lstm", word_embedding_dim=4,
+        ("seq", ElmoForSequenceClassification(head_config(classifier_pooling="lstm", word_embedding_dim=4,
                                                           word_embedding_buckets=64))),
-        ("tok", ElmoForTokenClassification(tiny_config(token_classifier_encoder="lstm"))),
+        ("tok", ElmoForTokenClassification(head_config(token_classifier_encoder="lstm"))),
     ):
         model.eval().save_pretrained(tmp_path / name)
         expected[name] = model(ids).logits
@@ -449,7 +449,7 @@ def test_sequence_classifier_learns_generated_task_and_frozen_bilm_stays_bit_ide
     rows = encode_rows(tokenizer, sentences, lambda enc, i, label: label)
     torch.manual_seed(0)
     model = ElmoForSequenceClassification(
-        tiny_config(num_labels=2, classifier_pooling=pooling, representation_dropout=0.1, id2label={0: "neg", 1: "pos"})
+        head_config(num_labels=2, classifier_pooling=pooling, representation_dropout=0.1, id2label={0: "neg", 1: "pos"})
     )
     random_features_(model)
     before = {name: p.detach().clone() for name, p in model.elmo.named_parameters()}
@@ -475,7 +475,7 @@ def test_token_classifier_learns_generated_ner(tmp_path, encoder, word_dim):
     assert rows[0]["labels"][0] == -100 and rows[0]["labels"][-1] == -100
     torch.manual_seed(0)
     model = ElmoForTokenClassification(
-        tiny_config(num_labels=len(TAGS), id2label=dict(enumerate(TAGS)), token_classifier_encoder=encoder,
+        head_config(num_labels=len(TAGS), id2label=dict(enumerate(TAGS)), token_classifier_encoder=encoder,
                     word_embedding_dim=word_dim, word_embedding_buckets=512, representation_dropout=0.1)
     )
     random_features_(model)
@@ -494,7 +494,7 @@ def test_token_classifier_learns_generated_ner(tmp_path, encoder, word_dim):
 def test_fine_tuning_changes_the_bilm(tmp_path):
     tokenizer = ElmoTokenizer()
     rows = encode_rows(tokenizer, sentiment_sentences(32, seed=3), lambda enc, i, label: label)
-    model = ElmoForSequenceClassification(tiny_config(num_labels=2, freeze_bilm=False))
+    model = ElmoForSequenceClassification(head_config(num_labels=2, freeze_bilm=False))
     before = {name: p.detach().clone() for name, p in model.elmo.named_parameters()}
     train_with_trainer(model, rows, ElmoDataCollatorForSequenceClassification(tokenizer), tmp_path, epochs=1)
     changed = [name for name, p in model.elmo.named_parameters() if not torch.equal(p, before[name])]

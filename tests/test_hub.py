@@ -33,7 +33,7 @@ import huggingface_hub.errors
 import pytest
 import torch
 import yaml
-from conftest import _NO_PROJECT, REPO
+from conftest import _NO_PROJECT, REPO, tiny_config
 from hub_server import HubServer, split_front_matter
 from huggingface_hub import ModelCard
 
@@ -56,7 +56,7 @@ REMOTE_CODE = [
 
 
 def _tiny_config(**overrides) -> ElmoConfig:
-    return ElmoConfig.from_preset("tiny", vocab_size=40, dropout=0.0, **overrides)
+    return tiny_config(vocab_size=40, dropout=0.0, **overrides)
 
 
 def _dead_endpoint() -> str:

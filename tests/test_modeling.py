@@ -6,15 +6,10 @@ import json
 
 import pytest
 import torch
-from conftest import random_char_ids, run_isolated
+from conftest import random_char_ids, run_isolated, tiny_model
 from transformers import AutoConfig, AutoModel
 
 from modeling_elmo import ElmoConfig, ElmoModel
-
-
-def tiny_model(**overrides) -> ElmoModel:
-    return ElmoModel(ElmoConfig.from_preset("tiny", **overrides)).eval()
-
 
 # --------------------------------------------------------------------------------------------------
 # Config

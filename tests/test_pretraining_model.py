@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import random_char_ids
+from conftest import random_char_ids, tiny_model
 from transformers import AutoModel, AutoModelForPreTraining
 
 from modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoModel
@@ -14,7 +14,7 @@ VOCAB = 40
 
 
 def tiny_lm(**overrides) -> ElmoForPreTraining:
-    return ElmoForPreTraining(ElmoConfig.from_preset("tiny", vocab_size=VOCAB, dropout=0.0, **overrides)).eval()
+    return tiny_model(ElmoForPreTraining, vocab_size=VOCAB, dropout=0.0, **overrides)
 
 
 def test_full_softmax_loss_is_mean_of_directions():

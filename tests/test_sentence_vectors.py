@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import run_isolated
 
-from modeling_elmo import ElmoConfig, ElmoModel, ElmoScalarMix
+from modeling_elmo import ElmoModel, ElmoScalarMix
 from modeling_elmo.sentence_vectors import mean_pool, save_for_sentence_transformers, sentence_vectors
 from tokenization import ElmoTokenizer
 
@@ -26,12 +26,8 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("elmo") / "tiny"
-    torch.manual_seed(0)
-    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(folder)
-    ElmoTokenizer().save_pretrained(folder)
-    return folder
+def saved(tiny_model_dir) -> Path:
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")
