@@ -3,9 +3,9 @@
 `modeling_elmo.py` holds the reference implementation (the definition, written for autograd). This module holds
 what only makes it faster, behind one dispatch per layer kind, each chosen in one place:
 
-* the biLSTM: `lstm_implementation(...)` names one of "reference", "loop", "fused" (pure: no side effect), and
-  `ElmoBiLm.forward` runs `LSTM_FUNCTIONS[name]` (the reference for "reference"). Every function has one signature,
-  `fn(layer, inputs, batch_sizes, state) -> (outputs, (h, c))`, on packed data (see `pack`);
+* the biLSTM: `lstm_implementation(...)` names one of "reference", "loop", "fused", "training" (pure: no side
+  effect), and `ElmoBiLm.forward` runs `LSTM_FUNCTIONS[name]` (the reference for "reference"). Every function has
+  one signature, `fn(layer, inputs, batch_sizes, state) -> (outputs, (h, c))`, on packed data (see `pack`);
 * the character CNN: `char_cnn_implementation(...)` names one of "reference", "onednn", "distinct", "cached", and
   `ElmoCharacterEncoder.forward` runs `CHAR_CNN_FUNCTIONS[name]`, each `fn(encoder, char_ids) -> (N, P)`.
 
@@ -365,11 +365,13 @@ CHAR_CNN_FUNCTIONS = {
 
 
 def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
-    """Which of "reference", "loop", "fused" runs the biLSTM layers on these inputs (no side effect).
+    """Which of "reference", "loop", "fused", "training" runs the biLSTM layers on these inputs (no side effect).
 
     - "reference": the plain loop written for autograd (`ElmoBiLstmLayer.forward`), the definition;
     - "loop" (`lstm_loop`): the same functions in the same order without autograd bookkeeping, for inference;
-    - "fused" (`lstm_fused`): torch's LSTM kernel (cuDNN on GPU), gradients included; exact only without clipping.
+    - "fused" (`lstm_fused`): torch's LSTM kernel (cuDNN on GPU), gradients included; exact only without clipping;
+    - "training" (`lstm_training`): the reference as one autograd function with its backward pass written out, for
+      training clipped models ("auto" only; autocast and `torch.compile` tracing keep the reference).
 
     "auto" takes torch's kernel where it is the faster exact path for unclipped models: on GPU (cuDNN), and for
     training on the CPU (10-20% faster than the autograd loop); CPU inference runs the oneDNN loop, 2x faster than
@@ -386,6 +388,8 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
                 f"cell_clip={clipped[0].cell_clip!r}, proj_clip={clipped[0].proj_clip!r}"
             )
         return "fused"
+    if needs_grad and choice == "auto" and _compute_dtype(inputs) == inputs.dtype and not torch.compiler.is_compiling():
+        return "training"
     return "reference" if needs_grad or choice == "reference" else "loop"
 
 
@@ -537,7 +541,150 @@ def lstm_fused(layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState
     return torch.stack(outputs), (torch.stack(h_final), torch.stack(c_final))
 
 
-LSTM_FUNCTIONS = {"loop": lstm_loop, "fused": lstm_fused}  # "reference": ElmoBiLstmLayer.forward (modeling_elmo.py)
+# --------------------------------------------------------------------------------------------------
+# biLSTM training: a written-out backward pass for the projected, clipped layer
+# --------------------------------------------------------------------------------------------------
+
+
+def lstm_training(layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState) -> tuple[torch.Tensor, LayerState]:
+    """Training of a clipped layer: the reference recurrence as one autograd function (`_LstmTrainingFunction`),
+    gradients included. Arguments and results as `lstm_loop`.
+
+    The autograd loop records about 15 small operations per step, each with its own bookkeeping, and replays twice as
+    many backwards. Here the forward pass runs the same functions in the same order as the reference into
+    preallocated buffers (gates, cell states, outputs of every step), and the backward pass is written out: one
+    multiply per step for the recurrent gradient and one for the projection, the element-wise chain between them, and
+    the weight gradients as one large multiply each after the loop, over all steps at once.
+    """
+    h0, c0 = state
+    if not batch_sizes:
+        return x.new_zeros((2, 0, layer.projection_dim)), (h0, c0)
+    dtype = torch.promote_types(x.dtype, layer.weight_ih.dtype)
+    weights = (layer.weight_ih, layer.weight_hh, layer.bias, layer.weight_hr)
+    x, h0, c0 = x.to(dtype), h0.to(dtype), c0.to(dtype)
+    out, h, c = _LstmTrainingFunction.apply(x, h0, c0, *weights, batch_sizes, layer.cell_clip, layer.proj_clip)
+    return out, (h, c)
+
+
+def _step_layout(batch_sizes: list[int], rows: int, device: torch.device) -> tuple[list[tuple[int, int]], torch.Tensor]:
+    """(offset, active) of every step, and for every packed row the packed position of the same batch row one step
+    earlier, or `-1 - r` for batch row r at step 0 (where the previous state is the initial one)."""
+    sizes = torch.tensor(batch_sizes, dtype=torch.long)
+    starts = torch.cumsum(sizes, 0) - sizes
+    steps = [(int(s), int(b)) for s, b in zip(starts, sizes)]
+    step = torch.repeat_interleave(torch.arange(len(batch_sizes)), sizes)  # (N,)
+    row = torch.arange(int(sizes.sum())) - starts[step]
+    previous = torch.where(step > 0, starts[(step - 1).clamp(min=0)] + row, -1 - row)
+    return steps, previous.to(device)
+
+
+def _previous_rows(values: torch.Tensor, initial: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+    """(2, N, D) values of each packed row's previous step: `values` at `previous`, `initial` (2, B, D) at step 0."""
+    first = int((previous < 0).sum())
+    return torch.cat([initial[:, :first], values[:, previous[first:]]], dim=1)
+
+
+class _LstmTrainingFunction(torch.autograd.Function):
+    """Forward and backward of `ElmoBiLstmLayer.forward` (the same arguments as there, unpacked). Tested against the
+    reference and with `torch.autograd.gradcheck` (tests/test_fast_paths.py)."""
+
+    @staticmethod
+    def forward(ctx, x, h0, c0, weight_ih, weight_hh, bias, weight_hr, batch_sizes, cell_clip, proj_clip):
+        dtype, cell = x.dtype, weight_hh.shape[1] // 4
+        w_ih, w_hh, b = (w.to(dtype) for w in (weight_ih, weight_hh, bias))
+        w_hr = weight_hr.to(dtype) if weight_hr is not None else None
+        steps, previous = _step_layout(batch_sizes, h0.shape[1], x.device)
+        gates = torch.baddbmm(b.unsqueeze(1), x, w_ih.transpose(1, 2))  # (2, N, 4C), activated in place below
+        cells = x.new_empty(gates.shape[:2] + (cell,))  # (2, N, C): cell states before the clip
+        tanh_cells = torch.empty_like(cells)  # tanh of the clipped cell states
+        hidden = torch.empty_like(cells)  # sigmoid(o) * tanh(c), before the projection
+        out = x.new_empty(x.shape[:2] + (w_hh.shape[2],))  # (2, N, P): after the clip
+        projected = torch.empty_like(out) if proj_clip is not None else out  # before the clip
+        w_hh_t = w_hh.transpose(1, 2)
+        w_hr_t = w_hr.transpose(1, 2) if w_hr is not None else None
+        h_prev, c_prev = h0, c0
+        for offset, active in steps:
+            s = slice(offset, offset + active)
+            g = gates[:, s]
+            g.baddbmm_(h_prev[:, :active], w_hh_t)
+            g[..., : 2 * cell].sigmoid_()  # input and forget gates
+            g[..., 3 * cell :].sigmoid_()  # output gate
+            g[..., 2 * cell : 3 * cell].tanh_()  # cell candidate
+            in_gate, forget_gate, cell_gate, out_gate = g.chunk(4, dim=-1)
+            c = torch.mul(forget_gate, c_prev[:, :active], out=cells[:, s]).addcmul_(in_gate, cell_gate)
+            c_clipped = c.clamp(-cell_clip, cell_clip) if cell_clip is not None else c
+            torch.tanh(c_clipped, out=tanh_cells[:, s])
+            h = torch.mul(out_gate, tanh_cells[:, s], out=hidden[:, s])
+            if w_hr_t is not None:
+                h = torch.bmm(h, w_hr_t, out=projected[:, s])
+            else:
+                projected[:, s] = h
+            if proj_clip is not None:
+                torch.clamp(h, -proj_clip, proj_clip, out=out[:, s])
+            h_prev, c_prev = out[:, s], c_clipped
+        ctx.batch_sizes, ctx.cell_clip, ctx.proj_clip, ctx.previous = batch_sizes, cell_clip, proj_clip, previous
+        ctx.weight_dtypes = [w.dtype if w is not None else None for w in (weight_ih, weight_hh, bias, weight_hr)]
+        ctx.save_for_backward(x, h0, c0, w_ih, w_hh, w_hr, gates, cells, tanh_cells, hidden, projected, out)
+        h_final, c_final = h0.clone(), c0.clone()  # rows that never ran keep theirs
+        last = _last_rows(batch_sizes, x.device)
+        h_final[:, : len(last)] = out[:, last]
+        c_last = cells[:, last]
+        c_final[:, : len(last)] = c_last.clamp(-cell_clip, cell_clip) if cell_clip is not None else c_last
+        return out, h_final, c_final
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_h, grad_c):
+        x, h0, c0, w_ih, w_hh, w_hr, gates, cells, tanh_cells, hidden, projected, out = ctx.saved_tensors
+        cell_clip, proj_clip, previous = ctx.cell_clip, ctx.proj_clip, ctx.previous
+        steps, _ = _step_layout(ctx.batch_sizes, h0.shape[1], x.device)
+        cell = tanh_cells.shape[-1]
+        grad_out = grad_out.clone() if grad_out is not None else torch.zeros_like(out)
+        # Element-wise factors of every step at once: d(gates) = [dc, dc, dc, d(hidden)] * factors, where dc is the
+        # gradient of the clipped cell state (the clip's mask folded into the factors of i, f, g and of the carry).
+        c_prev = _previous_rows(cells.clamp(-cell_clip, cell_clip) if cell_clip is not None else cells, c0, previous)
+        i, f, g, o = gates.chunk(4, dim=-1)
+        factors = torch.cat([g * i * (1 - i), c_prev * f * (1 - f), i * (1 - g * g), tanh_cells * o * (1 - o)], -1)
+        carry = f.clone()  # d(c_prev) = dc * f (* mask)
+        if cell_clip is not None:
+            mask = ((cells >= -cell_clip) & (cells <= cell_clip)).to(x.dtype)
+            factors[..., : 3 * cell].view(*mask.shape[:2], 3, cell).mul_(mask.unsqueeze(2))
+            carry.mul_(mask)
+        to_cell = o * (1 - tanh_cells * tanh_cells)  # d(clipped c) / d(hidden)
+        proj_mask = None
+        if proj_clip is not None:
+            proj_mask = ((projected >= -proj_clip) & (projected <= proj_clip)).to(x.dtype)
+            grad_out.mul_(proj_mask)
+        grad_h = grad_h.clone() if grad_h is not None else torch.zeros_like(h0)  # carried: d(h) of every row
+        grad_c = grad_c.clone() if grad_c is not None else torch.zeros_like(c0)  # carried: d(clipped c)
+        grad_gates = torch.empty_like(gates)
+        for offset, active in reversed(steps):
+            s = slice(offset, offset + active)
+            dh = grad_out[:, s]  # becomes d(projected) of this step
+            if proj_mask is not None:
+                dh.addcmul_(grad_h[:, :active], proj_mask[:, s])
+            else:
+                dh.add_(grad_h[:, :active])
+            d_hidden = torch.bmm(dh, w_hr) if w_hr is not None else dh  # (2, b, C)
+            dc = grad_c[:, :active].addcmul_(d_hidden, to_cell[:, s])
+            dg = grad_gates[:, s].view(2, active, 4, cell)
+            torch.mul(dc.unsqueeze(2), factors[:, s, : 3 * cell].view(2, active, 3, cell), out=dg[:, :, :3])
+            torch.mul(d_hidden, factors[:, s, 3 * cell :], out=dg[:, :, 3])
+            dc.mul_(carry[:, s])
+            grad_h[:, :active] = torch.bmm(grad_gates[:, s], w_hh)
+        h_prev = _previous_rows(out, h0, previous)
+        grad_gates_t = grad_gates.transpose(1, 2)  # (2, 4C, N)
+        grad_x = torch.bmm(grad_gates, w_ih) if ctx.needs_input_grad[0] else None
+        grad_w_ih = torch.bmm(grad_gates_t, x)
+        grad_w_hh = torch.bmm(grad_gates_t, h_prev)
+        grad_bias = grad_gates.sum(1)
+        grad_w_hr = torch.bmm(grad_out.transpose(1, 2), hidden) if w_hr is not None else None
+        weights = ctx.weight_dtypes
+        grads = [g if g is None else g.to(dt) for g, dt in zip((grad_w_ih, grad_w_hh, grad_bias, grad_w_hr), weights)]
+        return (grad_x, grad_h, grad_c, *grads, None, None, None)
+
+
+# "reference": ElmoBiLstmLayer.forward (modeling_elmo.py)
+LSTM_FUNCTIONS = {"loop": lstm_loop, "fused": lstm_fused, "training": lstm_training}
 
 
 class ElmoTokenCacheMixin:
