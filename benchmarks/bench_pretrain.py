@@ -2,11 +2,27 @@
 
     python -m benchmarks.bench_pretrain speed      # tokens/s of train.pretrain, preset small, 2 threads
     python -m benchmarks.bench_pretrain compare    # the same, distinct-token character CNN against every token
+    python -m benchmarks.bench_pretrain compare --variants autograd_lstm,auto   # the LSTM's written-out backward
+                                                   # against the autograd loop (--config demo: train/demo.py's size)
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
 
 Both run the real command (`python -m train.pretrain`) in a subprocess and read what it wrote
 (`train_log.jsonl`, `train_results.json`, `eval_results.json`). Results go to `benchmarks/results_pretrain.md`
 by hand, with the command and the machine.
+
+Variants of `compare` (the model's `lstm_implementation` and how the LSTM trains):
+    reference      every reference layer (the character CNN on every token, the autograd LSTM loop);
+    autograd_lstm  the default fast paths except the LSTM's training function: clipped layers train through the
+                   autograd loop, as before issue 15 (the dispatch is wrapped in the subprocess, nothing else changes);
+    auto           the default: clipped layers train through `fast_paths_elmo.lstm_training`.
+
+FLOPs of a training step, per token (`flops_per_training_token`, counted from the shapes as `flops_per_token` of
+bench_speed.py counts inference): 3 x the forward multiply-adds x 2 (the backward pass computes the gradients of
+the inputs and of the weights, each as many as the forward), with the character CNN counted once per stream
+(stream mode feeds each direction its own stream) before deduplication, and the softmax of both directions over
+the vocabulary (full) or over the `num_sampled` negatives and the true word (sampled). The fraction of peak is the
+run's GFLOP/s over the faster of `torch.mm` and oneDNN's packed linear (2048 x 2048, float32, the run's thread
+count), measured in this process right before and after each training run.
 """
 
 from __future__ import annotations
@@ -25,9 +41,46 @@ REPO = Path(__file__).resolve().parents[1]
 PTB = REPO.parent / "shared" / "data" / "ptb"
 
 
-def run_pretrain(args: list[str], threads: int) -> None:
+# Runs train.pretrain with the dispatch as before issue 15: "training" (the written-out LSTM backward) -> "reference".
+AUTOGRAD_LSTM = """
+import runpy
+import modeling_elmo.modeling_elmo as modeling
+choose = modeling.lstm_implementation
+modeling.lstm_implementation = lambda *args: "reference" if choose(*args) == "training" else choose(*args)
+runpy.run_module("train.pretrain", run_name="__main__", alter_sys=True)
+"""
+
+
+def run_pretrain(args: list[str], threads: int, autograd_lstm: bool = False) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(REPO)}
-    subprocess.run([sys.executable, "-m", "train.pretrain", *args], cwd=REPO, env=env, check=True)
+    command = ["-c", AUTOGRAD_LSTM] if autograd_lstm else ["-m", "train.pretrain"]
+    subprocess.run([sys.executable, *command, *args], cwd=REPO, env=env, check=True)
+
+
+def flops_per_training_token(config, softmax: str, streams: int = 2) -> float:
+    """FLOPs of one token of a training step: forward and backward (3 x the forward's multiply-adds x 2) of the
+    character CNN once per stream, the biLSTM, and the softmax of both directions."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_speed import flops_per_token
+
+    d, width = config.char_embedding_dim, config.max_characters_per_token
+    f, p = config.num_char_filters, config.projection_dim
+    char = sum(2 * d * w * n * (width - w + 1) for w, n in config.char_cnn_filters)
+    char += config.num_highway_layers * 2 * (2 * f * f) + (2 * f * p if f != p else 0)
+    lstm = flops_per_token(config) - char
+    classes = config.vocab_size if softmax == "full" else min(config.num_sampled + 1, config.vocab_size)
+    return 3.0 * (streams * char + lstm + 2 * 2 * p * classes)
+
+
+def peak_gflops(threads: int) -> float:
+    """The faster of torch.mm and oneDNN's packed linear (2048 x 2048 float32) at `threads` threads, now."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import torch
+    from bench_speed import Peak
+
+    torch.set_num_threads(threads)
+    peak = Peak(torch.device("cpu"))
+    return max(peak.mm(), peak.onednn() or 0.0)
 
 
 def machine() -> str:
@@ -40,42 +93,74 @@ def machine() -> str:
     return f"{model or platform.processor()}, {os.cpu_count()} cores, {platform.python_version()}"
 
 
+def model_config(name: str, implementation: str):
+    """The `small` preset, or (`demo`) the configuration of train/demo.py."""
+    from modeling_elmo import ElmoConfig
+
+    if name == "demo":
+        from train.demo import DEMO_CONFIG
+
+        return ElmoConfig(**DEMO_CONFIG, lstm_implementation=implementation)
+    return ElmoConfig.from_preset(name, lstm_implementation=implementation)
+
+
 def speed(steps: int, threads: int, batch: int, softmax: str, implementation: str = "auto",
-          logging_steps: int = 5) -> dict:
-    """Tokens/s of train.pretrain at the `small` preset. `implementation` is the config's `lstm_implementation`:
-    in training, "reference" runs the character CNN on every token and "auto" on each distinct token once."""
+          logging_steps: int = 5, preset: str = "small") -> dict:
+    """Tokens/s of train.pretrain at the `small` preset (or `demo`). `implementation` is the config's
+    `lstm_implementation`, or "autograd_lstm" (see the module's docstring): in training, "reference" runs the
+    character CNN on every token and the LSTM through autograd, "auto" the fast paths."""
     train = PTB / "ptb.train.txt"
     if not train.exists():
         sys.exit(f"{train} is absent")
     from modeling_elmo import ElmoConfig
 
+    autograd_lstm = implementation == "autograd_lstm"
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.json"
-        ElmoConfig.from_preset("small", lstm_implementation=implementation).to_json_file(config)
+        model_config(preset, "auto" if autograd_lstm else implementation).to_json_file(config)
         out = Path(tmp) / "out"
         run_pretrain(["--train_file", str(train), "--output_dir", str(out), "--config_file", str(config),
                       "--max_steps", str(steps), "--per_device_batch_size", str(batch), "--unroll_steps", "20",
                       "--softmax", softmax, "--logging_steps", str(logging_steps), "--report_to", "none",
-                      "--disable_tqdm"], threads)
+                      "--disable_tqdm"], threads, autograd_lstm)
         log = [json.loads(line) for line in open(out / "train_log.jsonl")]
+        trained = ElmoConfig.from_json_file(next(out.rglob("config.json")))  # with the corpus's vocabulary
     rates = [r["tokens_per_second"] for r in log[1:]]  # the first window includes start-up
-    return {"preset": "small", "lstm_implementation": implementation, "threads": threads,
+    flops = flops_per_training_token(trained, softmax)
+    return {"preset": preset, "lstm_implementation": implementation, "threads": threads,
+            "flops_per_token": flops, "vocab_size": trained.vocab_size,
             "batch": f"{batch} x 20 tokens", "softmax": softmax, "steps": steps,
             "median_tokens_per_second": round(statistics.median(rates), 1), "min": round(min(rates), 1),
             "max": round(max(rates), 1), "load_average": round(os.getloadavg()[0], 1), "machine": machine()}
 
 
-def compare(steps: int, threads: int, batch: int, softmax: str, rounds: int) -> dict:
-    """auto (distinct tokens once) against reference (every token), alternating, in one run: the ratio of medians."""
-    runs = {"auto": [], "reference": []}
+def compare(steps: int, threads: int, batch: int, softmax: str, rounds: int, variants: list[str] | None = None,
+            preset: str = "small") -> dict:
+    """The first variant (default "auto": distinct tokens once) against the second (default "reference": every
+    token), alternating, in one run: the ratio of medians, and each run's fraction of the matmul peak measured
+    right before and after it."""
+    variants = variants or ["auto", "reference"]
+    runs = {variant: [] for variant in variants}
+    fractions = {variant: [] for variant in variants}
+    peaks, loads, flops = [], [], None
     for _ in range(rounds):
         for implementation in runs:
-            result = speed(steps, threads, batch, softmax, implementation, logging_steps=2)
-            runs[implementation].append(result["median_tokens_per_second"])
+            before = peak_gflops(threads)
+            result = speed(steps, threads, batch, softmax, implementation, logging_steps=2, preset=preset)
+            peak = (before + peak_gflops(threads)) / 2
+            rate, flops = result["median_tokens_per_second"], result["flops_per_token"]
+            runs[implementation].append(rate)
+            fractions[implementation].append(round(rate * flops / 1e9 / peak, 4))
+            peaks.append(round(peak, 1))
+            loads.append(result["load_average"])
     medians = {k: statistics.median(v) for k, v in runs.items()}
+    first, second = variants[:2]
     return {"runs_tokens_per_second": runs, "median": medians,
-            "speed-up": round(medians["auto"] / medians["reference"], 2), "steps_per_run": steps,
-            "batch": f"{batch} x 20 tokens", "softmax": softmax, "threads": threads, "machine": machine()}
+            "speed-up": round(medians[first] / medians[second], 2), "fraction_of_peak": fractions,
+            "median_fraction_of_peak": {k: statistics.median(v) for k, v in fractions.items()},
+            "peak_gflops_per_run": peaks, "flops_per_token": flops, "load_average_per_run": loads,
+            "preset": preset, "steps_per_run": steps, "batch": f"{batch} x 20 tokens", "softmax": softmax,
+            "threads": threads, "machine": machine()}
 
 
 def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
@@ -98,13 +183,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--softmax", default="full")
+    parser.add_argument("--variants", default="auto,reference",
+                        help="`compare`: comma-separated reference, autograd_lstm, auto; the first over the second")
+    parser.add_argument("--config", default="small", choices=["small", "demo"],
+                        help="the `small` preset, or train/demo.py's model")
     parser.add_argument("--output_dir", default="outputs/ptb-elmo")
     parser.add_argument("extra", nargs="*", help="more train.pretrain arguments for `ptb` (after --)")
     args = parser.parse_args()
     if args.what == "speed":
-        result = speed(args.steps or 30, args.threads, args.batch, args.softmax)
+        result = speed(args.steps or 30, args.threads, args.batch, args.softmax, preset=args.config)
     elif args.what == "compare":
-        result = compare(args.steps or 8, args.threads, args.batch, args.softmax, args.rounds)
+        result = compare(args.steps or 8, args.threads, args.batch, args.softmax, args.rounds,
+                         args.variants.split(","), args.config)
     else:
         result = ptb(args.steps or 2000, args.threads, args.output_dir, args.extra)
     print(json.dumps(result, indent=2))  # a benchmark's report: printed for the person running it
