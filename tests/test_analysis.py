@@ -80,6 +80,7 @@ def brute_force(model_dir: Path, lines: list[str], min_count: int) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_measures_equal_a_brute_force_computation(model_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(LINES) + "\n")
@@ -117,6 +118,7 @@ def test_measures_equal_a_brute_force_computation(model_dir, tmp_path):
     assert got["sentences"] == 8 and got["tokens"] == sum(len(line.split()) for line in LINES)
 
 
+@pytest.mark.slow
 def test_batch_size_and_seed(model_dir, tmp_path):
     """The measures do not depend on the batch size; the seed decides the baseline's pairs."""
     corpus = tmp_path / "corpus.txt"
@@ -151,6 +153,7 @@ def test_occurrences_are_capped(model_dir, tmp_path):
     assert analysis.choose_occurrences(5, 100, analysis.random.Random(0)) == {i: i for i in range(5)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing_file", "empty_file", "bad_model", "rare_words", "bad_option"])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, model_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
@@ -178,6 +181,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, model_dir, tmp_pa
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_existing_outputs_need_overwrite(model_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(LINES) + "\n")

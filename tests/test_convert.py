@@ -502,6 +502,7 @@ print(json.dumps({"rc": code, "before_kib": before, "after_kib": after}))
 """
 
 
+@pytest.mark.slow
 def test_small_size_converts_within_memory_and_runs(tmp_path):
     """Peak RSS growth of the converter, in its own process, stays under twice the weight file.
 
@@ -712,6 +713,7 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path, monkeypatch):
     assert (empty / "config.json").is_file()
 
 
+@pytest.mark.slow
 def test_command_exits_2_on_existing_output(converted_fixture):
     before = sorted(p.name for p in converted_fixture.iterdir())
     result = run_converter(
@@ -760,6 +762,7 @@ print(json.dumps({{
 """
 
 
+@pytest.mark.slow
 def test_converted_folder_loads_as_remote_code(converted_fixture, tmp_path):
     config = json.loads((converted_fixture / "config.json").read_text(encoding="utf-8"))
     assert config["auto_map"]["AutoModel"] == "modeling_elmo.ElmoModel"

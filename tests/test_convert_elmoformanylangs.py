@@ -167,6 +167,7 @@ def test_task_heads_leave_out_their_sentence_markers(converted, variant):
     assert logits.shape == (len(SENTENCES), 2) and bool(torch.isfinite(logits).all())
 
 
+@pytest.mark.slow
 def test_converted_folder_loads_as_remote_code(converted, tmp_path):
     _, ours_folder = converted["char+word"]
     for name in ("word_char_encoder.py", "tokenization_elmo_manylangs.py", "char_dictionary.json"):
@@ -209,6 +210,7 @@ def _run(*args: str, module: str = "modeling_elmo.convert_elmoformanylangs") -> 
     )
 
 
+@pytest.mark.slow
 def test_command_converts_and_refuses_a_bad_folder(package, tmp_path):
     theirs = manylangs_fixture.write_model(tmp_path / "theirs")
     # elmo-convert --manylangs_dir (convert_allennlp_elmo's entry point) hands the folder to this converter
@@ -229,6 +231,7 @@ def test_command_converts_and_refuses_a_bad_folder(package, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
 
 
+@pytest.mark.slow
 def test_elmo_embed_reads_a_converted_folder(package, converted, tmp_path):
     import h5py
 
@@ -310,6 +313,7 @@ def _minimal_folder(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_pickle_that_runs_code_is_refused_not_run(tmp_path):
     folder = _minimal_folder(tmp_path / "evil")
     marker = tmp_path / "pwned"

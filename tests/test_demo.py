@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, clean_env
 
 from train.sense_corpus import SENSES, generate_corpus, generate_probes
@@ -30,6 +31,7 @@ def test_generated_text_splits_the_same_with_the_default_rule():
     assert all(split_words(line) == line.split() for line in lines)
 
 
+@pytest.mark.slow
 def test_demo_trains_reloads_and_scores(tmp_path):
     env = clean_env()
     env["PYTHONPATH"] = str(REPO)
@@ -80,6 +82,7 @@ def test_chinese_corpus_holds_each_character_once_per_sentence_in_both_senses():
         assert words.count(character) == 1 and sum(w in characters for w in words) == 1, sentence
 
 
+@pytest.mark.slow
 def test_chinese_demo_trains_per_character_and_contextual_layers_beat_layer0(tmp_path):
     env = clean_env()
     env["PYTHONPATH"] = str(REPO)

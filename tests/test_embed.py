@@ -93,6 +93,7 @@ def read_hdf5(path: Path) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_hdf5_layout_and_values_all_top_average(model_dir, reference, tmp_path):
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES)
     outputs = {}
@@ -116,6 +117,7 @@ def test_hdf5_layout_and_values_all_top_average(model_dir, reference, tmp_path):
     assert not (tmp_path / "all.hdf5.partial").exists()
 
 
+@pytest.mark.slow
 def test_parquet_output_and_datasets(model_dir, reference, tmp_path):
     import datasets
 
@@ -137,6 +139,7 @@ def test_parquet_output_and_datasets(model_dir, reference, tmp_path):
             assert got.shape == expected.shape and np.abs(got - expected).max() <= 1e-6
 
 
+@pytest.mark.slow
 def test_output_does_not_depend_on_batch_size(model_dir, tmp_path):
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES + generated_lines(150, seed=1))
     one = tmp_path / "one.hdf5"
@@ -153,6 +156,7 @@ def test_output_does_not_depend_on_batch_size(model_dir, tmp_path):
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog):
     """Without the token cache a resumed run is bit-identical to an uninterrupted one (the same windows give the
     same batches); with it, a token's layer 0 may come from an earlier batch, equal to rounding (<= 1e-7)."""
@@ -214,6 +218,7 @@ with open("/proc/self/status") as status:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads VmHWM from /proc/self/status")
 def test_memory_stays_flat_with_corpus_size(model_dir, tmp_path):
     """Peak RSS of a 50,000-line corpus is that of a 5,000-line one: nothing is kept per line (--all keeps
@@ -275,6 +280,7 @@ def test_bad_lines_long_truncated_invalid_utf8(model_dir, reference, tmp_path, c
         assert list(handle.attrs["skipped_lines"]) == [2]
 
 
+@pytest.mark.slow
 def test_bad_arguments_exit_2(model_dir, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES[:3])
@@ -298,6 +304,7 @@ def test_bad_arguments_exit_2(model_dir, tmp_path, caplog):
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dataset_inputs(model_dir, reference, tmp_path):
     import datasets
 
@@ -355,6 +362,7 @@ def test_feature_extraction_pipeline(model_dir):
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unknown_or_missing_device_and_empty_input_exit_2(model_dir, tmp_path, caplog):
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES[:2])
     out = tmp_path / "out.hdf5"
@@ -428,6 +436,7 @@ def torchrun_embed(*args, processes: int = 2) -> subprocess.CompletedProcess:
     return run_command(command, cwd=REPO, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp_path):
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES + generated_lines(60, seed=4))  # 7 windows of 10
     common = ["--model", model_dir, "--window", "10", "--batch_size", "4"]

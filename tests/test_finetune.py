@@ -285,6 +285,7 @@ def test_finetune_classification_with_two_processes(tmp_path):
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command, problem, message",
     [
@@ -329,6 +330,7 @@ def test_finetuning_commands_refuse_bad_input_in_one_line(tmp_path, command, pro
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_fine_tuned_model_loads_without_warnings(tmp_path):
     """Trainer copies the tokenizer's <S>/</S>/padding ids (character ids) into the config; loading the saved model
     in a fresh interpreter says nothing about them."""

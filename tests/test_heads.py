@@ -334,6 +334,7 @@ def test_auto_map_lists_every_head():
     assert type(AutoModelForTokenClassification.from_config(head_config())) is ElmoForTokenClassification
 
 
+@pytest.mark.slow
 def test_heads_open_as_remote_code_in_fresh_python(tmp_path):
     ids = with_boundaries(random_char_ids([4, 2]))
     torch.save(ids, tmp_path / "ids.pt")
@@ -442,6 +443,7 @@ def encode_rows(tokenizer, sentences, labels_for) -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pooling", ["mean", "max", "lstm", "attention"])
 def test_sequence_classifier_learns_generated_task_and_frozen_bilm_stays_bit_identical(tmp_path, pooling):
     tokenizer = ElmoTokenizer()
@@ -462,6 +464,7 @@ def test_sequence_classifier_learns_generated_task_and_frozen_bilm_stays_bit_ide
     assert not torch.equal(model.scalar_mixes[0].scalar_parameters.detach(), torch.zeros(3))  # the mix did train
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoder, word_dim", [("lstm", 0), ("none", 16)])
 def test_token_classifier_learns_generated_ner(tmp_path, encoder, word_dim):
     tokenizer = ElmoTokenizer()

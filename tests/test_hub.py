@@ -268,6 +268,7 @@ def round_trip(hub, saved, tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 def test_push_uploads_weights_config_code_and_tokenizer(hub, round_trip):
     pushed = round_trip["pushed"]
     files = hub.files(REPO_ID)
@@ -333,6 +334,7 @@ print(json.dumps({"oid": info.oid, "module": type(model).__module__}))
 """
 
 
+@pytest.mark.slow
 def test_model_loaded_as_remote_code_pushes_again(hub, round_trip):
     """Where the project is not installed, the remote code's push_to_hub falls back to transformers' own."""
     target = "elmo-org/pushed-from-remote-code"
@@ -379,6 +381,7 @@ except OSError as exc:
 """
 
 
+@pytest.mark.slow
 def test_offline_load_from_cache_with_the_server_gone(hub, saved, round_trip):
     work = round_trip["work"]
     # A cache built by hand: refs/main holds a commit id, snapshots/<commit>/ the files
@@ -423,6 +426,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_load_with_the_server_down(round_trip, tmp_path):
     """Not offline and nothing answers: a cached model loads from the cache at once; one never downloaded fails with
     transformers' "couldn't connect" error after huggingface_hub's fixed retries (about 25 s; HF_HUB_OFFLINE=1
@@ -711,6 +715,7 @@ def _command_env(hub: HubServer, tmp_path: Path, token: str = TOKEN) -> dict[str
     return env
 
 
+@pytest.mark.slow
 def test_converter_pushes_with_its_model_card(hub, tmp_path):
     options = Path(__file__).resolve().parents[2] / "shared" / "data" / "elmo-fixtures" / "allennlp" / "options.json"
     if not options.exists():
@@ -741,6 +746,7 @@ print(json.dumps(sorted(files)))
     assert (tmp_path / "converted-2" / "model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_pretraining_pushes_its_output_folder(hub, tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(f"the cat number {i % 7} sat on the mat ." for i in range(120)) + "\n")

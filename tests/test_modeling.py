@@ -249,6 +249,7 @@ def test_save_load_reproduces_outputs(tmp_path):
         assert torch.equal(tensor, loaded.state_dict()[name]), name
 
 
+@pytest.mark.slow
 def test_remote_code_loads_in_fresh_python_without_project(tmp_path):
     model = tiny_model()
     ids = random_char_ids([4, 2])

@@ -55,6 +55,7 @@ def losses(folder: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in records}
 
 
+@pytest.mark.slow
 def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
     train, valid = corpus
     out = tmp_path / "out"
@@ -80,6 +81,7 @@ def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
     assert torch.equal(model(**batch).last_hidden_state, lm.elmo(**batch).last_hidden_state)
 
 
+@pytest.mark.slow
 def test_loss_decreases_and_sentence_mode(corpus, tmp_path):
     train, valid = corpus
     out = tmp_path / "out"
@@ -92,6 +94,7 @@ def test_loss_decreases_and_sentence_mode(corpus, tmp_path):
     assert last < first - 0.3, (first, last)
 
 
+@pytest.mark.slow
 def test_resume_gives_the_same_losses_as_an_uninterrupted_run(corpus, tmp_path):
     train, _ = corpus
     whole, parted = tmp_path / "whole", tmp_path / "parted"
@@ -105,6 +108,7 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(corpus, tmp_path):
         assert got[step] == pytest.approx(expected[step], abs=1e-6), step
 
 
+@pytest.mark.slow
 def test_two_processes_train_one_model_and_resume(corpus, tmp_path):
     train, valid = corpus
     out = tmp_path / "ddp"
@@ -122,6 +126,7 @@ def test_two_processes_train_one_model_and_resume(corpus, tmp_path):
     assert summary["steps"] == 6 and summary["parameters_identical_across_processes"] is True
 
 
+@pytest.mark.slow
 def test_invalid_utf8_lines_are_skipped_and_counted(tmp_path):
     path = write_corpus(tmp_path / "train.txt", 200, 3)
     lines = path.read_bytes()
@@ -131,6 +136,7 @@ def test_invalid_utf8_lines_are_skipped_and_counted(tmp_path):
     assert json.loads((out / "train_results.json").read_text())["skipped_invalid_utf8_lines"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "setup, message",
     [
@@ -165,6 +171,7 @@ def test_bad_input_gives_a_clear_error(tmp_path, setup, message):
     assert not (out / "model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_refuses_to_overwrite_an_output_folder(corpus, tmp_path):
     train, _ = corpus
     out = tmp_path / "out"
@@ -176,6 +183,7 @@ def test_refuses_to_overwrite_an_output_folder(corpus, tmp_path):
     assert os.listdir(out) == ["precious.txt"]
 
 
+@pytest.mark.slow
 def test_continue_training_a_feature_model_with_a_new_softmax(corpus, tmp_path):
     """Published weights hold no softmax: --init_from starts one from the model's own layer-0 vectors."""
     from modeling_elmo import ElmoConfig, ElmoModel
@@ -195,6 +203,7 @@ def test_continue_training_a_feature_model_with_a_new_softmax(corpus, tmp_path):
     assert lm.config.vocab_size == AutoTokenizer.from_pretrained(out).word_vocab_size
 
 
+@pytest.mark.slow
 def test_init_from_with_an_hdf5_softmax(corpus, tmp_path):
     h5py = pytest.importorskip("h5py")
     from modeling_elmo import ElmoConfig, ElmoModel
@@ -227,6 +236,7 @@ def test_init_from_with_an_hdf5_softmax(corpus, tmp_path):
     assert result.returncode == 2 and "softmax/W" in result.stderr and "shape" in result.stderr
 
 
+@pytest.mark.slow
 def test_accelerate_launch_runs_two_processes(corpus, tmp_path):
     """`accelerate launch --multi_gpu` on a machine without GPUs: the script asks for CPU DDP itself."""
     train, _ = corpus
@@ -238,6 +248,7 @@ def test_accelerate_launch_runs_two_processes(corpus, tmp_path):
     assert summary["processes"] == 2 and summary["parameters_identical_across_processes"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder_state", ["absent", "empty"])
 @pytest.mark.parametrize(
     "setup, message",
@@ -269,6 +280,7 @@ def test_a_failed_run_leaves_the_output_folder_as_it_found_it(corpus, tmp_path, 
         assert (out / "model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_after_a_checkpoint_keeps_it(corpus, tmp_path):
     """Once a checkpoint is written, a later failure keeps the folder: the run resumes from it."""
     train, valid = corpus
@@ -281,6 +293,7 @@ def test_a_run_that_fails_after_a_checkpoint_keeps_it(corpus, tmp_path):
     assert (out / "checkpoints" / "step-00000002").is_dir() and (out / "vocab.txt").exists()
 
 
+@pytest.mark.slow
 def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeypatch):
     """--push_to_hub and push_folder on a pretraining folder: model, tokenizer, card and code; no checkpoints/,
     optimizer or RNG states, no logs."""

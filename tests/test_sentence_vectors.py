@@ -125,6 +125,7 @@ def test_sentence_transformer_built_in_library(saved, model_and_tokenizer):
     np.testing.assert_allclose(model.encode(SENTENCES), expected.numpy(), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_sentence_transformers_as_remote_code(saved, model_and_tokenizer, tmp_path):
     pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
     folder = _st_folder(saved, tmp_path, "average")

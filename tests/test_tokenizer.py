@@ -837,6 +837,7 @@ def test_pickle_deepcopy_and_threads():
     assert errors == []
 
 
+@pytest.mark.slow
 def test_tokenizer_package_does_not_import_the_model_package():
     """The packages depend one way, modeling_elmo -> tokenization: importing the tokenizer loads no model code, and
     `import modeling_elmo` registers the tokenizer with AutoTokenizer."""
