@@ -387,7 +387,9 @@ def test_token_cache_never_serves_stale_vectors():
     with torch.no_grad():
         cached = model(ids).last_hidden_state
         expected = run(model, "reference", ids).last_hidden_state
-    assert (cached - expected).abs().max() <= 1e-6
+    # Stale vectors would be off by the step's size (~1e-2); after a step of lr 0.05 on weights scaled by 3, the two
+    # routes' rounding alone reaches ~1e-6 on values near 1.5, so the bound is relative as well as absolute.
+    torch.testing.assert_close(cached, expected, rtol=1e-6, atol=1e-6)
     other = tiny_model()
     other.char_encoder.highways[0].carry.bias.data.add_(1.0)
     model.load_state_dict(other.state_dict())
