@@ -633,6 +633,7 @@ class _LstmTrainingFunction(torch.autograd.Function):
         return out, h_final, c_final
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # a second derivative raises a clear error
     def backward(ctx, grad_out, grad_h, grad_c):
         x, h0, c0, w_ih, w_hh, w_hr, gates, cells, tanh_cells, hidden, projected, out = ctx.saved_tensors
         cell_clip, proj_clip, previous = ctx.cell_clip, ctx.proj_clip, ctx.previous
