@@ -388,7 +388,8 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
                 f"cell_clip={clipped[0].cell_clip!r}, proj_clip={clipped[0].proj_clip!r}"
             )
         return "fused"
-    if needs_grad and choice == "auto" and _compute_dtype(inputs) == inputs.dtype and not torch.compiler.is_compiling():
+    autocast = inputs.device.type in ("cpu", "cuda") and torch.is_autocast_enabled(inputs.device.type)
+    if needs_grad and choice == "auto" and not autocast and not torch.compiler.is_compiling():
         return "training"
     return "reference" if needs_grad or choice == "reference" else "loop"
 
