@@ -233,7 +233,8 @@ class ElmoBiLstmLayer(nn.Module):
         return self.cell_clip is not None or self.proj_clip is not None
 
     def implementation(self, inputs: torch.Tensor, state: ElmoState) -> str:
-        """Which of "reference", "loop", "fused" a call with these arguments runs (a query: no side effect)."""
+        """Which of "reference", "loop", "fused", "training" a call with these arguments runs (a query: no side
+        effect)."""
         return lstm_implementation(self.config, inputs, state, [self])
 
     def forward(
