@@ -16,6 +16,7 @@ weight file is read, so `import modeling_elmo` does not need it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -620,13 +621,23 @@ def convert(
     del state
     logger.info("converted %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
 
+    with staged_output_dir(output_dir) as tmp:
+        model.save_pretrained(tmp)
+        _write_tokenizer(tmp, tokenizer)
+        _write_card(tmp, config, options_file, weight_file)
+    return output_dir
+
+
+@contextlib.contextmanager
+def staged_output_dir(output_dir: Path):
+    """A temporary folder beside `output_dir` for a converter to write into. When the block ends without error,
+    the folder is checked (`_check_written`), made an ordinary shared folder and put in place of `output_dir`; on
+    any error it is deleted, so a failed conversion leaves nothing half-written."""
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the output is an ordinary folder
-        model.save_pretrained(tmp)
-        _write_tokenizer(tmp, tokenizer)
-        _write_card(tmp, config, options_file, weight_file)
+        yield tmp
         _check_written(tmp)
         for file in tmp.iterdir():  # some writers create private (0600) files; the output is shared like any
             os.chmod(file, 0o666 & ~_umask())
@@ -634,7 +645,6 @@ def convert(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return output_dir
 
 
 # Measured by tests/test_convert.py on the AllenNLP fixture (docs/original_model.md, "Parity recipe"): how

@@ -30,9 +30,7 @@ import json
 import logging
 import os
 import pickle
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -42,10 +40,8 @@ from .configuration_elmo import ElmoConfig
 from .convert_allennlp_elmo import (
     ConversionError,
     _build_model,
-    _check_written,
-    _place,
-    _umask,
     check_output_dir,
+    staged_output_dir,
 )
 
 logger = logging.getLogger(__name__)
@@ -378,23 +374,13 @@ def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwri
     config.validate()
     model = _build_model(config, state)
 
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())
+    with staged_output_dir(output_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         _write_card(tmp, config, Path(model_dir), source)
-        _check_written(tmp)
         missing = [name for name in REMOTE_CODE_FILES if not (tmp / name).is_file()]
         if missing:  # a bug of this package, not of the inputs
             raise RuntimeError(f"the converted folder lacks {missing}; remote code would not load")
-        for file in tmp.iterdir():
-            os.chmod(file, 0o666 & ~_umask())
-        _place(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return output_dir
 
 
