@@ -8,6 +8,7 @@ separated by spaces, punctuation included, like the text the published ELMo mode
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 NAMES = ["anna", "ben", "carla", "david", "emma", "felix", "grace", "henry", "iris", "jack", "kate", "leo"]
 TIMES = ["in the morning", "at noon", "in the evening", "on monday", "on friday", "last week", "yesterday", "today"]
@@ -134,10 +135,16 @@ def generate_corpus(num_sentences: int, seed: int = 0, filler_fraction: float = 
 
 def generate_probes(per_sense: int, seed: int = 1) -> list[tuple[str, str, str]]:
     """Held-out `(word, sense, sentence)` triples: sentences with the ambiguous word in a known sense."""
+    return probes_from(SENSES, _fill, per_sense, seed)
+
+
+def probes_from(senses_by_word: dict, fill: Callable, per_sense: int, seed: int) -> list[tuple[str, str, str]]:
+    """`per_sense` filled templates for every sense of every word of `senses_by_word` (word -> sense -> templates),
+    as `(word, sense, sentence)` triples; shared by the English and the Chinese corpus."""
     rng = random.Random(seed)
     probes = []
-    for word, senses in SENSES.items():
+    for word, senses in senses_by_word.items():
         for sense, templates in senses.items():
             for _ in range(per_sense):
-                probes.append((word, sense, _fill(rng.choice(templates), rng)))
+                probes.append((word, sense, fill(rng.choice(templates), rng)))
     return probes

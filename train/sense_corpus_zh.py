@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import random
 
+from train.sense_corpus import probes_from
+
 SLOTS = {
     "name": ["小明", "小红", "李雷", "王芳", "张伟", "刘洋", "陈静", "赵磊"],
     "time": ["今天", "昨天", "明天", "上午", "下午", "晚上", "周末", "星期一"],
@@ -236,10 +238,4 @@ def generate_corpus(num_sentences: int, seed: int = 0, filler_fraction: float = 
 
 def generate_probes(per_sense: int, seed: int = 1) -> list[tuple[str, str, str]]:
     """Held-out `(character, sense, sentence)` triples: sentences with the character in a known sense."""
-    rng = random.Random(seed)
-    probes = []
-    for char, senses in SENSES.items():
-        for sense, templates in senses.items():
-            for _ in range(per_sense):
-                probes.append((char, sense, _fill(rng.choice(templates), rng)))
-    return probes
+    return probes_from(SENSES, _fill, per_sense, seed)
