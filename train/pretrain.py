@@ -66,7 +66,7 @@ class PretrainArguments:
                           "vocabulary; without it a new softmax starts from the model's layer-0 vectors of the words."},
     )
     vocab_file: str | None = field(
-        default=None, metadata={"help": "Word vocabulary (<S>, </S>, <UNK> first, then by frequency); built if absent."}
+        default=None, metadata={"help": "Word vocabulary, one token a line (<S>, </S>, <UNK> on any line; ids follow the file); built if absent."}
     )
     max_vocab_size: int = field(default=50000, metadata={"help": "Size of a vocabulary built from the corpus."})
     min_count: int = field(default=1, metadata={"help": "Minimum count of a word in a built vocabulary."})
