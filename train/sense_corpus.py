@@ -113,13 +113,18 @@ FILLER = [
 ]
 
 
-def _fill(template: str, rng: random.Random) -> str:
+def fill_template(template: str, slots: dict[str, list[str]], rng: random.Random) -> str:
+    """`template` with every `{slot}` replaced by a random choice from `slots[slot]` (shared by both corpora)."""
     out = template
     while "{" in out:
         start = out.index("{")
         end = out.index("}", start)
-        out = out[:start] + rng.choice(SLOTS[out[start + 1 : end]]) + out[end + 1 :]
+        out = out[:start] + rng.choice(slots[out[start + 1 : end]]) + out[end + 1 :]
     return out
+
+
+def _fill(template: str, rng: random.Random) -> str:
+    return fill_template(template, SLOTS, rng)
 
 
 def generate_corpus(num_sentences: int, seed: int = 0, filler_fraction: float = 0.3) -> list[str]:

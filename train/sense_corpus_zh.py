@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-from train.sense_corpus import probes_from
+from train.sense_corpus import fill_template, probes_from
 
 SLOTS = {
     "name": ["小明", "小红", "李雷", "王芳", "张伟", "刘洋", "陈静", "赵磊"],
@@ -217,12 +217,7 @@ def sense_label(char: str, sense: str, cjk: bool) -> str:
 
 
 def _fill(template: str, rng: random.Random) -> str:
-    out = template
-    while "{" in out:
-        start = out.index("{")
-        end = out.index("}", start)
-        out = out[:start] + rng.choice(SLOTS[out[start + 1 : end]]) + out[end + 1 :]
-    return out
+    return fill_template(template, SLOTS, rng)
 
 
 def generate_corpus(num_sentences: int, seed: int = 0, filler_fraction: float = 0.3) -> list[str]:
