@@ -147,6 +147,100 @@ def _linear(
     return out if add is None else out.add_(add)
 
 
+def _training_onednn(*tensors: torch.Tensor) -> bool:
+    """Whether training's matrix multiplies on these tensors go through oneDNN: float32 on a CPU with oneDNN, outside
+    autocast (whose dtype rules stay torch's). oneDNN multiplies the shapes of a training step here 1.3-2x faster than
+    MKL's `torch.mm` (benchmarks/results_pretrain.md); results agree to float32 rounding."""
+    x = tensors[0]
+    return (
+        all(t.dtype == torch.float32 for t in tensors)
+        and not torch.is_autocast_enabled("cpu")
+        and _use_onednn(x.device, torch.float32)
+    )
+
+
+def _mm_nt(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`a @ b.T (+ bias)` for 2-d float32 CPU tensors through oneDNN, with `b` taken as it is (not packed)."""
+    return torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [], "")
+
+
+def _mm_tn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`a.T @ b` (a weight's gradient: (M, O) and (M, I) -> (O, I)) through oneDNN, in the orientation it runs
+    faster: with the wider of the two outputs' sides as oneDNN's weight (measured 2x apart at some shapes)."""
+    if b.shape[1] >= a.shape[1]:
+        return _mm_nt(a.t(), b.t())
+    return _mm_nt(b.t(), a.t()).t()
+
+
+class _OneDnnLinear(torch.autograd.Function):
+    """`F.linear(x, weight, bias)` with its forward and backward multiplies through oneDNN (`training_linear`)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        rows = x.reshape(-1, x.shape[-1])
+        return _mm_nt(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        grad = grad.reshape(-1, weight.shape[0])
+        grad_x = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _mm_nt(grad, weight.t()).view(x.shape)
+        if ctx.needs_input_grad[1]:
+            grad_weight = _mm_tn(grad, x.reshape(-1, x.shape[-1]))
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_bias = grad.sum(0)
+        return grad_x, grad_weight, grad_bias
+
+
+def training_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear` for the training fast paths: through oneDNN where `_training_onednn` says so, else `F.linear`."""
+    if _training_onednn(x, weight) and x.shape[0] > 0:
+        return _OneDnnLinear.apply(x, weight, bias)
+    return torch.nn.functional.linear(x, weight, bias)
+
+
+class _FullSoftmaxNll(torch.autograd.Function):
+    """The summed negative log-likelihood of a full softmax, `cross_entropy(linear(hidden, weight, bias), targets)`,
+    with its multiplies through oneDNN and fewer passes over the (N, V) logits, which at PTB's 10k words are larger
+    than the cache: the log-softmax is taken in place in the logits' buffer and made into the softmax in place by the
+    backward pass (no zero-filled gradient of the log-probabilities), and the gradient's scale is applied to the
+    small results of the multiplies instead of to the large matrix."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets):
+        logits = _mm_nt(hidden, weight, bias)  # (N, V)
+        log_probs = torch.ops.aten._log_softmax.out(logits, 1, False, out=logits)  # in place, row by row
+        loss = -log_probs.gather(1, targets.unsqueeze(1)).sum()
+        ctx.save_for_backward(hidden, weight, targets)
+        ctx.log_probs = log_probs  # an intermediate, made into the gradient by the backward pass
+        return loss
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        hidden, weight, targets = ctx.saved_tensors
+        grad_logits, ctx.log_probs = ctx.log_probs.exp_(), None  # the softmax, in place
+        grad_logits[torch.arange(targets.shape[0], device=targets.device), targets] -= 1.0  # / grad, applied below
+        grad_hidden = _mm_nt(grad_logits, weight.t()).mul_(grad) if ctx.needs_input_grad[0] else None
+        grad_weight = _mm_tn(grad_logits, hidden).mul_(grad) if ctx.needs_input_grad[1] else None
+        grad_bias = grad_logits.sum(0).mul_(grad) if ctx.needs_input_grad[2] else None
+        return grad_hidden, grad_weight, grad_bias, None
+
+
+def full_softmax_nll(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor):
+    """`F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")`, the full softmax's loss;
+    in training on the CPU (float32, oneDNN) through `_FullSoftmaxNll`, 2x faster at PTB's 10k words."""
+    if hidden.shape[0] > 0 and _needs_grad(hidden, weight, bias) and _training_onednn(hidden, weight, bias):
+        return _FullSoftmaxNll.apply(hidden, weight, bias, targets)
+    logits = torch.nn.functional.linear(hidden, weight, bias).float()
+    return torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
+
+
 def forget_inference_copies(*modules) -> None:
     """Free what inference derived from these modules' weights (oneDNN copies, the token cache): called when a
     forward pass needs gradients, as the weights are about to change (some optimizers leave no trace of it)."""
@@ -192,15 +286,64 @@ def _encode_inference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
 
 
 def encode_distinct(encoder, char_ids: torch.Tensor) -> torch.Tensor:
-    """Training: the CNN runs once per distinct token of the batch, and the vectors are gathered back. Natural
-    text repeats words ("the", ".", ...), so this saves a large part of the layer-0 work of a training step;
-    the gradient of a repeated token is summed over its positions, as the plain path sums it in the weights."""
+    """Training: the CNN runs once per distinct token of the batch (`encode_trimmed`), and the vectors are gathered
+    back. Natural text repeats words ("the", ".", ...), so this saves a large part of the layer-0 work of a training
+    step; the gradient of a repeated token is summed over its positions, as the plain path sums it in the weights."""
     if char_ids.shape[0] < 2:
-        return encoder.encode(char_ids)
-    distinct, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
+        return encode_trimmed(encoder, char_ids)
+    distinct, inverse = _distinct_rows(char_ids)
     if distinct.shape[0] == char_ids.shape[0]:
+        return encode_trimmed(encoder, char_ids)
+    return encode_trimmed(encoder, distinct)[inverse]
+
+
+def _distinct_rows(char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`torch.unique(char_ids, dim=0, return_inverse=True)` up to the order of the distinct rows, several times faster
+    (it compares rows one by one): each row is hashed to one int64 (multiply-adds that wrap around), the hashes are
+    made unique, and the rows are checked against their representative; a collision falls back to `torch.unique`."""
+    columns = char_ids.shape[1]
+    generator = torch.Generator().manual_seed(columns)
+    multipliers = torch.randint(1, 2**62, (columns,), generator=generator).mul_(2).add_(1).to(char_ids.device)
+    keys, inverse = torch.unique((char_ids.long() * multipliers).sum(1), return_inverse=True)
+    first = torch.empty_like(keys).scatter_(0, inverse, torch.arange(char_ids.shape[0], device=char_ids.device))
+    distinct = char_ids[first]
+    if not torch.equal(distinct[inverse], char_ids):
+        return torch.unique(char_ids, dim=0, return_inverse=True)
+    return distinct, inverse
+
+
+# A token whose characters vary over at most 8 (16, 24) positions is convolved over that many + the widest filter's
+# positions, longer ones over all 50: a token's vectors then never depend on the other tokens of its batch.
+_TRIM_LENGTHS = (8, 16, 24)
+
+
+def encode_trimmed(encoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """`encode` with the same values and gradients (to rounding) and less work, for training.
+
+    A token's character row ends in a run of one id (the padding character, 43 positions for a 5-letter word), and
+    every convolution window that lies wholly in that run has the same value. Max-pooling needs one of them, so a
+    token's characters can be cut after its varying part plus the widest filter: the cut removes only copies of a
+    window that stays. Tokens are grouped by that length (`_TRIM_LENGTHS`), so most of a batch convolves 15-25
+    positions instead of 50. The pooling takes `max` with its indices: its backward pass writes one gradient per
+    filter where `amax`'s compares every position (where windows tie, the gradient goes to one of them instead of
+    being shared; tied windows are equal, so the weights' and the embedding's gradients are the same)."""
+    tokens, width = char_ids.shape
+    if tokens == 0:
         return encoder.encode(char_ids)
-    return encoder.encode(distinct)[inverse]
+    varying = torch.arange(1, width + 1, device=char_ids.device) * (char_ids != char_ids[:, -1:])
+    limits = torch.tensor(_TRIM_LENGTHS, device=char_ids.device)
+    groups = torch.searchsorted(limits, varying.amax(dim=1))  # (N,): index of the first limit >= the varying length
+    widest = max(conv.kernel_size[0] for conv in encoder.convolutions)
+    order = groups.argsort(stable=True)
+    pooled = []
+    for group, rows in enumerate(order.split(torch.bincount(groups, minlength=len(_TRIM_LENGTHS) + 1).tolist())):
+        if len(rows):
+            end = min(width, _TRIM_LENGTHS[group] + widest) if group < len(_TRIM_LENGTHS) else width
+            chars = encoder.char_embedding(char_ids[rows, :end]).transpose(1, 2)  # (n, d, end)
+            pooled.append(torch.cat([conv(chars).max(dim=-1).values for conv in encoder.convolutions], dim=-1))
+    place = torch.empty_like(order)
+    place[order] = torch.arange(tokens, device=order.device)  # row i of the input is row place[i] when sorted
+    return encoder.from_pooled(torch.cat(pooled)[place], linear=training_linear)
 
 
 def encode_onednn(encoder, char_ids: torch.Tensor) -> torch.Tensor:
@@ -585,6 +728,50 @@ def _previous_rows(values: torch.Tensor, initial: torch.Tensor, previous: torch.
     return torch.cat([initial[:, :first], values[:, previous[first:]]], dim=1)
 
 
+def _bmm_nt(a: torch.Tensor, b: torch.Tensor, onednn: bool, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`a[d] @ b[d].T (+ bias[d])` for both directions d: (2, M, K), (2, N, K) -> (2, M, N)."""
+    if onednn:
+        return torch.stack([_mm_nt(a[d], b[d], bias[d] if bias is not None else None) for d in range(2)])
+    out = torch.bmm(a, b.transpose(1, 2))
+    return out.add_(bias.unsqueeze(1)) if bias is not None else out
+
+
+def _bmm_tn(a: torch.Tensor, b: torch.Tensor, onednn: bool) -> torch.Tensor:
+    """`a[d].T @ b[d]` for both directions d (weight gradients): (2, M, O), (2, M, I) -> (2, O, I)."""
+    if onednn:
+        return torch.stack([_mm_tn(a[d], b[d]) for d in range(2)])
+    return torch.bmm(a.transpose(1, 2), b)
+
+
+_STEP_ONEDNN_MIN_MACS = 8_000_000  # below this per direction and step, one `bmm` beats two oneDNN calls (measured)
+
+
+class _StepMatmul:
+    """`x[d] @ weight[d].T` for both directions d, (2, b, K) -> (2, b, N) with b <= rows: the multiply of every step
+    of the training loop, written into or added to a slice of a preallocated buffer. `weight` (2, N, K) is packed for
+    oneDNN once per call of the loop where the multiply is large enough for oneDNN to be the faster (the small
+    preset's, not the demo's); else one batched `bmm`."""
+
+    def __init__(self, weight: torch.Tensor, onednn: bool, rows: int):
+        self.weight_t = weight.transpose(1, 2)
+        use_onednn = onednn and rows * weight.shape[1] * weight.shape[2] >= _STEP_ONEDNN_MIN_MACS
+        self.packed = [_pack_weight(w) for w in weight] if use_onednn else None
+
+    def write(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is None:
+            return torch.bmm(x, self.weight_t, out=out)
+        for d in range(2):
+            out[d].copy_(_linear(x[d], self.packed[d]))
+        return out
+
+    def add_to(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is None:
+            return out.baddbmm_(x, self.weight_t)
+        for d in range(2):
+            out[d].add_(_linear(x[d], self.packed[d]))
+        return out
+
+
 class _LstmTrainingFunction(torch.autograd.Function):
     """Forward and backward of `ElmoBiLstmLayer.forward` (the same arguments as there, unpacked). Tested against the
     reference and with `torch.autograd.gradcheck` (tests/test_fast_paths.py)."""
@@ -595,19 +782,21 @@ class _LstmTrainingFunction(torch.autograd.Function):
         w_ih, w_hh, b = (w.to(dtype) for w in (weight_ih, weight_hh, bias))
         w_hr = weight_hr.to(dtype) if weight_hr is not None else None
         steps, previous = _step_layout(batch_sizes, h0.shape[1], x.device)
-        gates = torch.baddbmm(b.unsqueeze(1), x, w_ih.transpose(1, 2))  # (2, N, 4C), activated in place below
+        onednn = _training_onednn(x, w_ih)
+        gates = _bmm_nt(x, w_ih, onednn, bias=b)  # (2, N, 4C), activated in place below
         cells = x.new_empty(gates.shape[:2] + (cell,))  # (2, N, C): cell states before the clip
         tanh_cells = torch.empty_like(cells)  # tanh of the clipped cell states
         hidden = torch.empty_like(cells)  # sigmoid(o) * tanh(c), before the projection
         out = x.new_empty(x.shape[:2] + (w_hh.shape[2],))  # (2, N, P): after the clip
         projected = torch.empty_like(out) if proj_clip is not None else out  # before the clip
-        w_hh_t = w_hh.transpose(1, 2)
-        w_hr_t = w_hr.transpose(1, 2) if w_hr is not None else None
+        rows = batch_sizes[0]
+        recurrent = _StepMatmul(w_hh, onednn, rows)
+        project = _StepMatmul(w_hr, onednn, rows) if w_hr is not None else None
         h_prev, c_prev = h0, c0
         for offset, active in steps:
             s = slice(offset, offset + active)
             g = gates[:, s]
-            g.baddbmm_(h_prev[:, :active], w_hh_t)
+            recurrent.add_to(g, h_prev[:, :active])
             g[..., : 2 * cell].sigmoid_()  # input and forget gates
             g[..., 3 * cell :].sigmoid_()  # output gate
             g[..., 2 * cell : 3 * cell].tanh_()  # cell candidate
@@ -616,8 +805,8 @@ class _LstmTrainingFunction(torch.autograd.Function):
             c_clipped = c.clamp(-cell_clip, cell_clip) if cell_clip is not None else c
             torch.tanh(c_clipped, out=tanh_cells[:, s])
             h = torch.mul(out_gate, tanh_cells[:, s], out=hidden[:, s])
-            if w_hr_t is not None:
-                h = torch.bmm(h, w_hr_t, out=projected[:, s])
+            if project is not None:
+                h = project.write(projected[:, s], h)
             else:
                 projected[:, s] = h
             if proj_clip is not None:
@@ -640,6 +829,12 @@ class _LstmTrainingFunction(torch.autograd.Function):
         cell_clip, proj_clip, previous = ctx.cell_clip, ctx.proj_clip, ctx.previous
         steps, _ = _step_layout(ctx.batch_sizes, h0.shape[1], x.device)
         cell = tanh_cells.shape[-1]
+        onednn = _training_onednn(x, w_ih)
+        rows = ctx.batch_sizes[0]
+        # d(out) -> d(hidden), and d(gates) -> d(h) of the previous step
+        to_hidden = _StepMatmul(w_hr.transpose(1, 2), onednn, rows) if w_hr is not None else None
+        to_previous = _StepMatmul(w_hh.transpose(1, 2), onednn, rows)
+        d_hidden_buffer = torch.empty_like(hidden[:, :rows]) if w_hr is not None else None
         grad_out = grad_out.clone() if grad_out is not None else torch.zeros_like(out)
         # Element-wise factors of every step at once: d(gates) = [dc, dc, dc, d(hidden)] * factors, where dc is the
         # gradient of the clipped cell state (the clip's mask folded into the factors of i, f, g and of the carry).
@@ -666,20 +861,19 @@ class _LstmTrainingFunction(torch.autograd.Function):
                 dh.addcmul_(grad_h[:, :active], proj_mask[:, s])
             else:
                 dh.add_(grad_h[:, :active])
-            d_hidden = torch.bmm(dh, w_hr) if w_hr is not None else dh  # (2, b, C)
+            d_hidden = to_hidden.write(d_hidden_buffer[:, :active], dh) if to_hidden is not None else dh  # (2, b, C)
             dc = grad_c[:, :active].addcmul_(d_hidden, to_cell[:, s])
             dg = grad_gates[:, s].view(2, active, 4, cell)
             torch.mul(dc.unsqueeze(2), factors[:, s, : 3 * cell].view(2, active, 3, cell), out=dg[:, :, :3])
             torch.mul(d_hidden, factors[:, s, 3 * cell :], out=dg[:, :, 3])
             dc.mul_(carry[:, s])
-            grad_h[:, :active] = torch.bmm(grad_gates[:, s], w_hh)
+            to_previous.write(grad_h[:, :active], grad_gates[:, s])
         h_prev = _previous_rows(out, h0, previous)
-        grad_gates_t = grad_gates.transpose(1, 2)  # (2, 4C, N)
-        grad_x = torch.bmm(grad_gates, w_ih) if ctx.needs_input_grad[0] else None
-        grad_w_ih = torch.bmm(grad_gates_t, x)
-        grad_w_hh = torch.bmm(grad_gates_t, h_prev)
+        grad_x = _bmm_nt(grad_gates, w_ih.transpose(1, 2), onednn) if ctx.needs_input_grad[0] else None
+        grad_w_ih = _bmm_tn(grad_gates, x, onednn)
+        grad_w_hh = _bmm_tn(grad_gates, h_prev, onednn)
         grad_bias = grad_gates.sum(1)
-        grad_w_hr = torch.bmm(grad_out.transpose(1, 2), hidden) if w_hr is not None else None
+        grad_w_hr = _bmm_tn(grad_out, hidden, onednn) if w_hr is not None else None
         weights = ctx.weight_dtypes
         grads = [g if g is None else g.to(dt) for g, dt in zip((grad_w_ih, grad_w_hh, grad_bias, grad_w_hr), weights)]
         return (grad_x, grad_h, grad_c, *grads, None, None, None)

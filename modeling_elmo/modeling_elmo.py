@@ -126,9 +126,10 @@ class ElmoHighway(nn.Module):
         self.carry = nn.Linear(width, width)
         self.transform = nn.Linear(width, width)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = torch.sigmoid(self.carry(x))
-        return gate * F.relu(self.transform(x)) + (1.0 - gate) * x
+    def forward(self, x: torch.Tensor, linear=F.linear) -> torch.Tensor:
+        """`linear` is `F.linear` or a function with its signature and values (training's fast path passes one)."""
+        gate = torch.sigmoid(linear(x, self.carry.weight, self.carry.bias))
+        return gate * F.relu(linear(x, self.transform.weight, self.transform.bias)) + (1.0 - gate) * x
 
 
 class ElmoCharacterEncoder(nn.Module):
@@ -171,11 +172,16 @@ class ElmoCharacterEncoder(nn.Module):
         # Max-pool then activate: the same as activate then max-pool, both are monotone (docs/original_model.md,
         # "Max-pool before the activation").
         pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]  # F_i x (N, n_i)
-        x = self.activation(torch.cat(pooled, dim=-1))  # (N, F)
+        return self.from_pooled(torch.cat(pooled, dim=-1))
+
+    def from_pooled(self, pooled: torch.Tensor, linear=F.linear) -> torch.Tensor:
+        """The layers after the max-pooling: activation, highways, projection. (N, F) -> (N, P). `linear` is
+        `F.linear` or a function with its signature and values (training's fast path passes one)."""
+        x = self.activation(pooled)
         for highway in self.highways:
-            x = highway(x)
+            x = highway(x, linear)
         if self.projection is not None:
-            x = self.projection(x)  # (N, P)
+            x = linear(x, self.projection.weight, self.projection.bias)  # (N, P)
         return x
 
     def _load_from_state_dict(self, *args, **kwargs):

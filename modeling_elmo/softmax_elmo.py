@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration_elmo import ElmoConfig
+from .fast_paths_elmo import full_softmax_nll
 
 
 class ElmoSoftmax(nn.Module):
@@ -25,6 +26,7 @@ class ElmoSoftmax(nn.Module):
         super().__init__()
         if config.vocab_size < 1:
             raise ValueError("ElmoForPreTraining needs a word vocabulary: set ElmoConfig.vocab_size > 0")
+        self.config = config  # `lstm_implementation="reference"` also keeps the plain full softmax
         self.softmax_type = config.softmax_type
         self.vocab_size = config.vocab_size
         self.num_sampled = config.num_sampled
@@ -52,8 +54,9 @@ class ElmoSoftmax(nn.Module):
             return -self.adaptive(hidden, targets).output.float().sum()
         if self.softmax_type == "sampled" and self.training and self.num_sampled < self.vocab_size:
             return self._sampled_nll(hidden, targets)
-        logits = F.linear(hidden, self.weight, self.bias).float()
-        return F.cross_entropy(logits, targets, reduction="sum")
+        if getattr(self.config, "lstm_implementation", "auto") != "reference":
+            return full_softmax_nll(hidden, self.weight, self.bias, targets)
+        return F.cross_entropy(F.linear(hidden, self.weight, self.bias).float(), targets, reduction="sum")
 
     def mean_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The mean negative log-likelihood of one LM direction and how many targets it averages: `hidden`

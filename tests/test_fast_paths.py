@@ -57,6 +57,15 @@ def max_difference(a, b) -> float:
     return max(((x - y).abs().max() / x.abs().max().clamp(min=1)).item() for x, y in pairs)
 
 
+def count_encoded_rows(monkeypatch) -> list[int]:
+    """The number of tokens of each pass through the character CNN (every path ends in `from_pooled`)."""
+    rows = []
+    from_pooled = modeling.ElmoCharacterEncoder.from_pooled
+    monkeypatch.setattr(modeling.ElmoCharacterEncoder, "from_pooled",
+                        lambda self, pooled, **kw: rows.append(pooled.shape[0]) or from_pooled(self, pooled, **kw))
+    return rows
+
+
 @pytest.fixture(params=["onednn", "batched"])
 def matmul_path(request, monkeypatch):
     """The CPU loop with oneDNN packed weights, and the batched-`bmm` loop that GPUs (and CPUs without oneDNN) run."""
@@ -102,10 +111,7 @@ def test_training_encodes_each_distinct_token_once_with_the_same_outputs_and_gra
     ids = random_char_ids([7, 5, 7], seed=4)
     ids[1, :3] = ids[0, 2:5]  # repeated tokens, across rows and positions
     ids[2, 6] = ids[0, 0]
-    encoded_rows = []
-    encode = modeling.ElmoCharacterEncoder.encode
-    monkeypatch.setattr(modeling.ElmoCharacterEncoder, "encode",
-                        lambda self, char_ids: encoded_rows.append(char_ids.shape[0]) or encode(self, char_ids))
+    encoded_rows = count_encoded_rows(monkeypatch)
     results = {}
     for implementation in ("reference", "auto"):
         model.zero_grad(set_to_none=True)
@@ -120,16 +126,54 @@ def test_training_encodes_each_distinct_token_once_with_the_same_outputs_and_gra
         assert (results["auto"][1][name] - grad).abs().max() <= 1e-5 * grad.abs().max().clamp(min=1), name
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_trimmed_character_cnn_gives_the_values_and_gradients_of_the_reference(dtype, monkeypatch):
+    """Training's CNN cuts each token's characters after its length group's limit (+ the widest filter) and pools
+    with `max`: the same vectors and gradients as `encode` over all 50 positions, for tokens of every length (one
+    fills all 50 positions, one repeats a character so that windows tie) and for a batch of one token; the
+    convolutions see fewer positions, and a token's pooled values are the same in any batch."""
+    model = tiny_model(char_cnn_filters=[[1, 4], [3, 8], [5, 16]]).to(dtype)
+    encoder = model.char_encoder
+    ids = random_char_ids([9], seed=5)[0]  # 9 tokens of random characters and lengths
+    ids = torch.cat([ids, ids[:1]])
+    ids[-1, 1:49] = ids[0, 1]  # the first token's first letter repeated: ties between equal windows
+    ids[-1, 49] = ids[0, 2]  # ... and a token that fills all 50 positions
+    seen = []
+    hooks = [conv.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[-1]))
+             for conv in encoder.convolutions]
+    for rows in (ids, ids[:1], ids[1:-1]):
+        weights = torch.randn(rows.shape[0], model.config.projection_dim, generator=torch.Generator().manual_seed(0))
+        results = []
+        for encode in (encoder.encode, lambda c: fast_paths.encode_trimmed(encoder, c)):
+            encoder.zero_grad(set_to_none=True)
+            out = encode(rows)
+            (out * weights.to(dtype)).sum().backward()
+            results.append((out.detach(), {n: p.grad.clone() for n, p in encoder.named_parameters()}))
+        (reference, reference_grads), (trimmed, trimmed_grads) = results
+        tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+        assert (trimmed - reference).abs().max() <= tolerance * reference.abs().max()
+        for name, grad in reference_grads.items():
+            assert (trimmed_grads[name] - grad).abs().max() <= tolerance * grad.abs().max().clamp(min=1), name
+    for hook in hooks:
+        hook.remove()
+    assert max(seen) == 50 and min(seen) < 20  # the full token is convolved whole, short groups cut
+    # A token's cut depends on itself only: its pooled convolutions do not depend on the other tokens of the batch
+    # (in float64; float32 convolutions of 1 and of 10 tokens differ by rounding, with or without the cut).
+    if dtype == torch.float64:
+        monkeypatch.setattr(modeling.ElmoCharacterEncoder, "from_pooled", lambda self, pooled, **kw: pooled)
+        with torch.no_grad():
+            together = fast_paths.encode_trimmed(encoder, ids)
+            singles = [fast_paths.encode_trimmed(encoder, ids[i : i + 1])[0] for i in range(10)]
+        assert all(torch.equal(single, pooled) for single, pooled in zip(singles, together))
+
+
 def test_stream_training_encodes_both_streams_in_one_pass(monkeypatch):
     """Stream training feeds the backward LM its own stream: both streams go through the character CNN together,
     a word they share once, with the outputs and gradients of encoding each stream on its own."""
     model = tiny_model()
     ids, backward = random_char_ids([6, 4, 6], seed=1), random_char_ids([6, 4, 6], seed=2)
     backward[0, :2] = ids[1, :2]  # words both streams hold
-    encoded_rows = []
-    encode = modeling.ElmoCharacterEncoder.encode
-    monkeypatch.setattr(modeling.ElmoCharacterEncoder, "encode",
-                        lambda self, char_ids: encoded_rows.append(char_ids.shape[0]) or encode(self, char_ids))
+    encoded_rows = count_encoded_rows(monkeypatch)
     together = modeling.ElmoModel._embed_streams
 
     def one_by_one(self, streams, mask):
@@ -417,27 +461,74 @@ def layer_gradients(layer, implementation, x, batch_sizes, state, seed=1):
     return [out, h, c, *(t.grad for t in inputs), *(p.grad for p in layer.parameters())]
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("overrides", [dict(), dict(cell_size=16, char_cnn_filters=[[1, 8], [2, 8]]),
                                        dict(proj_clip=None), dict(cell_clip=None)])
-def test_training_layer_equals_reference_with_clipping_padding_and_state(overrides):
+def test_training_layer_equals_reference_with_clipping_padding_and_state(overrides, dtype):
     """Variable lengths (rows that stop early, rows that never run), both directions, a state carried in and out,
-    and large weights and inputs so that both clips and saturated gates happen."""
-    layer = tiny_model(**overrides).bilm.layers[0].double()
+    and large weights and inputs so that both clips and saturated gates happen. float64 runs the batched `bmm`
+    multiplies (to 1e-12); float32 on the CPU runs them through oneDNN (to float32 rounding)."""
+    layer = tiny_model(**overrides).bilm.layers[0].to(dtype)
     if layer.proj_clip is not None:
         layer.proj_clip = 1.0  # the tiny layer's outputs stay below 3
     batch_sizes, rows = [6, 6, 5, 4, 4, 2, 1], 7  # row 6 never runs: it keeps (and passes back) its state
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(2, sum(batch_sizes), 16, generator=generator, dtype=torch.float64) * 3
-    state = (torch.randn(2, rows, 16, generator=generator, dtype=torch.float64),
-             torch.randn(2, rows, layer.cell_size, generator=generator, dtype=torch.float64) * 3)
+    x = torch.randn(2, sum(batch_sizes), 16, generator=generator, dtype=dtype) * 3
+    state = (torch.randn(2, rows, 16, generator=generator, dtype=dtype),
+             torch.randn(2, rows, layer.cell_size, generator=generator, dtype=dtype) * 3)
+    assert fast_paths._training_onednn(x, layer.weight_ih) == (
+        dtype == torch.float32 and fast_paths._use_onednn(x.device, dtype))
     reference = layer_gradients(layer, "reference", x, batch_sizes, state)
     fast = layer_gradients(layer, "training", x, batch_sizes, state)
+    tolerance = 1e-12 if dtype == torch.float64 else 2e-6
     for a, b in zip(reference, fast):
-        assert (a - b).abs().max() <= 1e-12 * a.abs().max().clamp(min=1)
+        assert (a - b).abs().max() <= tolerance * a.abs().max().clamp(min=1)
     if layer.cell_clip is not None:  # the clip is active: some final cell states sit on it
         assert (reference[2].abs() == layer.cell_clip).any()
     if layer.proj_clip is not None:
         assert (reference[0].abs() == layer.proj_clip).any()
+
+
+@pytest.mark.parametrize("shape", [(7, 24), (3, 5, 24)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_training_linear_equals_f_linear_with_gradients(shape, bias):
+    """`training_linear` (oneDNN's multiplies for training on the CPU) against `F.linear` in float64: the output and
+    the gradients of the input, the weight (both orientations of `_mm_tn`: wider inputs or wider outputs) and the
+    bias."""
+    generator = torch.Generator().manual_seed(0)
+    for out_features in (40, 9):
+        tensors = [torch.randn(shape, generator=generator), torch.randn(out_features, 24, generator=generator),
+                   torch.randn(out_features, generator=generator) if bias else None]
+        results = []
+        for linear, dtype in ((torch.nn.functional.linear, torch.float64), (fast_paths.training_linear, torch.float32)):
+            inputs = [t.to(dtype).requires_grad_() if t is not None else None for t in tensors]
+            out = linear(*inputs)
+            (out * torch.arange(out.numel(), dtype=dtype).view_as(out).cos()).sum().backward()
+            results.append([out, *(t.grad for t in inputs if t is not None)])
+        for reference, fast in zip(*results):
+            assert fast.shape == reference.shape
+            assert (fast.double() - reference).abs().max() <= 1e-5 * reference.abs().max()
+
+
+def test_full_softmax_loss_and_gradients_equal_cross_entropy():
+    """The full softmax's training loss (`_FullSoftmaxNll` on the CPU in float32: softmax in place, oneDNN multiplies)
+    against `cross_entropy` of the logits in float64: the loss and the gradients of the hidden states, the weight and
+    the bias, with repeated targets."""
+    generator = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(13, 8, generator=generator), torch.randn(50, 8, generator=generator) * 2,
+               torch.randn(50, generator=generator)]
+    targets = torch.randint(0, 50, (13,), generator=generator)
+    targets[3] = targets[4]
+    results = []
+    for dtype in (torch.float64, torch.float32):
+        inputs = [t.to(dtype).requires_grad_() for t in tensors]
+        loss = fast_paths.full_softmax_nll(*inputs, targets)
+        (loss * 0.7).backward()
+        results.append([loss, *(t.grad for t in inputs)])
+    if fast_paths._use_onednn(torch.device("cpu"), torch.float32):
+        assert results[1][0].grad_fn.name().startswith("_FullSoftmaxNll")
+    for reference, fast in zip(*results):
+        assert (fast.double() - reference).abs().max() <= 1e-5 * reference.abs().max()
 
 
 def test_training_function_passes_gradcheck():
