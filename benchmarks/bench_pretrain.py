@@ -14,7 +14,9 @@ Variants of `compare` (the model's `lstm_implementation` and how the LSTM trains
     reference      every reference layer (the character CNN on every token, the autograd LSTM loop);
     autograd_lstm  the default fast paths except the LSTM's training function: clipped layers train through the
                    autograd loop, as before issue 15 (the dispatch is wrapped in the subprocess, nothing else changes);
-    auto           the default: clipped layers train through `fast_paths_elmo.lstm_training`.
+    auto           the default: clipped layers train through `fast_paths_elmo.lstm_training`;
+    baseline       the default settings of another checkout (`--baseline_repo`, e.g. a `git worktree` of an older
+                   commit): the same command and configuration, that checkout's code.
 
 FLOPs of a training step, per token (`flops_per_training_token`, counted from the shapes as `flops_per_token` of
 bench_speed.py counts inference): 3 x the forward multiply-adds x 2 (the backward pass computes the gradients of
@@ -41,20 +43,41 @@ REPO = Path(__file__).resolve().parents[1]
 PTB = REPO.parent / "shared" / "data" / "ptb"
 
 
-# Runs train.pretrain with the dispatch as before issue 15: "training" (the written-out LSTM backward) -> "reference".
-AUTOGRAD_LSTM = """
-import runpy
+# Runs train.pretrain (`main`), timing every call of its `training_step` (forward, backward, optimizer step: no data
+# loading, logging or saving) in wall-clock and process CPU seconds, written as JSON to the file named by argv[1].
+# With argv[2] == "autograd_lstm", the dispatch is as before issue 15: "training" (the written-out LSTM backward)
+# -> "reference", nothing else changes.
+TIMED_PRETRAIN = """
+import json, sys, time
 import modeling_elmo.modeling_elmo as modeling
-choose = modeling.lstm_implementation
-modeling.lstm_implementation = lambda *args: "reference" if choose(*args) == "training" else choose(*args)
-runpy.run_module("train.pretrain", run_name="__main__", alter_sys=True)
+import train.pretrain as pretrain
+times_file, variant, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+if variant == "autograd_lstm":
+    choose = modeling.lstm_implementation
+    modeling.lstm_implementation = lambda *args: "reference" if choose(*args) == "training" else choose(*args)
+step, steps = pretrain.training_step, []
+def timed_step(run, batch):
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = step(run, batch)
+    tokens = int(out.forward_tokens)
+    steps.append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "tokens": tokens})
+    return out
+pretrain.training_step = timed_step
+code = pretrain.main(argv)
+json.dump(steps, open(times_file, "w"))
+sys.exit(code)
 """
 
 
-def run_pretrain(args: list[str], threads: int, autograd_lstm: bool = False) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(REPO)}
-    command = ["-c", AUTOGRAD_LSTM] if autograd_lstm else ["-m", "train.pretrain"]
-    subprocess.run([sys.executable, *command, *args], cwd=REPO, env=env, check=True)
+def run_pretrain(args: list[str], threads: int, variant: str = "auto", repo: Path = REPO) -> list[dict]:
+    """`train.pretrain` with `args` and the code of the checkout `repo` (this one by default); returns the wall-clock
+    and CPU seconds and the tokens of every training step."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(repo)}
+    with tempfile.TemporaryDirectory() as tmp:
+        times = Path(tmp) / "steps.json"
+        subprocess.run([sys.executable, "-c", TIMED_PRETRAIN, str(times), variant, *args], cwd=repo, env=env,
+                       check=True)
+        return json.loads(times.read_text())
 
 
 def flops_per_training_token(config, softmax: str, streams: int = 2) -> float:
@@ -104,62 +127,88 @@ def model_config(name: str, implementation: str):
     return ElmoConfig.from_preset(name, lstm_implementation=implementation)
 
 
+def training_corpus(data: str, folder: Path) -> Path:
+    """PTB's training text, or (`demo`) the corpus `python -m train.demo` generates (20,000 sentences, 222 words)."""
+    if data == "demo":
+        from train.sense_corpus import generate_corpus
+
+        path = folder / "demo_train.txt"
+        path.write_text("\n".join(generate_corpus(20000, seed=0)) + "\n", encoding="utf-8")
+        return path
+    path = PTB / "ptb.train.txt"
+    if not path.exists():
+        sys.exit(f"{path} is absent")
+    return path
+
+
 def speed(steps: int, threads: int, batch: int, softmax: str, implementation: str = "auto",
-          logging_steps: int = 5, preset: str = "small") -> dict:
-    """Tokens/s of train.pretrain at the `small` preset (or `demo`). `implementation` is the config's
-    `lstm_implementation`, or "autograd_lstm" (see the module's docstring): in training, "reference" runs the
-    character CNN on every token and the LSTM through autograd, "auto" the fast paths."""
-    train = PTB / "ptb.train.txt"
-    if not train.exists():
-        sys.exit(f"{train} is absent")
+          preset: str = "small", baseline_repo: Path | None = None, data: str = "ptb") -> dict:
+    """Training tokens/s of train.pretrain at the `small` preset (or `demo`), from the time of each training step after
+    the first two (warm-up): the median step's, the fastest step's (on a shared machine, the least disturbed), and
+    tokens per CPU-second of the process (both threads). `implementation` is the config's `lstm_implementation`,
+    "autograd_lstm" or "baseline" (see the module's docstring)."""
     from modeling_elmo import ElmoConfig
 
-    autograd_lstm = implementation == "autograd_lstm"
+    repo, variant = REPO, implementation
+    if implementation == "baseline":
+        if baseline_repo is None:
+            sys.exit("the variant `baseline` needs --baseline_repo (a checkout of the code to compare with)")
+        repo, implementation = baseline_repo, "auto"
+    elif implementation == "autograd_lstm":
+        implementation = "auto"
     with tempfile.TemporaryDirectory() as tmp:
+        train = training_corpus(data, Path(tmp))
         config = Path(tmp) / "config.json"
-        model_config(preset, "auto" if autograd_lstm else implementation).to_json_file(config)
+        model_config(preset, implementation).to_json_file(config)
         out = Path(tmp) / "out"
-        run_pretrain(["--train_file", str(train), "--output_dir", str(out), "--config_file", str(config),
-                      "--max_steps", str(steps), "--per_device_batch_size", str(batch), "--unroll_steps", "20",
-                      "--softmax", softmax, "--logging_steps", str(logging_steps), "--report_to", "none",
-                      "--disable_tqdm"], threads, autograd_lstm)
-        log = [json.loads(line) for line in open(out / "train_log.jsonl")]
+        # the demo's optimizer on its corpus (train/demo.py), else train.pretrain's defaults
+        optimizer = ["--optimizer", "adamw", "--learning_rate", "3e-3"] if data == "demo" else []
+        timed = run_pretrain(["--train_file", str(train), "--output_dir", str(out), "--config_file", str(config),
+                              "--max_steps", str(steps + 2), "--per_device_batch_size", str(batch),
+                              "--unroll_steps", "20", "--softmax", softmax, "--logging_steps", "1000",
+                              "--report_to", "none", "--disable_tqdm", *optimizer], threads, variant, repo)
         trained = ElmoConfig.from_json_file(next(out.rglob("config.json")))  # with the corpus's vocabulary
-    rates = [r["tokens_per_second"] for r in log[1:]]  # the first window includes start-up
+    timed = timed[2:]
+    rates = [s["tokens"] / s["wall"] for s in timed]
     flops = flops_per_training_token(trained, softmax)
-    return {"preset": preset, "lstm_implementation": implementation, "threads": threads,
+    return {"preset": preset, "data": data, "lstm_implementation": variant, "threads": threads,
             "flops_per_token": flops, "vocab_size": trained.vocab_size,
-            "batch": f"{batch} x 20 tokens", "softmax": softmax, "steps": steps,
-            "median_tokens_per_second": round(statistics.median(rates), 1), "min": round(min(rates), 1),
-            "max": round(max(rates), 1), "load_average": round(os.getloadavg()[0], 1), "machine": machine()}
+            "batch": f"{batch} x 20 tokens", "softmax": softmax, "steps": len(timed),
+            "median_tokens_per_second": round(statistics.median(rates), 1), "best": round(max(rates), 1),
+            "tokens_per_cpu_second": round(sum(s["tokens"] for s in timed) / sum(s["cpu"] for s in timed), 1),
+            "load_average": round(os.getloadavg()[0], 1), "machine": machine()}
 
 
 def compare(steps: int, threads: int, batch: int, softmax: str, rounds: int, variants: list[str] | None = None,
-            preset: str = "small") -> dict:
+            preset: str = "small", baseline_repo: Path | None = None, data: str = "ptb") -> dict:
     """The first variant (default "auto": distinct tokens once) against the second (default "reference": every
-    token), alternating, in one run: the ratio of medians, and each run's fraction of the matmul peak measured
-    right before and after it."""
+    token), alternating, in one run: the ratios of the medians of each run's median step, best step and tokens per
+    CPU-second, and each run's fraction of the matmul peak measured right before and after it."""
     variants = variants or ["auto", "reference"]
-    runs = {variant: [] for variant in variants}
+    keys = ("median_tokens_per_second", "best", "tokens_per_cpu_second")
+    runs = {variant: {key: [] for key in keys} for variant in variants}
     fractions = {variant: [] for variant in variants}
     peaks, loads, flops = [], [], None
     for _ in range(rounds):
         for implementation in runs:
             before = peak_gflops(threads)
-            result = speed(steps, threads, batch, softmax, implementation, logging_steps=2, preset=preset)
+            result = speed(steps, threads, batch, softmax, implementation, preset=preset, baseline_repo=baseline_repo,
+                           data=data)
             peak = (before + peak_gflops(threads)) / 2
-            rate, flops = result["median_tokens_per_second"], result["flops_per_token"]
-            runs[implementation].append(rate)
-            fractions[implementation].append(round(rate * flops / 1e9 / peak, 4))
+            flops = result["flops_per_token"]
+            for key in keys:
+                runs[implementation][key].append(result[key])
+            fractions[implementation].append(round(result["median_tokens_per_second"] * flops / 1e9 / peak, 4))
             peaks.append(round(peak, 1))
             loads.append(result["load_average"])
-    medians = {k: statistics.median(v) for k, v in runs.items()}
+    medians = {variant: {key: statistics.median(values) for key, values in run.items()} for variant, run in runs.items()}
     first, second = variants[:2]
-    return {"runs_tokens_per_second": runs, "median": medians,
-            "speed-up": round(medians[first] / medians[second], 2), "fraction_of_peak": fractions,
+    return {"runs": runs, "median": medians,
+            "speed-up": {key: round(medians[first][key] / medians[second][key], 2) for key in keys},
+            "fraction_of_peak": fractions,
             "median_fraction_of_peak": {k: statistics.median(v) for k, v in fractions.items()},
             "peak_gflops_per_run": peaks, "flops_per_token": flops, "load_average_per_run": loads,
-            "preset": preset, "steps_per_run": steps, "batch": f"{batch} x 20 tokens", "softmax": softmax,
+            "preset": preset, "data": data, "steps_per_run": steps, "batch": f"{batch} x 20 tokens", "softmax": softmax,
             "threads": threads, "machine": machine()}
 
 
@@ -184,17 +233,22 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--softmax", default="full")
     parser.add_argument("--variants", default="auto,reference",
-                        help="`compare`: comma-separated reference, autograd_lstm, auto; the first over the second")
+                        help="`compare`: comma-separated reference, autograd_lstm, auto, baseline; the first over "
+                        "the second")
+    parser.add_argument("--baseline_repo", type=Path, default=None,
+                        help="the variant `baseline`: train.pretrain (default settings) from this checkout")
     parser.add_argument("--config", default="small", choices=["small", "demo"],
                         help="the `small` preset, or train/demo.py's model")
+    parser.add_argument("--data", default="ptb", choices=["ptb", "demo"],
+                        help="`speed`/`compare`: train on PTB, or on the demo's generated corpus with its optimizer")
     parser.add_argument("--output_dir", default="outputs/ptb-elmo")
     parser.add_argument("extra", nargs="*", help="more train.pretrain arguments for `ptb` (after --)")
     args = parser.parse_args()
     if args.what == "speed":
-        result = speed(args.steps or 30, args.threads, args.batch, args.softmax, preset=args.config)
+        result = speed(args.steps or 30, args.threads, args.batch, args.softmax, preset=args.config, data=args.data)
     elif args.what == "compare":
         result = compare(args.steps or 8, args.threads, args.batch, args.softmax, args.rounds,
-                         args.variants.split(","), args.config)
+                         args.variants.split(","), args.config, args.baseline_repo, args.data)
     else:
         result = ptb(args.steps or 2000, args.threads, args.output_dir, args.extra)
     print(json.dumps(result, indent=2))  # a benchmark's report: printed for the person running it
