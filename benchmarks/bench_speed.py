@@ -379,8 +379,7 @@ def section_scaling(model, tokenizer, device, repeats: int) -> list[dict]:
 
 
 def section_gpu(model_dir: Path, repeats: int) -> dict:
-    from transformers import AutoModel
-
+    from modeling_elmo import ElmoModel
     from tokenization import ElmoTokenizer
 
     device = torch.device("cuda")
@@ -392,7 +391,7 @@ def section_gpu(model_dir: Path, repeats: int) -> dict:
         tokens = int(batch["attention_mask"].sum())
         for clipped in (True, False):
             overrides = {} if clipped else {"cell_clip": None, "proj_clip": None}
-            model = AutoModel.from_pretrained(model_dir, **overrides).to(device)
+            model = ElmoModel.from_pretrained(model_dir, **overrides).to(device)
             for dtype in (torch.float32, torch.bfloat16):
                 name = f"batch {batch_size}, {'clipped (loop)' if clipped else 'unclipped (cuDNN)'}, {dtype}"
                 autocast = torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32)

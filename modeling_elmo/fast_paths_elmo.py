@@ -12,7 +12,8 @@ what only makes it faster, behind one dispatch per layer kind, each chosen in on
 The fast functions read the layers' parameters (and their derived, never saved inference copies) and are tested
 against the reference to rounding (tests/test_fast_paths.py). See docs/architecture.md ("Fast paths").
 
-This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch and the standard library.
+This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch, the standard library and
+`matmul_elmo.py`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,18 @@ from collections import OrderedDict
 
 import torch
 
+from .matmul_elmo import (
+    _compute_dtype,
+    _linear,
+    _mm_nt,
+    _mm_tn,
+    _needs_grad,
+    _pack_weight,
+    _training_onednn,
+    _use_onednn,
+    training_linear,
+)
+
 logger = logging.getLogger(__name__)
 
 # (h, c): h of shape (2, B, P), c of shape (2, B, C) for one layer; index 0 is the direction, 1 the batch row.
@@ -31,21 +44,8 @@ LayerState = tuple[torch.Tensor, torch.Tensor]
 
 
 # --------------------------------------------------------------------------------------------------
-# Helpers: gradients, dtypes, packed layout
+# Helpers: packed layout
 # --------------------------------------------------------------------------------------------------
-
-
-def _needs_grad(*tensors: torch.Tensor | None) -> bool:
-    """Whether autograd would record an op on these tensors right now."""
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
-
-
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype a matmul on `x` produces here: the autocast dtype when autocast is on, else `x.dtype`."""
-    device_type = x.device.type
-    if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
-        return torch.get_autocast_dtype(device_type)
-    return x.dtype
 
 
 def packed_index(batch_sizes: list[int], steps: int) -> torch.Tensor:
@@ -114,131 +114,7 @@ class _PackedWeights:
         self.key, self.value = None, None
 
 
-_ONEDNN: dict[str, bool] = {}
 _CONV_TOKENS_PER_BLOCK = 32  # tokens per block of the CPU inference convolution (their products fit in the cache)
-
-
-def _use_onednn(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether the CPU inference paths use oneDNN matrix multiplies with pre-packed weights: on CPU builds that have
-    them, for float32 and bfloat16, outside `torch.compile` tracing."""
-    if device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16) or torch.compiler.is_compiling():
-        return False
-    if "available" not in _ONEDNN:
-        try:
-            weight = torch.ones(4, 3)
-            out = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3), _pack_weight(weight), None, "none", [], "")
-            _ONEDNN["available"] = bool(torch.equal(out, torch.full((2, 4), 3.0)))
-        except (AttributeError, RuntimeError, NotImplementedError):
-            _ONEDNN["available"] = False
-    return _ONEDNN["available"]
-
-
-def _pack_weight(weight: torch.Tensor) -> torch.Tensor:
-    """A (out, in) weight in oneDNN's blocked layout for `_linear`."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
-
-
-def _linear(
-    x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None, add: torch.Tensor | None = None
-) -> torch.Tensor:
-    """`x @ weight.T (+ bias) (+ add)` through oneDNN with the packed weight. (oneDNN's fused "add" epilogue measured
-    5-15% slower than a separate `add_` here.)"""
-    out = torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-    return out if add is None else out.add_(add)
-
-
-def _training_onednn(*tensors: torch.Tensor) -> bool:
-    """Whether training's matrix multiplies on these tensors go through oneDNN: float32 on a CPU with oneDNN, outside
-    autocast (whose dtype rules stay torch's). oneDNN multiplies the shapes of a training step here 1.3-2x faster than
-    MKL's `torch.mm` (benchmarks/results_pretrain.md); results agree to float32 rounding."""
-    x = tensors[0]
-    return (
-        all(t.dtype == torch.float32 for t in tensors)
-        and not torch.is_autocast_enabled("cpu")
-        and _use_onednn(x.device, torch.float32)
-    )
-
-
-def _mm_nt(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`a @ b.T (+ bias)` for 2-d float32 CPU tensors through oneDNN, with `b` taken as it is (not packed)."""
-    return torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [], "")
-
-
-def _mm_tn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """`a.T @ b` (a weight's gradient: (M, O) and (M, I) -> (O, I)) through oneDNN, in the orientation it runs
-    faster: with the wider of the two outputs' sides as oneDNN's weight (measured 2x apart at some shapes)."""
-    if b.shape[1] >= a.shape[1]:
-        return _mm_nt(a.t(), b.t())
-    return _mm_nt(b.t(), a.t()).t()
-
-
-class _OneDnnLinear(torch.autograd.Function):
-    """`F.linear(x, weight, bias)` with its forward and backward multiplies through oneDNN (`training_linear`)."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        rows = x.reshape(-1, x.shape[-1])
-        return _mm_nt(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        grad = grad.reshape(-1, weight.shape[0])
-        grad_x = grad_weight = grad_bias = None
-        if ctx.needs_input_grad[0]:
-            grad_x = _mm_nt(grad, weight.t()).view(x.shape)
-        if ctx.needs_input_grad[1]:
-            grad_weight = _mm_tn(grad, x.reshape(-1, x.shape[-1]))
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = grad.sum(0)
-        return grad_x, grad_weight, grad_bias
-
-
-def training_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear` for the training fast paths: through oneDNN where `_training_onednn` says so, else `F.linear`."""
-    if _training_onednn(x, weight) and x.shape[0] > 0:
-        return _OneDnnLinear.apply(x, weight, bias)
-    return torch.nn.functional.linear(x, weight, bias)
-
-
-class _FullSoftmaxNll(torch.autograd.Function):
-    """The summed negative log-likelihood of a full softmax, `cross_entropy(linear(hidden, weight, bias), targets)`,
-    with its multiplies through oneDNN and fewer passes over the (N, V) logits, which at PTB's 10k words are larger
-    than the cache: the log-softmax is taken in place in the logits' buffer and made into the softmax in place by the
-    backward pass (no zero-filled gradient of the log-probabilities), and the gradient's scale is applied to the
-    small results of the multiplies instead of to the large matrix."""
-
-    @staticmethod
-    def forward(ctx, hidden, weight, bias, targets):
-        logits = _mm_nt(hidden, weight, bias)  # (N, V)
-        log_probs = torch.ops.aten._log_softmax.out(logits, 1, False, out=logits)  # in place, row by row
-        loss = -log_probs.gather(1, targets.unsqueeze(1)).sum()
-        ctx.save_for_backward(hidden, weight, targets)
-        ctx.log_probs = log_probs  # an intermediate, made into the gradient by the backward pass
-        return loss
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        hidden, weight, targets = ctx.saved_tensors
-        grad_logits, ctx.log_probs = ctx.log_probs.exp_(), None  # the softmax, in place
-        grad_logits[torch.arange(targets.shape[0], device=targets.device), targets] -= 1.0  # / grad, applied below
-        grad_hidden = _mm_nt(grad_logits, weight.t()).mul_(grad) if ctx.needs_input_grad[0] else None
-        grad_weight = _mm_tn(grad_logits, hidden).mul_(grad) if ctx.needs_input_grad[1] else None
-        grad_bias = grad_logits.sum(0).mul_(grad) if ctx.needs_input_grad[2] else None
-        return grad_hidden, grad_weight, grad_bias, None
-
-
-def full_softmax_nll(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor):
-    """`F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")`, the full softmax's loss;
-    in training on the CPU (float32, oneDNN) through `_FullSoftmaxNll`, 2x faster at PTB's 10k words."""
-    if hidden.shape[0] > 0 and _needs_grad(hidden, weight, bias) and _training_onednn(hidden, weight, bias):
-        return _FullSoftmaxNll.apply(hidden, weight, bias, targets)
-    logits = torch.nn.functional.linear(hidden, weight, bias).float()
-    return torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
 
 
 def forget_inference_copies(*modules) -> None:
@@ -258,14 +134,15 @@ def forget_inference_copies(*modules) -> None:
 def char_cnn_implementation(encoder, char_ids: torch.Tensor) -> str:
     """Which of "reference", "onednn", "distinct", "cached" `ElmoCharacterEncoder.forward` runs (no side effect).
 
-    Training ("distinct"): the CNN runs once per distinct token of the batch. Inference: through the token cache when
-    there is one ("cached"), else with oneDNN-packed weights on the CPU ("onednn"). `lstm_implementation="reference"`
-    and `torch.compile` tracing take the plain CNN.
+    Training on the CPU ("distinct"): the CNN runs once per distinct token of the batch, each cut to its length
+    group; on a GPU the plain CNN measured faster (the grouping waits for the GPU; benchmarks/results_pretrain.md).
+    Inference: through the token cache when there is one ("cached"), else with oneDNN-packed weights on the CPU
+    ("onednn"). `lstm_implementation="reference"` and `torch.compile` tracing take the plain CNN.
     """
     if getattr(encoder.config, "lstm_implementation", "auto") == "reference" or torch.compiler.is_compiling():
         return "reference"
     if _needs_grad(*encoder.parameters()):
-        return "distinct"
+        return "distinct" if char_ids.device.type == "cpu" else "reference"
     if encoder.token_cache is not None and char_ids.shape[0] > 0:
         return "cached"
     return "onednn" if _use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)) else "reference"
@@ -532,7 +409,8 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
             )
         return "fused"
     autocast = inputs.device.type in ("cpu", "cuda") and torch.is_autocast_enabled(inputs.device.type)
-    if needs_grad and choice == "auto" and not autocast and not torch.compiler.is_compiling():
+    cpu = inputs.device.type == "cpu"  # on a GPU the autograd loop measured faster (benchmarks/results_pretrain.md)
+    if needs_grad and choice == "auto" and cpu and not autocast and not torch.compiler.is_compiling():
         return "training"
     return "reference" if needs_grad or choice == "reference" else "loop"
 

@@ -41,7 +41,6 @@ from .fast_paths_elmo import (
     LSTM_FUNCTIONS,
     ElmoTokenCache,
     ElmoTokenCacheMixin,
-    _needs_grad,
     _PackedWeights,
     char_cnn_implementation,
     forget_inference_copies,
@@ -49,6 +48,7 @@ from .fast_paths_elmo import (
     packed_index,
 )
 from .inputs_elmo import check_inputs, check_state
+from .matmul_elmo import _needs_grad, float32_cudnn
 from .push_to_hub_elmo import ElmoPushToHubMixin
 from .softmax_elmo import ElmoSoftmax, shifted_targets
 from .word_char_encoder import ElmoWordCharEncoder
@@ -533,6 +533,12 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
         return_dict = return_dict if return_dict is not None else config.return_dict
         use_cache = bool(use_cache or return_state)
 
+        with float32_cudnn(getattr(input_ids, "device", torch.device("cpu"))):  # a wrong type is reported below
+            return self._forward(input_ids, attention_mask, state, use_cache, output_hidden_states, return_dict,
+                                 backward_input_ids)
+
+    def _forward(self, input_ids, attention_mask, state, use_cache, output_hidden_states, return_dict,
+                 backward_input_ids):
         lengths = self._check_inputs(input_ids, attention_mask)
         batch, steps = input_ids.shape[:2]
         mask = torch.arange(steps, device=input_ids.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)

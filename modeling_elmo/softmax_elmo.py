@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration_elmo import ElmoConfig
-from .fast_paths_elmo import full_softmax_nll
+from .matmul_elmo import _mm_nt, _mm_tn, _needs_grad, _training_onednn
 
 
 class ElmoSoftmax(nn.Module):
@@ -100,6 +100,43 @@ class ElmoSoftmax(nn.Module):
         sampled_logits = sampled_logits.masked_fill(hits, float("-inf"))
         logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)
         return F.cross_entropy(logits, torch.zeros_like(targets), reduction="sum")
+
+
+class _FullSoftmaxNll(torch.autograd.Function):
+    """The summed negative log-likelihood of a full softmax, `cross_entropy(linear(hidden, weight, bias), targets)`,
+    with its multiplies through oneDNN and fewer passes over the (N, V) logits, which at PTB's 10k words are larger
+    than the cache: the log-softmax is taken in place in the logits' buffer and made into the softmax in place by the
+    backward pass (no zero-filled gradient of the log-probabilities), and the gradient's scale is applied to the
+    small results of the multiplies instead of to the large matrix."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets):
+        logits = _mm_nt(hidden, weight, bias)  # (N, V)
+        log_probs = torch.ops.aten._log_softmax.out(logits, 1, False, out=logits)  # in place, row by row
+        loss = -log_probs.gather(1, targets.unsqueeze(1)).sum()
+        ctx.save_for_backward(hidden, weight, targets)
+        ctx.log_probs = log_probs  # an intermediate, made into the gradient by the backward pass
+        return loss
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        hidden, weight, targets = ctx.saved_tensors
+        grad_logits, ctx.log_probs = ctx.log_probs.exp_(), None  # the softmax, in place
+        grad_logits[torch.arange(targets.shape[0], device=targets.device), targets] -= 1.0  # / grad, applied below
+        grad_hidden = _mm_nt(grad_logits, weight.t()).mul_(grad) if ctx.needs_input_grad[0] else None
+        grad_weight = _mm_tn(grad_logits, hidden).mul_(grad) if ctx.needs_input_grad[1] else None
+        grad_bias = grad_logits.sum(0).mul_(grad) if ctx.needs_input_grad[2] else None
+        return grad_hidden, grad_weight, grad_bias, None
+
+
+def full_softmax_nll(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor):
+    """`F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")`, the full softmax's loss;
+    in training on the CPU (float32, oneDNN) through `_FullSoftmaxNll`, 2x faster at PTB's 10k words."""
+    if hidden.shape[0] > 0 and _needs_grad(hidden, weight, bias) and _training_onednn(hidden, weight, bias):
+        return _FullSoftmaxNll.apply(hidden, weight, bias, targets)
+    logits = torch.nn.functional.linear(hidden, weight, bias).float()
+    return torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
 
 
 def _default_cutoffs(vocab_size: int) -> list[int]:

@@ -16,7 +16,9 @@ import torch
 from conftest import random_char_ids
 
 import modeling_elmo.fast_paths_elmo as fast_paths
+import modeling_elmo.matmul_elmo as matmul
 import modeling_elmo.modeling_elmo as modeling
+import modeling_elmo.softmax_elmo as softmax
 from modeling_elmo import ElmoConfig, ElmoModel
 
 VARIANTS = [
@@ -70,8 +72,8 @@ def count_encoded_rows(monkeypatch) -> list[int]:
 def matmul_path(request, monkeypatch):
     """The CPU loop with oneDNN packed weights, and the batched-`bmm` loop that GPUs (and CPUs without oneDNN) run."""
     if request.param == "batched":
-        monkeypatch.setitem(fast_paths._ONEDNN, "available", False)
-    elif not fast_paths._use_onednn(torch.device("cpu"), torch.float32):
+        monkeypatch.setitem(matmul._ONEDNN, "available", False)
+    elif not matmul._use_onednn(torch.device("cpu"), torch.float32):
         pytest.skip("this torch build has no oneDNN")
     return request.param
 
@@ -476,8 +478,8 @@ def test_training_layer_equals_reference_with_clipping_padding_and_state(overrid
     x = torch.randn(2, sum(batch_sizes), 16, generator=generator, dtype=dtype) * 3
     state = (torch.randn(2, rows, 16, generator=generator, dtype=dtype),
              torch.randn(2, rows, layer.cell_size, generator=generator, dtype=dtype) * 3)
-    assert fast_paths._training_onednn(x, layer.weight_ih) == (
-        dtype == torch.float32 and fast_paths._use_onednn(x.device, dtype))
+    assert matmul._training_onednn(x, layer.weight_ih) == (
+        dtype == torch.float32 and matmul._use_onednn(x.device, dtype))
     reference = layer_gradients(layer, "reference", x, batch_sizes, state)
     fast = layer_gradients(layer, "training", x, batch_sizes, state)
     tolerance = 1e-12 if dtype == torch.float64 else 2e-6
@@ -500,7 +502,7 @@ def test_training_linear_equals_f_linear_with_gradients(shape, bias):
         tensors = [torch.randn(shape, generator=generator), torch.randn(out_features, 24, generator=generator),
                    torch.randn(out_features, generator=generator) if bias else None]
         results = []
-        for linear, dtype in ((torch.nn.functional.linear, torch.float64), (fast_paths.training_linear, torch.float32)):
+        for linear, dtype in ((torch.nn.functional.linear, torch.float64), (matmul.training_linear, torch.float32)):
             inputs = [t.to(dtype).requires_grad_() if t is not None else None for t in tensors]
             out = linear(*inputs)
             (out * torch.arange(out.numel(), dtype=dtype).view_as(out).cos()).sum().backward()
@@ -522,10 +524,10 @@ def test_full_softmax_loss_and_gradients_equal_cross_entropy():
     results = []
     for dtype in (torch.float64, torch.float32):
         inputs = [t.to(dtype).requires_grad_() for t in tensors]
-        loss = fast_paths.full_softmax_nll(*inputs, targets)
+        loss = softmax.full_softmax_nll(*inputs, targets)
         (loss * 0.7).backward()
         results.append([loss, *(t.grad for t in inputs)])
-    if fast_paths._use_onednn(torch.device("cpu"), torch.float32):
+    if matmul._use_onednn(torch.device("cpu"), torch.float32):
         assert results[1][0].grad_fn.name().startswith("_FullSoftmaxNll")
     for reference, fast in zip(*results):
         assert (fast.double() - reference).abs().max() <= 1e-5 * reference.abs().max()

@@ -51,7 +51,7 @@ HEADS = [
 ]
 REMOTE_CODE = [
     "character_ids.py", "configuration_elmo.py", "downstream_elmo.py", "fast_paths_elmo.py", "inputs_elmo.py",
-    "modeling_elmo.py", "push_to_hub_elmo.py", "softmax_elmo.py", "tokenization_elmo.py", "word_char_encoder.py",
+    "matmul_elmo.py", "modeling_elmo.py", "push_to_hub_elmo.py", "softmax_elmo.py", "tokenization_elmo.py", "word_char_encoder.py",
 ]
 
 
@@ -172,8 +172,8 @@ def fail_next(stage, action):
     urllib.request.urlopen(request).read()
 
 import hashlib, importlib
-sources = ["character_ids", "configuration_elmo", "downstream_elmo", "fast_paths_elmo", "inputs_elmo", "modeling_elmo",
-           "push_to_hub_elmo", "softmax_elmo", "word_char_encoder"]
+sources = ["character_ids", "configuration_elmo", "downstream_elmo", "fast_paths_elmo", "inputs_elmo", "matmul_elmo",
+           "modeling_elmo", "push_to_hub_elmo", "softmax_elmo", "word_char_encoder"]
 out = {"sources": {
     os.path.basename(m.__file__): hashlib.sha256(open(m.__file__, "rb").read()).hexdigest()
     for m in [*(importlib.import_module("modeling_elmo." + name) for name in sources), tokenization.tokenization_elmo]

@@ -274,7 +274,7 @@ print(json.dumps(out.flatten().tolist()))
 
 
 MODEL_MODULES = ["character_ids", "configuration_elmo", "downstream_elmo", "fast_paths_elmo", "inputs_elmo",
-                 "modeling_elmo", "push_to_hub_elmo", "softmax_elmo", "word_char_encoder"]
+                 "matmul_elmo", "modeling_elmo", "push_to_hub_elmo", "softmax_elmo", "word_char_encoder"]
 
 
 def test_model_modules_import_one_way_and_stay_small():

@@ -1,0 +1,133 @@
+"""Matrix multiplies and device settings shared by the fast paths (`fast_paths_elmo.py`) and the softmax.
+
+On the CPU, float32 and bfloat16 multiplies go through oneDNN where the torch build has it: with weights packed once
+into its blocked layout for inference (`_pack_weight`, `_linear`), and with plain tensors for training
+(`training_linear`, `_mm_nt`, `_mm_tn`), where it measured 1.3-2x MKL's `torch.mm` at the shapes of a training step
+on these machines. On CUDA, `float32_cudnn` keeps cuDNN's float32 in float32.
+
+This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch and the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+_ONEDNN: dict[str, bool] = {}
+
+
+def _needs_grad(*tensors: torch.Tensor | None) -> bool:
+    """Whether autograd would record an op on these tensors right now."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype a matmul on `x` produces here: the autocast dtype when autocast is on, else `x.dtype`."""
+    device_type = x.device.type
+    if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return x.dtype
+
+
+def _use_onednn(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether the CPU inference paths use oneDNN matrix multiplies with pre-packed weights: on CPU builds that have
+    them, for float32 and bfloat16, outside `torch.compile` tracing."""
+    if device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16) or torch.compiler.is_compiling():
+        return False
+    if "available" not in _ONEDNN:
+        try:
+            weight = torch.ones(4, 3)
+            out = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3), _pack_weight(weight), None, "none", [], "")
+            _ONEDNN["available"] = bool(torch.equal(out, torch.full((2, 4), 3.0)))
+        except (AttributeError, RuntimeError, NotImplementedError):
+            _ONEDNN["available"] = False
+    return _ONEDNN["available"]
+
+
+def _pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    """A (out, in) weight in oneDNN's blocked layout for `_linear`."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
+
+
+def _linear(
+    x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None, add: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`x @ weight.T (+ bias) (+ add)` through oneDNN with the packed weight. (oneDNN's fused "add" epilogue measured
+    5-15% slower than a separate `add_` here.)"""
+    out = torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+    return out if add is None else out.add_(add)
+
+
+@contextlib.contextmanager
+def float32_cudnn(device: torch.device):
+    """cuDNN's convolutions and LSTM kernel in true float32 within the block, on CUDA: torch lets cuDNN compute float32
+    in TF32 by default (`torch.backends.cudnn.allow_tf32`), which moves ELMo's outputs by about 1e-4 on an H100, ten
+    times the converted weights' tolerance. bfloat16 autocast is the fast way on a GPU. Backward passes, run after the
+    block, keep torch's setting."""
+    cudnn = torch.backends.cudnn
+    if device.type != "cuda" or not cudnn.allow_tf32:
+        yield
+        return
+    cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        cudnn.allow_tf32 = True
+
+
+def _training_onednn(*tensors: torch.Tensor) -> bool:
+    """Whether training's matrix multiplies on these tensors go through oneDNN: float32 on a CPU with oneDNN, outside
+    autocast (whose dtype rules stay torch's). oneDNN multiplies the shapes of a training step here 1.3-2x faster than
+    MKL's `torch.mm` (benchmarks/results_pretrain.md); results agree to float32 rounding."""
+    x = tensors[0]
+    return (
+        all(t.dtype == torch.float32 for t in tensors)
+        and not torch.is_autocast_enabled("cpu")
+        and _use_onednn(x.device, torch.float32)
+    )
+
+
+def _mm_nt(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`a @ b.T (+ bias)` for 2-d float32 CPU tensors through oneDNN, with `b` taken as it is (not packed)."""
+    return torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [], "")
+
+
+def _mm_tn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`a.T @ b` (a weight's gradient: (M, O) and (M, I) -> (O, I)) through oneDNN, in the orientation it runs
+    faster: with the wider of the two outputs' sides as oneDNN's weight (measured 2x apart at some shapes)."""
+    if b.shape[1] >= a.shape[1]:
+        return _mm_nt(a.t(), b.t())
+    return _mm_nt(b.t(), a.t()).t()
+
+
+class _OneDnnLinear(torch.autograd.Function):
+    """`F.linear(x, weight, bias)` with its forward and backward multiplies through oneDNN (`training_linear`)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        rows = x.reshape(-1, x.shape[-1])
+        return _mm_nt(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        grad = grad.reshape(-1, weight.shape[0])
+        grad_x = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _mm_nt(grad, weight.t()).view(x.shape)
+        if ctx.needs_input_grad[1]:
+            grad_weight = _mm_tn(grad, x.reshape(-1, x.shape[-1]))
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_bias = grad.sum(0)
+        return grad_x, grad_weight, grad_bias
+
+
+def training_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear` for the training fast paths: through oneDNN where `_training_onednn` says so, else `F.linear`."""
+    if _training_onednn(x, weight) and x.shape[0] > 0:
+        return _OneDnnLinear.apply(x, weight, bias)
+    return torch.nn.functional.linear(x, weight, bias)
