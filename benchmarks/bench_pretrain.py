@@ -1,30 +1,36 @@
 """Pretraining benchmarks on CPU: training tokens/s at the `small` preset, and PTB perplexity after a fixed budget.
 
     python -m benchmarks.bench_pretrain speed      # tokens/s of train.pretrain, preset small, 2 threads
-    python -m benchmarks.bench_pretrain compare    # the same, distinct-token character CNN against every token
-    python -m benchmarks.bench_pretrain compare --variants autograd_lstm,auto   # the LSTM's written-out backward
-                                                   # against the autograd loop (--config demo: train/demo.py's size)
+    python -m benchmarks.bench_pretrain compare    # two variants alternating (default: auto against reference)
+    python -m benchmarks.bench_pretrain compare --variants auto,baseline --baseline_repo /tmp/elmo_before
+                                                   # this checkout against another (a `git worktree` of a commit)
+    python -m benchmarks.bench_pretrain compare --config demo [--data demo]   # train/demo.py's model [and corpus]
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
 
-Both run the real command (`python -m train.pretrain`) in a subprocess and read what it wrote
-(`train_log.jsonl`, `train_results.json`, `eval_results.json`). Results go to `benchmarks/results_pretrain.md`
-by hand, with the command and the machine.
+`speed` and `compare` run the real command (`train.pretrain`, through its `main`) in a subprocess that times every
+call of its `training_step` (forward, backward, optimizer step; not the data loading, logging or saving) in
+wall-clock and CPU seconds, and report tokens/s from the steps after two warm-up steps: the median step's, the
+fastest step's (on a shared machine the least disturbed) and tokens per CPU-second. `ptb` reads what the command
+wrote (`eval_results.json`, `train_results.json`). Results go to `benchmarks/results_pretrain.md` by hand, with the
+command and the machine.
 
 Variants of `compare` (the model's `lstm_implementation` and how the LSTM trains):
-    reference      every reference layer (the character CNN on every token, the autograd LSTM loop);
+    reference      every reference layer (the character CNN on every token, the autograd LSTM loop, the plain
+                   softmax);
     autograd_lstm  the default fast paths except the LSTM's training function: clipped layers train through the
                    autograd loop, as before issue 15 (the dispatch is wrapped in the subprocess, nothing else changes);
-    auto           the default: clipped layers train through `fast_paths_elmo.lstm_training`;
-    baseline       the default settings of another checkout (`--baseline_repo`, e.g. a `git worktree` of an older
-                   commit): the same command and configuration, that checkout's code.
+    auto           the default;
+    baseline       the default settings of another checkout (`--baseline_repo`): the same command and
+                   configuration, that checkout's code.
 
 FLOPs of a training step, per token (`flops_per_training_token`, counted from the shapes as `flops_per_token` of
 bench_speed.py counts inference): 3 x the forward multiply-adds x 2 (the backward pass computes the gradients of
-the inputs and of the weights, each as many as the forward), with the character CNN counted once per stream
-(stream mode feeds each direction its own stream) before deduplication, and the softmax of both directions over
-the vocabulary (full) or over the `num_sampled` negatives and the true word (sampled). The fraction of peak is the
-run's GFLOP/s over the faster of `torch.mm` and oneDNN's packed linear (2048 x 2048, float32, the run's thread
-count), measured in this process right before and after each training run.
+the inputs and of the weights, each as many as the forward), with the character CNN over all 50 positions counted
+once per stream (stream mode feeds each direction its own stream) before deduplication, and the softmax of both
+directions over the vocabulary (full) or over the `num_sampled` negatives and the true word (sampled): the work of
+the reference. The fraction of peak is the run's GFLOP/s by that count over the faster of `torch.mm` and oneDNN's
+packed linear (2048 x 2048, float32, the run's thread count), measured in this process right before and after
+each training run; above 1 when the fast paths skip work the reference does.
 """
 
 from __future__ import annotations
