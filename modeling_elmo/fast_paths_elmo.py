@@ -193,7 +193,7 @@ def _distinct_rows(char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # A token whose characters vary over at most 8 (16, 24) positions is convolved over that many + the widest filter's
-# positions, longer ones over all 50: a token's vectors then never depend on the other tokens of its batch.
+# positions, longer ones over all 50: a token's cut depends on the token alone, not on the others of its batch.
 _TRIM_LENGTHS = (8, 16, 24)
 
 

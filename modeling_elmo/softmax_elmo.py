@@ -54,9 +54,8 @@ class ElmoSoftmax(nn.Module):
             return -self.adaptive(hidden, targets).output.float().sum()
         if self.softmax_type == "sampled" and self.training and self.num_sampled < self.vocab_size:
             return self._sampled_nll(hidden, targets)
-        if getattr(self.config, "lstm_implementation", "auto") != "reference":
-            return full_softmax_nll(hidden, self.weight, self.bias, targets)
-        return F.cross_entropy(F.linear(hidden, self.weight, self.bias).float(), targets, reduction="sum")
+        fast = getattr(self.config, "lstm_implementation", "auto") != "reference"
+        return full_softmax_nll(hidden, self.weight, self.bias, targets, fast=fast)
 
     def mean_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The mean negative log-likelihood of one LM direction and how many targets it averages: `hidden`
@@ -130,13 +129,14 @@ class _FullSoftmaxNll(torch.autograd.Function):
         return grad_hidden, grad_weight, grad_bias, None
 
 
-def full_softmax_nll(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor):
-    """`F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")`, the full softmax's loss;
-    in training on the CPU (float32, oneDNN) through `_FullSoftmaxNll`, 2x faster at PTB's 10k words."""
-    if hidden.shape[0] > 0 and _needs_grad(hidden, weight, bias) and _training_onednn(hidden, weight, bias):
+def full_softmax_nll(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor, fast: bool = True
+) -> torch.Tensor:
+    """`F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")`, the full softmax's loss:
+    with `fast`, in training on the CPU (float32, oneDNN), through `_FullSoftmaxNll`."""
+    if fast and hidden.shape[0] > 0 and _needs_grad(hidden, weight, bias) and _training_onednn(hidden, weight, bias):
         return _FullSoftmaxNll.apply(hidden, weight, bias, targets)
-    logits = torch.nn.functional.linear(hidden, weight, bias).float()
-    return torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
+    return F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")
 
 
 def _default_cutoffs(vocab_size: int) -> list[int]:

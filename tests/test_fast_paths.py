@@ -169,6 +169,18 @@ def test_trimmed_character_cnn_gives_the_values_and_gradients_of_the_reference(d
         assert all(torch.equal(single, pooled) for single, pooled in zip(singles, together))
 
 
+def test_distinct_rows_by_hashing_equal_torch_unique():
+    """The distinct tokens of a batch found by hashing rows: the same set of rows as `torch.unique(dim=0)`, and an
+    inverse that rebuilds the batch, with many repeats and rows that differ in one position only."""
+    ids = random_char_ids([40], seed=7)[0]
+    ids = torch.cat([ids, ids[::3], ids[5:9]])  # repeats
+    ids[-1, 20] = 7  # differs from its twin in one padding position
+    distinct, inverse = fast_paths._distinct_rows(ids)
+    expected = torch.unique(ids, dim=0)
+    assert torch.equal(distinct[inverse], ids)
+    assert distinct.shape == expected.shape and torch.equal(torch.unique(distinct, dim=0), expected)
+
+
 def test_stream_training_encodes_both_streams_in_one_pass(monkeypatch):
     """Stream training feeds the backward LM its own stream: both streams go through the character CNN together,
     a word they share once, with the outputs and gradients of encoding each stream on its own."""
