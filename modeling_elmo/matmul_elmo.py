@@ -1,9 +1,9 @@
 """Matrix multiplies and device settings shared by the fast paths (`fast_paths_elmo.py`) and the softmax.
 
-On the CPU, float32 and bfloat16 multiplies go through oneDNN where the torch build has it: with weights packed once
-into its blocked layout for inference (`_pack_weight`, `_linear`), and with plain tensors for training
-(`training_linear`, `_mm_nt`, `_mm_tn`), where it measured 1.3-2x MKL's `torch.mm` at the shapes of a training step
-on these machines. On CUDA, `float32_cudnn` keeps cuDNN's float32 in float32.
+On the CPU, multiplies go through oneDNN where the torch build has it: with weights packed once into its blocked
+layout for inference (float32, bfloat16: `_pack_weight`, `_linear`), and with plain tensors for training (float32:
+`training_linear`, `_mm_nt`, `_mm_tn`), where it measured 1.05-2.2x MKL's `torch.mm` at the shapes of a training
+step on these machines (benchmarks/bench_matmul.py). On CUDA, `float32_cudnn` keeps cuDNN's float32 in float32.
 
 This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch and the standard library.
 """
@@ -78,8 +78,8 @@ def float32_cudnn(device: torch.device):
 
 def _training_onednn(*tensors: torch.Tensor) -> bool:
     """Whether training's matrix multiplies on these tensors go through oneDNN: float32 on a CPU with oneDNN, outside
-    autocast (whose dtype rules stay torch's). oneDNN multiplies the shapes of a training step here 1.3-2x faster than
-    MKL's `torch.mm` (benchmarks/results_pretrain.md); results agree to float32 rounding."""
+    autocast (whose dtype rules stay torch's). oneDNN multiplies the shapes of a training step here 1.05-2.2x faster
+    than MKL's `torch.mm` (benchmarks/bench_matmul.py); results agree to float32 rounding."""
     x = tensors[0]
     return (
         all(t.dtype == torch.float32 for t in tensors)
