@@ -31,16 +31,17 @@ def test_generated_text_splits_the_same_with_the_default_rule():
     assert all(split_words(line) == line.split() for line in lines)
 
 
+def run_demo(*args) -> subprocess.CompletedProcess:
+    """`python -m train.demo ARGS --disable_tqdm` in a fresh Python with one thread; its output captured."""
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "train.demo", *map(str, args), "--disable_tqdm"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
 @pytest.mark.slow
 def test_demo_trains_reloads_and_scores(tmp_path):
-    env = clean_env()
-    env["PYTHONPATH"] = str(REPO)
-    env["OMP_NUM_THREADS"] = "1"
-    result = subprocess.run(
-        [sys.executable, "-m", "train.demo", "--output_dir", str(tmp_path), "--max_steps", "15",
-         "--num_sentences", "600", "--probes_per_sense", "6", "--per_device_batch_size", "8", "--disable_tqdm"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )
+    result = run_demo("--output_dir", tmp_path, "--max_steps", "15", "--num_sentences", "600", "--probes_per_sense", "6",
+                      "--per_device_batch_size", "8")
     assert result.returncode == 0, result.stderr[-4000:]
     assert "outputs: model" in result.stderr
     scores = json.loads((tmp_path / "sense_scores.json").read_text())
@@ -84,15 +85,8 @@ def test_chinese_corpus_holds_each_character_once_per_sentence_in_both_senses():
 
 @pytest.mark.slow
 def test_chinese_demo_trains_per_character_and_contextual_layers_beat_layer0(tmp_path):
-    env = clean_env()
-    env["PYTHONPATH"] = str(REPO)
-    env["OMP_NUM_THREADS"] = "1"
-    result = subprocess.run(
-        [sys.executable, "-m", "train.demo", "--language", "zh", "--output_dir", str(tmp_path), "--max_steps", "80",
-         "--num_sentences", "1200", "--probes_per_sense", "12", "--per_device_batch_size", "16",
-         "--analysis_lines", "200", "--disable_tqdm"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )
+    result = run_demo("--language", "zh", "--output_dir", tmp_path, "--max_steps", "80", "--num_sentences", "1200",
+                      "--probes_per_sense", "12", "--per_device_batch_size", "16", "--analysis_lines", "200")
     assert result.returncode == 0, result.stderr[-4000:]
     from train.sense_corpus_zh import SENSES
 
