@@ -18,6 +18,7 @@ This file travels to the Hub as remote code with `modeling_elmo.py`: it imports 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import warnings
@@ -177,13 +178,19 @@ def encode_distinct(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     return encode_trimmed(encoder, distinct)[inverse]
 
 
+@functools.lru_cache(maxsize=8)
+def _row_hash_multipliers(columns: int, device: torch.device) -> torch.Tensor:
+    """Fixed odd int64 multipliers, one per character position, for `_distinct_rows` (made once per width and device,
+    not at every training step)."""
+    generator = torch.Generator().manual_seed(columns)
+    return torch.randint(1, 2**62, (columns,), generator=generator).mul_(2).add_(1).to(device)
+
+
 def _distinct_rows(char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """`torch.unique(char_ids, dim=0, return_inverse=True)` up to the order of the distinct rows, several times faster
     (it compares rows one by one): each row is hashed to one int64 (multiply-adds that wrap around), the hashes are
     made unique, and the rows are checked against their representative; a collision falls back to `torch.unique`."""
-    columns = char_ids.shape[1]
-    generator = torch.Generator().manual_seed(columns)
-    multipliers = torch.randint(1, 2**62, (columns,), generator=generator).mul_(2).add_(1).to(char_ids.device)
+    multipliers = _row_hash_multipliers(char_ids.shape[1], char_ids.device)
     keys, inverse = torch.unique((char_ids.long() * multipliers).sum(1), return_inverse=True)
     first = torch.empty_like(keys).scatter_(0, inverse, torch.arange(char_ids.shape[0], device=char_ids.device))
     distinct = char_ids[first]
@@ -697,6 +704,7 @@ class _LstmTrainingFunction(torch.autograd.Function):
                 torch.clamp(h, -proj_clip, proj_clip, out=out[:, s])
             h_prev, c_prev = out[:, s], c_clipped
         ctx.batch_sizes, ctx.cell_clip, ctx.proj_clip, ctx.previous = batch_sizes, cell_clip, proj_clip, previous
+        ctx.onednn = onednn  # the backward pass multiplies the way the forward pass did
         ctx.weight_dtypes = [w.dtype if w is not None else None for w in (weight_ih, weight_hh, bias, weight_hr)]
         ctx.save_for_backward(x, h0, c0, w_ih, w_hh, w_hr, gates, cells, tanh_cells, hidden, projected, out)
         h_final, c_final = h0.clone(), c0.clone()  # rows that never ran keep theirs
@@ -713,7 +721,7 @@ class _LstmTrainingFunction(torch.autograd.Function):
         cell_clip, proj_clip, previous = ctx.cell_clip, ctx.proj_clip, ctx.previous
         steps, _ = _step_layout(ctx.batch_sizes, h0.shape[1], x.device)
         cell = tanh_cells.shape[-1]
-        onednn = _training_onednn(x, w_ih)
+        onednn = ctx.onednn
         rows = ctx.batch_sizes[0]
         # d(out) -> d(hidden), and d(gates) -> d(h) of the previous step
         to_hidden = _StepMatmul(w_hr.transpose(1, 2), onednn, rows) if w_hr is not None else None
