@@ -9,13 +9,20 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint clean
+.PHONY: demo test test-fast lint clean anchors
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
+	$(MAKE) anchors
 	touch $(STAMP)
+
+# allennlp 2.10.1, the anchor of tests/test_allennlp_parity.py and benchmarks/bench_speed.py --sections anchor.
+# Its own requirements (torch < 1.13, spaCy, ...) would replace this stack: installed without them, and run
+# through benchmarks/allennlp_anchor.py, which loads only its ELMo files.
+anchors:
+	$(BIN)/pip install --quiet --no-deps allennlp==2.10.1
 
 demo: $(STAMP)
 	$(BIN)/python -m train.demo $(ARGS)

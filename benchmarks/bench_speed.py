@@ -29,6 +29,8 @@ Sections:
              token cache, as the command runs), reference vs fast.
     command  the whole `elmo-embed` command (reading, batching, HDF5 writing and merging) on PTB validation lines.
     scaling  time per token and peak extra memory over batch sizes x sentence lengths (fast path).
+    anchor   allennlp 2.10.1's own `Elmo` (the optional anchor, `make anchors`) against this model's default path on
+             the same weights and batch as `model`, interleaved, with the largest difference of their top layers.
     gpu      (--device cuda) inference and training tokens/s; the training step is forward + backward of the biLM
              loss-free sum of the top layer (no softmax), with the loop and, for an unclipped copy, cuDNN.
 """
@@ -233,7 +235,91 @@ def section_model(model, tokenizer, peak: Peak, repeats: int, device) -> dict:
             samples[name].append(timed_ratio(lambda v=variant: call(*v), tokens, flops, peak))
     model.config.lstm_implementation = "auto"
     model.disable_token_cache()
-    return {"tokens_per_batch": tokens, **{name: summarize(s) for name, s in samples.items()}}
+    return {"tokens_per_batch": tokens, **{name: summarize(s) for name, s in samples.items()},
+            "fast path: its multiplies alone": multiply_ceiling(model, batch, peak, repeats)}
+
+
+@contextlib.contextmanager
+def multiply_timer():
+    """Time spent in oneDNN's multiplies (every CPU fast-path multiply calls `torch.ops.mkldnn._linear_pointwise`)
+    while the block runs, and their FLOPs: {"seconds": ..., "flops": ...}."""
+    namespace, original = torch.ops.mkldnn, torch.ops.mkldnn._linear_pointwise
+    totals = {"seconds": 0.0, "flops": 0.0}
+
+    def timed(x, weight, *args):
+        start = time.perf_counter()
+        out = original(x, weight, *args)
+        totals["seconds"] += time.perf_counter() - start
+        totals["flops"] += 2.0 * x.numel() * out.shape[-1]
+        return out
+
+    namespace._linear_pointwise = timed
+    try:
+        yield totals
+    finally:
+        namespace._linear_pointwise = original
+
+
+def multiply_ceiling(model, batch, peak: Peak, repeats: int) -> dict:
+    """How far the default path is from the peak because of the multiplies themselves: the GFLOP/s of its oneDNN
+    multiplies at the shapes they run at (rows = sentences for the recurrent ones), timed inside a real forward.
+    That is the most the path could reach if everything between the multiplies were free."""
+    samples = []
+    with torch.inference_mode():
+        for _ in range(repeats):
+            with multiply_timer() as totals:
+                start = time.perf_counter()
+                model(**batch)
+                seconds = time.perf_counter() - start
+            onednn = peak.onednn()
+            gflops = totals["flops"] / totals["seconds"] / 1e9
+            samples.append({"share_of_time_in_multiplies": totals["seconds"] / seconds, "multiply_gflops": gflops,
+                            "multiply_ratio_onednn": gflops / onednn if onednn else None})
+    return {key: statistics.median(s[key] for s in samples) for key in samples[0] if samples[0][key] is not None}
+
+
+def section_anchor(model, tokenizer, raw_dir: Path, peak: Peak, repeats: int) -> dict:
+    """allennlp's Elmo (num_output_representations=1, as users call it) and ours, alternately on one batch."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from allennlp_anchor import load_allennlp_elmo
+
+    allennlp_elmo = load_allennlp_elmo()
+    if allennlp_elmo is None:
+        raise SystemExit("the anchor section needs allennlp: make anchors (pip install --no-deps allennlp==2.10.1)")
+    if not (raw_dir / "weights.hdf5").exists():
+        raise SystemExit(f"the anchor section needs the hdf5 pair the model was converted from: --raw_dir ({raw_dir})")
+    theirs = allennlp_elmo.Elmo(str(raw_dir / "options.json"), str(raw_dir / "weights.hdf5"), 1, dropout=0.0).eval()
+    batch = tokenizer(sentences(16, 24, 32), is_split_into_words=True, padding=True, return_tensors="pt")
+    mask = batch["attention_mask"].bool()
+    lengths = mask.sum(1) - 2
+    their_ids = torch.zeros(mask.shape[0], mask.shape[1] - 2, batch["input_ids"].shape[2], dtype=torch.long)
+    for row, n in enumerate(lengths.tolist()):  # allennlp adds <S> and </S> itself
+        their_ids[row, :n] = batch["input_ids"][row, 1 : n + 1]
+    flops, tokens = flops_per_token(model.config), int(mask.sum())
+
+    def call_theirs():
+        theirs._elmo_lstm._elmo_lstm.reset_states()  # allennlp carries each row's state into the next call
+        return theirs(their_ids)
+
+    with torch.inference_mode():
+        top_theirs = theirs._elmo_lstm(their_ids)["activations"][-1]
+        theirs._elmo_lstm._elmo_lstm.reset_states()
+        top_ours = model(**batch).last_hidden_state
+        samples = {"ours (default fast path)": [], "allennlp Elmo": []}
+        for _ in range(repeats + 1):  # the first round warms both up and is dropped
+            ours = timed_ratio(lambda: model(**batch), tokens, flops, peak)
+            allennlp = timed_ratio(call_theirs, tokens, flops, peak)
+            samples["ours (default fast path)"].append(ours)
+            samples["allennlp Elmo"].append(allennlp)
+    speedups = [o["tokens_per_s"] / a["tokens_per_s"]
+                for o, a in zip(samples["ours (default fast path)"][1:], samples["allennlp Elmo"][1:])]
+    return {
+        "tokens_per_batch": tokens,
+        "max_abs_difference_top_layer": (top_ours[mask] - top_theirs[mask]).abs().max().item(),
+        **{name: summarize(s[1:]) for name, s in samples.items()},
+        "speedup_median": statistics.median(speedups),
+        "speedup_range": (min(speedups), max(speedups)),
+    }
 
 
 def section_fused(model, tokenizer, peak: Peak, repeats: int, device) -> dict:
@@ -432,10 +518,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, default=None, help="original-size model folder (default: build one)")
     parser.add_argument("--work_dir", type=Path, default=Path(tempfile.gettempdir()) / "elmo-bench")
+    parser.add_argument("--raw_dir", type=Path, default=None,
+                        help="the hdf5 pair --model was converted from, for the anchor section (default: WORK_DIR/raw)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sections", default="model,fused,bulk,command,scaling",
-                        help="comma-separated: model,fused,bulk,command,scaling,gpu")
+                        help="comma-separated: model,fused,bulk,command,scaling,anchor,gpu")
     parser.add_argument("--bulk_lines", type=int, default=400, help="PTB validation lines for the bulk section")
     parser.add_argument("--command_lines", type=int, default=2000, help="PTB validation lines for the command")
     parser.add_argument("--device", default="cpu")
@@ -466,6 +554,10 @@ def main(argv: list[str] | None = None) -> int:
         if "model" in sections:
             results["model"] = section_model(model, tokenizer, peak, args.repeats, device)
             logger.info("model: %s", json.dumps(results["model"], indent=1))
+        if "anchor" in sections:
+            raw_dir = args.raw_dir or args.work_dir / "raw"
+            results["anchor"] = section_anchor(model, tokenizer, raw_dir, peak, args.repeats)
+            logger.info("anchor: %s", json.dumps(results["anchor"], indent=1))
         if "fused" in sections:
             results["fused"] = section_fused(model, tokenizer, peak, args.repeats, device)
             logger.info("fused: %s", json.dumps(results["fused"], indent=1))

@@ -1,0 +1,117 @@
+"""Ours against allennlp 2.10.1's own `Elmo` (the implementation most ELMo users ran), on the same weights.
+
+allennlp is an optional test anchor, installed without its dependencies (`make anchors`); it runs through
+`benchmarks/allennlp_anchor.py`, which executes allennlp's own ELMo files unchanged. Without it these tests skip.
+Both models read the same `options.json` + hdf5 pair: the trained bilm-tf fixture, and random weights at the
+`small` published size (written by ../shared/tools/make_random_elmo_hdf5.py), whose larger values reach the clips.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, shared_file
+
+from modeling_elmo import ElmoModel
+from modeling_elmo.convert_allennlp_elmo import convert
+from tokenization import ElmoTokenizer
+
+SENTENCES = [
+    "The bank of the river was steep .".split(),
+    "She deposited the cheque at the bank on Monday morning before work .".split(),
+    "Unbelievably , zxqvk !".split(),
+    ["a"],
+]
+
+
+def load_allennlp_elmo():
+    """allennlp's elmo module through benchmarks/allennlp_anchor.py (a script folder, not a package), or None."""
+    spec = importlib.util.spec_from_file_location("allennlp_anchor", REPO / "benchmarks" / "allennlp_anchor.py")
+    anchor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(anchor)
+    return anchor.load_allennlp_elmo()
+
+
+@pytest.fixture(scope="module")
+def allennlp_elmo():
+    module = load_allennlp_elmo()
+    if module is None:
+        pytest.skip("allennlp is not installed (the optional anchor: `make anchors`, i.e. "
+                    "pip install --no-deps allennlp==2.10.1)")
+    return module
+
+
+def allennlp_inputs(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Our character ids without <S>/</S>: allennlp adds the sentence boundaries itself."""
+    lengths = mask.sum(1) - 2
+    out = torch.zeros(ids.shape[0], ids.shape[1] - 2, ids.shape[2], dtype=ids.dtype)
+    for row, n in enumerate(lengths.tolist()):
+        out[row, :n] = ids[row, 1 : n + 1]
+    return out
+
+
+def weight_pairs(tmp_path_factory) -> list[tuple[str, Path, Path]]:
+    fixture = shared_file("elmo-fixtures/allennlp/options.json").parent
+    pairs = [("bilm-tf fixture", fixture / "options.json", fixture / "lm_weights.hdf5")]
+    tool = REPO.parent / "shared" / "tools" / "make_random_elmo_hdf5.py"
+    if tool.exists():
+        out = tmp_path_factory.mktemp("small")
+        subprocess.run([sys.executable, str(tool), str(out), "--size", "small", "--seed", "3"], check=True,
+                       capture_output=True)
+        pairs.append(("random small", out / "options.json", out / "weights.hdf5"))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def models(allennlp_elmo, tmp_path_factory):
+    """(name, allennlp's Elmo, our ElmoModel) for each weight file, both in eval mode, no dropout."""
+    built = []
+    for name, options, weights in weight_pairs(tmp_path_factory):
+        folder = convert(options, weights, tmp_path_factory.mktemp("converted") / "model")
+        theirs = allennlp_elmo.Elmo(str(options), str(weights), num_output_representations=1, dropout=0.0,
+                                    scalar_mix_parameters=[0.2, -0.5, 1.0]).eval()
+        built.append((name, theirs, ElmoModel.from_pretrained(folder).eval()))
+    return built
+
+
+def fresh(theirs):
+    """allennlp's Elmo carries each row's LSTM state into the next call; ours starts every call from zeros."""
+    theirs._elmo_lstm._elmo_lstm.reset_states()
+    return theirs
+
+
+def test_every_layer_matches_allennlp(models):
+    """All three biLM layers, with <S>/</S>, of a padded batch of mixed lengths, to 1e-5."""
+    batch = ElmoTokenizer()(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    for name, theirs, ours in models:
+        with torch.no_grad():
+            expected = fresh(theirs)._elmo_lstm(allennlp_inputs(ids, mask))  # adds <S>/</S>
+            got = ours(**batch, output_hidden_states=True).hidden_states
+        assert torch.equal(expected["mask"].bool(), mask.bool()), name
+        assert len(got) == len(expected["activations"]) == 3, name
+        for layer, (mine, reference) in enumerate(zip(got, expected["activations"])):
+            keep = mask.bool()
+            difference = (mine[keep] - reference[keep]).abs().max().item()
+            assert difference <= 1e-5, f"{name}, layer {layer}: max abs difference {difference:.2e}"
+            assert reference[keep].abs().max() > 0.05, name  # a comparison of real values, not of zeros
+
+
+def test_scalar_mix_matches_allennlp(models):
+    """allennlp's fixed-weight scalar mix (sentence boundaries removed) from our layers, to 1e-5."""
+    batch = ElmoTokenizer()(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    weights = torch.softmax(torch.tensor([0.2, -0.5, 1.0]), dim=0)
+    for name, theirs, ours in models:
+        with torch.no_grad():
+            expected = fresh(theirs)(allennlp_inputs(ids, mask))["elmo_representations"][0]
+            layers = torch.stack(ours(**batch, output_hidden_states=True).hidden_states)
+        mixed = (weights.view(-1, 1, 1, 1) * layers).sum(0)[:, 1:-1]  # drop <S>; the last column is padding
+        for row, n in enumerate((mask.sum(1) - 2).tolist()):
+            difference = (mixed[row, :n] - expected[row, :n]).abs().max().item()
+            assert difference <= 1e-5, f"{name}, sentence {row}: max abs difference {difference:.2e}"
