@@ -294,6 +294,29 @@ def test_a_run_that_fails_after_a_checkpoint_keeps_it(corpus, tmp_path):
 
 
 @pytest.mark.slow
+def test_word_split_jieba_trains_on_chinese_words(tmp_path):
+    """`--word_split jieba`: the vocabulary holds jieba's words (not single characters), and the saved tokenizer
+    splits raw text the same way."""
+    pytest.importorskip("jieba", reason="jieba is the optional extra elmo-hf[zh]")
+    rng = random.Random(0)
+    subjects, places, verbs = ["我们", "他们", "老师"], ["银行", "河边", "学校"], ["散步", "存钱", "看书"]
+    train = tmp_path / "train.txt"
+    train.write_text("".join(f"{rng.choice(subjects)}在{rng.choice(places)}{rng.choice(verbs)}。\n" for _ in range(200)),
+                     encoding="utf-8")
+    out = tmp_path / "out"
+    pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "3", "--word_split", "jieba",
+             *COMMON)
+    vocab = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    assert {"我们", "银行", "散步"} <= set(vocab) and "银" not in vocab
+    assert json.loads((out / "tokenizer_config.json").read_text())["word_split"] == "jieba"
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert tokenizer.tokenize("老师在学校看书。") == ["老师", "在", "学校", "看书", "。"]
+
+
+@pytest.mark.slow
 def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeypatch):
     """--push_to_hub and push_folder on a pretraining folder: model, tokenizer, card and code; no checkpoints/,
     optimizer or RNG states, no logs."""

@@ -16,6 +16,7 @@ which is how a resumed run finds its place.
 
 from __future__ import annotations
 
+import functools
 import glob
 import itertools
 import logging
@@ -52,12 +53,13 @@ class BatchLayout:
 
 
 def word_splitter(word_split: str) -> Callable[[str], list[str]]:
-    """The function that splits a corpus line into words: `str.split` for "whitespace", else `split_words`."""
+    """The function that splits a corpus line into words: `str.split` for "whitespace", else `split_words` with the
+    rule ("punctuation" or "jieba"), as the saved tokenizer will split."""
     if word_split == "whitespace":
         return lambda text: text.split()
     from tokenization.tokenization_elmo import split_words
 
-    return split_words
+    return functools.partial(split_words, rule=word_split)
 
 
 def resolve_files(patterns: Iterable[str]) -> list[str]:
