@@ -6,6 +6,7 @@
                                                    # this checkout against another (a `git worktree` of a commit)
     python -m benchmarks.bench_pretrain compare --config demo [--data demo]   # train/demo.py's model [and corpus]
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
+    python -m benchmarks.bench_pretrain optimizer  # one optimizer step, torch's default against its fused CPU kernel
 
 `speed` and `compare` run the real command (`train.pretrain`, through its `main`) in a subprocess that times every
 call of its `training_step` (forward, backward, optimizer step; not the data loading, logging or saving) in
@@ -43,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,6 +220,38 @@ def compare(steps: int, threads: int, batch: int, softmax: str, rounds: int, var
             "threads": threads, "machine": machine()}
 
 
+def optimizer_steps(threads: int, steps: int = 15) -> dict:
+    """Milliseconds of one optimizer step (median of `steps`) on the parameters of ElmoForPreTraining at the `small`
+    preset (10,002-word softmax) and at the demo size (222 words): Adagrad and AdamW as train.pretrain makes them,
+    torch's default implementation against `fused=True`."""
+    import torch
+
+    from modeling_elmo import ElmoForPreTraining
+
+    torch.set_num_threads(threads)
+    results = {}
+    for name, vocab in (("small", 10_002), ("demo", 225)):
+        config = model_config(name, "auto")
+        config.vocab_size = vocab
+        params = list(ElmoForPreTraining(config).parameters())
+        for param in params:
+            param.grad = torch.randn_like(param) * 1e-3
+        makers = {"adagrad": (torch.optim.Adagrad, {"lr": 0.2, "initial_accumulator_value": 1.0}),
+                  "adamw": (torch.optim.AdamW, {"lr": 3e-3})}
+        for optimizer_name, (make, settings) in makers.items():
+            for label, options in (("default", {}), ("fused", {"fused": True})):
+                optimizer = make(params, **settings, **options)
+                for _ in range(3):
+                    optimizer.step()
+                times = []
+                for _ in range(steps):
+                    start = time.perf_counter()
+                    optimizer.step()
+                    times.append(time.perf_counter() - start)
+                results[f"{name}, {optimizer_name}, {label}"] = round(statistics.median(times) * 1e3, 2)
+    return {"ms_per_step": results, "threads": threads, "machine": machine(), "load_average": os.getloadavg()}
+
+
 def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
     train, valid = PTB / "ptb.train.txt", PTB / "ptb.valid.txt"
     if not train.exists():
@@ -232,7 +266,7 @@ def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["speed", "compare", "ptb"])
+    parser.add_argument("what", choices=["speed", "compare", "ptb", "optimizer"])
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of `compare`")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--threads", type=int, default=2)
@@ -255,6 +289,8 @@ def main() -> None:
     elif args.what == "compare":
         result = compare(args.steps or 8, args.threads, args.batch, args.softmax, args.rounds,
                          args.variants.split(","), args.config, args.baseline_repo, args.data)
+    elif args.what == "optimizer":
+        result = optimizer_steps(args.threads)
     else:
         result = ptb(args.steps or 2000, args.threads, args.output_dir, args.extra)
     print(json.dumps(result, indent=2))  # a benchmark's report: printed for the person running it

@@ -305,7 +305,7 @@ def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_f
 
     tokenizer = make_tokenizer(args, words, accelerator)
     model = make_model(args, tokenizer)
-    optimizer = make_optimizer(args, model)
+    optimizer = make_optimizer(args, model, accelerator.device.type)
     if args.max_steps > 0:
         total_steps = args.max_steps
     else:  # an estimate from the file order; the run stops at the end of the last epoch in any case
@@ -454,12 +454,15 @@ def _has_softmax(folder: str) -> bool:
         return any(key.startswith("softmax.") for key in handle.keys())
 
 
-def make_optimizer(args: PretrainArguments, model):
+def make_optimizer(args: PretrainArguments, model, device_type: str = "cpu"):
+    # Training on the CPU uses torch's fused kernels (one pass over each parameter instead of a dozen tensor ops):
+    # at the `small` preset a step of AdamW 45 -> 5.5 ms, of Adagrad 17 -> 4.7 ms (benchmarks/results_pretrain.md). Fused
+    # Adagrad exists only for the CPU, so other devices keep torch's default.
+    fused = {"fused": True} if device_type == "cpu" else {}
     if args.optimizer == "adagrad":
-        return torch.optim.Adagrad(
-            model.parameters(), lr=args.learning_rate, initial_accumulator_value=1.0, weight_decay=args.weight_decay
-        )
-    return torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
+        return torch.optim.Adagrad(model.parameters(), lr=args.learning_rate, initial_accumulator_value=1.0,
+                                   weight_decay=args.weight_decay, **fused)
+    return torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay, **fused)
 
 
 # --------------------------------------------------------------------------------------------------
