@@ -20,9 +20,11 @@ $(STAMP): pyproject.toml constraints.txt
 
 # allennlp 2.10.1, the anchor of tests/test_allennlp_parity.py and benchmarks/bench_speed.py --sections anchor.
 # Its own requirements (torch < 1.13, spaCy, ...) would replace this stack: installed without them, and run
-# through benchmarks/allennlp_anchor.py, which loads only its ELMo files.
+# through benchmarks/allennlp_anchor.py, which loads only its ELMo files. A test-only reference: where it cannot be
+# installed, set-up goes on and those tests skip, saying so.
 anchors:
-	$(BIN)/pip install --quiet --no-deps allennlp==2.10.1
+	$(BIN)/pip install --quiet --no-deps allennlp==2.10.1 || \
+		echo "allennlp 2.10.1 (a test anchor) was not installed: tests/test_allennlp_parity.py will skip"
 
 demo: $(STAMP)
 	$(BIN)/python -m train.demo $(ARGS)
