@@ -21,6 +21,7 @@ Variants of `compare` (the model's `lstm_implementation` and how the LSTM trains
     autograd_lstm  the default fast paths except the LSTM's training function: clipped layers train through the
                    autograd loop, as before issue 15 (the dispatch is wrapped in the subprocess, nothing else changes);
     auto           the default;
+    bf16           the default under `--mixed_precision bf16` (autocast: the LSTM and CNN take the reference paths);
     baseline       the default settings of another checkout (`--baseline_repo`): the same command and
                    configuration, that checkout's code.
 
@@ -154,7 +155,7 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
     """Training tokens/s of train.pretrain at the `small` preset (or `demo`), from the time of each training step after
     the first two (warm-up): the median step's, the fastest step's (on a shared machine, the least disturbed), and
     tokens per CPU-second of the process (both threads). `implementation` is the config's `lstm_implementation`,
-    "autograd_lstm" or "baseline" (see the module's docstring)."""
+    "autograd_lstm", "bf16" or "baseline" (see the module's docstring)."""
     from modeling_elmo import ElmoConfig
 
     repo, variant = REPO, implementation
@@ -162,8 +163,9 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
         if baseline_repo is None:
             sys.exit("the variant `baseline` needs --baseline_repo (a checkout of the code to compare with)")
         repo, implementation = baseline_repo, "auto"
-    elif implementation == "autograd_lstm":
+    elif implementation in ("autograd_lstm", "bf16"):
         implementation = "auto"
+    precision = ["--mixed_precision", "bf16"] if variant == "bf16" else []
     with tempfile.TemporaryDirectory() as tmp:
         train = training_corpus(data, Path(tmp))
         config = Path(tmp) / "config.json"
@@ -174,7 +176,7 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
         timed = run_pretrain(["--train_file", str(train), "--output_dir", str(out), "--config_file", str(config),
                               "--max_steps", str(steps + 2), "--per_device_batch_size", str(batch),
                               "--unroll_steps", "20", "--softmax", softmax, "--logging_steps", "1000",
-                              "--report_to", "none", "--disable_tqdm", *optimizer], threads, variant, repo)
+                              "--report_to", "none", "--disable_tqdm", *optimizer, *precision], threads, variant, repo)
         trained = ElmoConfig.from_json_file(next(out.rglob("config.json")))  # with the corpus's vocabulary
     timed = timed[2:]
     rates = [s["tokens"] / s["wall"] for s in timed]
@@ -273,7 +275,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--softmax", default="full")
     parser.add_argument("--variants", default="auto,reference",
-                        help="`compare`: comma-separated reference, autograd_lstm, auto, baseline; the first over "
+                        help="`compare`: comma-separated reference, autograd_lstm, auto, bf16, baseline; the first over "
                         "the second")
     parser.add_argument("--baseline_repo", type=Path, default=None,
                         help="the variant `baseline`: train.pretrain (default settings) from this checkout")
