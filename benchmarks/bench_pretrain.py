@@ -21,7 +21,7 @@ Variants of `compare` (the model's `lstm_implementation` and how the LSTM trains
     autograd_lstm  the default fast paths except the LSTM's training function: clipped layers train through the
                    autograd loop, as before issue 15 (the dispatch is wrapped in the subprocess, nothing else changes);
     auto           the default;
-    bf16           the default under `--mixed_precision bf16` (autocast: the LSTM and CNN take the reference paths);
+    bf16           the default under `--mixed_precision bf16` (autocast: the LSTM trains through the autograd loop);
     baseline       the default settings of another checkout (`--baseline_repo`): the same command and
                    configuration, that checkout's code.
 
