@@ -7,7 +7,8 @@ only the files `Elmo` needs (elmo.py, elmo_lstm.py, lstm_cell_with_projection.py
 scalar_mix.py, nn/util.py, common/checks.py, the ELMo character indexer), unchanged, and stands in for the
 rest (registries, file caching, the data pipeline of `batch_to_ids`) with inert stubs. What runs is allennlp's
 arithmetic; what is stubbed does no arithmetic. Tests and benchmarks call `load_allennlp_elmo`, which returns
-None when allennlp is not installed so that they can skip with a clear message.
+None when allennlp is not installed so that they can skip with a clear message, and `allennlp_char_ids`, which
+turns this project's tokenizer output into the input allennlp's `Elmo` takes.
 """
 
 from __future__ import annotations
@@ -104,3 +105,15 @@ def load_allennlp_elmo():
     for name in _REAL_MODULES:
         importlib.import_module(name)
     return sys.modules["allennlp.modules.elmo"]
+
+
+def allennlp_char_ids(input_ids, attention_mask):
+    """`ElmoTokenizer`'s character ids (B, T, 50), with `<S>`/`</S>`, as allennlp's `Elmo` takes them: without the
+    sentence boundaries, which it adds itself (B, T - 2, 50). The ids themselves are the same (1-based, 0 = padding)."""
+    import torch
+
+    lengths = attention_mask.sum(1) - 2
+    out = torch.zeros(input_ids.shape[0], input_ids.shape[1] - 2, input_ids.shape[2], dtype=input_ids.dtype)
+    for row, n in enumerate(lengths.tolist()):
+        out[row, :n] = input_ids[row, 1 : n + 1]
+    return out

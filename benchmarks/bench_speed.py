@@ -281,7 +281,7 @@ def multiply_ceiling(model, batch, peak: Peak, repeats: int) -> dict:
 def section_anchor(model, tokenizer, raw_dir: Path, peak: Peak, repeats: int) -> dict:
     """allennlp's Elmo (num_output_representations=1, as users call it) and ours, alternately on one batch."""
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from allennlp_anchor import load_allennlp_elmo
+    from allennlp_anchor import allennlp_char_ids, load_allennlp_elmo
 
     allennlp_elmo = load_allennlp_elmo()
     if allennlp_elmo is None:
@@ -291,10 +291,7 @@ def section_anchor(model, tokenizer, raw_dir: Path, peak: Peak, repeats: int) ->
     theirs = allennlp_elmo.Elmo(str(raw_dir / "options.json"), str(raw_dir / "weights.hdf5"), 1, dropout=0.0).eval()
     batch = tokenizer(sentences(16, 24, 32), is_split_into_words=True, padding=True, return_tensors="pt")
     mask = batch["attention_mask"].bool()
-    lengths = mask.sum(1) - 2
-    their_ids = torch.zeros(mask.shape[0], mask.shape[1] - 2, batch["input_ids"].shape[2], dtype=torch.long)
-    for row, n in enumerate(lengths.tolist()):  # allennlp adds <S> and </S> itself
-        their_ids[row, :n] = batch["input_ids"][row, 1 : n + 1]
+    their_ids = allennlp_char_ids(batch["input_ids"], batch["attention_mask"])
     flops, tokens = flops_per_token(model.config), int(mask.sum())
 
     def call_theirs():

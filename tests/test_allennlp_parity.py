@@ -29,30 +29,24 @@ SENTENCES = [
 ]
 
 
-def load_allennlp_elmo():
-    """allennlp's elmo module through benchmarks/allennlp_anchor.py (a script folder, not a package), or None."""
+def load_anchor():
+    """benchmarks/allennlp_anchor.py (a script folder, not a package)."""
     spec = importlib.util.spec_from_file_location("allennlp_anchor", REPO / "benchmarks" / "allennlp_anchor.py")
     anchor = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(anchor)
-    return anchor.load_allennlp_elmo()
+    return anchor
+
+
+ANCHOR = load_anchor()
 
 
 @pytest.fixture(scope="module")
 def allennlp_elmo():
-    module = load_allennlp_elmo()
+    module = ANCHOR.load_allennlp_elmo()
     if module is None:
         pytest.skip("allennlp is not installed (the optional anchor: `make anchors`, i.e. "
                     "pip install --no-deps allennlp==2.10.1)")
     return module
-
-
-def allennlp_inputs(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Our character ids without <S>/</S>: allennlp adds the sentence boundaries itself."""
-    lengths = mask.sum(1) - 2
-    out = torch.zeros(ids.shape[0], ids.shape[1] - 2, ids.shape[2], dtype=ids.dtype)
-    for row, n in enumerate(lengths.tolist()):
-        out[row, :n] = ids[row, 1 : n + 1]
-    return out
 
 
 def weight_pairs(tmp_path_factory) -> list[tuple[str, Path, Path]]:
@@ -91,7 +85,7 @@ def test_every_layer_matches_allennlp(models):
     ids, mask = batch["input_ids"], batch["attention_mask"]
     for name, theirs, ours in models:
         with torch.no_grad():
-            expected = fresh(theirs)._elmo_lstm(allennlp_inputs(ids, mask))  # adds <S>/</S>
+            expected = fresh(theirs)._elmo_lstm(ANCHOR.allennlp_char_ids(ids, mask))  # adds <S>/</S>
             got = ours(**batch, output_hidden_states=True).hidden_states
         assert torch.equal(expected["mask"].bool(), mask.bool()), name
         assert len(got) == len(expected["activations"]) == 3, name
@@ -109,7 +103,7 @@ def test_scalar_mix_matches_allennlp(models):
     weights = torch.softmax(torch.tensor([0.2, -0.5, 1.0]), dim=0)
     for name, theirs, ours in models:
         with torch.no_grad():
-            expected = fresh(theirs)(allennlp_inputs(ids, mask))["elmo_representations"][0]
+            expected = fresh(theirs)(ANCHOR.allennlp_char_ids(ids, mask))["elmo_representations"][0]
             layers = torch.stack(ours(**batch, output_hidden_states=True).hidden_states)
         mixed = (weights.view(-1, 1, 1, 1) * layers).sum(0)[:, 1:-1]  # drop <S>; the last column is padding
         for row, n in enumerate((mask.sum(1) - 2).tolist()):
