@@ -1,6 +1,6 @@
 """`push_to_hub` of the Elmo models: one commit with the ELMo model card where the project is installed.
 
-The dependency goes one way: this module imports the project's `modeling_elmo.hub_utils` at call time, inside a
+The dependency goes one way: this module imports the project's `modeling_elmo.tools.hub_utils` at call time, inside a
 `try` (transformers does not require such an import of remote code), and `hub_utils` never imports the models.
 Where only the remote code exists (a model loaded with `trust_remote_code=True` without the project), the push
 falls back to transformers' own.
@@ -33,12 +33,12 @@ class ElmoPushToHubMixin:
         yet. Arguments and return value (a `CommitInfo`) as `PreTrainedModel.push_to_hub`; a failure raises
         `HubPushError` saying what went wrong and what to do.
 
-        The card and the single-commit push come from the project's `modeling_elmo.hub_utils`, which never travels
+        The card and the single-commit push come from the project's `modeling_elmo.tools.hub_utils`, which never travels
         as remote code: a model loaded as remote code where the project is not installed pushes as any other
         transformers model, with transformers' generic card.
         """
         try:  # where the project is installed (an import in a `try` is not required of remote code)
-            from modeling_elmo.hub_utils import push_folder
+            from modeling_elmo.tools.hub_utils import push_folder
         except ImportError:
             extra = {} if tags is None else {"tags": tags}  # transformers' own push fails on an explicit tags=None
             return super().push_to_hub(

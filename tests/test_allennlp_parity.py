@@ -18,7 +18,7 @@ import torch
 from conftest import REPO, shared_file
 
 from modeling_elmo import ElmoModel
-from modeling_elmo.convert_allennlp_elmo import convert
+from modeling_elmo.tools.convert_allennlp_elmo import convert
 from tokenization import ElmoTokenizer
 
 SENTENCES = [

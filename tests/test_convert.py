@@ -25,7 +25,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 h5py = pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-hf[convert]'")
 
 from modeling_elmo import ElmoModel  # noqa: E402
-from modeling_elmo.convert_allennlp_elmo import (  # noqa: E402
+from modeling_elmo.tools.convert_allennlp_elmo import (  # noqa: E402
     ConversionError,
     config_from_options,
     convert,
@@ -50,9 +50,9 @@ def encode(sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def run_converter(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """The real command, `python -m modeling_elmo.convert_allennlp_elmo ...`, from the repository root."""
+    """The real command, `python -m modeling_elmo.tools.convert_allennlp_elmo ...`, from the repository root."""
     return subprocess.run(
-        [sys.executable, "-m", "modeling_elmo.convert_allennlp_elmo", *args],
+        [sys.executable, "-m", "modeling_elmo.tools.convert_allennlp_elmo", *args],
         cwd=REPO,
         env=clean_env(),
         capture_output=True,
@@ -426,7 +426,7 @@ def test_variant_matches_numpy_reference(variant, tmp_path):
 
 
 def test_options_mapping_logs_and_defaults(caplog):
-    with caplog.at_level("INFO", logger="modeling_elmo.convert_allennlp_elmo"):
+    with caplog.at_level("INFO", logger="modeling_elmo.tools.convert_allennlp_elmo"):
         config = config_from_options({**VARIANTS["bilm_tf_defaults_training_options"], "surprise": 1})
     assert (config.num_layers, config.num_highway_layers, config.char_vocab_size) == (1, 0, 262)
     assert (config.cell_clip, config.proj_clip, config.use_skip_connections) == (None, None, False)
@@ -489,7 +489,7 @@ _MEMORY_PROBE = """
 import json, sys
 import h5py, safetensors.torch, torch, transformers
 import tokenization
-from modeling_elmo import convert_allennlp_elmo
+from modeling_elmo.tools import convert_allennlp_elmo
 def peak_kib():
     # VmHWM: this process's own peak RSS. ru_maxrss would also do on Linux, except that it is kept across
     # exec and so starts at the parent's peak (pytest's, the benchmark's).
@@ -686,7 +686,7 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path, monkeypatch):
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
     # A failure while writing leaves the existing folder as it was, and no temporary folder.
-    import modeling_elmo.convert_allennlp_elmo as module
+    import modeling_elmo.tools.convert_allennlp_elmo as module
 
     def broken(*args):
         raise OSError("disk full")

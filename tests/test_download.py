@@ -26,8 +26,8 @@ pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-
 
 from safetensors.torch import load_file  # noqa: E402
 
-from modeling_elmo import download  # noqa: E402
-from modeling_elmo.convert_allennlp_elmo import convert  # noqa: E402
+from modeling_elmo.tools import download  # noqa: E402
+from modeling_elmo.tools.convert_allennlp_elmo import convert  # noqa: E402
 
 FIXTURES = "elmo-fixtures/allennlp"
 ORIGINAL = download.PUBLISHED_MODELS["original"]
@@ -150,7 +150,7 @@ def run_convert(*args: str, cache: Path, timeout: int = 300) -> subprocess.Compl
     env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", ELMO_HF_CACHE=str(cache),
                PYTHONNOUSERSITE="1")
     env.pop(download.BASE_URL_ENV, None)
-    return run_command([sys.executable, "-m", "modeling_elmo.convert_allennlp_elmo", *args], cwd=REPO, env=env,
+    return run_command([sys.executable, "-m", "modeling_elmo.tools.convert_allennlp_elmo", *args], cwd=REPO, env=env,
                        timeout=timeout)
 
 

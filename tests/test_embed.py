@@ -25,7 +25,7 @@ import torch
 from conftest import REPO, clean_env, run_command
 
 from modeling_elmo import ElmoModel
-from modeling_elmo import embed as embed_module
+from modeling_elmo.tools import embed as embed_module
 from tokenization import ElmoTokenizer
 
 SENTENCES = [
@@ -76,7 +76,7 @@ def reference(model_dir):
 
 
 def run_embed(*args, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "modeling_elmo.embed", *map(str, args), "--threads", "1", "--quiet"]
+    command = [sys.executable, "-m", "modeling_elmo.tools.embed", *map(str, args), "--threads", "1", "--quiet"]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"elmo-embed failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -187,7 +187,7 @@ def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog)
 
     # 2. killed from outside at an arbitrary moment after its first chunk was complete
     out.unlink()
-    command = [sys.executable, "-m", "modeling_elmo.embed", str(corpus), str(out), "--model", str(model_dir),
+    command = [sys.executable, "-m", "modeling_elmo.tools.embed", str(corpus), str(out), "--model", str(model_dir),
                "--window", "50", "--threads", "1", "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -210,7 +210,7 @@ _PEAK_RSS = """
 import runpy, sys
 sys.argv = ["elmo-embed", *sys.argv[1:]]
 try:
-    runpy.run_module("modeling_elmo.embed", run_name="__main__")
+    runpy.run_module("modeling_elmo.tools.embed", run_name="__main__")
 except SystemExit as exit:
     assert not exit.code, exit.code
 with open("/proc/self/status") as status:
@@ -336,8 +336,8 @@ def test_dataset_inputs(model_dir, reference, tmp_path):
 
 def test_command_is_declared_and_runs():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["elmo-embed"] == "modeling_elmo.embed:main"
-    result = subprocess.run([sys.executable, "-m", "modeling_elmo.embed", "--help"], capture_output=True, text=True,
+    assert scripts["elmo-embed"] == "modeling_elmo.tools.embed:main"
+    result = subprocess.run([sys.executable, "-m", "modeling_elmo.tools.embed", "--help"], capture_output=True, text=True,
                             timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": ""})
     assert result.returncode == 0 and "--resume" in result.stdout and "--average" in result.stdout
 
@@ -432,7 +432,7 @@ def test_windows_left_are_dealt_out_evenly_after_a_resume(monkeypatch):
 def torchrun_embed(*args, processes: int = 2) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    command = [*launcher, "-m", "modeling_elmo.embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
+    command = [*launcher, "-m", "modeling_elmo.tools.embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
     return run_command(command, cwd=REPO, env=env, timeout=300)
 
 

@@ -39,7 +39,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer, HfArgumentParser
 
 from modeling_elmo import ElmoConfig
-from modeling_elmo.analysis import analyze_to_folder
+from modeling_elmo.tools.analysis import analyze_to_folder
 
 from . import sense_corpus, sense_corpus_zh
 from .pretrain import PretrainArguments, train

@@ -140,5 +140,10 @@ def main(argv: list[str] | None = None) -> dict:
     return train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logger)
 
 
+def cli() -> int:
+    """The console script: bad input is one line on stderr and exit status 2."""
+    return run_command_line(main, logger)
+
+
 if __name__ == "__main__":
-    sys.exit(run_command_line(main, logger))
+    sys.exit(cli())

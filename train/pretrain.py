@@ -32,7 +32,7 @@ from transformers import HfArgumentParser
 
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 from modeling_elmo.configuration_elmo import PRESETS
-from modeling_elmo.hub_utils import HubPushError
+from modeling_elmo.tools.hub_utils import HubPushError
 from tokenization import ElmoTokenizer, build_vocab, write_vocab
 
 from .data import (
@@ -427,7 +427,7 @@ def make_model(args: PretrainArguments, tokenizer: ElmoTokenizer) -> ElmoForPreT
 
 
 def _load_hdf5_softmax(model: ElmoForPreTraining, path: str) -> None:
-    from modeling_elmo.convert_allennlp_elmo import read_hdf5_softmax
+    from modeling_elmo.tools.convert_allennlp_elmo import read_hdf5_softmax
 
     found = read_hdf5_softmax(path)
     if found is None:
@@ -750,7 +750,7 @@ def _format(results: dict) -> str:
 def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
     """README.md of the model folder; a card that cannot be written must not cost the trained model."""
     try:
-        from modeling_elmo.hub_utils import write_model_card
+        from modeling_elmo.tools.hub_utils import write_model_card
 
         write_model_card(
             output_dir,
@@ -764,7 +764,7 @@ def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
 
 
 def _push(output_dir: Path, args) -> None:
-    from modeling_elmo.hub_utils import push_folder
+    from modeling_elmo.tools.hub_utils import push_folder
 
     # push_folder leaves the run's checkpoints/ (optimizer, RNG states) and logs out: model, tokenizer, card, code.
     info = push_folder(output_dir, args.hub_model_id, private=args.hub_private_repo or None,

@@ -1,7 +1,7 @@
 """`elmo-embed`: ELMo vectors of a whole corpus, to HDF5 or Parquet, streamed, resumable.
 
     elmo-embed INPUT OUTPUT --model MODEL [--all | --top | --average] [options]
-    python -m modeling_elmo.embed ...  (the same)
+    python -m modeling_elmo.tools.embed ...  (the same)
 
 This module is not imported by the model files (it does not travel as remote code), so it may use h5py, pyarrow,
 datasets and tqdm.
@@ -63,8 +63,8 @@ rounding). The processes exchange only these few messages, over `torch.distribut
 tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU node uses `cuda:LOCAL_RANK`.
 `--resume` works whatever the number of processes of the interrupted run: a chunk is a window's, not a process's.
 
-    torchrun --nproc_per_node 4 -m modeling_elmo.embed corpus.txt out.hdf5 --model MODEL        # 4 GPUs (or CPU)
-    accelerate launch --multi_gpu --num_processes 4 -m modeling_elmo.embed corpus.txt out.hdf5 --model MODEL
+    torchrun --nproc_per_node 4 -m modeling_elmo.tools.embed corpus.txt out.hdf5 --model MODEL        # 4 GPUs (or CPU)
+    accelerate launch --multi_gpu --num_processes 4 -m modeling_elmo.tools.embed corpus.txt out.hdf5 --model MODEL
 
 (`accelerate launch --cpu --num_processes N` starts one process only: use `--multi_gpu` on CPU machines too;
 docs/transformers_traps.md, "Accelerate on CPU".)
@@ -394,7 +394,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elmo-embed",
         description="ELMo vectors of every line of a corpus, to HDF5 (one dataset per line) or Parquet.",
-        epilog="Interrupted runs continue with --resume; see `python -m pydoc modeling_elmo.embed` for the layout.",
+        epilog="Interrupted runs continue with --resume; see `python -m pydoc modeling_elmo.tools.embed` for the layout.",
     )
     parser.add_argument("input", help="text file (one sentence per line), dataset folder, or data file with --text_column")
     parser.add_argument("output", help="HDF5 file to write (or .parquet)")

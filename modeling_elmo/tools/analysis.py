@@ -1,7 +1,7 @@
 """`elmo-analyze`: how contextual is each layer of an ELMo model?
 
     elmo-analyze CORPUS --model MODEL --output_dir DIR [--min_count 5] [--max_occurrences 100] [--seed 0]
-    python -m modeling_elmo.analysis ...  (the same)
+    python -m modeling_elmo.tools.analysis ...  (the same)
 
 The measures of Ethayarajh (2019), "How Contextual are Contextualized Word Representations? Comparing the Geometry
 of BERT, ELMo, and GPT-2 Embeddings" (EMNLP), computed for every layer l = 0..L of `hidden_states` (layer 0 is the
@@ -198,7 +198,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="elmo-analyze",
         description="How contextual is each layer? Self-similarity, intra-sentence similarity, maximum explainable "
         "variance and the anisotropy baseline (Ethayarajh 2019), to contextuality.json and contextuality.png.",
-        epilog="Exact definitions: `python -m pydoc modeling_elmo.analysis`.",
+        epilog="Exact definitions: `python -m pydoc modeling_elmo.tools.analysis`.",
     )
     parser.add_argument("input", help="text file, one sentence per line")
     parser.add_argument("--model", required=True, help="model folder, Hub id, or preset name (random weights)")

@@ -1,6 +1,6 @@
 """Convert an ELMoForManyLangs model folder (HIT-SCIR, 44 languages) to a Hugging Face folder.
 
-    python -m modeling_elmo.convert_elmoformanylangs --model_dir DIR --output_dir OUT [--overwrite]
+    python -m modeling_elmo.tools.convert_elmoformanylangs --model_dir DIR --output_dir OUT [--overwrite]
     elmo-convert --manylangs_dir DIR --output_dir OUT
 
 DIR is a model folder as HIT-SCIR publish it (unzipped from the NLPL repository): `config.json` (training options;
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from .configuration_elmo import ElmoConfig
+from ..configuration_elmo import ElmoConfig
 from .convert_allennlp_elmo import (
     ConversionError,
     _build_model,
@@ -394,7 +394,7 @@ def _write_card(folder: Path, config: ElmoConfig, model_dir: Path, source: str) 
             config=config,
             training={
                 "description": "Converted from an ELMoForManyLangs model (HIT-SCIR, Che et al. 2018) with "
-                "`python -m modeling_elmo.convert_elmoformanylangs`; the training data and procedure are theirs.",
+                "`python -m modeling_elmo.tools.convert_elmoformanylangs`; the training data and procedure are theirs.",
                 "model_dir": model_dir.name,
                 "network_config": Path(source).name,
             },
@@ -411,7 +411,7 @@ def _write_card(folder: Path, config: ElmoConfig, model_dir: Path, source: str) 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m modeling_elmo.convert_elmoformanylangs",
+        prog="python -m modeling_elmo.tools.convert_elmoformanylangs",
         description="Convert an ELMoForManyLangs model folder (config.json, the network config, char.dic, word.dic, "
         "token_embedder.pkl, encoder.pkl) to a Hugging Face folder.",
     )

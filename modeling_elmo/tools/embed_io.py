@@ -1,5 +1,5 @@
 """Reading `elmo-embed`'s input and writing its output: text and `datasets` readers, one chunk file per window
-(HDF5 or Parquet), and the merge of the chunks into the final file. The layout is described in `modeling_elmo.embed`.
+(HDF5 or Parquet), and the merge of the chunks into the final file. The layout is described in `modeling_elmo.tools.embed`.
 
 Like `embed.py`, this module is not imported by the model files and does not travel as remote code.
 """

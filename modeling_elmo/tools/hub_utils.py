@@ -15,7 +15,7 @@ installed; this module does not import the models (it counts parameters through 
   folder first); `tokenizer.push_to_hub(repo_id)` is transformers' own.
 
 Where the template is found: `modeling_elmo/model_card.md`, a link to the repository's top-level `model_card.md`
-that wheels ship as a file (package data), or one level up (`Path(__file__).parents[1] / "model_card.md"`, for a
+that wheels ship as a file (package data), or at the repository's top (`Path(__file__).parents[2] / "model_card.md"`, for a
 checkout whose file system kept no link). When neither exists, a minimal template embedded here is used, with a
 warning.
 """
@@ -36,14 +36,14 @@ from huggingface_hub.utils import filter_repo_objects
 from transformers import AutoModel, AutoModelForPreTraining, PretrainedConfig
 from transformers.utils import logging
 
-from .configuration_elmo import PRESETS, ElmoConfig
+from ..configuration_elmo import PRESETS, ElmoConfig
 
 logger = logging.get_logger(__name__)
 
 TEMPLATE_NAME = "model_card.md"
 TEMPLATE_LOCATIONS = (
-    Path(__file__).resolve().parent / TEMPLATE_NAME,
     Path(__file__).resolve().parents[1] / TEMPLATE_NAME,
+    Path(__file__).resolve().parents[2] / TEMPLATE_NAME,
 )
 
 DEFAULT_TAGS = ("elmo", "bilm", "lstm", "character-level", "contextual-embeddings", "feature-extraction", "custom_code")

@@ -1,7 +1,7 @@
 """Convert the original ELMo weights (bilm-tf / AllenNLP `options.json` + `weights.hdf5`) to this model.
 
     elmo-convert --model original --output_dir OUT        # a published model: downloaded, verified, cached
-    python -m modeling_elmo.convert_allennlp_elmo --options_file OPTIONS --weight_file WEIGHTS \
+    python -m modeling_elmo.tools.convert_allennlp_elmo --options_file OPTIONS --weight_file WEIGHTS \
         --output_dir OUT [--vocab_file VOCAB] [--overwrite]   # your files (paths or http(s) URLs)
 
 writes OUT/config.json, OUT/model.safetensors, the tokenizer files and the remote code, so that
@@ -30,8 +30,8 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from . import download
-from .configuration_elmo import ElmoConfig
-from .modeling_elmo import ElmoModel
+from ..configuration_elmo import ElmoConfig
+from ..modeling_elmo import ElmoModel
 
 logger = logging.getLogger(__name__)
 
@@ -711,7 +711,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--options_file", default=None, help="bilm-tf options JSON (a path or an http(s) URL)")
     parser.add_argument("--manylangs_dir", default=None,
-                        help="an ELMoForManyLangs model folder (HIT-SCIR) instead: see modeling_elmo.convert_elmoformanylangs")
+                        help="an ELMoForManyLangs model folder (HIT-SCIR) instead: see modeling_elmo.tools.convert_elmoformanylangs")
     parser.add_argument("--weight_file", default=None, help="bilm-tf / allennlp hdf5 weights (a path or a URL)")
     parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
     parser.add_argument("--vocab_file", default=None, help="optional vocabulary, one token per line (path or URL)")

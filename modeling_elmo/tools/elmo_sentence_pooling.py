@@ -1,7 +1,7 @@
 """`ElmoSentencePooling`: the sentence-transformers module that turns ELMo's layers into the pooled sentence vector
 of `sentence_vectors.py` (mean over words, `<S>`/`</S>` and padding left out, of a fixed mix of the layers).
 
-`modeling_elmo.sentence_vectors.save_for_sentence_transformers(folder)` copies this file and `sentence_vectors.py`
+`modeling_elmo.tools.sentence_vectors.save_for_sentence_transformers(folder)` copies this file and `sentence_vectors.py`
 into a saved model folder and names this class in `modules.json`; `SentenceTransformer(folder,
 trust_remote_code=True)` then imports it from the folder. Needs sentence-transformers (the optional extra
 `sentence-transformers`).
