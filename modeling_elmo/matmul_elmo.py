@@ -14,7 +14,7 @@ import contextlib
 
 import torch
 
-_ONEDNN: dict[str, bool] = {}
+_ONEDNN: dict[torch.dtype, bool] = {}  # per dtype: does oneDNN's packed linear run, and right, on this CPU?
 
 
 def _needs_grad(*tensors: torch.Tensor | None) -> bool:
@@ -32,17 +32,21 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 def _use_onednn(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether the CPU inference paths use oneDNN matrix multiplies with pre-packed weights: on CPU builds that have
-    them, for float32 and bfloat16, outside `torch.compile` tracing."""
+    them, for float32 and bfloat16, outside `torch.compile` tracing. Each dtype is tried once per process: oneDNN's
+    bfloat16 packing needs AVX-512 (or AVX-NE-CONVERT), so on an AVX2-only CPU bfloat16 takes the plain torch path
+    while float32 keeps oneDNN."""
     if device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16) or torch.compiler.is_compiling():
         return False
-    if "available" not in _ONEDNN:
+    if dtype not in _ONEDNN:
         try:
-            weight = torch.ones(4, 3)
-            out = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3), _pack_weight(weight), None, "none", [], "")
-            _ONEDNN["available"] = bool(torch.equal(out, torch.full((2, 4), 3.0)))
+            weight = torch.ones(4, 3, dtype=dtype)
+            out = torch.ops.mkldnn._linear_pointwise(
+                torch.ones(2, 3, dtype=dtype), _pack_weight(weight), None, "none", [], ""
+            )
+            _ONEDNN[dtype] = bool(torch.equal(out, torch.full((2, 4), 3.0, dtype=dtype)))
         except (AttributeError, RuntimeError, NotImplementedError):
-            _ONEDNN["available"] = False
-    return _ONEDNN["available"]
+            _ONEDNN[dtype] = False
+    return _ONEDNN[dtype]
 
 
 def _pack_weight(weight: torch.Tensor) -> torch.Tensor:

@@ -72,7 +72,7 @@ def count_encoded_rows(monkeypatch) -> list[int]:
 def matmul_path(request, monkeypatch):
     """The CPU loop with oneDNN packed weights, and the batched-`bmm` loop that GPUs (and CPUs without oneDNN) run."""
     if request.param == "batched":
-        monkeypatch.setitem(matmul._ONEDNN, "available", False)
+        monkeypatch.setattr(matmul, "_ONEDNN", {torch.float32: False, torch.bfloat16: False})
     elif not matmul._use_onednn(torch.device("cpu"), torch.float32):
         pytest.skip("this torch build has no oneDNN")
     return request.param
@@ -313,7 +313,18 @@ def test_fused_refuses_clipping():
         model(random_char_ids([3]))
 
 
-def test_bfloat16_autocast_fast_path_matches_reference_autocast():
+@pytest.fixture(params=["onednn", "plain"])
+def bfloat16_matmul(request, monkeypatch):
+    """bfloat16 through oneDNN's packed weights (CPUs with AVX-512 or AVX-NE-CONVERT), and through plain torch, the
+    path an AVX2-only CPU takes (forced here, so both are tested on every machine that has the first)."""
+    if request.param == "plain":
+        monkeypatch.setitem(matmul._ONEDNN, torch.bfloat16, False)
+    elif not matmul._use_onednn(torch.device("cpu"), torch.bfloat16):
+        pytest.skip("oneDNN's bfloat16 linear needs AVX-512 or AVX-NE-CONVERT; this CPU has neither")
+    return request.param
+
+
+def test_bfloat16_autocast_fast_path_matches_reference_autocast(bfloat16_matmul):
     model = tiny_model()
     ids = random_char_ids([5, 3], seed=6)
     outputs = {}
