@@ -1,0 +1,151 @@
+"""The shape of the house, checked from the source: what travels to the Hub as remote code, file sizes, import
+circles. Nothing is imported or run: every module is read with `ast`, so an import hidden inside a function counts
+as much as one at the top of a file.
+
+* The files flat in `modeling_elmo/` and in `tokenization/` (not their `__init__.py`) are what `save_pretrained`
+  copies next to a saved model: they import only the standard library, torch, numpy, transformers and each other.
+  The tools in `modeling_elmo/tools/` never travel, and no travelling file imports them (but for the named,
+  guarded exceptions below).
+* No file of `modeling_elmo/`, `tokenization/` or `train/` is above 800 lines.
+* The project's modules import each other without a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("modeling_elmo", "tokenization", "train")
+MAX_LINES = 800
+
+# What remote code may import besides its siblings: what transformers itself needs to run.
+REMOTE_CODE_MAY_IMPORT = {"torch", "transformers", "numpy", "safetensors", "huggingface_hub", "__future__"}
+# Travelling files that reach outside, each for a reason written at the import:
+EXCEPTIONS = {
+    # `push_to_hub` uses the project's model card where the project is installed, inside a `try` that falls back
+    # to transformers' own push where only the remote code exists.
+    ("modeling_elmo.push_to_hub_elmo", "modeling_elmo"),
+    # The sentence-transformers module copied into saved folders: it is loaded only by sentence-transformers.
+    ("modeling_elmo.elmo_sentence_pooling", "sentence_transformers"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _project_modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            modules[_module_name(path)] = path
+    return modules
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The absolute names of every module `path` imports, at any depth of its code (relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from pkg import submodule`
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _project_modules()
+    return {name: {m for m in _imports(name, path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def _travelling_files() -> list[Path]:
+    return [
+        path for package in ("modeling_elmo", "tokenization")
+        for path in sorted((REPO / package).glob("*.py")) if path.name != "__init__.py"
+    ]
+
+
+def test_remote_code_imports_only_its_dependencies_and_siblings():
+    siblings = {_module_name(path) for path in _travelling_files()}
+    wrong = []
+    for path in _travelling_files():
+        name = _module_name(path)
+        for module in _imports(name, path):
+            top = module.split(".")[0]
+            if module in siblings or top in REMOTE_CODE_MAY_IMPORT or top in sys.stdlib_module_names:
+                continue
+            if (name, top) in EXCEPTIONS or (name.startswith("tokenization."), top) == (True, "jieba"):
+                continue  # jieba: the optional word split "jieba", imported when a tokenizer first uses it
+            if any(module.startswith(s + ".") for s in siblings):
+                continue
+            wrong.append(f"{path.relative_to(REPO)} imports {module}")
+    assert not wrong, "remote code must import only torch, transformers and its siblings:\n" + "\n".join(wrong)
+
+
+def test_travelling_file_names_do_not_collide():
+    """Model and tokenizer files are copied into one flat folder: two files of one name would overwrite each other
+    (`character_ids.py` is one file, linked into both packages)."""
+    names = {}
+    for path in _travelling_files():
+        names.setdefault(path.name, set()).add(path.resolve())
+    assert {name for name, files in names.items() if len(files) > 1} == set()
+
+
+def test_no_file_is_above_800_lines():
+    long = {
+        str(path.relative_to(REPO)): n for path in _project_modules().values()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"files above {MAX_LINES} lines: {long}"
+
+
+def _find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (circle := visit(nxt)):
+                return circle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (circle := visit(node)):
+            return circle
+    return None
+
+
+def test_no_import_circles():
+    circle = _find_circle(_graph())
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+@pytest.mark.parametrize("graph, circular", [
+    ({"a": {"b"}, "b": {"c"}, "c": set()}, False),
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, True),
+    ({"a": {"a.x"}, "a.x": {"a"}}, True),
+])
+def test_circle_finder_finds_circles(graph, circular):
+    assert (_find_circle(graph) is not None) == circular
