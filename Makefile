@@ -27,7 +27,7 @@ anchors:
 		echo "allennlp 2.10.1 (a test anchor) was not installed: tests/test_allennlp_parity.py will skip"
 
 demo: $(STAMP)
-	$(BIN)/python -m train.demo $(ARGS)
+	$(BIN)/elmo-demo $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
