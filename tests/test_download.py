@@ -331,3 +331,5 @@ def test_published_table():
     # the weight file holds 4 bytes per parameter plus the HDF5 headers
     assert 0 < ORIGINAL.weights_bytes - 4 * ORIGINAL.parameters < 100_000
     assert [m.output_size for m in download.PUBLISHED_MODELS.values()] == [256, 512, 1024, 1024]
+    assert [(m.cell_size, m.num_highway) for m in download.PUBLISHED_MODELS.values()] == [
+        (1024, 1), (2048, 1), (4096, 2), (4096, 2)]  # read from configuration_elmo.PRESETS

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from ..configuration_elmo import PRESETS
+
 logger = logging.getLogger(__name__)
 
 # Where AllenNLP publishes the files (https://allennlp.org/elmo, and the bilm-tf README for the vocabulary).
@@ -40,22 +42,34 @@ HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 class PublishedModel:
     """One of AllenNLP's English ELMo models: where its files are and what was reported for it.
 
-    `options_bytes`/`weights_bytes` are the exact sizes where a public download log shows them (None otherwise:
-    the server's Content-Length is then the only size check). `parameters` counts the floats of the weight file
-    (the softmax is not published); the figures in `reported` are AllenNLP's (allennlp.org/elmo) and the paper's.
+    The architecture's sizes are those of `preset` in `configuration_elmo.PRESETS`, read from there (the properties
+    below), so that they are written once. `options_bytes`/`weights_bytes` are the exact sizes where a public
+    download log shows them (None otherwise: the server's Content-Length is then the only size check).
+    `parameters` counts the floats of the weight file (the softmax is not published); the figures in `reported` are
+    AllenNLP's (allennlp.org/elmo) and the paper's.
     """
 
     name: str
     folder: str  # under the base URL; the files are elmo_{folder}_options.json and elmo_{folder}_weights.hdf5
-    cell_size: int
-    projection_dim: int
-    num_highway: int
+    preset: str  # the name in configuration_elmo.PRESETS of the same architecture
     parameters: int
     training_data: str
     reported: dict[str, str]
     options_bytes: int | None = None
     weights_bytes: int | None = None
     has_vocab: bool = True
+
+    @property
+    def cell_size(self) -> int:
+        return PRESETS[self.preset]["cell_size"]
+
+    @property
+    def projection_dim(self) -> int:
+        return PRESETS[self.preset]["projection_dim"]
+
+    @property
+    def num_highway(self) -> int:
+        return PRESETS[self.preset]["num_highway_layers"]
 
     @property
     def options_path(self) -> str:
@@ -79,9 +93,7 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
         PublishedModel(
             name="small",
             folder="2x1024_128_2048cnn_1xhighway",
-            cell_size=1024,
-            projection_dim=128,
-            num_highway=1,
+            preset="small",
             parameters=13_593_296,
             training_data=_ONE_BILLION,
             reported={"SRL F1": "83.62", "constituency parsing F1": "93.12"},
@@ -89,9 +101,7 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
         PublishedModel(
             name="medium",
             folder="2x2048_256_2048cnn_1xhighway",
-            cell_size=2048,
-            projection_dim=256,
-            num_highway=1,
+            preset="medium",
             parameters=28_027_728,
             training_data=_ONE_BILLION,
             reported={"SRL F1": "84.04", "constituency parsing F1": "93.60"},
@@ -99,9 +109,7 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
         PublishedModel(
             name="original",
             folder="2x4096_512_2048cnn_2xhighway",
-            cell_size=4096,
-            projection_dim=512,
-            num_highway=2,
+            preset="original",
             parameters=93_600_848,
             training_data=_ONE_BILLION,
             reported={
@@ -121,9 +129,7 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
         PublishedModel(
             name="original-5.5b",
             folder="2x4096_512_2048cnn_2xhighway_5.5B",
-            cell_size=4096,
-            projection_dim=512,
-            num_highway=2,
+            preset="original",
             parameters=93_600_848,
             training_data="5.5B tokens: Wikipedia (1.9B) and WMT 2008-2012 news crawl (3.6B)",
             reported={"SRL F1": "84.93", "constituency parsing F1": "94.01"},
