@@ -1,0 +1,146 @@
+"""The README and the reference pages in docs/ run as pasted.
+
+Every fenced `python` and `bash` block of a page runs, in the page's order, in one fresh Python started in an empty
+temporary folder: Python blocks share one namespace (a reader pastes them in order, later blocks use earlier
+variables) and each bash block runs with `bash -e`, with this environment's scripts first on PATH and no network.
+A block that cannot run here (it downloads, needs a GPU or several processes, or is the set-up itself) carries a
+one-line HTML comment just before its fence, `<!-- not run: the reason -->`; exactly those are skipped.
+
+Blocks that use "the demo's model" find what `make demo` writes (`outputs/demo/model` and the corpus in
+`outputs/demo/corpus/`), made here in seconds by a few steps of `elmo-pretrain` on the demo's generated corpus.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+# The pages whose blocks run here, in addition to the README.
+DOC_PAGES = ["models", "tokenizer", "converting", "pretraining", "finetuning", "embedding", "analysis", "sharing",
+             "tests"]
+RUN_LANGUAGES = {"python", "bash"}
+FENCE = re.compile(r"^```(\S*)\s*$")
+NOT_RUN = re.compile(r"^<!-- not run: (.*\S) -->$")
+MAX_README_LINES = 350
+
+
+def code_blocks(path: Path) -> list[dict]:
+    """The fenced blocks of a markdown file: language, code, first line number and the not-run reason (or None)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        start = i
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].rstrip() == "```"), None)
+        if end is None:
+            raise AssertionError(f"{path.name}:{start + 1}: a code fence that is never closed")
+        previous = lines[start - 1].strip() if start > 0 else ""
+        marked = NOT_RUN.match(previous)
+        if previous.startswith("<!-- not run") and not marked:
+            raise AssertionError(f"{path.name}:{start}: a not-run marker without a reason: {previous!r}")
+        blocks.append({"language": match.group(1), "code": "\n".join(lines[start + 1:end]) + "\n",
+                       "line": start + 2, "not_run": marked.group(1) if marked else None})
+        i = end + 1
+    return blocks
+
+
+# Runs a page's blocks in order in one interpreter: Python blocks by exec in one namespace, bash blocks with bash -e.
+DRIVER = """
+import json, subprocess, sys
+blocks = json.load(open(sys.argv[1], encoding="utf-8"))
+namespace = {"__name__": "__main__"}
+for block in blocks:
+    where = f"{block['page']}:{block['line']}"
+    print(f"=== {where} ({block['language']})", flush=True)
+    if block["language"] == "python":
+        exec(compile(block["code"], where, "exec"), namespace)
+    else:
+        sys.stdout.flush()
+        done = subprocess.run(["bash", "-e", "-c", block["code"]])
+        if done.returncode:
+            sys.exit(f"the bash block at {where} exited with status {done.returncode}")
+"""
+
+
+def run_page(path: Path, workdir: Path, demo: Path) -> None:
+    blocks = [dict(b, page=path.name) for b in code_blocks(path) if b["language"] in RUN_LANGUAGES and not b["not_run"]]
+    if not blocks:
+        return
+    shutil.copytree(demo, workdir / "outputs" / "demo")  # a fresh copy: blocks may write into it
+    (workdir / "blocks.json").write_text(json.dumps(blocks), encoding="utf-8")
+    (workdir / "driver.py").write_text(DRIVER, encoding="utf-8")
+    done = subprocess.run([sys.executable, "driver.py", "blocks.json"], cwd=workdir, env=block_env(),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{path.name}: a block failed\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}"
+
+
+def block_env() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               MPLBACKEND="Agg")
+    return env
+
+
+@pytest.fixture(scope="module")
+def demo_outputs(tmp_path_factory) -> Path:
+    """What `make demo` leaves in outputs/demo that the pages use: the corpus and a trained model folder."""
+    from train.sense_corpus import generate_corpus
+
+    demo = tmp_path_factory.mktemp("outputs") / "demo"
+    corpus = demo / "corpus"
+    corpus.mkdir(parents=True)
+    (corpus / "train.txt").write_text("\n".join(generate_corpus(400, seed=0)) + "\n", encoding="utf-8")
+    (corpus / "valid.txt").write_text("\n".join(generate_corpus(200, seed=1000)) + "\n", encoding="utf-8")
+    command = [str(Path(sys.executable).parent / "elmo-pretrain"), "--train_file", str(corpus / "train.txt"),
+               "--validation_file", str(corpus / "valid.txt"), "--output_dir", str(demo / "model"),
+               "--preset", "tiny", "--word_split", "punctuation", "--max_steps", "3", "--per_device_batch_size", "8",
+               "--max_eval_batches", "2", "--use_cpu", "--disable_tqdm", "--report_to", "none"]
+    done = subprocess.run(command, env=block_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return demo
+
+
+def test_readme_is_short_and_dateless():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= MAX_README_LINES
+    assert not re.search(r"20\d\d-\d\d-\d\d", text), "a date in the README goes stale: put it in benchmarks/"
+    assert not re.search(r"issue \d+", text, flags=re.IGNORECASE)
+    assert "../shared" not in text
+
+
+@pytest.mark.parametrize("page", ["README", *DOC_PAGES])
+def test_skipped_blocks_say_why(page):
+    path = README if page == "README" else ROOT / "docs" / f"{page}.md"
+    if not path.exists():
+        pytest.skip(f"{path.relative_to(ROOT)} does not exist")
+    blocks = code_blocks(path)
+    assert blocks, f"{path.name} has no code block"
+    for block in blocks:
+        if block["not_run"] is not None:
+            assert len(block["not_run"]) > 10, f"{path.name}:{block['line']}: say why the block is not run"
+    assert "../shared" not in path.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_readme_blocks_run(tmp_path, demo_outputs):
+    run_page(README, tmp_path, demo_outputs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", DOC_PAGES)
+def test_doc_page_blocks_run(page, tmp_path, demo_outputs):
+    path = ROOT / "docs" / f"{page}.md"
+    if not path.exists():
+        pytest.skip(f"docs/{page}.md does not exist")
+    run_page(path, tmp_path, demo_outputs)
