@@ -1,5 +1,7 @@
 """Downstream use of ELMo (Peters et al. 2018, section 3.3): the layers the task heads of `modeling_elmo.py` add on
-top of the biLM: the scalar mix of its layers, the hashed word embedding, the sentence boundaries, pooling.
+top of the biLM: the scalar mix of its layers, the hashed word embedding, the sentence boundaries, pooling; and
+the fixed sentence vector (TF Hub's `default`: `mean_pool`), which `modeling_elmo.tools.sentence_vectors` and the
+sentence-transformers module `elmo_sentence_pooling.py` compute from here.
 
 This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch, transformers and its
 siblings (never `modeling_elmo.py`, which imports it).
@@ -7,6 +9,7 @@ siblings (never `modeling_elmo.py`, which imports it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -237,3 +240,52 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
     if config.problem_type == "single_label_classification":
         return F.cross_entropy(logits.view(-1, num_labels).float(), labels.view(-1))
     return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+
+
+# --------------------------------------------------------------------------------------------------
+# The fixed sentence vector (TF Hub's `default`): no trained weights, the same in every saved folder
+# --------------------------------------------------------------------------------------------------
+
+# Which layers a sentence vector mixes: "average", "top", a layer index, or L + 1 weights.
+LayerChoice = str | int | Sequence[float]
+
+
+def sentence_word_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, T, 50) character ids -> (B, T) bool: True at real words, False at `<S>`, `</S>` and padding (a row
+    without words stays all False, unlike `word_mask_of`, which then keeps the boundaries)."""
+    real = real_token_mask(input_ids)
+    if attention_mask is not None:
+        real = real & attention_mask.bool()
+    return real & ~sentence_boundary_mask(input_ids)
+
+
+def mix_layers(hidden_states: Sequence[torch.Tensor] | torch.Tensor, layers: LayerChoice = "average") -> torch.Tensor:
+    """The L + 1 layers (a sequence of (B, T, D) tensors, or one (L + 1, B, T, D) tensor) -> (B, T, D): their mean
+    ("average"), the top one ("top"), layer k (an int), or `sum_k layers[k] * layer_k` (L + 1 weights)."""
+    stacked = hidden_states if isinstance(hidden_states, torch.Tensor) else torch.stack(tuple(hidden_states))
+    if isinstance(layers, str):
+        if layers == "average":
+            return stacked.mean(0)
+        if layers == "top":
+            return stacked[-1]
+        raise ValueError(f"layers must be 'average', 'top', a layer index or a list of weights, got {layers!r}")
+    if isinstance(layers, int):
+        if not -len(stacked) <= layers < len(stacked):
+            raise ValueError(f"layers={layers} is not a layer of the {len(stacked)} in hidden_states")
+        return stacked[layers]
+    weights = torch.as_tensor(list(layers), dtype=stacked.dtype, device=stacked.device)
+    if weights.shape != (len(stacked),):
+        raise ValueError(f"layers needs {len(stacked)} weights (one per layer), got {list(layers)!r}")
+    return torch.einsum("l,lbtd->btd", weights, stacked)
+
+
+def mean_pool(hidden_states: Sequence[torch.Tensor] | torch.Tensor, input_ids: torch.Tensor,
+              attention_mask: torch.Tensor | None = None, layers: LayerChoice = "average") -> torch.Tensor:
+    """(B, D) float32: per row, the mean over its words (`sentence_word_mask`) of the `layers` mix; zeros for a
+    row without words."""
+    mixed = mix_layers(hidden_states, layers).double()
+    mask = sentence_word_mask(input_ids, attention_mask).to(mixed.device)
+    # Rows are summed in float64, so that the result does not depend on how much padding a batch adds.
+    summed = (mixed * mask.unsqueeze(-1)).sum(1)
+    counts = mask.sum(1, keepdim=True).clamp(min=1)
+    return (summed / counts).float()

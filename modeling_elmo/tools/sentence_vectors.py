@@ -32,8 +32,9 @@ TF Hub output names, here (`out = model(**batch, output_hidden_states=True)`, `E
 * `elmo`: `ElmoScalarMix(L + 1)(out.hidden_states, mask)` (learned in a task head: `ElmoForSequenceClassification`);
 * `default`: `mean_pool(out.hidden_states, batch["input_ids"], batch["attention_mask"])` or `sentence_vectors`.
 
-This file carries no dependency beyond torch (it travels into a saved folder, beside `elmo_sentence_pooling.py`,
-for sentence-transformers); it is not imported by the model files.
+The pooling math (`word_mask`, `mix_layers`, `mean_pool`) lives in `modeling_elmo/downstream_elmo.py`, which
+travels with every saved model, so that the sentence-transformers module `modeling_elmo/elmo_sentence_pooling.py`,
+copied into a saved folder, finds it there; it is imported here under the same names. This file does not travel.
 """
 
 from __future__ import annotations
@@ -46,55 +47,19 @@ from pathlib import Path
 
 import torch
 
-from ..character_ids import BOS_CHAR_ID, BOW_ID, EOS_CHAR_ID, EOW_ID
+from ..downstream_elmo import LayerChoice, mean_pool, mix_layers
+from ..downstream_elmo import sentence_word_mask as word_mask
 
 logger = logging.getLogger(__name__)
 
-LayerChoice = str | int | Sequence[float]
+__all__ = ["LayerChoice", "mean_pool", "mix_layers", "save_for_sentence_transformers", "sentence_transformer",
+           "sentence_vectors", "word_mask"]
+
 POOLING_MODULE_FOLDER = "1_ElmoSentencePooling"
-# The files a folder needs for sentence-transformers, besides the model's own (`character_ids.py` travels with the
-# model's remote code already; it is copied when absent).
-SENTENCE_TRANSFORMERS_CODE = ("elmo_sentence_pooling.py", "sentence_vectors.py", "character_ids.py")
-
-
-def word_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """(B, T, 50) character ids -> (B, T) bool: True at real words, False at `<S>`, `</S>` and padding."""
-    real = input_ids.gt(0).any(-1)
-    if attention_mask is not None:
-        real = real & attention_mask.bool()
-    first, second, third = input_ids[..., 0], input_ids[..., 1], input_ids[..., 2]
-    boundary = (first == BOW_ID) & ((second == BOS_CHAR_ID) | (second == EOS_CHAR_ID)) & (third == EOW_ID)
-    return real & ~boundary
-
-
-def mix_layers(hidden_states: Sequence[torch.Tensor] | torch.Tensor, layers: LayerChoice = "average") -> torch.Tensor:
-    """The L + 1 layers (a sequence of (B, T, D) tensors, or one (L + 1, B, T, D) tensor) -> (B, T, D)."""
-    stacked = hidden_states if isinstance(hidden_states, torch.Tensor) else torch.stack(tuple(hidden_states))
-    if isinstance(layers, str):
-        if layers == "average":
-            return stacked.mean(0)
-        if layers == "top":
-            return stacked[-1]
-        raise ValueError(f"layers must be 'average', 'top', a layer index or a list of weights, got {layers!r}")
-    if isinstance(layers, int):
-        if not -len(stacked) <= layers < len(stacked):
-            raise ValueError(f"layers={layers} is not a layer of the {len(stacked)} in hidden_states")
-        return stacked[layers]
-    weights = torch.as_tensor(list(layers), dtype=stacked.dtype, device=stacked.device)
-    if weights.shape != (len(stacked),):
-        raise ValueError(f"layers needs {len(stacked)} weights (one per layer), got {list(layers)!r}")
-    return torch.einsum("l,lbtd->btd", weights, stacked)
-
-
-def mean_pool(hidden_states: Sequence[torch.Tensor] | torch.Tensor, input_ids: torch.Tensor,
-              attention_mask: torch.Tensor | None = None, layers: LayerChoice = "average") -> torch.Tensor:
-    """(B, D) float32: per row, the mean over its words of the `layers` mix (see the module docstring)."""
-    mixed = mix_layers(hidden_states, layers).double()
-    mask = word_mask(input_ids, attention_mask).to(mixed.device)
-    # Rows are summed in float64, so that the result does not depend on how much padding a batch adds.
-    summed = (mixed * mask.unsqueeze(-1)).sum(1)
-    counts = mask.sum(1, keepdim=True).clamp(min=1)
-    return (summed / counts).float()
+# The files a folder needs for sentence-transformers: the pooling module, and what it imports (`downstream_elmo.py`
+# and its `character_ids.py` travel with the model's remote code already: they are copied only when absent).
+SENTENCE_TRANSFORMERS_CODE = ("elmo_sentence_pooling.py", "downstream_elmo.py", "character_ids.py")
+_MODEL_CODE = ("downstream_elmo.py", "character_ids.py")
 
 
 def sentence_vectors(model, tokenizer, sentences: Sequence[str] | Sequence[Sequence[str]],
@@ -126,7 +91,8 @@ def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "av
     """Write the files that make the ELMo model saved in `folder` a sentence-transformers model whose `encode`
     returns `sentence_vectors(..., layers=layers)`: `modules.json` (the model as a `Transformer` module giving all
     layers, then `ElmoSentencePooling`), `sentence_bert_config.json`, `config_sentence_transformers.json`, the
-    pooling module's config in `1_ElmoSentencePooling/`, and its code (`elmo_sentence_pooling.py` and this file).
+    pooling module's config in `1_ElmoSentencePooling/`, and its code (`elmo_sentence_pooling.py`, and the
+    `downstream_elmo.py` it imports where the folder lacks it).
     Load with `SentenceTransformer(folder, trust_remote_code=True)` (sentence-transformers imports a module class
     that is not its own only with `trust_remote_code`; in-library, `sentence_transformer(folder)` needs neither
     the files nor the flag). Returns `folder`."""
@@ -139,10 +105,10 @@ def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "av
         raise ValueError(f"{folder} holds a {config.get('model_type')!r} model, not an ELMo model")
     mix_layers(torch.zeros(config.get("num_layers", 2) + 1, 1, 1, 1), layers)  # an invalid choice fails here
     width = 2 * config["projection_dim"]
-    here = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # modeling_elmo/, where the travelling files are
     for name in SENTENCE_TRANSFORMERS_CODE:
-        if name != "character_ids.py" or not (folder / name).exists():
-            shutil.copyfile(here / name, folder / name)
+        if name not in _MODEL_CODE or not (folder / name).exists():
+            shutil.copyfile(package / name, folder / name)
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.transformer.Transformer"},
         {"idx": 1, "name": "1", "path": POOLING_MODULE_FOLDER, "type": "elmo_sentence_pooling.ElmoSentencePooling"},
@@ -172,7 +138,7 @@ def sentence_transformer(model_name_or_path: str | Path, layers: LayerChoice = "
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules.transformer import Transformer
 
-    from .elmo_sentence_pooling import ElmoSentencePooling
+    from ..elmo_sentence_pooling import ElmoSentencePooling
 
     transformer = Transformer(str(model_name_or_path), config_kwargs={"output_hidden_states": True})
     width = 2 * transformer.auto_model.config.projection_dim

@@ -1,17 +1,18 @@
 """`ElmoSentencePooling`: the sentence-transformers module that turns ELMo's layers into the pooled sentence vector
-of `sentence_vectors.py` (mean over words, `<S>`/`</S>` and padding left out, of a fixed mix of the layers).
+(`downstream_elmo.mean_pool`: mean over words, `<S>`/`</S>` and padding left out, of a fixed mix of the layers).
 
-`modeling_elmo.tools.sentence_vectors.save_for_sentence_transformers(folder)` copies this file and `sentence_vectors.py`
-into a saved model folder and names this class in `modules.json`; `SentenceTransformer(folder,
-trust_remote_code=True)` then imports it from the folder. Needs sentence-transformers (the optional extra
-`sentence-transformers`).
+`modeling_elmo.tools.sentence_vectors.save_for_sentence_transformers(folder)` copies this file into a saved model
+folder (beside `downstream_elmo.py`, which the folder holds as the model's remote code) and names this class in
+`modules.json`; `SentenceTransformer(folder, trust_remote_code=True)` then imports it from the folder. It sits flat
+in `modeling_elmo/` for that reason: its one import of this package is a sibling's. Needs sentence-transformers
+(the optional extra `sentence-transformers`); the model files never import it.
 """
 
 from __future__ import annotations
 
 from sentence_transformers.base.modules.module import Module
 
-from .sentence_vectors import mean_pool
+from .downstream_elmo import mean_pool
 
 
 class ElmoSentencePooling(Module):
