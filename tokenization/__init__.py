@@ -6,28 +6,34 @@ the modules it imports) next to the tokenizer files and writes `auto_map` into t
 (`AutoTokenizer.from_pretrained(path, trust_remote_code=True)` then works without this project installed).
 Registering them with `AutoTokenizer` for `ElmoConfig` (in-library use, no remote code) needs the config, so
 `import modeling_elmo` does it.
+
+The files, one concept each: `word_splits_elmo.py` (the registry of word splits, `WORD_SPLITTERS`),
+`word_vocab_elmo.py` (word-vocabulary files), `tokenization_elmo.py` (`ElmoTokenizer`), `batch_encoding_elmo.py`
+(its encoding and padding of a batch), `padding_elmo.py` (the padding shared with the collators) and
+`tokenization_elmo_manylangs.py` (`ElmoManyLangsTokenizer`).
 """
 
-from .tokenization_elmo import (
-    ElmoBatchEncoding,
-    ElmoTokenizer,
-    build_vocab,
-    load_vocab,
-    split_words,
-    word_to_char_ids,
-    write_vocab,
-)
+from .batch_encoding_elmo import ElmoBatchEncoding
+from .padding_elmo import LABEL_PAD_ID, pad_character_batch
+from .tokenization_elmo import ElmoTokenizer, word_to_char_ids
 from .tokenization_elmo_manylangs import ElmoManyLangsTokenizer
+from .word_splits_elmo import WORD_SPLITTERS, WordSplitDependencyError, check_word_split, split_words
+from .word_vocab_elmo import build_vocab, load_vocab, write_vocab
 
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
 ElmoManyLangsTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
+    "LABEL_PAD_ID",
+    "WORD_SPLITTERS",
     "ElmoBatchEncoding",
     "ElmoManyLangsTokenizer",
     "ElmoTokenizer",
+    "WordSplitDependencyError",
     "build_vocab",
+    "check_word_split",
     "load_vocab",
+    "pad_character_batch",
     "split_words",
     "word_to_char_ids",
     "write_vocab",

@@ -36,15 +36,19 @@ while `input_ids` holds one row of 50 character ids per token: shape `[batch, to
 
 Splitting raw text into words
 -----------------------------
-`word_split` (see `split_words`) is `"punctuation"` (default: PTB-like words, one token per CJK ideograph or kana),
-`"whitespace"` (`str.split()`, for text that is already tokenized, such as PTB or the 1B Word Benchmark the published
-models were trained on), `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`) or any function
-`str -> list[str]`. It is saved in tokenizer_config.json and used again after `from_pretrained`. Pre-split words
+`word_split` is a name registered in `WORD_SPLITTERS` (`word_splits_elmo.py`): `"punctuation"` (default: PTB-like
+words, one token per CJK ideograph or kana), `"whitespace"` (`str.split()`, for text that is already tokenized, such
+as PTB or the 1B Word Benchmark the published models were trained on), `"jieba"` (Chinese word segmentation, the
+optional extra `elmo-hf[zh]`) or one registered with `WORD_SPLITTERS.register`; or any function `str -> list[str]`.
+It is saved in tokenizer_config.json and used again after `from_pretrained`. Pre-split words
 (`is_split_into_words=True`) are used verbatim, one token per word.
 
-Word vocabulary (optional, for language-model targets)
-------------------------------------------------------
-One token per line, word id i = line i (blank lines skipped); `<S>`, `</S>` and `<UNK>` are found by name on any line.
+The files of the tokenizer (they travel together)
+-------------------------------------------------
+`word_splits_elmo.py` (splitting text into words), `word_vocab_elmo.py` (the optional word vocabulary of
+language-model targets), this file (the tokenizer: rows, vocabularies, decoding, the cache of rows),
+`batch_encoding_elmo.py` (encoding and padding a batch) and `padding_elmo.py` (the padding shared with the
+collators).
 """
 
 from __future__ import annotations
@@ -52,18 +56,14 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import re
 import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
-from transformers import BatchEncoding, PreTrainedTokenizer
-from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
-from transformers.utils import TensorType
+from transformers import PreTrainedTokenizer
 
+from .batch_encoding_elmo import ElmoEncodingMixin, check_word, is_batch_of_sentences
 from .character_ids import (
     BOS_CHAR_ID,
     BOW_ID,
@@ -75,17 +75,21 @@ from .character_ids import (
     NUM_CHARACTER_IDS,
     PADDING_ID,
 )
+from .padding_elmo import to_list
+from .word_splits_elmo import CJK_CHARACTER, CUSTOM_SPLIT_PREFIX, check_word_split, function_name, split_words
+from .word_vocab_elmo import (
+    BOS_TOKEN,
+    EOS_TOKEN,
+    PAD_TOKEN,
+    UNK_TOKEN,
+    VOCAB_FILES_NAMES,
+    build_vocab,
+    check_word_vocab,
+    load_vocab,
+    write_vocab,
+)
 
 logger = logging.getLogger(__name__)
-
-BOS_TOKEN = "<S>"
-EOS_TOKEN = "</S>"
-UNK_TOKEN = "<UNK>"  # of the optional word vocabulary, not of the character vocabulary
-PAD_TOKEN = "<pad>"
-# The lines every word-vocabulary file holds, found by name anywhere in the file (their ids are where they are;
-# `build_vocab` puts them first, in this order).
-WORD_VOCAB_SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
-LABEL_PAD_ID = -100  # padding of `vocab_ids` and of token-level `labels` (ignored by torch losses)
 
 _CHARACTER_NAMES: list[str] = (
     [PAD_TOKEN]
@@ -93,11 +97,6 @@ _CHARACTER_NAMES: list[str] = (
     + [BOS_TOKEN, EOS_TOKEN, "<bow>", "<eow>", "<char_pad>"]
 )
 assert len(_CHARACTER_NAMES) == NUM_CHARACTER_IDS  # module invariant, not user input
-
-VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt"}
-# Reserved indices of the word cache (see ElmoTokenizer._init_cache).
-_CACHED_PAD, _CACHED_BOS, _CACHED_EOS = 0, 1, 2
-WORD_SPLITS = ("punctuation", "whitespace", "jieba")  # or a function str -> list[str]
 
 
 def word_to_char_ids(word: str, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN) -> list[int]:
@@ -115,371 +114,22 @@ def word_to_char_ids(word: str, max_characters_per_token: int = MAX_CHARACTERS_P
     return [BOW_ID, *(b + BYTE_OFFSET for b in data), EOW_ID] + [CHAR_PAD_ID] * (width - 2 - len(data))
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Splitting raw text into words
-# ---------------------------------------------------------------------------------------------------------------
-# CJK ideographs: each is a token of its own by default, as in multilingual tokenizers (BERT's `_is_chinese_char`).
-# Whole blocks, so that ideographs newer than this Python's unicodedata are covered too (an unassigned code point
-# is a token of its own anyway).
-_IDEOGRAPHS = (
-    r"\u3400-\u4dbf"  # CJK Unified Ideographs Extension A
-    r"\u4e00-\u9fff"  # CJK Unified Ideographs
-    r"\uf900-\ufaff"  # CJK Compatibility Ideographs
-    r"\U00020000-\U0002a6df"  # Extension B
-    r"\U0002a700-\U0002ee5f"  # Extensions C, D, E, F, I
-    r"\U0002f800-\U0002fa1f"  # CJK Compatibility Ideographs Supplement
-    r"\U00030000-\U000323af"  # Extensions G, H
-)
-# Kana too (unlike BERT): Japanese is written without spaces, so a run of kana is no word ("日本語のテキスト" would
-# give "のテキスト") and long runs would be cut at 48 bytes. Hangul keeps the word rule: Korean puts spaces between
-# words.
-_KANA = (
-    r"\u3040-\u30ff"  # Hiragana, Katakana
-    r"\u31f0-\u31ff"  # Katakana Phonetic Extensions
-    r"\uff66-\uff9f"  # Halfwidth Katakana
-    r"\U0001aff0-\U0001b16f"  # Kana Extended-B, Kana Supplement, Kana Extended-A, Small Kana Extension
-)
-_WORD_CHAR = rf"[^\W{_IDEOGRAPHS}{_KANA}]"  # \w without ideographs and kana
-_LETTER = rf"[^\W\d_{_IDEOGRAPHS}{_KANA}]"
-_PUNCTUATION_RULE = rf"""
-      </?[A-Za-z]{_WORD_CHAR}*>                           # markers kept whole: <S>, </S>, <unk>, <UNK>, <br>
-    | (?:{_LETTER}\.){{2,}}(?!{_WORD_CHAR})                # abbreviations written with periods: U.S., e.g., a.m.
-    | (?i:['’](?:s|d|m|ll|re|ve))(?!{_WORD_CHAR})         # clitics already split off: 's 're 've 'll 'd 'm
-    | {_WORD_CHAR}+(?:(?:[-'’.]|(?<=\d),(?=\d)){_WORD_CHAR}+)*  # words, numbers (3.14, 1,000), bio-identical, O'Neill
-    | \.\.+ | --+ | `` | ''                              # runs kept whole: ellipsis, dashes, PTB quotes
-    | CJK_CHARACTERS                                      # ideographs and kana
-    | [^\w\s]                                             # any other character alone: punctuation, symbols, emoji
-"""
-# Default: each ideograph and each kana alone. For a Chinese segmenter: runs of ideographs, kana alone.
-_PUNCTUATION_SPLIT = re.compile(
-    _PUNCTUATION_RULE.replace("CJK_CHARACTERS", f"[{_IDEOGRAPHS}{_KANA}]"), re.VERBOSE
-)
-_IDEOGRAPH_RUNS_SPLIT = re.compile(
-    _PUNCTUATION_RULE.replace("CJK_CHARACTERS", f"[{_IDEOGRAPHS}]+ | [{_KANA}]"), re.VERBOSE
-)
-_IDEOGRAPH = re.compile(f"[{_IDEOGRAPHS}]")
-_CJK_CHARACTER = re.compile(f"[{_IDEOGRAPHS}{_KANA}]")
-_CLITIC_SUFFIX = re.compile(r"(.+)((?i:['’](?:s|d|m|ll|re|ve)))")  # it's -> it 's ; O'Neill's -> O'Neill 's
-_NEGATION_SUFFIX = re.compile(r"(\w+)((?i:n['’]t))")  # don't -> do n't ; can't -> ca n't (as in the PTB)
-_SURROGATES = re.compile("[\ud800-\udfff]")
-# A `word_split` function cannot be written to tokenizer_config.json: this prefix and its name are written instead.
-CUSTOM_SPLIT_PREFIX = "custom:"
-
-
-def _split_clitics(word: str) -> list[str]:
-    out = []
-    match = _CLITIC_SUFFIX.fullmatch(word)
-    if match:
-        word, clitic = match.group(1), match.group(2)
-        out.append(clitic)
-    match = _NEGATION_SUFFIX.fullmatch(word)
-    if match:
-        out.append(match.group(2))
-        word = match.group(1)
-    out.append(word)
-    return out[::-1]
-
-
-def split_words(text: str, rule: str | Callable[[str], list[str]] = "punctuation") -> list[str]:
-    """Split raw text into the words ELMo encodes, one token per word.
-
-    Every rule first drops lone surrogates (`"\\ud800"`), which `encode("utf-8", "ignore")` drops in the original;
-    the built-in rules treat as whitespace exactly what `str.isspace()` accepts (so empty or whitespace-only text
-    gives no word).
-
-    `rule="punctuation"` (default), close to the PTB / Moses tokenization of the published models' training data:
-
-    * words are runs of letters, digits and `_`, kept whole across inner hyphens, apostrophes and periods and
-      across commas between digits: `bio-identical`, `O'Neill`, `3.14`, `1,000`, `www.example.com`;
-    * clitics are split off as in the PTB: `don't` -> `do n't`, `can't` -> `ca n't`, `it's` -> `it 's`,
-      `they're` -> `they 're`, `John's` -> `John 's` (also with the typographic apostrophe `’`);
-    * abbreviations written with periods stay whole (`U.S.`, `e.g.`), other trailing periods are split off
-      (`Dr.` -> `Dr .`: there is no abbreviation list);
-    * markers in angle brackets stay whole (`<S>`, `</S>`, `<unk>`), as do runs of periods (`...`), of
-      hyphens (`--`) and the PTB quotes ``` `` ``` and `''`;
-    * every CJK ideograph is a token of its own (the CJK Unified Ideographs, extensions A to I and the
-      compatibility ideographs), as in multilingual tokenizers: `"我在Google工作了3年。"` -> `我 在 Google 工 作
-      了 3 年 。`; so is every kana (Japanese has no spaces either). Hangul follows the word rule (Korean
-      separates words with spaces), as do other scripts; for Thai or word-level Japanese pass a segmenter;
-    * every other non-space character is a token of its own: punctuation (CJK punctuation too: `，。「」《》`),
-      symbols, each emoji code point, control characters (`"a\\x01b"` -> `a`, `\\x01`, `b`);
-    * no lower-casing and no Unicode normalisation (the published models are case-sensitive).
-
-    `rule="jieba"`: the same, except that each run of ideographs is segmented into words by jieba (the optional
-    extra `pip install 'elmo-hf[zh]'`): `我 在 Google 工作 了 3 年 。`.
-
-    `rule="whitespace"`: `text.split()`, for text that is already tokenized (PTB, the 1B Word Benchmark, Chinese
-    segmented with spaces). Ideographs are not split: unsegmented Chinese stays one "word" per run.
-
-    `rule=function`: any segmenter `str -> list[str]`; its words are used as they are, except that empty and
-    whitespace-only ones are dropped (segmenters such as `jieba.lcut` return the spaces).
-
-    Splitting text that the built-in rules produced again gives the same words (tested).
-    """
-    if not text.isascii():
-        text = _SURROGATES.sub("", text)
-    if rule == "whitespace":
-        return text.split()
-    if rule == "punctuation":
-        words = _PUNCTUATION_SPLIT.findall(text)
-    elif rule == "jieba":
-        words = _segment_ideograph_runs(text, _jieba_segmenter())
-    elif callable(rule):
-        return _segmenter_words(rule, text)
-    else:
-        raise ValueError(f"rule must be one of {WORD_SPLITS} or a function str -> list[str], got {rule!r}")
-    if "'" in text or "’" in text:
-        out: list[str] = []
-        for word in words:
-            if len(word) > 2 and ("'" in word or "’" in word):
-                out.extend(_split_clitics(word))
-            else:
-                out.append(word)
-        return out
-    return words
-
-
-def _segment_ideograph_runs(text: str, segment: Callable[[str], list[str]]) -> list[str]:
-    """The punctuation rule with each run of ideographs given to `segment` instead of split per ideograph."""
-    words = _IDEOGRAPH_RUNS_SPLIT.findall(text)
-    if text.isascii():
-        return words
-    out: list[str] = []
-    for word in words:
-        if _IDEOGRAPH.match(word):
-            out.extend(_segmenter_words(segment, word))
-        else:
-            out.append(word)
-    return out
-
-
-def _segmenter_words(segment: Callable[[str], Iterable[str]], text: str) -> list[str]:
-    words = segment(text)
-    if isinstance(words, str) or not isinstance(words, Iterable):
-        raise TypeError(
-            f"word_split function {_function_name(segment)} must return a list of str, got {words!r:.80}"
-        )
-    words = list(words)
-    for word in words:
-        if not isinstance(word, str):
-            raise TypeError(
-                f"word_split function {_function_name(segment)} must return a list of str, got a {type(word).__name__}"
-            )
-    return [w for w in words if w and not w.isspace()]
-
-
-def _jieba_segmenter() -> Callable[[str], list[str]]:
-    try:
-        import jieba
-    except ImportError:
-        raise ImportError(
-            "word_split='jieba' needs the jieba package: pip install 'elmo-hf[zh]' (or pip install jieba)"
-        ) from None
-    return jieba.lcut
-
-
-def _function_name(function: Callable) -> str:
-    module = getattr(function, "__module__", None) or type(function).__module__
-    name = getattr(function, "__qualname__", None) or type(function).__qualname__
-    return f"{module}.{name}"
-
-
 def _serialisable_split(word_split: str | Callable) -> str:
-    return f"{CUSTOM_SPLIT_PREFIX}{_function_name(word_split)}" if callable(word_split) else word_split
+    return f"{CUSTOM_SPLIT_PREFIX}{function_name(word_split)}" if callable(word_split) else word_split
 
 
-def _check_word_split(word_split: Any) -> None:
-    """Refuse an unknown rule, `"jieba"` without jieba, and the placeholder of a function saved with a tokenizer."""
-    if callable(word_split):
-        return
+def _check_saved_split(word_split: Any) -> None:
+    """`check_word_split`, and refuse the placeholder of a function saved with a tokenizer."""
     if isinstance(word_split, str) and word_split.startswith(CUSTOM_SPLIT_PREFIX):
         name = word_split[len(CUSTOM_SPLIT_PREFIX) :]
         raise ValueError(
             f"This tokenizer was saved with the word_split function {name}, which tokenizer_config.json cannot "
             f"hold: pass it again, e.g. ElmoTokenizer.from_pretrained(path, word_split={name.rsplit('.', 1)[-1]})"
         )
-    if word_split not in WORD_SPLITS:
-        raise ValueError(
-            f"word_split must be one of {WORD_SPLITS} or a function str -> list[str], got {word_split!r}"
-        )
-    if word_split == "jieba":
-        _jieba_segmenter()
+    check_word_split(word_split)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Optional word vocabulary (for the language-model softmax)
-# ---------------------------------------------------------------------------------------------------------------
-def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
-    """Read a vocabulary file: one token per line; word id i is the i-th (non-blank) line.
-
-    `<S>`, `</S>` and `<UNK>` must each appear, on any line: the original format looks them up by name (bilm-tf's
-    `Vocabulary`; the released 1B Word Benchmark vocabulary begins with `</S>`, `<S>`, `<UNK>`, AllenNLP's test
-    fixture has them on lines 21, 118 and 225). Their ids are wherever they are, and so are the softmax rows of
-    a language model trained with the file.
-
-    Lines are stripped of surrounding whitespace like in bilm-tf; blank lines are skipped; a repeated token keeps
-    its first id (with a warning).
-    """
-    with open(vocab_file, encoding="utf-8") as handle:
-        tokens = [line.strip() for line in handle]
-    tokens = [token for token in tokens if token]
-    missing = _missing_specials(tokens)
-    if missing:
-        raise ValueError(
-            f"The vocabulary file {os.fspath(vocab_file)!r} lacks the line(s) {missing}: a word vocabulary must hold "
-            f"{list(WORD_VOCAB_SPECIALS)}, on any line (like the original ELMo vocabulary files)"
-        )
-    return tokens
-
-
-def _missing_specials(tokens: Sequence[str]) -> list[str]:
-    present = set(tokens)
-    return [special for special in WORD_VOCAB_SPECIALS if special not in present]
-
-
-def write_vocab(tokens: Sequence[str], path: str | os.PathLike) -> str:
-    """Write `tokens` (e.g. from `build_vocab`) to `path`, one per line; returns the path as a string."""
-    _check_word_vocab(tokens)
-    path = os.fspath(path)
-    with open(path, "w", encoding="utf-8") as handle:
-        for token in tokens:
-            handle.write(token + "\n")
-    return path
-
-
-def _check_word_vocab(tokens: Sequence[str]) -> None:
-    if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
-        raise TypeError("A word vocabulary must be a list of str")
-    missing = _missing_specials(tokens)
-    if missing:
-        raise ValueError(
-            f"A word vocabulary must hold {list(WORD_VOCAB_SPECIALS)} (on any line), but {missing} is missing"
-        )
-    bad = [t for t in tokens if not t or t != t.strip() or "\n" in t]
-    if bad:
-        raise ValueError(
-            f"Vocabulary tokens must be non-empty and contain no surrounding whitespace, got {bad[:5]}"
-        )
-
-
-def build_vocab(
-    texts_or_files: Iterable[str | os.PathLike],
-    max_size: int | None = None,
-    min_count: int = 1,
-    split: str | Callable[[str], list[str]] = "punctuation",
-) -> list[str]:
-    """Count the words of a corpus and return a word vocabulary for `ElmoTokenizer(vocab_file=...)`.
-
-    Args:
-        texts_or_files: an iterable whose `str` items are texts (each one sentence or document) and whose
-            `os.PathLike` items (e.g. `pathlib.Path`) are UTF-8 files read line by line. A plain `str` is always
-            text, never a path: wrap paths in `pathlib.Path`.
-        max_size: size of the returned list including the three special tokens (so it can be used as
-            `ElmoConfig.vocab_size`); None keeps every word seen at least `min_count` times.
-        min_count: words seen fewer times are left out.
-        split: `"punctuation"`, `"whitespace"`, `"jieba"` (see `split_words`) or a function `str -> list[str]`.
-
-    Returns:
-        `["<S>", "</S>", "<UNK>", ...]` then the words by descending count, ties in code-point order. The special
-        strings themselves are never counted.
-    """
-    if isinstance(texts_or_files, (str, bytes, os.PathLike)):
-        raise TypeError(
-            "build_vocab expects an iterable of texts or paths, got a single "
-            f"{type(texts_or_files).__name__}: wrap it in a list"
-        )
-    if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 3):
-        raise ValueError(
-            f"max_size must be an integer >= 3 (the three special tokens count), got {max_size!r}"
-        )
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
-    if not callable(split) and split not in WORD_SPLITS:
-        raise ValueError(f"split must be one of {WORD_SPLITS} or a callable, got {split!r}")
-
-    def split_fn(text: str) -> list[str]:
-        return split_words(text, split)
-
-    counts: Counter[str] = Counter()
-    for index, item in enumerate(texts_or_files):
-        if isinstance(item, str):
-            counts.update(split_fn(item))
-        elif isinstance(item, os.PathLike):
-            with open(item, encoding="utf-8") as handle:
-                for line in handle:
-                    counts.update(split_fn(line))
-        else:
-            raise TypeError(
-                f"build_vocab item {index} must be a str text or an os.PathLike file, got {type(item).__name__}"
-            )
-    for special in WORD_VOCAB_SPECIALS:
-        counts.pop(special, None)
-    words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
-    vocab = list(WORD_VOCAB_SPECIALS) + words
-    return vocab if max_size is None else vocab[:max_size]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Outputs
-# ---------------------------------------------------------------------------------------------------------------
-class ElmoBatchEncoding(BatchEncoding):
-    """`BatchEncoding` that also knows which input word each token position comes from.
-
-    `word_ids(i)` maps each position of row `i` to the index of its word in the input (None for `<S>`, `</S>`
-    and padding), `tokens(i)` gives the token strings, `sequence_ids(i)` is 0 for words and None elsewhere.
-    These are only available on the output of `ElmoTokenizer.__call__`, not after `pad()`.
-    """
-
-    def __init__(self, data=None, tensor_type=None, prepend_batch_axis=False, alignment=None, batched=True):
-        super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis, n_sequences=1)
-        # alignment[i] = (words kept, index of the first kept word, has <S>/</S>)
-        self._alignment = alignment
-        self._batched = batched
-
-    def __getstate__(self):
-        return {**super().__getstate__(), "alignment": self._alignment, "batched": self._batched}
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._alignment = state.get("alignment")
-        self._batched = state.get("batched", True)
-
-    def _row(self, batch_index: int) -> tuple[list[str], int, bool, int]:
-        if self._alignment is None:
-            raise ValueError(
-                "word_ids()/tokens() are only available on the output of ElmoTokenizer.__call__ "
-                "(not after pad() or on data rebuilt from lists)"
-            )
-        if not self._batched and batch_index != 0:
-            raise IndexError(
-                f"this encoding holds a single sequence; batch_index must be 0, got {batch_index}"
-            )
-        words, first, special = self._alignment[batch_index]
-        ids = self.data["input_ids"]
-        length = len(ids[batch_index]) if self._batched or not isinstance(ids, list) else len(ids)
-        return words, first, special, length
-
-    def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        words, first, special, length = self._row(batch_index)
-        out: list[int | None] = [None] if special else []
-        out.extend(range(first, first + len(words)))
-        if special:
-            out.append(None)
-        return out + [None] * (length - len(out))
-
-    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
-        return [None if w is None else 0 for w in self.word_ids(batch_index)]
-
-    def tokens(self, batch_index: int = 0) -> list[str]:
-        words, _, special, length = self._row(batch_index)
-        out = [BOS_TOKEN, *words, EOS_TOKEN] if special else list(words)
-        return out + [PAD_TOKEN] * (length - len(out))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The tokenizer
-# ---------------------------------------------------------------------------------------------------------------
-class ElmoTokenizer(PreTrainedTokenizer):
+class ElmoTokenizer(ElmoEncodingMixin, PreTrainedTokenizer):
     r"""ELMo character tokenizer: text -> `input_ids` `[batch, tokens, 50]` character ids + `attention_mask`.
 
     The character-id layout is in the module docstring. `<S>` and `</S>` are added around every sentence by
@@ -491,9 +141,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
             `return_vocab_ids=True` (language-model targets); saved as `vocab.txt` by `save_pretrained`.
         word_vocab (`list[str]`, *optional*): the same vocabulary given as a list (e.g. from `build_vocab`).
         word_split (`str` or function, *optional*, defaults to `"punctuation"`): how raw text is split into words
-            (see `split_words`): `"punctuation"` (one token per CJK ideograph or kana), `"whitespace"` (pre-tokenized),
-            `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`) or any function
-            `str -> list[str]`. Ignored for `is_split_into_words=True`. Saved in tokenizer_config.json; a function
+            (see `split_words`): a name in `WORD_SPLITTERS`, `"punctuation"` (one token per CJK ideograph or kana),
+            `"whitespace"` (pre-tokenized), `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`)
+            or one registered with `WORD_SPLITTERS.register`, or any function `str -> list[str]`. Ignored for `is_split_into_words=True`. Saved in tokenizer_config.json; a function
             is saved as the placeholder `"custom:<module>.<name>"`, and loading it then asks for the function again
             (`from_pretrained(path, word_split=function)`) instead of silently splitting another way.
         max_characters_per_token (`int`, *optional*, defaults to 50): row width, `ElmoConfig.max_characters_per_token`.
@@ -531,7 +181,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 raise ValueError(
                     f"ElmoTokenizer's {name} is fixed to {expected!r} by the ELMo format, got {value!r}"
                 )
-        _check_word_split(word_split)
+        _check_saved_split(word_split)
         if (
             isinstance(max_characters_per_token, bool)
             or not isinstance(max_characters_per_token, int)
@@ -554,7 +204,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             word_vocab = load_vocab(vocab_file)
         elif word_vocab is not None:
             word_vocab = list(word_vocab)
-            _check_word_vocab(word_vocab)
+            check_word_vocab(word_vocab)
         self._set_word_vocab(word_vocab)
 
         self.max_characters_per_token = max_characters_per_token
@@ -650,7 +300,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         logger.warning(
             "word_split is the function %s: tokenizer_config.json records %r, and loading the tokenizer needs "
             "from_pretrained(path, word_split=...) with the same function",
-            _function_name(function),
+            function_name(function),
             _serialisable_split(function),
         )
         self.word_split = _serialisable_split(function)  # what transformers writes to tokenizer_config.json
@@ -722,11 +372,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
         """The 50 character ids of a word (or a list of rows for a list of words), without `<S>`/`</S>` added."""
         if isinstance(tokens, str):
             return self._token_row(tokens)
-        return [self._token_row(_check_word(t, i)) for i, t in enumerate(tokens)]
+        return [self._token_row(check_word(t, i)) for i, t in enumerate(tokens)]
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
         """Character ids -> names (an int or a list of ints), or rows of 50 ids -> words (padding rows dropped)."""
-        ids = _to_list(ids)
+        ids = to_list(ids)
         if isinstance(ids, int):
             return self._convert_id_to_token(ids)
         if ids and isinstance(ids[0], list):
@@ -760,14 +410,14 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
         Words are joined with single spaces; padding rows are dropped; words longer than 48 bytes come back cut.
         """
-        ids = _to_list(token_ids)
+        ids = to_list(token_ids)
         if not isinstance(ids, list):
             raise ValueError("decode expects rows of character ids: [tokens, 50] or [batch, tokens, 50]")
         if not ids:
             return ""
         if isinstance(ids[0], int):  # a single row: one word
             return self._row_to_token(ids) or ""
-        if _is_batch_of_sentences(ids):
+        if is_batch_of_sentences(ids):
             return [self.decode(seq, skip_special_tokens=skip_special_tokens) for seq in ids]
         return " ".join(self.convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens))
 
@@ -805,7 +455,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             raise ValueError("ElmoTokenizer encodes single sentences, not pairs")
         if already_has_special_tokens:
             return [
-                1 if not any(row) or self._is_boundary_row(list(row)) else 0 for row in _to_list(token_ids_0)
+                1 if not any(row) or self._is_boundary_row(list(row)) else 0 for row in to_list(token_ids_0)
             ]
         return [1] + [0] * len(token_ids_0) + [1]
 
@@ -813,7 +463,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     # All mutable state lives in the dict `self.cache`: `datasets` blanks an attribute of that name when it hashes a
     # tokenizer, so `Dataset.map` fingerprints do not change as the cache fills; pickles and copies drop it.
     def _init_cache(self) -> None:
-        # Indices 0, 1, 2 are reserved (_CACHED_PAD, _CACHED_BOS, _CACHED_EOS): padding, and the <S>/</S> added by
+        # Indices 0, 1, 2 are reserved (CACHED_PAD, CACHED_BOS, CACHED_EOS in batch_encoding_elmo.py): padding, and the <S>/</S> added by
         # the tokenizer. A literal "<S>" in the input gets its own index with the same row.
         rows: list[tuple[int, ...]] = [
             (PADDING_ID,) * self.row_width,
@@ -860,7 +510,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _warn_if_cut_cjk(self, word: str) -> None:
         """A CJK "word" longer than a row is unsegmented text (e.g. Chinese with word_split="whitespace")."""
         size = len(word.encode("utf-8", "ignore"))
-        if size > self.max_characters_per_token - 2 and _CJK_CHARACTER.search(word):
+        if size > self.max_characters_per_token - 2 and CJK_CHARACTER.search(word):
             self._warn_once(
                 "cut_cjk",
                 "The word %r has %d bytes; its character ids keep the first %d. Unsegmented Chinese or Japanese "
@@ -908,589 +558,3 @@ class ElmoTokenizer(PreTrainedTokenizer):
             cache["index"] = {}
             del cache["rows"][3:]
             cache["table"] = cache["table"][:3].clone()
-
-    # ----- encoding ----------------------------------------------------------------------------------------------
-    def __call__(
-        self,
-        text: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
-        text_pair=None,
-        text_target=None,
-        text_pair_target=None,
-        add_special_tokens: bool = True,
-        padding: bool | str | PaddingStrategy = False,
-        truncation: bool | str | TruncationStrategy | None = None,
-        max_length: int | None = None,
-        stride: int = 0,
-        is_split_into_words: bool = False,
-        pad_to_multiple_of: int | None = None,
-        padding_side: str | None = None,
-        return_tensors: str | TensorType | None = None,
-        return_token_type_ids: bool | None = None,
-        return_attention_mask: bool | None = None,
-        return_overflowing_tokens: bool = False,
-        return_special_tokens_mask: bool = False,
-        return_offsets_mapping: bool = False,
-        return_length: bool = False,
-        verbose: bool = True,
-        return_vocab_ids: bool = False,
-        **kwargs,
-    ) -> ElmoBatchEncoding:
-        """Encode one sentence or a batch: a `str`, a list of `str`, or (with `is_split_into_words=True`) a list of
-        words or a list of lists of words.
-
-        Returns an `ElmoBatchEncoding` with `input_ids` (`[batch, tokens, 50]` with `return_tensors`, nested lists
-        otherwise; a single unbatched input drops the batch level unless `return_tensors` is set),
-        `attention_mask` `[batch, tokens]` and, on request, `special_tokens_mask`, `token_type_ids` (zeros),
-        `length` and `vocab_ids` (word-vocabulary ids, padding -100). `word_ids(i)` aligns positions with words.
-        """
-        kwargs.pop("split_special_tokens", None)
-        tokenizer_kwargs = kwargs.pop("tokenizer_kwargs", None)
-        if tokenizer_kwargs:
-            raise ValueError(
-                "tokenizer_kwargs is not supported by ElmoTokenizer: pass the arguments directly"
-            )
-        return self._encode(
-            text,
-            text_pair=text_pair,
-            text_target=text_target,
-            text_pair_target=text_pair_target,
-            add_special_tokens=add_special_tokens,
-            padding=padding,
-            truncation=truncation,
-            max_length=max_length,
-            stride=stride,
-            is_split_into_words=is_split_into_words,
-            pad_to_multiple_of=pad_to_multiple_of,
-            padding_side=padding_side,
-            return_tensors=return_tensors,
-            return_token_type_ids=return_token_type_ids,
-            return_attention_mask=return_attention_mask,
-            return_overflowing_tokens=return_overflowing_tokens,
-            return_special_tokens_mask=return_special_tokens_mask,
-            return_offsets_mapping=return_offsets_mapping,
-            return_length=return_length,
-            verbose=verbose,
-            return_vocab_ids=return_vocab_ids,
-            **kwargs,
-        )
-
-    def _encode_plus(
-        self,
-        text,
-        text_pair=None,
-        add_special_tokens: bool = True,
-        padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
-        truncation_strategy: TruncationStrategy = TruncationStrategy.DO_NOT_TRUNCATE,
-        max_length: int | None = None,
-        **kwargs,
-    ) -> ElmoBatchEncoding:
-        # Entry point of the base class's `encode()`: strategies are already resolved.
-        kwargs.pop("split_special_tokens", None)
-        return self._encode(
-            text,
-            text_pair=text_pair,
-            add_special_tokens=add_special_tokens,
-            padding=padding_strategy,
-            truncation=truncation_strategy,
-            max_length=max_length,
-            **kwargs,
-        )
-
-    def _encode(
-        self,
-        text,
-        text_pair=None,
-        text_target=None,
-        text_pair_target=None,
-        add_special_tokens: bool = True,
-        padding: bool | str | PaddingStrategy = False,
-        truncation: bool | str | TruncationStrategy | None = None,
-        max_length: int | None = None,
-        stride: int = 0,
-        is_split_into_words: bool = False,
-        pad_to_multiple_of: int | None = None,
-        padding_side: str | None = None,
-        return_tensors: str | TensorType | None = None,
-        return_token_type_ids: bool | None = None,
-        return_attention_mask: bool | None = None,
-        return_overflowing_tokens: bool = False,
-        return_special_tokens_mask: bool = False,
-        return_offsets_mapping: bool = False,
-        return_length: bool = False,
-        verbose: bool = True,
-        return_vocab_ids: bool = False,
-        **kwargs,
-    ) -> ElmoBatchEncoding:
-        """The one encoding path (of `__call__` and of the base class's `encode()`): text -> word lists -> cache
-        indices (truncated, with the added `<S>`/`</S>`) -> character ids (padded), then the other outputs, which
-        depend only on each sentence's length."""
-        self._refuse_unsupported(
-            text,
-            text_pair,
-            text_target,
-            text_pair_target,
-            stride,
-            return_overflowing_tokens,
-            return_offsets_mapping,
-        )
-        if kwargs:
-            logger.warning("ElmoTokenizer ignores the keyword arguments %s", sorted(kwargs))
-        self._check_padding_side(padding_side)
-        tensor_type = _tensor_type(return_tensors)
-        vocab = self._require_word_vocab("return_vocab_ids=True") if return_vocab_ids else None
-        batch, batched = _as_word_batch(text, is_split_into_words, self.word_split)
-        padding_strategy, truncation_strategy, max_length, _ = self._get_padding_truncation_strategies(
-            padding=padding,
-            truncation=truncation,
-            max_length=max_length,
-            pad_to_multiple_of=pad_to_multiple_of,
-            verbose=verbose,
-        )
-        limit = _words_limit(truncation_strategy, max_length, add_special_tokens)
-
-        with self.cache["lock"]:  # the cache is shared by every thread that uses this tokenizer
-            self._maybe_clear_cache()
-            sequences, alignment = self._cache_sequences(batch, limit, add_special_tokens)
-            lengths = [len(s) for s in sequences]
-            if limit is None and verbose:
-                self._warn_if_too_long(lengths)
-            target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
-            if tensor_type is None:
-                input_ids = self._nested_lists(sequences, target)
-            else:
-                target = _tensor_length(lengths, target)
-                input_ids = self._gather(_index_tensor(sequences, target))
-
-        if return_attention_mask is None:
-            return_attention_mask = "attention_mask" in self.model_input_names
-        wanted = {
-            "attention_mask": return_attention_mask,
-            "token_type_ids": return_token_type_ids,
-            "special_tokens_mask": return_special_tokens_mask,
-            "length": return_length,
-        }
-        vocab_rows = None if vocab is None else self._vocab_rows(alignment, vocab)
-        data = {
-            "input_ids": input_ids,
-            **_token_outputs(wanted, lengths, target, add_special_tokens, vocab_rows, tensor_type),
-        }
-        if tensor_type == TensorType.NUMPY:
-            data = {k: v.numpy() for k, v in data.items()}
-        if not batched and tensor_type is None:
-            data = {k: v[0] for k, v in data.items()}
-        return ElmoBatchEncoding(data, alignment=alignment, batched=batched or tensor_type is not None)
-
-    @staticmethod
-    def _refuse_unsupported(
-        text, text_pair, text_target, text_pair_target, stride, overflowing, offsets
-    ) -> None:
-        if text is None:
-            raise TypeError(
-                "ElmoTokenizer needs text: a str, a list of str, or lists of words with is_split_into_words=True; got None"
-            )
-        if text_pair is not None or text_target is not None or text_pair_target is not None:
-            raise ValueError(
-                "ElmoTokenizer encodes single sentences: text_pair/text_target are not supported"
-            )
-        if overflowing or stride:
-            raise NotImplementedError(
-                "ElmoTokenizer does not return overflowing tokens (stride/return_overflowing_tokens)"
-            )
-        if offsets:
-            raise NotImplementedError(
-                "return_offsets_mapping is not available; use word_ids() to align words"
-            )
-
-    def _cache_sequences(
-        self, batch: list[list[str]], limit: int | None, add_special_tokens: bool
-    ) -> tuple[list[list[int]], list[tuple[list[str], int, bool]]]:
-        """Each sentence's cache indices (at most `limit` words, then the added `<S>`/`</S>`) and its alignment:
-        (words kept, index of the first kept word, whether `<S>`/`</S>` were added). Lock held."""
-        sequences, alignment = [], []
-        for words in batch:
-            first = 0
-            if limit is not None and len(words) > limit:
-                first = len(words) - limit if self.truncation_side == "left" else 0
-                words = words[first : first + limit]
-            indices = self._indices(words)
-            sequences.append([_CACHED_BOS, *indices, _CACHED_EOS] if add_special_tokens else indices)
-            alignment.append((words, first, add_special_tokens))
-        return sequences, alignment
-
-    def _warn_if_too_long(self, lengths: list[int]) -> None:
-        if self.model_max_length >= 10**12:  # transformers' "no limit"
-            return
-        too_long = [i for i, n in enumerate(lengths) if n > self.model_max_length]
-        if too_long:
-            self._warn_once(
-                "too_long",
-                "Sentence %d has %d tokens, more than model_max_length=%d; pass truncation=True",
-                too_long[0],
-                lengths[too_long[0]],
-                self.model_max_length,
-            )
-
-    def _vocab_rows(self, alignment, vocab: dict[str, int]) -> list[list[int]]:
-        unk = self.unk_word_id
-        bos, eos = vocab[BOS_TOKEN], vocab[EOS_TOKEN]
-        out = []
-        for words, _, special in alignment:
-            ids = [vocab.get(w, unk) for w in words]
-            out.append([bos, *ids, eos] if special else ids)
-        return out
-
-    def _check_padding_side(self, padding_side: str | None) -> None:
-        side = self.padding_side if padding_side is None else padding_side
-        if side != "right":
-            raise ValueError(
-                f"ElmoTokenizer pads on the right only (the biLM reads </S> right after the last word), got {side!r}"
-            )
-
-    # ----- padding (data collators) ------------------------------------------------------------------------------
-    def pad(
-        self,
-        encoded_inputs,
-        padding: bool | str | PaddingStrategy = True,
-        max_length: int | None = None,
-        pad_to_multiple_of: int | None = None,
-        padding_side: str | None = None,
-        return_attention_mask: bool | None = None,
-        return_tensors: str | TensorType | None = None,
-        verbose: bool = True,
-    ) -> ElmoBatchEncoding:
-        """Pad encoded sentences to a batch, e.g. in a data collator (`DataCollatorWithPadding(tokenizer)`).
-
-        `encoded_inputs` is a list of features (dicts, as a `DataLoader` gives a collator) or a dict of lists, whose
-        `input_ids` are rows of 50 character ids (lists, numpy arrays or tensors). Keys padded along the token axis:
-        `input_ids` (zero rows), `attention_mask` (0), `special_tokens_mask` (1), `token_type_ids` (0),
-        `vocab_ids` (-100) and `labels` when every example's labels are a list as long as its `input_ids`
-        (token-level labels, padded with -100). Every other key (e.g. a scalar `label`) is passed through, as a tensor
-        when it converts to one and as a list otherwise. Without `return_tensors`, tensors come back when the inputs
-        were tensors.
-        """
-        self._check_padding_side(padding_side)
-        columns, batched = _feature_columns(encoded_inputs)
-        if return_tensors is None and _contains_tensor(columns["input_ids"]):
-            return_tensors = "pt"
-        tensor_type = _tensor_type(return_tensors)
-        ids_column = _to_list(columns["input_ids"])
-        if batched is None:  # a dict: one sentence ([tokens, 50]) or a batch ([batch, tokens, 50])
-            batched = _is_batch_of_sentences(ids_column)
-        if not batched:
-            ids_column = [ids_column]
-            columns = {k: [v] for k, v in columns.items()}
-        columns["input_ids"] = ids_column
-        self._check_character_rows(ids_column)
-        lengths = [len(seq) for seq in ids_column]
-        target = self._pad_target(lengths, padding, max_length, pad_to_multiple_of, tensor_type, verbose)
-        fills = self._token_level_fills(columns, lengths, return_attention_mask)
-
-        out: dict[str, Any] = {}
-        for key, values in columns.items():
-            if key == "input_ids":
-                out[key] = self._pad_character_ids(values, target, tensor_type)
-            elif key in fills:
-                out[key] = _pad_token_values(key, values, lengths, fills[key], target, tensor_type)
-            else:
-                out[key] = self._passthrough(key, values, tensor_type)
-        if tensor_type == TensorType.NUMPY:
-            out = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
-        if not batched and tensor_type is None:
-            out = {k: v[0] for k, v in out.items()}
-        return ElmoBatchEncoding(out, batched=batched or tensor_type is not None)
-
-    def _check_character_rows(self, ids_column: list) -> None:
-        width = self.row_width
-        for i, seq in enumerate(ids_column):
-            if not isinstance(seq, list) or any(
-                not isinstance(row, list) or len(row) != width for row in seq
-            ):
-                raise ValueError(
-                    f"pad(): input_ids of example {i} must be rows of {width} character ids ([tokens, {width}])"
-                )
-
-    def _pad_target(
-        self, lengths: list[int], padding, max_length, pad_to_multiple_of, tensor_type, verbose
-    ) -> int | None:
-        """The padded number of tokens (None: no padding); tensors need one length for every example."""
-        padding_strategy, _, max_length, _ = self._get_padding_truncation_strategies(
-            padding=padding, max_length=max_length, verbose=verbose
-        )
-        target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
-        if tensor_type is None:
-            return target
-        if target is None:
-            if len(set(lengths)) > 1:
-                raise ValueError(
-                    "pad(padding=False) got sentences of different lengths; cannot return tensors"
-                )
-            return max(lengths)
-        if max(lengths) > target:
-            raise ValueError(f"pad(): an example has {max(lengths)} tokens, more than max_length={target}")
-        return target
-
-    def _token_level_fills(
-        self, columns: dict, lengths: list[int], return_attention_mask: bool | None
-    ) -> dict:
-        """The padding value of each column padded along the token axis; adds or drops `attention_mask` as asked
-        and keeps `labels` token-level only when every example has one label per token."""
-        if return_attention_mask is None:
-            return_attention_mask = "attention_mask" in self.model_input_names
-        if return_attention_mask and "attention_mask" not in columns:
-            columns["attention_mask"] = [[1] * n for n in lengths]
-        if not return_attention_mask:
-            columns.pop("attention_mask", None)
-        fills = {
-            "attention_mask": 0,
-            "special_tokens_mask": 1,
-            "token_type_ids": 0,
-            "vocab_ids": LABEL_PAD_ID,
-        }
-        if "labels" in columns:
-            labels = [_to_list(x) for x in columns["labels"]]
-            if all(isinstance(x, list) and len(x) == n for x, n in zip(labels, lengths, strict=True)):
-                columns["labels"] = labels
-                fills["labels"] = LABEL_PAD_ID
-        return fills
-
-    def _pad_character_ids(self, values: list, target: int | None, tensor_type: TensorType | None):
-        width = self.row_width
-        if tensor_type is None:
-            return [
-                seq + [[PADDING_ID] * width for _ in range(max(0, (target or 0) - len(seq)))]
-                for seq in values
-            ]
-        # numpy reads nested lists of ints about 6x faster than torch.tensor does.
-        zero_row = [PADDING_ID] * width
-        padded = [seq + [zero_row] * (target - len(seq)) for seq in values]
-        return torch.from_numpy(np.array(padded, dtype=np.int64).reshape(len(values), target, width))
-
-    def _passthrough(self, key: str, values: list, tensor_type: TensorType | None):
-        if tensor_type is None:
-            return values
-        try:
-            if all(isinstance(v, torch.Tensor) for v in values):
-                return torch.stack(values)
-            return torch.tensor(_to_list(values))
-        except (TypeError, ValueError, RuntimeError):
-            self._warn_once(key, "pad(): %r is not numeric or not rectangular; it is returned as a list", key)
-            return values
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------------------------
-def _check_word(word: Any, where: Any) -> str:
-    if not isinstance(word, str):
-        raise TypeError(f"word {where} must be a str, got {type(word).__name__}: {word!r:.50}")
-    return word
-
-
-def _as_word_batch(text: Any, is_split_into_words: bool, rule: str) -> tuple[list[list[str]], bool]:
-    """Validate the input and return (a list of word lists, whether the input was a batch)."""
-    if isinstance(text, str):
-        if is_split_into_words:
-            raise TypeError(
-                "is_split_into_words=True expects a list of words (or a list of such lists), got a str"
-            )
-        return [split_words(text, rule)], False
-    if not isinstance(text, (list, tuple)):
-        hint = ": decode bytes first" if isinstance(text, (bytes, bytearray)) else ""
-        raise TypeError(f"ElmoTokenizer expects a str or a list, got {type(text).__name__}{hint}")
-    if len(text) == 0:
-        raise ValueError(
-            'ElmoTokenizer got an empty list (a batch of zero sentences); to encode an empty sentence pass "" '
-            "(or [[]] with is_split_into_words=True)"
-        )
-    if not is_split_into_words:
-        for i, item in enumerate(text):
-            if not isinstance(item, str):
-                hint = (
-                    " (pass is_split_into_words=True for pre-split words)"
-                    if isinstance(item, (list, tuple))
-                    else ""
-                )
-                raise TypeError(f"text[{i}] must be a str, got {type(item).__name__}{hint}")
-        return [split_words(item, rule) for item in text], True
-    if isinstance(text[0], str):
-        return [[_check_word(w, f"text[{i}]") for i, w in enumerate(text)]], False
-    batch = []
-    for i, words in enumerate(text):
-        if not isinstance(words, (list, tuple)):
-            raise TypeError(f"text[{i}] must be a list of words (str), got {type(words).__name__}")
-        batch.append([_check_word(w, f"text[{i}][{j}]") for j, w in enumerate(words)])
-    return batch, True
-
-
-def _feature_columns(encoded_inputs: Any) -> tuple[dict[str, list], bool | None]:
-    """`pad()` input -> (columns by key, whether it is a batch; None for a dict, decided from its input_ids)."""
-    if isinstance(encoded_inputs, (list, tuple)):
-        if not encoded_inputs:
-            raise ValueError("pad() got an empty list of features")
-        for i, feature in enumerate(encoded_inputs):
-            if not isinstance(feature, Mapping):
-                raise TypeError(f"pad() feature {i} must be a dict, got {type(feature).__name__}")
-        keys = list(encoded_inputs[0].keys())
-        for i, feature in enumerate(encoded_inputs):
-            if set(feature.keys()) != set(keys):
-                raise ValueError(
-                    f"pad() feature {i} has keys {sorted(feature)}, feature 0 has {sorted(keys)}"
-                )
-        columns, batched = {k: [f[k] for f in encoded_inputs] for k in keys}, True
-    elif isinstance(encoded_inputs, Mapping):
-        columns, batched = dict(encoded_inputs.items()), None
-    else:
-        raise TypeError(f"pad() expects a list of dicts or a dict, got {type(encoded_inputs).__name__}")
-    if "input_ids" not in columns:
-        raise ValueError(f"pad() needs input_ids among the features, got keys {sorted(columns)}")
-    return columns, batched
-
-
-def _pad_token_values(
-    key: str, values: list, lengths: list[int], fill: int, target: int | None, tensor_type: TensorType | None
-):
-    """One value per token for each example (a mask, labels), padded with `fill` to `target` tokens."""
-    values = [_to_list(v) for v in values]
-    for i, (v, n) in enumerate(zip(values, lengths, strict=True)):
-        if not isinstance(v, list) or len(v) != n:
-            raise ValueError(f"pad(): {key} of example {i} must have one value per token ({n})")
-    padded = [v + [fill] * max(0, (target or 0) - len(v)) for v in values]
-    if tensor_type is None:
-        return padded
-    return torch.tensor(padded, dtype=torch.int64).reshape(len(values), -1)
-
-
-def _words_limit(
-    truncation_strategy: TruncationStrategy, max_length: int | None, add_special_tokens: bool
-) -> int | None:
-    """How many words a sentence keeps under truncation (None: all), leaving room for the added <S> and </S>."""
-    if truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None:
-        return None
-    if truncation_strategy == TruncationStrategy.ONLY_SECOND:
-        raise ValueError("truncation='only_second' needs a pair of sequences; ElmoTokenizer encodes one")
-    limit = max_length - (2 if add_special_tokens else 0)
-    if limit < 0:
-        raise ValueError(f"max_length={max_length} leaves no room for <S> and </S>; use max_length >= 2")
-    return limit
-
-
-def _tensor_length(lengths: list[int], target: int | None) -> int:
-    """The number of tokens of a tensor batch: the padded length, or the common length when not padding."""
-    if target is None:
-        if len(set(lengths)) > 1:
-            raise ValueError(
-                f"Sentences have different numbers of tokens ({min(lengths)}..{max(lengths)}): "
-                "pass padding=True to return tensors"
-            )
-        return lengths[0]
-    if max(lengths) > target:
-        i = lengths.index(max(lengths))
-        raise ValueError(
-            f"Sentence {i} has {lengths[i]} tokens, more than max_length={target}: pass truncation=True"
-        )
-    return target
-
-
-def _index_tensor(sequences: list[list[int]], target: int) -> torch.Tensor:
-    """Cache indices padded to `target` tokens, as a `[batch, target]` tensor (numpy reads the lists fastest)."""
-    padded = [s + [_CACHED_PAD] * (target - len(s)) for s in sequences]
-    return torch.from_numpy(np.array(padded, dtype=np.int64).reshape(len(padded), target))
-
-
-def _token_outputs(
-    wanted: dict[str, bool | None],
-    lengths: list[int],
-    target: int | None,
-    add_special_tokens: bool,
-    vocab_rows: list[list[int]] | None,
-    tensor_type: TensorType | None,
-) -> dict[str, Any]:
-    """Every output besides `input_ids`, built once for tensors and lists alike: each depends only on the
-    sentence lengths (and the vocabulary ids), on a `[batch, width]` grid that lists then cut back to each
-    sentence's length (padded to `target` when padding)."""
-    n = np.array(lengths, dtype=np.int64).reshape(-1, 1)
-    width = max(lengths) if target is None else max(target, *lengths)
-    position = np.arange(width)
-    real = position < n
-    grids: dict[str, np.ndarray | None] = {}
-    if wanted["attention_mask"]:
-        grids["attention_mask"] = real
-    if wanted["token_type_ids"]:
-        grids["token_type_ids"] = np.zeros_like(real)
-    if wanted["special_tokens_mask"]:
-        added = (position == 0) | (position == n - 1) if add_special_tokens else np.zeros_like(real)
-        grids["special_tokens_mask"] = ~real | added
-    if wanted["length"]:
-        grids["length"] = None  # the lengths themselves, not a grid
-    if vocab_rows is not None:
-        padded = [ids + [LABEL_PAD_ID] * (width - len(ids)) for ids in vocab_rows]
-        grids["vocab_ids"] = np.array(padded, dtype=np.int64).reshape(len(lengths), width)
-
-    if tensor_type is not None:
-        return {
-            key: torch.tensor(lengths, dtype=torch.int64)
-            if grid is None
-            else torch.from_numpy(grid.astype(np.int64))
-            for key, grid in grids.items()
-        }
-    keep = lengths if target is None else [max(k, target) for k in lengths]
-    return {key: list(lengths) if grid is None else _grid_rows(grid, keep) for key, grid in grids.items()}
-
-
-def _grid_rows(grid: np.ndarray, keep: list[int]) -> list[list[int]]:
-    """The rows of a `[batch, width]` grid as lists, row i cut to `keep[i]` values."""
-    grid = grid.astype(np.int64)
-    if all(k == grid.shape[1] for k in keep):
-        return grid.tolist()
-    return [grid[i, :k].tolist() for i, k in enumerate(keep)]
-
-
-def _padded_length(
-    lengths: list[int], strategy: PaddingStrategy, max_length: int | None, pad_to_multiple_of: int | None
-) -> int | None:
-    if strategy == PaddingStrategy.LONGEST:
-        target = max(lengths)
-    elif strategy == PaddingStrategy.MAX_LENGTH:
-        target = max_length
-    else:
-        return None
-    if target is not None and pad_to_multiple_of:
-        target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
-    return target
-
-
-def _tensor_type(return_tensors: str | TensorType | None) -> TensorType | None:
-    if return_tensors is None:
-        return None
-    tensor_type = TensorType(return_tensors)
-    if tensor_type not in (TensorType.PYTORCH, TensorType.NUMPY):
-        raise ValueError(f"ElmoTokenizer returns 'pt' or 'np' tensors, got return_tensors={return_tensors!r}")
-    return tensor_type
-
-
-def _to_list(value: Any) -> Any:
-    """Tensors and numpy arrays (also inside lists) -> nested Python lists; other values unchanged."""
-    if hasattr(value, "tolist") and not isinstance(value, (list, tuple, str)):
-        return value.tolist()
-    if isinstance(value, (list, tuple)):
-        if value and hasattr(value[0], "tolist") and not isinstance(value[0], (str, list, tuple)):
-            return [v.tolist() for v in value]
-        if isinstance(value, tuple):
-            return [_to_list(v) for v in value]
-        if value and isinstance(value[0], tuple):
-            return [_to_list(v) for v in value]
-    return value
-
-
-def _contains_tensor(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    return isinstance(value, (list, tuple)) and bool(value) and isinstance(value[0], torch.Tensor)
-
-
-def _is_batch_of_sentences(ids: list) -> bool:
-    """True for `[batch, tokens, width]` nested lists, False for one sentence `[tokens, width]`."""
-    for item in ids:
-        if isinstance(item, list) and item:
-            return isinstance(item[0], list)
-    return bool(ids)  # [] is one empty sentence, [[], []] a batch of empty sentences

@@ -1,7 +1,7 @@
 """Tokenizer of the ELMoForManyLangs models (HIT-SCIR): characters and words through their dictionaries.
 
-This file travels to the Hub as remote code next to `tokenization_elmo.py`: it imports only the standard library,
-torch and transformers.
+This file travels to the Hub as remote code next to `tokenization_elmo.py` and the files that imports: it imports
+only the standard library, torch, transformers and its siblings.
 
 Their batcher (`elmoformanylangs.frontend.create_one_batch`, with `read_list` before it) turns each word into
 
@@ -30,7 +30,8 @@ from collections.abc import Mapping
 
 import torch
 
-from .tokenization_elmo import VOCAB_FILES_NAMES, ElmoTokenizer
+from .tokenization_elmo import ElmoTokenizer
+from .word_vocab_elmo import VOCAB_FILES_NAMES
 
 MANYLANGS_VOCAB_FILES_NAMES = {
     **VOCAB_FILES_NAMES,

@@ -1,10 +1,10 @@
 """Data collators for the ELMo task heads with `transformers.Trainer`.
 
 Each example (a `datasets` row after `ElmoTokenizer` preprocessing) has `input_ids` of shape `[tokens, 50]`
-(character ids), optionally `attention_mask` `[tokens]`, and a label. A batch is right-padded on the token axis:
-`input_ids` `[batch, tokens, 50]` with all-zero padding tokens, `attention_mask` `[batch, tokens]` with 0, and
-token labels with -100 (ignored by the loss). The padding is done here rather than with `tokenizer.pad` so that a
-collator needs nothing but the data (the tokenizer argument is optional and only sets the row width).
+(character ids), optionally `attention_mask` `[tokens]`, and a label. A batch is right-padded on the token axis by
+`tokenization.pad_character_batch` (the padding of `ElmoTokenizer.pad` too): `input_ids` `[batch, tokens, 50]` with
+all-zero padding tokens, `attention_mask` `[batch, tokens]` with 0, and token labels with -100 (ignored by the
+loss). A collator needs nothing but the data: the tokenizer argument is optional and only sets the row width.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-LABEL_PAD_ID = -100
+from tokenization import LABEL_PAD_ID, pad_character_batch
+from tokenization.padding_elmo import padded_length
 
 
 def _as_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -30,30 +31,47 @@ class _ElmoCollatorBase:
     pad_to_multiple_of: int | None = None
     label_pad_token_id: int = LABEL_PAD_ID
 
-    def _pad_inputs(self, features: Sequence[Mapping[str, Any]]) -> tuple[dict[str, torch.Tensor], list[int]]:
+    def _pad(self, features: Sequence[Mapping[str, Any]], token_labels: bool = False) -> dict[str, torch.Tensor]:
+        """`input_ids` and `attention_mask` padded; with `token_labels`, also the labels (`labels` or `label`, one
+        per token) when the examples have them."""
         if not features:
             raise ValueError("the collator got an empty batch")
         ids = [_as_tensor(f["input_ids"], torch.long) for f in features]  # each (T_i, 50)
-        width = getattr(self.tokenizer, "max_characters_per_token", None) or ids[0].shape[-1]
+        width = (
+            getattr(self.tokenizer, "row_width", None)
+            or getattr(self.tokenizer, "max_characters_per_token", None)
+            or ids[0].shape[-1]
+        )
         for i, x in enumerate(ids):
             if x.dim() != 2 or x.shape[-1] != width:
                 raise ValueError(
                     f"example {i}: input_ids must be [tokens, {width}] character ids, got shape {tuple(x.shape)}"
                 )
         lengths = [x.shape[0] for x in ids]
-        steps = max(lengths)
-        if self.pad_to_multiple_of:
-            steps = -(-steps // self.pad_to_multiple_of) * self.pad_to_multiple_of
-        input_ids = torch.zeros(len(ids), steps, width, dtype=torch.long)  # (B, T, 50), padding tokens are zeros
-        attention_mask = torch.zeros(len(ids), steps, dtype=torch.long)  # (B, T)
-        for row, (x, feature) in enumerate(zip(ids, features)):
-            input_ids[row, : x.shape[0]] = x
-            if "attention_mask" in feature:
-                mask = _as_tensor(feature["attention_mask"], torch.long)
-                attention_mask[row, : mask.shape[0]] = mask
-            else:
-                attention_mask[row, : x.shape[0]] = 1
-        return {"input_ids": input_ids, "attention_mask": attention_mask}, lengths
+        token_values = {
+            "attention_mask": [
+                f["attention_mask"] if "attention_mask" in f else [1] * n for f, n in zip(features, lengths)
+            ]
+        }
+        key = "labels" if "labels" in features[0] else "label" if "label" in features[0] else None
+        if token_labels and key is not None:
+            token_values["labels"] = [
+                self._token_labels(row, f[key], n) for row, (f, n) in enumerate(zip(features, lengths))
+            ]
+        return pad_character_batch(
+            ids,
+            width,
+            padded_length(max(lengths), self.pad_to_multiple_of),
+            token_values,
+            fills={"labels": self.label_pad_token_id},
+        )
+
+    @staticmethod
+    def _token_labels(row: int, labels: Any, n: int) -> torch.Tensor:
+        values = _as_tensor(labels, torch.long)
+        if values.shape != (n,):
+            raise ValueError(f"example {row}: {n} tokens but labels of shape {tuple(values.shape)}")
+        return values
 
 
 @dataclass
@@ -61,7 +79,7 @@ class ElmoDataCollatorForSequenceClassification(_ElmoCollatorBase):
     """Pads character ids; stacks the sentence labels (`labels` or `label`: ints, floats or multi-hot lists)."""
 
     def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        batch, _ = self._pad_inputs(features)
+        batch = self._pad(features)
         key = "labels" if "labels" in features[0] else "label" if "label" in features[0] else None
         if key is not None:
             values = [f[key] for f in features]
@@ -78,15 +96,4 @@ class ElmoDataCollatorForTokenClassification(_ElmoCollatorBase):
     """Pads character ids and the per-token `labels` (with -100), which must have one entry per token."""
 
     def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        batch, lengths = self._pad_inputs(features)
-        key = "labels" if "labels" in features[0] else "label" if "label" in features[0] else None
-        if key is not None:
-            steps = batch["input_ids"].shape[1]
-            labels = torch.full((len(features), steps), self.label_pad_token_id, dtype=torch.long)
-            for row, (feature, n) in enumerate(zip(features, lengths)):
-                values = _as_tensor(feature[key], torch.long)
-                if values.shape != (n,):
-                    raise ValueError(f"example {row}: {n} tokens but labels of shape {tuple(values.shape)}")
-                labels[row, :n] = values
-            batch["labels"] = labels
-        return batch
+        return self._pad(features, token_labels=True)

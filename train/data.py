@@ -54,10 +54,10 @@ class BatchLayout:
 
 def word_splitter(word_split: str) -> Callable[[str], list[str]]:
     """The function that splits a corpus line into words: `str.split` for "whitespace", else `split_words` with the
-    rule ("punctuation" or "jieba"), as the saved tokenizer will split."""
+    rule (a name in `tokenization.WORD_SPLITTERS`: "punctuation", "jieba", ...), as the saved tokenizer will split."""
     if word_split == "whitespace":
         return lambda text: text.split()
-    from tokenization.tokenization_elmo import split_words
+    from tokenization import split_words
 
     return functools.partial(split_words, rule=word_split)
 

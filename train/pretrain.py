@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import gc
-import importlib.util
 import json
 import logging
 import math
@@ -33,7 +32,7 @@ from transformers import HfArgumentParser
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 from modeling_elmo.configuration_elmo import PRESETS
 from modeling_elmo.tools.hub_utils import HubPushError
-from tokenization import ElmoTokenizer, build_vocab, write_vocab
+from tokenization import WORD_SPLITTERS, ElmoTokenizer, build_vocab, check_word_split, write_vocab
 
 from .data import (
     BatchEncoder,
@@ -72,8 +71,9 @@ class PretrainArguments:
     max_vocab_size: int = field(default=50000, metadata={"help": "Size of a vocabulary built from the corpus."})
     min_count: int = field(default=1, metadata={"help": "Minimum count of a word in a built vocabulary."})
     word_split: str = field(default="whitespace", metadata={
-        "help": "How lines are split into words: whitespace, punctuation, or jieba (punctuation, with runs of Chinese "
-                "ideographs segmented into words by jieba; needs pip install 'elmo-hf[zh]'). Saved with the tokenizer."})
+        "help": "How lines are split into words, a name in tokenization.WORD_SPLITTERS: whitespace, punctuation, or jieba "
+                "(punctuation, with runs of Chinese ideographs segmented into words by jieba; needs pip install "
+                "'elmo-hf[zh]'), or one registered there. Saved with the tokenizer."})
     softmax: str = field(default="full", metadata={"help": "full, sampled or adaptive."})
     num_sampled: int = field(default=8192, metadata={"help": "Negatives per batch for the sampled softmax."})
     batch_mode: str = field(default="stream", metadata={"help": "stream (bilm-tf windows, state carried) or sentence."})
@@ -125,13 +125,12 @@ class PretrainArguments:
             "batch_mode": ("stream", "sentence"),
             "optimizer": ("adagrad", "adamw"),
             "mixed_precision": ("no", "bf16", "fp16"),
-            "word_split": ("whitespace", "punctuation", "jieba"),
+            "word_split": tuple(WORD_SPLITTERS),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"--{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        if self.word_split == "jieba" and importlib.util.find_spec("jieba") is None:
-            raise ValueError("--word_split jieba needs the jieba package: pip install 'elmo-hf[zh]' (or pip install jieba)")
+        check_word_split(self.word_split, option="--word_split")  # a missing package (jieba): one line
         for name in ("unroll_steps", "per_device_batch_size", "logging_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be positive, got {getattr(self, name)}")
