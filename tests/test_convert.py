@@ -686,7 +686,7 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path, monkeypatch):
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
     # A failure while writing leaves the existing folder as it was, and no temporary folder.
-    import modeling_elmo.tools.convert_allennlp_elmo as module
+    import modeling_elmo.tools.convert_common as module
 
     def broken(*args):
         raise OSError("disk full")

@@ -19,7 +19,7 @@ import pytest
 import torch
 from conftest import REPO, clean_env, run_isolated
 
-from modeling_elmo.tools.convert_allennlp_elmo import ConversionError
+from modeling_elmo.tools.convert_common import ConversionError
 from modeling_elmo.tools.convert_elmoformanylangs import convert, main, read_dictionary, read_network_config
 
 TOLERANCE = 1e-5
@@ -213,14 +213,14 @@ def _run(*args: str, module: str = "modeling_elmo.tools.convert_elmoformanylangs
 @pytest.mark.slow
 def test_command_converts_and_refuses_a_bad_folder(package, tmp_path):
     theirs = manylangs_fixture.write_model(tmp_path / "theirs")
-    # elmo-convert --manylangs_dir (convert_allennlp_elmo's entry point) hands the folder to this converter
+    # elmo-convert --manylangs_dir (modeling_elmo.tools.convert) hands the folder to this converter
     result = _run("--manylangs_dir", str(theirs), "--output_dir", str(tmp_path / "out"),
-                  module="modeling_elmo.tools.convert_allennlp_elmo")
+                  module="modeling_elmo.tools.convert")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "out" / "config.json").read_text())["token_encoder"] == "word_char"
     result = _run("--manylangs_dir", str(theirs), "--model", "original", "--output_dir", str(tmp_path / "both"),
-                  module="modeling_elmo.tools.convert_allennlp_elmo")
+                  module="modeling_elmo.tools.convert")
     assert result.returncode == 2 and "--model" in result.stderr and not (tmp_path / "both").exists()
 
     (theirs / "char.dic").unlink()

@@ -1,37 +1,36 @@
 """Convert the original ELMo weights (bilm-tf / AllenNLP `options.json` + `weights.hdf5`) to this model.
 
     elmo-convert --model original --output_dir OUT        # a published model: downloaded, verified, cached
-    python -m modeling_elmo.tools.convert_allennlp_elmo --options_file OPTIONS --weight_file WEIGHTS \
+    elmo-convert --options_file OPTIONS --weight_file WEIGHTS \
         --output_dir OUT [--vocab_file VOCAB] [--overwrite]   # your files (paths or http(s) URLs)
+    python -m modeling_elmo.tools.convert_allennlp_elmo ...    # the same, without --manylangs_dir
 
 writes OUT/config.json, OUT/model.safetensors, the tokenizer files and the remote code, so that
 `AutoModel.from_pretrained(OUT, trust_remote_code=True)` works without this project installed.
 
 The options file, the hdf5 layout and how each dataset maps to our parameters are described in
 docs/weight_layout.md; the original code's quirks handled below in docs/original_model.md. Downloads are in
-`download.py`. This file is not remote code (`modeling_elmo.py` never imports it); h5py is imported only when a
-weight file is read, so `import modeling_elmo` does not need it.
+`download.py`; the output folder's checks and writing, shared with the ELMoForManyLangs converter, in
+`convert_common.py`. This file is not remote code (`modeling_elmo.py` never imports it); h5py is imported only when
+a weight file is read, so `import modeling_elmo` does not need it.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
 from transformers.utils import logging as hf_logging
 
-from . import download
 from ..configuration_elmo import ElmoConfig
-from ..modeling_elmo import ElmoModel
+from . import download
+from .convert_common import ConversionError, build_model, check_output_dir, write_converted
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +70,6 @@ FORGET_BIAS = 1.0
 STORED_CHAR_ROWS = 261
 
 SOFTMAX_WEIGHT, SOFTMAX_BIAS = "softmax/W", "softmax/b"
-
-
-class ConversionError(ValueError):
-    """The options or weight files cannot be converted; the message names the file, dataset or field."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -478,40 +473,8 @@ def read_hdf5_softmax(path: str | os.PathLike) -> tuple[torch.Tensor, torch.Tens
 
 
 # --------------------------------------------------------------------------------------------------
-# The output folder
+# The converted folder (written by convert_common)
 # --------------------------------------------------------------------------------------------------
-
-
-def _umask() -> int:
-    """The process umask, read without changing it where Linux allows (os.umask alone must set it)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _is_nonempty_dir(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
-
-
-def _build_model(config: ElmoConfig, state: dict[str, torch.Tensor]) -> ElmoModel:
-    """An `ElmoModel` whose parameters *are* the tensors of `state` (no copy, no random init)."""
-    with torch.device("meta"):
-        model = ElmoModel(config)
-    expected = set(model.state_dict())
-    if expected != set(state):  # a bug in this converter, not in the user's files
-        raise RuntimeError(
-            f"converted weights do not match ElmoModel: missing {sorted(expected - set(state))}, "
-            f"unexpected {sorted(set(state) - expected)}"
-        )
-    model.load_state_dict(state, strict=True, assign=True)
-    return model.eval()
 
 
 def _make_tokenizer(config: ElmoConfig, vocab_file: Path | None):
@@ -529,51 +492,13 @@ def _make_tokenizer(config: ElmoConfig, vocab_file: Path | None):
         raise ConversionError(f"vocab file {vocab_file} cannot be used: {error}") from error
 
 
-def _write_tokenizer(folder: Path, tokenizer) -> None:
-    tokenizer.save_pretrained(folder)
-
-
-def _place(tmp: Path, output_dir: Path) -> None:
-    """Move the finished folder `tmp` to `output_dir`, replacing what is there (already allowed by the caller)."""
-    if not output_dir.exists():
-        os.replace(tmp, output_dir)
-        return
-    # os.replace cannot put a folder over a non-empty one: move the old one aside, then delete it.
-    old = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.old-", dir=output_dir.parent))
-    os.replace(output_dir, old / output_dir.name)
-    try:
-        os.replace(tmp, output_dir)
-    except BaseException:
-        os.replace(old / output_dir.name, output_dir)
-        shutil.rmtree(old, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def check_output_dir(
-    output_dir: str | os.PathLike, overwrite: bool, inputs: Iterable[str | os.PathLike | None] = ()
-) -> Path:
-    """The absolute `output_dir`, once it is known that writing it is allowed (checked before any work).
-
-    Raises:
-        ConversionError: it is a file; or it is a non-empty folder and `overwrite` is False; or `overwrite`
-            would delete one of the `inputs`.
-    """
-    output_dir = Path(output_dir).absolute()
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ConversionError(f"output_dir {output_dir} exists and is not a folder")
-    if _is_nonempty_dir(output_dir):
-        if not overwrite:
-            raise ConversionError(
-                f"output_dir {output_dir} exists and is not empty; pass --overwrite to replace it"
-            )
-        for source in inputs:
-            if source is not None and output_dir.resolve() in Path(source).resolve().parents:
-                raise ConversionError(
-                    f"output_dir {output_dir} holds the input {source}, which --overwrite would delete; "
-                    "choose another output_dir"
-                )
-    return output_dir
+# Measured by tests/test_convert.py on the AllenNLP fixture (docs/original_model.md, "Parity recipe"): how
+# closely this converter reproduces the original TensorFlow outputs. Quoted in the model card of every converted model.
+CONVERTER_PARITY = {
+    "top layer vs bilm-tf, 10 batches with the state carried (max abs difference)": "1.2e-6",
+    "character encoder vs bilm-tf, 458 words (max abs difference)": "7.2e-7",
+    "tolerance asserted by the test suite": "1e-5",
+}
 
 
 def convert(
@@ -617,80 +542,16 @@ def convert(
         config.use_skip_connections,
     )
     state = load_hdf5_weights(weight_file, config)
-    model = _build_model(config, state)
+    model = build_model(config, state)
     del state
     logger.info("converted %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-
-    with staged_output_dir(output_dir) as tmp:
-        model.save_pretrained(tmp)
-        _write_tokenizer(tmp, tokenizer)
-        _write_card(tmp, config, options_file, weight_file)
-    return output_dir
-
-
-@contextlib.contextmanager
-def staged_output_dir(output_dir: Path):
-    """A temporary folder beside `output_dir` for a converter to write into. When the block ends without error,
-    the folder is checked (`_check_written`), made an ordinary shared folder and put in place of `output_dir`; on
-    any error it is deleted, so a failed conversion leaves nothing half-written."""
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the output is an ordinary folder
-        yield tmp
-        _check_written(tmp)
-        for file in tmp.iterdir():  # some writers create private (0600) files; the output is shared like any
-            os.chmod(file, 0o666 & ~_umask())
-        _place(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-# Measured by tests/test_convert.py on the AllenNLP fixture (docs/original_model.md, "Parity recipe"): how
-# closely this converter reproduces the original TensorFlow outputs. Quoted in the model card of every converted model.
-CONVERTER_PARITY = {
-    "top layer vs bilm-tf, 10 batches with the state carried (max abs difference)": "1.2e-6",
-    "character encoder vs bilm-tf, 458 words (max abs difference)": "7.2e-7",
-    "tolerance asserted by the test suite": "1e-5",
-}
-
-
-def _write_card(folder: Path, config: ElmoConfig, options_file, weight_file) -> None:
-    """README.md of the converted folder (model_card.md filled in); a card problem never fails a conversion."""
-    try:
-        from .hub_utils import write_model_card
-
-        write_model_card(
-            folder,
-            config=config,
-            training={
-                "description": "Converted from original ELMo weights (bilm-tf / AllenNLP) with "
-                "`elmo-convert`; the training data and procedure are those of the original model.",
-                "options_file": Path(options_file).name,
-                "weight_file": Path(weight_file).name,
-            },
-            parity=CONVERTER_PARITY,
-        )
-    except Exception as error:  # noqa: BLE001
-        logger.warning("could not write the model card: %s", error)
-
-
-def _check_written(folder: Path) -> None:
-    """The files a remote-code user needs; a missing one is a bug of this package, not of the inputs."""
-    with open(folder / "config.json", encoding="utf-8") as handle:
-        auto_map = json.load(handle).get("auto_map") or {}
-    missing = [name for name in ("AutoConfig", "AutoModel") if name not in auto_map]
-    files = [
-        "model.safetensors",
-        "configuration_elmo.py",
-        "modeling_elmo.py",
-        "tokenizer_config.json",
-        "tokenization_elmo.py",
-    ]
-    missing += [name for name in files if not (folder / name).is_file()]
-    if missing:
-        raise RuntimeError(f"the converted folder lacks {missing}; remote code would not load")
+    card = {
+        "description": "Converted from original ELMo weights (bilm-tf / AllenNLP) with `elmo-convert`; the "
+        "training data and procedure are those of the original model.",
+        "options_file": Path(options_file).name,
+        "weight_file": Path(weight_file).name,
+    }
+    return write_converted(output_dir, model, tokenizer, card, CONVERTER_PARITY)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -698,9 +559,10 @@ def _check_written(folder: Path) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser(prog: str = "python -m modeling_elmo.tools.convert_allennlp_elmo") -> argparse.ArgumentParser:
+    """The options of this converter (`elmo-convert` adds `--manylangs_dir`: `convert.py`)."""
     parser = argparse.ArgumentParser(
-        prog="elmo-convert",
+        prog=prog,
         description="Convert original ELMo weights (bilm-tf / AllenNLP options.json + hdf5) to a Hugging Face "
         "folder: a published model by name (--model, downloaded and cached), or your own files or URLs.",
     )
@@ -710,8 +572,6 @@ def _parser() -> argparse.ArgumentParser:
         help=f"a published AllenNLP model to download and convert: {', '.join(download.model_names())}",
     )
     parser.add_argument("--options_file", default=None, help="bilm-tf options JSON (a path or an http(s) URL)")
-    parser.add_argument("--manylangs_dir", default=None,
-                        help="an ELMoForManyLangs model folder (HIT-SCIR) instead: see modeling_elmo.tools.convert_elmoformanylangs")
     parser.add_argument("--weight_file", default=None, help="bilm-tf / allennlp hdf5 weights (a path or a URL)")
     parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
     parser.add_argument("--vocab_file", default=None, help="optional vocabulary, one token per line (path or URL)")
@@ -773,18 +633,13 @@ def _optional(vocab_file: str | None, args: argparse.Namespace) -> Path | None:
 
 def main(argv: Iterable[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
-    args = _parser().parse_args(None if argv is None else list(argv))
+    args = parser().parse_args(None if argv is None else list(argv))
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    if args.manylangs_dir is not None:  # another format, its own converter (which checks the output_dir too)
-        from .convert_elmoformanylangs import main as convert_manylangs
+    return run(args)
 
-        other = [f"--{f}" for f in ("model", "options_file", "weight_file", "vocab_file", "with_vocab", "base_url",
-                                    "push_to_hub") if getattr(args, f, None)]
-        if other:
-            logger.error("--manylangs_dir converts an ELMoForManyLangs folder; drop %s", " and ".join(other))
-            return 2
-        return convert_manylangs(["--model_dir", args.manylangs_dir, "--output_dir", args.output_dir]
-                                 + ["--overwrite"] * args.overwrite)
+
+def run(args: argparse.Namespace) -> int:
+    """Convert what the parsed options of `parser()` name (and push it when asked); returns the exit code."""
     try:
         _check_sources(args)
         # Before any download: a refused output_dir must not cost a 374 MB transfer.

@@ -37,12 +37,7 @@ from pathlib import Path
 import torch
 
 from ..configuration_elmo import ElmoConfig
-from .convert_allennlp_elmo import (
-    ConversionError,
-    _build_model,
-    check_output_dir,
-    staged_output_dir,
-)
+from .convert_common import ConversionError, build_model, check_output_dir, write_converted
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +61,7 @@ DEFAULT_NETWORKS = {
     "cnn_50_100_512_4096_sample.json": _PUBLISHED_NETWORK,
     "cnn_0_100_512_4096_sample.json": _PUBLISHED_NETWORK,
 }
-# Remote code beyond what every converted folder has (checked by convert_allennlp_elmo._check_written).
+# Remote code beyond what every converted folder has (convert_common.REQUIRED_FILES).
 REMOTE_CODE_FILES = ("word_char_encoder.py", "tokenization_elmo_manylangs.py")
 ID_SHIFT = 1  # our ids are theirs + 1: row 0 of every table is padding
 CHAR_SPECIALS = ("<bow>", "<eow>", "<oov>", "<pad>", "<bos>", "<eos>")
@@ -372,36 +367,14 @@ def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwri
     tokenizer = _make_tokenizer(config, chars, words)
     config.sentence_boundary_rows = tokenizer.sentence_boundary_rows  # their <bos>/<eos>, for the task heads
     config.validate()
-    model = _build_model(config, state)
-
-    with staged_output_dir(output_dir) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        _write_card(tmp, config, Path(model_dir), source)
-        missing = [name for name in REMOTE_CODE_FILES if not (tmp / name).is_file()]
-        if missing:  # a bug of this package, not of the inputs
-            raise RuntimeError(f"the converted folder lacks {missing}; remote code would not load")
-    return output_dir
-
-
-def _write_card(folder: Path, config: ElmoConfig, model_dir: Path, source: str) -> None:
-    """README.md of the converted folder; a card problem never fails a conversion."""
-    try:
-        from .hub_utils import write_model_card
-
-        write_model_card(
-            folder,
-            config=config,
-            training={
-                "description": "Converted from an ELMoForManyLangs model (HIT-SCIR, Che et al. 2018) with "
-                "`python -m modeling_elmo.tools.convert_elmoformanylangs`; the training data and procedure are theirs.",
-                "model_dir": model_dir.name,
-                "network_config": Path(source).name,
-            },
-            parity=CONVERTER_PARITY,
-        )
-    except Exception as error:  # noqa: BLE001
-        logger.warning("could not write the model card: %s", error)
+    model = build_model(config, state)
+    card = {
+        "description": "Converted from an ELMoForManyLangs model (HIT-SCIR, Che et al. 2018) with "
+        "`python -m modeling_elmo.tools.convert_elmoformanylangs`; the training data and procedure are theirs.",
+        "model_dir": Path(model_dir).name,
+        "network_config": Path(source).name,
+    }
+    return write_converted(output_dir, model, tokenizer, card, CONVERTER_PARITY, REMOTE_CODE_FILES)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,46 @@
+"""`elmo-convert`: original ELMo weights to a Hugging Face folder, whichever format they come in.
+
+    elmo-convert --model original --output_dir OUT                        # a published AllenNLP model
+    elmo-convert --options_file OPTIONS --weight_file WEIGHTS --output_dir OUT     # bilm-tf / AllenNLP files
+    elmo-convert --manylangs_dir DIR --output_dir OUT                     # an ELMoForManyLangs folder
+    python -m modeling_elmo.tools.convert ...  (the same)
+
+The options are those of `convert_allennlp_elmo` plus `--manylangs_dir`, which hands the folder to
+`convert_elmoformanylangs`. This dispatch lives here so that neither converter imports the other (what they share
+is in `convert_common.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable
+
+from . import convert_allennlp_elmo, convert_elmoformanylangs
+
+logger = logging.getLogger(__name__)
+
+# The options of convert_allennlp_elmo that have no meaning for an ELMoForManyLangs folder.
+_ALLENNLP_ONLY = ("model", "options_file", "weight_file", "vocab_file", "with_vocab", "base_url", "push_to_hub")
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
+    parser = convert_allennlp_elmo.parser(prog="elmo-convert")
+    parser.add_argument("--manylangs_dir", default=None,
+                        help="an ELMoForManyLangs model folder (HIT-SCIR) instead: see "
+                        "modeling_elmo.tools.convert_elmoformanylangs")
+    args = parser.parse_args(None if argv is None else list(argv))
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.manylangs_dir is None:
+        return convert_allennlp_elmo.run(args)
+    other = [f"--{name}" for name in _ALLENNLP_ONLY if getattr(args, name, None)]
+    if other:
+        logger.error("--manylangs_dir converts an ELMoForManyLangs folder; drop %s", " and ".join(other))
+        return 2
+    return convert_elmoformanylangs.main(["--model_dir", args.manylangs_dir, "--output_dir", args.output_dir]
+                                         + ["--overwrite"] * args.overwrite)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
