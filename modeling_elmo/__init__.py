@@ -2,45 +2,45 @@
 
 Importing this package registers the Elmo classes and the tokenizers with the transformers Auto classes
 (in-library), and marks the models for remote code, so that `save_pretrained` copies the modeling files and
-writes `auto_map`. Dependencies run one way: `modeling_elmo` -> `tokenization`, never back.
+writes `auto_map`. Which class goes with which Auto class is written once, in `configuration_elmo.AUTO_CLASSES`.
+Dependencies run one way: `modeling_elmo` -> `tokenization`, never back.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForPreTraining,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-)
+import importlib
+
+import transformers
+from transformers import AutoConfig, AutoTokenizer
 
 from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
 
-from .configuration_elmo import ElmoConfig
+from .configuration_elmo import AUTO_CLASSES, ElmoConfig
+from .downstream_elmo import ElmoRepresentationsOutput, ElmoScalarMix
 from .modeling_elmo import (
     ElmoForPreTraining,
     ElmoForPreTrainingOutput,
-    ElmoForSequenceClassification,
-    ElmoForTokenClassification,
     ElmoModel,
     ElmoModelOutput,
     ElmoPreTrainedModel,
+)
+from .modeling_elmo_heads import (
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
     ElmoPreTrainedModelForTasks,
-    ElmoRepresentationsOutput,
-    ElmoScalarMix,
 )
 
-AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
-AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
-AutoModelForPreTraining.register(ElmoConfig, ElmoForPreTraining, exist_ok=True)
-AutoModelForSequenceClassification.register(ElmoConfig, ElmoForSequenceClassification, exist_ok=True)
-AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification, exist_ok=True)
 
-ElmoConfig.register_for_auto_class()
-ElmoModel.register_for_auto_class("AutoModel")
-ElmoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
-ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
-ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+def _register_auto_classes() -> None:
+    """Every row of `AUTO_CLASSES`: the class with its Auto class (in-library), and marked for remote code."""
+    AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
+    ElmoConfig.register_for_auto_class()
+    for auto_name, path in AUTO_CLASSES.items():
+        module, name = path.split(".")
+        model_class = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        getattr(transformers, auto_name).register(ElmoConfig, model_class, exist_ok=True)
+        model_class.register_for_auto_class(auto_name)
+
+
+_register_auto_classes()
 
 # The tokenizers live one level down (`tokenization` imports nothing from this package); they are registered here,
 # against ElmoConfig, so that `import modeling_elmo` is enough for every Auto class. Both classes must be found by

@@ -1,13 +1,27 @@
-"""ELMo configuration.
+"""ELMo configuration, and the table of the Elmo classes by Auto class (`AUTO_CLASSES`).
 
-This file travels to the Hub as remote code: it imports only transformers and the standard library.
+This file travels to the Hub as remote code: it imports only transformers, the standard library and its siblings: the
+kernel registry and the LSTM kernels, so that `lstm_implementation` is checked against the registered kernels even
+where this file is loaded alone (remote code loads a configuration with its own imports only).
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+from pathlib import Path
 
 from transformers import PretrainedConfig
+from transformers.dynamic_module_utils import get_relative_import_files
+from transformers.utils import logging
+
+from .kernels_elmo import ALL_LSTM_FUNCTIONS
+
+# Imported for its registrations: the LSTM kernels a configuration may name ("reference", "loop", "fused").
+from .lstm_inference_elmo import lstm_loop  # noqa: F401
+
+logger = logging.get_logger(__name__)
 
 # The character CNN of every published ELMo (small, medium, original, 5.5B): 2048 filters in all.
 CNN_FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -34,17 +48,18 @@ PRESETS: dict[str, dict] = {
 
 _ACTIVATIONS = ("relu", "tanh")
 
-# Every Elmo class, for the `auto_map` of config.json, so that a folder saved from any one class opens
-# with every Auto class through remote code (`save_pretrained` alone records only the class saved).
-AUTO_MAP = {
-    "AutoConfig": "configuration_elmo.ElmoConfig",
+# Every Elmo model class by its Auto class, as "module.Class" of the files that travel: the one list of them.
+# `import modeling_elmo` registers each with its Auto class; every config.json gets them all in its `auto_map`,
+# and `ElmoConfig.save_pretrained` copies their files, so that a folder saved from any one class opens with every
+# Auto class through remote code (transformers alone records and copies only the class saved). A new head is a
+# class in modeling_elmo_heads.py and a row here.
+AUTO_CLASSES = {
     "AutoModel": "modeling_elmo.ElmoModel",
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
-    "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
-    "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+    "AutoModelForSequenceClassification": "modeling_elmo_heads.ElmoForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_elmo_heads.ElmoForTokenClassification",
 }
 _SOFTMAX_TYPES = ("full", "sampled", "adaptive")
-_LSTM_IMPLEMENTATIONS = ("auto", "loop", "fused", "reference")
 _SCALAR_MIXES = ("learned", "top", "average", "fixed")
 _CLASSIFIER_POOLINGS = ("mean", "max", "lstm", "attention")
 _TOKEN_CLASSIFIER_ENCODERS = ("none", "lstm")
@@ -208,7 +223,8 @@ class ElmoConfig(PretrainedConfig):
         self.classifier_pooling = classifier_pooling
         self.token_classifier_encoder = token_classifier_encoder
         self.head_hidden_size = head_hidden_size
-        kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
+        auto_map = {"AutoConfig": "configuration_elmo.ElmoConfig", **AUTO_CLASSES}
+        kwargs["auto_map"] = {**auto_map, **(kwargs.get("auto_map") or {})}
         super().__init__(**kwargs)
         # Set after transformers' own check of the special-token ids (it compares every `*_token_id` with
         # `vocab_size`, and warns): our token ids (the tokenizer's <S>, </S>, padding, which Trainer copies into the
@@ -303,9 +319,10 @@ class ElmoConfig(PretrainedConfig):
                 raise ValueError(
                     f"ElmoConfig.adaptive_cutoffs must all be below vocab_size ({self.vocab_size}), got {cutoffs!r}"
                 )
-        if self.lstm_implementation not in _LSTM_IMPLEMENTATIONS:
+        implementations = ("auto", *ALL_LSTM_FUNCTIONS.choices)  # "auto": `lstm_implementation` picks per call
+        if self.lstm_implementation not in implementations:
             raise ValueError(
-                f"ElmoConfig.lstm_implementation must be one of {_LSTM_IMPLEMENTATIONS}, got {self.lstm_implementation!r}"
+                f"ElmoConfig.lstm_implementation must be one of {implementations}, got {self.lstm_implementation!r}"
             )
         if self.lstm_implementation == "fused" and (
             self.cell_clip is not None or (self.proj_clip is not None and self.cell_size != self.projection_dim)
@@ -398,6 +415,15 @@ class ElmoConfig(PretrainedConfig):
                 f"got {self.token_classifier_encoder!r}"
             )
 
+    def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs):
+        """`PretrainedConfig.save_pretrained`, and where the config is registered for remote code (`import
+        modeling_elmo` does it) the files of every class of `AUTO_CLASSES` with the siblings they import: the
+        `auto_map` names them all, while transformers copies only the file of the class saved, and the task heads'
+        file imports the model's, not the other way round. A model's `save_pretrained` calls this."""
+        super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
+        if self._auto_class is not None:
+            _copy_model_files(Path(save_directory))
+
     @classmethod
     def from_preset(cls, name: str, **overrides) -> ElmoConfig:
         """A configuration of a published size: `"small"`, `"medium"`, `"original"`, or `"tiny"` for tests.
@@ -407,3 +433,20 @@ class ElmoConfig(PretrainedConfig):
         if name not in PRESETS:
             raise ValueError(f"Unknown ELMo preset {name!r}; choose one of {sorted(PRESETS)}")
         return cls(**{**copy.deepcopy(PRESETS[name]), **overrides})
+
+
+def _copy_model_files(folder: Path) -> None:
+    """Copy the file of every class of `AUTO_CLASSES` and the siblings it imports from this file's folder (the
+    package, or the folder remote code was loaded into) to `folder`."""
+    here = Path(__file__).parent
+    modules = sorted({path.split(".")[0] for path in AUTO_CLASSES.values()})
+    missing = [f"{module}.py" for module in modules if not (here / f"{module}.py").is_file()]
+    if missing:  # remote code fetches only the files of the classes it loaded
+        logger.warning(f"{missing} not found in {here}: the saved folder does not open with their Auto classes")
+    for module in modules:
+        source = here / f"{module}.py"
+        if source.is_file():
+            for file in [str(source), *get_relative_import_files(str(source))]:
+                target = folder / Path(file).name
+                if not (target.exists() and os.path.samefile(file, target)):
+                    shutil.copyfile(file, target)

@@ -1,9 +1,12 @@
-"""Matrix multiplies and device settings shared by the fast paths (`fast_paths_elmo.py`) and the softmax.
+"""Matrix multiplies and device settings shared by the kernels (`lstm_inference_elmo.py`, `lstm_training_elmo.py`,
+`char_cnn_kernels_elmo.py`) and the softmax, and the derived copies of the weights they keep for inference.
 
 On the CPU, multiplies go through oneDNN where the torch build has it: with weights packed once into its blocked
 layout for inference (float32, bfloat16: `_pack_weight`, `_linear`), and with plain tensors for training (float32:
 `training_linear`, `_mm_nt`, `_mm_tn`), where it measured 1.05-2.2x MKL's `torch.mm` at the shapes of a training
 step on these machines (benchmarks/bench_matmul.py). On CUDA, `float32_cudnn` keeps cuDNN's float32 in float32.
+The packed copies live on each layer as `_PackedWeights`, rebuilt when `_weights_key` says the weights changed, and
+freed by `forget_inference_copies` when training starts.
 
 This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch and the standard library.
 """
@@ -11,6 +14,7 @@ This file travels to the Hub as remote code with `modeling_elmo.py`: it imports 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 
 import torch
 
@@ -135,3 +139,60 @@ def training_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     if _training_onednn(x, weight) and x.shape[0] > 0:
         return _OneDnnLinear.apply(x, weight, bias)
     return torch.nn.functional.linear(x, weight, bias)
+
+
+# --------------------------------------------------------------------------------------------------
+# Derived copies of the weights (oneDNN), and when they are stale
+# --------------------------------------------------------------------------------------------------
+
+
+def _weights_key(parameters, *extra) -> tuple:
+    """Identifies the current values of `parameters`, for caches derived from them (token vectors, packed weights).
+
+    Every parameter's storage, version counter (bumped by in-place changes: optimizer steps, `load_state_dict`,
+    `copy_`), dtype and device, plus a digest of the contents of the small ones (biases, the character table: a few
+    thousand numbers): fused optimizers update parameters without bumping their version counters, but never leave
+    all of those unchanged. Only writes through `.data` of the large matrices alone would go unnoticed.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    versions = []
+    for p in parameters:
+        if p.numel() <= 65536:
+            digest.update(p.detach().to("cpu").contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+        versions.append((p.data_ptr(), p._version, p.dtype, p.device))
+    return (*extra, digest.digest(), tuple(versions))
+
+
+class _PackedWeights:
+    """Derived copies of a module's weights for inference, rebuilt when `key` changes. Never copied or pickled with
+    the module (oneDNN tensors cannot be): a copy starts empty."""
+
+    def __init__(self):
+        self.key, self.value = None, None
+
+    def get(self, key, build):
+        if self.key != key:
+            self.key, self.value = None, None  # free the old copies before building new ones
+            self.value, self.key = build(), key
+        return self.value
+
+    def clear(self) -> None:
+        self.key, self.value = None, None
+
+    def __deepcopy__(self, memo):
+        return _PackedWeights()
+
+    def __getstate__(self):
+        return {}
+
+    def __setstate__(self, state):
+        self.key, self.value = None, None
+
+
+def forget_inference_copies(*modules) -> None:
+    """Free what inference derived from these modules' weights (oneDNN copies, the token cache): called when a
+    forward pass needs gradients, as the weights are about to change (some optimizers leave no trace of it)."""
+    for module in modules:
+        module._inference_weights.clear()
+        if getattr(module, "token_cache", None) is not None:
+            module.token_cache.clear()

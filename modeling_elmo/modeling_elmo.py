@@ -1,11 +1,12 @@
 """ELMo biLM (Peters et al. 2018, "Deep contextualized word representations") as a transformers model.
 
 Read top to bottom: the outputs, layer 0 (the character encoder), the biLSTM with projection and the stack of
-layers, the base `ElmoPreTrainedModel` (all initialisation, input checks), `ElmoModel`, the pretraining softmax and
-`ElmoForPreTraining`, then the task heads. The layers here are the reference implementation, written for autograd;
-`fast_paths_elmo.py` runs the same functions faster and is picked in one place per layer kind (`ElmoBiLm.forward`,
-`ElmoCharacterEncoder.forward`). The original model's quirks are described in docs/original_model.md, the module
-layout and the fast paths in docs/architecture.md.
+layers, the base `ElmoPreTrainedModel` (all initialisation, input checks), `ElmoModel`, then `ElmoForPreTraining`
+(the softmax is in `softmax_elmo.py`); the task heads are in `modeling_elmo_heads.py`. The layers here are the
+reference implementation, written for autograd. The kernels that run the same functions faster register themselves
+in `kernels_elmo.py` (`ALL_LSTM_FUNCTIONS`, `ALL_CHAR_CNN_FUNCTIONS`), and one function per layer kind picks the
+kernel of a call (`ElmoBiLm.forward`, `ElmoCharacterEncoder.forward`). The original model's quirks are described in
+docs/original_model.md, the module layout and the fast paths in docs/architecture.md.
 
 This file travels to the Hub as remote code with its siblings: it imports only torch, transformers and them.
 """
@@ -20,37 +21,19 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
-from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput, logging
 
+from .char_cnn_kernels_elmo import char_cnn_implementation
 from .character_ids import real_token_mask
 from .configuration_elmo import ElmoConfig
-from .downstream_elmo import (
-    ElmoHashedWordEmbedding,
-    ElmoRepresentationsOutput,
-    ElmoScalarMix,
-    pool,
-    run_lstm,
-    scalar_mixes,
-    sentence_boundary_mask,
-    sequence_classification_loss,
-    word_mask_of,
-)
-from .fast_paths_elmo import (
-    CHAR_CNN_FUNCTIONS,
-    LSTM_FUNCTIONS,
-    ElmoTokenCache,
-    ElmoTokenCacheMixin,
-    _PackedWeights,
-    char_cnn_implementation,
-    forget_inference_copies,
-    lstm_implementation,
-    packed_index,
-)
 from .inputs_elmo import check_inputs, check_state
-from .matmul_elmo import _needs_grad, float32_cudnn
+from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
+from .lstm_inference_elmo import lstm_implementation, packed_index
+from .lstm_training_elmo import lstm_training  # noqa: F401  (imported for its registration: the "training" kernel)
+from .matmul_elmo import _needs_grad, _PackedWeights, float32_cudnn, forget_inference_copies
 from .push_to_hub_elmo import ElmoPushToHubMixin
 from .softmax_elmo import ElmoSoftmax, shifted_targets
+from .token_cache_elmo import ElmoTokenCache, ElmoTokenCacheMixin
 from .word_char_encoder import ElmoWordCharEncoder
 
 logger = logging.get_logger(__name__)
@@ -138,8 +121,8 @@ class ElmoCharacterEncoder(nn.Module):
     Character embedding, one convolution per `[width, count]` filter, max-pooling over the character
     positions, the activation, highway layers, then a linear projection (absent when F == P).
 
-    `encode` is the reference; `forward` picks how to run it (`fast_paths_elmo.char_cnn_implementation`): training
-    encodes each distinct token of a batch once, inference goes through the token cache when there is one
+    `encode` is the reference; `forward` runs the kernel `char_cnn_kernels_elmo.char_cnn_implementation` names:
+    training encodes each distinct token of a batch once, inference goes through the token cache when there is one
     (`ElmoModel.enable_token_cache`) and oneDNN on the CPU. Layer 0 is context-independent, so every way gives the
     vectors of `encode` (tested); `lstm_implementation="reference"` takes `encode` itself.
     """
@@ -164,7 +147,7 @@ class ElmoCharacterEncoder(nn.Module):
         """`char_ids` (N, 50) of real tokens -> (N, P)."""
         if _needs_grad(*self.parameters()):  # training: the weights are about to change
             forget_inference_copies(self)
-        return CHAR_CNN_FUNCTIONS[char_cnn_implementation(self, char_ids)](self, char_ids)
+        return ALL_CHAR_CNN_FUNCTIONS[char_cnn_implementation(self, char_ids)](self, char_ids)
 
     def encode(self, char_ids: torch.Tensor) -> torch.Tensor:
         """The character CNN itself (the reference), without the cache: (N, 50) -> (N, P)."""
@@ -199,7 +182,7 @@ def lstm_cell_step(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of the LSTM cell from its pre-activation `gates` (..., 4C) in torch's order (i, f, g, o) and the
     previous cell state `c` (..., C): the new cell state (clipped when `cell_clip`) and `sigmoid(o) * tanh(c)`, the
-    output before the projection. The inference loops of `fast_paths_elmo.py` run the same functions in place."""
+    output before the projection. The inference loops of `lstm_inference_elmo.py` run the same functions in place."""
     in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, dim=-1)
     c = torch.sigmoid(forget_gate) * c + torch.sigmoid(in_gate) * torch.tanh(cell_gate)
     if cell_clip is not None:
@@ -217,7 +200,7 @@ class ElmoBiLstmLayer(nn.Module):
     - `weight_hr` (2, P, C): the projection of the cell output, no bias (absent when C == P).
 
     `forward` is the reference recurrence; `ElmoBiLm` may run a fast path with these parameters instead
-    (`fast_paths_elmo.LSTM_FUNCTIONS`, same signature: `fn(layer, inputs, batch_sizes, state)`).
+    (a kernel of `kernels_elmo.ALL_LSTM_FUNCTIONS`, same signature: `fn(layer, inputs, batch_sizes, state)`).
     """
 
     def __init__(self, config: ElmoConfig):
@@ -285,17 +268,6 @@ class ElmoBiLstmLayer(nn.Module):
         super()._load_from_state_dict(*args, **kwargs)
 
 
-def reference_lstm(
-    layer: ElmoBiLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], state: ElmoState
-) -> tuple[torch.Tensor, ElmoState]:
-    """The reference biLSTM behind the common signature of the LSTM functions."""
-    return layer(inputs, batch_sizes, state)
-
-
-# Every way to run a biLSTM layer, by `lstm_implementation` name; one signature.
-ALL_LSTM_FUNCTIONS = {"reference": reference_lstm, **LSTM_FUNCTIONS}
-
-
 def _reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Reverse each row of `x` (B, T, ...) within its own length; positions past it stay where they are."""
     batch, steps = x.shape[:2]
@@ -347,7 +319,7 @@ class ElmoBiLm(nn.Module):
         x = x.flatten(1, 2)[:, index]  # (2, N, P)
         h0, c0 = state[0][:, :, order], state[1][:, :, order]
 
-        # The one place the LSTM implementation is chosen (see fast_paths_elmo.lstm_implementation).
+        # The one place the LSTM kernel is chosen (see lstm_inference_elmo.lstm_implementation).
         lstm_forward = ALL_LSTM_FUNCTIONS[lstm_implementation(self.config, x, (h0, c0), self.layers)]
         if _needs_grad(*self.parameters()):  # training: the weights are about to change
             forget_inference_copies(*self.layers)
@@ -681,265 +653,10 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         self.softmax.bias.zero_()
 
 
-# --------------------------------------------------------------------------------------------------
-# Task heads (Peters et al. 2018, section 3.3): the scalar mix and pooling live in downstream_elmo.py
-# --------------------------------------------------------------------------------------------------
-
-
-class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
-    """Shared part of the task heads: the biLM as `self.elmo`, `num_output_representations` scalar mixes,
-    the optional hashed word embedding, dropout, and the freezing of the biLM.
-
-    Freezing (`config.freeze_bilm`, default True): the biLM's parameters have `requires_grad=False` and it
-    runs in eval mode (no dropout) under `torch.no_grad()`, so training the head leaves them bit-identical.
-    """
-
-    # The heads compute a plain mean loss: Trainer must not pass `num_items_in_batch`
-    # (docs/transformers_traps.md, "Trainer and num_items_in_batch").
-    accepts_loss_kwargs = False
-
-    def __init__(self, config: ElmoConfig):
-        super().__init__(config)
-        self.elmo = ElmoModel(config)
-        self.scalar_mixes = scalar_mixes(config)
-        self.word_embedding = (
-            ElmoHashedWordEmbedding(config.word_embedding_buckets, config.word_embedding_dim)
-            if config.word_embedding_dim > 0
-            else None
-        )
-        self.representation_dropout = nn.Dropout(config.representation_dropout)
-        self._apply_freeze()
-
-    @property
-    def representation_dim(self) -> int:
-        """Width of what the head reads at each token: 2P, plus the word embedding when there is one."""
-        return self.config.hidden_size + self.config.word_embedding_dim
-
-    @property
-    def head_hidden_size(self) -> int:
-        return self.config.head_hidden_size or self.config.projection_dim
-
-    def _apply_freeze(self) -> None:
-        frozen = self.config.freeze_bilm
-        self.elmo.requires_grad_(not frozen)
-        if frozen:
-            self.elmo.eval()
-
-    def set_bilm_frozen(self, frozen: bool = True) -> None:
-        """Freeze or unfreeze the biLM after construction (e.g. train the head first, then fine-tune all)."""
-        self.config.freeze_bilm = bool(frozen)
-        self._apply_freeze()
-        if not frozen:
-            self.elmo.train(self.training)
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a pair
-        model._apply_freeze()  # loading may hand back fresh parameters
-        return loaded
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        if self.config.freeze_bilm:
-            self.elmo.eval()  # a frozen biLM never runs its dropout
-        return self
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, ElmoScalarMix):
-            init.copy_(module.scalar_parameters, torch.tensor(module.initial_scalar_parameters))
-            init.ones_(module.gamma)
-        elif isinstance(module, ElmoHashedWordEmbedding):
-            values = torch.empty_like(module.weight).normal_(std=1.0 / math.sqrt(module.weight.shape[1]))
-            values[0] = 0.0  # padding row
-            init.copy_(module.weight, values)  # one guarded write: a loaded table is left as it is
-        elif isinstance(module, nn.LSTM):  # the heads' biLSTM: torch's default
-            bound = 1.0 / math.sqrt(module.hidden_size)
-            for parameter in module.parameters():
-                init.uniform_(parameter, -bound, bound)
-
-    def _bilm_layers(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs
-    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
-        """Run the biLM once: its L + 1 layers, the real-token mask and the word mask, all (B, T[, 2P])."""
-        if self.config.freeze_bilm:
-            if self.elmo.training:
-                self.elmo.eval()
-            with torch.no_grad():
-                outputs = self.elmo(input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                                    return_dict=True, **kwargs)
-        else:
-            outputs = self.elmo(input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                                return_dict=True, **kwargs)
-        mask = attention_mask.bool() if attention_mask is not None else real_token_mask(input_ids)  # (B, T)
-        return outputs.hidden_states, mask, word_mask_of(
-            input_ids, mask, self.config.keep_sentence_boundaries, self.config.sentence_boundary_rows
-        )
-
-    def get_elmo_representations(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs
-    ) -> ElmoRepresentationsOutput:
-        """All `num_output_representations` ELMo mixes from one biLM run (allennlp `Elmo`'s
-        `elmo_representations`), before dropout and without the word embedding."""
-        layers, mask, word_mask = self._bilm_layers(input_ids, attention_mask, **kwargs)
-        mixes = tuple(mix(layers, word_mask) for mix in self.scalar_mixes)
-        return ElmoRepresentationsOutput(elmo_representations=mixes, mask=mask, word_mask=word_mask, hidden_states=layers)
-
-    def _task_inputs(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-        """What the head reads: dropout([first mix ; word embedding]) (B, T, D), mask, word mask, biLM layers."""
-        layers, mask, word_mask = self._bilm_layers(input_ids, attention_mask, **kwargs)
-        x = self.scalar_mixes[0](layers, word_mask)  # (B, T, 2P)
-        if self.word_embedding is not None:
-            x = torch.cat([x, self.word_embedding(input_ids).to(x.dtype)], dim=-1)  # (B, T, 2P + E)
-        return self.representation_dropout(x), mask, word_mask, layers
-
-    def mix_l2_penalty(self) -> torch.Tensor:
-        """`scalar_mix_l2_coef * sum(w ** 2)` of the mix the head uses (0 for a fixed mix)."""
-        return self.scalar_mixes[0].l2_penalty(self.config.scalar_mix_l2_coef)
-
-    def _regularized(self, loss: torch.Tensor) -> torch.Tensor:
-        """The task loss plus, while training, the L2 penalty on the mix weights (Peters et al. 2018, eq. 1)."""
-        if self.training and self.config.scalar_mix_l2_coef > 0 and self.scalar_mixes[0].trainable:
-            loss = loss + self.mix_l2_penalty().to(loss.dtype)
-        return loss
-
-
-class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
-    """ELMo with a sentence classifier: the scalar mix of the biLM layers, pooled over the words of each sentence
-    (`config.classifier_pooling`), then a linear layer. Regression (`num_labels == 1`), single-label and
-    multi-label classification follow `config.problem_type`, as in transformers' BERT heads.
-
-    `<S>`/`</S>` are not pooled unless `config.keep_sentence_boundaries` (allennlp and bilm-tf strip them before
-    the task model).
-    """
-
-    def __init__(self, config: ElmoConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        width = self.representation_dim
-        pooling = config.classifier_pooling
-        self.pooler_lstm = self.attention = None
-        pooled = width
-        if pooling == "lstm":
-            self.pooler_lstm = nn.LSTM(width, self.head_hidden_size, batch_first=True, bidirectional=True)
-            pooled = 2 * self.head_hidden_size
-        elif pooling == "attention":  # attention pooling: score each token, softmax over the sentence
-            self.attention = nn.Sequential(
-                nn.Linear(width, self.head_hidden_size), nn.Tanh(), nn.Linear(self.head_hidden_size, 1)
-            )
-        self.classifier = nn.Linear(pooled, config.num_labels)
-        self.post_init()
-
-    def pool(self, x: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) token vectors and (B, T) mask of the tokens to pool -> (B, D')."""
-        return pool(x, word_mask, self.config.classifier_pooling, self.pooler_lstm, self.attention)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> SequenceClassifierOutput | tuple:
-        r"""
-        Args:
-            input_ids (`torch.LongTensor` of shape `(batch, tokens, max_characters_per_token)`): character ids
-                from `ElmoTokenizer`, with `<S>`/`</S>`, right-padded with all-zero tokens.
-            attention_mask (`torch.Tensor` of shape `(batch, tokens)`, *optional*): 1 for real tokens.
-            labels (`torch.Tensor` of shape `(batch,)` or `(batch, num_labels)`, *optional*): class ids
-                (single-label), floats (regression) or multi-hot floats (multi-label).
-            output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers.
-        """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
-        x, _, word_mask, layers = self._task_inputs(input_ids, attention_mask, **kwargs)
-        logits = self.classifier(self.pool(x, word_mask))  # (B, num_labels)
-        loss = None if labels is None else self._regularized(sequence_classification_loss(logits, labels, self.config))
-
-        hidden_states = layers if output_hidden_states else None
-        if not return_dict:
-            return tuple(v for v in (loss, logits, hidden_states) if v is not None)
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
-
-
-class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
-    """ELMo with a tagger (NER, POS, chunking): the scalar mix at every token, optionally a trainable biLSTM
-    (`config.token_classifier_encoder="lstm"`), then a linear layer. Logits cover every position of `input_ids`;
-    labels at `<S>`/`</S>` and padding are -100 (the alignment from `word_ids()` gives that).
-    """
-
-    def __init__(self, config: ElmoConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        width = self.representation_dim
-        self.encoder = None
-        if config.token_classifier_encoder == "lstm":
-            self.encoder = nn.LSTM(width, self.head_hidden_size, batch_first=True, bidirectional=True)
-            width = 2 * self.head_hidden_size
-        self.classifier = nn.Linear(width, config.num_labels)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> TokenClassifierOutput | tuple:
-        r"""
-        Args:
-            input_ids, attention_mask: as in `ElmoForSequenceClassification.forward`.
-            labels (`torch.LongTensor` of shape `(batch, tokens)`, *optional*): a label id per position of
-                `input_ids`, -100 where there is none (`<S>`, `</S>`, padding).
-            output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers.
-        """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
-        x, mask, _, layers = self._task_inputs(input_ids, attention_mask, **kwargs)  # (B, T, D)
-        if self.encoder is not None:
-            # right-padded rows are already left-aligned: the biLSTM reads each sentence, boundaries included
-            x = self.representation_dropout(run_lstm(self.encoder, x, mask.sum(1))[0])  # (B, T, 2H)
-        logits = self.classifier(x)  # (B, T, num_labels)
-
-        loss = None
-        if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(
-                    f"labels must have shape [batch, tokens] = {tuple(logits.shape[:2])}, got {tuple(labels.shape)}"
-                )
-            loss = F.cross_entropy(logits.view(-1, self.num_labels).float(), labels.to(logits.device).view(-1))
-            loss = self._regularized(loss)
-
-        hidden_states = layers if output_hidden_states else None
-        if not return_dict:
-            return tuple(v for v in (loss, logits, hidden_states) if v is not None)
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
-
-
 __all__ = [
-    "ElmoHashedWordEmbedding",
-    "ElmoTokenCache",
-    "sentence_boundary_mask",
     "ElmoModelOutput",
     "ElmoForPreTrainingOutput",
     "ElmoPreTrainedModel",
     "ElmoModel",
     "ElmoForPreTraining",
-    "ElmoScalarMix",
-    "ElmoRepresentationsOutput",
-    "ElmoPreTrainedModelForTasks",
-    "ElmoForSequenceClassification",
-    "ElmoForTokenClassification",
 ]

@@ -15,11 +15,13 @@ import pytest
 import torch
 from conftest import random_char_ids
 
-import modeling_elmo.fast_paths_elmo as fast_paths
+import modeling_elmo.char_cnn_kernels_elmo as char_cnn
+import modeling_elmo.lstm_training_elmo as lstm_training
 import modeling_elmo.matmul_elmo as matmul
 import modeling_elmo.modeling_elmo as modeling
 import modeling_elmo.softmax_elmo as softmax
 from modeling_elmo import ElmoConfig, ElmoModel
+from modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
 
 VARIANTS = [
     dict(),
@@ -146,7 +148,7 @@ def test_trimmed_character_cnn_gives_the_values_and_gradients_of_the_reference(d
     for rows in (ids, ids[:1], ids[1:-1]):
         weights = torch.randn(rows.shape[0], model.config.projection_dim, generator=torch.Generator().manual_seed(0))
         results = []
-        for encode in (encoder.encode, lambda c: fast_paths.encode_trimmed(encoder, c)):
+        for encode in (encoder.encode, lambda c: char_cnn.encode_trimmed(encoder, c)):
             encoder.zero_grad(set_to_none=True)
             out = encode(rows)
             (out * weights.to(dtype)).sum().backward()
@@ -164,8 +166,8 @@ def test_trimmed_character_cnn_gives_the_values_and_gradients_of_the_reference(d
     if dtype == torch.float64:
         monkeypatch.setattr(modeling.ElmoCharacterEncoder, "from_pooled", lambda self, pooled, **kw: pooled)
         with torch.no_grad():
-            together = fast_paths.encode_trimmed(encoder, ids)
-            singles = [fast_paths.encode_trimmed(encoder, ids[i : i + 1])[0] for i in range(10)]
+            together = char_cnn.encode_trimmed(encoder, ids)
+            singles = [char_cnn.encode_trimmed(encoder, ids[i : i + 1])[0] for i in range(10)]
         assert all(torch.equal(single, pooled) for single, pooled in zip(singles, together))
 
 
@@ -175,7 +177,7 @@ def test_distinct_rows_by_hashing_equal_torch_unique():
     ids = random_char_ids([40], seed=7)[0]
     ids = torch.cat([ids, ids[::3], ids[5:9]])  # repeats
     ids[-1, 20] = 7  # differs from its twin in one padding position
-    distinct, inverse = fast_paths._distinct_rows(ids)
+    distinct, inverse = char_cnn._distinct_rows(ids)
     expected = torch.unique(ids, dim=0)
     assert torch.equal(distinct[inverse], ids)
     assert distinct.shape == expected.shape and torch.equal(torch.unique(distinct, dim=0), expected)
@@ -230,8 +232,8 @@ def test_layer_rows_that_never_run_keep_their_state(matmul_path):
     x = torch.randn(2, sum(batch_sizes), 16, generator=generator)  # packed
     state = (torch.randn(2, 5, 16, generator=generator), torch.randn(2, 5, 32, generator=generator))
     with torch.no_grad():
-        out_ref, (h_ref, c_ref) = modeling.ALL_LSTM_FUNCTIONS["reference"](layer, x, batch_sizes, state)
-        out, (h, c) = modeling.ALL_LSTM_FUNCTIONS["loop"](layer, x, batch_sizes, state)
+        out_ref, (h_ref, c_ref) = ALL_LSTM_FUNCTIONS["reference"](layer, x, batch_sizes, state)
+        out, (h, c) = ALL_LSTM_FUNCTIONS["loop"](layer, x, batch_sizes, state)
     assert (out - out_ref).abs().max() <= 1e-6
     assert (h - h_ref).abs().max() <= 1e-6 and (c - c_ref).abs().max() <= 1e-6
     assert torch.equal(h[:, 3:], state[0][:, 3:]) and torch.equal(c[:, 3:], state[1][:, 3:])
@@ -311,6 +313,31 @@ def test_fused_refuses_clipping():
     model.config.lstm_implementation = "fused"  # set behind the validation's back
     with pytest.raises(ValueError, match="without clipping"):
         model(random_char_ids([3]))
+
+
+def test_a_registered_lstm_kernel_is_a_configuration_choice(monkeypatch):
+    """A new kernel is a function and one `register` call: the configuration accepts its name, and the biLM runs it
+    for every layer. "training" is registered but not a configuration's choice."""
+    monkeypatch.setattr(ALL_LSTM_FUNCTIONS, "_functions", dict(ALL_LSTM_FUNCTIONS._functions))
+    monkeypatch.setattr(ALL_LSTM_FUNCTIONS, "_choices", list(ALL_LSTM_FUNCTIONS._choices))
+    assert set(ALL_LSTM_FUNCTIONS.choices) == {"reference", "loop", "fused"} and "training" in ALL_LSTM_FUNCTIONS
+    with pytest.raises(ValueError, match="lstm_implementation must be one of .* got 'training'"):
+        ElmoConfig.from_preset("tiny", lstm_implementation="training")
+    with pytest.raises(ValueError, match="got 'counted'"):
+        ElmoConfig.from_preset("tiny", lstm_implementation="counted")
+    calls = []
+
+    def counted(layer, inputs, batch_sizes, state):
+        calls.append(layer)
+        return ALL_LSTM_FUNCTIONS["reference"](layer, inputs, batch_sizes, state)
+
+    ALL_LSTM_FUNCTIONS.register("counted", counted)
+    model = tiny_model(lstm_implementation="counted")
+    ids = random_char_ids([5, 3])
+    out = model(ids).last_hidden_state
+    assert calls == list(model.bilm.layers)
+    model.config.lstm_implementation = "reference"
+    assert torch.equal(out, model(ids).last_hidden_state)
 
 
 @pytest.fixture(params=["onednn", "plain"])
@@ -479,7 +506,7 @@ def layer_gradients(layer, implementation, x, batch_sizes, state, seed=1):
     reaches the outputs and both final states."""
     inputs = [t.clone().requires_grad_() for t in (x, *state)]
     layer.zero_grad(set_to_none=True)
-    out, (h, c) = modeling.ALL_LSTM_FUNCTIONS[implementation](layer, inputs[0], batch_sizes, tuple(inputs[1:]))
+    out, (h, c) = ALL_LSTM_FUNCTIONS[implementation](layer, inputs[0], batch_sizes, tuple(inputs[1:]))
     generator = torch.Generator().manual_seed(seed)
     weights = [torch.randn(t.shape, generator=generator, dtype=t.dtype) for t in (out, h, c)]
     sum((t * w).sum() for t, w in zip((out, h, c), weights)).backward()
@@ -568,7 +595,7 @@ def test_training_function_passes_gradcheck():
     tensors = [t.requires_grad_() for t in tensors]
 
     def function(*args):
-        return fast_paths._LstmTrainingFunction.apply(*args, batch_sizes, layer.cell_clip, layer.proj_clip)
+        return lstm_training._LstmTrainingFunction.apply(*args, batch_sizes, layer.cell_clip, layer.proj_clip)
 
     assert torch.autograd.gradcheck(function, tensors)
 

@@ -24,7 +24,7 @@ from modeling_elmo import (
     ElmoModel,
     ElmoScalarMix,
 )
-from modeling_elmo.modeling_elmo import sentence_boundary_mask
+from modeling_elmo.downstream_elmo import sentence_boundary_mask
 from tokenization import ElmoTokenizer
 from train.collators import ElmoDataCollatorForSequenceClassification, ElmoDataCollatorForTokenClassification
 

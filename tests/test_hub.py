@@ -51,8 +51,11 @@ HEADS = [
     name for name in ("ElmoForSequenceClassification", "ElmoForTokenClassification") if hasattr(modeling_elmo, name)
 ]
 REMOTE_CODE = [
-    "character_ids.py", "configuration_elmo.py", "downstream_elmo.py", "fast_paths_elmo.py", "inputs_elmo.py",
-    "matmul_elmo.py", "modeling_elmo.py", "push_to_hub_elmo.py", "softmax_elmo.py", "tokenization_elmo.py", "word_char_encoder.py",
+    "batch_encoding_elmo.py", "char_cnn_kernels_elmo.py", "character_ids.py", "configuration_elmo.py",
+    "downstream_elmo.py", "inputs_elmo.py", "kernels_elmo.py", "lstm_inference_elmo.py", "lstm_training_elmo.py",
+    "matmul_elmo.py", "modeling_elmo.py", "modeling_elmo_heads.py", "padding_elmo.py", "push_to_hub_elmo.py",
+    "softmax_elmo.py", "token_cache_elmo.py", "tokenization_elmo.py", "word_char_encoder.py", "word_splits_elmo.py",
+    "word_vocab_elmo.py",
 ]
 
 

@@ -224,7 +224,8 @@ def _architecture(config: ElmoConfig, counts: dict[str, int], num_parameters: in
 
 def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
     auto_map = getattr(config, "auto_map", None) or {}
-    heads = [name for name in ("AutoModelForSequenceClassification", "AutoModelForTokenClassification") if name in auto_map]
+    # the task heads: every "AutoModelFor..." class of the auto_map (configuration_elmo.AUTO_CLASSES) but pretraining
+    heads = [name for name in auto_map if name.startswith("AutoModelFor") and name != "AutoModelForPreTraining"]
     if not heads:
         return (
             "Train a task model on the features above (the scalar-mix weights and gamma are learned with the task), "

@@ -1,0 +1,203 @@
+"""The character CNN's kernels, and the one function that picks the kernel of every call.
+
+Every kernel has one signature, `fn(encoder, char_ids) -> (N, P)` for the (N, max_characters_per_token) character
+ids of N real tokens, and registers itself in `kernels_elmo.ALL_CHAR_CNN_FUNCTIONS`; here:
+
+* "reference" (`encode_reference`): `ElmoCharacterEncoder.encode` of `modeling_elmo.py`, the definition;
+* "onednn" (`encode_onednn`): inference on the CPU, every multiply through oneDNN with pre-packed weights;
+* "distinct" (`encode_distinct`): training on the CPU, once per distinct token, each cut to its length group.
+
+"cached" (through the token cache) is in `token_cache_elmo.py`. `char_cnn_implementation` names the kernel
+`ElmoCharacterEncoder.forward` runs. Tested against the reference to rounding (tests/test_fast_paths.py);
+docs/architecture.md ("Fast paths").
+
+This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch, the standard library and
+its siblings.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS
+from .matmul_elmo import (
+    _compute_dtype,
+    _linear,
+    _needs_grad,
+    _pack_weight,
+    _use_onednn,
+    _weights_key,
+    training_linear,
+)
+
+_CONV_TOKENS_PER_BLOCK = 32  # tokens per block of the CPU inference convolution (their products fit in the cache)
+
+
+def char_cnn_implementation(encoder, char_ids: torch.Tensor) -> str:
+    """Which kernel of `ALL_CHAR_CNN_FUNCTIONS` `ElmoCharacterEncoder.forward` runs (no side effect).
+
+    Training on the CPU ("distinct"): the CNN runs once per distinct token of the batch, each cut to its length
+    group; on a GPU the plain CNN measured faster (the grouping waits for the GPU; benchmarks/results_pretrain.md).
+    Inference: through the token cache when there is one ("cached"), else with oneDNN-packed weights on the CPU
+    ("onednn"). `lstm_implementation="reference"` and `torch.compile` tracing take the plain CNN.
+    """
+    if getattr(encoder.config, "lstm_implementation", "auto") == "reference" or torch.compiler.is_compiling():
+        return "reference"
+    if _needs_grad(*encoder.parameters()):
+        return "distinct" if char_ids.device.type == "cpu" else "reference"
+    if encoder.token_cache is not None and char_ids.shape[0] > 0:
+        return "cached"
+    return "onednn" if _use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)) else "reference"
+
+
+def _char_dtype(encoder, device: torch.device) -> torch.dtype:
+    """The dtype of the character CNN's matrix multiplies here (autocast's when it is on)."""
+    if device.type in ("cpu", "cuda") and torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return encoder.char_embedding.weight.dtype
+
+
+def _encode_inference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """The CNN without gradients: oneDNN where available, else the reference."""
+    if _use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)):
+        return encode_onednn(encoder, char_ids)
+    return encoder.encode(char_ids)
+
+
+def encode_distinct(encoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """Training: the CNN runs once per distinct token of the batch (`encode_trimmed`), and the vectors are gathered
+    back. Natural text repeats words ("the", ".", ...), so this saves a large part of the layer-0 work of a training
+    step; the gradient of a repeated token is summed over its positions, as the plain path sums it in the weights."""
+    if char_ids.shape[0] < 2:
+        return encode_trimmed(encoder, char_ids)
+    distinct, inverse = _distinct_rows(char_ids)
+    if distinct.shape[0] == char_ids.shape[0]:
+        return encode_trimmed(encoder, char_ids)
+    return encode_trimmed(encoder, distinct)[inverse]
+
+
+@functools.lru_cache(maxsize=8)
+def _row_hash_multipliers(columns: int, device: torch.device) -> torch.Tensor:
+    """Fixed odd int64 multipliers, one per character position, for `_distinct_rows` (made once per width and device,
+    not at every training step)."""
+    generator = torch.Generator().manual_seed(columns)
+    return torch.randint(1, 2**62, (columns,), generator=generator).mul_(2).add_(1).to(device)
+
+
+def _distinct_rows(char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`torch.unique(char_ids, dim=0, return_inverse=True)` up to the order of the distinct rows, several times faster
+    (it compares rows one by one): each row is hashed to one int64 (multiply-adds that wrap around), the hashes are
+    made unique, and the rows are checked against their representative; a collision falls back to `torch.unique`."""
+    multipliers = _row_hash_multipliers(char_ids.shape[1], char_ids.device)
+    keys, inverse = torch.unique((char_ids.long() * multipliers).sum(1), return_inverse=True)
+    first = torch.empty_like(keys).scatter_(0, inverse, torch.arange(char_ids.shape[0], device=char_ids.device))
+    distinct = char_ids[first]
+    if not torch.equal(distinct[inverse], char_ids):
+        return torch.unique(char_ids, dim=0, return_inverse=True)
+    return distinct, inverse
+
+
+# A token whose characters vary over at most 8 (16, 24) positions is convolved over that many + the widest filter's
+# positions, longer ones over all 50: a token's cut depends on the token alone, not on the others of its batch.
+_TRIM_LENGTHS = (8, 16, 24)
+
+
+def encode_trimmed(encoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """`encode` with the same values and gradients (to rounding) and less work, for training.
+
+    A token's character row ends in a run of one id (the padding character, 43 positions for a 5-letter word), and
+    every convolution window that lies wholly in that run has the same value. Max-pooling needs one of them, so a
+    token's characters can be cut after its varying part plus the widest filter: the cut removes only copies of a
+    window that stays. Tokens are grouped by that length (`_TRIM_LENGTHS`), so most of a batch convolves 15-25
+    positions instead of 50. The pooling takes `max` with its indices: its backward pass writes one gradient per
+    filter where `amax`'s compares every position (where windows tie, the gradient goes to one of them instead of
+    being shared; tied windows are equal, so the weights' and the embedding's gradients are the same)."""
+    tokens, width = char_ids.shape
+    if tokens == 0:
+        return encoder.encode(char_ids)
+    varying = torch.arange(1, width + 1, device=char_ids.device) * (char_ids != char_ids[:, -1:])
+    limits = torch.tensor(_TRIM_LENGTHS, device=char_ids.device)
+    groups = torch.searchsorted(limits, varying.amax(dim=1))  # (N,): index of the first limit >= the varying length
+    widest = max(conv.kernel_size[0] for conv in encoder.convolutions)
+    order = groups.argsort(stable=True)
+    pooled = []
+    for group, rows in enumerate(order.split(torch.bincount(groups, minlength=len(_TRIM_LENGTHS) + 1).tolist())):
+        if len(rows):
+            end = min(width, _TRIM_LENGTHS[group] + widest) if group < len(_TRIM_LENGTHS) else width
+            chars = encoder.char_embedding(char_ids[rows, :end]).transpose(1, 2)  # (n, d, end)
+            pooled.append(torch.cat([conv(chars).max(dim=-1).values for conv in encoder.convolutions], dim=-1))
+    place = torch.empty_like(order)
+    place[order] = torch.arange(tokens, device=order.device)  # row i of the input is row place[i] when sorted
+    return encoder.from_pooled(torch.cat(pooled)[place], linear=training_linear)
+
+
+def encode_onednn(encoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """`encode` for inference on the CPU: every matrix multiply through oneDNN with pre-packed weights (the
+    convolutions as multiplies over character windows); the same operations otherwise. (N, 50) -> (N, P)."""
+    chars = encoder.char_embedding(char_ids)  # (N, 50, d)
+    packed = _onednn_char_weights(encoder, _compute_dtype(chars))
+    with torch.autocast(chars.device.type, enabled=False):
+        x = encoder.activation(_convolve_onednn(encoder, chars.to(packed["dtype"]), packed))  # (N, F)
+        for highway, (carry, transform) in zip(encoder.highways, packed["highways"]):
+            gate = _linear(x, carry, bias=highway.carry.bias.to(x.dtype)).sigmoid_()
+            hidden = _linear(x, transform, bias=highway.transform.bias.to(x.dtype)).relu_().mul_(gate)
+            x = hidden.add_(gate.neg_().add_(1.0).mul_(x))  # g * relu(x W_t + b_t) + (1 - g) * x, in place
+        if encoder.projection is not None:
+            x = _linear(x, packed["projection"], bias=encoder.projection.bias.to(x.dtype))  # (N, P)
+    return x
+
+
+def _convolve_onednn(encoder, chars: torch.Tensor, packed: dict) -> torch.Tensor:
+    """The convolutions and the max-pooling, as matrix multiplies of the weights (count, width * d) with the
+    windows of `width` characters (a strided view, no copy), a few tokens at a time so that the (tokens, positions,
+    count) products stay in the cache: (N, 50, d) -> (N, F), before the activation. The bias is added after the
+    max, which is exact (rounding is monotone)."""
+    tokens, length, dim = chars.shape
+    chars = chars.contiguous()
+    filters = [(conv.kernel_size[0], conv.out_channels) for conv in encoder.convolutions]
+    out = chars.new_empty(tokens, sum(count for _, count in filters))
+    for start in range(0, tokens, _CONV_TOKENS_PER_BLOCK):
+        block = chars[start : start + _CONV_TOKENS_PER_BLOCK]
+        column = 0
+        for (width, count), weight in zip(filters, packed["convolutions"]):
+            windows = block.as_strided(
+                (block.shape[0], length - width + 1, width * dim), (length * dim, dim, 1), block.storage_offset()
+            )  # (b, positions, width * d)
+            products = _linear(windows, weight)  # (b, positions, count)
+            torch.amax(products, dim=1, out=out[start : start + block.shape[0], column : column + count])
+            column += count
+    return out.add_(packed["conv_bias"])
+
+
+def _onednn_char_weights(encoder, dtype: torch.dtype) -> dict:
+    """oneDNN-packed copies of the convolution, highway and projection matrices for CPU inference."""
+
+    def build():
+        return {
+            "dtype": dtype,
+            # (count, d, width) -> (count, width * d), matching the windows' layout (position-major)
+            "convolutions": [
+                _pack_weight(conv.weight.detach().permute(0, 2, 1).reshape(conv.out_channels, -1).to(dtype))
+                for conv in encoder.convolutions
+            ],
+            "conv_bias": torch.cat([conv.bias.detach() for conv in encoder.convolutions]).to(dtype),
+            "highways": [
+                (_pack_weight(h.carry.weight.detach().to(dtype)), _pack_weight(h.transform.weight.detach().to(dtype)))
+                for h in encoder.highways
+            ],
+            "projection": _pack_weight(encoder.projection.weight.detach().to(dtype)) if encoder.projection else None,
+        }
+
+    return encoder._inference_weights.get(_weights_key(encoder.parameters(), dtype), build)
+
+
+def encode_reference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """The reference, `ElmoCharacterEncoder.encode` (modeling_elmo.py), behind the common signature."""
+    return encoder.encode(char_ids)
+
+
+ALL_CHAR_CNN_FUNCTIONS.register("reference", encode_reference)
+ALL_CHAR_CNN_FUNCTIONS.register("onednn", encode_onednn)
+ALL_CHAR_CNN_FUNCTIONS.register("distinct", encode_distinct)

@@ -1,0 +1,278 @@
+"""The task heads of ELMo (Peters et al. 2018, section 3.3): `ElmoPreTrainedModelForTasks` (the shared part: the
+biLM, the scalar mixes, freezing), `ElmoForSequenceClassification` and `ElmoForTokenClassification`.
+
+The scalar mix, the hashed word embedding and the pooling they use live in `downstream_elmo.py`, the biLM in
+`modeling_elmo.py`. A new head is a class here and one row of `configuration_elmo.AUTO_CLASSES` (which registers it
+with its Auto class and writes it into every saved `auto_map`). See docs/architecture.md ("Task heads").
+
+This file travels to the Hub as remote code with its siblings: it imports only torch, transformers and them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import initialization as init
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
+
+from .character_ids import real_token_mask
+from .configuration_elmo import ElmoConfig
+from .downstream_elmo import (
+    ElmoHashedWordEmbedding,
+    ElmoRepresentationsOutput,
+    ElmoScalarMix,
+    pool,
+    run_lstm,
+    scalar_mixes,
+    sequence_classification_loss,
+    word_mask_of,
+)
+from .modeling_elmo import ElmoModel, ElmoPreTrainedModel
+
+
+class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
+    """Shared part of the task heads: the biLM as `self.elmo`, `num_output_representations` scalar mixes,
+    the optional hashed word embedding, dropout, and the freezing of the biLM.
+
+    Freezing (`config.freeze_bilm`, default True): the biLM's parameters have `requires_grad=False` and it
+    runs in eval mode (no dropout) under `torch.no_grad()`, so training the head leaves them bit-identical.
+    """
+
+    # The heads compute a plain mean loss: Trainer must not pass `num_items_in_batch`
+    # (docs/transformers_traps.md, "Trainer and num_items_in_batch").
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.elmo = ElmoModel(config)
+        self.scalar_mixes = scalar_mixes(config)
+        self.word_embedding = (
+            ElmoHashedWordEmbedding(config.word_embedding_buckets, config.word_embedding_dim)
+            if config.word_embedding_dim > 0
+            else None
+        )
+        self.representation_dropout = nn.Dropout(config.representation_dropout)
+        self._apply_freeze()
+
+    @property
+    def representation_dim(self) -> int:
+        """Width of what the head reads at each token: 2P, plus the word embedding when there is one."""
+        return self.config.hidden_size + self.config.word_embedding_dim
+
+    @property
+    def head_hidden_size(self) -> int:
+        return self.config.head_hidden_size or self.config.projection_dim
+
+    def _apply_freeze(self) -> None:
+        frozen = self.config.freeze_bilm
+        self.elmo.requires_grad_(not frozen)
+        if frozen:
+            self.elmo.eval()
+
+    def set_bilm_frozen(self, frozen: bool = True) -> None:
+        """Freeze or unfreeze the biLM after construction (e.g. train the head first, then fine-tune all)."""
+        self.config.freeze_bilm = bool(frozen)
+        self._apply_freeze()
+        if not frozen:
+            self.elmo.train(self.training)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a pair
+        model._apply_freeze()  # loading may hand back fresh parameters
+        return loaded
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.config.freeze_bilm:
+            self.elmo.eval()  # a frozen biLM never runs its dropout
+        return self
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, ElmoScalarMix):
+            init.copy_(module.scalar_parameters, torch.tensor(module.initial_scalar_parameters))
+            init.ones_(module.gamma)
+        elif isinstance(module, ElmoHashedWordEmbedding):
+            values = torch.empty_like(module.weight).normal_(std=1.0 / math.sqrt(module.weight.shape[1]))
+            values[0] = 0.0  # padding row
+            init.copy_(module.weight, values)  # one guarded write: a loaded table is left as it is
+        elif isinstance(module, nn.LSTM):  # the heads' biLSTM: torch's default
+            bound = 1.0 / math.sqrt(module.hidden_size)
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+
+    def _bilm_layers(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
+        """Run the biLM once: its L + 1 layers, the real-token mask and the word mask, all (B, T[, 2P])."""
+        if self.config.freeze_bilm:
+            if self.elmo.training:
+                self.elmo.eval()
+            with torch.no_grad():
+                outputs = self.elmo(input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                                    return_dict=True, **kwargs)
+        else:
+            outputs = self.elmo(input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                                return_dict=True, **kwargs)
+        mask = attention_mask.bool() if attention_mask is not None else real_token_mask(input_ids)  # (B, T)
+        return outputs.hidden_states, mask, word_mask_of(
+            input_ids, mask, self.config.keep_sentence_boundaries, self.config.sentence_boundary_rows
+        )
+
+    def get_elmo_representations(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs
+    ) -> ElmoRepresentationsOutput:
+        """All `num_output_representations` ELMo mixes from one biLM run (allennlp `Elmo`'s
+        `elmo_representations`), before dropout and without the word embedding."""
+        layers, mask, word_mask = self._bilm_layers(input_ids, attention_mask, **kwargs)
+        mixes = tuple(mix(layers, word_mask) for mix in self.scalar_mixes)
+        return ElmoRepresentationsOutput(elmo_representations=mixes, mask=mask, word_mask=word_mask, hidden_states=layers)
+
+    def _task_inputs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """What the head reads: dropout([first mix ; word embedding]) (B, T, D), mask, word mask, biLM layers."""
+        layers, mask, word_mask = self._bilm_layers(input_ids, attention_mask, **kwargs)
+        x = self.scalar_mixes[0](layers, word_mask)  # (B, T, 2P)
+        if self.word_embedding is not None:
+            x = torch.cat([x, self.word_embedding(input_ids).to(x.dtype)], dim=-1)  # (B, T, 2P + E)
+        return self.representation_dropout(x), mask, word_mask, layers
+
+    def mix_l2_penalty(self) -> torch.Tensor:
+        """`scalar_mix_l2_coef * sum(w ** 2)` of the mix the head uses (0 for a fixed mix)."""
+        return self.scalar_mixes[0].l2_penalty(self.config.scalar_mix_l2_coef)
+
+    def _regularized(self, loss: torch.Tensor) -> torch.Tensor:
+        """The task loss plus, while training, the L2 penalty on the mix weights (Peters et al. 2018, eq. 1)."""
+        if self.training and self.config.scalar_mix_l2_coef > 0 and self.scalar_mixes[0].trainable:
+            loss = loss + self.mix_l2_penalty().to(loss.dtype)
+        return loss
+
+
+class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
+    """ELMo with a sentence classifier: the scalar mix of the biLM layers, pooled over the words of each sentence
+    (`config.classifier_pooling`), then a linear layer. Regression (`num_labels == 1`), single-label and
+    multi-label classification follow `config.problem_type`, as in transformers' BERT heads.
+
+    `<S>`/`</S>` are not pooled unless `config.keep_sentence_boundaries` (allennlp and bilm-tf strip them before
+    the task model).
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        width = self.representation_dim
+        pooling = config.classifier_pooling
+        self.pooler_lstm = self.attention = None
+        pooled = width
+        if pooling == "lstm":
+            self.pooler_lstm = nn.LSTM(width, self.head_hidden_size, batch_first=True, bidirectional=True)
+            pooled = 2 * self.head_hidden_size
+        elif pooling == "attention":  # attention pooling: score each token, softmax over the sentence
+            self.attention = nn.Sequential(
+                nn.Linear(width, self.head_hidden_size), nn.Tanh(), nn.Linear(self.head_hidden_size, 1)
+            )
+        self.classifier = nn.Linear(pooled, config.num_labels)
+        self.post_init()
+
+    def pool(self, x: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) token vectors and (B, T) mask of the tokens to pool -> (B, D')."""
+        return pool(x, word_mask, self.config.classifier_pooling, self.pooler_lstm, self.attention)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch, tokens, max_characters_per_token)`): character ids
+                from `ElmoTokenizer`, with `<S>`/`</S>`, right-padded with all-zero tokens.
+            attention_mask (`torch.Tensor` of shape `(batch, tokens)`, *optional*): 1 for real tokens.
+            labels (`torch.Tensor` of shape `(batch,)` or `(batch, num_labels)`, *optional*): class ids
+                (single-label), floats (regression) or multi-hot floats (multi-label).
+            output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        x, _, word_mask, layers = self._task_inputs(input_ids, attention_mask, **kwargs)
+        logits = self.classifier(self.pool(x, word_mask))  # (B, num_labels)
+        loss = None if labels is None else self._regularized(sequence_classification_loss(logits, labels, self.config))
+
+        hidden_states = layers if output_hidden_states else None
+        if not return_dict:
+            return tuple(v for v in (loss, logits, hidden_states) if v is not None)
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+
+
+class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
+    """ELMo with a tagger (NER, POS, chunking): the scalar mix at every token, optionally a trainable biLSTM
+    (`config.token_classifier_encoder="lstm"`), then a linear layer. Logits cover every position of `input_ids`;
+    labels at `<S>`/`</S>` and padding are -100 (the alignment from `word_ids()` gives that).
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        width = self.representation_dim
+        self.encoder = None
+        if config.token_classifier_encoder == "lstm":
+            self.encoder = nn.LSTM(width, self.head_hidden_size, batch_first=True, bidirectional=True)
+            width = 2 * self.head_hidden_size
+        self.classifier = nn.Linear(width, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput | tuple:
+        r"""
+        Args:
+            input_ids, attention_mask: as in `ElmoForSequenceClassification.forward`.
+            labels (`torch.LongTensor` of shape `(batch, tokens)`, *optional*): a label id per position of
+                `input_ids`, -100 where there is none (`<S>`, `</S>`, padding).
+            output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        x, mask, _, layers = self._task_inputs(input_ids, attention_mask, **kwargs)  # (B, T, D)
+        if self.encoder is not None:
+            # right-padded rows are already left-aligned: the biLSTM reads each sentence, boundaries included
+            x = self.representation_dropout(run_lstm(self.encoder, x, mask.sum(1))[0])  # (B, T, 2H)
+        logits = self.classifier(x)  # (B, T, num_labels)
+
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:2]:
+                raise ValueError(
+                    f"labels must have shape [batch, tokens] = {tuple(logits.shape[:2])}, got {tuple(labels.shape)}"
+                )
+            loss = F.cross_entropy(logits.view(-1, self.num_labels).float(), labels.to(logits.device).view(-1))
+            loss = self._regularized(loss)
+
+        hidden_states = layers if output_hidden_states else None
+        if not return_dict:
+            return tuple(v for v in (loss, logits, hidden_states) if v is not None)
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+
+
+__all__ = ["ElmoPreTrainedModelForTasks", "ElmoForSequenceClassification", "ElmoForTokenClassification"]
