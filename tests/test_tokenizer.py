@@ -24,7 +24,16 @@ from conftest import run_isolated, shared_file
 from transformers import AutoTokenizer, DataCollatorForTokenClassification, DataCollatorWithPadding
 
 import modeling_elmo  # noqa: F401  (registers the tokenizers with AutoTokenizer)
-from tokenization import ElmoTokenizer, build_vocab, split_words, write_vocab
+from tokenization import (
+    LABEL_PAD_ID,
+    WORD_SPLITTERS,
+    ElmoTokenizer,
+    build_vocab,
+    check_word_split,
+    pad_character_batch,
+    split_words,
+    write_vocab,
+)
 
 VOCAB_TEST = "elmo-fixtures/allennlp/vocab_test.txt"
 BILM_VOCAB = "elmo-fixtures/bilm-tf-train/vocab.txt"
@@ -271,6 +280,38 @@ def test_jieba_missing_is_a_one_line_error(monkeypatch):
         ElmoTokenizer(word_split="jieba")
     with pytest.raises(ImportError, match="elmo-hf"):
         split_words("我爱北京", "jieba")
+    # What commands call to validate an option: a one-line ValueError (also an ImportError) naming the extra.
+    with pytest.raises(ValueError, match=r"pip install 'elmo-hf\[zh\]'"):
+        check_word_split("jieba")
+    with pytest.raises(ImportError, match="elmo-hf"):
+        build_vocab(["我爱北京"], split="jieba")
+
+
+def _bars(text: str) -> list[str]:  # a registered toy segmenter: words between "|", spaces kept as tokens
+    return [piece for part in text.split("|") for piece in (part, " ")]
+
+
+def test_word_splitters_registry(tmp_path, vocab_file):
+    assert {"punctuation", "whitespace", "jieba"} <= set(WORD_SPLITTERS)
+    assert WORD_SPLITTERS["whitespace"]("a  b") == ["a", "b"]
+    with pytest.raises(ValueError, match=r"--split must be one of \(.*'punctuation'.*\) .*got 'bars'"):
+        check_word_split("bars", option="--split")
+    with pytest.raises(ValueError, match="word_split must be one of"):
+        ElmoTokenizer(word_split="bars")
+    WORD_SPLITTERS.register("bars", _bars)
+    check_word_split("bars")
+    assert split_words("北京|天安门|ELMo", "bars") == ["北京", "天安门", "ELMo"]  # whitespace tokens dropped
+    assert build_vocab(["北京|天安门", "北京"], split="bars")[3:] == ["北京", "天安门"]
+    tok = ElmoTokenizer(vocab_file=str(vocab_file), word_split="bars")
+    assert tok.tokenize("我|爱北京") == ["我", "爱北京"]
+    tok.save_pretrained(tmp_path / "bars")
+    assert json.loads((tmp_path / "bars" / "tokenizer_config.json").read_text())["word_split"] == "bars"
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "bars")
+    assert loaded.word_split == "bars" and loaded("我|爱北京")["input_ids"] == tok("我|爱北京")["input_ids"]
+    with pytest.raises(ValueError, match="custom:"):
+        WORD_SPLITTERS.register("custom:x", _bars)
+    with pytest.raises(TypeError, match="function"):
+        WORD_SPLITTERS.register("x", "not a function")
 
 
 # ----- batches, padding, truncation -----------------------------------------------------------------------------
@@ -455,6 +496,29 @@ def test_pad_in_data_collators(tok):
         tok.pad([])
     with pytest.raises(ValueError, match="rows of 50"):
         tok.pad([{"input_ids": [1, 2, 3]}])
+
+
+def test_pad_character_batch_is_the_padding_of_pad_and_the_collators(tok):
+    from train.collators import LABEL_PAD_ID as collator_pad_id
+    from train.collators import ElmoDataCollatorForTokenClassification
+
+    assert collator_pad_id == LABEL_PAD_ID == -100
+    sentences = [tok(t)["input_ids"] for t in ["a b c", "d"]]
+    labels = [[-100, 1, 2, 3, -100], [-100, 4, -100]]
+    padded = pad_character_batch(sentences, 50, 6, {"attention_mask": [[1] * 5, [1] * 3], "labels": labels})
+    assert padded["input_ids"].shape == (2, 6, 50) and padded["input_ids"].dtype == torch.int64
+    assert padded["input_ids"][1, :3].tolist() == sentences[1] and padded["input_ids"][1, 3:].eq(0).all()
+    assert padded["attention_mask"].tolist() == [[1] * 5 + [0], [1] * 3 + [0] * 3]
+    assert padded["labels"].tolist() == [labels[0] + [-100], labels[1] + [-100] * 3]
+    as_lists = pad_character_batch(sentences, 50, None, {"labels": labels}, return_tensors=False)
+    assert as_lists == {"input_ids": sentences, "labels": labels}  # no length: nothing padded
+    features = [{"input_ids": s, "labels": x} for s, x in zip(sentences, labels, strict=True)]
+    collated = ElmoDataCollatorForTokenClassification(pad_to_multiple_of=6)(features)
+    from_pad = tok.pad(features, padding="max_length", max_length=6, return_tensors="pt")
+    for key in ("input_ids", "attention_mask", "labels"):
+        assert torch.equal(collated[key], padded[key]) and torch.equal(from_pad[key], padded[key]), key
+    with pytest.raises(ValueError, match="labels of example 1 must have one value per token"):
+        pad_character_batch(sentences, 50, 6, {"labels": [labels[0], [1]]})
 
 
 def test_datasets_map_and_fingerprint():

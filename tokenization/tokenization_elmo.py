@@ -463,8 +463,8 @@ class ElmoTokenizer(ElmoEncodingMixin, PreTrainedTokenizer):
     # All mutable state lives in the dict `self.cache`: `datasets` blanks an attribute of that name when it hashes a
     # tokenizer, so `Dataset.map` fingerprints do not change as the cache fills; pickles and copies drop it.
     def _init_cache(self) -> None:
-        # Indices 0, 1, 2 are reserved (CACHED_PAD, CACHED_BOS, CACHED_EOS in batch_encoding_elmo.py): padding, and the <S>/</S> added by
-        # the tokenizer. A literal "<S>" in the input gets its own index with the same row.
+        # Indices 0, 1, 2 are reserved (CACHED_PAD, CACHED_BOS, CACHED_EOS in batch_encoding_elmo.py): padding, and
+        # the <S>/</S> added by the tokenizer. A literal "<S>" in the input gets its own index with the same row.
         rows: list[tuple[int, ...]] = [
             (PADDING_ID,) * self.row_width,
             *(tuple(row) for row in self._boundary_rows()),

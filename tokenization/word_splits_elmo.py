@@ -295,6 +295,6 @@ def split_words(text: str, rule: str | WordSplit = "punctuation") -> list[str]:
     function = WORD_SPLITTERS.get(rule) if isinstance(rule, str) else None
     if function is None:
         check_word_split(rule, option="rule")  # raises: not a registered name
-    if any(function is clean for clean in _CLEAN_SPLITS):
+    if function in _CLEAN_SPLITS:  # a tuple: compared by identity, no hashing needed
         return function(text)
     return _segmenter_words(function, text)
