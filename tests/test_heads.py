@@ -329,8 +329,8 @@ def test_heads_load_from_a_bilm_folder(tmp_path, source):
 
 def test_auto_map_lists_every_head():
     auto_map = head_config().auto_map
-    assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo.ElmoForSequenceClassification"
-    assert auto_map["AutoModelForTokenClassification"] == "modeling_elmo.ElmoForTokenClassification"
+    assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo_heads.ElmoForSequenceClassification"
+    assert auto_map["AutoModelForTokenClassification"] == "modeling_elmo_heads.ElmoForTokenClassification"
     assert type(AutoModelForTokenClassification.from_config(head_config())) is ElmoForTokenClassification
 
 
