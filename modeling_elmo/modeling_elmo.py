@@ -4,9 +4,10 @@ Read top to bottom: the outputs, layer 0 (the character encoder), the biLSTM wit
 layers, the base `ElmoPreTrainedModel` (all initialisation, input checks), `ElmoModel`, then `ElmoForPreTraining`
 (the softmax is in `softmax_elmo.py`); the task heads are in `modeling_elmo_heads.py`. The layers here are the
 reference implementation, written for autograd. The kernels that run the same functions faster register themselves
-in `kernels_elmo.py` (`ALL_LSTM_FUNCTIONS`, `ALL_CHAR_CNN_FUNCTIONS`), and one function per layer kind picks the
-kernel of a call (`ElmoBiLm.forward`, `ElmoCharacterEncoder.forward`). The original model's quirks are described in
-docs/original_model.md, the module layout and the fast paths in docs/architecture.md.
+in `kernels_elmo.py` (`ALL_LSTM_FUNCTIONS`, `ALL_CHAR_CNN_FUNCTIONS`) when their files are imported (all of them
+are, below), and one function per layer kind names the kernel of a call (`lstm_implementation`,
+`char_cnn_implementation`), run by `ElmoBiLm.forward` and `ElmoCharacterEncoder.forward`. The original model's quirks
+are described in docs/original_model.md, the module layout and the fast paths in docs/architecture.md.
 
 This file travels to the Hub as remote code with its siblings: it imports only torch, transformers and them.
 """
@@ -222,8 +223,7 @@ class ElmoBiLstmLayer(nn.Module):
         return self.cell_clip is not None or self.proj_clip is not None
 
     def implementation(self, inputs: torch.Tensor, state: ElmoState) -> str:
-        """Which of "reference", "loop", "fused", "training" a call with these arguments runs (a query: no side
-        effect)."""
+        """Which kernel of `ALL_LSTM_FUNCTIONS` a call with these arguments runs (a query: no side effect)."""
         return lstm_implementation(self.config, inputs, state, [self])
 
     def forward(
