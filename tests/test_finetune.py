@@ -152,18 +152,18 @@ def test_collators_pad_characters_tokens_and_labels():
 
 
 def test_load_model_applies_and_validates_overrides(tmp_path):
-    head = load_model(ModelArguments(model_name_or_path="tiny", scalar_mix="top", freeze_bilm=False),
-                      AutoModelForSequenceClassification, {"id2label": {0: "a", 1: "b"}, "label2id": {"a": 0, "b": 1}})
+    head, _ = load_model(ModelArguments(model_name_or_path="tiny", scalar_mix="top", freeze_bilm=False),
+                         "sequence-classification", {"id2label": {0: "a", 1: "b"}, "label2id": {"a": 0, "b": 1}})
     assert head.config.scalar_mix == "top" and head.num_labels == 2 and not head.config.freeze_bilm
     head.save_pretrained(tmp_path)
-    reloaded = load_model(ModelArguments(model_name_or_path=str(tmp_path), scalar_mix="learned",
-                                         ignore_mismatched_sizes=True),  # 2 labels saved, 3 wanted
-                          AutoModelForTokenClassification, {"id2label": {0: "O", 1: "B-X", 2: "I-X"}})
+    reloaded, _ = load_model(ModelArguments(model_name_or_path=str(tmp_path), scalar_mix="learned",
+                                            ignore_mismatched_sizes=True),  # 2 labels saved, 3 wanted
+                             "token-classification", {"id2label": {0: "O", 1: "B-X", 2: "I-X"}})
     assert reloaded.config.scalar_mix == "learned" and reloaded.num_labels == 3
     assert reloaded.config.freeze_bilm is False  # kept from the saved config
     with pytest.raises(ValueError, match="scalar_mix_parameters"):
         load_model(ModelArguments(model_name_or_path=str(tmp_path), scalar_mix="fixed"),
-                   AutoModelForSequenceClassification, {})
+                   "sequence-classification", {})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -338,8 +338,8 @@ def test_a_fine_tuned_model_loads_without_warnings(tmp_path):
 
     from tokenization import ElmoTokenizer
 
-    model = load_model(ModelArguments(model_name_or_path="tiny"), AutoModelForSequenceClassification,
-                       {"id2label": {0: "a", 1: "b"}, "label2id": {"a": 0, "b": 1}})
+    model, _ = load_model(ModelArguments(model_name_or_path="tiny"), "sequence-classification",
+                          {"id2label": {0: "a", 1: "b"}, "label2id": {"a": 0, "b": 1}})
     tokenizer = ElmoTokenizer()
     align_special_tokens(model, tokenizer)  # what Trainer does before training
     assert model.config.bos_token_id == tokenizer.bos_token_id

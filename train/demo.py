@@ -8,11 +8,11 @@
    (`train/sense_corpus.py`), unless `--train_file` is given. With `--language zh`, a Chinese corpus in which
    行, 长, 花, 打, 还, 好, 觉 and 乐 do (`train/sense_corpus_zh.py`: 银行 háng "bank" / 行走 xíng "walk", ...).
 2. Pretrains a biLM on it with `train.pretrain` (the same code as any pretraining run).
-3. Reloads the result with `AutoModel.from_pretrained`, embeds held-out sentences, and scores how well the
-   vectors of each ambiguous word separate its senses: leave-one-out nearest-centroid accuracy, for the
-   context-free layer 0 (which gives every occurrence of a word the same vector, so it cannot beat chance)
-   and for the contextual biLSTM layers.
-4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `modeling_elmo/analysis.py`:
+3. Reloads the result with `load_elmo` (the feature model, as `AutoModel` loads it), embeds held-out sentences,
+   and scores how well the vectors of each ambiguous word separate its senses: leave-one-out nearest-centroid
+   accuracy, for the context-free layer 0 (which gives every occurrence of a word the same vector, so it cannot
+   beat chance) and for the contextual biLSTM layers.
+4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `modeling_elmo/tools/analysis.py`:
    self-similarity, intra-sentence similarity and maximum explainable variance per layer, Ethayarajh 2019).
 5. Writes `sense_scores.json`, the plot `senses.png`, `contextuality.json` and its plot `contextuality.png`, and
    says where they are.
@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, AutoTokenizer, HfArgumentParser
+from transformers import HfArgumentParser
 
 from modeling_elmo import ElmoConfig
 from modeling_elmo.tools.analysis import analyze_to_folder
+from modeling_elmo.tools.loading import load_elmo
 
 from . import sense_corpus, sense_corpus_zh
 from .pretrain import PretrainArguments, train
@@ -264,8 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         use_cpu=True,
     ))
 
-    model = AutoModel.from_pretrained(model_dir)  # the feature model, from the folder just written
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model, tokenizer = load_elmo(model_dir)  # the feature model, from the folder just written
     probes = corpus_module.generate_probes(args.probes_per_sense, seed=args.seed + 1)
     scores, vectors = sense_scores(model, tokenizer, probes)
     eval_results = json.loads((model_dir / "eval_results.json").read_text()) if (model_dir / "eval_results.json").exists() else {}

@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 import datasets
 import numpy as np
 from transformers import (
-    AutoModelForSequenceClassification,
     Trainer,
     TrainingArguments,
     set_seed,
 )
 
+from tokenization import check_word_split
+
 from .collators import ElmoDataCollatorForSequenceClassification
 from .finetune_data import (
+    InputError,
     ModelArguments,
     accuracy,
     label_list,
@@ -50,8 +52,8 @@ class ClassificationDataArguments:
     text_column: str | None = field(default=None, metadata={"help": "Text column (default: text/sentence/content)."})
     label_column: str | None = field(default=None, metadata={"help": "Label column (default: label)."})
     word_split: str | None = field(
-        default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2) or punctuation; default: "
-                                "the tokenizer's rule."}
+        default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2), punctuation, or another "
+                                "split registered in tokenization.WORD_SPLITTERS; default: the tokenizer's rule."}
     )
     max_seq_length: int = field(default=128, metadata={"help": "Longest input in tokens, <S> and </S> included."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
@@ -98,6 +100,11 @@ def main(argv: list[str] | None = None) -> dict:
         (ModelArguments, ClassificationHeadArguments, ClassificationDataArguments, TrainingArguments), argv, logger
     )
     set_seed(training_args.seed)
+    if data_args.word_split is not None:
+        try:
+            check_word_split(data_args.word_split, "--word_split")
+        except ValueError as error:
+            raise InputError(str(error)) from None
 
     def read(path: str, option: str) -> list[dict]:
         return read_input_file(
@@ -112,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     label2id = {label: i for i, label in enumerate(labels)}
     logger.info("%d training and %d validation examples, labels %s", len(train_examples), len(eval_examples), labels)
 
-    model, tokenizer = load_task_model(model_args, training_args, AutoModelForSequenceClassification, label2id,
+    model, tokenizer = load_task_model(model_args, training_args, "sequence-classification", label2id,
                                        "classifier_pooling", head_args.classifier_pooling, logger)
 
     with training_args.main_process_first(desc="tokenizing"):

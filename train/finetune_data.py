@@ -5,7 +5,8 @@
   sentences, `-DOCSTART-` skipped) and JSON lines with `tokens`/`tags` for tagging.
 * Metrics: accuracy, and entity-level precision/recall/F1 of IOB1/IOB2/IOBES tag sequences, scored as
   conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on seqeval.
-* `ModelArguments` and the loading of a model (folder, Hub id or preset name) and its tokenizer.
+* `ModelArguments`, and the loading of a head and its tokenizer (folder, Hub id or preset name) through
+  `modeling_elmo.tools.loading.load_elmo`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from modeling_elmo.tools.loading import ModelLoadError, load_elmo
+from tokenization import split_words
 
 logger = logging.getLogger(__name__)
 
@@ -338,58 +342,34 @@ class ModelArguments:
         return overrides
 
 
-def is_preset(name: str) -> bool:
-    from modeling_elmo.configuration_elmo import PRESETS
-
-    return name in PRESETS and not os.path.exists(name)
-
-
-def load_model(model_args: ModelArguments, auto_class, head_overrides: dict):
-    """The head `auto_class` (e.g. `AutoModelForSequenceClassification`) on the biLM of `model_name_or_path`,
-    or on a random biLM of a preset size; `head_overrides` (labels, pooling, ...) win over the saved config."""
-    from modeling_elmo import ElmoConfig
-
-    overrides = {**model_args.config_overrides(), **head_overrides}
-    name = model_args.model_name_or_path
-    if is_preset(name):
-        logger.info("Randomly initialised biLM of preset %r", name)
-        config = ElmoConfig.from_preset(name, **overrides)
-        return auto_class.from_config(config)
-    from transformers import AutoConfig
-
+def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None):
+    """`(model, tokenizer)`: the head of `task` ("sequence-classification", "token-classification") on the biLM of
+    `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by `modeling_elmo.tools.loading.load_elmo`;
+    `head_overrides` (labels, pooling, ...) win over the options and the saved config. `seed`: of a preset's
+    random weights (None: the generators as `set_seed` left them)."""
     try:
-        config = AutoConfig.from_pretrained(name, trust_remote_code=model_args.trust_remote_code, **overrides)
-    except (OSError, ValueError) as error:
-        from modeling_elmo.configuration_elmo import PRESETS
-
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InputError(
-            f"--model_name_or_path {name}: not a preset ({', '.join(sorted(PRESETS))}), a model folder or a Hub model "
-            f"id that can be loaded ({reason})"
-        ) from None
-    if hasattr(config, "validate"):
-        try:
-            config.validate()  # the overrides were set after the config's own checks
-        except ValueError as error:
-            raise InputError(str(error)) from None
-    return auto_class.from_pretrained(
-        name,
-        config=config,
-        trust_remote_code=model_args.trust_remote_code,
-        ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
-    )
+        return load_elmo(
+            model_args.model_name_or_path,
+            task,
+            seed=seed,
+            config_overrides={**model_args.config_overrides(), **head_overrides},
+            trust_remote_code=model_args.trust_remote_code,
+            tokenizer_name=model_args.tokenizer_name,
+            ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+        )
+    except ModelLoadError as error:
+        raise InputError(f"--model_name_or_path: {error}") from None
 
 
-def load_task_model(model_args: ModelArguments, training_args, auto_class, label2id: dict[str, int],
+def load_task_model(model_args: ModelArguments, training_args, task: str, label2id: dict[str, int],
                     head_option: str, head_value, logger):
-    """The head `auto_class` for the labels of `label2id` (with `head_option` set to `head_value` when given, e.g.
+    """The head of `task` for the labels of `label2id` (with `head_option` set to `head_value` when given, e.g.
     the pooling) and its tokenizer, logged with its size; and DDP's `find_unused_parameters` default for it when
     none was given."""
     head = {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
     if head_value is not None:
         head[head_option] = head_value
-    model = load_model(model_args, auto_class, head)
-    tokenizer = load_tokenizer(model_args, model.config)
+    model, tokenizer = load_model(model_args, task, head)  # the command has seeded every generator (set_seed)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     logger.info(
         "%s: %d parameters, %d trainable (biLM %s, %s %s, mix %s)", type(model).__name__, model.num_parameters(),
@@ -401,27 +381,8 @@ def load_task_model(model_args: ModelArguments, training_args, auto_class, label
     return model, tokenizer
 
 
-def load_tokenizer(model_args: ModelArguments, config):
-    """The model's tokenizer if it has one, else a default `ElmoTokenizer` (the characters need no vocabulary)."""
-    from transformers import AutoTokenizer
-
-    from tokenization import ElmoTokenizer
-
-    name = model_args.tokenizer_name or model_args.model_name_or_path
-    if model_args.tokenizer_name is None and is_preset(name):
-        return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
-    if model_args.tokenizer_name is None and os.path.isdir(name) and not os.path.exists(
-        os.path.join(name, "tokenizer_config.json")
-    ):
-        logger.info("%s has no tokenizer files; using a default ElmoTokenizer", name)
-        return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
-    return AutoTokenizer.from_pretrained(name, trust_remote_code=model_args.trust_remote_code)
-
-
 def split_text(text: str, tokenizer, word_split: str | None) -> list[str]:
-    """Words of `text`: with `word_split` ("whitespace" or "punctuation"), or with the tokenizer's own rule."""
-    from tokenization import split_words
-
+    """Words of `text`: with `word_split` (a name in `tokenization.WORD_SPLITTERS`), or the tokenizer's own rule."""
     return split_words(text, word_split or getattr(tokenizer, "word_split", "punctuation"))
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import datasets
 from transformers import (
-    AutoModelForTokenClassification,
     Trainer,
     TrainingArguments,
     set_seed,
@@ -120,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     tag2id = {tag: i for i, tag in enumerate(tags)}
     logger.info("%d training and %d validation sentences, tags %s", len(train_sentences), len(eval_sentences), tags)
 
-    model, tokenizer = load_task_model(model_args, training_args, AutoModelForTokenClassification, tag2id,
+    model, tokenizer = load_task_model(model_args, training_args, "token-classification", tag2id,
                                        "token_classifier_encoder", head_args.token_classifier_encoder, logger)
 
     with training_args.main_process_first(desc="tokenizing"):

@@ -31,7 +31,8 @@ under `words`: `{"bank": {"count": n, "self_similarity": [per layer], "max_expla
 Input: a text file, one sentence per line, read as a stream (twice: once to count the words, once to embed), split
 into words as `elmo-embed` does (`--split whitespace`, the default, for tokenized text, or `punctuation`, the
 tokenizer's rule for raw text); blank lines are skipped; invalid UTF-8 is replaced by U+FFFD. The model: a folder,
-a Hub id, or a preset name (`tiny`, `small`, ...: random weights, seeded, only useful to test the command).
+a Hub id, or a preset name (`tiny`, `small`, ...: random weights, seeded, only useful to test the command), loaded
+by `modeling_elmo.tools.loading.load_elmo`.
 
 Memory stays bounded however large the corpus: at most `--max_occurrences` occurrences of each word type are kept
 (a uniform sample of its occurrences, seeded, when it has more; the JSON records the cap and each word's `count`
@@ -58,11 +59,14 @@ from pathlib import Path
 
 import torch
 
+from tokenization import WORD_SPLITTERS, check_word_split, split_words
+
+from .loading import ModelLoadError, load_elmo
+
 logger = logging.getLogger("elmo-analyze")
 
 JSON_NAME = "contextuality.json"
 PLOT_NAME = "contextuality.png"
-SPLITS = ("whitespace", "punctuation")
 
 
 class AnalysisError(Exception):
@@ -80,7 +84,6 @@ def read_sentences(path: Path, split: str, max_tokens: int, max_lines: int | Non
     if split == "whitespace":
         splitter = str.split
     else:
-        from tokenization import split_words
 
         def splitter(text: str) -> list[str]:
             return split_words(text, split)
@@ -203,8 +206,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("input", help="text file, one sentence per line")
     parser.add_argument("--model", required=True, help="model folder, Hub id, or preset name (random weights)")
     parser.add_argument("--output_dir", required=True, help="where contextuality.json and contextuality.png go")
-    parser.add_argument("--split", choices=SPLITS, default="whitespace",
-                        help="how lines are split into words, as elmo-embed (default whitespace: tokenized text)")
+    parser.add_argument("--split", choices=list(WORD_SPLITTERS), default="whitespace",
+                        help="how lines are split into words, as elmo-embed (default whitespace: tokenized text); "
+                        "any split registered in tokenization.WORD_SPLITTERS")
     parser.add_argument("--min_count", type=int, default=5,
                         help="word types with fewer occurrences are not analysed (default 5)")
     parser.add_argument("--max_occurrences", type=int, default=100,
@@ -224,6 +228,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_args(args) -> None:
+    try:
+        check_word_split(args.split, "--split")  # registered, and its package (jieba ...) installed
+    except ValueError as error:
+        raise AnalysisError(str(error)) from None
     if args.min_count < 2:
         raise AnalysisError(f"--min_count must be at least 2 (self-similarity needs two occurrences), got {args.min_count}")
     if args.max_occurrences < 2:
@@ -235,32 +243,6 @@ def _check_args(args) -> None:
         raise AnalysisError(f"--max_lines must be a positive integer, got {args.max_lines}")
     if args.max_words < 0:
         raise AnalysisError(f"--max_words must be >= 0, got {args.max_words}")
-
-
-def load_model(name: str, seed: int = 0, device: str = "cpu"):
-    """(ElmoModel in eval mode, ElmoTokenizer) from a folder, a Hub id or a preset name."""
-    from modeling_elmo import ElmoConfig, ElmoModel
-    from modeling_elmo.configuration_elmo import PRESETS
-    from tokenization import ElmoTokenizer
-
-    if name in PRESETS and not Path(name).exists():
-        torch.manual_seed(seed)
-        model = ElmoModel(ElmoConfig.from_preset(name))
-        logger.info("preset %s: random weights (seed %d)", name, seed)
-        return model.to(device).eval(), ElmoTokenizer()
-    if not Path(name).exists() and (name.startswith((".", "/")) or name.count("/") != 1):
-        raise AnalysisError(f"model {name} not found (a folder with config.json, a Hub id, or a preset: {sorted(PRESETS)})")
-    try:
-        model = ElmoModel.from_pretrained(name)
-    except (OSError, ValueError, TypeError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise AnalysisError(f"cannot load an ELMo model from {name}: {first_line}") from error
-    try:
-        tokenizer = ElmoTokenizer.from_pretrained(name)
-    except (OSError, ValueError):
-        logger.info("no tokenizer files in %s: using the default ElmoTokenizer", name)
-        tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
-    return model.to(device).eval(), tokenizer
 
 
 def analyze(model, tokenizer, path: Path, *, split: str = "whitespace", min_count: int = 5,
@@ -408,7 +390,10 @@ def run(args) -> Path:
     existing = [name for name in (JSON_NAME, PLOT_NAME) if (out / name).exists()]
     if existing and not args.overwrite:
         raise AnalysisError(f"{out} already holds {', '.join(existing)}: pass --overwrite to replace")
-    model, tokenizer = load_model(args.model, args.seed, args.device)
+    try:
+        model, tokenizer = load_elmo(args.model, device=args.device, seed=args.seed)
+    except ModelLoadError as error:
+        raise AnalysisError(f"--model: {error}") from None
     options = {name: getattr(args, name) for name in ANALYZE_OPTIONS}
     return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet, **options)
 

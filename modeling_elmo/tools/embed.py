@@ -9,9 +9,10 @@ datasets and tqdm.
 Input
 -----
 * a text file, one sentence per line (`--split whitespace` (default, as allennlp's `elmo` command) for text that is
-  already tokenized, or `--split punctuation` for raw text: `tokenization.split_words`); lines are read as bytes and
-  decoded as UTF-8: invalid bytes are replaced by U+FFFD (`--encoding_errors replace`, default) or the line is left
-  out of the output (`skip`); either way they are counted and logged;
+  already tokenized, `--split punctuation` for raw text, or any split registered in `tokenization.WORD_SPLITTERS`,
+  e.g. `jieba`: `tokenization.split_words`); lines are read as bytes and decoded as UTF-8: invalid bytes are
+  replaced by U+FFFD (`--encoding_errors replace`, default) or the line is left out of the output (`skip`); either
+  way they are counted and logged;
 * a `datasets` dataset: a folder written by `save_to_disk` (a `DatasetDict` needs `--dataset_split`), or a
   .parquet / .jsonl / .json / .csv file read as a stream; `--text_column` (default `text`) holds a string (split
   by `--split`) or a list of words (used as they are). The line number of a row is its index.
@@ -103,6 +104,8 @@ os.environ.setdefault("LRU_CACHE_CAPACITY", "128")
 
 import torch  # noqa: E402
 
+from tokenization import WORD_SPLITTERS, check_word_split, split_words  # noqa: E402
+
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
@@ -115,6 +118,7 @@ from .embed_io import (  # noqa: E402
     open_dataset,
     read_text_lines,
 )
+from .loading import ModelLoadError, load_elmo  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
 
@@ -284,7 +288,7 @@ def _words(text: str | list | None, rule: str) -> list[str]:
     if text is None:
         return []
     if isinstance(text, str):
-        return text.split() if rule == "whitespace" else _split_words(text, rule)
+        return text.split() if rule == "whitespace" else split_words(text, rule)
     return [str(word) for word in text]  # a dataset column of word lists
 
 
@@ -388,8 +392,6 @@ def _embed_share(lines: Iterator, args, done: set[int], processes: Processes, em
 # --------------------------------------------------------------------------------------------------
 
 
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elmo-embed",
@@ -398,15 +400,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("input", help="text file (one sentence per line), dataset folder, or data file with --text_column")
     parser.add_argument("output", help="HDF5 file to write (or .parquet)")
-    parser.add_argument("--model", required=True, help="model folder (or Hub id) with an ELMo model")
+    parser.add_argument("--model", required=True,
+                        help="model folder, Hub id, or preset name (random weights, only to test the command)")
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument("--all", dest="mode", action="store_const", const="all", help="all layers (default)")
     modes.add_argument("--top", dest="mode", action="store_const", const="top", help="the top layer only")
     modes.add_argument("--average", dest="mode", action="store_const", const="average", help="mean of the layers")
     parser.set_defaults(mode="all")
     parser.add_argument("--format", choices=FORMATS, default=None, help="default: from OUTPUT's suffix")
-    parser.add_argument("--split", choices=("whitespace", "punctuation"), default="whitespace",
-                        help="how lines are split into words (default whitespace: already tokenized text)")
+    parser.add_argument("--split", choices=list(WORD_SPLITTERS), default="whitespace",
+                        help="how lines are split into words (default whitespace: already tokenized text); any "
+                        "split registered in tokenization.WORD_SPLITTERS")
     parser.add_argument("--text_column", default=None, help="column of a dataset input (default 'text')")
     parser.add_argument("--dataset_split", default=None, help="split of a saved DatasetDict")
     parser.add_argument("--batch_size", type=int, default=128, help="sentences per batch (default 128)")
@@ -440,6 +444,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_args(args) -> None:
+    try:
+        check_word_split(args.split, "--split")  # registered, and its package (jieba ...) installed
+    except ValueError as error:
+        raise EmbedError(str(error)) from None
     for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout"):
         if getattr(args, name) < 1:
             raise EmbedError(f"--{name} must be a positive integer, got {getattr(args, name)}")
@@ -454,29 +462,6 @@ def _check_args(args) -> None:
         )
     if args.overwrite and args.resume:
         raise EmbedError("--overwrite and --resume contradict each other: choose one")
-
-
-def _load_model(name: str, device: torch.device):
-    from transformers import AutoConfig
-
-    from modeling_elmo import ElmoModel
-    from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
-
-    path = Path(name)
-    if not path.exists() and (name.startswith((".", "/")) or name.count("/") != 1):
-        raise EmbedError(f"model {name} not found (a folder with config.json, or a Hub id)")
-    try:
-        config = AutoConfig.from_pretrained(name)
-        model = ElmoModel.from_pretrained(name)
-    except (OSError, ValueError) as error:
-        raise EmbedError(f"cannot load an ELMo model from {name}: {error}") from error
-    try:  # an ELMoForManyLangs model reads rows of its own dictionaries (convert_elmoformanylangs)
-        manylangs = getattr(config, "token_encoder", "char_cnn") == "word_char"
-        tokenizer = (ElmoManyLangsTokenizer if manylangs else ElmoTokenizer).from_pretrained(name)
-    except (OSError, ValueError):
-        logger.info("no tokenizer files in %s: using the default ElmoTokenizer", name)
-        tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
-    return model.to(device).eval(), tokenizer
 
 
 def _settings(args, input_fingerprint: str, model) -> dict:
@@ -617,7 +602,10 @@ def run(args) -> Path:
     source = _open_input(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tokenizer = _load_model(args.model, device)
+    try:
+        model, tokenizer = load_elmo(args.model, device=device)
+    except ModelLoadError as error:
+        raise EmbedError(f"--model: {error}") from None
     if args.token_cache_size:
         model.enable_token_cache(args.token_cache_size)
     work = output.with_name(output.name + ".partial")
@@ -688,12 +676,6 @@ def _release_free_memory() -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
         except (OSError, AttributeError):  # not glibc
             pass
-
-
-def _split_words(text: str, rule: str) -> list[str]:
-    from tokenization import split_words
-
-    return split_words(text, rule)
 
 
 def _progress_bar(total: int | None, quiet: bool):

@@ -1,0 +1,191 @@
+"""One way to load an ELMo model and its tokenizer, used by every command (`elmo-embed`, `elmo-analyze`, the
+fine-tuning commands, the demo):
+
+    from modeling_elmo.tools.loading import load_elmo
+    model, tokenizer = load_elmo("outputs/demo/model")                       # a folder
+    model, tokenizer = load_elmo("owner/elmo-small", trust_remote_code=True)  # a Hub id
+    model, tokenizer = load_elmo("tiny", task="sequence-classification")     # a preset: random weights
+
+`name_or_path` is, in this order:
+
+* a folder: it must hold `config.json` (of an ELMo model); its tokenizer files give the tokenizer, and a folder
+  without them gets a default `ElmoTokenizer` of the model's `max_characters_per_token` (logged);
+* a preset name of `configuration_elmo.PRESETS` (`tiny`, `small`, `medium`, `original`), when no such folder
+  exists: a model of that size with random weights, drawn after `torch.manual_seed(seed)` and logged as random
+  (not a trained model), with the default `ElmoTokenizer`;
+* a Hub id (`owner/name`): `from_pretrained`; absent, private or offline, it is a one-line error.
+
+`task` picks the class through the transformers Auto classes, which `import modeling_elmo` registers (and which load
+a Hub model's own code with `trust_remote_code=True`): see `TASKS`. An ELMoForManyLangs model
+(`token_encoder == "word_char"`, written by `convert_elmoformanylangs`) gets its `ElmoManyLangsTokenizer` from its
+saved dictionaries.
+
+Every failure is a `ModelLoadError` (a `ValueError`) whose message is one line naming `name_or_path` and what is
+accepted; each command reports it as its own exit-2 error. This module does not travel as remote code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+import transformers
+
+from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
+
+from ..configuration_elmo import PRESETS, ElmoConfig
+
+logger = logging.getLogger(__name__)
+
+# task -> the Auto class that loads it (registered for ElmoConfig by `import modeling_elmo`).
+TASKS: dict[str | None, str] = {
+    None: "AutoModel",
+    "model": "AutoModel",
+    "pretraining": "AutoModelForPreTraining",
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+}
+_ERRORS = (OSError, ValueError, TypeError, KeyError)  # what from_pretrained raises for files it cannot use
+
+
+class ModelLoadError(ValueError):
+    """`load_elmo` cannot load what it was given: one line naming it and what is accepted."""
+
+
+def load_elmo(
+    name_or_path: str | Path,
+    task: str | None = None,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    seed: int | None = 0,
+    config_overrides: Mapping | None = None,
+    trust_remote_code: bool = False,
+    tokenizer_name: str | None = None,
+    ignore_mismatched_sizes: bool = False,
+):
+    """An ELMo model (in eval mode) and its tokenizer, from a folder, a preset name or a Hub id (module docstring).
+
+    Args:
+        name_or_path: a model folder, a preset name (random weights) or a Hub id.
+        task: None or "model" (`ElmoModel`), "pretraining", "sequence-classification", "token-classification".
+        device, dtype: where and in which dtype the model is put (default: as loaded, on the CPU).
+        seed: the seed of a preset's random weights (None: the current random state).
+        config_overrides: config fields set over the saved config or the preset (e.g. a head's `id2label`),
+            then validated.
+        trust_remote_code: let a Hub model run its own code (its config, model and tokenizer classes).
+        tokenizer_name: a tokenizer folder or Hub id, when not the model's own.
+        ignore_mismatched_sizes: re-initialise saved weights of another shape (a classifier of other labels).
+
+    Returns:
+        `(model, tokenizer)`.
+
+    Raises:
+        ModelLoadError: nothing loadable under `name_or_path`, an unknown `task`, or overrides that do not give a
+            valid config.
+    """
+    name = str(name_or_path)
+    if task not in TASKS:
+        raise ModelLoadError(f"task {task!r} is not one of {[t for t in TASKS if t is not None]} (or None)")
+    auto_class = getattr(transformers, TASKS[task])
+    overrides = dict(config_overrides or {})
+    path = Path(name)
+    preset = name in PRESETS and not path.exists()
+    if preset:
+        model = _random_model(name, auto_class, overrides, seed)
+    else:
+        _check_name(name, path)
+        model = _pretrained_model(name, auto_class, overrides, trust_remote_code, ignore_mismatched_sizes)
+    tokenizer = _tokenizer(name, model.config, tokenizer_name, trust_remote_code, preset)
+    if device is not None or dtype is not None:
+        model = model.to(device=device, dtype=dtype)
+    return model.eval(), tokenizer
+
+
+def _accepted() -> str:
+    return f"a model folder with config.json, a Hub id (owner/name) or a preset ({', '.join(sorted(PRESETS))})"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_name(name: str, path: Path) -> None:
+    """A path that names nothing is refused at once (no network): the name of a Hub model is `owner/name`."""
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"cannot load an ELMo model from {name}: the folder has no config.json; "
+                                 f"give {_accepted()}")
+        return
+    if path.exists():
+        raise ModelLoadError(f"cannot load an ELMo model from {name}: a file, not a folder; give {_accepted()}")
+    if name.startswith((".", "/", "~")) or name.count("/") != 1:
+        raise ModelLoadError(f"model {name} not found: give {_accepted()}")
+
+
+def _random_model(name: str, auto_class, overrides: dict, seed: int | None):
+    try:
+        config = ElmoConfig.from_preset(name, **overrides)
+    except (ValueError, TypeError) as error:
+        raise ModelLoadError(f"preset {name} with {sorted(overrides)}: {_first_line(error)}") from None
+    if seed is not None:
+        torch.manual_seed(seed)
+    logger.warning("%s: a preset, so RANDOM weights (seed %s), not a trained model", name, seed)
+    return auto_class.from_config(config)
+
+
+def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code: bool, ignore_mismatched_sizes: bool):
+    try:
+        config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code, **overrides)
+    except _ERRORS as error:
+        raise ModelLoadError(f"cannot load an ELMo model from {name}: {_first_line(error)}; "
+                             f"give {_accepted()}") from None
+    if getattr(config, "model_type", None) != "elmo":
+        raise ModelLoadError(f"{name} holds a {getattr(config, 'model_type', None)!r} model, not an ELMo model")
+    if overrides and hasattr(config, "validate"):
+        try:
+            config.validate()  # the overrides were set after the config's own checks
+        except ValueError as error:
+            raise ModelLoadError(f"{name}: {_first_line(error)}") from None
+    try:
+        return auto_class.from_pretrained(name, config=config, trust_remote_code=trust_remote_code,
+                                          ignore_mismatched_sizes=ignore_mismatched_sizes)
+    except _ERRORS as error:
+        raise ModelLoadError(f"cannot load an ELMo model from {name}: {_first_line(error)}") from None
+
+
+def _default_tokenizer(config) -> ElmoTokenizer:
+    return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+
+
+def _tokenizer(name: str, config, tokenizer_name: str | None, trust_remote_code: bool, preset: bool):
+    """`tokenizer_name`'s tokenizer, or the one saved with the model; a default `ElmoTokenizer` for a preset and
+    where none is saved."""
+    manylangs = getattr(config, "token_encoder", "char_cnn") == "word_char"  # reads rows of its own dictionaries
+    if tokenizer_name is not None:
+        try:
+            return transformers.AutoTokenizer.from_pretrained(tokenizer_name, trust_remote_code=trust_remote_code)
+        except _ERRORS as error:
+            raise ModelLoadError(f"cannot load the tokenizer {tokenizer_name}: {_first_line(error)}") from None
+    if preset:
+        return _default_tokenizer(config)
+    saved = not Path(name).is_dir() or (Path(name) / "tokenizer_config.json").is_file()
+    if saved:
+        try:
+            if manylangs:
+                return ElmoManyLangsTokenizer.from_pretrained(name)
+            return transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+        except _ERRORS as error:
+            if manylangs:
+                raise ModelLoadError(f"cannot load the ELMoForManyLangs tokenizer of {name} (its dictionaries): "
+                                     f"{_first_line(error)}") from None
+            logger.info("no usable tokenizer files for %s (%s): using a default ElmoTokenizer", name,
+                        _first_line(error))
+            return _default_tokenizer(config)
+    if manylangs:
+        raise ModelLoadError(f"{name} holds an ELMoForManyLangs model but not its tokenizer files (its dictionaries)")
+    logger.info("%s has no tokenizer files: using a default ElmoTokenizer", name)
+    return _default_tokenizer(config)

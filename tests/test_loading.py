@@ -1,0 +1,150 @@
+"""`load_elmo`, the one loader of every command: a folder (with or without tokenizer files), a preset (random
+weights, seeded), a Hub id, the task heads, an ELMoForManyLangs folder, and one-line errors for everything else."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+from conftest import random_char_ids
+
+from modeling_elmo import (
+    ElmoConfig,
+    ElmoForPreTraining,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
+)
+from modeling_elmo.configuration_elmo import PRESETS
+from modeling_elmo.tools.loading import TASKS, ModelLoadError, load_elmo
+from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
+
+
+def _same_weights(a, b) -> bool:
+    left, right = a.state_dict(), b.state_dict()
+    return left.keys() == right.keys() and all(torch.equal(left[k], right[k]) for k in left)
+
+
+def test_a_folder_gives_its_model_and_tokenizer(tiny_model_dir):
+    model, tokenizer = load_elmo(tiny_model_dir)
+    assert type(model) is ElmoModel and not model.training
+    assert type(tokenizer) is ElmoTokenizer
+    assert _same_weights(model, ElmoModel.from_pretrained(tiny_model_dir))
+    ids = random_char_ids([4, 2])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).last_hidden_state,
+                                   ElmoModel.from_pretrained(tiny_model_dir).eval()(ids).last_hidden_state,
+                                   atol=0, rtol=0)
+
+
+def test_a_folder_without_tokenizer_files_gets_a_default_one_of_its_width(tmp_path, caplog):
+    torch.manual_seed(0)
+    ElmoModel(ElmoConfig.from_preset("tiny", max_characters_per_token=20)).save_pretrained(tmp_path)
+    with caplog.at_level(logging.INFO, logger="modeling_elmo.tools.loading"):
+        model, tokenizer = load_elmo(tmp_path)
+    assert type(tokenizer) is ElmoTokenizer and tokenizer.max_characters_per_token == 20
+    assert "no tokenizer files" in caplog.text
+
+
+def test_a_preset_is_random_seeded_and_logged_as_random(caplog):
+    with caplog.at_level(logging.WARNING, logger="modeling_elmo.tools.loading"):
+        first, tokenizer = load_elmo("tiny", seed=3)
+    assert "RANDOM weights" in caplog.text and "tiny" in caplog.text
+    again, _ = load_elmo("tiny", seed=3)
+    other, _ = load_elmo("tiny", seed=4)
+    assert _same_weights(first, again) and not _same_weights(first, other)
+    torch.manual_seed(3)
+    assert _same_weights(first, ElmoModel(ElmoConfig.from_preset("tiny")))  # as the model itself draws
+    assert type(first) is ElmoModel and type(tokenizer) is ElmoTokenizer
+    assert first.config.cell_size == PRESETS["tiny"]["cell_size"]
+
+
+@pytest.mark.parametrize(("task", "cls"), [
+    (None, ElmoModel),
+    ("model", ElmoModel),
+    ("pretraining", ElmoForPreTraining),
+    ("sequence-classification", ElmoForSequenceClassification),
+    ("token-classification", ElmoForTokenClassification),
+])
+def test_task_picks_the_class(tiny_model_dir, task, cls):
+    overrides = {"vocab_size": 40} if task == "pretraining" else {"num_labels": 3}
+    for name in ("tiny", tiny_model_dir):
+        model, _ = load_elmo(name, task, config_overrides=overrides if task else None)
+        assert type(model) is cls
+    assert set(TASKS) == {None, "model", "pretraining", "sequence-classification", "token-classification"}
+
+
+def test_overrides_device_and_dtype(tiny_model_dir):
+    model, _ = load_elmo(tiny_model_dir, "sequence-classification", dtype=torch.bfloat16, device="cpu",
+                         config_overrides={"num_labels": 4, "scalar_mix": "top"})
+    assert model.config.num_labels == 4 and model.config.scalar_mix == "top"
+    assert next(model.parameters()).dtype == torch.bfloat16
+    with pytest.raises(ModelLoadError, match="scalar_mix_parameters"):  # validated after the overrides
+        load_elmo(tiny_model_dir, "sequence-classification", config_overrides={"scalar_mix": "fixed"})
+    with pytest.raises(ModelLoadError, match="tiny"):
+        load_elmo("tiny", config_overrides={"scalar_mix": "fixed"})
+
+
+def _one_line(error: pytest.ExceptionInfo, *names: str) -> None:
+    message = str(error.value)
+    assert "\n" not in message, message
+    for name in names:
+        assert name in message, message
+
+
+def test_errors_are_one_line_naming_the_value_and_what_is_accepted(tmp_path):
+    accepted = ("folder", "Hub id", "tiny")
+    for name in (tmp_path / "absent", "not-a-model", "a/b/c", "./relative/path"):
+        with pytest.raises(ModelLoadError, match="not found") as error:
+            load_elmo(name)
+        _one_line(error, str(name), *accepted)
+    with pytest.raises(ModelLoadError, match="no config.json") as error:
+        load_elmo(tmp_path)
+    _one_line(error, str(tmp_path), *accepted)
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(ModelLoadError, match="not a folder") as error:
+        load_elmo(tmp_path / "file.txt")
+    _one_line(error, "file.txt")
+    with pytest.raises(ModelLoadError, match="'regression'") as error:
+        load_elmo("tiny", task="regression")
+    _one_line(error, "sequence-classification")
+    assert issubclass(ModelLoadError, ValueError)
+
+
+def test_a_folder_of_another_model_type_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1,
+                                                      "num_attention_heads": 1, "intermediate_size": 8}))
+    with pytest.raises(ModelLoadError, match="'bert' model, not an ELMo model") as error:
+        load_elmo(tmp_path)
+    _one_line(error, str(tmp_path))
+
+
+def test_a_hub_id_that_cannot_be_reached_is_one_line(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelLoadError, match="cannot load an ELMo model from nobody/no-such-elmo") as error:
+        load_elmo("nobody/no-such-elmo")
+    _one_line(error, "Hub id")
+
+
+def test_an_elmoformanylangs_folder_gets_its_tokenizer(tmp_path):
+    pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs fixture is written with its package")
+    import manylangs_fixture
+
+    from modeling_elmo.tools.convert_elmoformanylangs import convert
+
+    ours = convert(manylangs_fixture.write_model(tmp_path / "theirs"), tmp_path / "ours")
+    model, tokenizer = load_elmo(ours)
+    assert model.config.token_encoder == "word_char" and type(tokenizer) is ElmoManyLangsTokenizer
+    batch = tokenizer([["the", "bank"]], is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        assert model(**batch).last_hidden_state.shape == (1, 4, 2 * model.config.projection_dim)
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        (ours / name).unlink(missing_ok=True)
+    with pytest.raises(ModelLoadError, match="ELMoForManyLangs") as error:  # its dictionaries cannot be guessed
+        load_elmo(ours)
+    _one_line(error, str(ours))
