@@ -192,3 +192,29 @@ def test_existing_outputs_need_overwrite(model_dir, tmp_path):
     result = run_analyze(corpus, "--model", "tiny", "--output_dir", out, "--min_count", "2")
     assert result.returncode == 2 and "--overwrite" in result.stderr
     assert (out / "contextuality.json").read_text() == "{}"
+
+
+def test_a_registered_word_split_reaches_the_command_and_a_missing_package_is_one_line(model_dir, tmp_path, caplog,
+                                                                                        monkeypatch):
+    from tokenization import WORD_SPLITTERS
+
+    def missing():
+        raise ImportError("the split 'needs_pkg' needs a package: pip install it")
+
+    for registry in ("_functions", "_requirements"):  # the registrations below end with the test
+        monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
+    WORD_SPLITTERS.register("by_comma", lambda text: text.replace(" ", ",").split(","))
+    WORD_SPLITTERS.register("needs_pkg", str.split, requires=missing)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n")
+    assert analysis.main([str(corpus), "--model", str(model_dir), "--output_dir", str(tmp_path / "out"),
+                          "--split", "by_comma", "--quiet", "--min_count", "2"]) == 0
+    saved = json.loads((tmp_path / "out" / analysis.JSON_NAME).read_text())
+    assert saved["split"] == "by_comma"
+    assert saved["words"]["the"]["count"] == sum(line.split().count("the") for line in LINES)
+    caplog.clear()
+    assert analysis.main([str(corpus), "--model", str(model_dir), "--output_dir", str(tmp_path / "none"),
+                          "--split", "needs_pkg", "--quiet"]) == 2
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert len(errors) == 1 and "pip install" in errors[0] and "\n" not in errors[0], errors
+    assert not (tmp_path / "none").exists()

@@ -466,3 +466,25 @@ def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp
     assert got.keys() == expected.keys()
     assert max(np.abs(got[k] - expected[k]).max(initial=0) for k in expected) <= 1e-6
     assert not partial.exists()
+
+
+def test_split_choices_come_from_the_word_split_registry(model_dir, reference, tmp_path, caplog, monkeypatch):
+    from tokenization import WORD_SPLITTERS
+
+    def missing():
+        raise ImportError("the split 'needs_pkg' needs a package: pip install it")
+
+    for registry in ("_functions", "_requirements"):  # the registrations below end with the test
+        monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
+    WORD_SPLITTERS.register("by_comma", lambda text: text.split(","))
+    WORD_SPLITTERS.register("needs_pkg", str.split, requires=missing)
+    corpus = write_corpus(tmp_path / "in.txt", ["the,cat sat", "one"])
+    assert embed_main(corpus, tmp_path / "out.hdf5", "--model", model_dir, "--split", "by_comma") == 0
+    embedded = read_hdf5(tmp_path / "out.hdf5")
+    np.testing.assert_allclose(embedded["0"], reference(["the", "cat sat"]), atol=1e-5, rtol=0)
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    assert embed_main(corpus, tmp_path / "none.hdf5", "--model", model_dir, "--split", "needs_pkg") == 2
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert len(errors) == 1 and "pip install" in errors[0] and "\n" not in errors[0], errors
+    assert not (tmp_path / "none.hdf5").exists()
