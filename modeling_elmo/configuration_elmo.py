@@ -59,6 +59,17 @@ AUTO_CLASSES = {
     "AutoModelForSequenceClassification": "modeling_elmo_heads.ElmoForSequenceClassification",
     "AutoModelForTokenClassification": "modeling_elmo_heads.ElmoForTokenClassification",
 }
+
+
+def _auto_map(saved: dict) -> dict:
+    """The `auto_map` of a config: the table's entries, and what a saved config adds. A saved entry naming a file of
+    this folder (`modeling_elmo.ElmoForSequenceClassification`, as folders saved before the heads had their own
+    file say) gives way to the table, which names the files written beside it now; one that names another
+    repository's code (`owner/repo--module.Class`, as transformers writes for a config loaded from the Hub) is kept."""
+    table = {"AutoConfig": "configuration_elmo.ElmoConfig", **AUTO_CLASSES}
+    return {**saved, **{key: value for key, value in table.items() if "--" not in str(saved.get(key, ""))}}
+
+
 _SOFTMAX_TYPES = ("full", "sampled", "adaptive")
 _SCALAR_MIXES = ("learned", "top", "average", "fixed")
 _CLASSIFIER_POOLINGS = ("mean", "max", "lstm", "attention")
@@ -223,8 +234,7 @@ class ElmoConfig(PretrainedConfig):
         self.classifier_pooling = classifier_pooling
         self.token_classifier_encoder = token_classifier_encoder
         self.head_hidden_size = head_hidden_size
-        auto_map = {"AutoConfig": "configuration_elmo.ElmoConfig", **AUTO_CLASSES}
-        kwargs["auto_map"] = {**auto_map, **(kwargs.get("auto_map") or {})}
+        kwargs["auto_map"] = _auto_map(kwargs.get("auto_map") or {})
         super().__init__(**kwargs)
         # Set after transformers' own check of the special-token ids (it compares every `*_token_id` with
         # `vocab_size`, and warns): our token ids (the tokenizer's <S>, </S>, padding, which Trainer copies into the

@@ -331,6 +331,18 @@ def test_auto_map_lists_every_head():
     auto_map = head_config().auto_map
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo_heads.ElmoForSequenceClassification"
     assert auto_map["AutoModelForTokenClassification"] == "modeling_elmo_heads.ElmoForTokenClassification"
+
+
+def test_auto_map_of_an_older_folder_names_the_files_written_now():
+    """A config.json saved when the heads lived in modeling_elmo.py names that file; saved again, the folder holds
+    modeling_elmo_heads.py, so the entry must follow. Another repository's code (`owner/repo--...`) is kept."""
+    old = {"AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
+           "AutoModelForTokenClassification": "owner/repo--modeling_elmo.ElmoForTokenClassification",
+           "AutoModelForQuestionAnswering": "my_heads.MyElmoQA"}
+    auto_map = head_config(auto_map=old).auto_map
+    assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo_heads.ElmoForSequenceClassification"
+    assert auto_map["AutoModelForTokenClassification"] == old["AutoModelForTokenClassification"]
+    assert auto_map["AutoModelForQuestionAnswering"] == "my_heads.MyElmoQA"
     assert type(AutoModelForTokenClassification.from_config(head_config())) is ElmoForTokenClassification
 
 
