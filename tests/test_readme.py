@@ -56,13 +56,13 @@ def code_blocks(path: Path) -> list[dict]:
 
 
 # Runs a page's blocks in order in one interpreter: Python blocks by exec in one namespace, bash blocks with bash -e.
-DRIVER = """
+DRIVER = r"""
 import json, subprocess, sys
 blocks = json.load(open(sys.argv[1], encoding="utf-8"))
 namespace = {"__name__": "__main__"}
 for block in blocks:
     where = f"{block['page']}:{block['line']}"
-    print(f"=== {where} ({block['language']})", flush=True)
+    print(f"\n=== {where} ({block['language']})", flush=True)
     if block["language"] == "python":
         exec(compile(block["code"], where, "exec"), namespace)
     else:
