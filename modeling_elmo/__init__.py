@@ -48,6 +48,9 @@ _register_auto_classes()
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
+# The one way every command loads a model (folder, Hub id or preset); a tool, it never travels as remote code.
+from .tools.loading import ModelLoadError, load_elmo  # noqa: E402  (relies on the registrations above)
+
 __all__ = [
     "ElmoConfig",
     "ElmoModel",
@@ -60,4 +63,6 @@ __all__ = [
     "ElmoScalarMix",
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
+    "ModelLoadError",
+    "load_elmo",
 ]
