@@ -176,11 +176,16 @@ def fail_next(stage, action):
     urllib.request.urlopen(request).read()
 
 import hashlib, importlib
-sources = ["character_ids", "configuration_elmo", "downstream_elmo", "fast_paths_elmo", "inputs_elmo", "matmul_elmo",
-           "modeling_elmo", "push_to_hub_elmo", "softmax_elmo", "word_char_encoder"]
+sources = {  # the modules whose files a saved model and its ElmoTokenizer carry as remote code
+    "modeling_elmo": ["character_ids", "char_cnn_kernels_elmo", "configuration_elmo", "downstream_elmo", "inputs_elmo",
+                      "kernels_elmo", "lstm_inference_elmo", "lstm_training_elmo", "matmul_elmo", "modeling_elmo",
+                      "modeling_elmo_heads", "push_to_hub_elmo", "softmax_elmo", "token_cache_elmo",
+                      "word_char_encoder"],
+    "tokenization": ["batch_encoding_elmo", "padding_elmo", "tokenization_elmo", "word_splits_elmo", "word_vocab_elmo"],
+}
 out = {"sources": {
     os.path.basename(m.__file__): hashlib.sha256(open(m.__file__, "rb").read()).hexdigest()
-    for m in [*(importlib.import_module("modeling_elmo." + name) for name in sources), tokenization.tokenization_elmo]
+    for m in (importlib.import_module(f"{package}.{name}") for package, names in sources.items() for name in names)
 }}
 tokenizer = ElmoTokenizer.from_pretrained(f"{root}/v1")
 out["v1_model"] = AutoModelForPreTraining.from_pretrained(f"{root}/v1").push_to_hub(repo).oid
@@ -286,8 +291,8 @@ def test_push_uploads_weights_config_code_and_tokenizer(hub, round_trip):
     config = json.loads(hub.read(REPO_ID, "config.json"))
     assert config["auto_map"]["AutoModel"] == "modeling_elmo.ElmoModel"
     assert config["auto_map"]["AutoModelForPreTraining"] == "modeling_elmo.ElmoForPreTraining"
-    for head in HEADS:
-        assert config["auto_map"][head.replace("Elmo", "AutoModel")] == f"modeling_elmo.{head}"
+    for head in HEADS:  # the heads live in their own file
+        assert config["auto_map"][head.replace("Elmo", "AutoModel")] == f"modeling_elmo_heads.{head}"
     # model.push_to_hub gives the ELMo model card (model_card.md filled from the config), and the tokenizer's
     # push after it keeps that card.
     for repo in (REPO_ID, CLS_REPO_ID) if "ElmoForSequenceClassification" in HEADS else (REPO_ID,):
