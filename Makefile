@@ -2,7 +2,7 @@
 #   make demo   trains a small ELMo on a generated corpus and shows what its vectors are for
 #   make test   runs the test suite (make test-fast: the fast core, pytest -m "not slow", a few minutes)
 # Both create .venv with the versions pinned in constraints.txt. The pin fixes torch's version, not its build:
-# where pip finds PyTorch's CPU wheels you get the CPU build; see the README ("Set-up in detail") to choose.
+# where pip finds PyTorch's CPU wheels you get the CPU build; see the README ("The environment") to choose.
 
 PYTHON ?= python3
 VENV := .venv
