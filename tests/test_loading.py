@@ -64,16 +64,16 @@ def test_a_preset_is_random_seeded_and_logged_as_random(caplog):
 @pytest.mark.parametrize(("task", "cls"), [
     (None, ElmoModel),
     ("model", ElmoModel),
-    ("pretraining", ElmoForPreTraining),
+    ("pre-training", ElmoForPreTraining),
     ("sequence-classification", ElmoForSequenceClassification),
     ("token-classification", ElmoForTokenClassification),
 ])
 def test_task_picks_the_class(tiny_model_dir, task, cls):
-    overrides = {"vocab_size": 40} if task == "pretraining" else {"num_labels": 3}
+    overrides = {"vocab_size": 40} if task == "pre-training" else {"num_labels": 3}
     for name in ("tiny", tiny_model_dir):
         model, _ = load_elmo(name, task, config_overrides=overrides if task else None)
         assert type(model) is cls
-    assert set(TASKS) == {None, "model", "pretraining", "sequence-classification", "token-classification"}
+    assert set(TASKS) == {None, "model", "pre-training", "sequence-classification", "token-classification"}
 
 
 def test_overrides_device_and_dtype(tiny_model_dir):

@@ -27,6 +27,7 @@ accepted; each command reports it as its own exit-2 error. This module does not 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -35,18 +36,21 @@ import transformers
 
 from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
 
-from ..configuration_elmo import PRESETS, ElmoConfig
+from ..configuration_elmo import AUTO_CLASSES, PRESETS, ElmoConfig
 
 logger = logging.getLogger(__name__)
 
-# task -> the Auto class that loads it (registered for ElmoConfig by `import modeling_elmo`).
-TASKS: dict[str | None, str] = {
-    None: "AutoModel",
-    "model": "AutoModel",
-    "pretraining": "AutoModelForPreTraining",
-    "sequence-classification": "AutoModelForSequenceClassification",
-    "token-classification": "AutoModelForTokenClassification",
-}
+
+def _task_name(auto_class: str) -> str:
+    """"AutoModelForSequenceClassification" -> "sequence-classification"; "AutoModel" -> "model"."""
+    words = re.findall(r"[A-Z][a-z]*", auto_class.removeprefix("Auto").removeprefix("ModelFor"))
+    return "-".join(words).lower()
+
+
+# task -> the Auto class that loads it (registered for ElmoConfig by `import modeling_elmo`), named after the rows
+# of `AUTO_CLASSES`, so that a new head is a task here with no edit: None or "model", "pre-training",
+# "sequence-classification", "token-classification".
+TASKS: dict[str | None, str] = {None: "AutoModel", **{_task_name(auto): auto for auto in AUTO_CLASSES}}
 _ERRORS = (OSError, ValueError, TypeError, KeyError)  # what from_pretrained raises for files it cannot use
 
 
@@ -70,7 +74,8 @@ def load_elmo(
 
     Args:
         name_or_path: a model folder, a preset name (random weights) or a Hub id.
-        task: None or "model" (`ElmoModel`), "pretraining", "sequence-classification", "token-classification".
+        task: None or "model" (`ElmoModel`), "pre-training", "sequence-classification", "token-classification"
+            (`TASKS`: one per row of `configuration_elmo.AUTO_CLASSES`).
         device, dtype: where and in which dtype the model is put (default: as loaded, on the CPU).
         seed: the seed of a preset's random weights (None: the current random state).
         config_overrides: config fields set over the saved config or the preset (e.g. a head's `id2label`),
