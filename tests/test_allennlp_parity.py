@@ -2,20 +2,19 @@
 
 allennlp is an optional test anchor, installed without its dependencies (`make anchors`); it runs through
 `benchmarks/allennlp_anchor.py`, which executes allennlp's own ELMo files unchanged. Without it these tests skip.
-Both models read the same `options.json` + hdf5 pair: the trained bilm-tf fixture, and random weights at the
-`small` published size (written by ../shared/tools/make_random_elmo_hdf5.py), whose larger values reach the clips.
+Both models read the same `options.json` + hdf5 pair: random weights of the original layout at the `small`
+published size (`original_layout.py`), whose large values reach the clips, and the trained bilm-tf fixture, kept
+beside the checkout (its cases skip without it).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import REPO, shared_file
+from original_layout import write_original_layout
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.tools.convert_allennlp_elmo import convert
@@ -49,28 +48,23 @@ def allennlp_elmo():
     return module
 
 
-def weight_pairs(tmp_path_factory) -> list[tuple[str, Path, Path]]:
+def weight_pair(name: str, tmp_path_factory):
+    """The options.json and hdf5 files of the weights called `name`."""
+    if name == "random small":
+        return write_original_layout(tmp_path_factory.mktemp("small"), "small", seed=3)
     fixture = shared_file("elmo-fixtures/allennlp/options.json").parent
-    pairs = [("bilm-tf fixture", fixture / "options.json", fixture / "lm_weights.hdf5")]
-    tool = REPO.parent / "shared" / "tools" / "make_random_elmo_hdf5.py"
-    if tool.exists():
-        out = tmp_path_factory.mktemp("small")
-        subprocess.run([sys.executable, str(tool), str(out), "--size", "small", "--seed", "3"], check=True,
-                       capture_output=True)
-        pairs.append(("random small", out / "options.json", out / "weights.hdf5"))
-    return pairs
+    return fixture / "options.json", fixture / "lm_weights.hdf5"
 
 
-@pytest.fixture(scope="module")
-def models(allennlp_elmo, tmp_path_factory):
-    """(name, allennlp's Elmo, our ElmoModel) for each weight file, both in eval mode, no dropout."""
-    built = []
-    for name, options, weights in weight_pairs(tmp_path_factory):
-        folder = convert(options, weights, tmp_path_factory.mktemp("converted") / "model")
-        theirs = allennlp_elmo.Elmo(str(options), str(weights), num_output_representations=1, dropout=0.0,
-                                    scalar_mix_parameters=[0.2, -0.5, 1.0]).eval()
-        built.append((name, theirs, ElmoModel.from_pretrained(folder).eval()))
-    return built
+@pytest.fixture(scope="module", params=["random small", "bilm-tf fixture"])
+def models(request, allennlp_elmo, tmp_path_factory):
+    """[(name, allennlp's Elmo, our ElmoModel)] for one pair of files, both in eval mode, no dropout."""
+    name = request.param
+    options, weights = weight_pair(name, tmp_path_factory)
+    folder = convert(options, weights, tmp_path_factory.mktemp("converted") / "model")
+    theirs = allennlp_elmo.Elmo(str(options), str(weights), num_output_representations=1, dropout=0.0,
+                                scalar_mix_parameters=[0.2, -0.5, 1.0]).eval()
+    return [(name, theirs, ElmoModel.from_pretrained(folder).eval())]
 
 
 def fresh(theirs):

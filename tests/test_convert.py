@@ -1,12 +1,14 @@
 """The converter of the original ELMo weights (bilm-tf / AllenNLP `options.json` + hdf5).
 
-(a) parity with outputs of the original TensorFlow code (shared fixtures), through the real command;
+(a) parity with outputs of the original TensorFlow code (the trained fixtures kept beside the checkout: these tests
+    skip without them), through the real command;
 (b) parity for every model of the family (no skip connections, no projections, tanh, 261 characters,
     bilm-tf's defaults) against an independent NumPy implementation of the bilm-tf equations, itself
     checked against the TensorFlow fixture;
 (c) the published sizes: parameter counts and the converter's peak memory;
 (d) bad inputs: clear errors, and never a half-written output folder;
 (e) the converted folder loads through remote code in a process that cannot import this project.
+(b) to (e) run on random weights in the original layout (`original_layout.py`), the fixture's size for (d) and (e).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, clean_env, run_isolated, shared_file
+from conftest import REPO, SHARED_DATA, clean_env, run_isolated, shared_file
 from numpy.lib.stride_tricks import sliding_window_view
+from original_layout import FIXTURE_SIZED, options_for, write_original_layout
 
 h5py = pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-hf[convert]'")
 
@@ -35,7 +38,6 @@ from modeling_elmo.tools.convert_allennlp_elmo import (  # noqa: E402
 from tokenization import ElmoTokenizer  # noqa: E402
 
 FIXTURES = "elmo-fixtures/allennlp"
-RANDOM_WEIGHTS_TOOL = REPO.parent / "shared" / "tools" / "make_random_elmo_hdf5.py"
 ATOL = 1e-5
 
 
@@ -84,6 +86,17 @@ def converted_fixture(tmp_path_factory) -> Path:
     assert result.returncode == 0, result.stderr
     assert f"wrote {out}" in result.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def converted_random(tmp_path_factory) -> Path:
+    """Random weights of the fixture's size in the original layout (`../../original/` from it), converted with a
+    vocabulary, in a folder of its own: what the tests that need no trained values convert."""
+    root = tmp_path_factory.mktemp("random")
+    options, weights = write_original_layout(root / "original", FIXTURE_SIZED, seed=5)
+    vocab = root / "vocab.txt"
+    vocab.write_text("<S>\n</S>\n<UNK>\nthe\nbank\n,\n", encoding="utf-8")
+    return convert(options, weights, root / "converted" / "elmo-random", vocab_file=vocab)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -267,8 +280,10 @@ def test_config_from_fixture_options():
 def test_softmax_is_read_separately_and_ignored_by_convert(tmp_path):
     """bilm-tf's dump_weights leaves the softmax out; a file that has one still converts, and
     `read_hdf5_softmax` returns it for the pretraining head."""
-    assert read_hdf5_softmax(fixture("lm_weights.hdf5")) is None
     options_file, weight_file = _copy_fixture(tmp_path / "original")
+    assert read_hdf5_softmax(weight_file) is None
+    if (SHARED_DATA / FIXTURES / "lm_weights.hdf5").is_file():  # and so does the trained fixture
+        assert read_hdf5_softmax(fixture("lm_weights.hdf5")) is None
     rng = np.random.default_rng(0)
     weight, bias = (
         rng.standard_normal((458, 16)).astype(np.float32),
@@ -342,45 +357,8 @@ VARIANTS = {
 }
 
 
-def write_bilm_hdf5(path: Path, options: dict, seed: int = 0) -> None:
-    """Random weights in the original layout (docs/weight_layout.md, "hdf5 datasets"), non-zero biases, large
-    enough to hit the clips."""
-    rng = np.random.default_rng(seed)
-    lstm, cnn = options["lstm"], options["char_cnn"]
-    d, cell, proj = cnn["embedding"]["dim"], lstm["dim"], lstm["projection_dim"]
-    width = sum(n for _, n in cnn["filters"])
-
-    def normal(*shape, std=1.0, mean=0.0):
-        return (mean + std * rng.standard_normal(shape)).astype(np.float32)
-
-    with h5py.File(path, "w") as h:
-        h["char_embed"] = rng.uniform(-1, 1, (261, d)).astype(np.float32)
-        for i, (w, n) in enumerate(cnn["filters"]):
-            h[f"CNN/W_cnn_{i}"] = normal(1, w, d, n, std=0.4)
-            h[f"CNN/b_cnn_{i}"] = normal(n, std=0.1)
-        for k in range(cnn.get("n_highway") or 0):
-            h[f"CNN_high_{k}/W_carry"] = normal(width, width, std=width**-0.5)
-            h[f"CNN_high_{k}/b_carry"] = normal(width, std=0.5, mean=-1.0)
-            h[f"CNN_high_{k}/W_transform"] = normal(width, width, std=width**-0.5)
-            h[f"CNN_high_{k}/b_transform"] = normal(width, std=0.1)
-        if width != proj:
-            h["CNN_proj/W_proj"] = normal(width, proj, std=width**-0.5)
-            h["CNN_proj/b_proj"] = normal(proj, std=0.1)
-        for direction in range(2):
-            for layer in range(lstm.get("n_layers", 1)):
-                prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
-                h[f"{prefix}/W_0"] = normal(2 * proj, 4 * cell, std=1.5 * proj**-0.5)
-                h[f"{prefix}/B"] = normal(4 * cell, std=0.5)
-                if cell != proj:
-                    h[f"{prefix}/W_P_0"] = normal(cell, proj, std=cell**-0.5)
-
-
 def write_pair(folder: Path, options: dict, seed: int = 0) -> tuple[Path, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    options_file, weight_file = folder / "options.json", folder / "weights.hdf5"
-    options_file.write_text(json.dumps(options), encoding="utf-8")
-    write_bilm_hdf5(weight_file, options, seed)
-    return options_file, weight_file
+    return write_original_layout(folder, options, seed)
 
 
 BATCHES = [
@@ -457,24 +435,12 @@ def _stored_floats(options: dict) -> int:
     return total
 
 
-def _load_tool():
-    if not RANDOM_WEIGHTS_TOOL.exists():
-        pytest.skip(f"{RANDOM_WEIGHTS_TOOL} is absent (it lives beside the checkout, in ../shared/tools)")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_random_elmo_hdf5", RANDOM_WEIGHTS_TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # The model holds one row more than the file: the all-zero padding row of the character table
 # (docs/weight_layout.md, "Character embedding"),
 # i.e. char_cnn.embedding.dim (16) more parameters.
 @pytest.mark.parametrize(("size", "millions"), [("small", 13.6), ("medium", 28.0), ("original", 93.6)])
 def test_published_sizes_parameter_counts(size, millions):
-    tool = _load_tool()
-    options = tool.make_options(**tool.SIZES[size])
+    options = options_for(size)
     config = config_from_options(options)
     with torch.device("meta"):
         model = ElmoModel(config)
@@ -511,15 +477,8 @@ def test_small_size_converts_within_memory_and_runs(tmp_path):
     """
     if not Path("/proc/self/status").exists():
         pytest.skip("peak RSS is read from /proc/self/status (Linux)")
-    if not RANDOM_WEIGHTS_TOOL.exists():
-        pytest.skip(f"{RANDOM_WEIGHTS_TOOL} is absent (it lives beside the checkout, in ../shared/tools)")
     original = tmp_path / "small"
-    subprocess.run(
-        [sys.executable, str(RANDOM_WEIGHTS_TOOL), str(original), "--size", "small"],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    write_original_layout(original, "small")
     weight_file, out = original / "weights.hdf5", tmp_path / "converted"
     result = subprocess.run(
         [
@@ -566,11 +525,8 @@ def test_small_size_converts_within_memory_and_runs(tmp_path):
 
 
 def _copy_fixture(folder: Path) -> tuple[Path, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    options_file, weight_file = folder / "options.json", folder / "weights.hdf5"
-    options_file.write_bytes(fixture("options.json").read_bytes())
-    weight_file.write_bytes(fixture("lm_weights.hdf5").read_bytes())
-    return options_file, weight_file
+    """A pair of the bilm-tf fixture's size (random weights: the errors quote its shapes, not its values)."""
+    return write_original_layout(folder, FIXTURE_SIZED)
 
 
 def _delete_dataset(options_file: Path, weight_file: Path) -> None:
@@ -658,7 +614,7 @@ def test_unusable_vocab_is_reported_and_leaves_nothing(tmp_path):
     options_file, weight_file = _copy_fixture(tmp_path / "original")
     parent = tmp_path / "outputs"
     parent.mkdir()
-    vocab = fixture("options.json")  # a file that is not a vocabulary: no <S>, </S>, <UNK> lines
+    vocab = options_file  # a file that is not a vocabulary: no <S>, </S>, <UNK> lines
     with pytest.raises(ConversionError, match="vocab file .*options.json cannot be used"):
         convert(options_file, weight_file, parent / "elmo", vocab_file=vocab)
     with pytest.raises(ConversionError, match="vocab file .*absent.txt does not exist"):
@@ -714,20 +670,20 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_command_exits_2_on_existing_output(converted_fixture):
-    before = sorted(p.name for p in converted_fixture.iterdir())
+def test_command_exits_2_on_existing_output(converted_random):
+    before = sorted(p.name for p in converted_random.iterdir())
     result = run_converter(
         "--options_file",
-        str(fixture("options.json")),
+        str(converted_random.parent.parent / "original" / "options.json"),
         "--weight_file",
-        str(fixture("lm_weights.hdf5")),
+        str(converted_random.parent.parent / "original" / "weights.hdf5"),
         "--output_dir",
-        str(converted_fixture),
+        str(converted_random),
     )
     assert result.returncode == 2
-    assert f"output_dir {converted_fixture} exists and is not empty" in result.stderr
-    assert sorted(p.name for p in converted_fixture.iterdir()) == before
-    assert sorted(p.name for p in converted_fixture.parent.iterdir()) == [converted_fixture.name]
+    assert f"output_dir {converted_random} exists and is not empty" in result.stderr
+    assert sorted(p.name for p in converted_random.iterdir()) == before
+    assert sorted(p.name for p in converted_random.parent.iterdir()) == [converted_random.name]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -763,21 +719,21 @@ print(json.dumps({{
 
 
 @pytest.mark.slow
-def test_converted_folder_loads_as_remote_code(converted_fixture, tmp_path):
-    config = json.loads((converted_fixture / "config.json").read_text(encoding="utf-8"))
+def test_converted_folder_loads_as_remote_code(converted_random, tmp_path):
+    config = json.loads((converted_random / "config.json").read_text(encoding="utf-8"))
     assert config["auto_map"]["AutoModel"] == "modeling_elmo.ElmoModel"
     assert config["auto_map"]["AutoConfig"] == "configuration_elmo.ElmoConfig"
     for name in ("configuration_elmo.py", "modeling_elmo.py", "model.safetensors", "tokenizer_config.json"):
-        assert (converted_fixture / name).is_file(), name
-    assert not (converted_fixture / "convert_allennlp_elmo.py").exists()  # the converter does not travel
+        assert (converted_random / name).is_file(), name
+    assert not (converted_random / "convert_allennlp_elmo.py").exists()  # the converter does not travel
 
-    code = _REMOTE_CODE.format(folder=str(converted_fixture), sentences=_REMOTE_SENTENCES)
+    code = _REMOTE_CODE.format(folder=str(converted_random), sentences=_REMOTE_SENTENCES)
     remote = json.loads(run_isolated(code, cwd=tmp_path).stdout.strip().splitlines()[-1])
     assert remote["module"].startswith("transformers_modules")
 
     from transformers import AutoModel
 
-    model = AutoModel.from_pretrained(converted_fixture, trust_remote_code=True).eval()
+    model = AutoModel.from_pretrained(converted_random, trust_remote_code=True).eval()
     ids, mask = encode(_REMOTE_SENTENCES)
     assert remote["ids"] == ids.tolist()
     with torch.no_grad():
