@@ -1,26 +1,29 @@
-"""`elmo-convert --model NAME` and URL inputs: downloads from a local HTTP server serving the AllenNLP fixture
-under the published file names (the base URL is overridden with --base_url).
+"""`elmo-convert --model NAME` and URL inputs: downloads from a local HTTP server serving random weights of the
+original layout (`original_layout.py`) under the published file names (the base URL is overridden with --base_url).
 
 (a) a published name downloads, verifies and converts, exactly like a conversion of the local files; a second
     run reuses the cache without a request;
 (b) a connection dropped mid-file is resumed with a Range request; a server that keeps failing leaves a clear
     error and a partial file that the next run resumes;
 (c) a truncated or wrong file is never converted: one-line error, exit 2, nothing written, nothing cached;
-(d) bad names and HTTP errors: one line, exit 2.
+(d) bad names, HTTP errors and no connection at all: one line, exit 2, at once, nothing left in the cache.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, run_command, shared_file
+from conftest import REPO, run_command
+from original_layout import FIXTURE_SIZED, write_original_layout
 
 pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-hf[convert]'")
 
@@ -29,7 +32,6 @@ from safetensors.torch import load_file  # noqa: E402
 from modeling_elmo.tools import download  # noqa: E402
 from modeling_elmo.tools.convert_allennlp_elmo import convert  # noqa: E402
 
-FIXTURES = "elmo-fixtures/allennlp"
 ORIGINAL = download.PUBLISHED_MODELS["original"]
 
 
@@ -118,14 +120,16 @@ class FileServer:
         self.httpd.server_close()
 
 
-@pytest.fixture()
-def fixture_files() -> dict[str, Path]:
-    return {"options": shared_file(f"{FIXTURES}/options.json"), "weights": shared_file(f"{FIXTURES}/lm_weights.hdf5")}
+@pytest.fixture(scope="module")
+def fixture_files(tmp_path_factory) -> dict[str, Path]:
+    """An options file and random weights of the original layout, at the bilm-tf fixture's size."""
+    options, weights = write_original_layout(tmp_path_factory.mktemp("original"), FIXTURE_SIZED, seed=1)
+    return {"options": options, "weights": weights}
 
 
 @pytest.fixture()
 def server(fixture_files):
-    """The fixture under the names of the original model, below /elmo (the --base_url)."""
+    """Those files under the names of the original model, below /elmo (the --base_url)."""
     files = {
         f"/elmo/{ORIGINAL.options_path}": fixture_files["options"].read_bytes(),
         f"/elmo/{ORIGINAL.weights_path}": fixture_files["weights"].read_bytes(),
@@ -139,7 +143,7 @@ def server(fixture_files):
 
 @pytest.fixture()
 def reference(fixture_files, tmp_path_factory) -> dict[str, torch.Tensor]:
-    """The fixture converted from the local files."""
+    """Those files converted from the local copies."""
     out = convert(fixture_files["options"], fixture_files["weights"], tmp_path_factory.mktemp("ref") / "elmo")
     return load_file(out / "model.safetensors")
 
@@ -333,3 +337,35 @@ def test_published_table():
     assert [m.output_size for m in download.PUBLISHED_MODELS.values()] == [256, 512, 1024, 1024]
     assert [(m.cell_size, m.num_highway) for m in download.PUBLISHED_MODELS.values()] == [
         (1024, 1), (2048, 1), (4096, 2), (4096, 2)]  # read from configuration_elmo.PRESETS
+
+
+def closed_port_url(path: str) -> str:
+    """A URL on 127.0.0.1 where nothing listens (a port just released): every connection is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}{path}"
+
+
+def test_no_connection_is_not_retried_and_leaves_nothing_in_the_cache(tmp_path):
+    """Connection refused (as a host name that does not resolve): no retry, one error naming the host, and the
+    cache as it was: no lock file, no folder."""
+    url = closed_port_url("/elmo/options.json")
+    start = time.monotonic()
+    with pytest.raises(download.DownloadError, match=r"cannot connect to 127\.0\.0\.1:\d+ .*offline\?") as error:
+        download.download(url, "options", tmp_path / "cache")
+    assert time.monotonic() - start < download.RETRY_WAIT_S  # not a single wait for a retry
+    assert "\n" not in str(error.value)
+    assert list((tmp_path / "cache").rglob("*")) == []
+
+
+@pytest.mark.slow
+def test_no_connection_is_one_line_within_seconds_from_the_command(tmp_path):
+    cache, out = tmp_path / "cache", tmp_path / "outputs" / "elmo"
+    result = run_convert("--model", "original", "--base_url", closed_port_url("/elmo"), "--output_dir", str(out),
+                         cache=cache)
+    line = assert_one_line_error(result, "cannot connect to 127.0.0.1", "offline?")
+    assert "resuming" not in result.stderr and "WARNING" not in result.stderr, result.stderr
+    assert ORIGINAL.options_path in line
+    assert not out.parent.exists()
+    assert not cache.exists() or list(cache.rglob("*")) == []

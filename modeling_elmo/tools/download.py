@@ -13,6 +13,7 @@ Not remote code: `modeling_elmo.py` never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -278,11 +279,17 @@ def download(
         logger.info("using %s from the cache (%s)", target.name, target)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):  # two conversions of one model share one download
+    lock = Path(str(target) + ".lock")
+    with FileLock(str(lock)):  # two conversions of one model share one download
         if target.is_file():
             return target
         partial = target.with_name(target.name + ".incomplete")
-        _fetch(url, partial)
+        try:
+            _fetch(url, partial)
+        except DownloadError:
+            if not partial.exists():
+                _forget(lock)
+            raise
         try:
             if expected_size is not None and partial.stat().st_size != expected_size:
                 raise DownloadError(
@@ -297,6 +304,16 @@ def download(
     return target
 
 
+def _forget(lock: Path) -> None:
+    """Remove the lock file and the file's cache folder of a download that received nothing (no host, refused), so
+    that a failed run leaves the cache as it found it. Done while the lock is held: a second process waiting on it
+    would then hold an orphan lock, which costs at worst one duplicate download of a file that one of them fails
+    to get anyway."""
+    lock.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: other files of the cache live there
+        lock.parent.rmdir()
+
+
 # A download stalls out after this many attempts in a row that receive nothing; any progress resets the count.
 MAX_STALLED_ATTEMPTS = 5
 RETRY_WAIT_S = 1.0
@@ -304,6 +321,12 @@ RETRY_WAIT_S = 1.0
 
 class _Interrupted(Exception):
     """The body ended before the size the server announced (the connection was closed early)."""
+
+
+def _is_connect_error(error: BaseException) -> bool:
+    """No connection at all: the host name does not resolve (offline, a typo) or nothing listens on the port.
+    Waiting a second does not change that, so it is reported at once instead of retried."""
+    return any(cls.__name__ == "ConnectError" for cls in type(error).__mro__)
 
 
 def _is_transport_error(error: BaseException) -> bool:
@@ -348,12 +371,16 @@ def _fetch(url: str, partial: Path) -> None:
             except DownloadError:
                 raise
             except Exception as error:  # noqa: BLE001 - sorted here: only transport errors are retried
+                done = partial.stat().st_size if partial.is_file() else 0
+                kept = f"; {done:,} bytes kept, the next run resumes" if done else ""
+                if _is_connect_error(error):
+                    host = urlsplit(url).netloc
+                    raise DownloadError(f"cannot download {url}: cannot connect to {host} ({_one_line(error)}); "
+                                        f"offline? pass local files{kept}") from error
                 if not _is_transport_error(error):
                     raise DownloadError(f"cannot download {url}: {_one_line(error)}") from error
-                done = partial.stat().st_size if partial.is_file() else 0
                 stalled = 0 if done > before else stalled + 1
                 if stalled >= MAX_STALLED_ATTEMPTS:
-                    kept = f"; {done:,} bytes kept, the next run resumes" if done else ""
                     raise DownloadError(f"cannot download {url}: {_one_line(error)}{kept}") from error
                 logger.warning("download of %s interrupted after %s bytes (%s); resuming", progress.name,
                                f"{done:,}", _one_line(error))
