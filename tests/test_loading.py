@@ -113,6 +113,25 @@ def test_errors_are_one_line_naming_the_value_and_what_is_accepted(tmp_path):
     assert issubclass(ModelLoadError, ValueError)
 
 
+def test_a_mistyped_local_folder_is_refused_without_a_hub_request(tmp_path, monkeypatch):
+    """`outputs/modle` next to an `outputs/` folder, and names no Hub id could be: one line, at once."""
+    import transformers
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError(f"a Hub request for {args[0]}")
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", no_hub)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").mkdir()
+    with pytest.raises(ModelLoadError, match="the folder outputs has no modle") as error:
+        load_elmo("outputs/modle")
+    _one_line(error, "outputs/modle", "Hub id", "tiny")
+    for name in ("my model/elmo", "owner/na--me", "C:\\models\\elmo"):
+        with pytest.raises(ModelLoadError, match="not found") as error:
+            load_elmo(name)
+        _one_line(error, name)
+
+
 def test_a_folder_of_another_model_type_is_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1,
                                                       "num_attention_heads": 1, "intermediate_size": 8}))

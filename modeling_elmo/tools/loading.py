@@ -13,7 +13,9 @@ fine-tuning commands, the demo):
 * a preset name of `configuration_elmo.PRESETS` (`tiny`, `small`, `medium`, `original`), when no such folder
   exists: a model of that size with random weights, drawn after `torch.manual_seed(seed)` and logged as random
   (not a trained model), with the default `ElmoTokenizer`;
-* a Hub id (`owner/name`): `from_pretrained`; absent, private or offline, it is a one-line error.
+* a Hub id (`owner/name`): `from_pretrained`; absent, private or offline, it is a one-line error. A name that
+  looks like a local path (it starts with `.`, `/` or `~`, has another number of `/` than one, or its `owner` is a
+  local folder: `outputs/modle`) and names nothing is refused at once, without a Hub request.
 
 `task` picks the class through the transformers Auto classes, which `import modeling_elmo` registers (and which load
 a Hub model's own code with `trust_remote_code=True`): see `TASKS`. An ELMoForManyLangs model
@@ -119,7 +121,9 @@ def _first_line(error: BaseException) -> str:
 
 
 def _check_name(name: str, path: Path) -> None:
-    """A path that names nothing is refused at once (no network): the name of a Hub model is `owner/name`."""
+    """A name that looks like a local path and names nothing is refused at once, without a Hub request (which,
+    offline, would be retried for half a minute): only a valid `owner/name` whose `owner` is not a local folder
+    goes to the Hub. `outputs/modle`, with an `outputs/` folder here, is a mistyped folder, not a Hub id."""
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"cannot load an ELMo model from {name}: the folder has no config.json; "
@@ -127,8 +131,19 @@ def _check_name(name: str, path: Path) -> None:
         return
     if path.exists():
         raise ModelLoadError(f"cannot load an ELMo model from {name}: a file, not a folder; give {_accepted()}")
-    if name.startswith((".", "/", "~")) or name.count("/") != 1:
+    if name.startswith((".", "/", "~")) or "\\" in name or name.count("/") != 1:
         raise ModelLoadError(f"model {name} not found: give {_accepted()}")
+    owner = name.split("/")[0]
+    if Path(owner).is_dir():
+        raise ModelLoadError(f"model {name} not found: the folder {owner} has no {name.split('/')[1]} (a Hub id "
+                             f"is tried only when no local folder {owner} exists); give {_accepted()}")
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise ModelLoadError(f"model {name} not found: not a folder, and not a valid Hub id; "
+                             f"give {_accepted()}") from None
 
 
 def _random_model(name: str, auto_class, overrides: dict, seed: int | None):
