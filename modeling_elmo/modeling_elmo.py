@@ -57,8 +57,8 @@ class ElmoModelOutput(ModelOutput):
         last_hidden_state (`torch.FloatTensor` of shape `(batch, tokens, 2 * projection_dim)`):
             the top biLSTM layer, forward half first. Zeros at padding positions.
         hidden_states (`tuple(torch.FloatTensor)` of L + 1 tensors of that shape, with `output_hidden_states=True`):
-            layer 0 (the context-independent token embedding, duplicated to `2 * projection_dim`), then
-            every biLSTM layer.
+            layer 0 (the context-independent token embedding, duplicated to `2 * projection_dim`: the tensor
+            the biLSTM reads, one half per direction, so gradients reach it), then every biLSTM layer.
         state (`tuple(torch.FloatTensor)`, with `return_state=True` / `use_cache=True`): `(h, c)` of shapes
             `(num_layers, 2, batch, projection_dim)` and `(num_layers, 2, batch, cell_size)`, the final LSTM
             states of every row, both directions (forward: after the row's last token; backward: after its
@@ -298,6 +298,10 @@ class ElmoBiLm(nn.Module):
         """`tokens` (B, T, P), `lengths` (B,), `state` (h (L,2,B,P), c (L,2,B,C)) ->
         a list of L outputs (B, T, 2P) and the final state.
 
+        `tokens` may also be (B, T, 2P), layer 0 as `ElmoModel` returns it: the forward LSTM then reads the first
+        half and the backward LSTM the second, so that the returned layer 0 is what the biLSTM consumes and its
+        gradient shows each direction's dependence on it (the same values: both halves are the token vectors).
+
         `backward_tokens` (B, T, P), for stream training: the sequence the backward LSTM reads, already in
         its reading order (bilm-tf feeds it each sentence reversed); its outputs are then returned in that
         order instead of being aligned to `tokens`.
@@ -309,10 +313,13 @@ class ElmoBiLm(nn.Module):
         sorted_lengths = lengths[order]
         batch_sizes = (sorted_lengths.unsqueeze(0) > torch.arange(steps, device=lengths.device).unsqueeze(1)).sum(1)
         batch_sizes = [int(b) for b in batch_sizes.tolist() if b > 0]
-        x = tokens[order]
+        forward_tokens, backward_half = (
+            tokens.chunk(2, dim=-1) if tokens.shape[-1] == 2 * self.config.projection_dim else (tokens, tokens)
+        )  # (B, T, P) each
+        x = forward_tokens[order]
         if backward_tokens is None:
             # Backward direction: each row reversed within its length, so it starts on its own last token.
-            x = torch.stack([x, _reverse_within_lengths(x, sorted_lengths)])  # (2, B, T, P)
+            x = torch.stack([x, _reverse_within_lengths(backward_half[order], sorted_lengths)])  # (2, B, T, P)
         else:
             x = torch.stack([x, backward_tokens[order]])  # (2, B, T, P)
         index = packed_index(batch_sizes, steps).to(x.device)  # packed row -> position r * T + t
@@ -357,7 +364,8 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
-        model = super().from_pretrained(*args, **kwargs)
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a pair
         # Weights memory-mapped from safetensors can sit at addresses that make the BLAS kernels take another
         # path, which changes results in the last bit. Copying them makes a loaded model give exactly the
         # outputs of the model that was saved.
@@ -365,7 +373,7 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
             for tensor in [*model.parameters(), *model.buffers()]:
                 if tensor.device.type == "cpu" and tensor.data_ptr() % 64:
                     tensor.data = tensor.data.clone()
-        return model
+        return loaded
 
     def _initialize_weights(self, module, is_custom_code: bool = False):
         # transformers skips `_init_weights` for a module of remote code that has no parameters of its own
@@ -443,6 +451,10 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
 
     def get_input_embeddings(self) -> nn.Module:
         return self.char_encoder.char_embedding
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.char_encoder.char_embedding = value
+        self.clear_token_cache()  # its vectors came from the table replaced
 
     def embed_tokens(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Layer 0 for the real positions only: (B, T, 50), (B, T) -> (B, T, P), zeros at padding."""
@@ -531,12 +543,14 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
             state = self.zero_state(batch, device=tokens.device, dtype=tokens.dtype)
         else:
             state = self._check_state(state, batch)
+        if output_hidden_states:
+            # Layer 0 duplicated to 2P, and the very tensor the biLSTM reads (one half per direction), so that it is
+            # part of the graph: gradients reach it from every output.
+            tokens = torch.cat([tokens, tokens], dim=-1)  # (B, T, 2P)
         layers, final_state = self.bilm(tokens, lengths, state, backward_tokens)
 
         last_hidden_state = layers[-1]
-        hidden_states = None
-        if output_hidden_states:
-            hidden_states = (torch.cat([tokens, tokens], dim=-1), *layers)  # layer 0 duplicated to 2P
+        hidden_states = (tokens, *layers) if output_hidden_states else None
         final_state = final_state if use_cache else None
         if not return_dict:
             return tuple(v for v in (last_hidden_state, hidden_states, final_state) if v is not None)

@@ -60,6 +60,13 @@ class ElmoWordCharEncoder(nn.Module):
         """The input embedding table (`get_input_embeddings`): the characters', or the words' without a CNN."""
         return self.char_cnn.char_embedding if self.char_cnn is not None else self.word_embedding
 
+    @char_embedding.setter
+    def char_embedding(self, value: nn.Embedding) -> None:
+        if self.char_cnn is not None:
+            self.char_cnn.char_embedding = value
+        else:
+            self.word_embedding = value
+
     @property
     def token_cache(self):
         return self.char_cnn.token_cache if self.char_cnn is not None else None
