@@ -201,6 +201,77 @@ def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog)
     assert max(np.abs(got[k] - expected[k]).max(initial=0) for k in expected) <= 1e-7
 
 
+def _parts(partial: Path) -> list[Path]:
+    return sorted(partial.glob("chunk-*-part*.h5"))
+
+
+@pytest.mark.slow
+def test_sigint_commits_what_is_done_and_resume_completes_it(model_dir, tmp_path):
+    """The real command, signalled in the middle of its one window (parts committed every 0.1 s, batches slowed
+    down on demand): one line saying what was kept and --resume, exit 130, no traceback; then --resume finishes
+    and equals the uninterrupted run, bit for bit."""
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES + generated_lines(50, seed=5))
+    common = ["--model", model_dir, "--window", "100000", "--batch_size", "2", "--token_cache_size", "0"]
+    whole = tmp_path / "whole.hdf5"
+    assert embed_main(corpus, whole, *common) == 0
+    out = tmp_path / "out.hdf5"
+    partial = out.with_name(out.name + ".partial")
+    command = [sys.executable, "-m", "modeling_elmo.tools.embed", str(corpus), str(out), *map(str, common),
+               "--commit_seconds", "0.1", "--debug_batch_delay", "0.05", "--threads", "1", "--quiet"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(partial.glob("chunk-*-part*.h5")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=120)[1]
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and "SIGINT" in lines[0] and "--resume" in lines[0] and str(partial) in lines[0], stderr
+    assert not out.exists() and list(partial.glob("chunk-*-part*.h5"))  # what was done is kept
+    assert embed_main(corpus, out, *common, "--resume") == 0
+    got, expected = read_hdf5(out), read_hdf5(whole)
+    assert got.keys() == expected.keys() and all(np.array_equal(got[k], expected[k]) for k in expected)
+    assert not partial.exists()
+
+
+def test_sigterm_mid_window_keeps_its_parts_and_resume_skips_them(model_dir, tmp_path, monkeypatch, caplog):
+    """In-process, Parquet: a SIGTERM sent to this process after three batches of a window (every batch committed)
+    ends `main` with 143 and the parts kept; --resume runs only the batches whose lines are not done and gives the
+    rows of an uninterrupted run."""
+    import pyarrow.parquet as pq
+
+    lines = SENTENCES + generated_lines(40, seed=6)
+    corpus = write_corpus(tmp_path / "in.txt", lines)
+    common = ["--model", model_dir, "--window", "1000", "--batch_size", "4", "--token_cache_size", "0"]
+    whole, out = tmp_path / "whole.parquet", tmp_path / "out.parquet"
+    assert embed_main(corpus, whole, *common) == 0
+    real_call, calls = embed_module.Embedder.__call__, []
+
+    def counted(self, sentences):
+        calls.append(len(sentences))
+        if stop_after and len(calls) > stop_after:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled by the guard `main` installs
+        return real_call(self, sentences)
+
+    monkeypatch.setattr(embed_module.Embedder, "__call__", counted)
+    stop_after = 3
+    assert embed_main(corpus, out, *common, "--commit_seconds", "1e-9") == 143
+    assert "interrupted (SIGTERM)" in caplog.text and "--resume" in caplog.text
+    partial = out.with_name(out.name + ".partial")
+    assert len(list(partial.glob("chunk-*-part*.parquet"))) >= 3
+    stop_after, batches = None, len(calls)
+    calls.clear()
+    assert embed_main(corpus, out, *common, "--resume") == 0
+    total = -(-sum(1 for line in lines if line.split()) // 4)  # batches of 4 non-empty lines
+    assert len(calls) <= total - (batches - 1)  # the batches committed are not run again
+
+    def rows(path):
+        return sorted((row["line"], row["tokens"], row["embedding"]) for row in pq.read_table(path).to_pylist())
+
+    assert rows(out) == rows(whole)
+
+
 # --------------------------------------------------------------------------------------------------
 # Memory
 # --------------------------------------------------------------------------------------------------

@@ -48,11 +48,15 @@ measured in `benchmarks/results_embed_dtype.md`.
 Interruption and `--resume`
 ---------------------------
 The output is built in a work folder `OUTPUT.partial/`. Each window becomes one chunk file, written under a
-temporary name and renamed when complete, an atomic step, and `progress.json` records the settings. A killed run
-therefore leaves only complete chunks (plus at most one temporary file, deleted on resume), never a corrupt one.
-`--resume` checks that the settings are the same, skips the windows whose chunk exists and embeds the rest. When
-every window is done the chunks are merged into `OUTPUT.tmp`, which is renamed to OUTPUT, and the work folder is
-removed: OUTPUT exists only when complete. An interruption costs at most one window of work.
+temporary name and renamed when complete, an atomic step, and `progress.json` records the settings. While a window
+is embedded, what is done of it is committed the same way as a part (`chunk-W-partK`) every `--commit_seconds`
+(60), so a killed run leaves only complete chunks and parts (plus at most one temporary file, deleted on resume),
+never a corrupt one, and loses at most about a minute of work whatever the window and corpus size. Ctrl-C (SIGINT)
+or SIGTERM also commits what is done, then ends with one line saying what was kept, exit status 130 or 143.
+`--resume` checks that the settings are the same, skips the windows whose chunk exists, and in a window with parts
+skips the batches whose lines are done (the same batches as an uninterrupted run, so the same bits). When every
+window is done the chunks are merged into `OUTPUT.tmp`, which is renamed to OUTPUT, and the work folder is removed:
+OUTPUT exists only when complete.
 
 Several processes
 -----------------
@@ -70,7 +74,7 @@ tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU
 (`accelerate launch --cpu --num_processes N` starts one process only: use `--multi_gpu` on CPU machines too;
 docs/transformers_traps.md, "Accelerate on CPU".)
 
-Exit status: 0 on success, 2 for bad arguments or inputs (missing, empty or unreadable model or input, an unknown
+Exit status: 0 on success, 130/143 when interrupted by SIGINT/SIGTERM, 2 for bad arguments or inputs (missing, empty or unreadable model or input, an unknown
 or unavailable `--device`, an existing output without `--overwrite`/`--resume`, a `--resume` with other settings),
 1 when writing fails.
 """
@@ -110,14 +114,15 @@ from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
     EmbedError,
-    chunk_path,
+    WindowChunks,
     complete_chunks,
     count_lines,
+    done_windows,
     merge_chunks,
-    open_chunk,
     open_dataset,
     read_text_lines,
 )
+from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
@@ -210,10 +215,13 @@ class WindowPlan:
 
 class WindowEmbedder:
     """Embeds one window of lines into its chunk file, written under a temporary name and renamed when complete
-    (so that a killed process leaves no chunk that a rerun would take as done)."""
+    (so that a killed process leaves no chunk that a rerun would take as done). What is done of a window is
+    committed as a part every `--commit_seconds`, and on SIGINT/SIGTERM (`Interrupted`); a resumed window runs the
+    same batches as an uninterrupted run (its results are the same bits) and skips those whose lines are done."""
 
-    def __init__(self, embedder: Embedder, args, work: Path, is_dataset: bool, progress_bar):
+    def __init__(self, embedder: Embedder, args, work: Path, is_dataset: bool, progress_bar, guard: InterruptGuard):
         self.embedder, self.args, self.work, self.progress_bar = embedder, args, work, progress_bar
+        self.guard = guard
         self.is_dataset = is_dataset  # a dataset row of None is an empty line; a text line of None was left out
         config = embedder.model.config
         self.layers, self.width = config.num_layers + 1, config.hidden_size
@@ -222,21 +230,28 @@ class WindowEmbedder:
 
     def __call__(self, window: int, items: list[tuple[int, str | list | None]]) -> None:
         plan = self.plan(items)
-        final = chunk_path(self.work, window, self.args.format)
-        tmp = final.with_name(final.name + ".tmp")
-        writer = open_chunk(self.args.format, tmp, self.args.mode, plan.skipped)
+        args = self.args
+        chunks = WindowChunks(self.work, window, args.format, args.mode, plan.skipped, args.commit_seconds,
+                              self.guard.deferred)
+        done = chunks.done
         try:
-            writer.write(plan.ready)
-            self.progress_bar.update(len(plan.ready) + len(plan.skipped))
+            chunks.write(plan.ready)
+            self.progress_bar.update(len(plan.ready) + len(plan.skipped) + len(done - {r[0] for r in plan.ready}))
             waiting: dict[int, list] = {}  # pieces of long lines whose other pieces are in later batches
-            for batch in _batches(plan.pieces, self.args.batch_size, self.args.batch_tokens):
+            for batch in _batches(plan.pieces, args.batch_size, args.batch_tokens):
+                if done and all(piece.line in done for piece in batch):
+                    continue  # committed by an interrupted run
                 rows = _whole_lines(batch, self.embedder([p.words for p in batch]), plan, waiting)
-                writer.write(rows)
-                self.progress_bar.update(len(rows))
+                chunks.write(rows)
+                self.progress_bar.update(sum(row[0] not in done for row in rows))
                 self._debug_kill()
-        finally:
-            writer.close()
-        os.replace(tmp, final)  # the chunk is complete: one atomic step
+        except Interrupted:
+            chunks.commit()  # every row written is whole: keep them
+            raise
+        except BaseException:
+            chunks.abandon()
+            raise
+        chunks.finish()
         self.written += 1
         _release_free_memory()
 
@@ -263,9 +278,12 @@ class WindowEmbedder:
         return plan
 
     def _debug_kill(self) -> None:
-        """--debug_kill_after_chunks K: SIGKILL this process while it writes its chunk after the first K."""
+        """--debug_kill_after_chunks K: SIGKILL this process while it writes its chunk after the first K.
+        --debug_batch_delay S: sleep S seconds after each batch (a run slow enough to be signalled mid-window)."""
         if self.args.debug_kill_after_chunks is not None and self.written >= self.args.debug_kill_after_chunks:
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.args.debug_batch_delay:
+            time.sleep(self.args.debug_batch_delay)
 
 
 def _whole_lines(batch: list[Piece], arrays: list[np.ndarray], plan: WindowPlan, waiting: dict) -> list:
@@ -417,7 +435,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch_tokens", type=int, default=4096,
                         help="padded tokens per batch, <S> and </S> included (default 4096)")
     parser.add_argument("--window", type=int, default=10_000,
-                        help="lines sorted together by length; also the unit of resumption (default 10000)")
+                        help="lines sorted together by length; a window's chunk is complete when all are (default "
+                             "10000)")
+    parser.add_argument("--commit_seconds", type=float, default=60.0,
+                        help="what is done of a window is committed this often, so that an interruption loses at "
+                             "most this much work (default 60)")
     parser.add_argument("--max_tokens", type=int, default=1000,
                         help="longer lines are embedded in pieces of this many words (default 1000)")
     parser.add_argument("--max_line_chars", type=int, default=1_000_000,
@@ -440,6 +462,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="under torchrun / accelerate launch: seconds a process waits for the others (7200)")
     # Testing aid: SIGKILL this process while it writes the chunk after the first K (an interruption on demand).
     parser.add_argument("--debug_kill_after_chunks", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--debug_batch_delay", type=float, default=0.0, help=argparse.SUPPRESS)
     return parser
 
 
@@ -451,6 +474,8 @@ def _check_args(args) -> None:
     for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout"):
         if getattr(args, name) < 1:
             raise EmbedError(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    if not args.commit_seconds > 0:
+        raise EmbedError(f"--commit_seconds must be a positive number of seconds, got {args.commit_seconds}")
     if args.max_lines is not None and args.max_lines < 0:
         raise EmbedError(f"--max_lines must be >= 0, got {args.max_lines}")
     if args.token_cache_size < 0:
@@ -520,8 +545,10 @@ def _prepare_work_dir(args, output: Path, work: Path, settings: dict) -> set[int
             )
         for leftover in work.glob("*.tmp*"):  # a chunk being written when the run was killed
             leftover.unlink()
-        done = {int(p.name.split("-")[1].split(".")[0]) for p in work.glob("chunk-*") if p.is_file()}
-        logger.info("resuming: %d window(s) of %d lines already done in %s", len(done), args.window, work)
+        done = done_windows(work)
+        parts = len(list(work.glob("chunk-*-part*")))
+        logger.info("resuming: %d window(s) of %d lines already done in %s%s", len(done), args.window, work,
+                    f", and {parts} committed part(s) of windows in progress" if parts else "")
         return done
     work.mkdir(parents=True)
     _write_json(progress, {"settings": settings})
@@ -590,9 +617,11 @@ def _dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
-def run(args) -> Path:
+def run(args, guard: InterruptGuard | None = None) -> Path:
     """Embed `args.input` into `args.output` (see the module docstring); returns the output path (complete on
-    process 0 when it returns; the other processes of a multi-process run return before the merge)."""
+    process 0 when it returns; the other processes of a multi-process run return before the merge). `guard`: the
+    interrupt guard `main` installs (SIGINT/SIGTERM raise `Interrupted` after committing what is done)."""
+    guard = guard or InterruptGuard()
     _check_args(args)
     output = Path(args.output)
     args.format = args.format or ("parquet" if output.suffix.lower() in PARQUET_SUFFIXES else "hdf5")
@@ -619,9 +648,11 @@ def run(args) -> Path:
             return output
         progress_bar = _progress_bar(source.total, args.quiet or processes.rank != 0)
         embed_window = WindowEmbedder(Embedder(model, tokenizer, args.mode, device, dtype), args, work,
-                                      source.is_dataset, progress_bar)
-        windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
-        progress_bar.close()
+                                      source.is_dataset, progress_bar, guard)
+        try:
+            windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
+        finally:
+            progress_bar.close()
         own = Counts.of_processes([source.counts, embed_window.counts])  # reader's counts + what this one embedded
         counts = Counts.of_processes(processes.gather(own))  # after it, every process's chunks are complete
     finally:
@@ -645,8 +676,8 @@ def run(args) -> Path:
 def _merge(args, work: Path, output: Path, windows: int, lines_read: int, layers: int) -> None:
     """Merge the chunks into `OUTPUT.tmp`, rename it to OUTPUT (complete in one step) and remove the work folder."""
     chunks = complete_chunks(work, args.format)
-    if len(chunks) != windows:  # a bug, or the work folder was tampered with
-        raise RuntimeError(f"{work} holds {len(chunks)} chunks for {windows} windows")
+    if done_windows(work) != set(range(windows)):  # a bug, or the work folder was tampered with
+        raise RuntimeError(f"{work} holds {len(done_windows(work))} complete chunks for {windows} windows")
     attrs = {"model": args.model, "mode": args.mode, "split": args.split, "layers": layers, "lines": lines_read}
     tmp = output.with_name(output.name + ".tmp")
     logger.info("merging %d chunk(s) into %s", len(chunks), output)
@@ -678,6 +709,18 @@ def _release_free_memory() -> None:
             pass
 
 
+def _log_interrupted(stop: Interrupted, output: Path) -> None:
+    """The one line of an interrupted run: what it kept and how to go on."""
+    work = output.with_name(output.name + ".partial")
+    if not work.is_dir():
+        logger.warning("interrupted (%s) before any work was kept", stop.name)
+        return
+    parts = len(list(work.glob("chunk-*-part*")))
+    logger.warning("interrupted (%s): kept in %s %d complete window(s) and %d committed part(s) of windows in "
+                   "progress; run the same command with --resume to continue", stop.name, work,
+                   len(done_windows(work)), parts)
+
+
 def _progress_bar(total: int | None, quiet: bool):
     from tqdm.auto import tqdm
 
@@ -694,8 +737,13 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    guard = InterruptGuard()
     try:
-        run(args)
+        with guard.installed():
+            run(args, guard)
+    except Interrupted as stop:
+        _log_interrupted(stop, Path(args.output))
+        return stop.exit_code
     except EmbedError as error:
         logger.error("%s", error)
         return 2

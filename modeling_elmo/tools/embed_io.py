@@ -1,13 +1,17 @@
-"""Reading `elmo-embed`'s input and writing its output: text and `datasets` readers, one chunk file per window
-(HDF5 or Parquet), and the merge of the chunks into the final file. The layout is described in `modeling_elmo.tools.embed`.
+"""Reading `elmo-embed`'s input and writing its output: text and `datasets` readers, the chunk files of each window
+(HDF5 or Parquet; parts committed as the window goes), and the merge of the chunks into the final file. The layout is described in `modeling_elmo.tools.embed`.
 
 Like `embed.py`, this module is not imported by the model files and does not travel as remote code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,10 +201,16 @@ class ParquetChunk:
         self.writer.close()
 
 
-def chunk_path(work: Path, window: int, output_format: str) -> Path:
-    """The chunk file of window number `window` (complete: it is written under a temporary name first)."""
+# A window's complete chunk is chunk-WWWWWWWW.SUFFIX; while it is embedded, what is done is committed every
+# --commit_seconds as chunk-WWWWWWWW-partKKKK.SUFFIX, so that an interruption loses little of a large window.
+_CHUNK_NAME = re.compile(r"chunk-(\d{8})(-part\d{4})?\.(h5|parquet)")
+
+
+def chunk_path(work: Path, window: int, output_format: str, part: int | None = None) -> Path:
+    """The complete chunk file of window number `window` (it is written under a temporary name first), or its
+    committed part number `part`."""
     suffix = ParquetChunk.suffix if output_format == "parquet" else Hdf5Chunk.suffix
-    return work / f"chunk-{window:08d}{suffix}"
+    return work / (f"chunk-{window:08d}{suffix}" if part is None else f"chunk-{window:08d}-part{part:04d}{suffix}")
 
 
 def open_chunk(output_format: str, path: Path, mode: str, skipped: list[int]) -> Hdf5Chunk | ParquetChunk:
@@ -209,9 +219,86 @@ def open_chunk(output_format: str, path: Path, mode: str, skipped: list[int]) ->
 
 
 def complete_chunks(work: Path, output_format: str) -> list[Path]:
-    """The complete chunk files of a work folder, in window order."""
+    """Every chunk file and committed part of a work folder, in window order."""
     suffix = ParquetChunk.suffix if output_format == "parquet" else Hdf5Chunk.suffix
     return sorted(work.glob(f"chunk-*{suffix}"))
+
+
+def done_windows(work: Path) -> set[int]:
+    """The windows whose chunk is complete."""
+    found = (_CHUNK_NAME.fullmatch(p.name) for p in work.glob("chunk-*"))
+    return {int(m.group(1)) for m in found if m and not m.group(2)}
+
+
+def window_parts(work: Path, window: int, output_format: str) -> list[Path]:
+    """The parts committed so far of a window not complete."""
+    suffix = ParquetChunk.suffix if output_format == "parquet" else Hdf5Chunk.suffix
+    return sorted(work.glob(f"chunk-{window:08d}-part*{suffix}"))
+
+
+def chunk_lines(path: Path, output_format: str) -> set[int]:
+    """The line numbers a chunk file holds."""
+    if output_format == "parquet":
+        import pyarrow.parquet as pq
+
+        return set(pq.read_table(path, columns=["line"]).column("line").to_pylist())
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        return {int(name) for name in handle}
+
+
+class WindowChunks:
+    """The files of one window: rows go to a part that is committed (renamed from its temporary name) once it is
+    `commit_seconds` old, and the last part becomes the window's complete chunk. Parts an interrupted run committed
+    are kept: `done` holds their lines, which are not written again. Each write and rename runs inside `protect()`
+    (the interrupt guard's `deferred`), so a signal never leaves half a row or half a rename."""
+
+    def __init__(self, work: Path, window: int, output_format: str, mode: str, skipped: list[int],
+                 commit_seconds: float, protect: Callable[[], contextlib.AbstractContextManager]):
+        self.work, self.window, self.format, self.mode = work, window, output_format, mode
+        self.commit_seconds, self.protect = commit_seconds, protect
+        existing = window_parts(work, window, output_format)
+        self.done: set[int] = set().union(*(chunk_lines(path, output_format) for path in existing))
+        self.part = len(existing)
+        self._open([] if existing else skipped)  # the skipped lines are recorded by the window's first part
+
+    def _open(self, skipped: list[int]) -> None:
+        self.path = chunk_path(self.work, self.window, self.format, self.part)
+        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.writer = open_chunk(self.format, self.tmp, self.mode, skipped)
+        self.opened = time.monotonic()
+
+    def write(self, rows: list[tuple[int, list[str], np.ndarray]]) -> None:
+        with self.protect():
+            self.writer.write([row for row in rows if row[0] not in self.done])
+        if time.monotonic() - self.opened >= self.commit_seconds:
+            self.commit()
+            self.part += 1
+            self._open([])
+
+    def commit(self) -> None:
+        """Keep the rows written so far as a part of the window (nothing to do when the part is closed already)."""
+        self._close_as(self.path)
+
+    def finish(self) -> None:
+        """The window is done: its last part becomes its complete chunk, in one atomic step."""
+        self._close_as(chunk_path(self.work, self.window, self.format))
+
+    def abandon(self) -> None:
+        """A failed write: the temporary file is not kept as done (a resumed run deletes it)."""
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            self.writer = None
+
+    def _close_as(self, path: Path) -> None:
+        if self.writer is None:
+            return
+        with self.protect():
+            self.writer.close()
+            os.replace(self.tmp, path)
+            self.writer = None
 
 
 def merge_chunks(output_format: str, chunks: list[Path], target: Path, mode: str, attrs: dict) -> None:

@@ -1,0 +1,71 @@
+"""Ctrl-C (SIGINT) and SIGTERM in a long command: one line and exit status 128 + the signal, not a traceback.
+
+    guard = InterruptGuard()
+    with guard.installed():          # the command's main(): the signals raise `Interrupted`
+        ...
+        with guard.deferred():       # a write that must not be cut in half: the signal waits for its end
+            writer.write(rows)
+
+A signal that arrives inside `deferred()` is raised when the block ends, so what was written is whole; anywhere else
+it is raised at once (Python runs the handler between two bytecodes, so a long tensor operation ends first). Outside
+`installed()` the guard changes nothing: Ctrl-C raises KeyboardInterrupt as usual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(Exception):
+    """The process received SIGINT or SIGTERM; `exit_code` is the shell's status for it (130, 143)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class InterruptGuard:
+    """Turns SIGINT/SIGTERM into `Interrupted` while installed, held back inside `deferred()` blocks."""
+
+    def __init__(self):
+        self._pending: int | None = None
+        self._depth = 0
+
+    def _handler(self, signum, frame) -> None:
+        if self._depth:
+            self._pending = signum
+            return
+        raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[InterruptGuard]:
+        previous = {signum: signal.signal(signum, self._handler) for signum in SIGNALS}
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self._pending = None
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+        if not self._depth and self._pending is not None:
+            signum, self._pending = self._pending, None
+            raise Interrupted(signum)
