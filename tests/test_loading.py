@@ -150,6 +150,27 @@ def test_a_hub_id_that_cannot_be_reached_is_one_line(monkeypatch):
     _one_line(error, "Hub id")
 
 
+def test_a_hub_id_whose_host_does_not_resolve_is_one_line_at_once(monkeypatch):
+    """No name resolution (offline): one line naming the host, without the Hub client's half a minute of retries."""
+    import socket
+    import time
+
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "https://hub.elmo-test.invalid")
+
+    def no_dns(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    start = time.monotonic()
+    with pytest.raises(ModelLoadError, match="hub.elmo-test.invalid cannot be reached") as error:
+        load_elmo("nobody/no-such-elmo")
+    assert time.monotonic() - start < 5
+    _one_line(error, "nobody/no-such-elmo", "Hub id")
+
+
 def test_an_elmoformanylangs_folder_gets_its_tokenizer(tmp_path):
     pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs fixture is written with its package")
     import manylangs_fixture

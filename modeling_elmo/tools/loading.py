@@ -15,7 +15,8 @@ fine-tuning commands, the demo):
   (not a trained model), with the default `ElmoTokenizer`;
 * a Hub id (`owner/name`): `from_pretrained`; absent, private or offline, it is a one-line error. A name that
   looks like a local path (it starts with `.`, `/` or `~`, has another number of `/` than one, or its `owner` is a
-  local folder: `outputs/modle`) and names nothing is refused at once, without a Hub request.
+  local folder: `outputs/modle`) and names nothing is refused at once, without a Hub request; where the Hub's host
+  name does not resolve (offline), a Hub id not in the Hugging Face cache is refused at once too.
 
 `task` picks the class through the transformers Auto classes, which `import modeling_elmo` registers (and which load
 a Hub model's own code with `trust_remote_code=True`): see `TASKS`. An ELMoForManyLangs model
@@ -157,7 +158,34 @@ def _random_model(name: str, auto_class, overrides: dict, seed: int | None):
     return auto_class.from_config(config)
 
 
+def _hub_host_unresolvable() -> str | None:
+    """The Hub's host name when it does not resolve (offline, no DNS) and no proxy would resolve it instead; else
+    None. A name lookup, not a request: it answers at once where the Hub client would retry for half a minute."""
+    import socket
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or urllib.request.getproxies().get("https"):
+        return None
+    host = urlsplit(constants.ENDPOINT).hostname
+    try:
+        socket.getaddrinfo(host, 443)
+    except (OSError, UnicodeError):
+        return host
+    return None
+
+
 def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code: bool, ignore_mismatched_sizes: bool):
+    host = None if Path(name).is_dir() else _hub_host_unresolvable()
+    if host is not None:
+        try:  # only the Hugging Face cache can still serve it
+            transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code, local_files_only=True)
+        except _ERRORS:
+            raise ModelLoadError(f"cannot load an ELMo model from {name}: {host} cannot be reached (its name does not "
+                                 f"resolve: offline?) and the model is not in the Hugging Face cache; "
+                                 f"give {_accepted()}") from None
     try:
         config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code, **overrides)
     except _ERRORS as error:
