@@ -74,9 +74,9 @@ tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU
 (`accelerate launch --cpu --num_processes N` starts one process only: use `--multi_gpu` on CPU machines too;
 docs/transformers_traps.md, "Accelerate on CPU".)
 
-Exit status: 0 on success, 130/143 when interrupted by SIGINT/SIGTERM, 2 for bad arguments or inputs (missing, empty or unreadable model or input, an unknown
-or unavailable `--device`, an existing output without `--overwrite`/`--resume`, a `--resume` with other settings),
-1 when writing fails.
+Exit status: 0 on success, 130/143 when interrupted by SIGINT/SIGTERM, 2 for bad arguments or inputs (missing, empty
+or unreadable model or input, an unknown or unavailable `--device`, an existing output without
+`--overwrite`/`--resume`, a `--resume` with other settings), 1 when writing fails.
 """
 
 from __future__ import annotations
@@ -716,9 +716,9 @@ def _log_interrupted(stop: Interrupted, output: Path) -> None:
         logger.warning("interrupted (%s) before any work was kept", stop.name)
         return
     parts = len(list(work.glob("chunk-*-part*")))
-    logger.warning("interrupted (%s): kept in %s %d complete window(s) and %d committed part(s) of windows in "
-                   "progress; run the same command with --resume to continue", stop.name, work,
-                   len(done_windows(work)), parts)
+    logger.warning("interrupted (%s): %d complete window(s) and %d committed part(s) of windows in progress are "
+                   "kept in %s; run the same command with --resume to continue", stop.name, len(done_windows(work)),
+                   parts, work)
 
 
 def _progress_bar(total: int | None, quiet: bool):
