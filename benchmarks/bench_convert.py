@@ -4,7 +4,7 @@ Usage:
     python -m benchmarks.bench_convert                                # small, medium, original
     python -m benchmarks.bench_convert --sizes small --work_dir /tmp/elmo-bench
 
-For each size, `../shared/tools/make_random_elmo_hdf5.py` writes options.json + weights.hdf5 (kept in
+For each size, `tests/original_layout.py` writes options.json + weights.hdf5 (kept in
 `--work_dir` and reused), then the converter runs in a fresh process that first imports everything it
 needs (torch, transformers, h5py, safetensors, the project) and reads its peak RSS (VmHWM in
 /proc/self/status; Linux only) before and after `main()`. "growth" is the difference: the memory the
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-TOOL = REPO.parent / "shared" / "tools" / "make_random_elmo_hdf5.py"
+TOOL = REPO / "tests" / "original_layout.py"  # random weights in the original layout, any preset size
 SIZES = ("small", "medium", "original")
 
 logger = logging.getLogger("bench_convert")

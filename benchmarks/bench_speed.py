@@ -6,7 +6,7 @@ Usage:
     python benchmarks/bench_speed.py --device cuda --sections gpu   # GPU inference and training tokens/s
 
 The model is the original size (2 x 4096 cell / 512 projection, 2048 char filters, 2 highway): random weights in
-the published hdf5 layout (`../shared/tools/make_random_elmo_hdf5.py --size original`) converted with
+the published hdf5 layout (`tests/original_layout.py OUT --size original`) converted with
 `elmo-convert`, written once to `--work_dir` and reused (`--model` takes an existing folder instead).
 
 FLOPs: 204 MFLOP per token at the original size (counted below from the shapes; `<S>` and `</S>` count as tokens):
@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-TOOL = REPO.parent / "shared" / "tools" / "make_random_elmo_hdf5.py"
+TOOL = REPO / "tests" / "original_layout.py"  # random weights in the original layout, any preset size
 PTB = REPO.parent / "shared" / "data" / "ptb" / "ptb.valid.txt"
 sys.path.insert(0, str(REPO))
 
