@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -73,16 +74,20 @@ for block in blocks:
 """
 
 
-def run_page(path: Path, workdir: Path, demo: Path) -> None:
+def run_page(path: Path, workdir: Path, demo: Path) -> subprocess.CompletedProcess | None:
+    """Run the page's blocks in order in a fresh Python from `workdir`; None when it has no block to run."""
     blocks = [dict(b, page=path.name) for b in code_blocks(path) if b["language"] in RUN_LANGUAGES and not b["not_run"]]
     if not blocks:
-        return
+        return None
     shutil.copytree(demo, workdir / "outputs" / "demo")  # a fresh copy: blocks may write into it
     (workdir / "blocks.json").write_text(json.dumps(blocks), encoding="utf-8")
     (workdir / "driver.py").write_text(DRIVER, encoding="utf-8")
-    done = subprocess.run([sys.executable, "driver.py", "blocks.json"], cwd=workdir, env=block_env(),
+    return subprocess.run([sys.executable, "driver.py", "blocks.json"], cwd=workdir, env=block_env(),
                           capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"{path.name}: a block failed\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}"
+
+
+def page_path(page: str) -> Path:
+    return README if page == "README" else ROOT / "docs" / f"{page}.md"
 
 
 def block_env() -> dict:
@@ -135,15 +140,23 @@ def test_skipped_blocks_say_why(page):
     assert not re.search(r"issue \d+", text, flags=re.IGNORECASE)
 
 
-@pytest.mark.slow
-def test_readme_blocks_run(tmp_path, demo_outputs):
-    run_page(README, tmp_path, demo_outputs)
+@pytest.fixture(scope="module")
+def page_runs(tmp_path_factory, demo_outputs) -> dict:
+    """Every page's blocks run, two pages at a time (independent folders; a page is a chain of short commands that
+    mostly wait on imports and files, so two overlap well on two cores): page -> its run, or None."""
+    pages = [page for page in ["README", *DOC_PAGES] if page_path(page).exists()]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {page: pool.submit(run_page, page_path(page), tmp_path_factory.mktemp(page), demo_outputs)
+                for page in pages}
+    return {page: run.result() for page, run in runs.items()}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", DOC_PAGES)
-def test_doc_page_blocks_run(page, tmp_path, demo_outputs):
-    path = ROOT / "docs" / f"{page}.md"
-    if not path.exists():
-        pytest.skip(f"docs/{page}.md does not exist")
-    run_page(path, tmp_path, demo_outputs)
+@pytest.mark.parametrize("page", ["README", *DOC_PAGES])
+def test_page_blocks_run(page, page_runs):
+    if page not in page_runs:
+        pytest.skip(f"{page_path(page).relative_to(ROOT)} does not exist")
+    done = page_runs[page]
+    assert done is None or done.returncode == 0, (
+        f"{page_path(page).name}: a block failed\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}"
+    )
