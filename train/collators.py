@@ -25,6 +25,11 @@ def _as_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor:
     return torch.as_tensor(value, dtype=dtype)
 
 
+def _label_key(features: Sequence[Mapping[str, Any]]) -> str | None:
+    """The examples' label column: `labels`, else `label` (as `datasets` names it), else None."""
+    return "labels" if "labels" in features[0] else "label" if "label" in features[0] else None
+
+
 @dataclass
 class _ElmoCollatorBase:
     tokenizer: Any = None
@@ -53,7 +58,7 @@ class _ElmoCollatorBase:
                 f["attention_mask"] if "attention_mask" in f else [1] * n for f, n in zip(features, lengths)
             ]
         }
-        key = "labels" if "labels" in features[0] else "label" if "label" in features[0] else None
+        key = _label_key(features)
         if token_labels and key is not None:
             token_values["labels"] = [
                 self._token_labels(row, f[key], n) for row, (f, n) in enumerate(zip(features, lengths))
@@ -80,7 +85,7 @@ class ElmoDataCollatorForSequenceClassification(_ElmoCollatorBase):
 
     def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         batch = self._pad(features)
-        key = "labels" if "labels" in features[0] else "label" if "label" in features[0] else None
+        key = _label_key(features)
         if key is not None:
             values = [f[key] for f in features]
             first = values[0]
