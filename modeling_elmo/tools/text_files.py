@@ -1,0 +1,86 @@
+"""Users' text files in the encoding they name (`--encoding`, UTF-8 by default), line by line.
+
+Bytes that do not decode are refused with one line that names the file, the line, the byte and the option to use,
+rather than replaced by U+FFFD characters that would be embedded or trained on without a word said. Commands call
+`check_decodes` on every input before they write anything, so a refusal leaves nothing half-written.
+
+Lines are split on the byte 0x0a, so only encodings in which a newline is that byte (and no other character contains
+it) are accepted: UTF-8, GBK/GB18030, Big5, Shift-JIS, the ISO-8859 and Windows code pages. UTF-16 and UTF-32 are
+refused by `checked_encoding`, with the conversion to use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+from collections.abc import Iterator
+from pathlib import Path
+
+DEFAULT_ENCODING = "utf-8"
+_BOM = "\ufeff"
+
+
+class UndecodableText(ValueError):
+    """A line of a text file is not valid in the encoding it is read with."""
+
+    def __init__(self, path: str | Path, line_number: int, error: UnicodeDecodeError, encoding: str):
+        bad = error.object[error.start: error.start + 1]
+        value = f" (0x{bad[0]:02x})" if bad else ""
+        super().__init__(
+            f"{path}: line {line_number}, byte {error.start + 1} of the line{value} is not valid {encoding}; "
+            f"give the file's encoding with --encoding (for example --encoding gb18030 for Chinese text)")
+        self.path, self.line_number, self.byte = str(path), line_number, error.start + 1
+
+
+def checked_encoding(name: str) -> str:
+    """`name` as Python's codec registry spells it, if lines of that encoding can be read by splitting on newlines;
+    an `argparse.ArgumentTypeError` (one line) otherwise, so argparse reports it as a usage error (exit 2)."""
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown encoding {name!r} (Python's codec names: utf-8, gb18030, "
+                                         "big5, shift_jis, latin-1, cp1252, ...)") from None
+    if not _splits_on_newline_byte(info.name):
+        raise argparse.ArgumentTypeError(
+            f"encoding {name!r} is not read line by line (a newline is not the byte 0x0a in it); convert the file "
+            f"first, for example: iconv -f {name} -t utf-8 FILE > FILE.utf8")
+    return info.name
+
+
+def _splits_on_newline_byte(encoding: str) -> bool:
+    try:
+        return "\n".encode(encoding) == b"\n" and "a\nb".encode(encoding).count(b"\n") == 1
+    except (UnicodeError, LookupError):
+        return False
+
+
+def add_encoding_argument(parser: argparse.ArgumentParser, what: str = "the text files") -> None:
+    """The `--encoding` option of every command that reads text."""
+    parser.add_argument("--encoding", type=checked_encoding, default=DEFAULT_ENCODING,
+                        help=f"encoding of {what} (default utf-8; e.g. gb18030, big5, shift_jis, latin-1). "
+                             "Bytes that do not decode are refused, naming the file, line and byte")
+
+
+def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int) -> str:
+    """One line's bytes as text (its line ending removed; a byte-order mark at the start of the file too)."""
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as error:
+        raise UndecodableText(path, line_number, error, encoding) from None
+    if line_number == 1 and text.startswith(_BOM):
+        text = text[1:]
+    return text.rstrip("\r\n")
+
+
+def iter_lines(path: str | Path, encoding: str = DEFAULT_ENCODING) -> Iterator[str]:
+    """The lines of `path` decoded with `encoding`, line endings removed; `UndecodableText` at the first bad line."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            yield decode_line(raw, encoding, path, number)
+
+
+def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING) -> None:
+    """Raises `UndecodableText` for the first line of `paths` that does not decode: one pass, nothing kept."""
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        for _ in iter_lines(path, encoding):
+            pass
