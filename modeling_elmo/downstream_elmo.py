@@ -250,13 +250,15 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
 LayerChoice = str | int | Sequence[float]
 
 
-def sentence_word_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """(B, T, 50) character ids -> (B, T) bool: True at real words, False at `<S>`, `</S>` and padding (a row
-    without words stays all False, unlike `word_mask_of`, which then keeps the boundaries)."""
+def sentence_word_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                       boundary_rows: list[list[int]] | None = None) -> torch.Tensor:
+    """(B, T, 50) character ids -> (B, T) bool: True at real words, False at `<S>`, `</S>` (or the model's
+    `boundary_rows`, `ElmoConfig.sentence_boundary_rows`) and padding (a row without words stays all False, unlike
+    `word_mask_of`, which then keeps the boundaries)."""
     real = real_token_mask(input_ids)
     if attention_mask is not None:
         real = real & attention_mask.bool()
-    return real & ~sentence_boundary_mask(input_ids)
+    return real & ~sentence_boundary_mask(input_ids, boundary_rows)
 
 
 def mix_layers(hidden_states: Sequence[torch.Tensor] | torch.Tensor, layers: LayerChoice = "average") -> torch.Tensor:
@@ -280,11 +282,12 @@ def mix_layers(hidden_states: Sequence[torch.Tensor] | torch.Tensor, layers: Lay
 
 
 def mean_pool(hidden_states: Sequence[torch.Tensor] | torch.Tensor, input_ids: torch.Tensor,
-              attention_mask: torch.Tensor | None = None, layers: LayerChoice = "average") -> torch.Tensor:
+              attention_mask: torch.Tensor | None = None, layers: LayerChoice = "average",
+              boundary_rows: list[list[int]] | None = None) -> torch.Tensor:
     """(B, D) float32: per row, the mean over its words (`sentence_word_mask`) of the `layers` mix; zeros for a
-    row without words."""
+    row without words. `boundary_rows`: the model's `config.sentence_boundary_rows` (ELMoForManyLangs' markers)."""
     mixed = mix_layers(hidden_states, layers).double()
-    mask = sentence_word_mask(input_ids, attention_mask).to(mixed.device)
+    mask = sentence_word_mask(input_ids, attention_mask, boundary_rows).to(mixed.device)
     # Rows are summed in float64, so that the result does not depend on how much padding a batch adds.
     summed = (mixed * mask.unsqueeze(-1)).sum(1)
     counts = mask.sum(1, keepdim=True).clamp(min=1)

@@ -19,12 +19,14 @@ class ElmoSentencePooling(Module):
     """Features in: `input_ids` (B, T, 50), `attention_mask`, `token_embeddings` (the top layer) and, unless
     `layers == "top"`, `all_layer_embeddings` (the L + 1 layers). Out: `sentence_embedding` (B, 2P)."""
 
-    config_keys: list[str] = ["layers", "embedding_dimension"]
+    config_keys: list[str] = ["layers", "embedding_dimension", "boundary_rows"]
 
-    def __init__(self, embedding_dimension: int, layers: str | int | list[float] = "average"):
+    def __init__(self, embedding_dimension: int, layers: str | int | list[float] = "average",
+                 boundary_rows: list[list[int]] | None = None):
         super().__init__()
         self.embedding_dimension = embedding_dimension
         self.layers = layers
+        self.boundary_rows = boundary_rows  # the model's sentence markers when not <S>/</S> (ELMoForManyLangs)
 
     def forward(self, features: dict, **kwargs) -> dict:
         if self.layers == "top":
@@ -39,7 +41,7 @@ class ElmoSentencePooling(Module):
                     "save_for_sentence_transformers does)"
                 )
             layers = self.layers
-        pooled = mean_pool(hidden, features["input_ids"], features.get("attention_mask"), layers)
+        pooled = mean_pool(hidden, features["input_ids"], features.get("attention_mask"), layers, self.boundary_rows)
         features["sentence_embedding"] = pooled.to(features["token_embeddings"].dtype)
         return features
 

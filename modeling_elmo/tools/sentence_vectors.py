@@ -80,7 +80,8 @@ def sentence_vectors(model, tokenizer, sentences: Sequence[str] | Sequence[Seque
             input_ids, attention_mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
             with torch.inference_mode():
                 out = model(input_ids, attention_mask=attention_mask, output_hidden_states=True)
-                pooled.append(mean_pool(out.hidden_states, input_ids, attention_mask, layers).cpu())
+                pooled.append(mean_pool(out.hidden_states, input_ids, attention_mask, layers,
+                                          model.config.sentence_boundary_rows).cpu())
     finally:
         model.train(was_training)
     width = 2 * model.config.projection_dim
@@ -126,7 +127,9 @@ def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "av
                  "default_prompt_name": None})
     (folder / POOLING_MODULE_FOLDER).mkdir(exist_ok=True)
     layers_value = layers if isinstance(layers, str | int) else [float(w) for w in layers]
-    _write_json(folder / POOLING_MODULE_FOLDER / "config.json", {"layers": layers_value, "embedding_dimension": width})
+    _write_json(folder / POOLING_MODULE_FOLDER / "config.json",
+                {"layers": layers_value, "embedding_dimension": width,
+                 "boundary_rows": config.get("sentence_boundary_rows")})
     logger.info("%s: sentence-transformers files written (pooling: mean over words of the %s layers)", folder,
                 layers_value)
     return folder
@@ -144,7 +147,8 @@ def sentence_transformer(model_name_or_path: str | Path, layers: LayerChoice = "
     width = 2 * transformer.auto_model.config.projection_dim
     layers_value = layers if isinstance(layers, str | int) else [float(w) for w in layers]
     mix_layers(torch.zeros(transformer.auto_model.config.num_layers + 1, 1, 1, 1), layers_value)
-    return SentenceTransformer(modules=[transformer, ElmoSentencePooling(width, layers_value)], device=device)
+    pooling = ElmoSentencePooling(width, layers_value, transformer.auto_model.config.sentence_boundary_rows)
+    return SentenceTransformer(modules=[transformer, pooling], device=device)
 
 
 def _write_json(path: Path, data) -> None:
