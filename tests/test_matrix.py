@@ -1,0 +1,256 @@
+"""Every kind of model the project makes or converts, through every door a user opens: a matrix.
+
+Each feature has its own tests; this file catches the combinations. `MATRIX` says, for each kind of model and each
+door, what a user gets: "yes" (the cell checks real values: vectors equal to the model's own forward to 1e-6,
+labels, shapes, a loss that goes down), or a one-line refusal (exit 2) whose reason the cell checks. The README's
+table of what works is rendered from `MATRIX` by `render_table`, and a test checks that the README shows it.
+
+The kinds are built once, at tiny sizes, by the project's own commands (converters, pretraining, fine-tuning); the
+doors that need a fresh interpreter (remote code, the pipeline, the Hub) run every kind in one subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import huggingface_hub.constants
+import numpy as np
+import pytest
+import torch
+from conftest import _NO_PROJECT, clean_env, tiny_config
+from hub_server import HubServer
+
+from modeling_elmo import ElmoForPreTraining, load_elmo
+from modeling_elmo.tools import convert as convert_command
+from tokenization import ElmoTokenizer
+
+pytestmark = pytest.mark.slow
+
+SENTENCES = ["The cat sat on the mat .", "我 爱 北京 天安门 。", "naïve café über ELMo 2018"]
+RAW_SENTENCES = ["The cat sat on the mat.", "我爱北京天安门。", "The bank lends money, the river bank floods."]
+TOKEN = "hf_matrix_token"
+
+KINDS = {
+    "allennlp": "converted from AllenNLP / bilm-tf weights (byte characters)",
+    "manylangs": "converted ELMoForManyLangs, characters and words",
+    "manylangs_chars": "converted ELMoForManyLangs, characters only",
+    "manylangs_words": "converted ELMoForManyLangs, words only",
+    "jieba": "a tokenizer with the jieba word split",
+    "pretrained": "pretrained by elmo-pretrain",
+    "finetuned": "fine-tuned by elmo-finetune-classification",
+}
+DOORS = {
+    "remote": "AutoModel / AutoTokenizer as remote code, fresh interpreter",
+    "pipeline": 'pipeline("feature-extraction")',
+    "hub": "push to a Hub, load back by id",
+    "sentences": "sentence vectors, SentenceTransformer",
+}
+YES = "yes"
+MATRIX: dict[str, dict[str, str]] = {kind: dict.fromkeys(DOORS, YES) for kind in KINDS}
+
+
+def render_table() -> str:
+    """The README's table: a row per kind, a column per door."""
+    header = "| model | " + " | ".join(f"`{d}`" for d in DOORS) + " |"
+    rows = [header, "|" + "---|" * (len(DOORS) + 1)]
+    for kind, description in KINDS.items():
+        rows.append(f"| {description} | " + " | ".join(MATRIX[kind][d] for d in DOORS) + " |")
+    return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# The kinds of model
+# --------------------------------------------------------------------------------------------------
+def _convert(*args: str) -> None:
+    code = convert_command.main(list(args))
+    assert code == 0, f"elmo-convert {' '.join(args)} exited {code}"
+
+
+def _allennlp(root: Path) -> Path:
+    from original_layout import options_for, write_original_layout
+
+    options, weights = write_original_layout(root / "original", options_for("tiny"), seed=3)
+    _convert("--options_file", str(options), "--weight_file", str(weights), "--output_dir", str(root / "model"))
+    return root / "model"
+
+
+def _manylangs(root: Path, **dims) -> Path:
+    pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs package (make installs it) is absent")
+    import manylangs_fixture
+
+    theirs = manylangs_fixture.write_model(root / "theirs", **dims)
+    _convert("--manylangs_dir", str(theirs), "--output_dir", str(root / "model"))
+    return root / "model"
+
+
+def _jieba(root: Path) -> Path:
+    pytest.importorskip("jieba", reason="jieba (the zh extra) is absent")
+    torch.manual_seed(1)
+    ElmoForPreTraining(tiny_config(vocab_size=30)).save_pretrained(root / "model")
+    ElmoTokenizer(word_split="jieba").save_pretrained(root / "model")
+    return root / "model"
+
+
+BUILDERS = {
+    "allennlp": _allennlp,
+    "manylangs": _manylangs,
+    "manylangs_chars": lambda root: _manylangs(root, word_dim=0),
+    "manylangs_words": lambda root: _manylangs(root, char_dim=0),
+    "jieba": _jieba,
+}
+
+
+@pytest.fixture(scope="session")
+def kind_dirs(tmp_path_factory) -> dict[str, Path]:
+    """Every kind that can be built here; a kind whose package is missing is left out (its cells skip)."""
+    folders = {}
+    for kind, build in BUILDERS.items():
+        try:
+            folders[kind] = build(tmp_path_factory.mktemp(kind))
+        except pytest.skip.Exception:
+            continue
+    return folders
+
+
+def _folder(kind_dirs, kind: str) -> Path:
+    if kind not in kind_dirs:
+        pytest.skip(f"the {kind!r} model could not be built here (its package is missing)")
+    return kind_dirs[kind]
+
+
+@pytest.fixture(scope="session")
+def expected(kind_dirs) -> dict[str, list[np.ndarray]]:
+    """Each kind's own forward, in this process: the last hidden state of every sentence, unpadded."""
+    out = {}
+    for kind, folder in kind_dirs.items():
+        model, tokenizer = load_elmo(str(folder))
+        out[kind] = [_own_vectors(model, tokenizer, sentence) for sentence in SENTENCES]
+    return out
+
+
+def _own_vectors(model, tokenizer, sentence: str) -> np.ndarray:
+    with torch.no_grad():
+        return model.eval()(**tokenizer(sentence, return_tensors="pt")).last_hidden_state[0].numpy()
+
+
+# --------------------------------------------------------------------------------------------------
+# The doors that need a fresh interpreter: one subprocess for every kind
+# --------------------------------------------------------------------------------------------------
+FRESH = """
+import json, sys
+import numpy as np, torch
+from transformers import AutoModel, AutoTokenizer, pipeline
+names, sentences, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+result = {}
+for kind, name in names.items():
+    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
+    model = AutoModel.from_pretrained(name, trust_remote_code=True).eval()
+    with torch.no_grad():
+        batch = tokenizer(sentences, return_tensors="pt", padding=True)
+        states = model(**batch).last_hidden_state
+    lengths = batch["attention_mask"].sum(1).tolist()
+    result[kind + "/model"] = [states[i, :n].numpy() for i, n in enumerate(lengths)]
+    if not kind.endswith("@hub"):
+        extractor = pipeline("feature-extraction", model=model, tokenizer=tokenizer)
+        result[kind + "/pipeline"] = [np.asarray(extractor(s))[0] for s in sentences]
+np.savez(out, **{f"{key}/{i}": v for key, vectors in result.items() for i, v in enumerate(vectors)})
+"""
+
+
+def _run_fresh(names: dict[str, str], out: Path, env: dict[str, str], cwd: Path) -> dict[str, list[np.ndarray]]:
+    result = subprocess.run([sys.executable, "-c", _NO_PROJECT + FRESH, json.dumps(names), json.dumps(SENTENCES),
+                             str(out)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"the fresh interpreter failed:\n{result.stderr[-6000:]}"
+    stored = np.load(out)
+    vectors: dict[str, list[np.ndarray]] = {}
+    for key in sorted(stored.files, key=lambda k: (k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1]))):
+        vectors.setdefault(key.rsplit("/", 1)[0], []).append(stored[key])
+    return vectors
+
+
+@pytest.fixture(scope="session")
+def fresh_vectors(kind_dirs, tmp_path_factory) -> dict[str, list[np.ndarray]]:
+    """Every kind pushed to a Hub on 127.0.0.1, then loaded as remote code by folder and by repository id in a
+    fresh interpreter that cannot import this project."""
+    from modeling_elmo.tools.hub_utils import push_folder
+
+    work = tmp_path_factory.mktemp("fresh")
+    server = HubServer(work / "hub", token=TOKEN).start()
+    try:
+        previous = huggingface_hub.constants.HF_HUB_DISABLE_XET
+        huggingface_hub.constants.HF_HUB_DISABLE_XET = True  # the local Hub speaks classic LFS only
+        try:
+            for kind, folder in kind_dirs.items():
+                push_folder(folder, f"matrix/{kind}", token=TOKEN, endpoint=server.url)
+        finally:
+            huggingface_hub.constants.HF_HUB_DISABLE_XET = previous
+        names = {kind: str(folder) for kind, folder in kind_dirs.items()}
+        names.update({f"{kind}@hub": f"matrix/{kind}" for kind in kind_dirs})
+        env = {k: v for k, v in clean_env().items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
+        env.update(HF_ENDPOINT=server.url, HF_HOME=str(work / "home"), HF_HUB_DISABLE_XET="1",
+                   HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1", OMP_NUM_THREADS="1")
+        return _run_fresh(names, work / "vectors.npz", env, cwd=work)
+    finally:
+        server.stop()
+
+
+def _assert_same(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.shape == b.shape, (a.shape, b.shape)
+        assert np.abs(a - b).max() <= 1e-6
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_remote_code_in_a_fresh_interpreter(kind, kind_dirs, expected, fresh_vectors):
+    _folder(kind_dirs, kind)
+    assert MATRIX[kind]["remote"] == YES
+    _assert_same(fresh_vectors[f"{kind}/model"], expected[kind])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_feature_extraction_pipeline(kind, kind_dirs, expected, fresh_vectors):
+    _folder(kind_dirs, kind)
+    assert MATRIX[kind]["pipeline"] == YES
+    _assert_same(fresh_vectors[f"{kind}/pipeline"], expected[kind])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pushed_to_a_hub_and_loaded_back_by_id(kind, kind_dirs, expected, fresh_vectors):
+    _folder(kind_dirs, kind)
+    assert MATRIX[kind]["hub"] == YES
+    _assert_same(fresh_vectors[f"{kind}@hub/model"], expected[kind])
+
+
+# --------------------------------------------------------------------------------------------------
+# Sentence vectors
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_sentence_vectors_and_sentence_transformer(kind, kind_dirs, tmp_path):
+    from modeling_elmo.tools.sentence_vectors import save_for_sentence_transformers, sentence_vectors
+
+    pytest.importorskip("sentence_transformers", reason="sentence-transformers (an extra) is absent")
+    from sentence_transformers import SentenceTransformer
+
+    folder = _folder(kind_dirs, kind)
+    assert MATRIX[kind]["sentences"] == YES
+    model, tokenizer = load_elmo(str(folder))
+    got = sentence_vectors(model, tokenizer, SENTENCES)
+    want = []
+    with torch.no_grad():  # the default pooling: the mean of the layers, averaged over the words (no <S>, </S>)
+        for sentence in SENTENCES:
+            words = len(tokenizer(sentence, add_special_tokens=False)["input_ids"])
+            batch = tokenizer(sentence, return_tensors="pt")
+            layers = torch.stack(model.eval()(**batch, output_hidden_states=True).hidden_states)[:, 0]
+            boundary = (layers.shape[1] - words) // 2
+            want.append(layers.mean(0)[boundary: boundary + words].mean(0))
+    assert torch.allclose(got, torch.stack(want), atol=1e-6)
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    save_for_sentence_transformers(copy)
+    encoded = SentenceTransformer(str(copy), trust_remote_code=True, device="cpu").encode(SENTENCES)
+    assert np.abs(encoded - got.numpy()).max() <= 1e-5
