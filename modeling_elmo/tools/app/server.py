@@ -1,0 +1,339 @@
+"""The page (Gradio Blocks) and the command:
+
+    elmo-app [--model PATH_OR_ID] [--host 127.0.0.1] [--port 7860] [--device cpu]
+    python app.py ...   (the same: the Hugging Face Spaces convention)
+
+`--model`: a folder, a Hub id or a preset (random weights, said in red at the top of the page); by default
+`$ELMO_APP_MODEL` (a Space's setting), else the demo's model (`outputs/demo/model`, written by `make demo`) where it exists, else the `small` preset.
+
+Every request goes through `guarded`: a bad input is a message in the page, and anything else that fails is logged
+with its traceback on the server and answered with one line, so that no request stops the page for the others.
+Exit status: 2 when the model cannot be loaded or an argument is wrong, 1 when the server
+cannot start (the port is taken), 130/143 after SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import html
+import logging
+import os
+import signal
+import sys
+import threading
+from collections import Counter
+
+from tokenization import WORD_SPLITTERS, split_words
+
+from ..loading import ModelLoadError
+from .contextuality import contextuality, contextuality_html
+from .figures import similarity_figure
+from .neighbours import nearest_neighbours, neighbours_html
+from .session import (
+    AppInputError,
+    AppSession,
+    check_split,
+    corpus_text,
+    default_model,
+    load_session,
+    model_summary,
+)
+from .similarity import layer_name, sentences_html, table_html, word_similarity
+
+logger = logging.getLogger("elmo-app")
+
+FAILED = ("this request failed on the server (its log says why); the page still works: try other input, or a "
+          "smaller text")
+
+EXAMPLES = [
+    ["He sat on the bank of the river.\nShe deposited the cash at the bank.\nThe bank raised its interest rates.\n"
+     "Ducks swam near the muddy bank.", "bank", "punctuation"],
+    ["They play football every Sunday.\nWe watched a play at the theatre.\nThe children play in the garden.",
+     "play", "punctuation"],
+    ["他在银行工作。\n我们一起步行去公园。\n这家银行的利率很高。", "行", "punctuation"],
+    ["他在银行工作。\n这家银行的利率很高。\n河岸边有很多树。", "银行", "jieba"],
+]
+CORPUS_EXAMPLE = "\n".join([
+    "He sat on the bank of the river .", "She deposited the cash at the bank .", "The bank raised its rates .",
+    "Ducks swam near the muddy bank of the river .", "The bank approved the loan .", "We walked along the river bank .",
+    "They play football every Sunday .", "We watched a play at the theatre .", "The children play in the garden .",
+    "The play had three acts .", "I play the piano .", "The river flooded the bank after the rain .",
+])
+ENCODINGS = ["utf-8", "gb18030", "big5", "shift_jis", "latin-1", "cp1252"]
+CSS = """
+.elmo-cosines td, .elmo-neighbours td, .elmo-contextuality td {text-align: right; font-variant-numeric: tabular-nums;
+  padding: 2px 10px}
+.elmo-neighbours td:last-child {text-align: left}
+.elmo-random {color: #b00020}
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# What each view answers: functions of the session and the page's inputs
+# --------------------------------------------------------------------------------------------------
+
+
+def _message(notes: list[str]) -> str:
+    return "\n\n".join(f"ℹ️ {html.escape(note, quote=False)}" for note in notes)
+
+
+def similarity_view(session: AppSession, text: str, word: str, split: str):
+    """(message, the sentences with the word marked, the table of cosines, the figure)."""
+    result = word_similarity(session, text, word, check_split(split))
+    return _message(result.notes), sentences_html(result), table_html(result), similarity_figure(result)
+
+
+def neighbours_view(session: AppSession, corpus: str, upload: str | None, encoding: str, query: str, word: str,
+                    split: str, layer: int, k: int, same_word_only: bool):
+    """(message, the query and its neighbours)."""
+    text = corpus_text(corpus, upload, encoding, session.limits)
+    result = nearest_neighbours(session, text, query, word, check_split(split), layer, k, same_word_only)
+    index = result.index
+    info = session.model.token_cache_info() if hasattr(session.model, "token_cache_info") else None
+    cache = f"; token cache: {info['size']:,} distinct words" if info else ""
+    notes = result.notes + [f"corpus: {len(index.sentences.words):,} sentences, {len(index.where):,} words, "
+                            f"embedded in {index.seconds:.2f} s (kept for the next query){cache}"]
+    return _message(notes), neighbours_html(result)
+
+
+def contextuality_view(session: AppSession, text: str, upload: str | None, encoding: str, split: str,
+                       min_count: int):
+    """(message, the figure, the table)."""
+    text = corpus_text(text, upload, encoding, session.limits)
+    results, image, notes = contextuality(session, text, check_split(split), int(min_count))
+    return _message(notes), image, contextuality_html(results)
+
+
+def repeated_words(text: str, split: str) -> list[str]:
+    """The words that occur more than once in `text` (what the similarity view can compare), most frequent first."""
+    try:
+        check_split(split)
+    except AppInputError:
+        return []
+    counts = Counter(w for line in (text or "")[:20_000].splitlines() for w in split_words(line, split))
+    return [w for w, n in counts.most_common(30) if n > 1 and any(c.isalnum() for c in w)]
+
+
+def guarded(function, outputs: int):
+    """`function` for the page: its `AppInputError` becomes the message (the first output, the others emptied);
+    any other exception is logged with its traceback and answered with one line, so the server goes on."""
+
+    @functools.wraps(function)
+    def answer(*args):
+        try:
+            return function(*args)
+        except AppInputError as error:
+            message = f"❌ {html.escape(str(error), quote=False)}"
+        except Exception:  # one request's failure must not reach the page as a traceback, nor stop the app
+            logger.exception("a request failed")
+            message = f"❌ {FAILED}"
+        return (message,) + (None,) * (outputs - 1)
+
+    return answer
+
+
+def handlers(session: AppSession) -> dict:
+    """The functions the page calls, bound to `session` and guarded: what the tests call directly."""
+    return {
+        "similarity": guarded(functools.partial(similarity_view, session), 4),
+        "neighbours": guarded(functools.partial(neighbours_view, session), 2),
+        "contextuality": guarded(functools.partial(contextuality_view, session), 3),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# The page
+# --------------------------------------------------------------------------------------------------
+
+
+def build_app(session: AppSession):
+    """The Gradio Blocks of the three views for `session`."""
+    import gradio as gr
+
+    answer = handlers(session)
+    splits = [name for name in WORD_SPLITTERS if _available(name)]
+    with gr.Blocks(title="ELMo: words in context", analytics_enabled=False) as demo:
+        gr.Markdown("# ELMo: one word, many contexts")
+        gr.Markdown(model_summary(session), elem_id="model-summary",
+                    elem_classes=["elmo-random"] if session.random_weights else None)
+        with gr.Tab("Same word, different sentences", id="similarity"):
+            _similarity_tab(gr, session, answer["similarity"], splits)
+        with gr.Tab("Nearest neighbours in context", id="neighbours"):
+            _neighbours_tab(gr, session, answer["neighbours"], splits)
+        with gr.Tab("How contextual is each layer?", id="contextuality"):
+            _contextuality_tab(gr, session, answer["contextuality"], splits)
+    demo.queue(default_concurrency_limit=1)  # one forward pass at a time; the others wait their turn
+    return demo
+
+
+def _available(split: str) -> bool:
+    try:
+        check_split(split)
+    except AppInputError:
+        return False
+    return True
+
+
+def _similarity_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+    gr.Markdown("Type sentences (one per line) that use a word in different senses, and the word. Each layer's "
+                "vectors of the word are compared: layer 0 reads only the word's characters (the same vector "
+                "everywhere); the biLSTM layers read the sentence.")
+    with gr.Row():
+        text = gr.Textbox(label="Sentences, one per line", lines=6, value=EXAMPLES[0][0], elem_id="sim-text",
+                          scale=3)
+        with gr.Column(scale=1):
+            word = gr.Textbox(label="Word", value=EXAMPLES[0][1], elem_id="sim-word")
+            picks = gr.Dropdown(label="or pick a word that occurs more than once",
+                                choices=repeated_words(EXAMPLES[0][0], session.default_split), value=None,
+                                elem_id="sim-picks")
+            split = gr.Dropdown(splits, value=session.default_split, label="Word split", elem_id="sim-split")
+            button = gr.Button("Compare", variant="primary", elem_id="sim-run")
+    gr.Examples(EXAMPLES, [text, word, split], cache_examples=False)
+    message = gr.Markdown(elem_id="sim-message")
+    marked = gr.HTML(elem_id="sim-sentences")
+    figure = gr.Image(label="Per layer: cosine of the occurrences (top), PCA of the occurrences (bottom)",
+                      type="pil", format="png", elem_id="sim-figure")
+    table = gr.HTML(elem_id="sim-table")
+    outputs = [message, marked, table, figure]
+    for event in (button.click, text.submit, word.submit):
+        event(answer, [text, word, split], outputs, api_name=False)
+    for source in (text, split):
+        source.change(lambda t, s: gr.Dropdown(choices=repeated_words(t, s), value=None), [text, split], picks,
+                      api_name=False, queue=False)
+    picks.input(lambda w: w or gr.skip(), picks, word, api_name=False, queue=False)
+
+
+def _neighbours_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+    limits = session.limits
+    gr.Markdown(f"A word in a query sentence, and the occurrences of a small corpus whose vectors are closest to it "
+                f"(cosine) at one layer. The corpus: one sentence per line, pasted or uploaded (at most "
+                f"{limits.max_corpus_sentences:,} sentences and {limits.max_corpus_chars:,} characters are used); "
+                f"it is embedded once and kept for the next queries.")
+    with gr.Row():
+        corpus = gr.Textbox(label="Corpus, one sentence per line", lines=8, value=CORPUS_EXAMPLE,
+                            elem_id="nn-corpus", scale=3)
+        with gr.Column(scale=1):
+            upload = gr.File(label="or upload a text file (used instead)", type="filepath", elem_id="nn-upload")
+            encoding = gr.Dropdown(ENCODINGS, value="utf-8", label="its encoding", allow_custom_value=True)
+    with gr.Row():
+        query = gr.Textbox(label="Query sentence (empty: the word's first sentence in the corpus)",
+                           value="The boat drifted towards the bank .", elem_id="nn-query", scale=3)
+        word = gr.Textbox(label="Word", value="bank", elem_id="nn-word")
+        split = gr.Dropdown(splits, value="whitespace", label="Word split")
+    with gr.Row():
+        layer = gr.Radio([(layer_name(k), k) for k in range(session.num_layers)], value=session.num_layers - 1,
+                         label="Layer")
+        k = gr.Slider(1, 50, value=10, step=1, label="Neighbours")
+        same = gr.Checkbox(value=True, label="same word only (its senses); untick for every word")
+        button = gr.Button("Find neighbours", variant="primary", elem_id="nn-run")
+    message = gr.Markdown(elem_id="nn-message")
+    result = gr.HTML(elem_id="nn-result")
+    inputs = [corpus, upload, encoding, query, word, split, layer, k, same]
+    for event in (button.click, query.submit, word.submit):
+        event(answer, inputs, [message, result], api_name=False)
+
+
+def _contextuality_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+    limits = session.limits
+    gr.Markdown(f"The measures of `elmo-analyze` (Ethayarajh 2019) on a text: how similar a word's vectors are "
+                f"across its contexts (self-similarity), within a sentence, and how much of them one static vector "
+                f"explains (MEV), per layer, beside the similarity of random pairs of words (anisotropy). One "
+                f"sentence per line, at most {limits.max_corpus_sentences:,} sentences.")
+    with gr.Row():
+        text = gr.Textbox(label="Text, one sentence per line", lines=8, value=CORPUS_EXAMPLE, elem_id="ctx-text",
+                          scale=3)
+        with gr.Column(scale=1):
+            upload = gr.File(label="or upload a text file (used instead)", type="filepath", elem_id="ctx-upload")
+            encoding = gr.Dropdown(ENCODINGS, value="utf-8", label="its encoding", allow_custom_value=True)
+            split = gr.Dropdown(splits, value="whitespace", label="Word split")
+            min_count = gr.Slider(2, 20, value=2, step=1, label="Analyse words that occur at least")
+            button = gr.Button("Analyse", variant="primary", elem_id="ctx-run")
+    message = gr.Markdown(elem_id="ctx-message")
+    figure = gr.Image(label="Per layer", type="pil", format="png", elem_id="ctx-figure")
+    table = gr.HTML(elem_id="ctx-table")
+    button.click(answer, [text, upload, encoding, split, min_count], [message, figure, table], api_name=False)
+
+
+def theme():
+    """Gradio's default look with the system's fonts: the default theme fetches web fonts, which a page served
+    offline would wait for."""
+    import gradio as gr
+
+    return gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
+                             font_mono=["ui-monospace", "monospace"])
+
+
+# --------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="elmo-app", description="An interactive page that shows what an ELMo model's vectors do: one word "
+        "in several sentences, its nearest neighbours in a corpus, and how contextual each layer is.")
+    parser.add_argument("--model", default=os.environ.get("ELMO_APP_MODEL"),
+                        help="model folder, Hub id or preset name (random weights); default: $ELMO_APP_MODEL, else "
+                        "the demo's model (outputs/demo/model, from make demo) where it exists, else the small preset")
+    # Spaces set GRADIO_SERVER_NAME and GRADIO_SERVER_PORT: app.py then serves where the Space expects it.
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        help="address to serve on (default 127.0.0.1, this machine only; 0.0.0.0 for a network)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
+                        help="port (default 7860)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: the CPU)")
+    parser.add_argument("--trust_remote_code", action="store_true", help="let a Hub model run its own code")
+    parser.add_argument("--verbose", action="store_true", help="debug logging, and Gradio's own messages")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: serve the page until SIGINT/SIGTERM; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if not args.verbose:
+        for noisy in ("httpx", "gradio", "uvicorn", "uvicorn.error", "uvicorn.access"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not 0 < args.port < 65536:
+        logger.error("--port must be between 1 and 65535, got %d", args.port)
+        return 2
+    name = args.model or default_model()
+    try:
+        session = load_session(name, device=args.device, trust_remote_code=args.trust_remote_code)
+    except ModelLoadError as error:
+        logger.error("--model: %s", error)
+        return 2
+    demo = build_app(session)
+    try:
+        demo.launch(server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=not args.verbose,
+                    show_error=False, max_file_size="5mb", theme=theme(), css=CSS)
+    except OSError as error:  # the port is taken, or the address is not this machine's
+        logger.error("cannot serve on %s:%d: %s", args.host, args.port, str(error).splitlines()[0])
+        return 1
+    logger.info("serving %s on http://%s:%d (Ctrl-C stops)", name, args.host, args.port)
+    return _serve_until_stopped(demo)
+
+
+def _serve_until_stopped(demo) -> int:
+    stopped = threading.Event()
+    received = []
+
+    def on_signal(number, _frame):
+        received.append(number)
+        stopped.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stopped.wait(0.5):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        demo.close()
+    logger.info("stopped (%s)", signal.Signals(received[0]).name)
+    return 128 + received[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

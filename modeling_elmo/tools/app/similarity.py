@@ -1,0 +1,162 @@
+"""The first view: one word in several sentences. Per layer, the cosine similarity of its occurrences (a heat map
+and the numbers) and a 2-D projection of the occurrences (PCA), coloured by sentence.
+
+Layer 0, the character encoder, gives every occurrence of a word the same vector (cosine 1, one point); the biLSTM
+layers move each occurrence with its context, which is what ELMo is for.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from tokenization import split_words
+
+from .session import AppInputError, AppSession, Sentences, embed_sentences, split_sentences
+
+
+@dataclass
+class Occurrence:
+    """The `position`-th word (0-based, `<S>` not counted) of sentence `sentence` (0-based); `label` names it in the
+    page: S2 is the word in sentence 2, S2.1 and S2.2 two occurrences in sentence 2."""
+
+    sentence: int
+    position: int
+    word: str
+    label: str = ""
+
+
+@dataclass
+class SimilarityResult:
+    word: str
+    sentences: Sentences
+    occurrences: list[Occurrence]
+    vectors: torch.Tensor  # (L + 1, n, 2P) float32: the model's hidden_states at the occurrences
+    cosine: torch.Tensor  # (L + 1, n, n) float64
+    projection: torch.Tensor  # (L + 1, n, 2): the first two principal components of each layer's occurrences
+    explained: torch.Tensor  # (L + 1, 2): the fraction of the variance each component explains (0: all identical)
+    notes: list[str] = field(default_factory=list)
+
+
+def find_occurrences(sentences: list[list[str]], word: str, split: str) -> tuple[list[Occurrence], list[str]]:
+    """Every occurrence of `word` (one word under `split`), matched exactly or, where it never occurs so, ignoring
+    case; with notes. An `AppInputError` names the problem: no word, several words, or not in the sentences."""
+    word = (word or "").strip()
+    if not word:
+        raise AppInputError("type the word to compare (one word that occurs in at least two of the sentences)")
+    parts = split_words(word, split)
+    if len(parts) != 1:
+        raise AppInputError(f"{word!r} is {len(parts)} words under the word split {split!r} "
+                            f"({' | '.join(parts)}): pick one of them, or another split (jieba for Chinese words)")
+    word, notes = parts[0], []
+    found = [(s, i) for s, words in enumerate(sentences) for i, w in enumerate(words) if w == word]
+    if not found:
+        found = [(s, i) for s, words in enumerate(sentences) for i, w in enumerate(words)
+                 if w.casefold() == word.casefold()]
+        if found:
+            notes.append(f"{word!r} matched ignoring case")
+    if not found:
+        counts = Counter(w for words in sentences for w in words)
+        repeated = [w for w, n in counts.most_common() if n > 1][:12]
+        hint = f"; words that occur more than once: {', '.join(repeated)}" if repeated else ""
+        raise AppInputError(f"{word!r} is not a word of the sentences (word split {split!r}){hint}")
+    per_sentence = Counter(s for s, _ in found)
+    seen: Counter = Counter()
+    occurrences = []
+    for s, i in found:
+        seen[s] += 1
+        label = f"S{s + 1}" if per_sentence[s] == 1 else f"S{s + 1}.{seen[s]}"
+        occurrences.append(Occurrence(s, i, sentences[s][i], label))
+    return occurrences, notes
+
+
+def cosine_matrix(vectors: torch.Tensor) -> torch.Tensor:
+    """(..., n, D) -> (..., n, n) cosine similarities, in float64 (a zero vector has cosine 0 with everything)."""
+    unit = torch.nn.functional.normalize(vectors.double(), dim=-1, eps=1e-30)
+    return unit @ unit.transpose(-1, -2)
+
+
+def project_2d(vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L + 1, n, D) -> the coordinates (L + 1, n, 2) of each layer's points on its first two principal components
+    (PCA by SVD of the centred points; the sign fixed so that the largest coordinate is positive) and the fraction
+    of the variance each explains (L + 1, 2); 0 where the points coincide (layer 0: one word, one vector)."""
+    layers, n, _ = vectors.shape
+    coords = torch.zeros(layers, n, 2, dtype=torch.float64)
+    explained = torch.zeros(layers, 2, dtype=torch.float64)
+    for layer in range(layers):
+        points = vectors[layer].double()
+        centred = points - points.mean(0, keepdim=True)
+        u, s, _ = torch.linalg.svd(centred, full_matrices=False)
+        total = (s**2).sum()
+        if total <= 1e-20 * max(float((points**2).sum()), 1e-300):  # identical points: no direction to show
+            continue
+        k = min(2, len(s))
+        layer_coords = u[:, :k] * s[:k]
+        flip = torch.sign(layer_coords.gather(0, layer_coords.abs().argmax(0, keepdim=True)))
+        coords[layer, :, :k] = layer_coords * torch.where(flip == 0, 1.0, flip)
+        explained[layer, :k] = s[:k] ** 2 / total
+    return coords, explained
+
+
+def word_similarity(session: AppSession, text: str, word: str, split: str) -> SimilarityResult:
+    """The similarity view for `text` (one sentence per line) and `word`, within the session's limits."""
+    limits = session.limits
+    sentences = split_sentences(text, split, max_chars=limits.max_chars, max_sentences=limits.max_sentences,
+                                max_words=limits.max_words, what="the sentence box")
+    try:
+        occurrences, notes = find_occurrences(sentences.words, word, split)
+    except AppInputError as error:  # say what the limits left out too: the word may be in the part cut
+        raise AppInputError("; ".join([*sentences.notes, str(error)])) from None
+    if len(occurrences) < 2:
+        raise AppInputError(f"{occurrences[0].word!r} occurs once: use it in at least two sentences to compare "
+                            "its vectors")
+    if len(occurrences) > limits.max_occurrences:
+        notes.append(f"{occurrences[0].word!r} occurs {len(occurrences)} times: the first "
+                     f"{limits.max_occurrences} are compared")
+        occurrences = occurrences[: limits.max_occurrences]
+    used = sorted({o.sentence for o in occurrences})  # only the sentences that hold the word run through the model
+    embedded = dict(zip(used, embed_sentences(session, [sentences.words[s] for s in used])))
+    vectors = torch.stack([embedded[o.sentence][:, o.position] for o in occurrences], dim=1)  # (L + 1, n, 2P)
+    projection, explained = project_2d(vectors)
+    return SimilarityResult(occurrences[0].word, sentences, occurrences, vectors, cosine_matrix(vectors),
+                            projection, explained, sentences.notes + notes)
+
+
+def pair_rows(result: SimilarityResult) -> list[tuple[int, int, list[float]]]:
+    """(i, j, the cosine of occurrences i and j per layer) for every pair i < j."""
+    n = len(result.occurrences)
+    return [(i, j, result.cosine[:, i, j].tolist()) for i in range(n) for j in range(i + 1, n)]
+
+
+def layer_name(layer: int) -> str:
+    return "layer 0 (characters)" if layer == 0 else f"layer {layer}"
+
+
+def sentences_html(result: SimilarityResult) -> str:
+    """The sentences that hold the word, the word marked with its label."""
+    marks = {(o.sentence, o.position): o.label for o in result.occurrences}
+    items = []
+    for s in sorted({o.sentence for o in result.occurrences}):
+        words = [f"<mark><b>{html.escape(w)}</b><sub>{marks[s, i]}</sub></mark>" if (s, i) in marks
+                 else html.escape(w) for i, w in enumerate(result.sentences.words[s])]
+        items.append(f"<li value='{s + 1}'>{' '.join(words)}</li>")
+    return f"<ol class='elmo-sentences'>{''.join(items)}</ol>"
+
+
+def table_html(result: SimilarityResult) -> str:
+    """The cosine of every pair of occurrences, one column per layer: the numbers behind the heat maps. Each cell
+    carries `data-pair="i-j"` and `data-layer` (read by the browser test)."""
+    layers = result.cosine.shape[0]
+    head = "".join(f"<th>{layer_name(k)}</th>" for k in range(layers))
+    rows = []
+    for i, j, values in pair_rows(result):
+        a, b = result.occurrences[i].label, result.occurrences[j].label
+        cells = "".join(f"<td data-pair='{i}-{j}' data-layer='{k}'>{v:.4f}</td>" for k, v in enumerate(values))
+        rows.append(f"<tr><th>{a} · {b}</th>{cells}</tr>")
+    caption = (f"Cosine similarity of the vectors of {html.escape(result.word)!s} in each pair of sentences "
+               "(1: the same vector)")
+    return (f"<table class='elmo-cosines'><caption>{caption}</caption><thead><tr><th>pair</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
