@@ -48,6 +48,8 @@ DOORS = {
     "pipeline": 'pipeline("feature-extraction")',
     "hub": "push to a Hub, load back by id",
     "sentences": "sentence vectors, SentenceTransformer",
+    "embed": "elmo-embed (with and without the token cache)",
+    "analyze": "elmo-analyze",
 }
 YES = "yes"
 MATRIX: dict[str, dict[str, str]] = {kind: dict.fromkeys(DOORS, YES) for kind in KINDS}
@@ -254,3 +256,63 @@ def test_sentence_vectors_and_sentence_transformer(kind, kind_dirs, tmp_path):
     save_for_sentence_transformers(copy)
     encoded = SentenceTransformer(str(copy), trust_remote_code=True, device="cpu").encode(SENTENCES)
     assert np.abs(encoded - got.numpy()).max() <= 1e-5
+
+
+# --------------------------------------------------------------------------------------------------
+# elmo-embed and elmo-analyze: the tokenizer's own word split by default
+# --------------------------------------------------------------------------------------------------
+def _own_layers(model, tokenizer, line: str) -> np.ndarray:
+    """(L + 1, words, 2P): every layer of the model's own forward on `line`, sentence markers removed."""
+    words = len(tokenizer(line, add_special_tokens=False)["input_ids"])
+    with torch.no_grad():
+        hidden = model.eval()(**tokenizer(line, return_tensors="pt"), output_hidden_states=True).hidden_states
+    layers = torch.stack(hidden)[:, 0]
+    start = (layers.shape[1] - words) // 2
+    return layers[:, start: start + words].numpy()
+
+
+@pytest.fixture(scope="session")
+def raw_text(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("text") / "lines.txt"
+    path.write_text("\n".join(RAW_SENTENCES) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("cache", ["cache", "no_cache"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_embed_command(kind, cache, kind_dirs, raw_text, tmp_path):
+    import h5py
+
+    from modeling_elmo.tools import embed
+
+    folder = _folder(kind_dirs, kind)
+    assert MATRIX[kind]["embed"] == YES
+    out = tmp_path / "vectors.hdf5"
+    options = ["--token_cache_size", "0"] if cache == "no_cache" else []
+    assert embed.main([str(raw_text), str(out), "--model", str(folder), "--quiet", *options]) == 0
+    model, tokenizer = load_elmo(str(folder))
+    with h5py.File(out, "r") as stored:
+        for number, line in enumerate(RAW_SENTENCES):
+            want = _own_layers(model, tokenizer, line)
+            got = stored[str(number)][()]
+            assert got.shape == want.shape, (line, got.shape, want.shape)
+            assert np.abs(got - want).max() <= 1e-6
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_analyze_command(kind, kind_dirs, raw_text, tmp_path):
+    from modeling_elmo.tools import analysis
+
+    folder = _folder(kind_dirs, kind)
+    assert MATRIX[kind]["analyze"] == YES
+    out = tmp_path / "analysis"
+    assert analysis.main([str(raw_text), "--model", str(folder), "--output_dir", str(out), "--min_count", "2",
+                          "--anisotropy_pairs", "10", "--quiet"]) == 0
+    got = json.loads((out / "contextuality.json").read_text())["words"]["bank"]["self_similarity"]
+    # "bank" twice in one line: its self-similarity is the cosine of its two vectors, layer by layer
+    model, tokenizer = load_elmo(str(folder))
+    line = RAW_SENTENCES[2]
+    positions = [i for i, word in enumerate(tokenizer.tokenize(line)) if word == "bank"]
+    vectors = torch.from_numpy(_own_layers(model, tokenizer, line))[:, positions]
+    want = torch.nn.functional.cosine_similarity(vectors[:, 0], vectors[:, 1], dim=-1)
+    assert got == pytest.approx(want.tolist(), abs=1e-5)
