@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine (Python >= 3.10, no torch needed beforehand):
 #   make demo   trains a small ELMo on a generated corpus and shows what its vectors are for
 #   make test   runs the test suite (make test-fast: the fast core, pytest -m "not slow", a few minutes)
-# Both create .venv with the versions pinned in constraints.txt. The pin fixes torch's version, not its build:
+#   make app    serves the demo page (elmo-app, docs/app.md) on http://127.0.0.1:7860
+# Each creates .venv with the versions pinned in constraints.txt. The pin fixes torch's version, not its build:
 # where pip finds PyTorch's CPU wheels you get the CPU build; see the README ("The environment") to choose.
 
 PYTHON ?= python3
@@ -9,13 +10,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint clean anchors
+.PHONY: demo test test-fast lint clean anchors browser app
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
 	$(MAKE) anchors
+	$(MAKE) browser
 	touch $(STAMP)
 
 # allennlp 2.10.1, the anchor of tests/test_allennlp_parity.py and benchmarks/bench_speed.py --sections anchor.
@@ -26,8 +28,24 @@ anchors:
 	$(BIN)/pip install --quiet --no-deps allennlp==2.10.1 || \
 		echo "allennlp 2.10.1 (a test anchor) was not installed: tests/test_allennlp_parity.py will skip"
 
+# Chromium and its driver from the system's packages, for the browser test of tests/test_app.py (Selenium drives
+# them). Installed with apt-get where /usr/bin/chromium is missing: as root, else through sudo -n (never a password
+# prompt). Where that cannot be done, set-up goes on and that test skips, saying so.
+BROWSER_PACKAGES := chromium chromium-driver
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+	APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
+	if command -v apt-get >/dev/null 2>&1 && { $$APT install -y -qq $(BROWSER_PACKAGES) >/dev/null 2>&1 || \
+		{ $$APT update -qq >/dev/null 2>&1 && $$APT install -y -qq $(BROWSER_PACKAGES) >/dev/null 2>&1; }; }; \
+	then echo "installed $(BROWSER_PACKAGES) (apt-get) for the browser test of tests/test_app.py"; \
+	else echo "$(BROWSER_PACKAGES) (for tests/test_app.py's browser test) could not be installed with apt-get: that test will skip"; fi
+
 demo: $(STAMP)
 	$(BIN)/elmo-demo $(ARGS)
+
+app: $(STAMP)
+	$(BIN)/elmo-app $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
