@@ -23,9 +23,11 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
+
+from modeling_elmo.tools.text_files import iter_lines
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +39,8 @@ class CorpusStats:
     """What reading a corpus skipped, for the log and the summary."""
 
     lines: int = 0
-    invalid_utf8: int = 0
     empty: int = 0
     truncated: int = 0
-    bad_examples: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -76,41 +76,37 @@ def resolve_files(patterns: Iterable[str]) -> list[str]:
     return files
 
 
-def read_sentences(files: list[str], stats: CorpusStats | None = None) -> Iterator[dict]:
-    """Lines of UTF-8 files as `{"text": ...}`; lines that are not valid UTF-8 or are blank are skipped and counted."""
+def read_sentences(files: list[str], stats: CorpusStats | None = None, encoding: str = "utf-8") -> Iterator[dict]:
+    """Lines of the files as `{"text": ...}`, decoded with `encoding`; blank lines are skipped and counted. A line
+    that does not decode raises `UndecodableText` (one line naming the file, line and byte): `train.pretrain`
+    checks every file with `check_decodes` before it writes anything, so this happens only to a file changed since."""
     stats = stats if stats is not None else CorpusStats()
     for path in files:
-        with open(path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                stats.lines += 1
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    stats.invalid_utf8 += 1
-                    if len(stats.bad_examples) < 5:
-                        stats.bad_examples.append(f"{path}:{number}")
-                    continue
-                if not text.strip():
-                    stats.empty += 1
-                    continue
-                yield {"text": text}
+        for text in iter_lines(path, encoding):
+            stats.lines += 1
+            if not text.strip():
+                stats.empty += 1
+                continue
+            yield {"text": text}
 
 
-def sentence_dataset(files: list[str], *, rank: int = 0, world_size: int = 1, stats: CorpusStats | None = None):
+def sentence_dataset(files: list[str], *, rank: int = 0, world_size: int = 1, stats: CorpusStats | None = None,
+                     encoding: str = "utf-8"):
     """A streaming `datasets.IterableDataset` of the corpus lines, this process's shard only."""
     import datasets
     from datasets.distributed import split_dataset_by_node
 
-    dataset = datasets.IterableDataset.from_generator(read_sentences, gen_kwargs={"files": files, "stats": stats})
+    dataset = datasets.IterableDataset.from_generator(
+        read_sentences, gen_kwargs={"files": files, "stats": stats, "encoding": encoding})
     if world_size > 1:
         dataset = split_dataset_by_node(dataset, rank=rank, world_size=world_size)
     return dataset
 
 
 def corpus_words(files: list[str], split, *, seed: int, epoch: int, shuffle_buffer: int, rank: int, world_size: int,
-                 stats: CorpusStats | None = None) -> Iterator[list[str]]:
+                 stats: CorpusStats | None = None, encoding: str = "utf-8") -> Iterator[list[str]]:
     """The words of every sentence of this process's shard, shuffled within a buffer for this epoch."""
-    dataset = sentence_dataset(files, rank=rank, world_size=world_size, stats=stats)
+    dataset = sentence_dataset(files, rank=rank, world_size=world_size, stats=stats, encoding=encoding)
     if shuffle_buffer > 1:
         dataset = dataset.shuffle(seed=seed, buffer_size=shuffle_buffer)
         dataset.set_epoch(epoch)
@@ -123,11 +119,17 @@ def corpus_words(files: list[str], split, *, seed: int, epoch: int, shuffle_buff
 
 
 class BatchEncoder:
-    """Turns word lists into model tensors with the tokenizer's character ids and word-vocabulary ids."""
+    """Turns word lists into model tensors with the tokenizer's rows of ids and word-vocabulary ids.
+
+    `<S>` and `</S>` get the tokenizer's sentence-marker rows: the same rows for the AllenNLP layout, `<bos>` and
+    `<eos>` for an ELMoForManyLangs tokenizer (`sentence_boundary_rows`)."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self._chars: dict[str, list[int]] = {}
+        boundaries = getattr(tokenizer, "sentence_boundary_rows", None)
+        self._markers = dict(zip((BOS, EOS), boundaries)) if boundaries else {}
+        self.row_width = len(self.char_ids([BOS])[0])
 
     def char_ids(self, tokens: list[str]) -> list[list[int]]:
         out = []
@@ -136,7 +138,8 @@ class BatchEncoder:
             if ids is None:
                 if len(self._chars) > 200_000:
                     self._chars.clear()
-                ids = self._chars[token] = self.tokenizer.convert_tokens_to_char_ids(token)
+                ids = self._markers.get(token) or self.tokenizer.convert_tokens_to_char_ids(token)
+                self._chars[token] = ids
             out.append(ids)
         return out
 
@@ -227,7 +230,7 @@ def sentence_batches(
         if index <= skip:
             continue
         width = max(len(r) for r in rows)
-        char_ids = torch.zeros(len(rows), width, encoder.tokenizer.max_characters_per_token, dtype=torch.long)
+        char_ids = torch.zeros(len(rows), width, encoder.row_width, dtype=torch.long)
         labels = torch.full((len(rows), width), -100, dtype=torch.long)
         for i, tokens in enumerate(rows):
             char_ids[i, : len(tokens)] = torch.tensor(encoder.char_ids(tokens))
@@ -239,19 +242,20 @@ def sentence_batches(
 
 def epoch_batches(files: list[str], encoder: BatchEncoder, layout: BatchLayout, split, *, seed: int, epoch: int,
                   shuffle_buffer: int, rank: int, world_size: int, stats: CorpusStats | None = None,
-                  skip: int = 0) -> Iterator[dict]:
+                  skip: int = 0, encoding: str = "utf-8") -> Iterator[dict]:
     """This process's batches of one epoch, the first `skip` of them passed over without encoding."""
     words = corpus_words(files, split, seed=seed, epoch=epoch, shuffle_buffer=shuffle_buffer, rank=rank,
-                         world_size=world_size, stats=stats)
+                         world_size=world_size, stats=stats, encoding=encoding)
     if layout.mode == "stream":
         return stream_batches(StreamBatcher(words, layout.batch_size, layout.unroll_steps), encoder, skip=skip)
     return sentence_batches(words, encoder, layout.batch_size, layout.unroll_steps, stats=stats, skip=skip)
 
 
 def count_batches(files: list[str], layout: BatchLayout, split, *, rank: int, world_size: int,
-                  limit: int | None = None) -> int:
+                  limit: int | None = None, encoding: str = "utf-8") -> int:
     """Batches in one epoch of this shard, in file order, without encoding characters (at most `limit`)."""
-    words = corpus_words(files, split, seed=0, epoch=0, shuffle_buffer=1, rank=rank, world_size=world_size)
+    words = corpus_words(files, split, seed=0, epoch=0, shuffle_buffer=1, rank=rank, world_size=world_size,
+                         encoding=encoding)
     if layout.mode == "stream":
         batcher = StreamBatcher(words, layout.batch_size, layout.unroll_steps)
         count = 0

@@ -1,0 +1,164 @@
+"""Checkpoints of `train.pretrain` and how a run stops: written whole, resumed exactly, kept when a run is interrupted.
+
+A checkpoint (`output_dir/checkpoints/step-NNNNNNNN/`) holds Accelerate's state (model, optimizer, scheduler, RNG
+states of every process), `progress_rank{i}.pt` (the data position and the LSTM state of each process's rows) and
+`args.json`. It is written into a temporary folder renamed into place, with SIGINT/SIGTERM held back until it is
+whole, so a folder named `step-*` is always complete.
+
+SIGINT and SIGTERM during training stop every process at the same step (`StopGuard`, `agreed_stop`): the processes
+agree at each step boundary, write a checkpoint of that step, and end with one line saying what was kept and how to
+go on; the exit status is 130 or 143.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard
+
+logger = logging.getLogger("train.pretrain")
+
+RESUME_OPTION = "--resume_from_checkpoint latest"
+
+
+@dataclass
+class Progress:
+    """Where training is: saved in every checkpoint, with the LSTM state of this process's rows."""
+
+    step: int = 0
+    epoch: int = 0
+    batches_in_epoch: int = 0
+    tokens_seen: int = 0
+    train_seconds: float = 0.0
+
+
+class StopGuard(InterruptGuard):
+    """`InterruptGuard` that also remembers the signal it received (`received`), so that a training loop running
+    inside `deferred()` can see a stop request at its next step boundary and agree on it with the other processes."""
+
+    received: int | None = None
+
+    def _handler(self, signum, frame) -> None:
+        self.received = signum
+        super()._handler(signum, frame)
+
+
+def agreed_stop(accelerator, guard: StopGuard, have_batch: bool | None = None) -> tuple[int, int]:
+    """One collective for every process at a step boundary: (how many processes have a batch, the signal one of them
+    received or 0). Every process calls it at the same points, so all stop at the same step."""
+    mine = torch.tensor([float(bool(have_batch)), float(guard.received or 0)], device=accelerator.device)
+    flags = accelerator.gather(mine).reshape(-1, 2)  # (processes, 2)
+    return int(flags[:, 0].sum().item()), int(flags[:, 1].max().item())
+
+
+def save_checkpoint(run: Any) -> Path:
+    """Write a checkpoint of `run` (a `train.pretrain_run.Run`) atomically: into a temporary folder, renamed into
+    place, with the signals held back until it is whole. Every process calls it."""
+    accelerator, progress = run.accelerator, run.progress
+    root = run.output_dir / "checkpoints"
+    final = root / f"step-{progress.step:08d}"
+    tmp = root / f".tmp-step-{progress.step:08d}"
+    with run.guard.deferred():
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp))
+        state = None if run.lstm_state is None else tuple(t.detach().cpu() for t in run.lstm_state)
+        torch.save({"progress": asdict(progress), "lstm_state": state},
+                   tmp / f"progress_rank{accelerator.process_index}.pt")
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            (tmp / "args.json").write_text(json.dumps(asdict(run.args), indent=2))
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+            kept = checkpoints(run.output_dir)
+            for old in kept[: max(0, len(kept) - run.args.save_total_limit)]:
+                shutil.rmtree(old, ignore_errors=True)
+        accelerator.wait_for_everyone()
+    run.saved_step = progress.step
+    return final
+
+
+def checkpoints(output_dir: Path) -> list[Path]:
+    """The complete checkpoints of a run, oldest first."""
+    return sorted(p for p in (output_dir / "checkpoints").glob("step-*") if p.is_dir())
+
+
+def find_checkpoint(output_dir: Path, resume_from_checkpoint: str) -> Path:
+    if resume_from_checkpoint == "latest":
+        kept = checkpoints(output_dir)
+        if not kept:
+            raise FileNotFoundError(f"no checkpoint in {output_dir / 'checkpoints'} to resume from")
+        return kept[-1]
+    path = Path(resume_from_checkpoint)
+    if not (path / "progress_rank0.pt").exists():
+        raise FileNotFoundError(f"{path} is not a checkpoint folder of train.pretrain (no progress_rank0.pt)")
+    return path
+
+
+def resume(run: Any, checkpoint: Path) -> None:
+    """Model, optimizer, schedule and RNG states, the data position and this process's LSTM state."""
+    run.accelerator.load_state(str(checkpoint))
+    saved = torch.load(checkpoint / f"progress_rank{run.accelerator.process_index}.pt", weights_only=False)
+    run.progress = Progress(**saved["progress"])
+    if saved["lstm_state"] is not None:
+        run.lstm_state = tuple(t.to(run.accelerator.device) for t in saved["lstm_state"])
+    run.saved_step = run.progress.step
+    logger.info("resumed from %s at step %d", checkpoint, run.progress.step)
+
+
+def interrupted_message(stop: Interrupted, output_dir: Path, finished: bool) -> str:
+    """The one line of an interrupted run: what was kept, and how to go on."""
+    if finished:
+        return f"interrupted ({stop.name}) as the run ended: the model folder {output_dir} is complete"
+    kept = checkpoints(output_dir)
+    if not kept:
+        return (f"interrupted ({stop.name}) before the first checkpoint: nothing was kept ({output_dir} is as it "
+                "was); run the same command to start again")
+    step = int(re.sub(r"\D", "", kept[-1].name))
+    return (f"interrupted ({stop.name}): the checkpoint of step {step} is kept in {kept[-1]}; run the same command "
+            f"with {RESUME_OPTION} to continue from it")
+
+
+class UndoUntilCheckpoint:
+    """Leaves the output folder as it was found when the run fails before it wrote its first checkpoint: a folder
+    the run created is removed, and from one that was there only what the run added (the vocabulary, logs).
+    Then the corrected command can simply be run again. Only the main process writes, so only it cleans up."""
+
+    def __init__(self, output_dir: Path, is_main_process: bool):
+        self.output_dir, self.is_main_process = output_dir, is_main_process
+        self.existed = output_dir.exists()
+        self.entries = set(os.listdir(output_dir)) if self.existed else set()
+        self.checkpoints = self._checkpoints()
+
+    def _checkpoints(self) -> set[str]:
+        return {p.name for p in checkpoints(self.output_dir)}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if error is None or not isinstance(error, Exception) or not self.is_main_process:
+            return False
+        if self._checkpoints() - self.checkpoints:
+            return False  # the run saved a checkpoint: keep it to resume from
+        if not self.existed:
+            shutil.rmtree(self.output_dir, ignore_errors=True)
+        elif self.output_dir.is_dir():
+            for name in set(os.listdir(self.output_dir)) - self.entries:
+                path = self.output_dir / name
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        return False

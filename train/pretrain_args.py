@@ -1,0 +1,127 @@
+"""The arguments of `train.pretrain` (`elmo-pretrain`), one dataclass field per option.
+
+Nothing heavy is imported here: `elmo-pretrain --help` builds its parser from this dataclass (`train/arguments.py`)
+before torch or transformers is loaded. The checks that need the project (presets, word splits, encodings) import
+it inside `__post_init__`, which runs once the command line is parsed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PretrainArguments:
+    """Arguments of `python -m train.pretrain` (also readable from a JSON file given as the only argument)."""
+
+    train_file: list[str] = field(metadata={"help": "Text files or globs, one sentence per line."})
+    output_dir: str = field(metadata={"help": "Where the model folder, logs and checkpoints go."})
+    validation_file: list[str] | None = field(default=None, metadata={"help": "Held-out text for perplexity."})
+    preset: str | None = field(default=None, metadata={"help": "tiny, small, medium or original (ElmoConfig.from_preset)."})
+    config_file: str | None = field(default=None, metadata={"help": "A config.json for ElmoConfig, instead of --preset."})
+    init_from: str | None = field(
+        default=None, metadata={"help": "A model to continue training: a folder (converted, pretrained or fine-tuned), "
+                                        "a Hub id, or a preset (random weights), as every command loads models."}
+    )
+    trust_remote_code: bool = field(default=False, metadata={"help": "Let an --init_from Hub model run its own code."})
+    softmax_weight_file: str | None = field(
+        default=None,
+        metadata={"help": "An hdf5 file with softmax/W (V, P) and softmax/b (V,) for --init_from, in the order of the "
+                          "vocabulary; without it a new softmax starts from the model's layer-0 vectors of the words."},
+    )
+    vocab_file: str | None = field(
+        default=None, metadata={"help": "Word vocabulary, one token a line (<S>, </S>, <UNK> on any line; ids follow the file); built if absent."}
+    )
+    max_vocab_size: int = field(default=50000, metadata={"help": "Size of a vocabulary built from the corpus."})
+    min_count: int = field(default=1, metadata={"help": "Minimum count of a word in a built vocabulary."})
+    word_split: str = field(default="whitespace", metadata={
+        "help": "How lines are split into words, a name in tokenization.WORD_SPLITTERS: whitespace, punctuation, or jieba "
+                "(punctuation, with runs of Chinese ideographs segmented into words by jieba; needs pip install "
+                "'elmo-hf[zh]'), or one registered there. Saved with the tokenizer."})
+    encoding: str = field(default="utf-8", metadata={
+        "help": "Encoding of the training and validation files (default utf-8; e.g. gb18030, big5, shift_jis, "
+                "latin-1). A line that does not decode is refused, naming the file, line and byte."})
+    softmax: str = field(default="full", metadata={"help": "full, sampled or adaptive."})
+    num_sampled: int = field(default=8192, metadata={"help": "Negatives per batch for the sampled softmax."})
+    batch_mode: str = field(default="stream", metadata={"help": "stream (bilm-tf windows, state carried) or sentence."})
+    unroll_steps: int = field(default=20, metadata={"help": "Window length in tokens (the longest sentence in sentence mode)."})
+    per_device_batch_size: int = field(default=32, metadata={"help": "Rows per batch and process."})
+    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides num_train_epochs when > 0."})
+    num_train_epochs: float = field(default=1.0, metadata={"help": "Passes over the corpus when max_steps <= 0."})
+    optimizer: str = field(default="adagrad", metadata={"help": "adagrad (bilm-tf: lr 0.2, accumulator 1.0) or adamw."})
+    learning_rate: float | None = field(default=None, metadata={"help": "Default 0.2 for adagrad, 1e-3 for adamw."})
+    weight_decay: float = field(default=0.0)
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "A transformers scheduler name."})
+    warmup_steps: int = field(default=0)
+    max_grad_norm: float = field(default=10.0, metadata={"help": "Global-norm gradient clipping (bilm-tf: 10)."})
+    dropout: float | None = field(default=None, metadata={"help": "Override the config's dropout (bilm-tf: 0.1)."})
+    mixed_precision: str = field(default="no", metadata={"help": "no, bf16 or fp16."})
+    seed: int = field(default=42)
+    shuffle_buffer: int = field(default=10000, metadata={"help": "Sentences shuffled together; 1 keeps file order."})
+    logging_steps: int = field(default=10)
+    eval_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: only at the end)."})
+    max_eval_batches: int = field(default=0, metadata={"help": "Cap on evaluation batches (0: the whole file)."})
+    save_steps: int = field(default=0, metadata={"help": "Checkpoint every N steps (0: only at the end)."})
+    save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept."})
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "A checkpoint folder, or 'latest' for the newest in output_dir/checkpoints."}
+    )
+    report_to: str = field(default="auto", metadata={"help": "Accelerate tracker: auto (tensorboard if installed), none, ..."})
+    overwrite_output_dir: bool = field(default=False)
+    push_to_hub: bool = field(default=False)
+    hub_model_id: str | None = field(default=None)
+    hub_private_repo: bool = field(default=False)
+    use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even when a GPU is there."})
+    ddp_timeout: int = field(
+        default=1800,
+        metadata={"help": "Seconds a process waits for the others in a collective before the run fails (as Trainer's)."},
+    )
+    disable_tqdm: bool = field(default=False)
+    verbose: bool = field(default=False, metadata={"help": "Also log what the libraries say (Accelerate, datasets, "
+                                                            "transformers) and their progress bars."})
+
+    def __post_init__(self):
+        import argparse
+
+        from modeling_elmo.configuration_elmo import PRESETS
+        from modeling_elmo.tools.text_files import checked_encoding
+        from tokenization import WORD_SPLITTERS, check_word_split
+
+        if self.preset and self.config_file:
+            raise ValueError("give --preset or --config_file, not both")
+        if self.init_from and (self.preset or self.config_file):
+            raise ValueError("--init_from takes its architecture from the model folder; drop --preset/--config_file")
+        if not (self.preset or self.config_file or self.init_from):
+            self.preset = "small"
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
+        choices = {
+            "softmax": ("full", "sampled", "adaptive"),
+            "batch_mode": ("stream", "sentence"),
+            "optimizer": ("adagrad", "adamw"),
+            "mixed_precision": ("no", "bf16", "fp16"),
+            "word_split": tuple(WORD_SPLITTERS),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"--{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        check_word_split(self.word_split, option="--word_split")  # a missing package (jieba): one line
+        for name in ("unroll_steps", "per_device_batch_size", "logging_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be positive, got {getattr(self, name)}")
+        if self.batch_mode == "sentence" and self.unroll_steps < 3:
+            raise ValueError("--unroll_steps must be at least 3 in sentence mode (<S>, a word, </S>)")
+        if self.max_steps <= 0 and self.num_train_epochs <= 0:
+            raise ValueError("give --max_steps or a positive --num_train_epochs")
+        if self.push_to_hub and not self.hub_model_id:
+            raise ValueError("--push_to_hub needs --hub_model_id")
+        if self.softmax_weight_file and not self.init_from:
+            raise ValueError("--softmax_weight_file goes with --init_from (a converted model)")
+        if self.softmax_weight_file and self.softmax == "adaptive":
+            raise ValueError("--softmax_weight_file holds a full softmax; use --softmax full or sampled")
+        try:
+            self.encoding = checked_encoding(self.encoding)
+        except argparse.ArgumentTypeError as error:
+            raise ValueError(f"--encoding: {error}") from None
+        if self.learning_rate is None:
+            self.learning_rate = 0.2 if self.optimizer == "adagrad" else 1e-3
