@@ -31,6 +31,9 @@ EXCEPTIONS = {
     ("modeling_elmo.push_to_hub_elmo", "modeling_elmo"),
     # The sentence-transformers module copied into saved folders: it is loaded only by sentence-transformers.
     ("modeling_elmo.elmo_sentence_pooling", "sentence_transformers"),
+    # Grapheme clusters (`\X`) for the word splits: `regex` is a dependency of transformers, so it is wherever
+    # remote code can load.
+    ("tokenization.word_splits_elmo", "regex"),
 }
 
 

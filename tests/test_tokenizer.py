@@ -31,6 +31,7 @@ from tokenization import (
     build_vocab,
     check_word_split,
     pad_character_batch,
+    split_name,
     split_words,
     write_vocab,
 )
@@ -272,12 +273,18 @@ def test_jieba_word_split():
     assert build_vocab(["我爱北京天安门"], split="jieba")[3:] == ["北京", "天安门", "我", "爱"]
 
 
-def test_jieba_missing_is_a_one_line_error(monkeypatch):
+def test_jieba_missing_is_a_one_line_error(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "jieba", None)  # as if it were not installed
+    # A tokenizer saved with jieba loads anywhere (pre-split words need no segmenter); raw text is refused.
+    tok = ElmoTokenizer(word_split="jieba")
+    tok.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert loaded.word_split == "jieba"
+    assert loaded([["我", "爱"]], is_split_into_words=True)["input_ids"] == tok([["我", "爱"]], is_split_into_words=True)["input_ids"]
     with pytest.raises(
         ImportError, match=r"word_split='jieba' needs the jieba package: pip install 'elmo-hf\[zh\]'"
     ):
-        ElmoTokenizer(word_split="jieba")
+        loaded("我爱北京")
     with pytest.raises(ImportError, match="elmo-hf"):
         split_words("我爱北京", "jieba")
     # What commands call to validate an option: a one-line ValueError (also an ImportError) naming the extra.
@@ -748,12 +755,13 @@ def test_word_split_travels_with_the_saved_tokenizer(tmp_path, vocab_file):
         tok.save_pretrained(folder)
         saved = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))["word_split"]
         if callable(rule):
-            # A function cannot be written to JSON: its name is, and loading asks for the function again.
-            assert saved == "custom:test_tokenizer._bar_segmenter"
-            with pytest.raises(
-                ValueError, match=r"word_split function test_tokenizer._bar_segmenter.*word_split="
-            ):
-                ElmoTokenizer.from_pretrained(folder)
+            # A function is saved as its import path, never imported from the file: the loaded tokenizer refuses
+            # raw text until the function is registered (or passed again).
+            assert saved == "test_tokenizer:_bar_segmenter"
+            unregistered = ElmoTokenizer.from_pretrained(folder)
+            with pytest.raises(ValueError, match=r"'test_tokenizer:_bar_segmenter' names a function that is not "
+                                                 r"registered in this process: .*--split test_tokenizer:_bar_segmenter"):
+                unregistered("北京|天安门")
             loaded = AutoTokenizer.from_pretrained(folder, word_split=segment)
             assert loaded.word_split is segment
         else:
@@ -769,6 +777,73 @@ def test_word_split_travels_with_the_saved_tokenizer(tmp_path, vocab_file):
 
 def _bar_segmenter(text: str) -> list[str]:
     return text.split("|")
+
+
+def test_word_split_import_path_is_imported_only_when_asked(tmp_path, vocab_file, monkeypatch):
+    """`module:function` (a command's `--split`): imported and registered by check_word_split(allow_import=True);
+    a tokenizer saved with it loads it by name once registered; a lambda is saved as a placeholder loading refuses."""
+    for registry in ("_functions", "_requirements"):  # the registrations below end with the test
+        monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
+    path = "test_tokenizer:_bar_segmenter"
+    with pytest.raises(ValueError, match="not registered in this process"):
+        check_word_split(path, option="--split")  # a saved file's name is never imported
+    assert path not in WORD_SPLITTERS
+    for bad, message in (("no_such_package_xyz:split", r"cannot import no_such_package_xyz \(No module named"),
+                         ("test_tokenizer:no_such_function", "test_tokenizer has no no_such_function"),
+                         ("test_tokenizer:CHINESE_SAMPLE", "is a list, not a function")):
+        with pytest.raises(ValueError, match=f"--split '{bad}': {message}") as caught:
+            check_word_split(bad, option="--split", allow_import=True)
+        assert "\n" not in str(caught.value)
+    check_word_split(path, option="--split", allow_import=True)
+    assert WORD_SPLITTERS[path] is _bar_segmenter and split_words("a|b c", path) == ["a", "b c"]
+    tok = ElmoTokenizer(vocab_file=str(vocab_file), word_split=path)
+    tok.save_pretrained(tmp_path / "by_path")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "by_path")
+    assert loaded.word_split == path and loaded.tokenize("北京|天安门") == ["北京", "天安门"]
+    # A registered function is saved under its name; a lambda cannot be imported again: a placeholder.
+    assert split_name(_bar_segmenter) == path and split_name(WORD_SPLITTERS["jieba"]) == "jieba"
+    ElmoTokenizer(word_split=lambda text: text.split("|")).save_pretrained(tmp_path / "lambda")
+    saved = json.loads((tmp_path / "lambda" / "tokenizer_config.json").read_text())["word_split"]
+    assert saved == "custom:test_tokenizer.test_word_split_import_path_is_imported_only_when_asked.<locals>.<lambda>"
+    with pytest.raises(ValueError, match="cannot hold: pass it again"):
+        ElmoTokenizer.from_pretrained(tmp_path / "lambda")
+
+
+GRAPHEMES = {  # text -> words of the default split: a user-perceived character is one token, never cut
+    "family 👨\u200d👩\u200d👧 ok": ["family", "👨\u200d👩\u200d👧", "ok"],
+    "good👍🏽!": ["good", "👍🏽", "!"],
+    "cafe\u0301 re\u0301sume\u0301s": ["cafe\u0301", "re\u0301sume\u0301s"],  # decomposed accents stay in the word
+    "🇫🇷🇩🇪 1\ufe0f\u20e3": ["🇫🇷", "🇩🇪", "1\ufe0f\u20e3"],  # flags, a keycap
+    "नमस्ते दुनिया": ["नमस्ते", "दुनिया"],  # vowel signs and viramas stay in their word
+    "葛\U000E0100城": ["葛\U000E0100", "城"],  # an ideograph with its variation selector
+    "x \u0301y": ["x", "\u0301", "y"],  # a mark carried by a space: the space still separates
+}
+
+
+def test_grapheme_clusters_are_one_unit():
+    for text, words in GRAPHEMES.items():
+        assert split_words(text) == words, text
+        assert split_words(" ".join(words)) == words  # splitting the split text again gives the same words
+    assert ElmoTokenizer().tokenize("I ❤\ufe0f 👨\u200d👩\u200d👧!") == ["I", "❤\ufe0f", "👨\u200d👩\u200d👧", "!"]
+    if _has_jieba():
+        assert split_words("我爱北京👍🏽。", "jieba") == ["我", "爱", "北京", "👍🏽", "。"]
+
+
+def test_grapheme_clusters_change_nothing_in_ordinary_text():
+    """English, Chinese, Japanese, Korean, accented Latin (precomposed) and single emoji split exactly as the rule
+    does on code points: the clusters only matter where a character is followed by one that joins it."""
+    from tokenization.word_splits_elmo import _PUNCTUATION_SPLIT, _with_clitics_split
+
+    texts = [
+        "The cat sat on the mat. Don't stop: 3.14, 1,000 and U.S. e.g. <S> -- ... ``quoted''",
+        *CHINESE_SAMPLE,
+        "日本語のテキストです。カタカナ、ひらがな",
+        "한국어 문장입니다. 서울에 갑니다!",
+        "Ünïcödé wörds — naïve café über Zürich; emoji 🙂 too, ½ ² №",
+        "Ελληνικά κείμενα, русский текст, עברית, العربية",
+    ]
+    for text in texts:
+        assert split_words(text) == _with_clitics_split(text, _PUNCTUATION_SPLIT.findall(text)), text
 
 
 def _has_jieba() -> bool:

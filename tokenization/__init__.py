@@ -17,7 +17,14 @@ from .batch_encoding_elmo import ElmoBatchEncoding
 from .padding_elmo import LABEL_PAD_ID, pad_character_batch
 from .tokenization_elmo import ElmoTokenizer, word_to_char_ids
 from .tokenization_elmo_manylangs import ElmoManyLangsTokenizer
-from .word_splits_elmo import WORD_SPLITTERS, WordSplitDependencyError, check_word_split, split_words
+from .word_splits_elmo import (
+    WORD_SPLITTERS,
+    WordSplitDependencyError,
+    WordSplitError,
+    check_word_split,
+    split_name,
+    split_words,
+)
 from .word_vocab_elmo import build_vocab, load_vocab, write_vocab
 
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
@@ -30,10 +37,12 @@ __all__ = [
     "ElmoManyLangsTokenizer",
     "ElmoTokenizer",
     "WordSplitDependencyError",
+    "WordSplitError",
     "build_vocab",
     "check_word_split",
     "load_vocab",
     "pad_character_batch",
+    "split_name",
     "split_words",
     "word_to_char_ids",
     "write_vocab",

@@ -37,7 +37,7 @@ while `input_ids` holds one row of 50 character ids per token: shape `[batch, to
 Splitting raw text into words
 -----------------------------
 `word_split` is a name registered in `WORD_SPLITTERS` (`word_splits_elmo.py`): `"punctuation"` (default: PTB-like
-words, one token per CJK ideograph or kana), `"whitespace"` (`str.split()`, for text that is already tokenized, such
+words, one token per CJK ideograph or kana, never cutting a user-perceived character such as an emoji sequence), `"whitespace"` (`str.split()`, for text that is already tokenized, such
 as PTB or the 1B Word Benchmark the published models were trained on), `"jieba"` (Chinese word segmentation, the
 optional extra `elmo-hf[zh]`) or one registered with `WORD_SPLITTERS.register`; or any function `str -> list[str]`.
 It is saved in tokenizer_config.json and used again after `from_pretrained`. Pre-split words
@@ -57,7 +57,7 @@ import gc
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -76,7 +76,16 @@ from .character_ids import (
     PADDING_ID,
 )
 from .padding_elmo import to_list
-from .word_splits_elmo import CJK_CHARACTER, CUSTOM_SPLIT_PREFIX, check_word_split, function_name, split_words
+from .word_splits_elmo import (
+    CJK_CHARACTER,
+    CUSTOM_SPLIT_PREFIX,
+    WORD_SPLITTERS,
+    WordSplitError,
+    check_word_split,
+    is_import_path,
+    split_name,
+    split_words,
+)
 from .word_vocab_elmo import (
     BOS_TOKEN,
     EOS_TOKEN,
@@ -114,18 +123,20 @@ def word_to_char_ids(word: str, max_characters_per_token: int = MAX_CHARACTERS_P
     return [BOW_ID, *(b + BYTE_OFFSET for b in data), EOW_ID] + [CHAR_PAD_ID] * (width - 2 - len(data))
 
 
-def _serialisable_split(word_split: str | Callable) -> str:
-    return f"{CUSTOM_SPLIT_PREFIX}{function_name(word_split)}" if callable(word_split) else word_split
-
-
 def _check_saved_split(word_split: Any) -> None:
-    """`check_word_split`, and refuse the placeholder of a function saved with a tokenizer."""
+    """Refuse, in one line, a `word_split` that is no split at all (a name not registered, the placeholder of a
+    function saved with a tokenizer). What may work once the process is ready is accepted and checked when text is
+    first split: a registered split whose package is missing (jieba), an import path `module:function` not
+    registered yet (never imported from a saved file). So a saved tokenizer loads wherever its files do, and
+    pre-split words (`is_split_into_words=True`) need neither."""
     if isinstance(word_split, str) and word_split.startswith(CUSTOM_SPLIT_PREFIX):
         name = word_split[len(CUSTOM_SPLIT_PREFIX) :]
-        raise ValueError(
+        raise WordSplitError(
             f"This tokenizer was saved with the word_split function {name}, which tokenizer_config.json cannot "
             f"hold: pass it again, e.g. ElmoTokenizer.from_pretrained(path, word_split={name.rsplit('.', 1)[-1]})"
         )
+    if is_import_path(word_split) or (isinstance(word_split, str) and word_split in WORD_SPLITTERS):
+        return
     check_word_split(word_split)
 
 
@@ -143,9 +154,14 @@ class ElmoTokenizer(ElmoEncodingMixin, PreTrainedTokenizer):
         word_split (`str` or function, *optional*, defaults to `"punctuation"`): how raw text is split into words
             (see `split_words`): a name in `WORD_SPLITTERS`, `"punctuation"` (one token per CJK ideograph or kana),
             `"whitespace"` (pre-tokenized), `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`)
-            or one registered with `WORD_SPLITTERS.register`, or any function `str -> list[str]`. Ignored for `is_split_into_words=True`. Saved in tokenizer_config.json; a function
-            is saved as the placeholder `"custom:<module>.<name>"`, and loading it then asks for the function again
-            (`from_pretrained(path, word_split=function)`) instead of silently splitting another way.
+            or one registered with `WORD_SPLITTERS.register`, or any function `str -> list[str]`. Ignored for
+            `is_split_into_words=True`. Saved in tokenizer_config.json: a function as its registered name or its
+            import path `module:function` (loading it then needs that name registered in the loading process:
+            `check_word_split(name, allow_import=True)`, a command's `--split name`, or
+            `from_pretrained(path, word_split=function)`; it is never imported from the file), and a function that
+            cannot be imported by name (a lambda) as the placeholder `"custom:<module>.<name>"`, which loading
+            refuses until the function is passed again, instead of silently splitting another way. A split whose
+            package is missing (jieba) or not registered yet is reported, in one line, when text is first split.
         max_characters_per_token (`int`, *optional*, defaults to 50): row width, `ElmoConfig.max_characters_per_token`.
         cache_size (`int`, *optional*, defaults to 65536): distinct words whose rows are cached; the cache is
             cleared when it grows past this (between calls), so memory stays bounded.
@@ -213,7 +229,7 @@ class ElmoTokenizer(ElmoEncodingMixin, PreTrainedTokenizer):
         self._init_cache()
 
         super().__init__(
-            word_split=_serialisable_split(word_split),  # transformers deep-copies and saves these arguments
+            word_split=split_name(word_split),  # transformers deep-copies and saves these arguments
             max_characters_per_token=max_characters_per_token,
             cache_size=cache_size,
             bos_token=bos_token,
@@ -296,14 +312,16 @@ class ElmoTokenizer(ElmoEncodingMixin, PreTrainedTokenizer):
         written to JSON), so that loading the folder asks for it again rather than splitting text another way."""
         if not callable(self.word_split):
             return super().save_pretrained(save_directory, *args, **kwargs)
-        function = self.word_split
-        logger.warning(
-            "word_split is the function %s: tokenizer_config.json records %r, and loading the tokenizer needs "
-            "from_pretrained(path, word_split=...) with the same function",
-            function_name(function),
-            _serialisable_split(function),
-        )
-        self.word_split = _serialisable_split(function)  # what transformers writes to tokenizer_config.json
+        function, name = self.word_split, split_name(self.word_split)
+        if name.startswith(CUSTOM_SPLIT_PREFIX):
+            logger.warning(
+                "word_split is the function %s, which cannot be imported again by name (a lambda, a local function, "
+                "or one in __main__): tokenizer_config.json records %r, and loading the tokenizer needs "
+                "from_pretrained(path, word_split=...) with the same function",
+                name[len(CUSTOM_SPLIT_PREFIX) :],
+                name,
+            )
+        self.word_split = name  # what transformers writes to tokenizer_config.json
         try:
             return super().save_pretrained(save_directory, *args, **kwargs)
         finally:

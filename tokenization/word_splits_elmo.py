@@ -9,13 +9,29 @@ registered name, so a new segmenter is one function and one call:
     from tokenization import WORD_SPLITTERS
     WORD_SPLITTERS.register("thai", pythainlp.word_tokenize)
 
-This file travels to the Hub as remote code next to `tokenization_elmo.py`: it imports only the standard library.
+or, without code, its import path `module:function` (`--split pythainlp:word_tokenize`): `check_word_split(...,
+allow_import=True)`, which the commands call on their options, imports it and registers it under that name. A name
+read from a saved tokenizer is never imported (a tokenizer_config.json from the Hub must not choose which installed
+function runs on the user's text): it must be registered in the process first, and a clear error says so.
+
+The rules treat a user-perceived character (a Unicode extended grapheme cluster: an emoji ZWJ sequence, an emoji
+with its skin tone, a flag, a letter with combining accents, an ideograph with its variation selector) as one unit,
+as found by the `regex` package (a dependency of transformers, so remote code has it too).
+
+This file travels to the Hub as remote code next to `tokenization_elmo.py`: it imports only the standard library
+and `regex`.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+
+import regex
+
+logger = logging.getLogger(__name__)
 
 WordSplit = Callable[[str], list[str]]
 
@@ -25,7 +41,12 @@ WordSplit = Callable[[str], list[str]]
 CUSTOM_SPLIT_PREFIX = "custom:"
 
 
-class WordSplitDependencyError(ImportError, ValueError):
+class WordSplitError(ValueError):
+    """A word split that cannot be used in this process: a name not registered, an import path (`module:function`)
+    that does not import or was not registered, a package that is missing. The message is one line naming it."""
+
+
+class WordSplitDependencyError(ImportError, WordSplitError):
     """A registered word split whose package is not installed. An `ImportError` (what it is) that is also a
     `ValueError`, so that commands validating a `--word_split` option catch it with their other option errors."""
 
@@ -73,6 +94,36 @@ _IDEOGRAPH_RUNS_SPLIT = re.compile(
     _PUNCTUATION_RULE.replace("CJK_CHARACTERS", f"[{_IDEOGRAPHS}]+ | [{_KANA}]"), re.VERBOSE
 )
 _IDEOGRAPH = re.compile(f"[{_IDEOGRAPHS}]")
+
+# Unicode's extended grapheme clusters (UAX #29), as the `regex` package implements them. A text in which no
+# character has one of the other Grapheme_Cluster_Break values has single-character clusters only (a CR LF pair
+# aside, which is whitespace): the rules then run on the text as it is, as fast as before and with the same words.
+_GRAPHEME = regex.compile(r"\X")
+_MAY_JOIN_A_CLUSTER = regex.compile(
+    r"[^\p{GCB=Other}\p{GCB=Control}\p{GCB=CR}\p{GCB=LF}\p{GCB=LV}\p{GCB=LVT}]"
+)
+
+
+def _find_words(pattern: re.Pattern, text: str) -> list[str]:
+    """`pattern.findall(text)` with every grapheme cluster a unit: the rule runs on each cluster's first character,
+    and each token it finds is given its clusters whole (`e` + U+0301 stays in its word; a family emoji, a thumbs-up
+    with a skin tone, a flag are one token each)."""
+    if text.isascii() or not _MAY_JOIN_A_CLUSTER.search(text):
+        return pattern.findall(text)
+    starts, firsts = [], []  # where each unit starts in `text`, and the character the rule sees for it
+    for match in _GRAPHEME.finditer(text):
+        start, end = match.span()
+        if end - start > 1 and text[start].isspace():
+            # A space carrying a mark: the space stays a separator and the marks become a unit of their own, as
+            # they were before (a token never holds whitespace).
+            starts.append(start)
+            firsts.append(text[start])
+            start += 1
+        starts.append(start)
+        firsts.append(text[start])
+    starts.append(len(text))
+    return [text[starts[m.start()] : starts[m.end()]] for m in pattern.finditer("".join(firsts))]
+
 CJK_CHARACTER = re.compile(f"[{_IDEOGRAPHS}{_KANA}]")  # an ideograph or a kana anywhere in a word
 _CLITIC_SUFFIX = re.compile(r"(.+)((?i:['’](?:s|d|m|ll|re|ve)))")  # it's -> it 's ; O'Neill's -> O'Neill 's
 _NEGATION_SUFFIX = re.compile(r"(\w+)((?i:n['’]t))")  # don't -> do n't ; can't -> ca n't (as in the PTB)
@@ -107,7 +158,7 @@ def _with_clitics_split(text: str, words: list[str]) -> list[str]:
 
 def punctuation_words(text: str) -> list[str]:
     """The `"punctuation"` rule (see `split_words`)."""
-    return _with_clitics_split(text, _PUNCTUATION_SPLIT.findall(text))
+    return _with_clitics_split(text, _find_words(_PUNCTUATION_SPLIT, text))
 
 
 def whitespace_words(text: str) -> list[str]:
@@ -141,7 +192,7 @@ def _segmenter_words(segment: Callable[[str], Iterable[str]], text: str) -> list
 
 def _segment_ideograph_runs(text: str, segment: Callable[[str], list[str]]) -> list[str]:
     """The punctuation rule with each run of ideographs given to `segment` instead of split per ideograph."""
-    words = _IDEOGRAPH_RUNS_SPLIT.findall(text)
+    words = _find_words(_IDEOGRAPH_RUNS_SPLIT, text)
     if text.isascii():
         return words
     out: list[str] = []
@@ -162,7 +213,14 @@ def _require_jieba():
         raise WordSplitDependencyError(
             "word_split='jieba' needs the jieba package: pip install 'elmo-hf[zh]' (or pip install jieba)"
         ) from None
+    _quiet(jieba)
     return jieba
+
+
+def _quiet(jieba) -> None:
+    """jieba logs "Building prefix dict ..." at DEBUG to a handler of its own (and again through the root logger
+    when an application has configured one): shown only when this module's logger shows DEBUG (`--verbose`)."""
+    jieba.setLogLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.WARNING)
 
 
 def jieba_words(text: str) -> list[str]:
@@ -238,17 +296,88 @@ WORD_SPLITTERS.register("jieba", jieba_words, requires=_require_jieba)
 _CLEAN_SPLITS = (punctuation_words, whitespace_words, jieba_words)
 
 
-def check_word_split(rule: str | WordSplit, option: str = "word_split") -> None:
-    """Refuse, in one line, a name that is not registered or whose package is missing (`WordSplitDependencyError`,
-    an `ImportError` and a `ValueError`). A function passes. `option` names the argument in the message."""
+# An import path `package.module:function` (the entry-point syntax); the function may be nested: `module:Class.method`.
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def is_import_path(name: object) -> bool:
+    """Whether `name` has the form `module:function` that `check_word_split(..., allow_import=True)` imports."""
+    return isinstance(name, str) and _IMPORT_PATH.fullmatch(name) is not None
+
+
+def import_path(function: Callable) -> str | None:
+    """`module:qualname` of a function that can be imported again from it in another process, else None (a lambda,
+    a function defined inside another or in `__main__`, a callable object)."""
+    module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", None)
+    if not module or not qualname or module == "__main__" or "<" in qualname:
+        return None
+    path = f"{module}:{qualname}"
+    try:
+        found = _resolve(path)
+    except (ImportError, AttributeError):
+        return None
+    return path if found is function else None
+
+
+def _resolve(path: str) -> object:
+    module_name, _, qualname = path.partition(":")
+    found = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _import_split(path: str, option: str) -> WordSplit:
+    try:
+        function = _resolve(path)
+    except ImportError as error:
+        raise WordSplitDependencyError(
+            f"{option} {path!r}: cannot import {path.partition(':')[0]} ({error}); install the package that "
+            "defines the function"
+        ) from None
+    except AttributeError:
+        raise WordSplitError(f"{option} {path!r}: {path.partition(':')[0]} has no {path.partition(':')[2]}") from None
+    if not callable(function):
+        raise WordSplitError(f"{option} {path!r}: is a {type(function).__name__}, not a function str -> list[str]")
+    return function
+
+
+def check_word_split(rule: str | WordSplit, option: str = "word_split", allow_import: bool = False) -> None:
+    """Refuse, in one line, a name that is not registered or whose package is missing (`WordSplitError`, a
+    `ValueError`; `WordSplitDependencyError` for a missing package, also an `ImportError`). A function passes.
+    `option` names the argument in the message.
+
+    `allow_import=True` (the commands, for the options a user types): an import path `module:function` not yet
+    registered is imported and registered under that name. Never for a name read from a saved tokenizer.
+    """
     if callable(rule):
         return
+    if is_import_path(rule) and rule not in WORD_SPLITTERS:
+        if not allow_import:
+            raise WordSplitError(
+                f"{option} {rule!r} names a function that is not registered in this process: give it as an option "
+                f"(--split {rule} imports it), pass the function itself (word_split=...), or register it "
+                f"(tokenization.check_word_split({rule!r}, allow_import=True))"
+            )
+        WORD_SPLITTERS.register(rule, _import_split(rule, option))
     if not isinstance(rule, str) or rule not in WORD_SPLITTERS:
-        raise ValueError(
-            f"{option} must be one of {tuple(WORD_SPLITTERS)} (see tokenization.WORD_SPLITTERS) or a function "
-            f"str -> list[str], got {rule!r}"
+        raise WordSplitError(
+            f"{option} must be one of {tuple(WORD_SPLITTERS)} (see tokenization.WORD_SPLITTERS), an import path "
+            f"module:function, or a function str -> list[str], got {rule!r}"
         )
     WORD_SPLITTERS.check_requirements(rule)
+
+
+def split_name(rule: str | WordSplit) -> str:
+    """How `rule` is written down (tokenizer_config.json, a command's outputs): its name; for a function, the name
+    it is registered under, else its import path, else the placeholder `custom:<module>.<name>`, which loading
+    refuses (a function cannot be written to JSON)."""
+    if not callable(rule):
+        return rule
+    for name, function in WORD_SPLITTERS.items():
+        if function is rule:
+            return name
+    return import_path(rule) or f"{CUSTOM_SPLIT_PREFIX}{function_name(rule)}"
 
 
 def split_words(text: str, rule: str | WordSplit = "punctuation") -> list[str]:
@@ -273,7 +402,11 @@ def split_words(text: str, rule: str | WordSplit = "punctuation") -> list[str]:
       了 3 年 。`; so is every kana (Japanese has no spaces either). Hangul follows the word rule (Korean
       separates words with spaces), as do other scripts; for Thai or word-level Japanese pass a segmenter;
     * every other non-space character is a token of its own: punctuation (CJK punctuation too: `，。「」《》`),
-      symbols, each emoji code point, control characters (`"a\\x01b"` -> `a`, `\\x01`, `b`);
+      symbols, each emoji, control characters (`"a\\x01b"` -> `a`, `\\x01`, `b`);
+    * a user-perceived character (a Unicode extended grapheme cluster) is never cut: a letter with combining accents
+      stays in its word (`"cafe\\u0301"` -> one word), an emoji ZWJ sequence (a family), an emoji with its skin tone,
+      a flag or a keycap is one token, an ideograph with its variation selector one token. The rule runs on each
+      cluster's first character, so text without such sequences splits as if they did not exist;
     * no lower-casing and no Unicode normalisation (the published models are case-sensitive).
 
     `rule="jieba"`: the same, except that each run of ideographs is segmented into words by jieba (the optional
@@ -282,7 +415,8 @@ def split_words(text: str, rule: str | WordSplit = "punctuation") -> list[str]:
     `rule="whitespace"`: `text.split()`, for text that is already tokenized (PTB, the 1B Word Benchmark, Chinese
     segmented with spaces). Ideographs are not split: unsegmented Chinese stays one "word" per run.
 
-    `rule=` another name registered in `WORD_SPLITTERS`, or any segmenter `str -> list[str]`: its words are used as
+    `rule=` another name registered in `WORD_SPLITTERS` (an import path `module:function` once registered), or any
+    segmenter `str -> list[str]`: its words are used as
     they are, except that empty and whitespace-only ones are dropped (segmenters such as `jieba.lcut` return the
     spaces).
 
@@ -294,7 +428,7 @@ def split_words(text: str, rule: str | WordSplit = "punctuation") -> list[str]:
         return _segmenter_words(rule, text)
     function = WORD_SPLITTERS.get(rule) if isinstance(rule, str) else None
     if function is None:
-        check_word_split(rule, option="rule")  # raises: not a registered name
+        check_word_split(rule)  # raises: not a registered name (an import path is not imported here)
     if function in _CLEAN_SPLITS:  # a tuple: compared by identity, no hashing needed
         return function(text)
     return _segmenter_words(function, text)
