@@ -21,7 +21,7 @@ import huggingface_hub.constants
 import numpy as np
 import pytest
 import torch
-from conftest import _NO_PROJECT, clean_env, tiny_config
+from conftest import _NO_PROJECT, REPO, clean_env, run_command, tiny_config
 from hub_server import HubServer
 
 from modeling_elmo import ElmoForPreTraining, load_elmo
@@ -97,12 +97,48 @@ def _jieba(root: Path) -> Path:
     return root / "model"
 
 
+def _corpus(path: Path, lines: int) -> Path:
+    """Sentences of a small grammar, with the matrix's own sentences among them."""
+    import random
+
+    rng = random.Random(0)
+    nouns, verbs = ["cat", "dog", "bank", "river", "money"], ["sat", "lends", "floods", "ran"]
+    text = [f"The {rng.choice(nouns)} {rng.choice(verbs)} on the {rng.choice(nouns)} ." for _ in range(lines)]
+    path.write_text("\n".join(text + RAW_SENTENCES) + "\n", encoding="utf-8")
+    return path
+
+
+def _pretrained(root: Path) -> Path:
+    corpus = _corpus(root / "corpus.txt", 60)
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = run_command([sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir",
+                          str(root / "run"), "--preset", "tiny", "--max_steps", "4", "--per_device_batch_size", "4",
+                          "--unroll_steps", "8", "--disable_tqdm", "--report_to", "none"],
+                         cwd=REPO, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root / "run"
+
+
+def _finetuned(root: Path) -> Path:
+    from train import finetune_classification
+
+    base = _allennlp(root / "base")
+    data = root / "train.tsv"
+    data.write_text("label\ttext\n" + "".join(f"{i % 2}\t{line}\n" for i, line in enumerate(RAW_SENTENCES * 3)))
+    finetune_classification.main(["--model_name_or_path", str(base), "--train_file", str(data), "--output_dir",
+                                  str(root / "model"), "--max_steps", "2", "--report_to", "none", "--use_cpu",
+                                  "--disable_tqdm", "true", "--save_strategy", "no"])
+    return root / "model"
+
+
 BUILDERS = {
     "allennlp": _allennlp,
     "manylangs": _manylangs,
     "manylangs_chars": lambda root: _manylangs(root, word_dim=0),
     "manylangs_words": lambda root: _manylangs(root, char_dim=0),
     "jieba": _jieba,
+    "pretrained": _pretrained,
+    "finetuned": _finetuned,
 }
 
 
