@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,6 +58,50 @@ def losses(folder: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in records}
 
 
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m"]
+
+
+def interrupt_after_first_checkpoint(*args: str, signum: int, launcher: list[str] | None = None):
+    """Start a long run that checkpoints every 2 steps, and once its first checkpoint is there send `signum` to its
+    process group, as Ctrl-C in a terminal does (torchrun passes it on to its workers). Returns (exit status,
+    stderr)."""
+    out = Path(args[args.index("--output_dir") + 1])
+    command = (launcher or [sys.executable, "-m"]) + ["train.pretrain", *args, "--max_steps", "100000",
+                                                      "--save_steps", "2"]
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not (out / "checkpoints" / "step-00000002").is_dir():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
+        time.sleep(0.05)
+    os.killpg(process.pid, signum)
+    _, stderr = process.communicate(timeout=120)
+    return process.returncode, stderr
+
+
+def catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (Linux: the SigCgt mask of /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
+def saved_step(out: Path) -> int:
+    """The step of the newest checkpoint, which every checkpoint also records in its progress file."""
+    newest = sorted((out / "checkpoints").glob("step-*"))[-1]
+    step = torch.load(newest / "progress_rank0.pt", weights_only=False)["progress"]["step"]
+    assert newest.name == f"step-{step:08d}"
+    return step
+
+
+def parameters(out: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(out / "model.safetensors")
+
+
 @pytest.mark.slow
 def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
     train, valid = corpus
@@ -62,6 +109,12 @@ def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
     result = pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
                       "--max_steps", "12", "--softmax", "sampled", "--num_sampled", "8", *COMMON)
     assert "wrote the model folder to" in result.stderr
+    # Quiet by default: this command's own lines, none of the libraries' warnings or progress bars.
+    lines = result.stderr.strip().splitlines()
+    assert all(" INFO train.pretrain: " in line for line in lines), result.stderr
+    said = [line.split(" INFO train.pretrain: ", 1)[1] for line in lines]
+    expected = ["a vocabulary of", "trained 12 steps", "validation: forward_perplexity", "wrote the model folder to"]
+    assert len(said) == len(expected) and all(m.startswith(e) for m, e in zip(said, expected)), result.stderr
     for name in ("config.json", "model.safetensors", "modeling_elmo.py", "tokenizer_config.json", "vocab.txt",
                  "tokenization_elmo.py", "eval_results.json", "train_results.json"):
         assert (out / name).exists(), name
@@ -109,31 +162,106 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_train_one_model_and_resume(corpus, tmp_path):
-    train, valid = corpus
-    out = tmp_path / "ddp"
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m"]
-    ddp = [*COMMON, "--ddp_timeout", "120"]  # a process stuck waiting for its peer fails instead of hanging
-    pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
-             "--max_steps", "4", "--save_steps", "2", *ddp, launcher=launcher)
-    summary = json.loads((out / "train_results.json").read_text())
-    assert summary["processes"] == 2
-    assert summary["parameters_identical_across_processes"] is True
-    assert summary["tokens_seen"] == 4 * 2 * 4 * 8  # steps x processes x rows x window
-    pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "6",
-             "--resume_from_checkpoint", "latest", *ddp, launcher=launcher)
-    summary = json.loads((out / "train_results.json").read_text())
-    assert summary["steps"] == 6 and summary["parameters_identical_across_processes"] is True
+def test_ctrl_c_keeps_a_checkpoint_and_the_run_resumes_from_it(corpus, tmp_path):
+    """SIGINT during training: a checkpoint of the step reached, one line saying so and how to go on, exit 130."""
+    train, _ = corpus
+    out = tmp_path / "out"
+    code, stderr = interrupt_after_first_checkpoint("--train_file", str(train), "--output_dir", str(out), *COMMON,
+                                                    signum=signal.SIGINT)
+    assert code == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    step = saved_step(out)
+    last = stderr.strip().splitlines()[-1]
+    assert "interrupted (SIGINT): the checkpoint of step" in last and f"step-{step:08d}" in last, stderr[-3000:]
+    assert "--resume_from_checkpoint latest" in last
+    assert not list((out / "checkpoints").glob(".tmp-*"))  # nothing half-written
+    assert max(losses(out)) == step  # the checkpoint holds the last step trained
+    pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", str(step + 2),
+             "--resume_from_checkpoint", "latest", *COMMON)
+    assert json.loads((out / "train_results.json").read_text())["steps"] == step + 2
 
 
 @pytest.mark.slow
-def test_invalid_utf8_lines_are_skipped_and_counted(tmp_path):
-    path = write_corpus(tmp_path / "train.txt", 200, 3)
-    lines = path.read_bytes()
-    path.write_bytes(b"caf\xe9 au lait\n\xff\xfe broken\n\nthe end\n" + lines)
+def test_two_processes_stop_together_and_resume_as_if_never_stopped(corpus, tmp_path):
+    """Two processes (torchrun, gloo): Ctrl-C stops both at one step, after a checkpoint; the resumed run's losses
+    and final parameters are those of a run that was never stopped (so the saved state was restored: optimizer,
+    RNG states of both processes, data position, LSTM states)."""
+    train, valid = corpus
+    parted, whole = tmp_path / "parted", tmp_path / "whole"
+    ddp = [*COMMON, "--ddp_timeout", "120", "--dropout", "0.2"]  # a process stuck on its peer fails, not hangs
+    _, stderr = interrupt_after_first_checkpoint("--train_file", str(train), "--output_dir", str(parted), *ddp,
+                                                 signum=signal.SIGINT, launcher=TORCHRUN)
+    step = saved_step(parted)
+    assert f"interrupted (SIGINT): the checkpoint of step {step} is kept" in stderr, stderr[-3000:]
+    assert stderr.count("interrupted (SIGINT)") == 1  # said once, by the first process
+    assert f'File "{REPO / "train"}' not in stderr  # torchrun prints its own traceback; the workers none
+    assert not list((parted / "checkpoints").glob(".tmp-*"))
+    assert {p.name for p in (parted / "checkpoints" / f"step-{step:08d}").glob("progress_rank*.pt")} == {
+        "progress_rank0.pt", "progress_rank1.pt"}
+    end = step + 3
+    pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(parted),
+             "--max_steps", str(end), "--resume_from_checkpoint", "latest", *ddp, launcher=TORCHRUN)
+    pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(whole),
+             "--max_steps", str(end), *ddp, launcher=TORCHRUN)
+    summary = json.loads((parted / "train_results.json").read_text())
+    assert summary["processes"] == 2 and summary["steps"] == end
+    assert summary["parameters_identical_across_processes"] is True
+    assert summary["tokens_seen"] == end * 2 * 4 * 8  # steps x processes x rows x window
+    expected, got = losses(whole), losses(parted)
+    for resumed_step in range(step + 1, end + 1):
+        assert got[resumed_step] == pytest.approx(expected[resumed_step], abs=1e-6), resumed_step
+    ours, theirs = parameters(parted), parameters(whole)
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        assert torch.allclose(ours[name], theirs[name], rtol=0, atol=1e-6), name
+    assert json.loads((parted / "eval_results.json").read_text()) == pytest.approx(
+        json.loads((whole / "eval_results.json").read_text()), abs=1e-6)
+
+
+@pytest.mark.slow
+def test_sigterm_before_the_first_checkpoint_leaves_nothing(corpus, tmp_path):
+    """SIGTERM (a scheduler's stop) during the set-up: exit 143, one line, the output folder never made."""
+    train, _ = corpus
     out = tmp_path / "out"
-    pretrain("--train_file", str(path), "--output_dir", str(out), "--max_steps", "2", *COMMON, "--shuffle_buffer", "1")
-    assert json.loads((out / "train_results.json").read_text())["skipped_invalid_utf8_lines"] == 2
+    command = [sys.executable, "-m", "train.pretrain", "--train_file", str(train), "--output_dir", str(out), *COMMON,
+               "--max_steps", "5"]
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not catches_sigterm(process.pid):  # the command has installed its handler: it is setting the run up
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].endswith(
+        f"interrupted (SIGTERM) before the first checkpoint: nothing was kept ({out} is as it was); run the same "
+        "command to start again"), stderr[-3000:]
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_encoding_gbk_corpus(tmp_path):
+    """A GBK file: refused under the default utf-8 (one line naming file, line and byte; exit 2; no folder), trained
+    on with --encoding gbk (its words, not U+FFFD, in the vocabulary)."""
+    from train.pretrain import PretrainArguments, train
+
+    rng = random.Random(0)
+    corpus = tmp_path / "train.txt"
+    corpus.write_bytes("".join(f"{rng.choice(['我们', '他们'])} 在 {rng.choice(['银行', '河边'])} 散步 。\n"
+                               for _ in range(100)).encode("gbk"))
+    out = tmp_path / "out"
+    result = pretrain("--train_file", str(corpus), "--output_dir", str(out), "--max_steps", "2", *COMMON, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    first_byte = corpus.read_bytes()[0]
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        f"{corpus}: line 1, byte 1 of the line (0x{first_byte:02x}) is not valid utf-8; give the file's encoding "
+        "with --encoding (for example --encoding gb18030 for Chinese text)"), result.stderr
+    assert not out.exists()
+    train(PretrainArguments(train_file=[str(corpus)], output_dir=str(out), max_steps=2, encoding="gbk", preset="tiny",
+                            per_device_batch_size=4, unroll_steps=8, report_to="none", disable_tqdm=True))
+    vocab = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    assert {"我们", "银行", "散步"} <= set(vocab) and not any("\ufffd" in word for word in vocab)
 
 
 @pytest.mark.slow
