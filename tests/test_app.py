@@ -1,0 +1,230 @@
+"""elmo-app, the demo page: its views' functions called directly (the numbers are the model's own vectors, bad input
+is a message, one failing request leaves the others working), and once in a real headless Chromium driven through
+the real command (tests/app_browser.py; skipped, saying why, where the browser is not installed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from app_browser import browser_missing, chromium, element, fill, run_view, running_app
+from PIL import Image
+
+from modeling_elmo import ElmoModel
+from modeling_elmo.tools.analysis import analyze
+from modeling_elmo.tools.app import server
+from modeling_elmo.tools.app.neighbours import nearest_neighbours
+from modeling_elmo.tools.app.session import Limits, load_session
+from modeling_elmo.tools.app.similarity import project_2d, word_similarity
+from tokenization import ElmoTokenizer, split_words
+
+BANK = "He sat on the bank of the river .\nThe bank , the bank and the money .\nA cat ."
+
+
+@pytest.fixture(scope="module")
+def session(tiny_model_dir):
+    return load_session(str(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir):
+    """The model's own vectors: `ElmoModel` loaded afresh, one sentence at a time -> (L + 1, n, 2P)."""
+    model, tokenizer = ElmoModel.from_pretrained(tiny_model_dir).eval(), ElmoTokenizer.from_pretrained(tiny_model_dir)
+
+    def vectors(sentence: str, split: str = "punctuation") -> torch.Tensor:
+        words = split_words(sentence, split)
+        with torch.no_grad():
+            out = model(**tokenizer([words], is_split_into_words=True, return_tensors="pt"), output_hidden_states=True)
+        return torch.stack(out.hidden_states)[:, 0, 1 : len(words) + 1]
+
+    return vectors
+
+
+def _cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1)
+
+
+def test_similarity_numbers_are_the_cosines_of_the_models_own_vectors(session, reference):
+    message, marked, table, image = session_handlers(session)["similarity"](BANK, "bank", "punctuation")
+    assert message == "" and isinstance(image, Image.Image) and image.size[0] > 600
+    result = word_similarity(session, BANK, "bank", "punctuation")
+    assert [o.label for o in result.occurrences] == ["S1", "S2.1", "S2.2"]  # "A cat ." holds no bank
+    first, second = reference(BANK.splitlines()[0]), reference(BANK.splitlines()[1])
+    expected = {(0, 1): _cosines(first[:, 4], second[:, 1]), (0, 2): _cosines(first[:, 4], second[:, 4]),
+                (1, 2): _cosines(second[:, 1], second[:, 4])}
+    for (i, j), cosines in expected.items():
+        torch.testing.assert_close(result.cosine[:, i, j], cosines, atol=1e-6, rtol=0)
+        torch.testing.assert_close(result.cosine[:, j, i], cosines, atol=1e-6, rtol=0)
+        for layer, value in enumerate(cosines.tolist()):  # the page shows them with 4 decimals
+            assert f"<td data-pair='{i}-{j}' data-layer='{layer}'>{value:.4f}</td>" in table
+    assert torch.allclose(result.cosine[0], torch.ones(3, 3, dtype=torch.float64), atol=1e-6)  # layer 0: no context
+    assert not torch.allclose(result.cosine[1:], torch.ones_like(result.cosine[1:]), atol=1e-3)
+    assert marked.count("<mark>") == 3 and "S2.2" in marked
+
+
+def test_projection_is_the_pca_of_the_occurrences():
+    torch.manual_seed(0)
+    points = torch.randn(3, 3, 8)  # three layers of three points: a plane, so two components keep every distance
+    points[0] = points[0, :1]  # layer 0: one vector three times
+    coords, explained = project_2d(points)
+    for layer in (1, 2):
+        torch.testing.assert_close(torch.cdist(coords[layer], coords[layer]),
+                                   torch.cdist(points[layer].double(), points[layer].double()), atol=1e-6, rtol=0)
+        assert explained[layer].sum().item() == pytest.approx(1.0) and explained[layer, 0] >= explained[layer, 1]
+    assert coords[0].abs().max() == 0 and explained[0].tolist() == [0.0, 0.0]
+
+
+def session_handlers(session):
+    return server.handlers(session)
+
+
+@pytest.mark.parametrize("text, word, split, expected", [
+    ("", "bank", "punctuation", "the sentence box is empty"),
+    ("   \n\n", "bank", "punctuation", "the sentence box is empty"),
+    ("A bank .\nA bank .", "", "punctuation", "type the word to compare"),
+    ("A bank .\nA river .", "money", "punctuation", "'money' is not a word of the sentences"),
+    ("A bank .\nA river .", "bank", "punctuation", "'bank' occurs once"),
+    ("A bank .\nA bank .", "river bank", "punctuation", "'river bank' is 2 words"),
+    ("他在银行工作。\n银行很大。", "银行", "punctuation", "(银 | 行)"),
+    ("A bank .\nA bank .", "bank", "no-such-split", "the word split must be one of"),
+    ("a" * 10_000, "bank", "punctuation", "has 10,000 characters: only the first 2,000 were used"),
+])
+def test_bad_input_is_a_message_in_the_page(session, text, word, split, expected):
+    message, *others = session_handlers(session)["similarity"](text, word, split)
+    assert message.startswith("❌") and expected in message and "Traceback" not in message
+    assert others == [None, None, None]
+
+
+def test_long_input_is_capped_with_a_message(session):
+    text = "\n".join(f"The bank number {i} ." for i in range(200))  # 200 sentences, 4,289 characters
+    message, _, table, _ = session_handlers(session)["similarity"](text, "bank", "punctuation")
+    assert "4,289 characters: only the first 2,000 were used" in message
+    assert "sentences: only the first 20 were used" in message
+    assert "occurs 20 times" not in message and table.count("<tr><th>S") == 20 * 19 // 2
+
+
+def test_uploads_binary_undecodable_or_too_large_are_messages(session, tmp_path):
+    answer = session_handlers(session)["contextuality"]
+    binary = tmp_path / "weights.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    assert "weights.bin is a binary file" in answer("", str(binary), "utf-8", "whitespace", 2)[0]
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("a café bank\nthe bank\n".encode("latin-1"))
+    message = answer("", str(latin), "utf-8", "whitespace", 2)[0]
+    assert "latin.txt: line 1, byte 6 of the line is not valid utf-8" in message
+    message, image, table = answer("", str(latin), "latin-1", "whitespace", 2)
+    assert message == "" and "data-measure" in table  # decoded with the encoding chosen in the page
+    assert "not read line by line" in answer("", str(latin), "utf-16", "whitespace", 2)[0]
+    small = dataclasses.replace(session, limits=Limits(max_upload_bytes=10))
+    assert "has 21 bytes: upload at most 10" in server.handlers(small)["contextuality"](
+        "", str(latin), "latin-1", "whitespace", 2)[0]
+
+
+def test_a_failing_request_leaves_the_app_working(session, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    answer = session_handlers(session)["similarity"]
+    monkeypatch.setattr(session.model, "forward", broken)
+    with caplog.at_level(logging.ERROR, logger="elmo-app"):
+        message, *others = answer(BANK, "bank", "punctuation")
+    assert message == f"❌ {server.FAILED}" and others == [None, None, None]
+    assert "out of memory" in caplog.text  # the traceback goes to the server's log, not to the page
+    monkeypatch.undo()
+    assert answer(BANK, "bank", "punctuation")[0] == ""
+
+
+def test_nearest_neighbours_are_ranked_by_the_models_cosine(session, reference):
+    corpus = "The bank lent money .\nThe river bank was muddy .\nA bank of the river .\nThe cat sat ."
+    query = "He fished from the bank ."
+    result = nearest_neighbours(session, corpus, query, "bank", "whitespace", layer=2, k=10)
+    q = reference(query)[2, 4]
+    expected = sorted(((_cosines(q, reference(line)[2, i]).item(), s, i) for s, line in enumerate(corpus.splitlines())
+                       for i, w in enumerate(line.split()) if w == "bank"), reverse=True)
+    assert [(n.sentence, n.position) for n in result.neighbours] == [(s, i) for _, s, i in expected]
+    assert [n.cosine for n in result.neighbours] == pytest.approx([c for c, _, _ in expected], abs=1e-6)
+    index = result.index
+    every_word = nearest_neighbours(session, corpus, query, "bank", "whitespace", layer=0, k=3, same_word_only=False)
+    assert every_word.index is index  # the corpus was embedded once
+    assert [n.word for n in every_word.neighbours] == ["bank"] * 3 and every_word.neighbours[0].cosine == pytest.approx(1)
+    assert session.model.token_cache_info()["size"] > 0  # the character CNN ran once per distinct word
+    own = nearest_neighbours(session, corpus, "", "bank", "whitespace", layer=1, k=10)
+    assert (0, 1) not in [(n.sentence, n.position) for n in own.neighbours] and len(own.neighbours) == 2
+    message, html = session_handlers(session)["neighbours"](corpus, None, "utf-8", query, "cat", "whitespace", 1,
+                                                             5, True)
+    assert "'cat' is not a word of the sentences" in message and html is None
+
+
+def test_contextuality_is_elmo_analyzes(session, tmp_path):
+    text = "\n".join(["the bank lent money", "the river bank", "a bank of fish", "the money was lent"] * 2)
+    message, image, table = session_handlers(session)["contextuality"](text, None, "utf-8", "whitespace", 2)
+    assert message == "" and isinstance(image, Image.Image)
+    corpus = tmp_path / "text.txt"
+    corpus.write_text(text + "\n")
+    expected = analyze(session.model, session.tokenizer, corpus, min_count=2, max_words=200, quiet=True)
+    for layer, value in enumerate(expected["self_similarity"]):
+        assert f"<td data-measure='self_similarity' data-layer='{layer}'>{value:.4f}</td>" in table
+    message = session_handlers(session)["contextuality"]("one two three", None, "utf-8", "whitespace", 2)[0]
+    assert message.startswith("❌ no word occurs 2 times in the text")
+
+
+def test_chinese_per_ideograph_and_jieba(session):
+    text = "他在银行工作。\n我们一起步行去公园。\n这家银行的利率很高。"
+    per_character = word_similarity(session, text, "行", "punctuation")
+    assert [o.label for o in per_character.occurrences] == ["S1", "S2", "S3"]
+    pytest.importorskip("jieba")
+    words = word_similarity(session, text, "银行", "jieba")
+    assert [(o.sentence, o.word) for o in words.occurrences] == [(0, "银行"), (2, "银行")]
+
+
+def test_page_builds_every_view(session):
+    pytest.importorskip("gradio")
+    demo = server.build_app(session)
+    ids = {c.get("props", {}).get("elem_id") for c in demo.config["components"]}
+    assert {"sim-text", "sim-word", "sim-run", "sim-table", "nn-run", "nn-result", "ctx-run", "ctx-table"} <= ids
+    assert "RANDOM WEIGHTS" not in server.model_summary(session)
+    preset = load_session("tiny")
+    assert "RANDOM WEIGHTS" in server.model_summary(preset)
+
+
+def test_command_refuses_a_model_it_cannot_load(caplog, tmp_path):
+    with caplog.at_level(logging.ERROR):
+        assert server.main(["--model", str(tmp_path / "missing"), "--port", "7999"]) == 2
+    assert "--model: model" in caplog.text and "not found" in caplog.text
+    assert server.main(["--model", "tiny", "--port", "0"]) == 2
+
+
+@pytest.mark.slow
+def test_the_page_in_a_real_browser(tiny_model_dir, reference):
+    """`elmo-app` serving the tiny model; Chromium types two sentences and a word, and reads the numbers shown."""
+    reason = browser_missing()
+    if reason:
+        pytest.skip(f"browser test of elmo-app skipped: {reason}")
+    sentences = ["The bank lent money .", "We sat on the river bank ."]
+    with running_app(tiny_model_dir) as (url, process), chromium() as driver:
+        driver.get(url)
+        assert "ELMo" in element(driver, "#model-summary").text
+        fill(driver, "#sim-text", "\n".join(sentences))
+        fill(driver, "#sim-word", "bank")
+        _, cells = run_view(driver, "sim", "td[data-layer]")
+        shown = {int(c.get_attribute("data-layer")): float(c.text) for c in cells}
+        expected = _cosines(reference(sentences[0])[:, 1], reference(sentences[1])[:, 5])
+        assert shown == pytest.approx(dict(enumerate(expected.tolist())), abs=5e-5)  # 4 decimals shown
+        fill(driver, "#sim-text", "")
+        message, cells = run_view(driver, "sim", "td[data-layer]")
+        assert "❌ the sentence box is empty" in message and not cells
+        fill(driver, "#sim-text", "\n".join(sentences[::-1]))
+        message, cells = run_view(driver, "sim", "td[data-layer]")  # the error stopped nothing
+        assert len(cells) == 3 and "❌" not in message
+    assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-2000:]
+
+
+def test_the_screenshots_are_in_the_docs():
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    for view in ("similarity", "neighbours", "contextuality"):
+        with Image.open(docs / f"app_{view}.png") as image:
+            assert image.size[0] >= 1000 and image.size[1] >= 500
