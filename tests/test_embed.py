@@ -19,6 +19,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import tomllib
 import torch
@@ -26,7 +27,7 @@ from conftest import REPO, clean_env, run_command
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.tools import embed as embed_module
-from tokenization import ElmoTokenizer
+from tokenization import ElmoTokenizer, split_words
 
 SENTENCES = [
     "The cat sat on the mat .",
@@ -316,7 +317,7 @@ def embed_main(*args) -> int:
     return embed_module.main([*map(str, args), "--threads", "1", "--quiet"])
 
 
-def test_bad_lines_long_truncated_invalid_utf8(model_dir, reference, tmp_path, caplog):
+def test_bad_lines_long_truncated_undecodable(model_dir, reference, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     long_words = [f"w{i}" for i in range(12)]
     data = b"\n".join(
@@ -331,24 +332,58 @@ def test_bad_lines_long_truncated_invalid_utf8(model_dir, reference, tmp_path, c
     corpus = tmp_path / "bad.txt"
     corpus.write_bytes(data)
     out = tmp_path / "out.hdf5"
-    assert embed_main(corpus, out, "--model", model_dir, "--max_tokens", "5", "--max_line_chars", "100") == 0
+    # Bytes that do not decode: refused in one line naming the file, the line, the byte and --encoding; no output.
+    assert embed_main(corpus, out, "--model", model_dir) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [f"{corpus}: line 3, byte 5 of the line (0xff) is not valid utf-8; give the file's encoding with "
+                      "--encoding (for example --encoding gb18030 for Chinese text)"]
+    assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+
+    common = ["--model", model_dir, "--split", "whitespace", "--max_tokens", "5", "--max_line_chars", "100"]
+    assert embed_main(corpus, out, *common, "--encoding_errors", "replace") == 0
     got = read_hdf5(out)
     assert sorted(got, key=int) == ["0", "1", "2", "3", "4"]
     # a line of 12 words in pieces of 5: one vector per word, each piece with its own <S> </S>
     expected = np.concatenate([reference(long_words[i : i + 5]) for i in (0, 5, 10)], axis=1)
     assert got["1"].shape == (3, 12, 32) and np.abs(got["1"] - expected).max() <= 1e-6
-    # invalid UTF-8 replaced by U+FFFD; the over-long line truncated to its first 100 characters
+    # bytes that do not decode replaced by U+FFFD; the over-long line truncated to its first 100 characters
     assert np.abs(got["2"] - reference("bad \ufffd\ufffd bytes".split())).max() <= 1e-6
     assert got["3"].shape == (3, 1, 32) and np.abs(got["3"] - reference(["y" * 100])).max() <= 1e-6
     assert got["4"].shape == (3, 4, 32)
     messages = caplog.text
-    assert "invalid UTF-8" in messages and "truncated" in messages and "in pieces" in messages
+    assert "not valid utf-8 and were decoded with U+FFFD" in messages and "truncated" in messages
+    assert "in pieces" in messages
 
     skipped = tmp_path / "skipped.hdf5"
-    assert embed_main(corpus, skipped, "--model", model_dir, "--encoding_errors", "skip") == 0
+    assert embed_main(corpus, skipped, *common, "--encoding_errors", "skip") == 0
     with h5py.File(skipped, "r") as handle:
         assert "2" not in handle and "3" in handle
         assert list(handle.attrs["skipped_lines"]) == [2]
+
+
+def test_encoding_reads_gb18030_and_outputs_record_the_words(model_dir, reference, tmp_path, caplog):
+    """A GBK corpus: refused as UTF-8 (line and byte named), embedded with --encoding gb18030 (a byte-order mark of
+    a UTF-8 file is dropped likewise). The words of every line are stored next to its vectors."""
+    lines = ["我爱北京天安门。", "", "ELMo 很 好用 👍🏽"]
+    corpus = tmp_path / "gbk.txt"
+    corpus.write_bytes("\n".join(lines).encode("gb18030"))
+    out = tmp_path / "out.hdf5"
+    caplog.set_level(logging.INFO)
+    assert embed_main(corpus, out, "--model", model_dir) == 2
+    assert f"{corpus}: line 1, byte 1 of the line (0xce) is not valid utf-8" in caplog.text and not out.exists()
+    assert embed_main(corpus, out, "--model", model_dir, "--encoding", "gb18030") == 0
+    words = [split_words(line) for line in lines]  # the tokenizer's saved split (punctuation)
+    assert words[0] == ["我", "爱", "北", "京", "天", "安", "门", "。"] and words[2][-1] == "👍🏽"
+    with h5py.File(out, "r") as handle:
+        assert handle.attrs["split"] == "punctuation"
+        for i, expected_words in enumerate(words):
+            assert list(handle[str(i)].attrs["tokens"]) == expected_words
+            assert np.abs(handle[str(i)][()] - reference(expected_words)).max(initial=0) <= 1e-6
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())
+    assert embed_main(bom, tmp_path / "bom.parquet", "--model", model_dir, "--top") == 0
+    table = pq.read_table(tmp_path / "bom.parquet").to_pylist()
+    assert sorted((row["line"], row["tokens"]) for row in table) == list(enumerate(words))
 
 
 @pytest.mark.slow

@@ -8,14 +8,17 @@ datasets and tqdm.
 
 Input
 -----
-* a text file, one sentence per line (`--split whitespace` (default, as allennlp's `elmo` command) for text that is
-  already tokenized, `--split punctuation` for raw text, or any split registered in `tokenization.WORD_SPLITTERS`,
-  e.g. `jieba`: `tokenization.split_words`); lines are read as bytes and decoded as UTF-8: invalid bytes are
-  replaced by U+FFFD (`--encoding_errors replace`, default) or the line is left out of the output (`skip`); either
-  way they are counted and logged;
+* a text file, one sentence per line, split into words as the model's tokenizer splits raw text (its saved
+  `word_split`: `punctuation`, `jieba`, ...), or by `--split`: any split registered in
+  `tokenization.WORD_SPLITTERS`, an import path `module:function` (imported and registered), or `whitespace` for
+  text that is already tokenized (as allennlp's `elmo` command); `tokenization.split_words`. Lines are read as bytes
+  and decoded with `--encoding` (utf-8): a file with bytes that do not decode is refused before anything is written,
+  in one line naming the file, the line and the byte (`--encoding_errors strict`, default), unless they are
+  replaced by U+FFFD (`replace`) or their lines left out of the output (`skip`), counted and logged;
 * a `datasets` dataset: a folder written by `save_to_disk` (a `DatasetDict` needs `--dataset_split`), or a
-  .parquet / .jsonl / .json / .csv file read as a stream; `--text_column` (default `text`) holds a string (split
-  by `--split`) or a list of words (used as they are). The line number of a row is its index.
+  .parquet / .jsonl / .json / .csv file read as a stream (`--encoding` applies to the last three);
+  `--text_column` (default `text`) holds a string (split as a text line) or a list of words (used as they are).
+  The line number of a row is its index.
 
 Output
 ------
@@ -25,11 +28,13 @@ dataset per input line, named by its 0-based line number (`str(line_no)`), with 
 * `--all` (default): `(L + 1, n_tokens, 2P)`: layer 0 (the token embedding, duplicated), then each biLSTM layer;
 * `--top`: `(n_tokens, 2P)`, the top layer; `--average`: `(n_tokens, 2P)`, the mean of the L + 1 layers.
 
-An empty line gives an empty dataset (`(L + 1, 0, 2P)` or `(0, 2P)`). The file's attributes record the model, the
-mode and the counts of special lines (`skipped_lines` lists the lines left out by `--encoding_errors skip`).
+Each dataset's attribute `tokens` holds the line's words, one per vector (`handle["3"].attrs["tokens"]`, an array
+of str). An empty line gives an empty dataset (`(L + 1, 0, 2P)` or `(0, 2P)`). The file's attributes record the
+model, the mode, the word split and the line count (`skipped_lines` lists the lines left out by
+`--encoding_errors skip`). Written in HDF5's format of 1.8 and later (long lines' words need it).
 
 Parquet (OUTPUT ending in `.parquet`, or `--format parquet`): one row per line, columns `line` (int64), `tokens`
-(list of str) and `embedding` (float32, nested lists of the shapes above). Rows are in no particular order (by
+(list of str: the words, one per vector) and `embedding` (float32, nested lists of the shapes above). Rows are in no particular order (by
 length within windows): use `line`. `datasets.Dataset.from_parquet(OUTPUT)` reads it.
 
 Speed and memory
@@ -108,7 +113,7 @@ os.environ.setdefault("LRU_CACHE_CAPACITY", "128")
 
 import torch  # noqa: E402
 
-from tokenization import WORD_SPLITTERS, check_word_split, split_words  # noqa: E402
+from tokenization import check_word_split, split_name, split_words  # noqa: E402
 
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
@@ -124,6 +129,7 @@ from .embed_io import (  # noqa: E402
 )
 from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
+from .text_files import UndecodableText, add_encoding_argument  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
 
@@ -258,7 +264,7 @@ class WindowEmbedder:
     def plan(self, items: list[tuple[int, str | list | None]]) -> WindowPlan:
         plan, max_tokens = WindowPlan(), self.args.max_tokens
         for line_no, text in items:
-            if text is None and not self.is_dataset:  # invalid UTF-8 with --encoding_errors skip
+            if text is None and not self.is_dataset:  # undecodable, with --encoding_errors skip
                 plan.skipped.append(line_no)
                 continue
             words = _words(text, self.args.split)
@@ -426,9 +432,10 @@ def _parser() -> argparse.ArgumentParser:
     modes.add_argument("--average", dest="mode", action="store_const", const="average", help="mean of the layers")
     parser.set_defaults(mode="all")
     parser.add_argument("--format", choices=FORMATS, default=None, help="default: from OUTPUT's suffix")
-    parser.add_argument("--split", choices=list(WORD_SPLITTERS), default="whitespace",
-                        help="how lines are split into words (default whitespace: already tokenized text); any "
-                        "split registered in tokenization.WORD_SPLITTERS")
+    parser.add_argument("--split", default=None, metavar="SPLIT",
+                        help="how lines are split into words (default: as the model's tokenizer splits raw text): "
+                        "a split registered in tokenization.WORD_SPLITTERS (punctuation, jieba, ...; whitespace "
+                        "for already tokenized text), or module:function, imported")
     parser.add_argument("--text_column", default=None, help="column of a dataset input (default 'text')")
     parser.add_argument("--dataset_split", default=None, help="split of a saved DatasetDict")
     parser.add_argument("--batch_size", type=int, default=128, help="sentences per batch (default 128)")
@@ -445,8 +452,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_line_chars", type=int, default=1_000_000,
                         help="longer lines are truncated (default 1000000)")
     parser.add_argument("--max_lines", type=int, default=None, help="embed only the first N lines")
-    parser.add_argument("--encoding_errors", choices=("replace", "skip"), default="replace",
-                        help="invalid UTF-8: replace the bytes by U+FFFD (default) or leave the line out")
+    add_encoding_argument(parser, "a text INPUT, .csv or .json(l)")
+    parser.add_argument("--encoding_errors", choices=("strict", "replace", "skip"), default="strict",
+                        help="bytes of a text INPUT that do not decode: refuse the file, naming the line (strict, "
+                        "default), replace them by U+FFFD, or leave their lines out (skip)")
     parser.add_argument("--device", default=None,
                         help="cpu, cuda, cuda:1 ... (default: cuda if available; cuda:LOCAL_RANK under torchrun)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
@@ -458,6 +467,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT (and any unfinished run)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--verbose", action="store_true", help="debugging messages too (a segmenter's own among them)")
     parser.add_argument("--dist_timeout", type=int, default=7200,
                         help="under torchrun / accelerate launch: seconds a process waits for the others (7200)")
     # Testing aid: SIGKILL this process while it writes the chunk after the first K (an interruption on demand).
@@ -467,10 +477,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_args(args) -> None:
-    try:
-        check_word_split(args.split, "--split")  # registered, and its package (jieba ...) installed
-    except ValueError as error:
-        raise EmbedError(str(error)) from None
+    if args.split is not None:
+        try:  # registered (an import path is imported), and its package (jieba ...) installed
+            check_word_split(args.split, "--split", allow_import=True)
+        except ValueError as error:
+            raise EmbedError(str(error)) from None
     for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout"):
         if getattr(args, name) < 1:
             raise EmbedError(f"--{name} must be a positive integer, got {getattr(args, name)}")
@@ -506,6 +517,7 @@ def _settings(args, input_fingerprint: str, model) -> dict:
         "max_tokens": args.max_tokens,
         "max_line_chars": args.max_line_chars,
         "max_lines": args.max_lines,
+        "encoding": args.encoding,
         "encoding_errors": args.encoding_errors,
         "dtype": args.dtype,
     }
@@ -563,7 +575,7 @@ class Input:
     total: int | None  # lines, for the progress bar (None: a streamed data file)
     fingerprint: str
     is_dataset: bool
-    counts: Counts  # the reader's counts: invalid UTF-8, truncated lines
+    counts: Counts  # the reader's counts: undecodable and truncated lines
 
 
 def _open_input(args) -> Input:
@@ -572,17 +584,35 @@ def _open_input(args) -> Input:
         raise EmbedError(f"input {source} not found")
     counts = Counts()
     if source.is_dir() or args.text_column is not None:
-        rows, total, fingerprint = open_dataset(source, args.text_column or "text", args.dataset_split)
+        rows, total, fingerprint = open_dataset(source, args.text_column or "text", args.dataset_split, args.encoding)
         lines, is_dataset = enumerate(rows), True
     else:
         stat = source.stat()
         if stat.st_size == 0:
             raise EmbedError(f"input {source} is empty: nothing to embed")
-        total, fingerprint, is_dataset = count_lines(source), f"{stat.st_size}-{stat.st_mtime_ns}", False
-        lines = read_text_lines(source, args.max_line_chars, args.encoding_errors, counts)
+        strict = args.encoding if args.encoding_errors == "strict" else None  # checked in the same pass
+        try:
+            total = count_lines(source, strict)
+        except UndecodableText as error:
+            raise EmbedError(str(error)) from None
+        fingerprint, is_dataset = f"{stat.st_size}-{stat.st_mtime_ns}", False
+        lines = read_text_lines(source, args.max_line_chars, args.encoding, args.encoding_errors, counts)
     if args.max_lines is not None:
         total = min(total, args.max_lines) if total is not None else args.max_lines
     return Input(lines, total, fingerprint, is_dataset, counts)
+
+
+def _word_split(args, tokenizer) -> str:
+    """The split of the text: `--split`, else the one the model's tokenizer saved, checked here (a split whose
+    package is missing, or a function the tokenizer names by import path, which is not imported from a saved file)."""
+    if args.split is not None:
+        return args.split
+    split = split_name(tokenizer.word_split)
+    try:
+        check_word_split(split)
+    except ValueError as error:
+        raise EmbedError(f"the tokenizer of {args.model}: {error}; or give another split with --split") from None
+    return split
 
 
 def _device(name: str | None, processes: Processes) -> torch.device:
@@ -635,6 +665,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         model, tokenizer = load_elmo(args.model, device=device)
     except ModelLoadError as error:
         raise EmbedError(f"--model: {error}") from None
+    args.split = _word_split(args, tokenizer)
     if args.token_cache_size:
         model.enable_token_cache(args.token_cache_size)
     work = output.with_name(output.name + ".partial")
@@ -687,9 +718,9 @@ def _merge(args, work: Path, output: Path, windows: int, lines_read: int, layers
 
 
 def _log_special_lines(counts: Counts, args) -> None:
-    if counts.invalid_utf8:
+    if counts.undecodable:
         verb = "left out" if args.encoding_errors == "skip" else "decoded with U+FFFD replacements"
-        logger.warning("%d line(s) had invalid UTF-8 and were %s", counts.invalid_utf8, verb)
+        logger.warning("%d line(s) were not valid %s and were %s", counts.undecodable, args.encoding, verb)
     if counts.truncated:
         logger.warning("%d line(s) longer than %d characters were truncated", counts.truncated, args.max_line_chars)
     if counts.split:
@@ -734,6 +765,9 @@ def main(argv: list[str] | None = None) -> int:
     first_process = os.environ.get("RANK", "0") == "0"  # the others of a multi-process run log only problems
     logging.basicConfig(level=logging.INFO if first_process else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.verbose:
+        for name in (logger.name, "modeling_elmo", "tokenization"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -1,11 +1,13 @@
 """Reading `elmo-embed`'s input and writing its output: text and `datasets` readers, the chunk files of each window
-(HDF5 or Parquet; parts committed as the window goes), and the merge of the chunks into the final file. The layout is described in `modeling_elmo.tools.embed`.
+(HDF5 or Parquet; parts committed as the window goes), and the merge of the chunks into the final file. The layout
+is described in `modeling_elmo.tools.embed`.
 
 Like `embed.py`, this module is not imported by the model files and does not travel as remote code.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from .text_files import UndecodableText, check_decodes
 
 DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
 
@@ -38,13 +42,13 @@ class Counts:
     empty: int = 0
     split: int = 0  # lines longer than --max_tokens words, embedded in pieces
     truncated: int = 0  # lines longer than --max_line_chars characters
-    invalid_utf8: int = 0
+    undecodable: int = 0  # lines that did not decode (--encoding_errors replace or skip)
 
     @classmethod
     def of_processes(cls, gathered: list[Counts]) -> Counts:
         """The counts of a run shared by processes: every process reads every line, so the reader's counts
-        (`invalid_utf8`, `truncated`) are those of any one; each embeds its own lines, so the others add up."""
-        total = cls(invalid_utf8=gathered[0].invalid_utf8, truncated=gathered[0].truncated)
+        (`undecodable`, `truncated`) are those of any one; each embeds its own lines, so the others add up."""
+        total = cls(undecodable=gathered[0].undecodable, truncated=gathered[0].truncated)
         for counts in gathered:
             total.lines += counts.lines
             total.tokens += counts.tokens
@@ -53,19 +57,39 @@ class Counts:
         return total
 
 
-def count_lines(path: Path) -> int:
-    """Number of lines of a text file (a last line without a newline counts), in one fast pass."""
+def count_lines(path: Path, encoding: str | None = None) -> int:
+    """Number of lines of a text file (a last line without a newline counts), in one fast pass. With `encoding`,
+    the same pass checks that the whole file decodes: `UndecodableText` (one line naming the file, the line, the
+    byte and `--encoding`) for the first line that does not, before anything is written."""
+    decoder = codecs.getincrementaldecoder(encoding)() if encoding else None
     count, last = 0, b"\n"
     with open(path, "rb") as handle:
         while block := handle.read(1 << 24):
             count += block.count(b"\n")
             last = block[-1:]
+            if decoder is not None:
+                _decode_or_name_the_line(decoder, block, path, encoding)
+    if decoder is not None:
+        _decode_or_name_the_line(decoder, b"", path, encoding, final=True)
     return count + (last != b"\n")
 
 
-def read_text_lines(path: Path, max_chars: int, errors: str, counts: Counts) -> Iterator[tuple[int, str | None]]:
-    """(line number, text) of every line; text None for a line left out. Memory stays bounded by `max_chars`."""
-    limit = 4 * max_chars + 4  # UTF-8 needs at most 4 bytes a character
+def _decode_or_name_the_line(decoder, block: bytes, path: Path, encoding: str, final: bool = False) -> None:
+    try:
+        decoder.decode(block, final=final)  # C speed on large blocks; the text is not kept
+    except UnicodeDecodeError as error:
+        check_decodes(path, encoding)  # line by line: raises UndecodableText naming the line and the byte
+        # not reached for the encodings text_files accepts, which decode the same line by line as in blocks
+        raise EmbedError(f"{path} is not valid {encoding} ({error.reason}); give the file's encoding with "
+                         "--encoding") from None
+
+
+def read_text_lines(path: Path, max_chars: int, encoding: str, errors: str,
+                    counts: Counts) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) of every line, decoded with `encoding`; text None for a line left out (`errors` "skip";
+    "replace" puts U+FFFD for the bytes; "strict" raises `UndecodableText`, which `count_lines` raised before
+    already). A byte-order mark starting the file is dropped. Memory stays bounded by `max_chars`."""
+    limit = 4 * max_chars + 4  # UTF-8 and GB18030 need at most 4 bytes a character, the other encodings fewer
     with open(path, "rb") as handle:
         line_no = 0
         while True:
@@ -78,19 +102,21 @@ def read_text_lines(path: Path, max_chars: int, errors: str, counts: Counts) -> 
                     pass
             raw = raw.rstrip(b"\r\n")
             try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                if too_long:  # the cut may have split a character: only an error before the cut counts
-                    text = raw.decode("utf-8", "ignore") if _valid_prefix(raw) else None
-                else:
-                    text = None
+                text = raw.decode(encoding)
+            except UnicodeDecodeError as error:
+                # the cut may have split a character: only an error before the cut counts
+                text = raw.decode(encoding, "ignore") if too_long and _valid_prefix(raw, encoding) else None
                 if text is None:
-                    counts.invalid_utf8 += 1
+                    if errors == "strict":
+                        raise UndecodableText(path, line_no + 1, error, encoding) from None
+                    counts.undecodable += 1
                     if errors == "skip":
                         yield line_no, None
                         line_no += 1
                         continue
-                    text = raw.decode("utf-8", "replace")
+                    text = raw.decode(encoding, "replace")
+            if line_no == 0 and text.startswith("\ufeff"):
+                text = text[1:]
             if too_long or len(text) > max_chars:
                 counts.truncated += 1
                 text = text[:max_chars]
@@ -98,19 +124,20 @@ def read_text_lines(path: Path, max_chars: int, errors: str, counts: Counts) -> 
             line_no += 1
 
 
-def _valid_prefix(raw: bytes) -> bool:
-    """Whether `raw` is valid UTF-8 except for an incomplete character at its very end."""
+def _valid_prefix(raw: bytes, encoding: str) -> bool:
+    """Whether `raw` decodes except for an incomplete character at its very end."""
     for cut in range(4):
         try:
-            raw[: len(raw) - cut].decode("utf-8")
+            raw[: len(raw) - cut].decode(encoding)
             return True
         except UnicodeDecodeError:
             continue
     return False
 
 
-def open_dataset(path: Path, text_column: str, dataset_split: str | None):
-    """(an iterable of rows, the number of rows or None, a fingerprint) of a `datasets` input."""
+def open_dataset(path: Path, text_column: str, dataset_split: str | None, encoding: str = "utf-8"):
+    """(an iterable of rows, the number of rows or None, a fingerprint) of a `datasets` input; `encoding` is that of
+    a .csv or .json(l) file (a saved dataset and Parquet hold Unicode strings already)."""
     import datasets
 
     if path.is_dir():
@@ -135,7 +162,8 @@ def open_dataset(path: Path, text_column: str, dataset_split: str | None):
         raise EmbedError(f"--text_column needs a dataset folder or a {sorted(DATA_FILE_BUILDERS)} file, got {path}")
     if path.stat().st_size == 0:
         raise EmbedError(f"input {path} is empty: nothing to embed")
-    stream = iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True))
+    options = {"encoding": encoding} if builder in ("json", "csv") else {}
+    stream = iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True, **options))
     # The first row is read now, so that a wrong --text_column fails before any output is started.
     first = next(stream, None)
 
@@ -162,21 +190,29 @@ def open_dataset(path: Path, text_column: str, dataset_split: str | None):
 # --------------------------------------------------------------------------------------------------
 
 
+# HDF5's file format of 1.8 (2008) and later: the words of a long line make an attribute larger than the 64 KB
+# that the oldest format's object headers hold.
+HDF5_LIBVER = ("v108", "latest")
+
+
 class Hdf5Chunk:
-    """One window's datasets in an HDF5 file of its own."""
+    """One window's datasets in an HDF5 file of its own; each dataset's attribute `tokens` holds the line's words
+    (one per vector)."""
 
     suffix = ".h5"
 
     def __init__(self, path: Path, mode: str, skipped: list[int]):
         import h5py
 
-        self.file = h5py.File(path, "w")
+        self.file = h5py.File(path, "w", libver=HDF5_LIBVER)
+        self.strings = h5py.string_dtype()
         _small_metadata_cache(self.file)
         self.file.attrs["skipped_lines"] = np.asarray(skipped, dtype=np.int64)
 
     def write(self, items: list[tuple[int, list[str], np.ndarray]]) -> None:
-        for line_no, _, array in items:
-            self.file.create_dataset(str(line_no), data=array)
+        for line_no, words, array in items:
+            dataset = self.file.create_dataset(str(line_no), data=array)
+            dataset.attrs["tokens"] = np.asarray(words, dtype=self.strings)
 
     def close(self) -> None:
         self.file.close()
@@ -353,11 +389,12 @@ def _small_metadata_cache(file) -> None:
 
 
 def merge_hdf5(chunks: list[Path], target: Path, attrs: dict) -> None:
-    """Copy every chunk's datasets into one file (HDF5's own object copy, in line order within a chunk)."""
+    """Copy every chunk's datasets into one file (HDF5's own object copy, attributes included, in line order within
+    a chunk)."""
     import h5py
 
     skipped = []
-    with h5py.File(target, "w") as out:
+    with h5py.File(target, "w", libver=HDF5_LIBVER) as out:
         _small_metadata_cache(out)
         for chunk in chunks:
             with h5py.File(chunk, "r") as source:
