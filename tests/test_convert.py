@@ -7,15 +7,20 @@
     checked against the TensorFlow fixture;
 (c) the published sizes: parameter counts and the converter's peak memory;
 (d) bad inputs: clear errors, and never a half-written output folder;
-(e) the converted folder loads through remote code in a process that cannot import this project.
-(b) to (e) run on random weights in the original layout (`original_layout.py`), the fixture's size for (d) and (e).
+(e) the converted folder loads through remote code in a process that cannot import this project;
+(f) the command: vocabularies as bilm-tf reads them, the word split, the model card, quiet output, and SIGINT /
+    SIGTERM in the middle of a conversion (both converters).
+(b) to (f) run on random weights in the original layout (`original_layout.py`), the fixture's size for (d) to (f).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -614,8 +619,9 @@ def test_unusable_vocab_is_reported_and_leaves_nothing(tmp_path):
     options_file, weight_file = _copy_fixture(tmp_path / "original")
     parent = tmp_path / "outputs"
     parent.mkdir()
-    vocab = options_file  # a file that is not a vocabulary: no <S>, </S>, <UNK> lines
-    with pytest.raises(ConversionError, match="vocab file .*options.json cannot be used"):
+    vocab = tmp_path / "latin1.txt"  # vocabulary files are UTF-8 by their format
+    vocab.write_bytes("<S>\n</S>\n<UNK>\ncaf\u00e9\n".encode("latin-1"))
+    with pytest.raises(ConversionError, match="vocab file .*latin1.txt cannot be used: it is not UTF-8 text"):
         convert(options_file, weight_file, parent / "elmo", vocab_file=vocab)
     with pytest.raises(ConversionError, match="vocab file .*absent.txt does not exist"):
         convert(options_file, weight_file, parent / "elmo", vocab_file=tmp_path / "absent.txt")
@@ -745,3 +751,141 @@ def test_converted_folder_loads_as_remote_code(converted_random, tmp_path):
     }
     for key, values in local.items():
         np.testing.assert_allclose(remote[key], values, atol=1e-6, rtol=0, err_msg=key)
+
+
+# --------------------------------------------------------------------------------------------------
+# (f) the command: vocabularies, word split, card, quiet output, interrupts
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "missing"),
+    [(["<S>", "</S>", "the", "bank", ","], ["<UNK>"]), (["the", "bank", ","], ["<S>", "</S>", "<UNK>"])],
+    ids=["no-unk", "no-specials"],
+)
+def test_vocabulary_without_specials_is_accepted_as_bilm_tf_does(lines, missing, tmp_path, caplog):
+    """bilm-tf's Vocabulary checks <S>, </S>, <UNK> only with validate_file=True: such a file converts, with one
+    warning naming what is missing and the ids the tokenizer gives them (after the file's lines)."""
+    options_file, weight_file = _copy_fixture(tmp_path / "original")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        out = convert(options_file, weight_file, tmp_path / "out", vocab_file=vocab)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    ids = ", ".join(f"{special} {len(lines) + i}" for i, special in enumerate(missing))
+    for fragment in (str(vocab), f"lacks {' '.join(missing)}:", "no row", "id -1", f"as word ids {ids}"):
+        assert fragment in warnings[0], (fragment, warnings[0])
+    tokenizer = ElmoTokenizer.from_pretrained(out)
+    assert tokenizer.word_vocab == lines + missing
+    assert tokenizer.unk_word_id == len(lines) + missing.index("<UNK>")
+    assert tokenizer.convert_tokens_to_vocab_ids(["bank", "zebra"]) == [lines.index("bank"), tokenizer.unk_word_id]
+
+
+def test_word_split_and_the_model_card_of_a_bilm_tf_model(tmp_path):
+    options_file, weight_file = _copy_fixture(tmp_path / "original")
+    out = convert(options_file, weight_file, tmp_path / "out", word_split="whitespace")
+    assert ElmoTokenizer.from_pretrained(out).tokenize("New York's bank.") == ["New", "York's", "bank."]
+    card = (out / "README.md").read_text(encoding="utf-8")
+    for fact in ("# input_ids: (batch, tokens, 50) character ids, <S> and </S> added around every sentence",
+                 "split into words by `whitespace`", "its UTF-8 bytes (the first 48)",
+                 "| Character embedding | 262 character ids (UTF-8 bytes and markers) × 4, 50 characters per word |",
+                 "converted from the original weights"):
+        assert fact in card, fact
+    assert "ELMoForManyLangs" not in card and "dictionary" not in card and "{{" not in card
+    with pytest.raises(ConversionError, match="--word_split must be one of .*got 'no-such-split'"):
+        convert(options_file, weight_file, tmp_path / "bad", word_split="no-such-split")
+    assert not (tmp_path / "bad").exists()
+
+
+# A conversion paused in the middle of its work (the staged folder written but not yet in place), so that the signal
+# reaches the real command at a known point; main() is elmo-convert's own.
+_PAUSED_CONVERSION = """
+import sys, time
+from pathlib import Path
+import modeling_elmo.tools.convert_common as common
+from modeling_elmo.tools.convert import main
+
+write = common._write_tokenizer
+def paused(folder, tokenizer):
+    write(folder, tokenizer)
+    Path({ready!r}).touch()
+    time.sleep(300)
+common._write_tokenizer = paused
+sys.exit(main({argv!r}))
+"""
+
+
+def interrupt_conversion(argv: list[str], signum: int, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run `elmo-convert argv` in a subprocess, send `signum` once it is in the middle of writing, and wait."""
+    ready = tmp_path / "ready"
+    code = _PAUSED_CONVERSION.format(ready=str(ready), argv=argv)
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=clean_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not ready.exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the conversion never reached the pause"
+            time.sleep(0.05)
+        os.kill(process.pid, signum)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def assert_one_interrupted_line(result: subprocess.CompletedProcess, signum: int, *fragments: str) -> str:
+    assert result.returncode == 128 + signum, result.stderr
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith(("INFO", "WARNING", "ERROR"))]
+    assert len(lines) == 1 and lines[0].startswith("WARNING"), result.stderr
+    for fragment in (f"interrupted ({signal.Signals(signum).name})", *fragments):
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["bilm-tf", "manylangs"])
+def test_signal_in_the_middle_of_a_conversion_leaves_nothing_half_written(kind, tmp_path):
+    """bilm-tf files, SIGTERM, over an existing folder with --overwrite: the folder stays as it was. ELMoForManyLangs,
+    SIGINT, into a new folder: no folder, not even the parent it created. Neither leaves a temporary folder."""
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    if kind == "bilm-tf":
+        options_file, weight_file = _copy_fixture(tmp_path / "original")
+        out, signum = outputs / "elmo", signal.SIGTERM
+        out.mkdir()
+        (out / "keep.txt").write_text("mine", encoding="utf-8")
+        argv = ["--options_file", str(options_file), "--weight_file", str(weight_file), "--output_dir", str(out),
+                "--overwrite"]
+    else:
+        pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs fixture is written by the package")
+        import manylangs_fixture
+
+        theirs = manylangs_fixture.write_model(tmp_path / "theirs")
+        out, signum = outputs / "new" / "zh", signal.SIGINT
+        argv = ["--manylangs_dir", str(theirs), "--output_dir", str(out)]
+    result = interrupt_conversion(argv, signum, tmp_path)
+    if kind == "bilm-tf":
+        assert_one_interrupted_line(result, signum, f"{out} was left as it was")
+        assert [p.name for p in outputs.iterdir()] == ["elmo"] and [p.name for p in out.iterdir()] == ["keep.txt"]
+    else:
+        assert_one_interrupted_line(result, signum, f"{out} was not written", "run the same command again")
+        assert list(outputs.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_command_is_quiet_and_names_no_temporary_folder(tmp_path):
+    """One line, where the model was written; --verbose says what was read."""
+    options_file, weight_file = _copy_fixture(tmp_path / "original")
+    args = ["--options_file", str(options_file), "--weight_file", str(weight_file)]
+    quiet = run_converter(*args, "--output_dir", str(tmp_path / "quiet"))
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr.splitlines() == [f"INFO modeling_elmo.tools.convert: wrote {tmp_path / 'quiet'}"]
+    verbose = run_converter(*args, "--output_dir", str(tmp_path / "verbose"), "--verbose")
+    assert verbose.returncode == 0, verbose.stderr
+    assert "ELMo: 2 layers, cell 64, projection 16" in verbose.stderr and ".tmp-" not in verbose.stderr
+    assert verbose.stderr.splitlines()[-1] == f"INFO modeling_elmo.tools.convert: wrote {tmp_path / 'verbose'}"

@@ -217,6 +217,9 @@ def test_command_converts_and_refuses_a_bad_folder(package, tmp_path):
     result = _run("--manylangs_dir", str(theirs), "--output_dir", str(tmp_path / "out"),
                   module="modeling_elmo.tools.convert")
     assert result.returncode == 0, result.stderr
+    # quiet: how to split its Chinese words (its word.dic holds words of several ideographs), and where it wrote
+    notice, wrote = result.stderr.splitlines()
+    assert "--word_split jieba" in notice and wrote == f"INFO modeling_elmo.tools.convert: wrote {tmp_path / 'out'}"
     assert (tmp_path / "out" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "out" / "config.json").read_text())["token_encoder"] == "word_char"
     result = _run("--manylangs_dir", str(theirs), "--model", "original", "--output_dir", str(tmp_path / "both"),
@@ -238,8 +241,8 @@ def test_elmo_embed_reads_a_converted_folder(package, converted, tmp_path):
     theirs_folder, ours_folder = converted["char+word"]
     sentences = [SENTENCES[0], SENTENCES[1]]
     (tmp_path / "in.txt").write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
-    result = _run(str(tmp_path / "in.txt"), str(tmp_path / "out.h5"), "--model", str(ours_folder),
-                  module="modeling_elmo.tools.embed")
+    result = _run(str(tmp_path / "in.txt"), str(tmp_path / "out.h5"), "--model", str(ours_folder), "--split",
+                  "whitespace", module="modeling_elmo.tools.embed")  # the lines hold words already split
     assert result.returncode == 0, result.stderr
     theirs = _theirs(package, theirs_folder, -2, sentences)
     with h5py.File(tmp_path / "out.h5") as out:
@@ -356,3 +359,69 @@ def test_network_config_is_found_as_the_package_finds_it(tmp_path, caplog):
     (tmp_path / "cnn_50_100_512_4096_sample.json").write_text(json.dumps({"encoder": {"dim": 8}}), encoding="utf-8")
     network, source = read_network_config(tmp_path)  # the folder's own copy comes first
     assert network == {"encoder": {"dim": 8}} and source.endswith("cnn_50_100_512_4096_sample.json")
+
+
+# --------------------------------------------------------------------------------------------------
+# The word split and the model card
+# --------------------------------------------------------------------------------------------------
+
+RAW_CHINESE = "我爱北京天安门，天安门上太阳升。"
+
+
+def _words_found(folder: Path, text: str) -> tuple[list[str], list[str]]:
+    """The words the saved tokenizer makes of raw `text`, and those whose word id is not `<oov>`."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    words = tokenizer.tokenize(text)
+    rows = tokenizer(text)["input_ids"][1:-1]  # without <bos>, <eos>
+    oov = tokenizer.word_dictionary["<oov>"] + 1  # ids are theirs + 1
+    assert len(rows) == len(words)
+    return words, [word for word, row in zip(words, rows, strict=True) if row[-1] != oov]
+
+
+def test_word_split_is_saved_and_finds_the_dictionary_words(package, converted, tmp_path, caplog):
+    """--word_split jieba: the saved tokenizer splits raw Chinese into the words of word.dic; the default split
+    (one token per ideograph) finds few of them, and the converter says how to choose jieba."""
+    theirs, default_folder = converted["char+word"]
+    with caplog.at_level("INFO"):
+        assert main(["--model_dir", str(theirs), "--output_dir", str(tmp_path / "jieba"), "--word_split", "jieba"]) == 0
+    assert "--word_split jieba" not in caplog.text and f"wrote {tmp_path / 'jieba'}" in caplog.text
+    saved = json.loads((tmp_path / "jieba" / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert saved["word_split"] == "jieba"
+    words, found = _words_found(tmp_path / "jieba", RAW_CHINESE)
+    default_words, default_found = _words_found(default_folder, RAW_CHINESE)
+    assert {"北京", "天安门"} <= set(found) and not {"北京", "天安门"} & set(default_found)
+    assert len(found) / len(words) > 0.85 > 0.5 > len(default_found) / len(default_words)
+    card = (tmp_path / "jieba" / "README.md").read_text(encoding="utf-8")
+    assert "split into words by `jieba`" in card
+
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        convert(theirs, tmp_path / "default")
+    assert "word.dic holds 5 words of several Chinese characters" in caplog.text
+    assert "--word_split jieba" in caplog.text
+
+    caplog.clear()
+    assert main(["--model_dir", str(theirs), "--output_dir", str(tmp_path / "bad"), "--word_split", "nope"]) == 2
+    assert "--word_split must be one of" in caplog.text and "'nope'" in caplog.text
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_model_card_describes_the_dictionaries(converted, variant):
+    """The card of a converted ELMoForManyLangs model describes its tokenizer (dictionaries, split, characters per
+    word), not the byte ids of the AllenNLP models."""
+    _, folder = converted[variant]
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    chars, words = variant != "word only", variant != "char only"
+    width = 12 * chars + words  # max_characters_per_token 12 in the fixture
+    assert f"# input_ids: (batch, tokens, {width}) dictionary ids" in card
+    assert "This is an ELMoForManyLangs model" in card and "split into words by the `punctuation` rule" in card
+    assert "converted from an ELMoForManyLangs model" in card
+    assert ("its first 10 characters (Unicode code points) looked up in the model's character dictionary "
+            f"({config['char_vocab_size'] - 1} entries" in card) == chars
+    assert (f"| Word embedding | {config['word_input_vocab_size'] - 1} words of the word dictionary × 6 |" in card) == words
+    assert ("| Character CNN |" in card) == chars
+    assert "UTF-8 bytes" not in card and "<S> and </S>" not in card and "{{" not in card

@@ -6,12 +6,14 @@ original layout (`original_layout.py`) under the published file names (the base 
 (b) a connection dropped mid-file is resumed with a Range request; a server that keeps failing leaves a clear
     error and a partial file that the next run resumes;
 (c) a truncated or wrong file is never converted: one-line error, exit 2, nothing written, nothing cached;
-(d) bad names, HTTP errors and no connection at all: one line, exit 2, at once, nothing left in the cache.
+(d) bad names, HTTP errors and no connection at all: one line, exit 2, at once, nothing left in the cache;
+(e) SIGINT during a download: one line, exit 130, the bytes received kept and resumed by the next run.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -41,7 +43,8 @@ class FileServer:
     Faults, per path: `drop_after[path] = (n, times)` sends the full Content-Length but only the first n bytes
     of the body, then closes, for the next `times` GETs; `cut_at[path] = n` is a server whose copy ends at byte
     n while it announces the full length (every GET, ranges included, stops there); `truncate[path] = n`
-    serves the first n bytes as if they were the whole file (a consistent Content-Length).
+    serves the first n bytes as if they were the whole file (a consistent Content-Length); `pause_at[path] = n`
+    sends the first n bytes, then waits (a slow server) until `resume` is set.
     Every request is recorded as (method, path, Range header or None).
     """
 
@@ -50,6 +53,8 @@ class FileServer:
         self.drop_after: dict[str, tuple[int, int]] = {}
         self.cut_at: dict[str, int] = {}
         self.truncate: dict[str, int] = {}
+        self.pause_at: dict[str, int] = {}
+        self.resume = threading.Event()
         self.requests: list[tuple[str, str, str | None]] = []
         server = self
 
@@ -107,6 +112,11 @@ class FileServer:
             if times > 0:
                 end = min(end, start + n)
                 self.drop_after[path] = (n, times - 1)
+        if path in self.pause_at and start < self.pause_at[path] < end:
+            handler.wfile.write(data[start: self.pause_at[path]])
+            handler.wfile.flush()
+            self.resume.wait(timeout=120)
+            start = self.pause_at[path]
         handler.wfile.write(data[start:end])
         handler.wfile.flush()
         handler.close_connection = True  # a short body then ends with the connection
@@ -116,6 +126,7 @@ class FileServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.resume.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -369,3 +380,52 @@ def test_no_connection_is_one_line_within_seconds_from_the_command(tmp_path):
     assert ORIGINAL.options_path in line
     assert not out.parent.exists()
     assert not cache.exists() or list(cache.rglob("*")) == []
+
+
+# --------------------------------------------------------------------------------------------------
+# (e) interrupted
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sigint_during_the_download_keeps_the_bytes_for_the_next_run(server, tmp_path):
+    """Ctrl-C while the weights arrive: exit 130, one line saying what is kept, no traceback, nothing written; the
+    next run asks for the rest with a Range request."""
+    server.pause_at[server.weights_path] = 60_000
+    cache, out = tmp_path / "cache", tmp_path / "outputs" / "elmo"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", ELMO_HF_CACHE=str(cache),
+               PYTHONNOUSERSITE="1")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "modeling_elmo.tools.convert", "--model", "original", "--base_url", server.base,
+         "--output_dir", str(out)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = download.cache_path(server.url + server.weights_path, cache)
+    partial = partial.with_name(partial.name + ".incomplete")
+    try:
+        deadline = time.monotonic() + 240
+        while not (partial.is_file() and partial.stat().st_size == 60_000):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the download never reached the pause"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith(("INFO", "WARNING", "ERROR"))]
+    assert len(lines) == 1, stderr
+    weights_name = Path(ORIGINAL.weights_path).name
+    for fragment in ("interrupted (SIGINT)", f"{out} was not written", f"60,000 bytes of {weights_name} are kept",
+                     "the same command resumes the download"):
+        assert fragment in lines[0], (fragment, lines[0])
+    assert not out.parent.exists()
+    assert partial.stat().st_size == 60_000
+
+    server.resume.set()
+    del server.pause_at[server.weights_path]
+    files = download.fetch_published("original", cache, server.base)
+    assert server.gets(server.weights_path)[-1] == "bytes=60000-"
+    assert files["weights"].read_bytes() == server.files[server.weights_path] and not partial.exists()

@@ -6,7 +6,9 @@
     python -m modeling_elmo.tools.convert ...  (the same)
 
 The options are those of `convert_allennlp_elmo` plus `--manylangs_dir`, which hands the folder to
-`convert_elmoformanylangs`. This dispatch lives here so that neither converter imports the other (what they share
+`convert_elmoformanylangs` (`--word_split`, `--overwrite`, `--output_dir` and `--verbose` apply to both). Quiet by
+default: one line saying where the model was written; SIGINT/SIGTERM end with one line, exit 130/143, nothing
+half-written (`convert_common.run_guarded`). This dispatch lives here so that neither converter imports the other (what they share
 is in `convert_common.py`).
 """
 
@@ -17,6 +19,7 @@ import sys
 from collections.abc import Iterable
 
 from . import convert_allennlp_elmo, convert_elmoformanylangs
+from .convert_common import configure_logging
 
 logger = logging.getLogger(__name__)
 
@@ -31,15 +34,14 @@ def main(argv: Iterable[str] | None = None) -> int:
                         help="an ELMoForManyLangs model folder (HIT-SCIR) instead: see "
                         "modeling_elmo.tools.convert_elmoformanylangs")
     args = parser.parse_args(None if argv is None else list(argv))
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    configure_logging(args.verbose)
     if args.manylangs_dir is None:
         return convert_allennlp_elmo.run(args)
     other = [f"--{name}" for name in _ALLENNLP_ONLY if getattr(args, name, None)]
     if other:
         logger.error("--manylangs_dir converts an ELMoForManyLangs folder; drop %s", " and ".join(other))
         return 2
-    return convert_elmoformanylangs.main(["--model_dir", args.manylangs_dir, "--output_dir", args.output_dir]
-                                         + ["--overwrite"] * args.overwrite)
+    return convert_elmoformanylangs.run(args.manylangs_dir, args.output_dir, args.overwrite, args.word_split)
 
 
 if __name__ == "__main__":

@@ -26,11 +26,22 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
-from transformers.utils import logging as hf_logging
 
 from ..configuration_elmo import ElmoConfig
 from . import download
-from .convert_common import ConversionError, build_model, check_output_dir, write_converted
+from .convert_common import (
+    INTERRUPTS,
+    ConversionError,
+    Interrupted,
+    add_command_arguments,
+    build_model,
+    check_output_dir,
+    checked_word_split,
+    configure_logging,
+    notice,
+    run_guarded,
+    write_converted,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -477,15 +488,42 @@ def read_hdf5_softmax(path: str | os.PathLike) -> tuple[torch.Tensor, torch.Tens
 # --------------------------------------------------------------------------------------------------
 
 
-def _make_tokenizer(config: ElmoConfig, vocab_file: Path | None):
+def read_vocabulary(vocab_file: Path) -> list[str]:
+    """A vocabulary file as bilm-tf's `Vocabulary` accepts it: one token per line (stripped; blank lines skipped, as
+    the tokenizer reads its own vocab.txt), UTF-8 by the format, and `<S>`, `</S>`, `<UNK>` optional (bilm-tf
+    checks them only with `validate_file=True`). Missing ones are added after the file's tokens, with a warning:
+    the tokenizer needs them, but a softmax trained with the file has no rows for them."""
+    from tokenization.word_vocab_elmo import WORD_VOCAB_SPECIALS
+
+    if not vocab_file.is_file():
+        raise ConversionError(f"vocab file {vocab_file} does not exist")
+    try:
+        with open(vocab_file, encoding="utf-8") as handle:
+            tokens = [token for token in (line.strip() for line in handle) if token]
+    except UnicodeDecodeError as error:
+        raise ConversionError(f"vocab file {vocab_file} cannot be used: it is not UTF-8 text ({error})") from None
+    present = set(tokens)
+    missing = [special for special in WORD_VOCAB_SPECIALS if special not in present]
+    if missing:
+        them = "it" if len(missing) == 1 else "them"
+        ids = ", ".join(f"{special} {len(tokens) + i:,}" for i, special in enumerate(missing))
+        logger.warning(
+            "vocab file %s lacks %s: accepted as bilm-tf accepts it, but a softmax trained with this file has no row "
+            "for %s (bilm-tf gives a missing special the id -1); the tokenizer adds %s after the file's %s tokens, "
+            "as word ids %s", vocab_file, " ".join(missing), them, them, f"{len(tokens):,}", ids)
+        tokens += missing
+    return tokens
+
+
+def _make_tokenizer(config: ElmoConfig, vocab_file: Path | None, word_split: str | None = None):
     """The project's `ElmoTokenizer` for this model, with the word vocabulary when one is given."""
     from tokenization import ElmoTokenizer
 
     kwargs = {"max_characters_per_token": config.max_characters_per_token}
+    if word_split is not None:
+        kwargs["word_split"] = word_split
     if vocab_file is not None:
-        if not vocab_file.is_file():
-            raise ConversionError(f"vocab file {vocab_file} does not exist")
-        kwargs["vocab_file"] = str(vocab_file)
+        kwargs["word_vocab"] = read_vocabulary(vocab_file)
     try:
         return ElmoTokenizer(**kwargs)
     except (ValueError, OSError, UnicodeDecodeError) as error:
@@ -507,6 +545,7 @@ def convert(
     output_dir: str | os.PathLike,
     vocab_file: str | os.PathLike | None = None,
     overwrite: bool = False,
+    word_split: str | None = None,
 ) -> Path:
     """Convert an `options.json` + `weights.hdf5` pair to a Hugging Face folder.
 
@@ -520,8 +559,10 @@ def convert(
         options_file: the bilm-tf options JSON.
         weight_file: the bilm-tf / allennlp hdf5 weights.
         output_dir: the folder to create.
-        vocab_file: optional vocabulary (one token per line) saved with the tokenizer.
+        vocab_file: optional vocabulary (one token per line) saved with the tokenizer; `<S>`, `</S>` and `<UNK>`
+            may be missing, as bilm-tf allows (`read_vocabulary`).
         overwrite: replace `output_dir` if it exists and is not empty.
+        word_split: the tokenizer's word split, a name in `tokenization.WORD_SPLITTERS` (None: its default).
 
     Returns:
         The path of the output folder.
@@ -530,8 +571,9 @@ def convert(
         ConversionError: bad inputs, or `output_dir` exists, is not empty and `overwrite` is False.
     """
     output_dir = check_output_dir(output_dir, overwrite, (options_file, weight_file, vocab_file))
+    word_split = checked_word_split(word_split)
     config = config_from_options(read_options(options_file))
-    tokenizer = _make_tokenizer(config, Path(vocab_file) if vocab_file is not None else None)
+    tokenizer = _make_tokenizer(config, Path(vocab_file) if vocab_file is not None else None, word_split)
     logger.info(
         "ELMo: %d layers, cell %d, projection %d, %d char filters, %d highway, skip connections %s",
         config.num_layers,
@@ -593,6 +635,7 @@ def parser(prog: str = "python -m modeling_elmo.tools.convert_allennlp_elmo") ->
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output_dir")
     parser.add_argument("--push_to_hub", metavar="REPO_ID", default=None, help="also upload the folder to the Hub")
     parser.add_argument("--hub_private_repo", action="store_true", help="create the Hub repository as private")
+    add_command_arguments(parser)
     return parser
 
 
@@ -634,37 +677,43 @@ def _optional(vocab_file: str | None, args: argparse.Namespace) -> Path | None:
 def main(argv: Iterable[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
     args = parser().parse_args(None if argv is None else list(argv))
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    configure_logging(args.verbose)
     return run(args)
 
 
 def run(args: argparse.Namespace) -> int:
     """Convert what the parsed options of `parser()` name (and push it when asked); returns the exit code."""
-    try:
+
+    def work() -> Path:
         _check_sources(args)
+        checked_word_split(args.word_split)
         # Before any download: a refused output_dir must not cost a 374 MB transfer.
         check_output_dir(args.output_dir, args.overwrite, [p for p in (args.options_file, args.weight_file,
                          args.vocab_file) if p is not None and not download.is_url(p)])
         options_file, weight_file, vocab_file = _local_sources(args)
-        hf_logging.disable_progress_bar()  # after the downloads (their bar is useful); one small file per shard
-        out = convert(options_file, weight_file, args.output_dir, vocab_file, args.overwrite)
-    except (ConversionError, download.DownloadError) as error:
-        logger.error("%s", error)
-        return 2
-    except OSError as error:  # writing the output failed (disk full, permissions): nothing was left behind
-        logger.error("could not write %s: %s", args.output_dir, error)
-        return 1
-    logger.info("wrote %s", out)
-    if args.push_to_hub:
-        from .hub_utils import HubPushError, push_folder
+        return convert(options_file, weight_file, args.output_dir, vocab_file, args.overwrite, args.word_split)
 
-        try:
+    code = run_guarded(work, args.output_dir, errors=(download.DownloadError,))
+    if code or not args.push_to_hub:
+        return code
+    return _push(Path(args.output_dir).absolute(), args)
+
+
+def _push(out: Path, args: argparse.Namespace) -> int:
+    from .hub_utils import HubPushError, push_folder
+
+    try:
+        with INTERRUPTS.installed():
             info = push_folder(out, args.push_to_hub, private=args.hub_private_repo or None,
                                commit_message="Upload ELMo converted with elmo-convert")
-        except (HubPushError, FileNotFoundError) as error:
-            logger.error("the conversion is in %s, but the push failed: %s", out, error)
-            return 2
-        logger.info("pushed %s to %s (commit %s)", out, args.push_to_hub, info.oid)
+    except Interrupted as stop:
+        logger.warning("interrupted (%s) while pushing: the conversion is in %s; push it with "
+                       "modeling_elmo.tools.hub_utils.push_folder or run the command again", stop.name, out)
+        return stop.exit_code
+    except (HubPushError, FileNotFoundError) as error:
+        logger.error("the conversion is in %s, but the push failed: %s", out, error)
+        return 2
+    notice.info("pushed %s to %s (commit %s)", out, args.push_to_hub, info.oid)
     return 0
 
 

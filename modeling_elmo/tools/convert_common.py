@@ -1,5 +1,6 @@
-"""What the converters share: the error they raise, the check of the output folder, and the writing of a converted
-folder (staged beside it, checked, put in place in one step), with its model card.
+"""What the converters share: the error they raise, the check of the output folder, the writing of a converted
+folder (staged beside it, checked, put in place in one step) with its model card, and how a conversion command
+runs: quiet logging, one line per outcome, SIGINT/SIGTERM ending in one line with nothing half-written.
 
 `convert_allennlp_elmo.py` (bilm-tf / AllenNLP weights) and `convert_elmoformanylangs.py` (HIT-SCIR's models) both
 import this module and never each other; `convert.py` is the `elmo-convert` command that dispatches to them. None of
@@ -8,21 +9,29 @@ these files travels as remote code.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import torch
 
 from ..configuration_elmo import ElmoConfig
 from ..modeling_elmo import ElmoModel
+from .interrupts import Interrupted, InterruptGuard
 
 logger = logging.getLogger(__name__)
+# What a conversion command says without --verbose: where it wrote the model, and advice a user can act on.
+notice = logging.getLogger("modeling_elmo.tools.convert")
+# The conversion commands' SIGINT/SIGTERM guard: `run_guarded` installs it, `staged_output_dir` defers a signal while
+# the finished folder is put in place (outside a command it changes nothing).
+INTERRUPTS = InterruptGuard()
 
 # The files every converted folder holds, so that remote code loads it where this project is not installed.
 REQUIRED_FILES = (
@@ -88,6 +97,20 @@ def check_output_dir(
     return output_dir
 
 
+def checked_word_split(word_split: str | None) -> str | None:
+    """`word_split` (None: the tokenizer's default) once it is known to be registered and usable (its package
+    installed): a `ConversionError` in one line otherwise, before any work."""
+    if word_split is None:
+        return None
+    from tokenization import check_word_split
+
+    try:
+        check_word_split(word_split, option="--word_split")
+    except ValueError as error:  # WordSplitDependencyError is one too
+        raise ConversionError(str(error)) from None
+    return word_split
+
+
 def write_converted(output_dir: Path, model: ElmoModel, tokenizer, card: Mapping, parity: Mapping,
                     required_files: Iterable[str] = ()) -> Path:
     """Write a converted model into `output_dir` (already checked by `check_output_dir`): the weights, config and
@@ -97,7 +120,7 @@ def write_converted(output_dir: Path, model: ElmoModel, tokenizer, card: Mapping
     with staged_output_dir(output_dir, required_files) as tmp:
         model.save_pretrained(tmp)
         _write_tokenizer(tmp, tokenizer)
-        write_card(tmp, model.config, card, parity)
+        write_card(tmp, model.config, card, parity, getattr(tokenizer, "word_split", None))
     return output_dir
 
 
@@ -109,18 +132,30 @@ def _write_tokenizer(folder: Path, tokenizer) -> None:
 def staged_output_dir(output_dir: Path, required_files: Iterable[str] = ()):
     """A temporary folder beside `output_dir` for a converter to write into. When the block ends without error,
     the folder is checked (`check_written`), made an ordinary shared folder and put in place of `output_dir`; on
-    any error it is deleted, so a failed conversion leaves nothing half-written."""
+    any error (SIGINT/SIGTERM included) it is deleted, with the parent folder it had to create, so a failed
+    conversion leaves nothing half-written. A signal that arrives while the folder is put in place waits for the
+    end of it, and is then raised with `output_written` set on it."""
+    made_parent = not output_dir.parent.exists()
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
+    placed = False
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the output is an ordinary folder
         yield tmp
         check_written(tmp, required_files)
         for file in tmp.iterdir():  # some writers create private (0600) files; the output is shared like any
             os.chmod(file, 0o666 & ~_umask())
-        _place(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with INTERRUPTS.deferred():  # never half-placed: the old folder moved aside and the new one not yet in
+            _place(tmp, output_dir)
+            placed = True
+    except BaseException as error:
+        if isinstance(error, Interrupted):
+            error.output_written = placed
+        if not placed:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if made_parent:
+                with contextlib.suppress(OSError):
+                    output_dir.parent.rmdir()
         raise
 
 
@@ -134,12 +169,17 @@ def check_written(folder: Path, required_files: Iterable[str] = ()) -> None:
         raise RuntimeError(f"the converted folder lacks {missing}; remote code would not load")
 
 
-def write_card(folder: Path, config: ElmoConfig, training: Mapping, parity: Mapping) -> None:
-    """README.md of the converted folder (model_card.md filled in); a card problem never fails a conversion."""
+def write_card(folder: Path, config: ElmoConfig, training: Mapping, parity: Mapping,
+               word_split: str | None = None) -> None:
+    """README.md of the converted folder (model_card.md filled in, describing the tokenizer's `word_split`); a card
+    problem never fails a conversion."""
     try:
-        from .hub_utils import write_model_card
+        from .hub_utils import render_model_card
 
-        write_model_card(folder, config=config, training=dict(training), parity=dict(parity))
+        text = render_model_card(config, training=dict(training), parity=dict(parity), word_split=word_split)
+        (folder / "README.md").write_text(text, encoding="utf-8")  # written here: the log would name the temp folder
+    except Interrupted:
+        raise
     except Exception as error:  # noqa: BLE001
         logger.warning("could not write the model card: %s", error)
 
@@ -159,6 +199,65 @@ def _place(tmp: Path, output_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# The commands
+# --------------------------------------------------------------------------------------------------
+
+
+def add_command_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both conversion commands take besides their inputs: the word split and --verbose."""
+    parser.add_argument(
+        "--word_split", default=None,
+        help="how the saved tokenizer splits raw text into words: a name registered in tokenization.WORD_SPLITTERS "
+        "(punctuation, whitespace, jieba, ...). Default: punctuation, the rule closest to the models' training data; "
+        "for a word-level Chinese ELMoForManyLangs model, jieba (docs/converting.md)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="log what is read and converted (by default: only where the model was written, and "
+                        "problems)")
+
+
+def configure_logging(verbose: bool) -> None:
+    """Quiet by default: warnings, errors and the `notice` lines; everything with `verbose`."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    notice.setLevel(logging.INFO)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one bar per weight shard of a small file; the downloads keep their own
+
+
+def run_guarded(work: Callable[[], Path], output_dir: str | os.PathLike, errors: tuple = ()) -> int:
+    """Run a conversion (`work` returns the folder it wrote) as a command: the exit code, with one line for each
+    outcome. `ConversionError` and `errors` are bad inputs (exit 2), OSError a failed write (exit 1), SIGINT and
+    SIGTERM end with one line saying what was kept (exit 130 / 143), never a traceback."""
+    try:
+        with INTERRUPTS.installed():
+            out = work()
+    except Interrupted as stop:
+        logger.warning("%s", interrupted_line(stop, output_dir))
+        return stop.exit_code
+    except (ConversionError, *errors) as error:
+        logger.error("%s", error)
+        return 2
+    except OSError as error:  # writing the output failed (disk full, permissions): nothing was left behind
+        logger.error("could not write %s: %s", output_dir, error)
+        return 1
+    notice.info("wrote %s", out)
+    return 0
+
+
+def interrupted_line(stop: Interrupted, output_dir: str | os.PathLike) -> str:
+    """What an interrupted conversion kept: the output folder is whole (written, or as it was before), and a
+    download in progress keeps its bytes for the next run (`download.py` sets `kept`)."""
+    output_dir = Path(output_dir).absolute()
+    if getattr(stop, "output_written", False):
+        return f"interrupted ({stop.name}) after the model was written to {output_dir}"
+    before = "left as it was" if output_dir.exists() else "not written"
+    line = f"interrupted ({stop.name}): {output_dir} was {before}"
+    kept = getattr(stop, "kept", None)
+    return f"{line}; {kept}" if kept else f"{line}; run the same command again to convert"
 
 
 def _umask() -> int:

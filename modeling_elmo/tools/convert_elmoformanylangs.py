@@ -1,7 +1,8 @@
 """Convert an ELMoForManyLangs model folder (HIT-SCIR, 44 languages) to a Hugging Face folder.
 
     python -m modeling_elmo.tools.convert_elmoformanylangs --model_dir DIR --output_dir OUT [--overwrite]
-    elmo-convert --manylangs_dir DIR --output_dir OUT
+        [--word_split jieba] [--verbose]
+    elmo-convert --manylangs_dir DIR --output_dir OUT [--word_split jieba]
 
 DIR is a model folder as HIT-SCIR publish it (unzipped from the NLPL repository): `config.json` (training options;
 its `config_path` names the network config), the network config (e.g. `cnn_50_100_512_4096_sample.json`),
@@ -30,6 +31,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -37,7 +39,18 @@ from pathlib import Path
 import torch
 
 from ..configuration_elmo import ElmoConfig
-from .convert_common import ConversionError, build_model, check_output_dir, write_converted
+from .convert_common import (
+    ConversionError,
+    Interrupted,
+    add_command_arguments,
+    build_model,
+    check_output_dir,
+    checked_word_split,
+    configure_logging,
+    notice,
+    run_guarded,
+    write_converted,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +117,8 @@ def read_network_config(model_dir: str | os.PathLike) -> tuple[dict, str]:
         if candidate.is_file():
             return _read_json(candidate), str(candidate)
     if name in DEFAULT_NETWORKS:
-        logger.warning("%s names %s, which is not in %s: using the package's default %s", options_path,
-                       config_path, model_dir, name)
+        logger.info("%s names %s, which is not in %s: using the package's default %s (as the package does)",
+                    options_path, config_path, model_dir, name)
         return json.loads(json.dumps(DEFAULT_NETWORKS[name])), f"default {name}"
     raise ConversionError(
         f"{options_path} names the network config {config_path!r}, found neither there nor as {model_dir / name}"
@@ -139,6 +152,8 @@ def load_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         raise ConversionError(f"{path} is missing: not an ELMoForManyLangs model folder")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
+    except Interrupted:
+        raise
     except pickle.UnpicklingError as error:
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         raise ConversionError(
@@ -341,22 +356,48 @@ def read_model(model_dir: str | os.PathLike):
     return config, state, chars, words, source
 
 
-def _make_tokenizer(config: ElmoConfig, chars: dict | None, words: dict | None):
+def _make_tokenizer(config: ElmoConfig, chars: dict | None, words: dict | None, word_split: str | None = None):
     from tokenization import ElmoManyLangsTokenizer
 
+    kwargs = {} if word_split is None else {"word_split": word_split}
     return ElmoManyLangsTokenizer(
-        char_dictionary=chars, word_dictionary=words, max_characters_per_token=config.max_characters_per_token
+        char_dictionary=chars, word_dictionary=words, max_characters_per_token=config.max_characters_per_token,
+        **kwargs,
     )
 
 
-def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwrite: bool = False) -> Path:
+# Ideographs of the CJK Unified Ideographs block and extension A: enough to tell a Chinese word dictionary.
+_IDEOGRAPHS = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]{2,}")
+
+
+def _suggest_word_split(words: dict | None, word_split: str | None) -> None:
+    """With the default split, a word dictionary of words of several ideographs is read one ideograph at a time (its
+    words are then never found): say once how to split Chinese into its words."""
+    if word_split is not None or not words:
+        return
+    several = sum(1 for word in words if _IDEOGRAPHS.fullmatch(word))
+    if several * 20 < len(words):  # under 5%: not a Chinese word dictionary
+        return
+    notice.info(
+        "word.dic holds %s words of several Chinese characters, which the default word split (one token per "
+        "ideograph) never produces: for Chinese text convert with --word_split jieba (pip install jieba), or "
+        "pass words already split", f"{several:,}")
+
+
+def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwrite: bool = False,
+            word_split: str | None = None) -> Path:
     """Convert an ELMoForManyLangs model folder to a Hugging Face folder (written atomically).
+
+    `word_split` is the saved tokenizer's split of raw text, a name in `tokenization.WORD_SPLITTERS`; None keeps the
+    tokenizer's default (`punctuation`: one token per CJK ideograph) and, for a Chinese word dictionary, logs how
+    to choose `jieba` (docs/converting.md says why that is not the default).
 
     Raises:
         ConversionError: a missing or inconsistent file (named in the message), a pickle that is not a plain state
-            dict, or `output_dir` exists, is not empty and `overwrite` is False.
+            dict, an unknown or unusable `word_split`, or `output_dir` exists, is not empty and `overwrite` is False.
     """
     output_dir = check_output_dir(output_dir, overwrite, (model_dir,))
+    word_split = checked_word_split(word_split)
     config, state, chars, words, source = read_model(model_dir)
     logger.info(
         "ELMoForManyLangs: %s characters, %s words, %d CNN filters, %d highway, projection %d, cell %d, %d layers",
@@ -364,7 +405,8 @@ def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwri
         config.num_char_filters if config.char_embedding_dim else 0, config.num_highway_layers,
         config.projection_dim, config.cell_size, config.num_layers,
     )
-    tokenizer = _make_tokenizer(config, chars, words)
+    _suggest_word_split(words, word_split)
+    tokenizer = _make_tokenizer(config, chars, words, word_split)
     config.sentence_boundary_rows = tokenizer.sentence_boundary_rows  # their <bos>/<eos>, for the task heads
     config.validate()
     model = build_model(config, state)
@@ -391,23 +433,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model_dir", required=True, help="the unzipped model folder, as HIT-SCIR publish it")
     parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
     parser.add_argument("--overwrite", action="store_true", help="replace output_dir if it exists and is not empty")
+    add_command_arguments(parser)
     return parser
+
+
+def run(model_dir: str, output_dir: str, overwrite: bool = False, word_split: str | None = None) -> int:
+    """The conversion as a command (`convert_common.run_guarded`): the exit code, one line per outcome."""
+    return run_guarded(lambda: convert(model_dir, output_dir, overwrite, word_split), output_dir)
 
 
 def main(argv: Iterable[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
     args = _parser().parse_args(None if argv is None else list(argv))
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        out = convert(args.model_dir, args.output_dir, args.overwrite)
-    except ConversionError as error:
-        logger.error("%s", error)
-        return 2
-    except OSError as error:  # writing the output failed: nothing was left behind
-        logger.error("could not write %s: %s", args.output_dir, error)
-        return 1
-    logger.info("wrote %s", out)
-    return 0
+    configure_logging(args.verbose)
+    return run(args.model_dir, args.output_dir, args.overwrite, args.word_split)
 
 
 if __name__ == "__main__":

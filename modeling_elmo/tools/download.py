@@ -6,7 +6,9 @@ progress bar. On top of it: every byte is written as it arrives and a dropped co
 request, within the run and by the next run; the bytes received are checked against the size the server
 announced (and the published size, where known); a file enters the cache only once complete and verified (JSON
 for options, an HDF5 file that h5py opens for weights), so a second run reuses it without any request and a
-partial or damaged file is never handed to the converter.
+partial or damaged file is never handed to the converter. An interrupted run (SIGINT/SIGTERM: `Interrupted`) keeps
+the bytes received for the next run and says so (`Interrupted.kept`); one that received nothing leaves the cache
+as it found it.
 
 Not remote code: `modeling_elmo.py` never imports it.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..configuration_elmo import PRESETS
+from .interrupts import Interrupted
 
 logger = logging.getLogger(__name__)
 
@@ -286,22 +289,36 @@ def download(
         partial = target.with_name(target.name + ".incomplete")
         try:
             _fetch(url, partial)
+            try:
+                if expected_size is not None and partial.stat().st_size != expected_size:
+                    raise DownloadError(
+                        f"{target.name} has {partial.stat().st_size} bytes, the published file {expected_size}"
+                    )
+                VERIFIERS[kind](partial, target.name)
+            except DownloadError:
+                partial.unlink(missing_ok=True)  # complete but wrong: the next run downloads it again
+                raise
         except DownloadError:
             if not partial.exists():
                 _forget(lock)
             raise
-        try:
-            if expected_size is not None and partial.stat().st_size != expected_size:
-                raise DownloadError(
-                    f"{target.name} has {partial.stat().st_size} bytes, the published file {expected_size}"
-                )
-            VERIFIERS[kind](partial, target.name)
-        except DownloadError:
-            partial.unlink(missing_ok=True)  # complete but wrong: the next run downloads it again
+        except Interrupted as stop:
+            _keep_for_next_run(stop, partial, lock, target.name)
             raise
         os.replace(partial, target)
     logger.info("downloaded %s (%s bytes) to %s", target.name, f"{target.stat().st_size:,}", target)
     return target
+
+
+def _keep_for_next_run(stop: Interrupted, partial: Path, lock: Path, name: str) -> None:
+    """An interrupted download: the bytes received stay for the next run (`stop.kept` says so for the command's
+    one line); a download that received nothing leaves the cache as it found it."""
+    size = partial.stat().st_size if partial.is_file() else 0
+    if size:
+        stop.kept = f"{size:,} bytes of {name} are kept in {partial.parent}: the same command resumes the download"
+        return
+    partial.unlink(missing_ok=True)
+    _forget(lock)
 
 
 def _forget(lock: Path) -> None:
@@ -368,7 +385,7 @@ def _fetch(url: str, partial: Path) -> None:
             try:
                 _attempt(get_session(), url, partial, before, constants.HF_HUB_DOWNLOAD_TIMEOUT, progress)
                 return
-            except DownloadError:
+            except (DownloadError, Interrupted):
                 raise
             except Exception as error:  # noqa: BLE001 - sorted here: only transport errors are retried
                 done = partial.stat().st_size if partial.is_file() else 0

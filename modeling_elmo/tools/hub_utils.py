@@ -72,6 +72,10 @@ model = AutoModel.from_pretrained("{{ model_id }}", trust_remote_code=True)
 outputs = model(**tokenizer(["A sentence ."], return_tensors="pt"), output_hidden_states=True)
 ```
 
+### Words and tokens
+
+{{ tokenizer }}
+
 ### Fine-tuning
 
 {{ fine_tuning }}
@@ -197,21 +201,34 @@ def _table(rows: Sequence[tuple[str, str]], header: tuple[str, str]) -> str:
 
 def _architecture(config: ElmoConfig, counts: dict[str, int], num_parameters: int | None) -> str:
     p, c, n_layers = config.projection_dim, config.cell_size, config.num_layers
-    filters = ", ".join(f"{count}×{width}" for width, count in config.char_cnn_filters)
-    preset = _preset_name(config)
-    rows = [
-        ("Size", f"`{preset}` ({n_layers}x{c}_{p}_{config.num_char_filters}cnn_{config.num_highway_layers}xhighway)"
-         if preset else f"{n_layers}x{c}_{p}_{config.num_char_filters}cnn_{config.num_highway_layers}xhighway"),
-        ("Character embedding", f"{config.char_vocab_size} character ids × {config.char_embedding_dim}, "
-         f"{config.max_characters_per_token} characters per word"),
-        ("Character CNN", f"filters (count×width) {filters}: F = {config.num_char_filters}, "
-         f"{config.char_cnn_activation}"),
-        ("Highway layers", str(config.num_highway_layers)),
-        ("Token projection", f"{config.num_char_filters} → {p} (P)"),
+    manylangs = config.token_encoder == "word_char"
+    chars = config.char_embedding_dim > 0
+    words = manylangs and config.word_input_embedding_dim > 0
+    size = f"{n_layers}x{c}_{p}" + (f"_{config.num_char_filters}cnn_{config.num_highway_layers}xhighway" if chars
+                                     else "") + (f"_{config.word_input_embedding_dim}word" if words else "")
+    preset = None if manylangs else _preset_name(config)
+    rows = [("Size", f"`{preset}` ({size})" if preset else size)]
+    if words:
+        rows.append(("Word embedding", f"{config.word_input_vocab_size - 1:,} words of the word dictionary × "
+                     f"{config.word_input_embedding_dim}"))
+    if chars:
+        filters = ", ".join(f"{count}×{width}" for width, count in config.char_cnn_filters)
+        table = (f"{config.char_vocab_size - 1:,} characters of the character dictionary" if manylangs
+                 else f"{config.char_vocab_size} character ids (UTF-8 bytes and markers)")
+        rows += [
+            ("Character embedding", f"{table} × {config.char_embedding_dim}, {config.max_characters_per_token} "
+             "characters per word"),
+            ("Character CNN", f"filters (count×width) {filters}: F = {config.num_char_filters}, "
+             f"{config.char_cnn_activation}"),
+            ("Highway layers", str(config.num_highway_layers)),
+        ]
+    width = (config.num_char_filters if chars else 0) + (config.word_input_embedding_dim if words else 0)
+    rows += [
+        ("Token projection", f"{width} → {p} (P)"),
         ("biLSTM", f"{n_layers} layers per direction, cell size {c} (C), projection {p}, "
          f"cell clip {config.cell_clip}, projection clip {config.proj_clip}, "
          f"skip connections {'yes' if config.use_skip_connections else 'no'}"),
-        ("Outputs", f"{n_layers + 1} layers (character CNN + {n_layers} biLSTM) of width {2 * p} (2P)"),
+        ("Outputs", f"{n_layers + 1} layers (token encoder + {n_layers} biLSTM) of width {2 * p} (2P)"),
         ("biLM parameters", _millions(counts["bilm"], exact=True)),
     ]
     if config.vocab_size > 0:
@@ -220,6 +237,71 @@ def _architecture(config: ElmoConfig, counts: dict[str, int], num_parameters: in
     if num_parameters is not None:
         rows.append(("Parameters in this checkpoint", _millions(num_parameters, exact=True)))
     return _table(rows, ("Component", "Value"))
+
+
+# What each built-in word split does, for the card's "Words and tokens".
+_SPLITS = {
+    "punctuation": "the `punctuation` rule (PTB-like words, punctuation and symbols apart, one token per CJK "
+    "ideograph or kana)",
+    "whitespace": "`whitespace` (`str.split()`: the text must be tokenized already)",
+    "jieba": "`jieba` (Chinese segmented into words by jieba, which must be installed: `pip install jieba`; other "
+    "text as the punctuation rule)",
+}
+
+
+def _describe_split(word_split: str | None) -> str:
+    if word_split is None:
+        return "the tokenizer's `word_split` (saved in tokenizer_config.json; `punctuation` by default)"
+    if word_split in _SPLITS:
+        return _SPLITS[word_split]
+    return (f"`{word_split}`, a split that is not built in: it must be registered in `tokenization.WORD_SPLITTERS` "
+            "(or importable) where the tokenizer is loaded")
+
+
+def _saved_word_split(config: Any) -> str | None:
+    """The `word_split` of the tokenizer saved beside a config given as a folder or its config.json."""
+    if isinstance(config, (PretrainedConfig, Mapping)):
+        return None
+    folder = Path(config)
+    folder = folder if folder.is_dir() else folder.parent
+    try:
+        value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("word_split")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _input_ids(config: ElmoConfig) -> str:
+    """The code example's comment on `input_ids`: what one row per token holds."""
+    if config.token_encoder != "word_char":
+        return (f"(batch, tokens, {config.max_characters_per_token}) character ids, <S> and </S> added around every "
+                "sentence")
+    parts = [f"{config.max_characters_per_token} character ids"] if config.char_embedding_dim > 0 else []
+    parts += ["1 word id"] if config.word_input_embedding_dim > 0 else []
+    return (f"(batch, tokens, {config.token_row_width}) dictionary ids ({' + '.join(parts)} per word), <bos> and "
+            "<eos> added around every sentence")
+
+
+def _tokenizer(config: ElmoConfig, word_split: str | None) -> str:
+    """What the tokenizer does with raw text for this model: the split, then the ids of each word."""
+    split = f"Raw text is split into words by {_describe_split(word_split)}; vectors are per word, not per sub-word."
+    cut = config.max_characters_per_token - 2
+    if config.token_encoder != "word_char":
+        return (f"{split} Each word becomes {config.max_characters_per_token} character ids: its UTF-8 bytes (the "
+                f"first {cut}) between begin- and end-of-word markers, as in the original ELMo, so no word is out of "
+                "vocabulary. `<S>` and `</S>` are added around every sentence.")
+    parts = []
+    if config.char_embedding_dim > 0:
+        parts.append(f"its first {cut} characters (Unicode code points) looked up in the model's character "
+                     f"dictionary ({config.char_vocab_size - 1:,} entries; an unknown character is `<oov>`), between "
+                     "begin- and end-of-word markers,")
+    if config.word_input_embedding_dim > 0:
+        parts.append(f"its id in the model's word dictionary ({config.word_input_vocab_size - 1:,} words; an "
+                     "unknown word is `<oov>`)")
+    return (f"{split} This is an ELMoForManyLangs model: each word becomes {' then '.join(parts)}. `<bos>` and "
+            "`<eos>` are added around every sentence. The published models were trained on words as the Universal "
+            "Dependencies treebanks segment them: pass words already split (`is_split_into_words=True`) or a split "
+            "that matches them.")
 
 
 def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
@@ -369,6 +451,7 @@ def render_model_card(
     language: str | Sequence[str] | None = None,
     tags: Sequence[str] | None = None,
     template: str | os.PathLike | None = None,
+    word_split: str | None = None,
 ) -> str:
     """The README.md (model card) of an ELMo model: YAML metadata, then the filled `model_card.md` template.
 
@@ -395,10 +478,13 @@ def render_model_card(
         language (`str` or `list[str]`, *optional*): metadata `language:` (e.g. "en").
         tags (`list[str]`, *optional*): tags added to the default ones (elmo, bilm, ...).
         template (path, *optional*): another template file instead of `model_card.md`.
+        word_split (`str`, *optional*): the tokenizer's word split, described in "Words and tokens"; by default
+            read from the tokenizer_config.json beside a config given as a folder.
 
     Returns:
         The model card text. Its metadata parses with `huggingface_hub.ModelCard`.
     """
+    word_split = word_split or _saved_word_split(config)
     config = _as_config(config)
     datasets = [datasets] if isinstance(datasets, str) else (list(datasets) if datasets else None)
     base_model = list(base_model) if base_model is not None and not isinstance(base_model, str) else base_model
@@ -426,7 +512,8 @@ def render_model_card(
     preset = _preset_name(config)
     size = f"the `{preset}` size" if preset else f"{config.num_layers} layers of {config.cell_size} cells"
     if parity:
-        origin = "converted from the original weights"
+        origin = ("converted from an ELMoForManyLangs model (HIT-SCIR)" if config.token_encoder == "word_char"
+                  else "converted from the original weights")
     elif base_models:
         origin = "trained further from " + ", ".join(f"`{m}`" for m in base_models)
     else:
@@ -439,6 +526,8 @@ def render_model_card(
             f"{origin}, for `transformers`."
         ),
         "model_id": shown_id,
+        "input_ids": _input_ids(config),
+        "tokenizer": _tokenizer(config, word_split),
         "fine_tuning": _fine_tuning(config, shown_id),
         "architecture": _architecture(config, counts, num_parameters),
         "training": _training(datasets, training, parity, base_models),
