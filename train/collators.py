@@ -1,8 +1,9 @@
 """Data collators for the ELMo task heads with `transformers.Trainer`.
 
-Each example (a `datasets` row after `ElmoTokenizer` preprocessing) has `input_ids` of shape `[tokens, 50]`
-(character ids), optionally `attention_mask` `[tokens]`, and a label. A batch is right-padded on the token axis by
-`tokenization.pad_character_batch` (the padding of `ElmoTokenizer.pad` too): `input_ids` `[batch, tokens, 50]` with
+Each example (a `datasets` row after `ElmoTokenizer` preprocessing) has `input_ids` of shape `[tokens, width]`
+(50 character ids; an ELMoForManyLangs tokenizer adds a word id: `ElmoTokenizer.row_width`), optionally
+`attention_mask` `[tokens]`, and a label. A batch is right-padded on the token axis by
+`tokenization.pad_character_batch` (the padding of `ElmoTokenizer.pad` too): `input_ids` `[batch, tokens, width]` with
 all-zero padding tokens, `attention_mask` `[batch, tokens]` with 0, and token labels with -100 (ignored by the
 loss). A collator needs nothing but the data: the tokenizer argument is optional and only sets the row width.
 """
@@ -41,12 +42,11 @@ class _ElmoCollatorBase:
         per token) when the examples have them."""
         if not features:
             raise ValueError("the collator got an empty batch")
-        ids = [_as_tensor(f["input_ids"], torch.long) for f in features]  # each (T_i, 50)
-        width = (
-            getattr(self.tokenizer, "row_width", None)
-            or getattr(self.tokenizer, "max_characters_per_token", None)
-            or ids[0].shape[-1]
-        )
+        ids = [_as_tensor(f["input_ids"], torch.long) for f in features]  # each (T_i, width)
+        # The width of the rows: the tokenizer's `row_width` (50 characters; 51 for an ELMoForManyLangs model with
+        # characters and words), else the first example's. Not `max_characters_per_token`, which counts only the
+        # characters.
+        width = getattr(self.tokenizer, "row_width", None) or (ids[0].shape[-1] if ids[0].dim() == 2 else 0)
         for i, x in enumerate(ids):
             if x.dim() != 2 or x.shape[-1] != width:
                 raise ValueError(

@@ -1,72 +1,40 @@
-"""Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with `transformers.Trainer`.
+"""Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with `transformers.Trainer`, and label
+new sentences with it.
 
-    python -m train.finetune_classification --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
-        --train_file sst2/train.tsv --validation_file sst2/dev.tsv --output_dir out/sst2 \\
-        --classifier_pooling max --num_train_epochs 3 --per_device_train_batch_size 32 --learning_rate 1e-3
+    elmo-finetune-classification --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
+        --train_file sst2/train.tsv --validation_file sst2/dev.tsv --output_dir out/sst2
+    elmo-finetune-classification --model_name_or_path out/sst2 --do_predict --test_file new.txt --output_dir out/new
     torchrun --nproc_per_node 2 -m train.finetune_classification ... --use_cpu     # DDP, also on CPU
 
-Files: TSV with a header (`label<TAB>sentence`, SST-2), CSV or JSON lines with `text` and `label` columns.
-Writes the model and tokenizer (they load with `AutoModelForSequenceClassification` / `AutoTokenizer`, also as
-remote code), `train_results.json`, `eval_results.json` (accuracy) and `all_results.json` to `--output_dir`.
+Files: TSV with a header (`label<TAB>sentence`, SST-2), CSV or JSON lines with `text` and `label` columns; a test
+file may also hold one sentence a line. Writes the model and tokenizer (they load with
+`AutoModelForSequenceClassification` / `AutoTokenizer`, also as remote code), `train_results.json`,
+`eval_results.json` (accuracy), `all_results.json`, and with `--do_predict` one label per line of the test file
+(`predictions.txt`) to `--output_dir`.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass, field
 
-import datasets
-import numpy as np
-from transformers import (
-    Trainer,
-    TrainingArguments,
-    set_seed,
-)
-
-from tokenization import check_word_split
-
-from .collators import ElmoDataCollatorForSequenceClassification
-from .finetune_data import (
-    InputError,
+from .finetune_arguments import (
+    ClassificationDataArguments,
+    ClassificationHeadArguments,
+    CommandArguments,
     ModelArguments,
-    accuracy,
-    label_list,
-    limit,
-    load_task_model,
-    parse_arguments,
-    read_classification_file,
-    read_input_file,
-    run_command_line,
-    split_text,
-    train_and_evaluate,
 )
+from .finetune_cli import InputError, parse_arguments, run_command_line
 
 logger = logging.getLogger("train.finetune_classification")
+TASK = "sequence-classification"
 
 
-@dataclass
-class ClassificationDataArguments:
-    train_file: str = field(metadata={"help": "TSV (label<TAB>text, header line), CSV or JSON lines."})
-    validation_file: str | None = field(default=None, metadata={"help": "Same format; accuracy is reported on it."})
-    text_column: str | None = field(default=None, metadata={"help": "Text column (default: text/sentence/content)."})
-    label_column: str | None = field(default=None, metadata={"help": "Label column (default: label)."})
-    word_split: str | None = field(
-        default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2), punctuation, or another "
-                                "split registered in tokenization.WORD_SPLITTERS; default: the tokenizer's rule."}
-    )
-    max_seq_length: int = field(default=128, metadata={"help": "Longest input in tokens, <S> and </S> included."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation examples."})
+def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
+    """Examples -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask`, `labels` (via `map`)."""
+    import datasets
 
-
-@dataclass
-class ClassificationHeadArguments:
-    classifier_pooling: str | None = field(default=None, metadata={"help": "mean, max, lstm or attention."})
-
-
-def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args) -> datasets.Dataset:
-    """Examples -> a `datasets.Dataset` of `input_ids` [tokens, 50], `attention_mask`, `labels` (via `map`)."""
+    from .finetune_data import split_text
 
     def tokenize(batch):
         words = [split_text(text, tokenizer, data_args.word_split) for text in batch["text"]]
@@ -79,7 +47,7 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
 
     features = datasets.Features(
         {
-            "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int16"))),  # char ids < 262
+            "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int32"))),  # character (and word) ids
             "attention_mask": datasets.Sequence(datasets.Value("int8")),
             "labels": datasets.Value("int64"),
         }
@@ -90,56 +58,84 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
 
 
 def compute_metrics(eval_prediction) -> dict[str, float]:
-    logits = eval_prediction.predictions[0] if isinstance(eval_prediction.predictions, tuple) else eval_prediction.predictions
-    predictions = np.argmax(logits, axis=-1)
-    return {"accuracy": accuracy(predictions.tolist(), eval_prediction.label_ids.tolist())}
+    import numpy as np
+
+    from .finetune_data import accuracy
+
+    logits = eval_prediction.predictions
+    logits = logits[0] if isinstance(logits, tuple) else logits
+    return {"accuracy": accuracy(np.argmax(logits, axis=-1).tolist(), eval_prediction.label_ids.tolist())}
 
 
-def main(argv: list[str] | None = None) -> dict:
-    model_args, head_args, data_args, training_args = parse_arguments(
-        (ModelArguments, ClassificationHeadArguments, ClassificationDataArguments, TrainingArguments), argv, logger
-    )
+def read_examples(data_args, encoding: str) -> tuple[list[dict], list[dict]]:
+    """The training and validation examples (each file checked before anything is written)."""
+    from .finetune_data import limit, read_classification_file, read_input_file
+
+    def read(path: str | None, option: str, count: int | None) -> list[dict]:
+        if not path:
+            return []
+        reader = lambda p, e: read_classification_file(p, data_args.text_column, data_args.label_column, e)  # noqa: E731
+        return limit(read_input_file(reader, path, option, encoding), count)
+
+    return (read(data_args.train_file, "train_file", data_args.max_train_samples),
+            read(data_args.validation_file, "validation_file", data_args.max_eval_samples))
+
+
+def main(argv: list[str] | None = None, guard=None) -> dict:
+    model_args, head_args, data_args, command_args, training_args = parse_arguments(
+        (ModelArguments, ClassificationHeadArguments, ClassificationDataArguments, CommandArguments), argv,
+        "classification", __doc__.split("\n\n")[0], logger)
+    from transformers import set_seed
+
+    from tokenization import check_word_split
+
+    from .collators import ElmoDataCollatorForSequenceClassification
+    from .finetune_data import label_list
+    from .finetune_run import GuardedTrainer, check_mode, load_head, predict_after, train_and_evaluate
+    from .predict import read_test_file
+
     set_seed(training_args.seed)
     if data_args.word_split is not None:
         try:
             check_word_split(data_args.word_split, "--word_split")
         except ValueError as error:
             raise InputError(str(error)) from None
+    predicting = check_mode(data_args, training_args, model_args, TASK)
+    train_examples, eval_examples = read_examples(data_args, command_args.encoding)
+    test = read_test_file(TASK, data_args, command_args.encoding) if predicting else None
+    labels = label_list(e["label"] for e in train_examples + eval_examples) if train_examples else None
+    label2id = {label: i for i, label in enumerate(labels)} if labels else None
+    logger.info("%d training and %d validation examples%s", len(train_examples), len(eval_examples),
+                f", labels {labels}" if labels else "")
 
-    def read(path: str, option: str) -> list[dict]:
-        return read_input_file(
-            lambda p: read_classification_file(p, data_args.text_column, data_args.label_column), path, option
-        )
-
-    train_examples = limit(read(data_args.train_file, "train_file"), data_args.max_train_samples)
-    eval_examples = []
-    if data_args.validation_file:
-        eval_examples = limit(read(data_args.validation_file, "validation_file"), data_args.max_eval_samples)
-    labels = label_list(e["label"] for e in train_examples + eval_examples)
-    label2id = {label: i for i, label in enumerate(labels)}
-    logger.info("%d training and %d validation examples, labels %s", len(train_examples), len(eval_examples), labels)
-
-    model, tokenizer = load_task_model(model_args, training_args, "sequence-classification", label2id,
-                                       "classifier_pooling", head_args.classifier_pooling, logger)
-
+    model, tokenizer = load_head(model_args, TASK, label2id, "classifier_pooling", head_args.classifier_pooling,
+                                 command_args.verbose)
+    label2id = model.config.label2id
+    unknown = sorted({e["label"] for e in eval_examples} - set(label2id))
+    if unknown:
+        raise InputError(f"--validation_file {data_args.validation_file}: labels {unknown} are not among the "
+                         f"model's {sorted(label2id)}")
     with training_args.main_process_first(desc="tokenizing"):
-        train_dataset = encode(train_examples, tokenizer, label2id, data_args)
+        train_dataset = encode(train_examples, tokenizer, label2id, data_args) if train_examples else None
         eval_dataset = encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
 
-    trainer = Trainer(
+    trainer = GuardedTrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        processing_class=tokenizer,
         data_collator=ElmoDataCollatorForSequenceClassification(tokenizer),
         compute_metrics=compute_metrics,
+        guard=guard,
     )
-    return train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logger)
+    results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard)
+    if predicting:
+        predict_after(trainer, TASK, test, data_args, command_args, training_args, guard)
+    return results
 
 
 def cli() -> int:
-    """The console script: bad input is one line on stderr and exit status 2."""
+    """The console script: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143."""
     return run_command_line(main, logger)
 
 

@@ -5,7 +5,9 @@
   sentences, `-DOCSTART-` skipped) and JSON lines with `tokens`/`tags` for tagging.
 * Metrics: accuracy, and entity-level precision/recall/F1 of IOB1/IOB2/IOBES tag sequences, scored as
   conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on seqeval.
-* `ModelArguments`, and the loading of a head and its tokenizer (folder, Hub id or preset name) through
+* Readers of the files to predict (`--test_file`): sentences (one a line, or a text column) and words (CoNLL
+  columns, the word first; JSON lines with `tokens`; or sentences one a line, cut by the word split).
+* The loading of a head and its tokenizer (folder, Hub id or preset name) through
   `modeling_elmo.tools.loading.load_elmo`.
 """
 
@@ -16,11 +18,14 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from modeling_elmo.tools.loading import ModelLoadError, load_elmo
+from modeling_elmo.tools.text_files import check_decodes
 from tokenization import split_words
+
+from .finetune_arguments import ModelArguments
+from .finetune_cli import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -29,28 +34,27 @@ TOKEN_COLUMNS = ("tokens", "words")
 TAG_COLUMNS = ("tags", "ner_tags", "labels", "label")
 
 
-class InputError(ValueError):
-    """Bad input to a fine-tuning command (a file, a model name, an option's value): `run_command_line` reports it
-    as one line and exits with status 2, before anything is written."""
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Readers
 # ---------------------------------------------------------------------------------------------------------------
-def read_input_file(reader, path: str, option: str) -> list[dict]:
-    """`reader(path)`, with whatever is wrong with the file (absent, not UTF-8 text, not in the format) raised as an
-    `InputError` that names the option and the file."""
+def read_input_file(reader, path: str, option: str, encoding: str = "utf-8") -> list[dict]:
+    """`reader(path, encoding)`, with whatever is wrong with the file (absent, not text in `encoding`, not in the
+    format) raised as an `InputError` that names the option and the file (and the line and byte that do not
+    decode)."""
     if not os.path.isfile(path):
         raise InputError(f"--{option} {path}: no such file")
     try:
-        return reader(path)
-    except UnicodeDecodeError as error:
-        raise InputError(f"--{option} {path}: not UTF-8 text (byte {error.start} is {error.object[error.start]:#04x}); "
-                         "give a text file") from None
+        check_decodes(path, encoding)
+        return reader(path, _text_encoding(encoding))
     except (ValueError, TypeError, KeyError, csv.Error) as error:
         message = str(error)
         message = message if message.startswith(str(path)) else f"{path}: {message}"
         raise InputError(f"--{option} {message}") from None
+
+
+def _text_encoding(encoding: str) -> str:
+    """UTF-8 files may start with a byte-order mark (Windows editors write one): it is not part of the header."""
+    return "utf-8-sig" if encoding.replace("_", "-").lower() in ("utf-8", "utf8") else encoding
 
 
 def _file_format(path: str | os.PathLike) -> str:
@@ -62,8 +66,8 @@ def _file_format(path: str | os.PathLike) -> str:
     return "tsv"
 
 
-def _read_json_lines(path: str | os.PathLike) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
+def _read_json_lines(path: str | os.PathLike, encoding: str = "utf-8") -> list[dict]:
+    with open(path, encoding=encoding) as f:
         text = f.read().strip()
     if text.startswith("["):  # a JSON array of records also works
         rows = json.loads(text)
@@ -94,7 +98,8 @@ def _pick(columns: Iterable[str], wanted: str | None, candidates: Sequence[str],
 
 
 def read_classification_file(
-    path: str | os.PathLike, text_column: str | None = None, label_column: str | None = None
+    path: str | os.PathLike, text_column: str | None = None, label_column: str | None = None,
+    encoding: str = "utf-8",
 ) -> list[dict]:
     """Read sentences and labels: `[{"text": str, "label": str}, ...]` (labels as strings).
 
@@ -105,10 +110,10 @@ def read_classification_file(
     """
     kind = _file_format(path)
     if kind == "json":
-        rows = _read_json_lines(path)
+        rows = _read_json_lines(path, encoding)
         columns = list(rows[0]) if rows else []
     else:
-        with open(path, encoding="utf-8", newline="") as f:
+        with open(path, encoding=encoding, newline="") as f:
             if kind == "csv":
                 reader = csv.DictReader(f)
             else:  # SST-2 sentences contain quote characters: no quoting at all
@@ -131,7 +136,7 @@ def read_classification_file(
     return examples
 
 
-def read_conll_file(path: str | os.PathLike, tag_column: int = -1) -> list[dict]:
+def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str = "utf-8") -> list[dict]:
     """Read CoNLL columns: `[{"tokens": [...], "tags": [...]}, ...]`.
 
     One token per line (`word POS chunk NER` in CoNLL-2003: the word is the first column, the tag the last, or
@@ -139,7 +144,7 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1) -> list[dict]
     """
     sentences, tokens, tags = [], [], []
     columns, first = None, 0  # every token line has the same columns: a file of sentences (a TSV) is refused
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding=encoding) as f:
         for number, line in enumerate(f, start=1):
             fields = line.split()
             if not fields or fields[0] == "-DOCSTART-":
@@ -165,11 +170,11 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1) -> list[dict]
     return sentences
 
 
-def read_tagging_file(path: str | os.PathLike) -> list[dict]:
+def read_tagging_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[dict]:
     """CoNLL columns, or JSON lines with `tokens` (or `words`) and `tags` (or `ner_tags`, `labels`) as lists."""
     if _file_format(path) != "json":
-        return read_conll_file(path)
-    rows = _read_json_lines(path)
+        return read_conll_file(path, encoding=encoding)
+    rows = _read_json_lines(path, encoding)
     if not rows:
         raise ValueError(f"{path}: no examples")
     token_name = _pick(rows[0], None, TOKEN_COLUMNS, "tokens", path)
@@ -181,6 +186,55 @@ def read_tagging_file(path: str | os.PathLike) -> list[dict]:
             raise ValueError(f"{path}: example {number} has {len(tokens)} tokens but {len(tags)} tags")
         sentences.append({"tokens": [str(t) for t in tokens], "tags": [str(t) for t in tags]})
     return sentences
+
+
+STRUCTURED_SUFFIXES = (".tsv", ".csv", ".json", ".jsonl")
+
+
+def read_texts_file(path: str | os.PathLike, text_column: str | None = None, encoding: str = "utf-8") -> list[str]:
+    """The sentences to classify: one a line (a blank line stays, as ""), or with a .tsv/.csv/.json/.jsonl suffix
+    the text column of the training formats (a label column is not needed)."""
+    if Path(path).suffix.lower() not in STRUCTURED_SUFFIXES:
+        with open(path, encoding=encoding, newline="") as f:
+            return [line.rstrip("\r\n").strip() for line in f]
+    kind = _file_format(path)
+    if kind == "json":
+        rows = _read_json_lines(path, encoding)
+    else:
+        with open(path, encoding=encoding, newline="") as f:
+            reader = csv.DictReader(f) if kind == "csv" else csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            rows = list(reader)
+    if not rows:
+        raise ValueError(f"{path}: no sentences")
+    columns = [c.strip() if isinstance(c, str) else c for c in rows[0]]
+    others = [c for c in columns if c not in ("label", "index", "idx", "id")]
+    name = _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
+    rows = [{k.strip() if isinstance(k, str) else k: v for k, v in row.items()} for row in rows]
+    return [str(row.get(name) or "").strip() for row in rows]
+
+
+def read_words_file(path: str | os.PathLike, encoding: str = "utf-8") -> tuple[str, list]:
+    """The sentences to tag, as `(kind, items)`: "json" with the token lists of JSON lines; "conll" with the lines
+    of a file of CoNLL columns (the word first, tags not needed; `looks_like_conll`); "lines" with the lines of a
+    file of sentences, one a line (cut into words later)."""
+    if Path(path).suffix.lower() in (".json", ".jsonl"):
+        rows = _read_json_lines(path, encoding)
+        if not rows:
+            raise ValueError(f"{path}: no sentences")
+        name = _pick(rows[0], None, TOKEN_COLUMNS, "tokens", path)
+        return "json", [[str(t) for t in row.get(name) or []] for row in rows]
+    with open(path, encoding=encoding, newline="") as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    return ("conll" if looks_like_conll(lines) else "lines"), lines
+
+
+def looks_like_conll(lines: list[str]) -> bool:
+    """CoNLL columns (CoNLL-2003's files are .txt too): a `-DOCSTART-` line, or blank lines between sentences and
+    the same number of columns on every other line. Sentences one a line have neither."""
+    counts = {len(line.split()) for line in lines if line.strip()}
+    if any(line.startswith("-DOCSTART-") for line in lines):
+        return True
+    return len(counts) == 1 and any(not line.strip() for line in lines[:-1])
 
 
 def label_list(labels: Iterable[str]) -> list[str]:
@@ -301,47 +355,6 @@ def entity_scores(
 # ---------------------------------------------------------------------------------------------------------------
 # Model and tokenizer
 # ---------------------------------------------------------------------------------------------------------------
-@dataclass
-class ModelArguments:
-    """Which biLM to start from and how the head uses it. Options left unset keep the model's saved config."""
-
-    model_name_or_path: str = field(
-        metadata={"help": "A model folder, a Hub id, or a preset name (tiny, small, medium, original) for a "
-                  "randomly initialised biLM."}
-    )
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer folder or Hub id, if not the model's."})
-    trust_remote_code: bool = field(default=False, metadata={"help": "Allow the model's own code from the Hub."})
-    freeze_bilm: bool | None = field(default=None, metadata={"help": "Keep the biLM fixed (default) or fine-tune it."})
-    scalar_mix: str | None = field(default=None, metadata={"help": "learned, top, average or fixed."})
-    scalar_mix_parameters: list[float] | None = field(
-        default=None, metadata={"help": "L + 1 pre-softmax layer weights for --scalar_mix fixed."}
-    )
-    scalar_mix_layer_norm: bool | None = field(default=None, metadata={"help": "Layer norm before mixing."})
-    scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 on the mix weights (0.001)."})
-    representation_dropout: float | None = field(default=None, metadata={"help": "Dropout on the ELMo vectors (0.5)."})
-    keep_sentence_boundaries: bool | None = field(default=None, metadata={"help": "Pool over <S>/</S> too."})
-    word_embedding_dim: int | None = field(
-        default=None, metadata={"help": "Concatenate a trainable hashed word embedding of this size (0 = none)."}
-    )
-    word_embedding_buckets: int | None = field(default=None, metadata={"help": "Rows of the hashed word embedding."})
-    head_hidden_size: int | None = field(default=None, metadata={"help": "Size of the head's biLSTM / attention."})
-    bilm_dropout: float | None = field(default=None, metadata={"help": "biLM dropout while fine-tuning it."})
-    ignore_mismatched_sizes: bool = field(
-        default=False, metadata={"help": "Re-initialise a saved classifier whose number of labels differs."}
-    )
-
-    def config_overrides(self) -> dict:
-        names = ("freeze_bilm", "scalar_mix", "scalar_mix_parameters", "scalar_mix_layer_norm", "scalar_mix_l2_coef",
-                 "representation_dropout", "keep_sentence_boundaries", "word_embedding_dim",
-                 "word_embedding_buckets", "head_hidden_size")
-        overrides = {name: getattr(self, name) for name in names if getattr(self, name) is not None}
-        if self.scalar_mix is not None and self.scalar_mix != "fixed" and self.scalar_mix_parameters is None:
-            overrides["scalar_mix_parameters"] = None  # a saved fixed mix does not leak into another kind
-        if self.bilm_dropout is not None:
-            overrides["dropout"] = self.bilm_dropout
-        return overrides
-
-
 def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None):
     """`(model, tokenizer)`: the head of `task` ("sequence-classification", "token-classification") on the biLM of
     `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by `modeling_elmo.tools.loading.load_elmo`;
@@ -361,26 +374,6 @@ def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed
         raise InputError(f"--model_name_or_path: {error}") from None
 
 
-def load_task_model(model_args: ModelArguments, training_args, task: str, label2id: dict[str, int],
-                    head_option: str, head_value, logger):
-    """The head of `task` for the labels of `label2id` (with `head_option` set to `head_value` when given, e.g.
-    the pooling) and its tokenizer, logged with its size; and DDP's `find_unused_parameters` default for it when
-    none was given."""
-    head = {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
-    if head_value is not None:
-        head[head_option] = head_value
-    model, tokenizer = load_model(model_args, task, head)  # the command has seeded every generator (set_seed)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    logger.info(
-        "%s: %d parameters, %d trainable (biLM %s, %s %s, mix %s)", type(model).__name__, model.num_parameters(),
-        trainable, "frozen" if model.config.freeze_bilm else "fine-tuned", head_option,
-        getattr(model.config, head_option), model.config.scalar_mix,
-    )
-    if training_args.ddp_find_unused_parameters is None:  # DDP: only extra, unused mixes leave parameters idle
-        training_args.ddp_find_unused_parameters = model.config.num_output_representations > 1
-    return model, tokenizer
-
-
 def split_text(text: str, tokenizer, word_split: str | None) -> list[str]:
     """Words of `text`: with `word_split` (a name in `tokenization.WORD_SPLITTERS`), or the tokenizer's own rule."""
     return split_words(text, word_split or getattr(tokenizer, "word_split", "punctuation"))
@@ -388,79 +381,3 @@ def split_text(text: str, tokenizer, word_split: str | None) -> list[str]:
 
 def limit(examples: list, count: int | None) -> list:
     return examples if count is None else examples[:count]
-
-
-def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logger) -> dict:
-    """Train (unless only evaluation was asked), save the model, config and tokenizer, evaluate, write the metrics
-    files, and say where everything went. The same steps for every fine-tuning command."""
-    results = {}
-    if training_args.do_train or not training_args.do_eval:  # training is the point of these commands
-        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-        metrics = {**train_result.metrics, "train_samples": len(train_dataset), "world_size": training_args.world_size}
-        trainer.save_model()  # model, config and tokenizer
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
-        results.update(metrics)
-    if eval_dataset is not None:
-        metrics = trainer.evaluate()
-        metrics["eval_samples"] = len(eval_dataset)
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
-        results.update(metrics)
-    if trainer.is_world_process_zero():
-        logger.info("Wrote the model, the tokenizer and metrics (eval_results.json, all_results.json) to %s",
-                    os.path.abspath(training_args.output_dir))
-    return results
-
-
-def run_command_line(main, logger) -> int:
-    """Run a fine-tuning command's `main`: bad input is one line on stderr (no traceback) and exit status 2."""
-    try:
-        main()
-    except InputError as error:
-        logger.error("%s", error)
-        return 2
-    finally:
-        end_distributed()
-    return 0
-
-
-def end_distributed() -> None:
-    """Destroy torch.distributed's process group, if any, once the Trainer and its DDP wrapper are gone (call it
-    after `main` returns): then the group's destructor runs while the interpreter is fully alive and with the GIL
-    released, not at interpreter exit, where a gloo worker thread still freeing tensors can hang or crash it (the
-    same teardown deadlock that `train.pretrain` avoids)."""
-    import gc
-
-    import torch.distributed as dist
-
-    gc.collect()
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def parse_arguments(dataclass_types, argv, logger) -> tuple:
-    """Parse the command line (or a single JSON file) into the dataclasses, the last being `TrainingArguments`,
-    and set up rank-aware logging; every process says its rank and the world size."""
-    import sys
-
-    from transformers import HfArgumentParser
-
-    parser = HfArgumentParser(dataclass_types)
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        parsed = parser.parse_json_file(os.path.abspath(argv[0]))
-    else:
-        parsed = parser.parse_args_into_dataclasses(argv)
-    training_args = parsed[-1]
-    logging.basicConfig(
-        format=f"%(asctime)s %(levelname)s [rank {training_args.process_index}] %(name)s: %(message)s",
-        level=logging.INFO if training_args.should_log else logging.WARNING,
-        force=True,
-    )
-    logger.warning(
-        "Process rank %d of world size %d (device %s)",
-        training_args.process_index, training_args.world_size, training_args.device,
-    )
-    return tuple(parsed)

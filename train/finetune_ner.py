@@ -1,8 +1,9 @@
-"""Fine-tune an ELMo tagger (`ElmoForTokenClassification`), e.g. for NER, with `transformers.Trainer`.
+"""Fine-tune an ELMo tagger (`ElmoForTokenClassification`), e.g. for NER, with `transformers.Trainer`, and tag new
+sentences with it.
 
-    python -m train.finetune_ner --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
-        --train_file conll2003/train.txt --validation_file conll2003/valid.txt --output_dir out/conll \\
-        --token_classifier_encoder lstm --num_train_epochs 3 --learning_rate 1e-3
+    elmo-finetune-ner --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
+        --train_file conll2003/train.txt --validation_file conll2003/valid.txt --output_dir out/conll
+    elmo-finetune-ner --model_name_or_path out/conll --do_predict --test_file conll2003/test.txt --output_dir out/test
     torchrun --nproc_per_node 2 -m train.finetune_ner ... --use_cpu                # DDP, also on CPU
 
 Files: CoNLL columns (`word POS chunk NER`, blank line between sentences, `-DOCSTART-` skipped; the tag is the
@@ -10,56 +11,27 @@ last column) or JSON lines with `tokens` and `tags`. Tags in IOB1, IOB2 or IOBES
 tokenizer's positions with `word_ids()`: `<S>`, `</S>` and padding get -100. Reports entity-level precision,
 recall and F1 (conlleval rules, or strict IOB2 with `--strict_iob2`) and token accuracy. Writes the model and
 tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), `train_results.json`,
-`eval_results.json` and `all_results.json` to `--output_dir`.
+`eval_results.json`, `all_results.json`, and with `--do_predict` the tags of the test file (`predictions.txt`: a
+CoNLL file's lines with the predicted tag appended, or one line of tags per sentence) to `--output_dir`.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass, field
 
-import datasets
-from transformers import (
-    Trainer,
-    TrainingArguments,
-    set_seed,
-)
-
-from .collators import LABEL_PAD_ID, ElmoDataCollatorForTokenClassification
-from .finetune_data import (
-    ModelArguments,
-    entity_scores,
-    limit,
-    load_task_model,
-    parse_arguments,
-    read_input_file,
-    read_tagging_file,
-    run_command_line,
-    tag_list,
-    train_and_evaluate,
-)
+from .finetune_arguments import CommandArguments, ModelArguments, TaggingDataArguments, TaggingHeadArguments
+from .finetune_cli import InputError, parse_arguments, run_command_line
 
 logger = logging.getLogger("train.finetune_ner")
+TASK = "token-classification"
 
 
-@dataclass
-class TaggingDataArguments:
-    train_file: str = field(metadata={"help": "CoNLL columns or JSON lines with tokens/tags."})
-    validation_file: str | None = field(default=None, metadata={"help": "Same format; entity F1 is reported on it."})
-    max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training sentences."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation sentences."})
-    strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
+def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], max_seq_length: int):
+    """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask` and aligned `labels`."""
+    import datasets
 
-
-@dataclass
-class TaggingHeadArguments:
-    token_classifier_encoder: str | None = field(default=None, metadata={"help": "none (linear) or lstm (biLSTM)."})
-
-
-def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], max_seq_length: int) -> datasets.Dataset:
-    """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, 50], `attention_mask` and aligned `labels`."""
+    from tokenization import LABEL_PAD_ID
 
     def tokenize(batch):
         encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=max_seq_length)
@@ -71,7 +43,7 @@ def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], max_seq_len
 
     features = datasets.Features(
         {
-            "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int16"))),  # char ids < 262
+            "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int32"))),  # character (and word) ids
             "attention_mask": datasets.Sequence(datasets.Value("int8")),
             "labels": datasets.Sequence(datasets.Value("int64")),
         }
@@ -82,6 +54,10 @@ def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], max_seq_len
 
 
 def make_compute_metrics(id2label: dict[int, str], strict: bool):
+    from tokenization import LABEL_PAD_ID
+
+    from .finetune_data import entity_scores
+
     def compute_metrics(eval_prediction) -> dict[str, float]:
         predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
         if predictions.ndim == 3:  # logits, unless preprocess_logits_for_metrics took the argmax
@@ -103,44 +79,74 @@ def argmax_logits(logits, labels):
     return logits.argmax(-1)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    model_args, head_args, data_args, training_args = parse_arguments(
-        (ModelArguments, TaggingHeadArguments, TaggingDataArguments, TrainingArguments), argv, logger
-    )
+def read_sentences(data_args, encoding: str) -> tuple[list[dict], list[dict]]:
+    """The training and validation sentences (each file checked before anything is written)."""
+    from .finetune_data import limit, read_input_file, read_tagging_file
+
+    def read(path: str | None, option: str, count: int | None) -> list[dict]:
+        return limit(read_input_file(read_tagging_file, path, option, encoding), count) if path else []
+
+    return (read(data_args.train_file, "train_file", data_args.max_train_samples),
+            read(data_args.validation_file, "validation_file", data_args.max_eval_samples))
+
+
+def main(argv: list[str] | None = None, guard=None) -> dict:
+    model_args, head_args, data_args, command_args, training_args = parse_arguments(
+        (ModelArguments, TaggingHeadArguments, TaggingDataArguments, CommandArguments), argv, "tagging",
+        __doc__.split("\n\n")[0], logger)
+    from transformers import set_seed
+
+    from tokenization import check_word_split
+
+    from .collators import ElmoDataCollatorForTokenClassification
+    from .finetune_data import tag_list
+    from .finetune_run import GuardedTrainer, check_mode, load_head, predict_after, train_and_evaluate
+    from .predict import read_test_file
+
     set_seed(training_args.seed)
+    if data_args.word_split is not None:
+        try:
+            check_word_split(data_args.word_split, "--word_split")
+        except ValueError as error:
+            raise InputError(str(error)) from None
+    predicting = check_mode(data_args, training_args, model_args, TASK)
+    train_sentences, eval_sentences = read_sentences(data_args, command_args.encoding)
+    test = read_test_file(TASK, data_args, command_args.encoding) if predicting else None
+    tags = tag_list(t for s in train_sentences + eval_sentences for t in s["tags"]) if train_sentences else None
+    logger.info("%d training and %d validation sentences%s", len(train_sentences), len(eval_sentences),
+                f", tags {tags}" if tags else "")
 
-    train_sentences = limit(read_input_file(read_tagging_file, data_args.train_file, "train_file"),
-                            data_args.max_train_samples)
-    eval_sentences = []
-    if data_args.validation_file:
-        eval_sentences = limit(read_input_file(read_tagging_file, data_args.validation_file, "validation_file"),
-                               data_args.max_eval_samples)
-    tags = tag_list(t for s in train_sentences + eval_sentences for t in s["tags"])
-    tag2id = {tag: i for i, tag in enumerate(tags)}
-    logger.info("%d training and %d validation sentences, tags %s", len(train_sentences), len(eval_sentences), tags)
-
-    model, tokenizer = load_task_model(model_args, training_args, "token-classification", tag2id,
-                                       "token_classifier_encoder", head_args.token_classifier_encoder, logger)
-
+    model, tokenizer = load_head(model_args, TASK, {tag: i for i, tag in enumerate(tags)} if tags else None,
+                                 "token_classifier_encoder", head_args.token_classifier_encoder, command_args.verbose)
+    tag2id = model.config.label2id
+    unknown = sorted({t for s in eval_sentences for t in s["tags"]} - set(tag2id))
+    if unknown:
+        raise InputError(f"--validation_file {data_args.validation_file}: tags {unknown} are not among the "
+                         f"model's {sorted(tag2id)}")
     with training_args.main_process_first(desc="tokenizing"):
-        train_dataset = encode(train_sentences, tokenizer, tag2id, data_args.max_seq_length)
-        eval_dataset = encode(eval_sentences, tokenizer, tag2id, data_args.max_seq_length) if eval_sentences else None
+        train_dataset = encode(train_sentences, tokenizer, tag2id, data_args.max_seq_length) if train_sentences \
+            else None
+        eval_dataset = encode(eval_sentences, tokenizer, tag2id, data_args.max_seq_length) if eval_sentences \
+            else None
 
-    trainer = Trainer(
+    trainer = GuardedTrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        processing_class=tokenizer,
         data_collator=ElmoDataCollatorForTokenClassification(tokenizer),
-        compute_metrics=make_compute_metrics(dict(enumerate(tags)), data_args.strict_iob2),
+        compute_metrics=make_compute_metrics(model.config.id2label, data_args.strict_iob2),
         preprocess_logits_for_metrics=argmax_logits,
+        guard=guard,
     )
-    return train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, logger)
+    results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard)
+    if predicting:
+        predict_after(trainer, TASK, test, data_args, command_args, training_args, guard)
+    return results
 
 
 def cli() -> int:
-    """The console script: bad input is one line on stderr and exit status 2."""
+    """The console script: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143."""
     return run_command_line(main, logger)
 
 
