@@ -49,6 +49,8 @@ def char_cnn_implementation(encoder, char_ids: torch.Tensor) -> str:
         return "distinct" if char_ids.device.type == "cpu" else "reference"
     if encoder.token_cache is not None and char_ids.shape[0] > 0:
         return "cached"
+    if _int8(encoder):
+        return "int8"
     return "onednn" if _use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)) else "reference"
 
 
@@ -59,8 +61,16 @@ def _char_dtype(encoder, device: torch.device) -> torch.dtype:
     return encoder.char_embedding.weight.dtype
 
 
+def _int8(encoder) -> bool:
+    """Whether the model runs int8 inference (`quantization_elmo.py`, registered as "int8", looked up by name here:
+    that file imports this one)."""
+    return getattr(encoder.config, "lstm_implementation", "auto") == "int8"
+
+
 def _encode_inference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
-    """The CNN without gradients: oneDNN where available, else the reference."""
+    """The CNN without gradients: int8 when the model runs int8, oneDNN where available, else the reference."""
+    if _int8(encoder):
+        return ALL_CHAR_CNN_FUNCTIONS["int8"](encoder, char_ids)
     if _use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)):
         return encode_onednn(encoder, char_ids)
     return encoder.encode(char_ids)

@@ -20,6 +20,7 @@ from .kernels_elmo import ALL_LSTM_FUNCTIONS
 
 # Imported for its registrations: the LSTM kernels a configuration may name ("reference", "loop", "fused").
 from .lstm_inference_elmo import lstm_loop  # noqa: F401
+from .quantization_elmo import lstm_int8  # noqa: F401  ("int8")
 
 logger = logging.get_logger(__name__)
 

@@ -149,33 +149,43 @@ def lstm_loop(layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState)
         packed = _onednn_lstm_weights(layer, dtype, x.device)
         if packed is None:  # GPU (or a CPU build without oneDNN): both directions in each batched multiply
             return _lstm_loop_batched(layer, x, batch_sizes, state, dtype)
-        h0, c0 = state
-        rows = batch_sizes[0] if batch_sizes else 0
-        out = x.new_empty(x.shape[:2] + (layer.projection_dim,))  # (2, N, P), every row written below
-        state_dtype = torch.promote_types(c0.dtype, dtype)  # the reference promotes c to the gates' dtype
-        h_final = h0.to(dtype, copy=True)  # (2, B, P): rows past their length keep theirs
-        c_final = c0.to(state_dtype, copy=True)  # (2, B, C): updated in place, active rows are a prefix
-        scratch = torch.empty((rows, layer.cell_size), dtype=state_dtype, device=x.device)
-        for d in range(2):
-            p_ih, p_hh, p_hr = packed[d]  # oneDNN-packed weight_ih, weight_hh, weight_hr of this direction
-            bias = layer.bias[d].to(dtype)
-            h_prev = h0[d, :rows].to(dtype)
-            offset = block_end = 0
-            for t, active in enumerate(batch_sizes):
-                if offset >= block_end:  # the input multiply of the next steps, just before they run (see above)
-                    block_start, block_end = offset, offset + sum(batch_sizes[t : t + _INPUT_STEPS_PER_BLOCK])
-                    inputs = _linear(x[d, block_start:block_end], p_ih, bias=bias)  # (rows of the block, 4C)
-                step = slice(offset - block_start, offset - block_start + active)
-                gates = _linear(h_prev[:active], p_hh, add=inputs[step])  # (b, 4C)
-                _, hidden = _lstm_cell_step_(gates, c_final[d, :active], scratch[:active], layer.cell_clip)
-                h_t = out[d, offset : offset + active]  # (b, P)
-                h_t.copy_(_linear(hidden.to(dtype), p_hr) if p_hr is not None else hidden)
-                if layer.proj_clip is not None:
-                    h_t.clamp_(-layer.proj_clip, layer.proj_clip)
-                h_prev = h_t
-                offset += active
-        if rows:  # the final h of each row is its output at its last step
-            h_final[:, :rows] = out[:, _last_rows(batch_sizes, x.device)]
+        return lstm_loop_packed(layer, x, batch_sizes, state, packed, _linear)
+
+
+def lstm_loop_packed(
+    layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState, packed: list[tuple], linear
+) -> tuple[torch.Tensor, LayerState]:
+    """The loop of `lstm_loop` over packed weights: `packed[d]` holds (w_ih, w_hh, w_hr) of direction d in the layout
+    `linear(x, w, bias=None, add=None)` multiplies (`matmul_elmo._linear` for oneDNN's, `quantization_elmo.int8_linear`
+    for int8). Called with autocast off and `x` in the compute dtype."""
+    dtype = x.dtype
+    h0, c0 = state
+    rows = batch_sizes[0] if batch_sizes else 0
+    out = x.new_empty(x.shape[:2] + (layer.projection_dim,))  # (2, N, P), every row written below
+    state_dtype = torch.promote_types(c0.dtype, dtype)  # the reference promotes c to the gates' dtype
+    h_final = h0.to(dtype, copy=True)  # (2, B, P): rows past their length keep theirs
+    c_final = c0.to(state_dtype, copy=True)  # (2, B, C): updated in place, active rows are a prefix
+    scratch = torch.empty((rows, layer.cell_size), dtype=state_dtype, device=x.device)
+    for d in range(2):
+        p_ih, p_hh, p_hr = packed[d]  # packed weight_ih, weight_hh, weight_hr of this direction
+        bias = layer.bias[d].to(dtype)
+        h_prev = h0[d, :rows].to(dtype)
+        offset = block_end = 0
+        for t, active in enumerate(batch_sizes):
+            if offset >= block_end:  # the input multiply of the next steps, just before they run (see above)
+                block_start, block_end = offset, offset + sum(batch_sizes[t : t + _INPUT_STEPS_PER_BLOCK])
+                inputs = linear(x[d, block_start:block_end], p_ih, bias=bias)  # (rows of the block, 4C)
+            step = slice(offset - block_start, offset - block_start + active)
+            gates = linear(h_prev[:active], p_hh, add=inputs[step])  # (b, 4C)
+            _, hidden = _lstm_cell_step_(gates, c_final[d, :active], scratch[:active], layer.cell_clip)
+            h_t = out[d, offset : offset + active]  # (b, P)
+            h_t.copy_(linear(hidden.to(dtype), p_hr) if p_hr is not None else hidden)
+            if layer.proj_clip is not None:
+                h_t.clamp_(-layer.proj_clip, layer.proj_clip)
+            h_prev = h_t
+            offset += active
+    if rows:  # the final h of each row is its output at its last step
+        h_final[:, :rows] = out[:, _last_rows(batch_sizes, x.device)]
     return out, (h_final, c_final)
 
 

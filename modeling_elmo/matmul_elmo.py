@@ -194,5 +194,7 @@ def forget_inference_copies(*modules) -> None:
     forward pass needs gradients, as the weights are about to change (some optimizers leave no trace of it)."""
     for module in modules:
         module._inference_weights.clear()
+        if getattr(module, "_int8_weights", None) is not None:
+            module._int8_weights.clear()
         if getattr(module, "token_cache", None) is not None:
             module.token_cache.clear()

@@ -33,6 +33,7 @@ from .lstm_inference_elmo import lstm_implementation, packed_index
 from .lstm_training_elmo import lstm_training  # noqa: F401  (imported for its registration: the "training" kernel)
 from .matmul_elmo import _needs_grad, _PackedWeights, float32_cudnn, forget_inference_copies
 from .push_to_hub_elmo import ElmoPushToHubMixin
+from .quantization_elmo import quantize_int8
 from .softmax_elmo import ElmoSoftmax, shifted_targets
 from .token_cache_elmo import ElmoTokenCache, ElmoTokenCacheMixin
 from .word_char_encoder import ElmoWordCharEncoder
@@ -143,6 +144,7 @@ class ElmoCharacterEncoder(nn.Module):
         self.projection = nn.Linear(filters, config.projection_dim) if filters != config.projection_dim else None
         self.token_cache: ElmoTokenCache | None = None  # not a parameter or buffer: never saved
         self._inference_weights = _PackedWeights()  # oneDNN copies for CPU inference, never saved
+        self._int8_weights = _PackedWeights()  # int8 copies for `lstm_implementation="int8"`, never saved
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """`char_ids` (N, 50) of real tokens -> (N, P)."""
@@ -217,6 +219,7 @@ class ElmoBiLstmLayer(nn.Module):
         self.bias = nn.Parameter(torch.empty(2, 4 * cell))
         self.weight_hr = nn.Parameter(torch.empty(2, proj, cell)) if cell != proj else None
         self._inference_weights = _PackedWeights()  # oneDNN copies for the CPU loop, never saved
+        self._int8_weights = _PackedWeights()  # int8 copies for `lstm_implementation="int8"`, never saved
 
     @property
     def clipped(self) -> bool:
@@ -374,6 +377,15 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
                 if tensor.device.type == "cpu" and tensor.data_ptr() % 64:
                     tensor.data = tensor.data.clone()
         return loaded
+
+    def quantize_int8(self) -> ElmoPreTrainedModel:
+        """Run inference with int8 matrix multiplies on the CPU (torch's fbgemm kernels): the biLSTM and the
+        character CNN's highways and projection, activations quantized per row so that a sentence's vectors still
+        never depend on its batch. Sets `config.lstm_implementation = "int8"` (saved with the model; "auto" goes
+        back to float32) after checking that this CPU and torch can run it (else a one-line RuntimeError).
+        Inference only. Returns the model: `ElmoModel.from_pretrained(path).quantize_int8()`. The deviation from
+        float32: docs/models.md ("int8 inference")."""
+        return quantize_int8(self)
 
     def _initialize_weights(self, module, is_custom_code: bool = False):
         # transformers skips `_init_weights` for a module of remote code that has no parameters of its own

@@ -64,7 +64,8 @@ def encode_cached(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     cache = encoder.token_cache
     device = char_ids.device
     autocast = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
-    key = _weights_key(encoder.parameters(), autocast)  # what the cached vectors depend on besides the token
+    int8 = getattr(encoder.config, "lstm_implementation", None) == "int8"  # int8 vectors are not float32's
+    key = _weights_key(encoder.parameters(), autocast, int8)  # what the cached vectors depend on besides the token
     if cache.weights_key != key:
         if cache.entries:
             logger.info("ELMo token cache emptied: the character encoder's weights (or autocast) changed")
