@@ -115,6 +115,7 @@ import torch  # noqa: E402
 
 from tokenization import check_word_split, split_name, split_words  # noqa: E402
 
+from ..quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
@@ -458,9 +459,9 @@ def _parser() -> argparse.ArgumentParser:
                         "default), replace them by U+FFFD, or leave their lines out (skip)")
     parser.add_argument("--device", default=None,
                         help="cpu, cuda, cuda:1 ... (default: cuda if available; cuda:LOCAL_RANK under torchrun)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
-                        help="compute dtype of the matrix multiplies (autocast; float16 on CUDA only); outputs are "
-                             "float32 (default float32)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16", "int8"), default="float32",
+                        help="compute dtype of the matrix multiplies (autocast; float16 on CUDA only; int8: the model "
+                             "quantized on the CPU, as ElmoModel.quantize_int8); outputs are float32 (default float32)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--token_cache_size", type=int, default=50_000,
                         help="distinct tokens whose layer-0 vectors are kept (0: off)")
@@ -640,6 +641,12 @@ def _device(name: str | None, processes: Processes) -> torch.device:
 
 
 def _dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "int8":  # the model is quantized once loaded (`run`); what is not int8 computes in float32
+        if device.type != "cpu":
+            raise EmbedError(f"--dtype int8 runs on the CPU, not {device}: add --device cpu")
+        if int8_unavailable_reason() is not None:
+            raise EmbedError(f"--dtype int8: {int8_unavailable_reason()}")
+        return torch.float32
     if name == "float16" and device.type != "cuda":
         raise EmbedError("--dtype float16 needs a CUDA device; use bfloat16 on the CPU")
     if name == "bfloat16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
@@ -666,6 +673,8 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     except ModelLoadError as error:
         raise EmbedError(f"--model: {error}") from None
     args.split = _word_split(args, tokenizer)
+    if args.dtype == "int8":
+        quantize_int8(model)
     if args.token_cache_size:
         model.enable_token_cache(args.token_cache_size)
     work = output.with_name(output.name + ".partial")
