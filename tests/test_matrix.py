@@ -50,6 +50,9 @@ DOORS = {
     "sentences": "sentence vectors, SentenceTransformer",
     "embed": "elmo-embed (with and without the token cache)",
     "analyze": "elmo-analyze",
+    "finetune_classification": "elmo-finetune-classification (train, predict)",
+    "finetune_ner": "elmo-finetune-ner (train, predict)",
+    "continue": "elmo-pretrain --init_from",
 }
 YES = "yes"
 MATRIX: dict[str, dict[str, str]] = {kind: dict.fromkeys(DOORS, YES) for kind in KINDS}
@@ -352,3 +355,91 @@ def test_analyze_command(kind, kind_dirs, raw_text, tmp_path):
     vectors = torch.from_numpy(_own_layers(model, tokenizer, line))[:, positions]
     want = torch.nn.functional.cosine_similarity(vectors[:, 0], vectors[:, 1], dim=-1)
     assert got == pytest.approx(want.tolist(), abs=1e-5)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fine-tuning (a few steps: the loss goes down, predictions are the model's own argmax) and continued pretraining
+# --------------------------------------------------------------------------------------------------
+TAGGED = [("The", "O"), ("bank", "B-ORG"), ("of", "I-ORG"), ("England", "I-ORG"), ("lends", "O"), ("money", "O")]
+
+
+def _losses(output_dir: Path) -> list[float]:
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+
+
+def _finetune_args(folder: Path, train: Path, out: Path, test: Path) -> list[str]:
+    return ["--model_name_or_path", str(folder), "--train_file", str(train), "--output_dir", str(out),
+            "--do_predict", "--test_file", str(test), "--max_steps", "12", "--learning_rate", "0.01",
+            "--per_device_train_batch_size", "4", "--logging_steps", "1", "--report_to", "none", "--use_cpu",
+            "--disable_tqdm", "true", "--save_strategy", "no", "--seed", "0"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_finetune_classification_command(kind, kind_dirs, tmp_path):
+    from train import finetune_classification
+
+    folder = _folder(kind_dirs, kind)
+    assert MATRIX[kind]["finetune_classification"] == YES
+    train, test = tmp_path / "train.tsv", tmp_path / "test.txt"
+    examples = [(int("bank" in line), line) for line in RAW_SENTENCES + SENTENCES] * 2
+    train.write_text("label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in examples), encoding="utf-8")
+    test.write_text("\n".join(RAW_SENTENCES) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    finetune_classification.main(_finetune_args(folder, train, out, test))
+    losses = _losses(out)
+    assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
+    model, tokenizer = load_elmo(str(out), task="sequence-classification")
+    with torch.no_grad():
+        want = [model.config.id2label[int(model(**tokenizer(line, return_tensors="pt")).logits.argmax())]
+                for line in RAW_SENTENCES]
+    assert (out / "predictions.txt").read_text(encoding="utf-8").splitlines() == [str(w) for w in want]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_finetune_ner_command(kind, kind_dirs, tmp_path):
+    from train import finetune_ner
+
+    folder = _folder(kind_dirs, kind)
+    assert MATRIX[kind]["finetune_ner"] == YES
+    train, test = tmp_path / "train.conll", tmp_path / "test.txt"
+    train.write_text("\n".join(f"{w} {t}" for w, t in TAGGED) * 1 + "\n\n" + "\n".join(
+        f"{w} O" for w in RAW_SENTENCES[0].split()) + "\n", encoding="utf-8")
+    sentence = " ".join(w for w, _ in TAGGED)
+    test.write_text(sentence + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    finetune_ner.main(_finetune_args(folder, train, out, test))
+    losses = _losses(out)
+    assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
+    model, tokenizer = load_elmo(str(out), task="token-classification")
+    batch = tokenizer(sentence.split(), is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        ids = model(**batch).logits[0].argmax(-1).tolist()
+    want = [model.config.id2label[ids[i]] for i, w in enumerate(batch.word_ids(0)) if w is not None]
+    assert (out / "predictions.txt").read_text(encoding="utf-8").split() == want
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_continued_pretraining(kind, kind_dirs, tmp_path):
+    folder = _folder(kind_dirs, kind)
+    expected_outcome = MATRIX[kind]["continue"]
+    corpus = _corpus(tmp_path / "corpus.txt", 40)
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "continued"
+    result = run_command([sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir", str(out),
+                          "--init_from", str(folder), "--max_steps", "3", "--per_device_batch_size", "4",
+                          "--unroll_steps", "8", "--disable_tqdm", "--report_to", "none", "--logging_steps", "1"],
+                         cwd=REPO, env=env, timeout=300)
+    if expected_outcome != YES:
+        assert result.returncode == 2 and not out.exists(), result.stderr[-2000:]
+        last = result.stderr.strip().splitlines()[-1]
+        assert expected_outcome.split(": ", 1)[1] in last and "Traceback" not in result.stderr
+        return
+    assert result.returncode == 0, result.stderr[-3000:]
+    start, _ = load_elmo(str(folder))
+    continued, _ = load_elmo(str(out))
+    # the biLM starts from the folder's weights: same shapes, and training moved them
+    before, after = start.state_dict(), continued.state_dict()
+    shared = [name for name in before if name in after]
+    assert shared and all(before[name].shape == after[name].shape for name in shared)
+    assert any(not torch.equal(before[name], after[name]) for name in shared)
