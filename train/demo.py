@@ -34,16 +34,15 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
-from transformers import HfArgumentParser
-
-from modeling_elmo import ElmoConfig
-from modeling_elmo.tools.analysis import analyze_to_folder
-from modeling_elmo.tools.loading import load_elmo
+from typing import TYPE_CHECKING
 
 from . import sense_corpus, sense_corpus_zh
+from .arguments import parse_dataclass
 from .pretrain import PretrainArguments, train
+
+# torch, transformers and the model are imported where they are used, so that `--help` answers without them.
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger("train.demo")
 
@@ -80,6 +79,8 @@ class DemoArguments:
 
 def sense_scores(model, tokenizer, probes) -> dict:
     """Per word: leave-one-out nearest-centroid sense accuracy of layer 0 and of the contextual layers."""
+    import torch
+
     model.eval()
     results: dict[str, dict] = {}
     vectors: dict[str, dict] = {}
@@ -109,6 +110,8 @@ def sense_scores(model, tokenizer, probes) -> dict:
 
 def _loo_centroid_accuracy(x: torch.Tensor, labels: list[str]) -> float:
     """Each vector is assigned the sense whose centroid (without itself) is nearest by cosine; ties score 1/2."""
+    import torch
+
     x = torch.nn.functional.normalize(x.double(), dim=-1)
     senses = sorted(set(labels))
     index = torch.tensor([senses.index(s) for s in labels])
@@ -134,6 +137,7 @@ def plot(vectors: dict, scores: dict, path: Path, language: str = "en") -> None:
 
     Chinese characters are drawn with a CJK font when one is installed, else named in pinyin (`_labels`)."""
     import matplotlib
+    import torch
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -225,7 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     for noisy in ("accelerate", "datasets"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    (args,) = HfArgumentParser(DemoArguments).parse_args_into_dataclasses(args=argv)
+    args = parse_dataclass(DemoArguments, sys.argv[1:] if argv is None else argv, prog="elmo-demo",
+                           description="Train a small ELMo and show what contextual vectors are for.")
+    from modeling_elmo import ElmoConfig
+    from modeling_elmo.tools.analysis import analyze_to_folder
+    from modeling_elmo.tools.loading import load_elmo
+
     corpus_module = CORPORA[args.language]
     out = Path(args.output_dir or ("outputs/demo" if args.language == "en" else f"outputs/demo_{args.language}"))
     out.mkdir(parents=True, exist_ok=True)
