@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,6 +90,12 @@ def read_hdf5(path: Path) -> dict[str, np.ndarray]:
         return {name: handle[name][()] for name in handle}
 
 
+def read_tokens(path: Path) -> dict[str, list[str]]:
+    """The words stored with each line's vectors."""
+    with h5py.File(path, "r") as handle:
+        return {name: list(handle[name].attrs["tokens"]) for name in handle}
+
+
 # --------------------------------------------------------------------------------------------------
 # Layout and values
 # --------------------------------------------------------------------------------------------------
@@ -104,8 +111,10 @@ def test_hdf5_layout_and_values_all_top_average(model_dir, reference, tmp_path):
         assert f"wrote {out}" in result.stderr
         outputs[mode] = read_hdf5(out)
         assert sorted(outputs[mode], key=int) == [str(i) for i in range(len(SENTENCES))]
+    tokens = read_tokens(tmp_path / "all.hdf5")
     for i, line in enumerate(SENTENCES):
         expected = reference(line.split())
+        assert tokens[str(i)] == line.split()  # the tokenizer's split (punctuation) of tokenized text
         got = outputs["all"][str(i)]
         assert got.dtype == np.float32 and got.shape == expected.shape == (3, len(line.split()), 32)
         assert np.abs(got - expected).max(initial=0) <= 1e-6
@@ -161,7 +170,8 @@ def test_output_does_not_depend_on_batch_size(model_dir, tmp_path):
 def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog):
     """Without the token cache a resumed run is bit-identical to an uninterrupted one (the same windows give the
     same batches); with it, a token's layer 0 may come from an earlier batch, equal to rounding (<= 1e-7)."""
-    corpus = write_corpus(tmp_path / "in.txt", generated_lines(1500, seed=2))
+    lines = generated_lines(1500, seed=2)
+    corpus = write_corpus(tmp_path / "in.txt", lines)
     whole = tmp_path / "whole.hdf5"
     no_cache = ("--token_cache_size", "0")
     run_embed(corpus, whole, "--model", model_dir, "--window", "50", *no_cache)
@@ -184,6 +194,7 @@ def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog)
     assert "resuming: 2 window(s)" in resumed.stderr
     got = read_hdf5(out)
     assert got.keys() == expected.keys() and all(np.array_equal(got[k], expected[k]) for k in expected)
+    assert read_tokens(out) == {str(i): line.split() for i, line in enumerate(lines)}  # the words kept too
     assert not partial.exists()
 
     # 2. killed from outside at an arbitrary moment after its first chunk was complete
@@ -544,7 +555,8 @@ def torchrun_embed(*args, processes: int = 2) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp_path):
-    corpus = write_corpus(tmp_path / "in.txt", SENTENCES + generated_lines(60, seed=4))  # 7 windows of 10
+    lines = SENTENCES + generated_lines(60, seed=4)
+    corpus = write_corpus(tmp_path / "in.txt", lines)  # 7 windows of 10
     common = ["--model", model_dir, "--window", "10", "--batch_size", "4"]
     single = tmp_path / "single.hdf5"
     assert embed_main(corpus, single, *common) == 0
@@ -557,6 +569,7 @@ def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp
     got = read_hdf5(out)
     assert got.keys() == expected.keys()
     assert max(np.abs(got[k] - expected[k]).max(initial=0) for k in expected) <= 1e-6
+    assert read_tokens(out) == read_tokens(single) == {str(i): split_words(line) for i, line in enumerate(lines)}
     with h5py.File(out, "r") as handle:
         assert int(handle.attrs["lines"]) == len(expected)
     assert not out.with_name(out.name + ".partial").exists()
@@ -594,3 +607,75 @@ def test_split_choices_come_from_the_word_split_registry(model_dir, reference, t
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
     assert len(errors) == 1 and "pip install" in errors[0] and "\n" not in errors[0], errors
     assert not (tmp_path / "none.hdf5").exists()
+    # A function by its import path: imported and registered, recorded in the output.
+    assert embed_main(corpus, tmp_path / "path.hdf5", "--model", model_dir, "--split", "test_embed:comma_words") == 0
+    with h5py.File(tmp_path / "path.hdf5", "r") as handle:
+        assert handle.attrs["split"] == "test_embed:comma_words"
+        assert list(handle["0"].attrs["tokens"]) == ["the", "cat sat"]
+    caplog.clear()
+    assert embed_main(corpus, tmp_path / "none.hdf5", "--model", model_dir, "--split", "test_embed:no_such") == 2
+    assert "--split 'test_embed:no_such': test_embed has no no_such" in caplog.text
+
+
+def comma_words(text: str) -> list[str]:
+    return text.split(",")
+
+
+def _model_with_split(model_dir: Path, folder: Path, word_split: str) -> Path:
+    shutil.copytree(model_dir, folder)
+    ElmoTokenizer.from_pretrained(model_dir, word_split=word_split).save_pretrained(folder)
+    return folder
+
+
+def test_default_split_is_the_tokenizers(model_dir, reference, tmp_path, caplog, monkeypatch):
+    """Raw Chinese with a model whose tokenizer saved jieba: jieba's words, as the tokenizer splits them; --split
+    whitespace for tokenized text; without jieba installed, one line (exit 2) unless another split is chosen."""
+    pytest.importorskip("jieba", reason="jieba (the optional extra elmo-hf[zh]) is not installed")
+    folder = _model_with_split(model_dir, tmp_path / "jieba-model", "jieba")
+    corpus = write_corpus(tmp_path / "zh.txt", ["我爱北京天安门", "ELMo 很 好用"])
+    out = tmp_path / "out.hdf5"
+    assert embed_main(corpus, out, "--model", folder) == 0
+    tokenizer = ElmoTokenizer.from_pretrained(folder)
+    with h5py.File(out, "r") as handle:
+        assert handle.attrs["split"] == "jieba"
+        assert list(handle["0"].attrs["tokens"]) == tokenizer.tokenize("我爱北京天安门") == ["我", "爱", "北京", "天安门"]
+        assert np.abs(handle["0"][()] - reference(["我", "爱", "北京", "天安门"])).max() <= 1e-6
+    assert embed_main(corpus, tmp_path / "ws.hdf5", "--model", folder, "--split", "whitespace") == 0
+    with h5py.File(tmp_path / "ws.hdf5", "r") as handle:
+        assert list(handle["0"].attrs["tokens"]) == ["我爱北京天安门"]
+
+    monkeypatch.setitem(sys.modules, "jieba", None)  # as if it were not installed
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    assert embed_main(corpus, tmp_path / "none.hdf5", "--model", folder) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and f"the tokenizer of {folder}: word_split='jieba' needs the jieba package" in errors[0]
+    assert "--split" in errors[0] and not (tmp_path / "none.hdf5").exists()
+    assert embed_main(corpus, tmp_path / "ws2.hdf5", "--model", folder, "--split", "whitespace") == 0
+
+
+@pytest.mark.slow
+def test_elmoformanylangs_model_follows_its_tokenizer(tmp_path):
+    """An ELMoForManyLangs model (ElmoManyLangsTokenizer) saved with jieba: its words and its own forward."""
+    pytest.importorskip("jieba", reason="jieba (the optional extra elmo-hf[zh]) is not installed")
+    pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs fixture is written with its package")
+    import manylangs_fixture
+
+    from modeling_elmo.tools.convert_elmoformanylangs import convert
+    from modeling_elmo.tools.loading import load_elmo
+    from tokenization import ElmoManyLangsTokenizer
+
+    folder = convert(manylangs_fixture.write_model(tmp_path / "theirs"), tmp_path / "ours")
+    ElmoManyLangsTokenizer.from_pretrained(folder, word_split="jieba").save_pretrained(folder)
+    corpus = write_corpus(tmp_path / "zh.txt", ["我爱北京天安门", "the bank"])
+    assert embed_main(corpus, tmp_path / "out.hdf5", "--model", folder, "--top") == 0
+    model, tokenizer = load_elmo(str(folder))
+    assert type(tokenizer) is ElmoManyLangsTokenizer
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        assert handle.attrs["split"] == "jieba"
+        for i, line in enumerate(["我爱北京天安门", "the bank"]):
+            words = list(handle[str(i)].attrs["tokens"])
+            assert words == tokenizer.tokenize(line)
+            with torch.no_grad():
+                expected = model(**tokenizer(line, return_tensors="pt")).last_hidden_state[0, 1:-1].numpy()
+            assert np.abs(handle[str(i)][()] - expected).max() <= 1e-6
