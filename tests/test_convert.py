@@ -867,7 +867,7 @@ def test_signal_in_the_middle_of_a_conversion_leaves_nothing_half_written(kind, 
 
         theirs = manylangs_fixture.write_model(tmp_path / "theirs")
         out, signum = outputs / "new" / "zh", signal.SIGINT
-        argv = ["--manylangs_dir", str(theirs), "--output_dir", str(out)]
+        argv = ["--manylangs_dir", str(theirs), "--output_dir", str(out), "--word_split", "punctuation"]
     result = interrupt_conversion(argv, signum, tmp_path)
     if kind == "bilm-tf":
         assert_one_interrupted_line(result, signum, f"{out} was left as it was")
