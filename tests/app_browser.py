@@ -107,15 +107,20 @@ def element(driver, css: str, timeout: float = 60):
 
 
 def fill(driver, css: str, text: str) -> None:
-    """Replace the text of the textbox `css` (its textarea or input) as a person types it."""
+    """Replace the text of the textbox `css` as a person does: select all, delete, type (the page sees every
+    keystroke; Selenium's `clear()` empties the box without telling the page)."""
+    from selenium.webdriver.common.keys import Keys
+
     box = element(driver, f"{css} textarea, {css} input")
-    box.clear()
-    box.send_keys(text)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.BACKSPACE)
+    if text:
+        box.send_keys(text)
 
 
 def run_view(driver, view: str, cells: str, timeout: float = 120) -> tuple[str, list]:
-    """Click the button of `view` ("sim", "nn", "ctx") and wait for its answer: its message or its result changed.
-    Returns (the message's text, the elements matching `cells` inside the result)."""
+    """Click the button of `view` ("sim", "nn", "ctx") and wait for its answer: the page idle again, with its
+    message or its result changed. Returns (the message's text, the elements matching `cells` in the result)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -123,18 +128,17 @@ def run_view(driver, view: str, cells: str, timeout: float = 120) -> tuple[str, 
     message = f"#{view}-message"
 
     def state(d):
-        return d.find_element(By.CSS_SELECTOR, result).get_attribute("innerHTML"), d.find_element(
-            By.CSS_SELECTOR, message).text
+        shown = d.find_element(By.CSS_SELECTOR, f"{result} .html-container").get_attribute("innerHTML")
+        return shown, d.find_element(By.CSS_SELECTOR, message).text
+
+    def idle(d):  # Gradio's status trackers are hidden when no request of the page is pending
+        return all("hide" in (t.get_attribute("class") or "").split()
+                   for t in d.find_elements(By.CSS_SELECTOR, f"{result} [data-testid='status-tracker'], "
+                                            f"{message} [data-testid='status-tracker']"))
 
     before = state(driver)
     element(driver, f"#{view}-run").click()
-
-    def answered(d):
-        html, text = state(d)
-        return ("❌" in text and text != before[1]) or (html != before[0] and d.find_elements(
-            By.CSS_SELECTOR, f"{result} {cells}"))
-
-    WebDriverWait(driver, timeout).until(answered)
+    WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: idle(d) and state(d) != before)
     return state(driver)[1], driver.find_elements(By.CSS_SELECTOR, f"{result} {cells}")
 
 

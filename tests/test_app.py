@@ -207,7 +207,7 @@ def test_the_page_in_a_real_browser(tiny_model_dir, reference):
     sentences = ["The bank lent money .", "We sat on the river bank ."]
     with running_app(tiny_model_dir) as (url, process), chromium() as driver:
         driver.get(url)
-        assert "ELMo" in element(driver, "#model-summary").text
+        assert "Model:" in element(driver, "#model-summary").text and "RANDOM" not in driver.page_source
         fill(driver, "#sim-text", "\n".join(sentences))
         fill(driver, "#sim-word", "bank")
         _, cells = run_view(driver, "sim", "td[data-layer]")
