@@ -65,7 +65,6 @@ CSS = """
 .elmo-cosines td, .elmo-neighbours td, .elmo-contextuality td {text-align: right; font-variant-numeric: tabular-nums;
   padding: 2px 10px}
 .elmo-neighbours td:last-child {text-align: left}
-.elmo-random {color: #b00020}
 """
 
 
@@ -155,8 +154,7 @@ def build_app(session: AppSession):
     splits = [name for name in WORD_SPLITTERS if _available(name)]
     with gr.Blocks(title="ELMo: words in context", analytics_enabled=False) as demo:
         gr.Markdown("# ELMo: one word, many contexts")
-        gr.Markdown(model_summary(session), elem_id="model-summary",
-                    elem_classes=["elmo-random"] if session.random_weights else None)
+        gr.HTML(model_summary(session), elem_id="model-summary")
         with gr.Tab("Same word, different sentences", id="similarity"):
             _similarity_tab(gr, session, answer["similarity"], splits)
         with gr.Tab("Nearest neighbours in context", id="neighbours"):
@@ -192,7 +190,7 @@ def _similarity_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
     gr.Examples(EXAMPLES, [text, word, split], cache_examples=False)
     message = gr.Markdown(elem_id="sim-message")
     marked = gr.HTML(elem_id="sim-sentences")
-    figure = gr.Image(label="Per layer: cosine of the occurrences (top), PCA of the occurrences (bottom)",
+    figure = gr.Image(label="Per layer: the cosines of the occurrences (top), their PCA (bottom)", show_label=False,
                       type="pil", format="png", elem_id="sim-figure")
     table = gr.HTML(elem_id="sim-table")
     outputs = [message, marked, table, figure]
@@ -250,7 +248,7 @@ def _contextuality_tab(gr, session: AppSession, answer, splits: list[str]) -> No
             min_count = gr.Slider(2, 20, value=2, step=1, label="Analyse words that occur at least")
             button = gr.Button("Analyse", variant="primary", elem_id="ctx-run")
     message = gr.Markdown(elem_id="ctx-message")
-    figure = gr.Image(label="Per layer", type="pil", format="png", elem_id="ctx-figure")
+    figure = gr.Image(label="Per layer", show_label=False, type="pil", format="png", elem_id="ctx-figure")
     table = gr.HTML(elem_id="ctx-table")
     button.click(answer, [text, upload, encoding, split, min_count], [message, figure, table], api_name=False)
 
@@ -330,7 +328,7 @@ def _serve_until_stopped(demo) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        demo.close()
+        demo.close(verbose=False)
     logger.info("stopped (%s)", signal.Signals(received[0]).name)
     return 128 + received[0]
 

@@ -8,6 +8,7 @@ long input (with a note saying what was used) so that no request can hold the mo
 from __future__ import annotations
 
 import argparse
+import html
 import logging
 import os
 import threading
@@ -89,16 +90,20 @@ def load_session(name: str, *, device: str | None = None, trust_remote_code: boo
 
 
 def model_summary(session: AppSession) -> str:
-    """The line at the top of the page (Markdown): which model, its size, and a warning for random weights."""
+    """The lines at the top of the page (HTML): which model and its size; a red warning for random weights."""
     config = session.model.config
     parameters = sum(p.numel() for p in session.model.parameters())
+    count = f"{parameters / 1e6:.1f} M" if parameters >= 1e6 else f"{parameters:,}"
     size = (f"{config.num_layers} biLSTM layers (+ layer 0, the character encoder), "
-            f"{2 * config.projection_dim}-dimensional vectors, {parameters / 1e6:.1f} M parameters")
+            f"{2 * config.projection_dim}-dimensional vectors, {count} parameters")
+    name = html.escape(session.name)
     if session.random_weights:
-        return (f"⚠️ **RANDOM WEIGHTS**: `{session.name}` is a preset, not a trained model. The numbers below show "
-                f"how the page works, not what ELMo learns: train one with `make demo` (or pass "
-                f"`--model FOLDER_OR_HUB_ID`). {size}.")
-    return f"Model: `{session.name}`, {size}."
+        return ("<div class='elmo-random' style='border: 2px solid #b00020; background: #fdecee; color: #7a0016; "
+                "padding: 8px 12px; border-radius: 6px'>⚠️ <b>RANDOM WEIGHTS</b>: <code>" + name + "</code> is a "
+                "preset, not a trained model: the numbers below show how the page works, not what ELMo learns. "
+                "Train one with <code>make demo</code>, or pass <code>--model FOLDER_OR_HUB_ID</code>. "
+                f"{size}.</div>")
+    return f"<div class='elmo-model'>Model: <code>{name}</code>, {size}.</div>"
 
 
 # --------------------------------------------------------------------------------------------------
