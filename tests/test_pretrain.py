@@ -312,23 +312,92 @@ def test_refuses_to_overwrite_an_output_folder(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_continue_training_a_feature_model_with_a_new_softmax(corpus, tmp_path):
-    """Published weights hold no softmax: --init_from starts one from the model's own layer-0 vectors."""
-    from modeling_elmo import ElmoConfig, ElmoModel
+def test_continue_training_a_feature_model_with_a_new_softmax(corpus, tmp_path, tiny_model_dir):
+    """A saved model without a softmax (as converted published weights): --init_from loads it as every command does
+    and starts a softmax from the model's own layer-0 vectors of the vocabulary, saying so in one line."""
+    from modeling_elmo import ElmoModel
+    from tokenization import ElmoTokenizer
 
     train, valid = corpus
-    base = ElmoModel(ElmoConfig.from_preset("tiny")).eval()
-    base.save_pretrained(tmp_path / "base")
     out = tmp_path / "continued"
     result = pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
-                      "--init_from", str(tmp_path / "base"), "--max_steps", "0", "--num_train_epochs", "1",
-                      *[a for a in COMMON if a not in ("--preset", "tiny")])
-    assert "initialised the softmax from the layer-0 vectors" in result.stderr
-    from transformers import AutoModelForPreTraining, AutoTokenizer
+                      "--init_from", str(tiny_model_dir), "--max_steps", "0", "--num_train_epochs", "1",
+                      "--learning_rate", "0", *[a for a in COMMON if a not in ("--preset", "tiny")])
+    vocabulary = ElmoTokenizer.from_pretrained(out).word_vocab
+    assert (f"INFO train.pretrain: {tiny_model_dir} has no softmax for this vocabulary: initialised one from the "
+            f"layer-0 vectors of the {len(vocabulary)} vocabulary words") in result.stderr
+    assert "WARNING" not in result.stderr  # no load report of the missing softmax
+    from transformers import AutoModelForPreTraining
 
-    lm = AutoModelForPreTraining.from_pretrained(out)
+    lm = AutoModelForPreTraining.from_pretrained(out).eval()
+    base = ElmoModel.from_pretrained(tiny_model_dir).eval()
     assert json.loads((out / "train_results.json").read_text())["steps"] > 0
-    assert lm.config.vocab_size == AutoTokenizer.from_pretrained(out).word_vocab_size
+    for name, tensor in base.state_dict().items():  # learning rate 0: the weights it started from
+        assert torch.equal(lm.elmo.state_dict()[name], tensor), name
+    rows = torch.tensor(ElmoTokenizer.from_pretrained(out).convert_tokens_to_char_ids(vocabulary))
+    with torch.no_grad():
+        assert torch.allclose(lm.softmax.weight, base.char_encoder(rows), atol=1e-6)
+
+
+def manylangs_folder(folder: Path, *, words: bool) -> Path:
+    """A tiny ELMoForManyLangs-layout model (characters through its own dictionary; a word embedding if `words`)
+    with its tokenizer, as `convert_elmoformanylangs` writes one."""
+    from modeling_elmo import ElmoConfig, ElmoModel
+    from tokenization import ElmoManyLangsTokenizer
+
+    chars = {c: i for i, c in enumerate(["<bow>", "<eow>", "<oov>", "<pad>", "<bos>", "<eos>", *"abcdefghijklmnopqrstuvwxyz."])}
+    dictionary = {w: i for i, w in enumerate(["<oov>", "<pad>", "the", "cat", "sat"])} if words else None
+    config = ElmoConfig(token_encoder="word_char", char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8]],
+                        num_highway_layers=1, max_characters_per_token=12, char_vocab_size=len(chars) + 1,
+                        word_input_vocab_size=len(dictionary) + 1 if words else 0,
+                        word_input_embedding_dim=4 if words else 0, projection_dim=8, cell_size=16, num_layers=1,
+                        vocab_size=0)
+    torch.manual_seed(0)
+    ElmoModel(config).save_pretrained(folder)
+    ElmoManyLangsTokenizer(char_dictionary=chars, word_dictionary=dictionary,
+                           max_characters_per_token=12).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def pretrain_in_process():
+    """`train.pretrain.train` in this process, with Accelerate's process-wide state reset after it."""
+    from accelerate.state import AcceleratorState
+
+    from train.pretrain import PretrainArguments, train
+
+    yield lambda **fields: train(PretrainArguments(**{
+        "per_device_batch_size": 4, "unroll_steps": 8, "report_to": "none", "disable_tqdm": True, **fields}))
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_continue_an_elmoformanylangs_model_reading_characters(corpus, tmp_path, pretrain_in_process):
+    """A converted ELMoForManyLangs model (its own character dictionary, 12 characters a word, `<bos>`/`<eos>`):
+    the rows fed to it and to its new softmax are its tokenizer's; the folder keeps that tokenizer."""
+    from modeling_elmo import ElmoForPreTraining, ElmoModel
+    from tokenization import ElmoManyLangsTokenizer
+
+    base = manylangs_folder(tmp_path / "manylangs", words=False)
+    out = tmp_path / "out"
+    pretrain_in_process(train_file=[str(corpus[0])], output_dir=str(out), init_from=str(base), max_steps=2,
+                        learning_rate=0.0, batch_mode="sentence", unroll_steps=16)
+    tokenizer = ElmoManyLangsTokenizer.from_pretrained(out)
+    assert tokenizer.row_width == 12 and tokenizer.word_vocab[:3] == ["<S>", "</S>", "<UNK>"]
+    lm = ElmoForPreTraining.from_pretrained(out).eval()
+    rows = torch.tensor([*tokenizer.sentence_boundary_rows,  # <S> and </S> are fed as the model's <bos> and <eos>
+                         *tokenizer.convert_tokens_to_char_ids(tokenizer.word_vocab[2:])])
+    with torch.no_grad():
+        expected = ElmoModel.from_pretrained(base).eval().char_encoder(rows)
+    assert torch.allclose(lm.softmax.weight, expected, atol=1e-6)
+
+
+def test_a_model_reading_words_is_refused(corpus, tmp_path, pretrain_in_process):
+    base = manylangs_folder(tmp_path / "manylangs", words=True)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"reads words through its own input dictionary \(5 words\)") as error:
+        pretrain_in_process(train_file=[str(corpus[0])], output_dir=str(out), init_from=str(base), max_steps=2)
+    assert "\n" not in str(error.value) and str(base) in str(error.value)
+    assert not out.exists()
 
 
 @pytest.mark.slow

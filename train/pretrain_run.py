@@ -134,7 +134,7 @@ def check_model_source(args: PretrainArguments) -> StartModel | None:
     if getattr(config, "word_input_vocab_size", 0):
         raise ValueError(
             f"--init_from {args.init_from}: the model reads words through its own input dictionary "
-            f"({config.word_input_vocab_size} words), which pretraining cannot extend to a new corpus; continue a "
+            f"({config.word_input_vocab_size - 1} words), which pretraining cannot extend to a new corpus; continue a "
             "model that reads characters only")
     return StartModel(config, tokenizer)
 
