@@ -542,3 +542,39 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
             assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "README.md",
                     "modeling_elmo.py"} <= set(files), files
             assert not [f for f in files if f.startswith(("checkpoints/", "logs/")) or f == "train_log.jsonl"], files
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module, options", [("train.pretrain", ["--train_file", "--encoding", "--verbose"]),
+                                             ("train.demo", ["--language", "--max_steps"])])
+def test_help_answers_without_loading_torch(module, options):
+    """`--help` in a fresh interpreter: the options, and none of torch, transformers or the model imported."""
+    code = (f"import sys\nfrom {module} import main\ntry:\n    main(['--help'])\nexcept SystemExit as end:\n"
+            "    assert end.code == 0, end.code\n"
+            "heavy = {'torch', 'transformers', 'accelerate', 'datasets', 'modeling_elmo', 'tokenization'}\n"
+            "print('loaded:', sorted(heavy & set(sys.modules)))")
+    env = {**clean_env(), "PYTHONPATH": str(REPO)}
+    result = run_command([sys.executable, "-c", code], cwd=REPO, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert all(option in result.stdout for option in options), result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+
+
+def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):
+    """The dataclass parser behind the fast --help: lists, optional values, flags with or without a value, dashes,
+    a JSON file; unknown or missing JSON fields in one line."""
+    from train.arguments import parse_dataclass
+    from train.pretrain import PretrainArguments
+
+    args = parse_dataclass(PretrainArguments, ["--train_file", "a.txt", "b.txt", "--output-dir", "out", "--disable_tqdm",
+                                               "--verbose", "false", "--dropout", "0.25", "--encoding", "GBK"])
+    assert args.train_file == ["a.txt", "b.txt"] and args.output_dir == "out" and args.dropout == 0.25
+    assert args.disable_tqdm is True and args.verbose is False and args.validation_file is None
+    assert args.encoding == "gbk" and args.preset == "small" and args.learning_rate == 0.2
+    (tmp_path / "args.json").write_text(json.dumps({"train_file": ["a.txt"], "output_dir": "out", "max_steps": 3}))
+    assert parse_dataclass(PretrainArguments, [str(tmp_path / "args.json")]).max_steps == 3
+    (tmp_path / "bad.json").write_text(json.dumps({"train_file": ["a.txt"], "max_step": 3}))
+    with pytest.raises(ValueError, match=r"unknown fields \['max_step'\]; missing fields \['output_dir'\]"):
+        parse_dataclass(PretrainArguments, [str(tmp_path / "bad.json")])
+    with pytest.raises(ValueError, match="--encoding: unknown encoding 'klingon'"):
+        parse_dataclass(PretrainArguments, ["--train_file", "a.txt", "--output_dir", "o", "--encoding", "klingon"])
