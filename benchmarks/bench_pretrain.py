@@ -60,18 +60,19 @@ TIMED_PRETRAIN = """
 import json, sys, time
 import modeling_elmo.modeling_elmo as modeling
 import train.pretrain as pretrain
+import train.pretrain_run as pretrain_run  # the run's loop calls training_step from here
 times_file, variant, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 if variant == "autograd_lstm":
     choose = modeling.lstm_implementation
     modeling.lstm_implementation = lambda *args: "reference" if choose(*args) == "training" else choose(*args)
-step, steps = pretrain.training_step, []
+step, steps = pretrain_run.training_step, []
 def timed_step(run, batch):
     wall, cpu = time.perf_counter(), time.process_time()
     out = step(run, batch)
     tokens = int(out.forward_tokens)
     steps.append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "tokens": tokens})
     return out
-pretrain.training_step = timed_step
+pretrain_run.training_step = timed_step
 code = pretrain.main(argv)
 json.dump(steps, open(times_file, "w"))
 sys.exit(code)
