@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 
 from .finetune_arguments import TRAINING_DEFAULTS, short_help, wants_help
@@ -109,8 +110,11 @@ def run_command_line(main, logger, argv: list[str] | None = None) -> int:
         except HelpShown:
             pass
         return 0
-    from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard
+    previous = {signum: signal.signal(signum, _interrupted_while_starting) for signum in (signal.SIGINT, signal.SIGTERM)}
+    from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard  # torch: seconds on a busy machine
 
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
     guard = InterruptGuard()
     try:
         with guard.installed():
@@ -119,11 +123,18 @@ def run_command_line(main, logger, argv: list[str] | None = None) -> int:
         logger.error("%s", error)
         return 2
     except Interrupted as interrupted:
-        logger.error("%s", getattr(interrupted, "report", None) or f"interrupted ({interrupted.name})")
+        logger.error("%s", getattr(interrupted, "report", None)
+                     or f"interrupted by {interrupted.name} before training started: nothing was written")
         return interrupted.exit_code
     finally:
         end_distributed()
     return 0
+
+
+def _interrupted_while_starting(signum, frame) -> None:
+    name = signal.Signals(signum).name
+    sys.stderr.write(f"interrupted by {name} while starting: nothing was written\n")
+    raise SystemExit(128 + signum)
 
 
 def end_distributed() -> None:
