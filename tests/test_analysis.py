@@ -218,3 +218,43 @@ def test_a_registered_word_split_reaches_the_command_and_a_missing_package_is_on
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
     assert len(errors) == 1 and "pip install" in errors[0] and "\n" not in errors[0], errors
     assert not (tmp_path / "none").exists()
+
+
+def bar_words(text: str) -> list[str]:
+    return text.split("|")
+
+
+def test_default_split_is_the_tokenizers_and_undecodable_text_is_one_line(model_dir, tmp_path, caplog, monkeypatch):
+    """Raw text is split as the model's tokenizer splits it (punctuation here), `--split` chooses another (an import
+    path too); a GBK file is refused as UTF-8, in one line, nothing written, and read with --encoding gb18030."""
+    from tokenization import WORD_SPLITTERS
+
+    for registry in ("_functions", "_requirements"):  # the registrations below end with the test
+        monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
+    raw = ["The bank, the river.", "The bank lent; the bank rose.", "银行 的 bank."]
+    corpus = tmp_path / "raw.txt"
+    corpus.write_bytes("\n".join(raw).encode("gb18030"))
+    options = ["--model", str(model_dir), "--quiet", "--min_count", "2"]
+    caplog.set_level("INFO")
+    assert analysis.main([str(corpus), "--output_dir", str(tmp_path / "none"), *options]) == 2
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert errors == [f"{corpus}: line 3, byte 1 of the line (0xd2) is not valid utf-8; give the file's encoding with "
+                      "--encoding (for example --encoding gb18030 for Chinese text)"]
+    assert not (tmp_path / "none").exists()
+
+    assert analysis.main([str(corpus), "--output_dir", str(tmp_path / "own"), "--encoding", "gb18030", *options]) == 0
+    own = json.loads((tmp_path / "own" / analysis.JSON_NAME).read_text())
+    assert own["split"] == "punctuation" and own["encoding"] == "gb18030"
+    assert own["tokens"] == 19 and own["words"]["bank"]["count"] == 4 and own["words"]["."]["count"] == 3
+
+    corpus.write_text("\n".join(raw), encoding="utf-8")
+    assert analysis.main([str(corpus), "--output_dir", str(tmp_path / "ws"), "--split", "whitespace", *options]) == 0
+    spaces = json.loads((tmp_path / "ws" / analysis.JSON_NAME).read_text())
+    # on whitespace, "bank," and "river." are words of their own
+    assert spaces["split"] == "whitespace" and spaces["tokens"] == 13 and spaces["words"]["bank"]["count"] == 2
+
+    corpus.write_text("the|bank|of the river\nthe|bank\n", encoding="utf-8")
+    assert analysis.main([str(corpus), "--output_dir", str(tmp_path / "bars"), "--split", "test_analysis:bar_words",
+                          *options]) == 0
+    bars = json.loads((tmp_path / "bars" / analysis.JSON_NAME).read_text())
+    assert bars["split"] == "test_analysis:bar_words" and bars["tokens"] == 5 and bars["words"]["bank"]["count"] == 2

@@ -28,11 +28,12 @@ Outputs in `--output_dir`: `contextuality.json` (the per-layer lists above, the 
 under `words`: `{"bank": {"count": n, "self_similarity": [per layer], "max_explainable_variance": [per layer]}}`,
 `count` being the occurrences in the corpus) and `contextuality.png` (the curves per layer).
 
-Input: a text file, one sentence per line, read as a stream (twice: once to count the words, once to embed), split
-into words as `elmo-embed` does (`--split whitespace`, the default, for tokenized text, or `punctuation`, the
-tokenizer's rule for raw text); blank lines are skipped; invalid UTF-8 is replaced by U+FFFD. The model: a folder,
-a Hub id, or a preset name (`tiny`, `small`, ...: random weights, seeded, only useful to test the command), loaded
-by `modeling_elmo.tools.loading.load_elmo`.
+Input: a text file, one sentence per line, read as a stream (twice: once to count the words, once to embed), in
+`--encoding` (utf-8; bytes that do not decode are refused in one line naming the file, the line and the byte, and
+nothing is written), split into words as `elmo-embed` does: as the model's tokenizer splits raw text (its saved
+`word_split`), or by `--split` (a registered split, `module:function`, or `whitespace` for tokenized text); blank
+lines are skipped. The model: a folder, a Hub id, or a preset name (`tiny`, `small`, ...: random weights, seeded,
+only useful to test the command), loaded by `modeling_elmo.tools.loading.load_elmo`.
 
 Memory stays bounded however large the corpus: at most `--max_occurrences` occurrences of each word type are kept
 (a uniform sample of its occurrences, seeded, when it has more; the JSON records the cap and each word's `count`
@@ -59,9 +60,10 @@ from pathlib import Path
 
 import torch
 
-from tokenization import WORD_SPLITTERS, check_word_split, split_words
+from tokenization import check_word_split, split_name, split_words
 
 from .loading import ModelLoadError, load_elmo
+from .text_files import DEFAULT_ENCODING, UndecodableText, add_encoding_argument, iter_lines
 
 logger = logging.getLogger("elmo-analyze")
 
@@ -78,9 +80,11 @@ class AnalysisError(Exception):
 # --------------------------------------------------------------------------------------------------
 
 
-def read_sentences(path: Path, split: str, max_tokens: int, max_lines: int | None = None) -> Iterator[list[str]]:
+def read_sentences(path: Path, split, max_tokens: int, max_lines: int | None = None,
+                   encoding: str = DEFAULT_ENCODING) -> Iterator[list[str]]:
     """The words of every non-blank line of `path` (of its first `max_lines` lines), in order; a line is cut after
-    `max_tokens` words."""
+    `max_tokens` words. `split`: a word split's name or a function; `UndecodableText` at a line that does not
+    decode."""
     if split == "whitespace":
         splitter = str.split
     else:
@@ -88,18 +92,19 @@ def read_sentences(path: Path, split: str, max_tokens: int, max_lines: int | Non
         def splitter(text: str) -> list[str]:
             return split_words(text, split)
 
-    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        for line in itertools.islice(handle, max_lines):
-            words = splitter(line.rstrip("\r\n"))
-            if words:
-                yield words[:max_tokens]
+    for line in itertools.islice(iter_lines(path, encoding), max_lines):
+        words = splitter(line)
+        if words:
+            yield words[:max_tokens]
 
 
-def count_words(path: Path, split: str, max_tokens: int, max_lines: int | None = None) -> tuple[Counter, int]:
-    """(occurrences of each word type, number of sentences): the first pass over the corpus."""
+def count_words(path: Path, split, max_tokens: int, max_lines: int | None = None,
+                encoding: str = DEFAULT_ENCODING) -> tuple[Counter, int]:
+    """(occurrences of each word type, number of sentences): the first pass over the corpus, which also finds a line
+    that does not decode before anything is written."""
     counts: Counter = Counter()
     sentences = 0
-    for words in read_sentences(path, split, max_tokens, max_lines):
+    for words in read_sentences(path, split, max_tokens, max_lines, encoding):
         counts.update(words)
         sentences += 1
     return counts, sentences
@@ -206,9 +211,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("input", help="text file, one sentence per line")
     parser.add_argument("--model", required=True, help="model folder, Hub id, or preset name (random weights)")
     parser.add_argument("--output_dir", required=True, help="where contextuality.json and contextuality.png go")
-    parser.add_argument("--split", choices=list(WORD_SPLITTERS), default="whitespace",
-                        help="how lines are split into words, as elmo-embed (default whitespace: tokenized text); "
-                        "any split registered in tokenization.WORD_SPLITTERS")
+    parser.add_argument("--split", default=None, metavar="SPLIT",
+                        help="how lines are split into words, as elmo-embed (default: as the model's tokenizer splits "
+                        "raw text): a split registered in tokenization.WORD_SPLITTERS (punctuation, jieba, ...; "
+                        "whitespace for tokenized text), or module:function, imported")
+    add_encoding_argument(parser, "the input")
     parser.add_argument("--min_count", type=int, default=5,
                         help="word types with fewer occurrences are not analysed (default 5)")
     parser.add_argument("--max_occurrences", type=int, default=100,
@@ -224,14 +231,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs in --output_dir")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--verbose", action="store_true", help="debugging messages too (a segmenter's own among them)")
     return parser
 
 
 def _check_args(args) -> None:
-    try:
-        check_word_split(args.split, "--split")  # registered, and its package (jieba ...) installed
-    except ValueError as error:
-        raise AnalysisError(str(error)) from None
+    if args.split is not None:
+        try:  # registered (an import path is imported), and its package (jieba ...) installed
+            check_word_split(args.split, "--split", allow_import=True)
+        except ValueError as error:
+            raise AnalysisError(str(error)) from None
     if args.min_count < 2:
         raise AnalysisError(f"--min_count must be at least 2 (self-similarity needs two occurrences), got {args.min_count}")
     if args.max_occurrences < 2:
@@ -245,11 +254,15 @@ def _check_args(args) -> None:
         raise AnalysisError(f"--max_words must be >= 0, got {args.max_words}")
 
 
-def analyze(model, tokenizer, path: Path, *, split: str = "whitespace", min_count: int = 5,
-            max_occurrences: int = 100, max_words: int = 1000, anisotropy_pairs: int = 1000, seed: int = 0,
-            batch_size: int = 64, max_tokens: int = 500, max_lines: int | None = None, quiet: bool = False) -> dict:
-    """The contextuality measures of `model` on the corpus at `path` (see the module docstring), as a dict."""
-    counts, num_sentences = count_words(path, split, max_tokens, max_lines)
+def analyze(model, tokenizer, path: Path, *, split=None, min_count: int = 5, max_occurrences: int = 100,
+            max_words: int = 1000, anisotropy_pairs: int = 1000, seed: int = 0, batch_size: int = 64,
+            max_tokens: int = 500, max_lines: int | None = None, encoding: str = DEFAULT_ENCODING,
+            quiet: bool = False) -> dict:
+    """The contextuality measures of `model` on the corpus at `path` (see the module docstring), as a dict. `split`:
+    a word split (default: the tokenizer's `word_split`); a line that does not decode in `encoding` raises
+    `UndecodableText` before the model runs."""
+    split = tokenizer.word_split if split is None else split
+    counts, num_sentences = count_words(path, split, max_tokens, max_lines, encoding)
     total = sum(counts.values())
     if total == 0:
         raise AnalysisError(f"{path} has no words (it is empty or blank)")
@@ -283,7 +296,7 @@ def analyze(model, tokenizer, path: Path, *, split: str = "whitespace", min_coun
 
     progress = tqdm(total=num_sentences, unit="sent", desc="elmo-analyze", disable=quiet, dynamic_ncols=True,
                     mininterval=1.0)
-    for batch in _batched(read_sentences(path, split, max_tokens, max_lines), batch_size):
+    for batch in _batched(read_sentences(path, split, max_tokens, max_lines, encoding), batch_size):
         encoded = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
         with torch.inference_mode():
             out = model(encoded["input_ids"].to(device), attention_mask=encoded["attention_mask"].to(device),
@@ -394,21 +407,32 @@ def run(args) -> Path:
         model, tokenizer = load_elmo(args.model, device=args.device, seed=args.seed)
     except ModelLoadError as error:
         raise AnalysisError(f"--model: {error}") from None
+    if args.split is None:  # the tokenizer's own split, never imported from its saved file
+        try:
+            check_word_split(tokenizer.word_split)
+        except ValueError as error:
+            raise AnalysisError(f"the tokenizer of {args.model}: {error}; or give another split with --split") from None
     options = {name: getattr(args, name) for name in ANALYZE_OPTIONS}
-    return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet, **options)
+    try:
+        return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet, **options)
+    except UndecodableText as error:  # found by the first pass, before anything is written
+        raise AnalysisError(str(error)) from None
 
 
 # The options of `analyze` that the command exposes, recorded in the JSON.
 ANALYZE_OPTIONS = ("split", "min_count", "max_occurrences", "max_words", "anisotropy_pairs", "seed", "batch_size",
-                   "max_tokens", "max_lines")
+                   "max_tokens", "max_lines", "encoding")
 
 
 def analyze_to_folder(model, tokenizer, source: Path, out: Path, model_name: str, quiet: bool = False,
                       **options) -> Path:
     """`analyze` then `write_outputs`, with the settings recorded in the JSON; returns the JSON's path."""
+    if options.get("split") is None:
+        options["split"] = tokenizer.word_split
     results = analyze(model, tokenizer, Path(source), quiet=quiet, **options)
     defaults = _parser().parse_args(["-", "--model", "-", "--output_dir", "-"])
     settings = {name: options.get(name, getattr(defaults, name)) for name in ANALYZE_OPTIONS}
+    settings["split"] = split_name(settings["split"])
     settings = {"model": model_name, "input": str(source), **settings,
                 "reference": "Ethayarajh (2019), How Contextual are Contextualized Word Representations?, EMNLP"}
     title = f"How contextual is each layer? {model_name} on {Path(source).name}"
@@ -444,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.verbose:
+        for name in (logger.name, "modeling_elmo", "tokenization"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
