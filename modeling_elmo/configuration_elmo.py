@@ -121,8 +121,9 @@ class ElmoConfig(PretrainedConfig):
             CNN); the autograd loop when one is. `"fused"`: torch's LSTM kernel (cuDNN on GPU), gradients included,
             only for models without clipping (`cell_clip=None`, `proj_clip=None`). `"auto"` (default): `"fused"`
             when nothing is clipped and the model runs on CUDA or is being trained, else `"loop"`. `"reference"`: the
-            plain loops (the definition the others are tested against). Not a property of the weights: switch it
-            freely, also on a loaded model (`model.config.lstm_implementation = ...`).
+            plain loops (the definition the others are tested against). `"int8"`: inference on the CPU with int8
+            multiplies (`quantize_int8()`), not exact: tested against float32 with its own tolerance. Not a
+            property of the weights: switch it freely, also on a loaded model (`model.config.lstm_implementation`).
 
     Downstream use (the task heads `ElmoForSequenceClassification`, `ElmoForTokenClassification`; Peters et al.
     2018 section 3.3; docs/original_model.md, "Scalar mix"). `num_labels`, `id2label`, `label2id` and

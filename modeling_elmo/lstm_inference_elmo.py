@@ -8,7 +8,8 @@ Every LSTM kernel has one signature, `fn(layer, inputs, batch_sizes, state) -> (
 * "loop" (`lstm_loop`): the same functions in the same order without autograd bookkeeping, for inference;
 * "fused" (`lstm_fused`): torch's LSTM kernel (cuDNN on GPU), gradients included; exact only without clipping.
 
-"training" (a written-out backward pass for clipped layers) is in `lstm_training_elmo.py`. `lstm_implementation`
+"training" (a written-out backward pass for clipped layers) is in `lstm_training_elmo.py`, "int8" (this loop with int8
+multiplies, `lstm_loop_packed`) in `quantization_elmo.py`. `lstm_implementation`
 names the kernel `ElmoBiLm.forward` runs. The kernels are tested against the reference to rounding
 (tests/test_fast_paths.py); docs/architecture.md ("Fast paths").
 
