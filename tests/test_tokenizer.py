@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import pickle
 import subprocess
@@ -992,3 +993,23 @@ def test_tokenizer_package_does_not_import_the_model_package():
         "assert tokenizer_class_from_name('ElmoTokenizer') is tokenization.ElmoTokenizer\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], check=True, timeout=300)
+
+
+def test_jieba_is_quiet_unless_debugging(capfd):
+    """jieba's "Building prefix dict ..." lines (its own handler, at DEBUG) show only when the tokenizer's logger
+    shows DEBUG (the commands' --verbose)."""
+    jieba = pytest.importorskip("jieba", reason="jieba (the optional extra elmo-hf[zh]) is not installed")
+    from tokenization.word_splits_elmo import _require_jieba
+
+    package_logger = logging.getLogger("tokenization")
+    level = package_logger.level
+    try:
+        for debugging in (False, True):
+            package_logger.setLevel(logging.DEBUG if debugging else logging.INFO)
+            _require_jieba()
+            capfd.readouterr()
+            jieba.Tokenizer().initialize()  # a fresh dictionary: what the first split of a run builds
+            assert ("Building prefix dict" in capfd.readouterr().err) is debugging
+    finally:
+        package_logger.setLevel(level)
+        _require_jieba()
