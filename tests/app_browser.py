@@ -2,7 +2,7 @@
 `make` installs with apt-get) driven by Selenium. Helpers for tests/test_app.py, and the script that writes the
 screenshots of docs/app.md:
 
-    python tests/app_browser.py [--model outputs/demo/model] [--out docs]
+    python tests/app_browser.py [--model MODEL] [--out docs]
 
 which starts `elmo-app` on a free local port, runs each view on its example input and saves docs/app_similarity.png,
 docs/app_neighbours.png and docs/app_contextuality.png. The Chinese examples need a CJK font for Chromium
@@ -48,12 +48,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(model: str, env: dict | None = None, timeout: float = 180):
-    """The real `elmo-app` command serving `model` on a free 127.0.0.1 port: yields (url, process); stopped with
-    SIGTERM at the end (its exit status is then `process.returncode`)."""
+def running_app(model: str | None, env: dict | None = None, timeout: float = 180):
+    """The real `elmo-app` command serving `model` (None: its default) on a free 127.0.0.1 port: yields (url,
+    process); stopped with SIGTERM at the end (its exit status is then `process.returncode`)."""
     port = free_port()
     command = shutil.which("elmo-app", path=str(Path(sys.executable).parent)) or "elmo-app"
-    process = subprocess.Popen([command, "--model", str(model), "--port", str(port)], cwd=REPO,
+    model_args = [] if model is None else ["--model", str(model)]
+    process = subprocess.Popen([command, *model_args, "--port", str(port)], cwd=REPO,
                                env=env or os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     url = f"http://127.0.0.1:{port}/"
@@ -136,8 +137,10 @@ def run_view(driver, view: str, cells: str, timeout: float = 120) -> tuple[str, 
                    for t in d.find_elements(By.CSS_SELECTOR, f"{result} [data-testid='status-tracker'], "
                                             f"{message} [data-testid='status-tracker']"))
 
+    button = element(driver, f"#{view}-run")  # waits for the page (or the tab) to be drawn
+    element(driver, f"{result} .html-container")
     before = state(driver)
-    element(driver, f"#{view}-run").click()
+    button.click()
     WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: idle(d) and state(d) != before)
     return state(driver)[1], driver.find_elements(By.CSS_SELECTOR, f"{result} {cells}")
 
@@ -152,19 +155,24 @@ def open_tab(driver, name: str) -> None:
     raise LookupError(f"no tab {name!r}")
 
 
-def screenshot(driver, path: Path, top_css: str) -> None:
-    """The page from `top_css` down, as tall as its content (at most 2,400 pixels)."""
+def screenshot(driver, path: Path, css: str = "gradio-app", max_height: int = 2400) -> None:
+    """The element `css` whole (at most `max_height` pixels tall): the window is grown to hold it first, since
+    Chromium draws only what the window holds."""
     from selenium.webdriver.common.by import By
 
-    height = driver.execute_script("return document.body.scrollHeight")
-    driver.set_window_size(1280, min(max(int(height) + 40, 900), 2400))
+    driver.set_window_size(1280, 900)  # a shorter view than the last one: let the page shrink first
     time.sleep(0.5)
-    driver.find_element(By.CSS_SELECTOR, top_css).screenshot(str(path))
+    for _ in range(3):  # images finish loading and the layout grows: measure again
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1280, min(int(height) + 200, max_height))
+        time.sleep(1.0)
+    driver.find_element(By.CSS_SELECTOR, css).screenshot(str(path))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Screenshots of each view of elmo-app for docs/app.md.")
-    parser.add_argument("--model", default="outputs/demo/model", help="the model shown (default: the demo's)")
+    parser.add_argument("--model", default=None,
+                        help="the model shown (default: elmo-app's, the demo's model where make demo wrote it)")
     parser.add_argument("--out", default=str(REPO / "docs"), help="where app_*.png go (default docs/)")
     args = parser.parse_args(argv)
     reason = browser_missing()
@@ -175,13 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     with running_app(args.model) as (url, _), chromium() as driver:
         driver.get(url)
         run_view(driver, "sim", "td[data-layer]")
-        screenshot(driver, out / "app_similarity.png", "gradio-app")
+        screenshot(driver, out / "app_similarity.png")
         open_tab(driver, "Nearest neighbours in context")
         run_view(driver, "nn", "td[data-rank]")
-        screenshot(driver, out / "app_neighbours.png", "gradio-app")
+        screenshot(driver, out / "app_neighbours.png")
         open_tab(driver, "How contextual is each layer?")
         run_view(driver, "ctx", "td[data-layer]")
-        screenshot(driver, out / "app_contextuality.png", "gradio-app")
+        screenshot(driver, out / "app_contextuality.png")
     print(f"wrote {', '.join(str(out / f'app_{v}.png') for v in ('similarity', 'neighbours', 'contextuality'))}")
     return 0
 
