@@ -357,3 +357,236 @@ def test_a_fine_tuned_model_loads_without_warnings(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == [str(tokenizer.bos_token_id), str(tokenizer.eos_token_id)]
     assert "token_id" not in result.stderr and "vocabulary" not in result.stderr, result.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# Every kind of model fine-tunes: ELMoForManyLangs folders (characters and words, characters only, words only)
+# --------------------------------------------------------------------------------------------------
+
+MANYLANGS_VARIANTS = {"char+word": {}, "char only": {"word_dim": 0}, "word only": {"char_dim": 0}}
+
+
+@pytest.fixture(scope="module")
+def manylangs_models(tmp_path_factory):
+    """{variant: converted folder} of tiny ELMoForManyLangs models written by the package itself."""
+    pytest.importorskip("elmoformanylangs", reason='the ManyLangs fixture needs pip install "elmo-hf[manylangs-test]"')
+    import manylangs_fixture
+
+    from modeling_elmo.tools.convert_elmoformanylangs import convert
+
+    root = tmp_path_factory.mktemp("manylangs-finetune")
+    return {name: convert(manylangs_fixture.write_model(root / f"theirs-{seed}", seed=seed, **dims),
+                          root / f"ours-{seed}")
+            for seed, (name, dims) in enumerate(MANYLANGS_VARIANTS.items())}
+
+
+def write_manylangs_task_files(folder) -> None:
+    """Words of the fixture's dictionaries: label 1 when 太阳 is in the sentence, 0 with 银行; 北京 and 天安门 are
+    locations."""
+    rng = random.Random(2)
+    filler = ["我", "爱", "上", "升", "花", "the", "cat", "on", "mat"]
+    lines, conll = ["label\ttext"], []
+    for number in range(48):
+        words = [rng.choice(filler) for _ in range(rng.randint(2, 5))]
+        label = number % 2
+        words.insert(rng.randrange(len(words) + 1), "太阳" if label else "银行")
+        lines.append(f"{label}\t{' '.join(words)}")
+        place = rng.choice(["北京", "天安门"])
+        tagged = [(w, "O") for w in words] + [(place, "B-LOC")]
+        conll.append("\n".join(f"{w} {t}" for w, t in tagged))
+    (folder / "train.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "test.txt").write_text("我 爱 太阳\n\n银行 上 花\n", encoding="utf-8")
+    (folder / "train.conll").write_text("\n\n".join(conll) + "\n", encoding="utf-8")
+    (folder / "test.conll").write_text("我 O\n爱 O\n北京 B-LOC\n\n银行 O\n天安门 B-LOC\n", encoding="utf-8")
+
+
+def logged_losses(folder) -> list[float]:
+    state = json.loads((folder / "trainer_state.json").read_text())
+    return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+
+
+FAST = ["--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--logging_steps", "4",
+        "--max_steps", "24", "--learning_rate", "5e-2", "--per_device_train_batch_size", "8",
+        "--representation_dropout", "0"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", list(MANYLANGS_VARIANTS))
+def test_manylangs_models_fine_tune_and_predict(manylangs_models, variant, tmp_path):
+    """Both commands on a converted ELMoForManyLangs folder (rows of characters and a word id): the loss goes down,
+    the labels are the files' own, and the predictions of --test_file are the argmax of the model's own forward."""
+    from modeling_elmo.tools.loading import load_elmo
+    from train import finetune_classification, finetune_ner
+
+    write_manylangs_task_files(tmp_path)
+    model_dir = str(manylangs_models[variant])
+    out = tmp_path / "classifier"
+    finetune_classification.main(["--model_name_or_path", model_dir, "--train_file", str(tmp_path / "train.tsv"),
+                                  "--test_file", str(tmp_path / "test.txt"), "--output_dir", str(out), *FAST])
+    losses = logged_losses(out)
+    assert losses[-1] < losses[0], losses
+    model, tokenizer = load_elmo(out, "sequence-classification")
+    assert model.config.id2label == {0: "0", 1: "1"} and model.config.classifier_pooling == "lstm"
+    sentences = [["我", "爱", "太阳"], ["银行", "上", "花"]]
+    with torch.no_grad():
+        expected = [model.config.id2label[int(model(**tokenizer([s], is_split_into_words=True,
+                                                                 return_tensors="pt")).logits.argmax())]
+                    for s in sentences]
+    assert (out / "predictions.txt").read_text().split("\n") == [expected[0], "", expected[1], ""]
+
+    out = tmp_path / "tagger"
+    finetune_ner.main(["--model_name_or_path", model_dir, "--train_file", str(tmp_path / "train.conll"),
+                       "--test_file", str(tmp_path / "test.conll"), "--output_dir", str(out), *FAST])
+    losses = logged_losses(out)
+    assert losses[-1] < losses[0], losses
+    tagger, tokenizer = load_elmo(out, "token-classification")
+    assert set(tagger.config.label2id) == {"O", "B-LOC"}
+    expected = []
+    for words in (["我", "爱", "北京"], ["银行", "天安门"]):
+        with torch.no_grad():
+            logits = tagger(**tokenizer([words], is_split_into_words=True, return_tensors="pt")).logits[0, 1:-1]
+        expected.append([tagger.config.id2label[int(i)] for i in logits.argmax(-1)])
+    lines = (out / "predictions.txt").read_text().splitlines()
+    assert lines == [f"{w} {g} {p}" for w, g, p in zip(["我", "爱", "北京"], ["O", "O", "B-LOC"], expected[0])] + [""] \
+        + [f"{w} {g} {p}" for w, g, p in zip(["银行", "天安门"], ["O", "B-LOC"], expected[1])]
+
+
+# --------------------------------------------------------------------------------------------------
+# Prediction from an already fine-tuned folder, --encoding, the default word split, interrupts, --help
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fine_tuned_classifier(tmp_path_factory):
+    """A classifier fine-tuned in-process for a few steps on the SST-2 style files (whitespace split)."""
+    from train import finetune_classification
+
+    folder = tmp_path_factory.mktemp("fine-tuned")
+    write_sst2_files(folder, train=64, dev=16)
+    finetune_classification.main([*COMMON, "--train_file", str(folder / "train.tsv"), "--output_dir",
+                                  str(folder / "model"), "--max_steps", "8", "--word_split", "whitespace"])
+    return folder / "model"
+
+
+def test_predict_only_from_a_fine_tuned_folder_equals_the_models_argmax(fine_tuned_classifier, tmp_path):
+    from modeling_elmo.tools.loading import load_elmo
+    from train import finetune_classification
+
+    sentences = ["a great film", "", "an awful movie , really", "the plot was great"]
+    (tmp_path / "new.txt").write_text("\n".join(sentences) + "\n")
+    (tmp_path / "new.jsonl").write_text("".join(json.dumps({"text": s}) + "\n" for s in sentences if s))
+    finetune_classification.main(["--model", str(fine_tuned_classifier), "--do_predict", "--test_file",
+                                  str(tmp_path / "new.txt"), "--output_dir", str(tmp_path / "out")])
+    finetune_classification.main(["--model", str(fine_tuned_classifier), "--do_predict", "--test_file",
+                                  str(tmp_path / "new.jsonl"), "--predictions_file", str(tmp_path / "json.txt")])
+    model, tokenizer = load_elmo(fine_tuned_classifier, "sequence-classification")
+    expected = []
+    for sentence in sentences:
+        if sentence:  # the tokenizer's saved split (punctuation): "," is a word of its own
+            with torch.no_grad():
+                logits = model(**tokenizer([sentence], padding=True, return_tensors="pt")).logits
+            expected.append(model.config.id2label[int(logits.argmax())])
+    written = (tmp_path / "out" / "predictions.txt").read_text().split("\n")
+    assert written == [expected[0], "", expected[1], expected[2], ""]
+    assert (tmp_path / "json.txt").read_text().split() == expected
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["predictions.txt"]  # nothing else written
+
+
+def test_predict_only_refuses_a_folder_without_a_head(tiny_model_dir, tmp_path):
+    from train import finetune_classification
+    from train.finetune_cli import InputError
+
+    (tmp_path / "new.txt").write_text("a sentence\n")
+    with pytest.raises(InputError, match="holds no fine-tuned ElmoForSequenceClassification"):
+        finetune_classification.main(["--model_name_or_path", str(tiny_model_dir), "--do_predict", "--test_file",
+                                      str(tmp_path / "new.txt"), "--output_dir", str(tmp_path / "out")])
+    with pytest.raises(InputError, match="--do_predict needs --test_file"):
+        finetune_classification.main(["--model_name_or_path", str(tiny_model_dir), "--do_predict",
+                                      "--output_dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_encoding_option_reads_gbk_and_refuses_undecodable_bytes(fine_tuned_classifier, tmp_path):
+    from train import finetune_classification, finetune_ner
+    from train.finetune_cli import InputError
+
+    (tmp_path / "gbk.txt").write_bytes("银行 great\n太阳 awful\n".encode("gbk"))
+    with pytest.raises(InputError, match=r"gbk.txt: line 1, byte 1 of the line \(0xd2\) is not valid utf-8"):
+        finetune_classification.main(["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
+                                      "--output_dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+    finetune_classification.main(["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
+                                  "--output_dir", str(tmp_path / "out"), "--encoding", "gbk"])
+    assert len((tmp_path / "out" / "predictions.txt").read_text().split()) == 2
+    with pytest.raises(InputError, match="--encoding: unknown encoding 'no-such'"):
+        finetune_ner.main(["--model", str(fine_tuned_classifier), "--train_file", str(tmp_path / "gbk.txt"),
+                           "--output_dir", str(tmp_path / "out2"), "--encoding", "no-such"])
+
+
+def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_accepted(tmp_path):
+    from tokenization import WORD_SPLITTERS, ElmoTokenizer
+    from train.finetune_classification import main
+    from train.finetune_cli import InputError
+    from train.finetune_data import split_text
+
+    assert split_text("rates, too", ElmoTokenizer(word_split="whitespace"), None) == ["rates,", "too"]
+    assert split_text("rates, too", ElmoTokenizer(word_split="punctuation"), None) == ["rates", ",", "too"]
+    assert split_text("rates, too", ElmoTokenizer(word_split="punctuation"), "whitespace") == ["rates,", "too"]
+    assert {"whitespace", "punctuation"} <= set(WORD_SPLITTERS)
+    write_sst2_files(tmp_path, train=8, dev=2)
+    with pytest.raises(InputError, match="--word_split"):
+        main([*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(tmp_path / "out"),
+              "--word_split", "no-such-split"])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("checkpoint", [True, False])
+def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path, monkeypatch, capsys, checkpoint):
+    """SIGINT at step 5: with checkpoints every 2 steps, 130 and the line naming the last one to resume from;
+    without, 130 and no output folder at all."""
+    import os
+    import signal
+
+    from train import finetune_classification
+    from train.finetune_run import GuardedTrainer
+
+    step = {"count": 0}
+    original = GuardedTrainer.training_step
+
+    def training_step(self, *args, **kwargs):
+        step["count"] += 1
+        if step["count"] == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(GuardedTrainer, "training_step", training_step)
+    write_sst2_files(tmp_path, train=64, dev=4)
+    out = tmp_path / "out"
+    saving = ["--save_strategy", "steps", "--save_steps", "2"] if checkpoint else []
+    argv = [*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(out), "--max_steps", "50",
+            *saving]
+    status = finetune_classification.run_command_line(finetune_classification.main, finetune_classification.logger,
+                                                      argv)
+    assert status == 130
+    errors = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and errors[0].startswith("interrupted by SIGINT at step"), errors
+    if checkpoint:
+        kept = sorted(p.name for p in out.iterdir())
+        assert kept == ["checkpoint-2", "checkpoint-4"], kept
+        assert f"--resume_from_checkpoint {out / 'checkpoint-4'}" in errors[0]
+        assert (out / "checkpoint-4" / "model.safetensors").exists()
+        assert (out / "checkpoint-4" / "tokenizer_config.json").exists()
+    else:
+        assert "nothing was written" in errors[0] and not out.exists()
+
+
+def test_help_answers_without_torch():
+    code = ("import sys\nfrom train import finetune_classification, finetune_ner\n"
+            "for command in (finetune_classification, finetune_ner):\n"
+            "    sys.argv = ['x', '--help']\n    assert command.cli() == 0\n"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, sorted(sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "--test_file" in result.stdout and "--encoding" in result.stdout and "--learning_rate" in result.stdout
+    assert "--help_all" in result.stdout

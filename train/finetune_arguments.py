@@ -54,7 +54,7 @@ class ModelArguments:
 
     model_name_or_path: str = field(
         metadata={"help": "A model folder (converted, pretrained or already fine-tuned), a Hub id, or a preset name "
-                  "(tiny, small, medium, original) for a randomly initialised biLM."}
+                  "(tiny, small, medium, original) for a randomly initialised biLM.", "aliases": ["--model"]}
     )
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer folder or Hub id, if not the model's."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow the model's own code from the Hub."})
@@ -178,7 +178,8 @@ def short_help(prog: str, description: str, dataclass_types, task: str) -> str:
             required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
             default = "" if required or item.default is None else f" (default: {item.default})"
             text = item.metadata.get("help", "")
-            group.add_argument(f"--{item.name}", required=required, metavar=item.name.upper(),
+            group.add_argument(f"--{item.name}", *item.metadata.get("aliases", ()), required=required,
+                               metavar=item.name.upper(),
                                help=text + ("" if "default" in text else default))
     defaults = TRAINING_DEFAULTS[task]
     group = parser.add_argument_group("training (transformers TrainingArguments)")
