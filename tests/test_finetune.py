@@ -292,7 +292,7 @@ def test_finetune_classification_with_two_processes(tmp_path):
         ("finetune_classification", "missing_model", "--model_name_or_path"),
         ("finetune_classification", "missing_file", "no such file"),
         ("finetune_classification", "empty_file", "no examples"),
-        ("finetune_classification", "binary_file", "not UTF-8 text"),
+        ("finetune_classification", "binary_file", "is not valid utf-8"),
         ("finetune_classification", "malformed_file", "cannot tell the label column"),
         ("finetune_ner", "sentences_not_conll", "not CoNLL columns"),
         ("finetune_ner", "malformed_json", "not a JSON object"),

@@ -95,6 +95,9 @@ class GuardedTrainer(Trainer):
     does not copy the tokenizer's character ids into the config as token ids)."""
 
     def __init__(self, *args, guard=None, **kwargs):
+        arguments = kwargs.get("args")
+        # Trainer creates the output folder: whether it was there before tells an interrupt what it may remove
+        self.output_existed = arguments is None or os.path.exists(arguments.output_dir)
         super().__init__(*args, **kwargs)
         self.guard = guard
 
@@ -109,7 +112,7 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
     resume, and nothing half-written."""
     results = {}
     output_dir = os.path.abspath(training_args.output_dir)
-    existed = os.path.exists(output_dir)
+    existed = getattr(trainer, "output_existed", True)
     stage = "training"
     try:
         if train_dataset is not None:
