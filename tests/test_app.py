@@ -186,6 +186,7 @@ def test_page_builds_every_view(session):
     demo = server.build_app(session)
     ids = {c.get("props", {}).get("elem_id") for c in demo.config["components"]}
     assert {"sim-text", "sim-word", "sim-run", "sim-table", "nn-run", "nn-result", "ctx-run", "ctx-table"} <= ids
+    assert server.repeated_words("A bank .\nThe bank , the river .", "punctuation") == ["bank"]  # what "pick" offers
     assert "RANDOM WEIGHTS" not in server.model_summary(session)
     preset = load_session("tiny")
     assert "RANDOM WEIGHTS" in server.model_summary(preset)
