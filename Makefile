@@ -47,11 +47,16 @@ demo: $(STAMP)
 app: $(STAMP)
 	$(BIN)/elmo-app $(ARGS)
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), a test file to a process: most tests wait on commands,
+# servers and fresh interpreters, so two workers use two cores. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=20 $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -13,6 +13,12 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Under pytest-xdist (`make test` runs two workers) each worker, and every command it starts, computes on one
+# thread: two workers on two cores, instead of OpenMP threads spinning against each other.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
