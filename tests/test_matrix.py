@@ -56,6 +56,9 @@ DOORS = {
 }
 YES = "yes"
 MATRIX: dict[str, dict[str, str]] = {kind: dict.fromkeys(DOORS, YES) for kind in KINDS}
+# What cannot make sense: "refused: " and the words of the one-line refusal (exit 2, nothing written).
+for _kind in ("manylangs", "manylangs_words"):
+    MATRIX[_kind]["continue"] = "refused: reads words through its own input dictionary"
 
 
 def render_table() -> str:
