@@ -220,7 +220,9 @@ def _require_jieba():
 def _quiet(jieba) -> None:
     """jieba logs "Building prefix dict ..." at DEBUG to a handler of its own (and again through the root logger
     when an application has configured one): shown only when this module's logger shows DEBUG (`--verbose`)."""
-    jieba.setLogLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.WARNING)
+    level = logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.WARNING
+    if jieba.default_logger.level != level:  # setting a level clears every logger's cache: not once per line
+        jieba.setLogLevel(level)
 
 
 def jieba_words(text: str) -> list[str]:
