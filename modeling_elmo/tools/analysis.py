@@ -62,6 +62,7 @@ import torch
 
 from tokenization import check_word_split, split_name, split_words
 
+from .embed_io import tokenizer_word_split
 from .loading import ModelLoadError, load_elmo
 from .text_files import DEFAULT_ENCODING, UndecodableText, add_encoding_argument, iter_lines
 
@@ -409,9 +410,9 @@ def run(args) -> Path:
         raise AnalysisError(f"--model: {error}") from None
     if args.split is None:  # the tokenizer's own split, never imported from its saved file
         try:
-            check_word_split(tokenizer.word_split)
+            tokenizer_word_split(tokenizer, args.model)
         except ValueError as error:
-            raise AnalysisError(f"the tokenizer of {args.model}: {error}; or give another split with --split") from None
+            raise AnalysisError(str(error)) from None
     options = {name: getattr(args, name) for name in ANALYZE_OPTIONS}
     try:
         return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet, **options)

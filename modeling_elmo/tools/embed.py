@@ -113,7 +113,7 @@ os.environ.setdefault("LRU_CACHE_CAPACITY", "128")
 
 import torch  # noqa: E402
 
-from tokenization import check_word_split, split_name, split_words  # noqa: E402
+from tokenization import check_word_split, split_words  # noqa: E402
 
 from ..quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from .embed_io import (  # noqa: E402
@@ -127,6 +127,7 @@ from .embed_io import (  # noqa: E402
     merge_chunks,
     open_dataset,
     read_text_lines,
+    tokenizer_word_split,
 )
 from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
@@ -603,19 +604,6 @@ def _open_input(args) -> Input:
     return Input(lines, total, fingerprint, is_dataset, counts)
 
 
-def _word_split(args, tokenizer) -> str:
-    """The split of the text: `--split`, else the one the model's tokenizer saved, checked here (a split whose
-    package is missing, or a function the tokenizer names by import path, which is not imported from a saved file)."""
-    if args.split is not None:
-        return args.split
-    split = split_name(tokenizer.word_split)
-    try:
-        check_word_split(split)
-    except ValueError as error:
-        raise EmbedError(f"the tokenizer of {args.model}: {error}; or give another split with --split") from None
-    return split
-
-
 def _device(name: str | None, processes: Processes) -> torch.device:
     """The --device to run on, checked: a one-line error for a name torch does not know (`gpu`) or a device this
     machine or this torch build does not have. Several processes on GPUs take one each (`cuda:LOCAL_RANK`)."""
@@ -672,7 +660,10 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         model, tokenizer = load_elmo(args.model, device=device)
     except ModelLoadError as error:
         raise EmbedError(f"--model: {error}") from None
-    args.split = _word_split(args, tokenizer)
+    try:
+        args.split = args.split or tokenizer_word_split(tokenizer, args.model)
+    except ValueError as error:
+        raise EmbedError(str(error)) from None
     if args.dtype == "int8":
         quantize_int8(model)
     if args.token_cache_size:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tokenization import WordSplitError, check_word_split, split_name
+
 from .text_files import UndecodableText, check_decodes
 
 DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
@@ -133,6 +135,18 @@ def _valid_prefix(raw: bytes, encoding: str) -> bool:
         except UnicodeDecodeError:
             continue
     return False
+
+
+def tokenizer_word_split(tokenizer, model: str) -> str:
+    """The name of the split the model's tokenizer saved, checked here: `WordSplitError` (one line, suggesting
+    `--split`) for a split whose package is missing, or a function it names by import path (a name read from a
+    model's files is never imported). elmo-analyze uses it too."""
+    split = split_name(tokenizer.word_split)
+    try:
+        check_word_split(split)
+    except ValueError as error:
+        raise WordSplitError(f"the tokenizer of {model}: {error}; or give another split with --split") from None
+    return split
 
 
 def open_dataset(path: Path, text_column: str, dataset_split: str | None, encoding: str = "utf-8"):
