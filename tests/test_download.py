@@ -207,10 +207,12 @@ def test_model_name_downloads_converts_and_reuses_the_cache(server, reference, t
 
     requests = len(server.requests)
     second = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(tmp_path / "b"),
-                         cache=cache)
+                         "--verbose", cache=cache)
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == requests  # no second download, not even a HEAD
-    assert "from the cache" in second.stderr
+    assert "from the cache" in second.stderr  # said with --verbose only: the first run is quiet
+    assert first.stderr.splitlines()[-1] == f"INFO modeling_elmo.tools.convert: wrote {tmp_path / 'a'}"
+    assert "INFO" not in "".join(first.stderr.splitlines()[:-1])  # the download's progress bars, no log lines
     assert_same_model(tmp_path / "b", reference)
 
 
