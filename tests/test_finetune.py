@@ -222,16 +222,21 @@ def run_finetune(args: list[str], cwd, timeout=300) -> subprocess.CompletedProce
 
 
 @pytest.mark.slow
-def test_finetune_classification_command_end_to_end(tmp_path):
+def test_finetune_classification_command_end_to_end(tmp_path, tiny_model_dir):
     write_sst2_files(tmp_path)
     out = tmp_path / "out"
+    common = [str(tiny_model_dir) if a == "tiny" else a for a in COMMON]
     result = run_finetune(
-        [sys.executable, "-m", "train.finetune_classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
+        [sys.executable, "-m", "train.finetune_classification", *common, "--train_file", str(tmp_path / "train.tsv"),
          "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out), "--num_train_epochs", "6",
          "--classifier_pooling", "max", "--word_split", "whitespace", "--max_eval_samples", "60"],
         cwd=REPO,
     )
     assert f"to {out}" in result.stderr  # says where it wrote
+    # quiet: a line for the new head instead of transformers' table; nothing a user cannot act on
+    assert "initialised the classification head" in result.stderr
+    for noise in ("WARNING", "LOAD REPORT", "PAD/BOS/EOS", "pin_memory", "rank 0", "Traceback"):
+        assert noise not in result.stderr, (noise, result.stderr[-3000:])
     metrics = json.loads((out / "eval_results.json").read_text())
     assert metrics["eval_samples"] == 60 and metrics["eval_accuracy"] >= 0.7, metrics
     assert json.loads((out / "train_results.json").read_text())["world_size"] == 1
@@ -285,20 +290,19 @@ def test_finetune_classification_with_two_processes(tmp_path):
 # --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "command, problem, message",
-    [
-        ("finetune_classification", "missing_model", "--model_name_or_path"),
-        ("finetune_classification", "missing_file", "no such file"),
-        ("finetune_classification", "empty_file", "no examples"),
-        ("finetune_classification", "binary_file", "is not valid utf-8"),
-        ("finetune_classification", "malformed_file", "cannot tell the label column"),
-        ("finetune_ner", "sentences_not_conll", "not CoNLL columns"),
-        ("finetune_ner", "malformed_json", "not a JSON object"),
-    ],
-)
-def test_finetuning_commands_refuse_bad_input_in_one_line(tmp_path, command, problem, message):
+BAD_INPUTS = [
+    ("finetune_classification", "missing_model", "--model_name_or_path"),
+    ("finetune_classification", "missing_file", "no such file"),
+    ("finetune_classification", "empty_file", "no examples"),
+    ("finetune_classification", "binary_file", "is not valid utf-8"),
+    ("finetune_classification", "malformed_file", "cannot tell the label column"),
+    ("finetune_ner", "sentences_not_conll", "not CoNLL columns"),
+    ("finetune_ner", "malformed_json", "not a JSON object"),
+]
+
+
+def bad_input_arguments(tmp_path, problem: str) -> tuple[list[str], str]:
+    """The command line of a run with `problem`, and the value its error line must name."""
     write_sst2_files(tmp_path, train=20, dev=4)
     train_file = tmp_path / "train.tsv"
     model = "tiny"
@@ -316,24 +320,42 @@ def test_finetuning_commands_refuse_bad_input_in_one_line(tmp_path, command, pro
         train_file = tmp_path / "train.jsonl"
         train_file.write_text('{"tokens": ["EU"], "tags": ["B-ORG"]}\n{"tokens": [\n')
     # else: sentences_not_conll, the SST-2 style TSV given to the tagger
-    out = tmp_path / "out"
     args = [a if a != "tiny" else model for a in COMMON]
+    named = model if problem == "missing_model" else str(train_file)
+    return [*args, "--train_file", str(train_file), "--output_dir", str(tmp_path / "out")], named
+
+
+@pytest.mark.parametrize("command, problem, message", BAD_INPUTS)
+def test_finetuning_commands_refuse_bad_input_in_one_line(tmp_path, capsys, command, problem, message):
+    """In-process: status 2, one ERROR line naming the file or value, nothing written."""
+    import importlib
+
+    module = importlib.import_module(f"train.{command}")
+    argv, named = bad_input_arguments(tmp_path, problem)
+    assert module.run_command_line(module.main, module.logger, argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and message in errors[0] and named in errors[0], errors
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command, problem, message", [BAD_INPUTS[0], BAD_INPUTS[5]])
+def test_finetuning_commands_refuse_bad_input_in_a_real_process(tmp_path, command, problem, message):
+    """The console commands: exit status 2, one line, no traceback, nothing written."""
+    argv, named = bad_input_arguments(tmp_path, problem)
     env = {**clean_env(), "OMP_NUM_THREADS": "1"}
-    result = run_command([sys.executable, "-m", f"train.{command}", *args, "--train_file", str(train_file),
-                          "--output_dir", str(out)], cwd=REPO, env=env, timeout=300)
+    result = run_command([sys.executable, "-m", f"train.{command}", *argv], cwd=REPO, env=env, timeout=300)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
-    assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
-    named = model if problem == "missing_model" else str(train_file)
-    assert named in errors[0]
-    assert not out.exists()
+    assert len(errors) == 1 and message in errors[0] and named in errors[0], result.stderr[-3000:]
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
 def test_a_fine_tuned_model_loads_without_warnings(tmp_path):
-    """Trainer copies the tokenizer's <S>/</S>/padding ids (character ids) into the config; loading the saved model
-    in a fresh interpreter says nothing about them."""
+    """Where the tokenizer's <S>/</S>/padding ids (character ids) are copied into the config, as `Trainer` does when
+    it is given the tokenizer, loading the saved model in a fresh interpreter says nothing about them."""
     from transformers.trainer_utils import align_special_tokens
 
     from tokenization import ElmoTokenizer
