@@ -188,3 +188,17 @@ def test_an_elmoformanylangs_folder_gets_its_tokenizer(tmp_path):
     with pytest.raises(ModelLoadError, match="ELMoForManyLangs") as error:  # its dictionaries cannot be guessed
         load_elmo(ours)
     _one_line(error, str(ours))
+
+
+def test_a_tokenizer_saved_with_an_unusable_split_is_refused_not_replaced(tiny_model_dir, tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for item in tiny_model_dir.iterdir():
+        (folder / item.name).write_bytes(item.read_bytes()) if item.is_file() else None
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["word_split"] = "custom:somewhere.a_lambda"  # what a split that cannot be named is saved as
+    config_path.write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="cannot load the tokenizer .*somewhere.a_lambda.*pass it again") as caught:
+        load_elmo(folder)
+    assert "\n" not in str(caught.value)

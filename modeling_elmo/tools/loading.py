@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
+from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, WordSplitError
 
 from ..configuration_elmo import AUTO_CLASSES, PRESETS, ElmoConfig
 
@@ -226,6 +226,8 @@ def _tokenizer(name: str, config, tokenizer_name: str | None, trust_remote_code:
             if manylangs:
                 return ElmoManyLangsTokenizer.from_pretrained(name)
             return transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+        except WordSplitError as error:  # its own split, unusable here: never silently another split
+            raise ModelLoadError(f"cannot load the tokenizer of {name}: {_first_line(error)}") from None
         except _ERRORS as error:
             if manylangs:
                 raise ModelLoadError(f"cannot load the ELMoForManyLangs tokenizer of {name} (its dictionaries): "
