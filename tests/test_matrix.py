@@ -12,6 +12,7 @@ doors that need a fresh interpreter (remote code, the pipeline, the Hub) run eve
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,8 @@ pytestmark = pytest.mark.slow
 SENTENCES = ["The cat sat on the mat .", "我 爱 北京 天安门 。", "naïve café über ELMo 2018"]
 RAW_SENTENCES = ["The cat sat on the mat.", "我爱北京天安门。", "The bank lends money, the river bank floods."]
 TOKEN = "hf_matrix_token"
+CUSTOM_SPLIT = "matrix_splits:lowercase_words"  # tests/matrix_splits.py
+TESTS = Path(__file__).resolve().parent
 
 KINDS = {
     "allennlp": "converted from AllenNLP / bilm-tf weights (byte characters)",
@@ -40,6 +43,7 @@ KINDS = {
     "manylangs_chars": "converted ELMoForManyLangs, characters only",
     "manylangs_words": "converted ELMoForManyLangs, words only",
     "jieba": "a tokenizer with the jieba word split",
+    "custom_split": "a tokenizer with a word split of your own (`module:function`)",
     "pretrained": "pretrained by elmo-pretrain",
     "finetuned": "fine-tuned by elmo-finetune-classification",
 }
@@ -137,12 +141,28 @@ def _finetuned(root: Path) -> Path:
     return root / "model"
 
 
+def _custom_split(root: Path) -> Path:
+    from tokenization import check_word_split
+
+    check_word_split(CUSTOM_SPLIT, allow_import=True)  # what the commands' --split does: import and register it
+    torch.manual_seed(2)
+    ElmoForPreTraining(tiny_config(vocab_size=30)).save_pretrained(root / "model")
+    ElmoTokenizer(word_split=CUSTOM_SPLIT).save_pretrained(root / "model")
+    return root / "model"
+
+
+def _split_options(kind: str, option: str = "--split") -> list[str]:
+    """A saved split of the user's own is never imported from the model's files: the commands are told it."""
+    return [option, CUSTOM_SPLIT] if kind == "custom_split" else []
+
+
 BUILDERS = {
     "allennlp": _allennlp,
     "manylangs": _manylangs,
     "manylangs_chars": lambda root: _manylangs(root, word_dim=0),
     "manylangs_words": lambda root: _manylangs(root, char_dim=0),
     "jieba": _jieba,
+    "custom_split": _custom_split,
     "pretrained": _pretrained,
     "finetuned": _finetuned,
 }
@@ -191,7 +211,12 @@ from transformers import AutoModel, AutoTokenizer, pipeline
 names, sentences, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 result = {}
 for kind, name in names.items():
-    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
+    extra = {}
+    if kind.startswith("custom_split"):  # a split of the user's own: passed again where the model is loaded
+        sys.path.append(sys.argv[4])
+        from matrix_splits import lowercase_words
+        extra = {"word_split": lowercase_words}
+    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True, **extra)
     model = AutoModel.from_pretrained(name, trust_remote_code=True).eval()
     with torch.no_grad():
         batch = tokenizer(sentences, return_tensors="pt", padding=True)
@@ -207,7 +232,7 @@ np.savez(out, **{f"{key}/{i}": v for key, vectors in result.items() for i, v in 
 
 def _run_fresh(names: dict[str, str], out: Path, env: dict[str, str], cwd: Path) -> dict[str, list[np.ndarray]]:
     result = subprocess.run([sys.executable, "-c", _NO_PROJECT + FRESH, json.dumps(names), json.dumps(SENTENCES),
-                             str(out)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+                             str(out), str(TESTS)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"the fresh interpreter failed:\n{result.stderr[-6000:]}"
     stored = np.load(out)
     vectors: dict[str, list[np.ndarray]] = {}
@@ -296,7 +321,12 @@ def test_sentence_vectors_and_sentence_transformer(kind, kind_dirs, tmp_path):
     copy = tmp_path / "model"
     shutil.copytree(folder, copy)
     save_for_sentence_transformers(copy)
-    encoded = SentenceTransformer(str(copy), trust_remote_code=True, device="cpu").encode(SENTENCES)
+    extra = {}
+    if kind == "custom_split":  # remote code has its own registry of splits: the function is passed again
+        from matrix_splits import lowercase_words
+
+        extra = {"tokenizer_kwargs": {"word_split": lowercase_words}}
+    encoded = SentenceTransformer(str(copy), trust_remote_code=True, device="cpu", **extra).encode(SENTENCES)
     assert np.abs(encoded - got.numpy()).max() <= 1e-5
 
 
@@ -331,7 +361,7 @@ def test_embed_command(kind, cache, kind_dirs, raw_text, tmp_path):
     assert MATRIX[kind]["embed"] == YES
     out = tmp_path / "vectors.hdf5"
     options = ["--token_cache_size", "0"] if cache == "no_cache" else []
-    assert embed.main([str(raw_text), str(out), "--model", str(folder), "--quiet", *options]) == 0
+    assert embed.main([str(raw_text), str(out), "--model", str(folder), "--quiet", *options, *_split_options(kind)]) == 0
     model, tokenizer = load_elmo(str(folder))
     with h5py.File(out, "r") as stored:
         for number, line in enumerate(RAW_SENTENCES):
@@ -349,7 +379,7 @@ def test_analyze_command(kind, kind_dirs, raw_text, tmp_path):
     assert MATRIX[kind]["analyze"] == YES
     out = tmp_path / "analysis"
     assert analysis.main([str(raw_text), "--model", str(folder), "--output_dir", str(out), "--min_count", "2",
-                          "--anisotropy_pairs", "10", "--quiet"]) == 0
+                          "--anisotropy_pairs", "10", "--quiet", *_split_options(kind)]) == 0
     got = json.loads((out / "contextuality.json").read_text())["words"]["bank"]["self_similarity"]
     # "bank" twice in one line: its self-similarity is the cosine of its two vectors, layer by layer
     model, tokenizer = load_elmo(str(folder))
@@ -378,6 +408,10 @@ def _finetune_args(folder: Path, train: Path, out: Path, test: Path) -> list[str
             "--disable_tqdm", "true", "--save_strategy", "no", "--seed", "0"]
 
 
+def _finetune_options(kind: str) -> list[str]:
+    return _split_options(kind, "--word_split")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_finetune_classification_command(kind, kind_dirs, tmp_path):
     from train import finetune_classification
@@ -389,7 +423,7 @@ def test_finetune_classification_command(kind, kind_dirs, tmp_path):
     train.write_text("label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in examples), encoding="utf-8")
     test.write_text("\n".join(RAW_SENTENCES) + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    finetune_classification.main(_finetune_args(folder, train, out, test))
+    finetune_classification.main(_finetune_args(folder, train, out, test) + _finetune_options(kind))
     losses = _losses(out)
     assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
     model, tokenizer = load_elmo(str(out), task="sequence-classification")
@@ -411,7 +445,7 @@ def test_finetune_ner_command(kind, kind_dirs, tmp_path):
     sentence = " ".join(w for w, _ in TAGGED)
     test.write_text(sentence + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    finetune_ner.main(_finetune_args(folder, train, out, test))
+    finetune_ner.main(_finetune_args(folder, train, out, test) + _finetune_options(kind))
     losses = _losses(out)
     assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
     model, tokenizer = load_elmo(str(out), task="token-classification")
@@ -427,11 +461,12 @@ def test_continued_pretraining(kind, kind_dirs, tmp_path):
     folder = _folder(kind_dirs, kind)
     expected_outcome = MATRIX[kind]["continue"]
     corpus = _corpus(tmp_path / "corpus.txt", 40)
-    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**clean_env(), "PYTHONPATH": f"{REPO}{os.pathsep}{TESTS}", "OMP_NUM_THREADS": "1"}
     out = tmp_path / "continued"
     result = run_command([sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir", str(out),
                           "--init_from", str(folder), "--max_steps", "3", "--per_device_batch_size", "4",
-                          "--unroll_steps", "8", "--disable_tqdm", "--report_to", "none", "--logging_steps", "1"],
+                          "--unroll_steps", "8", "--disable_tqdm", "--report_to", "none", "--logging_steps", "1",
+                          *_split_options(kind, "--word_split")],
                          cwd=REPO, env=env, timeout=300)
     if expected_outcome != YES:
         assert result.returncode == 2 and not out.exists(), result.stderr[-2000:]
