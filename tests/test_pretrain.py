@@ -235,8 +235,8 @@ def test_sigterm_before_the_first_checkpoint_leaves_nothing(corpus, tmp_path):
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143 and "Traceback" not in stderr, stderr[-3000:]
     assert stderr.strip().splitlines()[-1].endswith(
-        f"interrupted (SIGTERM) before the first checkpoint: nothing was kept ({out} is as it was); run the same "
-        "command to start again"), stderr[-3000:]
+        f"interrupted (SIGTERM) before the first checkpoint of {out}: nothing was kept; run the same command to "
+        "start again"), stderr[-3000:]
     assert not out.exists()
 
 

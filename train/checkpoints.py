@@ -123,8 +123,8 @@ def interrupted_message(stop: Interrupted, output_dir: Path, finished: bool) -> 
         return f"interrupted ({stop.name}) as the run ended: the model folder {output_dir} is complete"
     kept = checkpoints(output_dir)
     if not kept:
-        return (f"interrupted ({stop.name}) before the first checkpoint: nothing was kept ({output_dir} is as it "
-                "was); run the same command to start again")
+        return (f"interrupted ({stop.name}) before the first checkpoint of {output_dir}: nothing was kept; run the "
+                "same command to start again")
     step = int(re.sub(r"\D", "", kept[-1].name))
     return (f"interrupted ({stop.name}): the checkpoint of step {step} is kept in {kept[-1]}; run the same command "
             f"with {RESUME_OPTION} to continue from it")

@@ -87,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     except HubPushError as error:
         logger.error("the model folder is in %s, but the push failed: %s", args.output_dir, error)
         return 2
+    except Exception:
+        # Another process was stopped by the signal while this one waited for it in a collective (gloo then fails
+        # here with "connection closed"): the first process says what was kept.
+        if guard.received:
+            return 128 + guard.received
+        raise
     return 0
 
 

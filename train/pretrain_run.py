@@ -66,7 +66,8 @@ def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
     the next step boundary, after a checkpoint of that step; either way `Interrupted` is raised after one line (on
     the first process) saying what was kept."""
     guard = guard or StopGuard()
-    output_dir, run, is_main = Path(args.output_dir), None, True
+    output_dir, run = Path(args.output_dir), None
+    is_main = os.environ.get("RANK", "0") == "0"  # until Accelerate says so
     try:
         check_output_dir(args)
         train_files = resolve_files(args.train_file)
