@@ -44,19 +44,19 @@ KINDS = {
     "manylangs_words": "converted ELMoForManyLangs, words only",
     "jieba": "a tokenizer with the jieba word split",
     "custom_split": "a tokenizer with a word split of your own (`module:function`)",
-    "pretrained": "pretrained by elmo-pretrain",
-    "finetuned": "fine-tuned by elmo-finetune-classification",
+    "pretrained": "pretrained by `elmo-pretrain`",
+    "finetuned": "fine-tuned by `elmo-finetune-classification`",
 }
-DOORS = {
-    "remote": "AutoModel / AutoTokenizer as remote code, fresh interpreter",
-    "pipeline": 'pipeline("feature-extraction")',
-    "hub": "push to a Hub, load back by id",
-    "sentences": "sentence vectors, SentenceTransformer",
-    "embed": "elmo-embed (with and without the token cache)",
-    "analyze": "elmo-analyze",
-    "finetune_classification": "elmo-finetune-classification (train, predict)",
-    "finetune_ner": "elmo-finetune-ner (train, predict)",
-    "continue": "elmo-pretrain --init_from",
+DOORS = {  # the README's column headers
+    "remote": "AutoModel, remote code",
+    "pipeline": "feature-extraction pipeline",
+    "hub": "Hub push and load",
+    "sentences": "sentence vectors",
+    "embed": "`elmo-embed`",
+    "analyze": "`elmo-analyze`",
+    "finetune_classification": "`elmo-finetune-classification`",
+    "finetune_ner": "`elmo-finetune-ner`",
+    "continue": "`elmo-pretrain --init_from`",
 }
 YES = "yes"
 MATRIX: dict[str, dict[str, str]] = {kind: dict.fromkeys(DOORS, YES) for kind in KINDS}
@@ -65,9 +65,14 @@ for _kind in ("manylangs", "manylangs_words"):
     MATRIX[_kind]["continue"] = "refused: reads words through its own input dictionary"
 
 
+def test_the_readme_shows_this_matrix():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert render_table() in readme, "README.md's table of models and commands differs from tests/test_matrix.py"
+
+
 def render_table() -> str:
     """The README's table: a row per kind, a column per door."""
-    header = "| model | " + " | ".join(f"`{d}`" for d in DOORS) + " |"
+    header = "| model | " + " | ".join(DOORS.values()) + " |"
     rows = [header, "|" + "---|" * (len(DOORS) + 1)]
     for kind, description in KINDS.items():
         rows.append(f"| {description} | " + " | ".join(MATRIX[kind][d] for d in DOORS) + " |")
