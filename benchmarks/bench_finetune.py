@@ -40,6 +40,8 @@ VARIANTS = {
     "none-20ep": (None, ["--token_classifier_encoder", "none", "--num_train_epochs", "20"]),
     "lstm-3e-3": (None, ["--learning_rate", "3e-3"]),
     "lstm-20ep": (None, ["--num_train_epochs", "20"]),
+    "lstm-3e-2": (None, ["--learning_rate", "3e-2"]),
+    "lstm-bs8-20ep": (None, ["--per_device_train_batch_size", "8", "--num_train_epochs", "20"]),
     "lstm-drop0.1": (["--representation_dropout", "0.1"], ["--representation_dropout", "0.1"]),
 }
 
