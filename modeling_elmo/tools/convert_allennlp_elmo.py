@@ -38,6 +38,7 @@ from .convert_common import (
     check_output_dir,
     checked_word_split,
     configure_logging,
+    hide_write_progress,
     notice,
     run_guarded,
     write_converted,
@@ -691,6 +692,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(args.output_dir, args.overwrite, [p for p in (args.options_file, args.weight_file,
                          args.vocab_file) if p is not None and not download.is_url(p)])
         options_file, weight_file, vocab_file = _local_sources(args)
+        hide_write_progress()  # after the downloads, whose bars are useful
         return convert(options_file, weight_file, args.output_dir, vocab_file, args.overwrite, args.word_split)
 
     code = run_guarded(work, args.output_dir, errors=(download.DownloadError,))

@@ -211,8 +211,8 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--word_split", default=None,
         help="how the saved tokenizer splits raw text into words: a name registered in tokenization.WORD_SPLITTERS "
-        "(punctuation, whitespace, jieba, ...). Default: punctuation, the rule closest to the models' training data; "
-        "for a word-level Chinese ELMoForManyLangs model, jieba (docs/converting.md)")
+        "(punctuation, whitespace, jieba, ...). Default: punctuation, the rule closest to the English models' "
+        "training data; pass jieba for raw Chinese text with a word-level ELMoForManyLangs model (docs/converting.md)")
     parser.add_argument("--verbose", action="store_true",
                         help="log what is read and converted (by default: only where the model was written, and "
                         "problems)")
@@ -223,9 +223,14 @@ def configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     notice.setLevel(logging.INFO)
+
+
+def hide_write_progress() -> None:
+    """No progress bar for writing the weights (one bar per shard of a file written in seconds). Called by the
+    commands once their downloads are done: transformers' switch turns huggingface_hub's bars off too."""
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # one bar per weight shard of a small file; the downloads keep their own
+    hf_logging.disable_progress_bar()
 
 
 def run_guarded(work: Callable[[], Path], output_dir: str | os.PathLike, errors: tuple = ()) -> int:

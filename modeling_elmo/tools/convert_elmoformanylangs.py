@@ -47,6 +47,7 @@ from .convert_common import (
     check_output_dir,
     checked_word_split,
     configure_logging,
+    hide_write_progress,
     notice,
     run_guarded,
     write_converted,
@@ -439,6 +440,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def run(model_dir: str, output_dir: str, overwrite: bool = False, word_split: str | None = None) -> int:
     """The conversion as a command (`convert_common.run_guarded`): the exit code, one line per outcome."""
+    hide_write_progress()
     return run_guarded(lambda: convert(model_dir, output_dir, overwrite, word_split), output_dir)
 
 
