@@ -54,6 +54,7 @@ REMOTE_CODE = [
     "batch_encoding_elmo.py", "char_cnn_kernels_elmo.py", "character_ids.py", "configuration_elmo.py",
     "downstream_elmo.py", "inputs_elmo.py", "kernels_elmo.py", "lstm_inference_elmo.py", "lstm_training_elmo.py",
     "matmul_elmo.py", "modeling_elmo.py", "modeling_elmo_heads.py", "padding_elmo.py", "push_to_hub_elmo.py",
+    "quantization_elmo.py",
     "softmax_elmo.py", "token_cache_elmo.py", "tokenization_elmo.py", "word_char_encoder.py", "word_splits_elmo.py",
     "word_vocab_elmo.py",
 ]
@@ -179,7 +180,7 @@ import hashlib, importlib
 sources = {  # the modules whose files a saved model and its ElmoTokenizer carry as remote code
     "modeling_elmo": ["character_ids", "char_cnn_kernels_elmo", "configuration_elmo", "downstream_elmo", "inputs_elmo",
                       "kernels_elmo", "lstm_inference_elmo", "lstm_training_elmo", "matmul_elmo", "modeling_elmo",
-                      "modeling_elmo_heads", "push_to_hub_elmo", "softmax_elmo", "token_cache_elmo",
+                      "modeling_elmo_heads", "push_to_hub_elmo", "quantization_elmo", "softmax_elmo", "token_cache_elmo",
                       "word_char_encoder"],
     "tokenization": ["batch_encoding_elmo", "padding_elmo", "tokenization_elmo", "word_splits_elmo", "word_vocab_elmo"],
 }
