@@ -5,6 +5,7 @@ never cut in half by Ctrl-C, training and evaluation with the metrics files, and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -28,12 +29,12 @@ HEAD_TASKS = {"sequence-classification": "classification", "token-classification
 
 class _HeadLoadReport(logging.Filter):
     """Drops transformers' load report when all it says is that the new head's weights were initialised (the
-    point of fine-tuning), and says that in one INFO line; any other report (a biLM weight missing, a shape
-    mismatch) goes through."""
+    point of fine-tuning; for a new head, also those of another task's head that do not fit), and says that in one
+    INFO line; any other report (a biLM weight missing, a mismatch in a saved head of this task) goes through."""
 
-    def __init__(self, base_prefix: str):
+    def __init__(self, base_prefix: str, new_head: bool):
         super().__init__()
-        self.base_prefix = base_prefix
+        self.base_prefix, self.new_head = base_prefix, new_head
         self.initialised: list[str] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -42,7 +43,8 @@ class _HeadLoadReport(logging.Filter):
             return True
         rows = [[cell.strip() for cell in line.split("|")] for line in message.splitlines() if line.count("|") >= 2]
         keys = [(row[0], row[1]) for row in rows[1:] if len(row) >= 2 and row[1] and not set(row[0]) <= {"-"}]
-        if not keys or any(status != "MISSING" or key.startswith(self.base_prefix) for key, status in keys):
+        benign = {"MISSING", "MISMATCH"} if self.new_head else {"MISSING"}
+        if not keys or any(status not in benign or key.startswith(self.base_prefix) for key, status in keys):
             return True
         self.initialised = [key for key, _ in keys]
         return False
@@ -72,7 +74,10 @@ def load_head(model_args: ModelArguments, task: str, label2id: dict[str, int] | 
         head_value = HEAD_DEFAULTS[HEAD_TASKS[task]]
     if head_value is not None:
         head[head_option] = head_value
-    report = _HeadLoadReport("elmo.")
+    if not fine_tuned and not model_args.ignore_mismatched_sizes:
+        # a folder with another task's head (a classifier given to the tagger): its head weights do not fit
+        model_args = dataclasses.replace(model_args, ignore_mismatched_sizes=True)
+    report = _HeadLoadReport("elmo.", new_head=not fine_tuned)
     reporter = logging.getLogger("transformers.modeling_utils")
     with contextlib.ExitStack() as stack:
         if not verbose:  # transformers says only errors; its load report is heard here, to be judged
