@@ -479,8 +479,12 @@ def test_continued_pretraining(kind, kind_dirs, tmp_path):
         assert expected_outcome.split(": ", 1)[1] in last and "Traceback" not in result.stderr
         return
     assert result.returncode == 0, result.stderr[-3000:]
-    start, _ = load_elmo(str(folder))
-    continued, _ = load_elmo(str(out))
+    start, start_tokenizer = load_elmo(str(folder))
+    continued, tokenizer = load_elmo(str(out))
+    # the text is split as the model's tokenizer splits it, and the continued model's tokenizer says so
+    saved = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))["word_split"]
+    assert saved == json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("word_split", saved)
+    assert tokenizer.tokenize(RAW_SENTENCES[2]) == start_tokenizer.tokenize(RAW_SENTENCES[2])
     # the biLM starts from the folder's weights: same shapes, and training moved them
     before, after = start.state_dict(), continued.state_dict()
     shared = [name for name in before if name in after]

@@ -34,10 +34,11 @@ class PretrainArguments:
     )
     max_vocab_size: int = field(default=50000, metadata={"help": "Size of a vocabulary built from the corpus."})
     min_count: int = field(default=1, metadata={"help": "Minimum count of a word in a built vocabulary."})
-    word_split: str = field(default="whitespace", metadata={
+    word_split: str | None = field(default=None, metadata={
         "help": "How lines are split into words, a name in tokenization.WORD_SPLITTERS: whitespace, punctuation, or jieba "
                 "(punctuation, with runs of Chinese ideographs segmented into words by jieba; needs pip install "
-                "'elmo-hf[zh]'), or one registered there. Saved with the tokenizer."})
+                "'elmo-hf[zh]'), one registered there, or module:function (a function of yours, imported). Saved "
+                "with the tokenizer. Default: the split of the --init_from model's tokenizer, else whitespace."})
     encoding: str = field(default="utf-8", metadata={
         "help": "Encoding of the training and validation files (default utf-8; e.g. gb18030, big5, shift_jis, "
                 "latin-1). A line that does not decode is refused, naming the file, line and byte."})
@@ -85,7 +86,7 @@ class PretrainArguments:
 
         from modeling_elmo.configuration_elmo import PRESETS
         from modeling_elmo.tools.text_files import checked_encoding
-        from tokenization import WORD_SPLITTERS, check_word_split
+        from tokenization import check_word_split
 
         if self.preset and self.config_file:
             raise ValueError("give --preset or --config_file, not both")
@@ -100,12 +101,14 @@ class PretrainArguments:
             "batch_mode": ("stream", "sentence"),
             "optimizer": ("adagrad", "adamw"),
             "mixed_precision": ("no", "bf16", "fp16"),
-            "word_split": tuple(WORD_SPLITTERS),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"--{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        check_word_split(self.word_split, option="--word_split")  # a missing package (jieba): one line
+        if self.word_split is None and not self.init_from:
+            self.word_split = "whitespace"  # with --init_from, the model's own split (set when it is loaded)
+        if self.word_split is not None:  # a missing package (jieba), an unknown name: one line
+            check_word_split(self.word_split, option="--word_split", allow_import=True)
         for name in ("unroll_steps", "per_device_batch_size", "logging_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be positive, got {getattr(self, name)}")

@@ -26,7 +26,14 @@ from modeling_elmo.configuration_elmo import PRESETS
 from modeling_elmo.tools.interrupts import Interrupted
 from modeling_elmo.tools.loading import load_elmo
 from modeling_elmo.tools.text_files import check_decodes
-from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, build_vocab, write_vocab
+from tokenization import (
+    ElmoManyLangsTokenizer,
+    ElmoTokenizer,
+    build_vocab,
+    check_word_split,
+    split_name,
+    write_vocab,
+)
 
 from .checkpoints import (
     Progress,
@@ -137,6 +144,9 @@ def check_model_source(args: PretrainArguments) -> StartModel | None:
             f"--init_from {args.init_from}: the model reads words through its own input dictionary "
             f"({config.word_input_vocab_size - 1} words), which pretraining cannot extend to a new corpus; continue a "
             "model that reads characters only")
+    if args.word_split is None:  # the model goes on reading text the way its tokenizer splits it
+        args.word_split = split_name(tokenizer.word_split)
+        check_word_split(args.word_split, option=f"the word split of {args.init_from} (--word_split to choose one)")
     return StartModel(config, tokenizer)
 
 
