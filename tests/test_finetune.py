@@ -560,6 +560,14 @@ def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_acce
         main([*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(tmp_path / "out"),
               "--word_split", "no-such-split"])
     assert not (tmp_path / "out").exists()
+    # a function of the user's, named module:function, is imported and registered as the other commands do
+    from train.finetune_run import check_split_option
+
+    assert "shlex:split" not in WORD_SPLITTERS
+    check_split_option("shlex:split")
+    assert "shlex:split" in WORD_SPLITTERS
+    with pytest.raises(InputError, match="no_such_module"):
+        check_split_option("no_such_module:split")
 
 
 @pytest.mark.slow

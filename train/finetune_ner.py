@@ -96,19 +96,20 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
         __doc__.split("\n\n")[0], logger)
     from transformers import set_seed
 
-    from tokenization import check_word_split
-
     from .collators import ElmoDataCollatorForTokenClassification
     from .finetune_data import tag_list
-    from .finetune_run import GuardedTrainer, check_mode, load_head, predict_after, train_and_evaluate
+    from .finetune_run import (
+        GuardedTrainer,
+        check_mode,
+        check_split_option,
+        load_head,
+        predict_after,
+        train_and_evaluate,
+    )
     from .predict import read_test_file
 
     set_seed(training_args.seed)
-    if data_args.word_split is not None:
-        try:
-            check_word_split(data_args.word_split, "--word_split")
-        except ValueError as error:
-            raise InputError(str(error)) from None
+    check_split_option(data_args.word_split)
     predicting = check_mode(data_args, training_args, model_args, TASK)
     train_sentences, eval_sentences = read_sentences(data_args, command_args.encoding)
     test = read_test_file(TASK, data_args, command_args.encoding) if predicting else None

@@ -168,6 +168,18 @@ def interrupt_report(interrupted: Interrupted, stage: str, trainer, output_dir: 
             "saves checkpoints every N steps, to resume from)")
 
 
+def check_split_option(word_split: str | None) -> None:
+    """`--word_split`: a registered split, or a function of the user's named `module:function` (imported here, as
+    the other commands do); one line otherwise."""
+    from tokenization import check_word_split
+
+    if word_split is not None:
+        try:
+            check_word_split(word_split, "--word_split", allow_import=True)
+        except ValueError as error:
+            raise InputError(str(error)) from None
+
+
 def check_mode(data_args, training_args, model_args, task: str) -> bool:
     """Whether this run predicts; refuses (one line) a run with nothing to do, or one that predicts or evaluates
     without training from a folder that holds no fine-tuned head of `task`."""
