@@ -620,3 +620,19 @@ def test_help_answers_without_torch():
     assert result.returncode == 0, result.stderr[-3000:]
     assert "--test_file" in result.stdout and "--encoding" in result.stdout and "--learning_rate" in result.stdout
     assert "--help_all" in result.stdout
+
+
+def test_validation_labels_the_model_does_not_have_are_one_line_and_nothing_is_written(tmp_path):
+    from train.finetune_classification import main
+    from train.finetune_cli import InputError
+
+    (tmp_path / "train.tsv").write_text("label\ttext\n0\tthe bank\n1\tthe river\n", encoding="utf-8")
+    (tmp_path / "dev.tsv").write_text("label\ttext\n2\ta third label\n", encoding="utf-8")
+    main([*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(tmp_path / "head"),
+          "--max_steps", "1", "--classifier_pooling", "mean"])
+    out = tmp_path / "out"
+    args = [a for a in COMMON if a != "tiny"]
+    args[args.index("--model_name_or_path") + 1:args.index("--model_name_or_path") + 1] = [str(tmp_path / "head")]
+    with pytest.raises(InputError, match=r"--validation_file .*dev.tsv: labels \['2'\] are not among") as caught:
+        main([*args, "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out)])
+    assert "\n" not in str(caught.value) and not out.exists()

@@ -24,7 +24,7 @@ from .finetune_arguments import (
     CommandArguments,
     ModelArguments,
 )
-from .finetune_cli import InputError, parse_arguments, run_command_line
+from .finetune_cli import parse_arguments, run_command_line
 
 logger = logging.getLogger("train.finetune_classification")
 TASK = "sequence-classification"
@@ -85,25 +85,19 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
     model_args, head_args, data_args, command_args, training_args = parse_arguments(
         (ModelArguments, ClassificationHeadArguments, ClassificationDataArguments, CommandArguments), argv,
         "classification", __doc__.split("\n\n")[0], logger)
-    from transformers import set_seed
-
     from .collators import ElmoDataCollatorForSequenceClassification
     from .finetune_data import label_list
     from .finetune_run import (
         GuardedTrainer,
-        check_mode,
-        check_split_option,
+        check_known_labels,
         load_head,
         predict_after,
+        read_inputs,
         train_and_evaluate,
     )
-    from .predict import read_test_file
 
-    set_seed(training_args.seed)
-    check_split_option(data_args.word_split)
-    predicting = check_mode(data_args, training_args, model_args, TASK)
-    train_examples, eval_examples = read_examples(data_args, command_args.encoding)
-    test = read_test_file(TASK, data_args, command_args.encoding) if predicting else None
+    train_examples, eval_examples, test = read_inputs(TASK, read_examples, model_args, data_args, training_args,
+                                                      command_args)
     labels = label_list(e["label"] for e in train_examples + eval_examples) if train_examples else None
     label2id = {label: i for i, label in enumerate(labels)} if labels else None
     logger.info("%d training and %d validation examples%s", len(train_examples), len(eval_examples),
@@ -112,10 +106,7 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
     model, tokenizer = load_head(model_args, TASK, label2id, "classifier_pooling", head_args.classifier_pooling,
                                  command_args.verbose)
     label2id = model.config.label2id
-    unknown = sorted({e["label"] for e in eval_examples} - set(label2id))
-    if unknown:
-        raise InputError(f"--validation_file {data_args.validation_file}: labels {unknown} are not among the "
-                         f"model's {sorted(label2id)}")
+    check_known_labels((e["label"] for e in eval_examples), label2id, "labels", data_args.validation_file)
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = encode(train_examples, tokenizer, label2id, data_args) if train_examples else None
         eval_dataset = encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
@@ -130,7 +121,7 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
         guard=guard,
     )
     results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard)
-    if predicting:
+    if test is not None:
         predict_after(trainer, TASK, test, data_args, command_args, training_args, guard)
     return results
 

@@ -21,7 +21,7 @@ import logging
 import sys
 
 from .finetune_arguments import CommandArguments, ModelArguments, TaggingDataArguments, TaggingHeadArguments
-from .finetune_cli import InputError, parse_arguments, run_command_line
+from .finetune_cli import parse_arguments, run_command_line
 
 logger = logging.getLogger("train.finetune_ner")
 TASK = "token-classification"
@@ -94,25 +94,19 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
     model_args, head_args, data_args, command_args, training_args = parse_arguments(
         (ModelArguments, TaggingHeadArguments, TaggingDataArguments, CommandArguments), argv, "tagging",
         __doc__.split("\n\n")[0], logger)
-    from transformers import set_seed
-
     from .collators import ElmoDataCollatorForTokenClassification
     from .finetune_data import tag_list
     from .finetune_run import (
         GuardedTrainer,
-        check_mode,
-        check_split_option,
+        check_known_labels,
         load_head,
         predict_after,
+        read_inputs,
         train_and_evaluate,
     )
-    from .predict import read_test_file
 
-    set_seed(training_args.seed)
-    check_split_option(data_args.word_split)
-    predicting = check_mode(data_args, training_args, model_args, TASK)
-    train_sentences, eval_sentences = read_sentences(data_args, command_args.encoding)
-    test = read_test_file(TASK, data_args, command_args.encoding) if predicting else None
+    train_sentences, eval_sentences, test = read_inputs(TASK, read_sentences, model_args, data_args, training_args,
+                                                        command_args)
     tags = tag_list(t for s in train_sentences + eval_sentences for t in s["tags"]) if train_sentences else None
     logger.info("%d training and %d validation sentences%s", len(train_sentences), len(eval_sentences),
                 f", tags {tags}" if tags else "")
@@ -120,10 +114,7 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
     model, tokenizer = load_head(model_args, TASK, {tag: i for i, tag in enumerate(tags)} if tags else None,
                                  "token_classifier_encoder", head_args.token_classifier_encoder, command_args.verbose)
     tag2id = model.config.label2id
-    unknown = sorted({t for s in eval_sentences for t in s["tags"]} - set(tag2id))
-    if unknown:
-        raise InputError(f"--validation_file {data_args.validation_file}: tags {unknown} are not among the "
-                         f"model's {sorted(tag2id)}")
+    check_known_labels((t for s in eval_sentences for t in s["tags"]), tag2id, "tags", data_args.validation_file)
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = encode(train_sentences, tokenizer, tag2id, data_args.max_seq_length) if train_sentences \
             else None
@@ -141,7 +132,7 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
         guard=guard,
     )
     results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard)
-    if predicting:
+    if test is not None:
         predict_after(trainer, TASK, test, data_args, command_args, training_args, guard)
     return results
 

@@ -196,6 +196,31 @@ def check_mode(data_args, training_args, model_args, task: str) -> bool:
     return bool(data_args.test_file)
 
 
+def read_inputs(task: str, read_train_and_eval, model_args, data_args, training_args, command_args):
+    """What both fine-tuning commands do before loading a model: the seed set, `--word_split` and the mode checked,
+    then the training and validation files (`read_train_and_eval(data_args, encoding)`) and the test file read, in
+    that order, each checked before anything is written. Returns (train, validation, test); test is None unless
+    the run predicts."""
+    from transformers import set_seed
+
+    from .predict import read_test_file
+
+    set_seed(training_args.seed)
+    check_split_option(data_args.word_split)
+    predicting = check_mode(data_args, training_args, model_args, task)
+    train, evaluation = read_train_and_eval(data_args, command_args.encoding)
+    test = read_test_file(task, data_args, command_args.encoding) if predicting else None
+    return train, evaluation, test
+
+
+def check_known_labels(found, label2id: dict, what: str, validation_file: str) -> None:
+    """The labels (`what`: "labels", "tags") of the validation file must be among the model's: one line otherwise."""
+    unknown = sorted(set(found) - set(label2id))
+    if unknown:
+        raise InputError(f"--validation_file {validation_file}: {what} {unknown} are not among the model's "
+                         f"{sorted(label2id)}")
+
+
 def predict_after(trainer, task: str, test, data_args, command_args, training_args, guard) -> None:
     """`--do_predict`: write the predictions of the test file (main process only); an interrupt says that the
     model, if trained, is complete and that no predictions were written."""
