@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,10 +42,43 @@ def run_demo(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+def interrupt_demo(*args) -> tuple[int, str]:
+    """Start the demo with a pretraining it would not finish, and send SIGINT to its process group (as Ctrl-C in a
+    terminal does) once its progress bar has counted a step (tqdm's carriage returns read as line ends). Returns
+    (exit status, stderr)."""
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "train.demo", *map(str, args), "--max_steps", "100000"],
+                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    seen, deadline = [], time.monotonic() + 240
+    while not re.match(r"pretraining:.*\| *[1-9]\d*/100000", seen[-1] if seen else ""):
+        assert process.poll() is None and time.monotonic() < deadline, "".join(seen)[-3000:]
+        seen.append(process.stderr.readline())
+    os.killpg(process.pid, signal.SIGINT)
+    return process.wait(timeout=120), "".join(seen) + process.stderr.read()
+
+
 @pytest.mark.slow
-def test_demo_trains_reloads_and_scores(tmp_path):
-    result = run_demo("--output_dir", tmp_path, "--max_steps", "15", "--num_sentences", "600", "--probes_per_sense", "6",
-                      "--per_device_batch_size", "8")
+def test_demo_interrupted_resumes_trains_reloads_and_scores(tmp_path):
+    """Ctrl-C while the demo pretrains: one line naming the checkpoint kept and the option to go on, exit 130, no
+    traceback, nothing half-written; the same command with that option then finishes the demo."""
+    common = ["--output_dir", tmp_path, "--num_sentences", "600", "--probes_per_sense", "6",
+              "--per_device_batch_size", "8"]
+    code, stderr = interrupt_demo(*common)
+    assert code == 130 and "Traceback" not in stderr, stderr[-4000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert [line for line in lines if "interrupted (" in line or " WARNING " in line] == lines[-1:], stderr[-4000:]
+    checkpoints = sorted((tmp_path / "model" / "checkpoints").iterdir())
+    assert checkpoints and all(path.name.startswith("step-") for path in checkpoints), checkpoints  # no .tmp-
+    step = int(checkpoints[-1].name.removeprefix("step-"))
+    assert f"interrupted (SIGINT): the checkpoint of step {step} is kept in {checkpoints[-1]}" in lines[-1], lines[-1]
+    assert lines[-1].endswith("run the same command with --resume_from_checkpoint latest to continue from it")
+    assert not (tmp_path / "sense_scores.json").exists()
+
+    steps = max(15, step + 2)
+    result = run_demo(*common, "--max_steps", steps, "--resume_from_checkpoint", "latest")
+    assert f"at step {step}" in result.stderr, result.stderr[-4000:]  # "resumed from ... at step N"
+    assert json.loads((tmp_path / "model" / "train_results.json").read_text())["steps"] == steps
     assert result.returncode == 0, result.stderr[-4000:]
     assert "outputs: model" in result.stderr
     scores = json.loads((tmp_path / "sense_scores.json").read_text())
@@ -126,3 +163,24 @@ def test_chinese_plot_labels_use_a_cjk_font_when_installed_else_pinyin(monkeypat
     found = demo.find_font_for("行长花打还好觉乐")
     assert found is None or "LastResort" not in found
     assert demo.find_font_for("háng (bank)") is not None
+
+
+def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_again(tmp_path):
+    """Once the model of the steps asked for is written, an interrupt's line lists the outputs kept and says that
+    --resume_from_checkpoint latest scores without training; a model of fewer steps is not that model."""
+    from modeling_elmo.tools.interrupts import Interrupted
+    from train.demo import DemoArguments, DemoOutputs
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "train_results.json").write_text(json.dumps({"steps": 15}))
+    outputs = DemoOutputs(DemoArguments(output_dir=str(tmp_path), max_steps=15))
+    outputs.written.append(tmp_path / "sense_scores.json")
+    assert outputs.interrupted_line(Interrupted(signal.SIGTERM)) == (
+        f"interrupted (SIGTERM) after pretraining: kept the model folder {tmp_path / 'model'}, "
+        f"{tmp_path / 'sense_scores.json'}; run the same command with --resume_from_checkpoint latest to score the "
+        "model without training it again")
+    longer = DemoOutputs(DemoArguments(output_dir=str(tmp_path), max_steps=30))
+    assert not longer.model_trained() and outputs.model_trained()
+    assert longer.interrupted_line(Interrupted(signal.SIGINT)) == (
+        f"interrupted (SIGINT) before the first checkpoint of {tmp_path / 'model'}: nothing was kept; run the same "
+        "command to start again")

@@ -17,6 +17,10 @@
 5. Writes `sense_scores.json`, the plot `senses.png`, `contextuality.json` and its plot `contextuality.png`, and
    says where they are.
 
+Ctrl-C (SIGINT) or SIGTERM ends the demo with one line saying what was kept and how to go on, exit status 130/143:
+during pretraining a checkpoint of the step reached is kept (as in `elmo-pretrain`); the same command with
+`--resume_from_checkpoint latest` continues from it, or, once the model is trained, only scores it again.
+
 The model's tokenizer splits raw text with the default rule, `punctuation` (`tokenization.split_words`); the
 generated corpus is already tokenized (spaces around punctuation), so both rules give it the same words. The
 same rule makes every Chinese ideograph a token of its own, so the Chinese model is trained per character.
@@ -28,21 +32,29 @@ WenQuanYi, SimHei, ...: any installed font that has the glyphs), and in pinyin w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
+import signal
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import sense_corpus, sense_corpus_zh
 from .arguments import parse_dataclass
+from .finetune_cli import _interrupted_while_starting
 from .pretrain import PretrainArguments, train
 
 # torch, transformers and the model are imported where they are used, so that `--help` answers without them.
 if TYPE_CHECKING:
     import torch
+
+    from modeling_elmo.tools.interrupts import Interrupted
+
+    from .checkpoints import StopGuard
 
 logger = logging.getLogger("train.demo")
 
@@ -75,6 +87,9 @@ class DemoArguments:
     analysis_lines: int = field(default=2000, metadata={"help": "Held-out lines for the contextuality analysis."})
     seed: int = field(default=0)
     disable_tqdm: bool = field(default=False)
+    resume_from_checkpoint: str | None = field(default=None, metadata={
+        "help": "latest (or a checkpoint folder of OUTPUT_DIR/model): go on with an interrupted demo, pretraining "
+                "from its checkpoint, or only scoring when its model was trained."})
 
 
 def sense_scores(model, tokenizer, probes) -> dict:
@@ -226,68 +241,208 @@ CORPORA = {"en": sense_corpus, "zh": sense_corpus_zh}
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                        handlers=[_InterruptibleHandler()])
     for noisy in ("accelerate", "datasets"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    args = parse_dataclass(DemoArguments, sys.argv[1:] if argv is None else argv, prog="elmo-demo",
-                           description="Train a small ELMo and show what contextual vectors are for.")
-    from modeling_elmo import ElmoConfig
-    from modeling_elmo.tools.analysis import analyze_to_folder
-    from modeling_elmo.tools.loading import load_elmo
+    try:
+        args = parse_dataclass(DemoArguments, sys.argv[1:] if argv is None else argv, prog="elmo-demo",
+                               description="Train a small ELMo and show what contextual vectors are for.")
+    except (ValueError, OSError) as error:
+        logger.error("%s", error)
+        return 2
+    # Importing torch takes seconds: a signal meanwhile ends with one line too.
+    previous = {signum: signal.signal(signum, _interrupted_while_starting) for signum in (signal.SIGINT, signal.SIGTERM)}
+    from transformers.utils import logging as hf_logging
 
-    corpus_module = CORPORA[args.language]
-    out = Path(args.output_dir or ("outputs/demo" if args.language == "en" else f"outputs/demo_{args.language}"))
+    from modeling_elmo.tools.interrupts import Interrupted
+
+    from .checkpoints import StopGuard
+
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+    hf_logging.disable_progress_bar()  # writing and loading the small model: no bar needed
+    outputs = DemoOutputs(args)
+    guard = StopGuard()
+    try:
+        with guard.installed():
+            run_demo(args, outputs, guard)
+    except Interrupted as stop:
+        logger.warning("%s", outputs.interrupted_line(stop))
+        return stop.exit_code
+    except (FileNotFoundError, FileExistsError, ValueError) as error:
+        logger.error("%s", error)
+        return 2
+    return 0
+
+
+class DemoOutputs:
+    """Where the demo writes, and what it has written whole so far: what an interrupt's line says was kept."""
+
+    def __init__(self, args: DemoArguments):
+        default = "outputs/demo" if args.language == "en" else f"outputs/demo_{args.language}"
+        self.out = Path(args.output_dir or default)
+        self.model_dir = self.out / "model"
+        self.max_steps = args.max_steps
+        self.written: list[Path] = []
+
+    def model_trained(self) -> bool:
+        """Whether the model folder holds the model of a finished pretraining of `max_steps` steps (its
+        train_results.json is written last, with the signals held back, so the folder is then whole)."""
+        results = self.model_dir / "train_results.json"
+        try:
+            return json.loads(results.read_text())["steps"] == self.max_steps
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def interrupted_line(self, stop: Interrupted) -> str:
+        from .checkpoints import RESUME_OPTION, interrupted_message
+
+        if not self.model_trained():  # pretraining's own line: the checkpoint kept, or nothing
+            return interrupted_message(stop, self.model_dir, finished=False)
+        kept = "".join(f", {path}" for path in self.written)
+        return (f"interrupted ({stop.name}) after pretraining: kept the model folder {self.model_dir}{kept}; run the "
+                f"same command with {RESUME_OPTION} to score the model without training it again")
+
+
+class _InterruptibleHandler(logging.StreamHandler):
+    """The console handler, except that a signal arriving while it writes a line stops the demo: `logging` would
+    catch the `Interrupted` raised there, print it as a "Logging error" traceback and go on."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        from modeling_elmo.tools.interrupts import Interrupted  # imported already when the guard is installed
+
+        error = sys.exc_info()[1]
+        if isinstance(error, Interrupted):
+            raise error
+        super().handleError(record)
+
+
+def _stop_if_signalled(guard: StopGuard) -> None:
+    """A signal whose `Interrupted` some library caught and went past (a broad `except Exception`) is answered here,
+    between two stages."""
+    from modeling_elmo.tools.interrupts import Interrupted
+
+    if guard.received:
+        raise Interrupted(guard.received)
+
+
+@contextlib.contextmanager
+def _one_interrupt_line() -> Iterator[None]:
+    """Pretraining says what an interrupt kept; the demo says it instead (`DemoOutputs.interrupted_line`), since how
+    to go on is the demo's command, so pretraining's own line is left out."""
+    pretrain_logger = logging.getLogger("train.pretrain")
+    line_filter = _NotStartingWith("interrupted")
+    pretrain_logger.addFilter(line_filter)
+    try:
+        yield
+    finally:
+        pretrain_logger.removeFilter(line_filter)
+
+
+class _NotStartingWith(logging.Filter):
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def run_demo(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> None:
+    """The corpus, pretraining (or, resumed after it, none), the sense scores and plot, the contextuality analysis.
+    Every file is written whole: a signal waits for the end of a write (`guard.deferred()`)."""
+    out, model_dir = outputs.out, outputs.model_dir
     out.mkdir(parents=True, exist_ok=True)
+    train_files, valid_files = write_corpus(args, out, guard)
+    if args.resume_from_checkpoint and outputs.model_trained():
+        logger.info("the model in %s is trained (%d steps): scoring it", model_dir, args.max_steps)
+    else:
+        pretrain(args, train_files, valid_files, model_dir, guard)
+    _stop_if_signalled(guard)
+    scores, model, tokenizer = score_and_plot(args, outputs, guard)
+    _stop_if_signalled(guard)
+    from modeling_elmo.tools.analysis import analyze_to_folder  # writes under temporary names, then renames
 
-    train_files, valid_files = args.train_file, args.validation_file
-    if train_files is None:
-        corpus = out / "corpus"
-        corpus.mkdir(exist_ok=True)
-        generate = corpus_module.generate_corpus
-        (corpus / "train.txt").write_text("\n".join(generate(args.num_sentences, seed=args.seed)) + "\n",
-                                          encoding="utf-8")
-        (corpus / "valid.txt").write_text("\n".join(generate(1000, seed=args.seed + 1000)) + "\n", encoding="utf-8")
-        train_files, valid_files = [str(corpus / "train.txt")], [str(corpus / "valid.txt")]
-        logger.info("generated a corpus of %d sentences in %s", args.num_sentences, corpus)
-
-    config_file = out / "demo_config.json"
-    ElmoConfig(**DEMO_CONFIG).to_json_file(config_file)
-    model_dir = out / "model"
-    train(PretrainArguments(
-        train_file=train_files,
-        validation_file=valid_files,
-        output_dir=str(model_dir),
-        config_file=str(config_file),
-        max_steps=args.max_steps,
-        per_device_batch_size=args.per_device_batch_size,
-        unroll_steps=args.unroll_steps,
-        optimizer="adamw",
-        learning_rate=3e-3,
-        lr_scheduler_type="linear",
-        warmup_steps=20,
-        seed=args.seed,
-        word_split="punctuation",  # the tokenizer's default rule, saved with the model
-        logging_steps=25,
-        overwrite_output_dir=True,
-        report_to="none",
-        disable_tqdm=args.disable_tqdm,
-        use_cpu=True,
-    ))
-
-    model, tokenizer = load_elmo(model_dir)  # the feature model, from the folder just written
-    probes = corpus_module.generate_probes(args.probes_per_sense, seed=args.seed + 1)
-    scores, vectors = sense_scores(model, tokenizer, probes)
-    eval_results = json.loads((model_dir / "eval_results.json").read_text()) if (model_dir / "eval_results.json").exists() else {}
-    scores["validation"] = eval_results
-    (out / "sense_scores.json").write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf-8")
-    plot(vectors, scores, out / "senses.png", language=args.language)
     analysis_file = Path(valid_files[0]) if valid_files else Path(train_files[0])
     contextuality = json.loads(analyze_to_folder(
         model, tokenizer, analysis_file, out, model_name="the demo model", split="punctuation",
         max_lines=args.analysis_lines, seed=args.seed, quiet=args.disable_tqdm,
     ).read_text())
+    outputs.written += [out / "contextuality.json", out / "contextuality.png"]
+    _stop_if_signalled(guard)
+    report(scores, contextuality, outputs)
 
-    summary = scores["summary"]
+
+def write_corpus(args: DemoArguments, out: Path, guard: StopGuard) -> tuple[list[str], list[str] | None]:
+    """The training and validation files: the user's, or a generated corpus (the same again for the same seed, so
+    a resumed demo trains on what it started with)."""
+    if args.train_file is not None:
+        return args.train_file, args.validation_file
+    corpus = out / "corpus"
+    corpus.mkdir(exist_ok=True)
+    generate = CORPORA[args.language].generate_corpus
+    train_text = "\n".join(generate(args.num_sentences, seed=args.seed)) + "\n"
+    valid_text = "\n".join(generate(1000, seed=args.seed + 1000)) + "\n"
+    with guard.deferred():
+        (corpus / "train.txt").write_text(train_text, encoding="utf-8")
+        (corpus / "valid.txt").write_text(valid_text, encoding="utf-8")
+    logger.info("generated a corpus of %d sentences in %s", args.num_sentences, corpus)
+    return [str(corpus / "train.txt")], [str(corpus / "valid.txt")]
+
+
+def pretrain(args: DemoArguments, train_files: list[str], valid_files: list[str] | None, model_dir: Path,
+             guard: StopGuard) -> None:
+    from modeling_elmo import ElmoConfig
+
+    config_file = model_dir.parent / "demo_config.json"
+    with guard.deferred():
+        ElmoConfig(**DEMO_CONFIG).to_json_file(config_file)
+    with _one_interrupt_line():
+        train(PretrainArguments(
+            train_file=train_files,
+            validation_file=valid_files,
+            output_dir=str(model_dir),
+            config_file=str(config_file),
+            max_steps=args.max_steps,
+            per_device_batch_size=args.per_device_batch_size,
+            unroll_steps=args.unroll_steps,
+            optimizer="adamw",
+            learning_rate=3e-3,
+            lr_scheduler_type="linear",
+            warmup_steps=20,
+            seed=args.seed,
+            word_split="punctuation",  # the tokenizer's default rule, saved with the model
+            logging_steps=25,
+            overwrite_output_dir=True,
+            resume_from_checkpoint=args.resume_from_checkpoint,
+            report_to="none",
+            disable_tqdm=args.disable_tqdm,
+            use_cpu=True,
+        ), guard)
+
+
+def score_and_plot(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> tuple:
+    """Reload the model as `AutoModel` does, score the senses of the ambiguous words, write the scores and plot;
+    returns (scores, model, tokenizer)."""
+    from modeling_elmo.tools.loading import load_elmo
+
+    out, model_dir = outputs.out, outputs.model_dir
+    model, tokenizer = load_elmo(model_dir)  # the feature model, from the folder just written
+    probes = CORPORA[args.language].generate_probes(args.probes_per_sense, seed=args.seed + 1)
+    scores, vectors = sense_scores(model, tokenizer, probes)
+    results_file = model_dir / "eval_results.json"
+    scores["validation"] = json.loads(results_file.read_text()) if results_file.exists() else {}
+    with guard.deferred():
+        (out / "sense_scores.json").write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf-8")
+        plot(vectors, scores, out / "senses.png", language=args.language)
+    outputs.written += [out / "sense_scores.json", out / "senses.png"]
+    return scores, model, tokenizer
+
+
+def report(scores: dict, contextuality: dict, outputs: DemoOutputs) -> None:
+    out, model_dir = outputs.out, outputs.model_dir
+    summary, eval_results = scores["summary"], scores["validation"]
     logger.info("sense accuracy of ambiguous words: contextual layers %.2f, context-free layer 0 %.2f (chance 0.50)",
                 summary["contextual_accuracy"], summary["layer0_accuracy"])
     for word, result in scores["words"].items():
@@ -302,7 +457,6 @@ def main(argv: list[str] | None = None) -> int:
     logger.info("outputs: model %s | scores %s | plots %s, %s | contextuality %s", model_dir.resolve(),
                 (out / "sense_scores.json").resolve(), (out / "senses.png").resolve(),
                 (out / "contextuality.png").resolve(), (out / "contextuality.json").resolve())
-    return 0
 
 
 def _rounded(values: list) -> str:
