@@ -28,6 +28,7 @@ from conftest import REPO, clean_env, run_command
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.tools import embed as embed_module
+from modeling_elmo.tools.command_options import embed_parser
 from tokenization import ElmoTokenizer, split_words
 
 SENTENCES = [
@@ -453,7 +454,7 @@ def test_dataset_inputs(model_dir, reference, tmp_path):
 
 def test_command_is_declared_and_runs():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["elmo-embed"] == "modeling_elmo.tools.embed:main"
+    assert scripts["elmo-embed"] == "train.tool_commands:embed"  # its options parsed before torch loads
     result = subprocess.run([sys.executable, "-m", "modeling_elmo.tools.embed", "--help"], capture_output=True, text=True,
                             timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": ""})
     assert result.returncode == 0 and "--resume" in result.stdout and "--average" in result.stdout
@@ -531,7 +532,7 @@ def test_float16_needs_cuda(model_dir, tmp_path, caplog):
 def test_windows_left_are_dealt_out_evenly_after_a_resume(monkeypatch):
     """Windows 0-2 done by an interrupted run: two processes share the 5 left (3, 5, 7 and 4, 6)."""
     lines = [(i, f"line {i}") for i in range(80)]
-    args = embed_module._parser().parse_args(["in", "out", "--model", "m", "--window", "10"])
+    args = embed_parser().parse_args(["in", "out", "--model", "m", "--window", "10"])
     shares = {}
     for rank in (0, 1):
         monkeypatch.setenv("WORLD_SIZE", "2")

@@ -46,7 +46,6 @@ This module is not imported by the model files (it does not travel as remote cod
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import logging
@@ -62,9 +61,10 @@ import torch
 
 from tokenization import check_word_split, split_name, split_words
 
+from .command_options import analyze_parser
 from .embed_io import tokenizer_word_split
 from .loading import ModelLoadError, load_elmo
-from .text_files import DEFAULT_ENCODING, UndecodableText, add_encoding_argument, iter_lines
+from .text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 
 logger = logging.getLogger("elmo-analyze")
 
@@ -200,40 +200,6 @@ def anisotropy(sample: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------------
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="elmo-analyze",
-        description="How contextual is each layer? Self-similarity, intra-sentence similarity, maximum explainable "
-        "variance and the anisotropy baseline (Ethayarajh 2019), to contextuality.json and contextuality.png.",
-        epilog="Exact definitions: `python -m pydoc modeling_elmo.tools.analysis`.",
-    )
-    parser.add_argument("input", help="text file, one sentence per line")
-    parser.add_argument("--model", required=True, help="model folder, Hub id, or preset name (random weights)")
-    parser.add_argument("--output_dir", required=True, help="where contextuality.json and contextuality.png go")
-    parser.add_argument("--split", default=None, metavar="SPLIT",
-                        help="how lines are split into words, as elmo-embed (default: as the model's tokenizer splits "
-                        "raw text): a split registered in tokenization.WORD_SPLITTERS (punctuation, jieba, ...; "
-                        "whitespace for tokenized text), or module:function, imported")
-    add_encoding_argument(parser, "the input")
-    parser.add_argument("--min_count", type=int, default=5,
-                        help="word types with fewer occurrences are not analysed (default 5)")
-    parser.add_argument("--max_occurrences", type=int, default=100,
-                        help="occurrences kept per word type, a uniform sample when it has more (default 100)")
-    parser.add_argument("--max_words", type=int, default=1000,
-                        help="analyse at most this many word types, the most frequent (default 1000; 0: all)")
-    parser.add_argument("--anisotropy_pairs", type=int, default=1000,
-                        help="random pairs of word occurrences for the anisotropy baseline (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the samples (and of a preset's weights)")
-    parser.add_argument("--batch_size", type=int, default=64, help="sentences per batch (default 64)")
-    parser.add_argument("--max_tokens", type=int, default=500, help="longer lines are cut (default 500 words)")
-    parser.add_argument("--max_lines", type=int, default=None, help="read only the first N lines")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
-    parser.add_argument("--overwrite", action="store_true", help="replace existing outputs in --output_dir")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--verbose", action="store_true", help="debugging messages too (a segmenter's own among them)")
-    return parser
 
 
 def _check_args(args) -> None:
@@ -431,7 +397,7 @@ def analyze_to_folder(model, tokenizer, source: Path, out: Path, model_name: str
     if options.get("split") is None:
         options["split"] = tokenizer.word_split
     results = analyze(model, tokenizer, Path(source), quiet=quiet, **options)
-    defaults = _parser().parse_args(["-", "--model", "-", "--output_dir", "-"])
+    defaults = analyze_parser().parse_args(["-", "--model", "-", "--output_dir", "-"])
     settings = {name: options.get(name, getattr(defaults, name)) for name in ANALYZE_OPTIONS}
     settings["split"] = split_name(settings["split"])
     settings = {"model": model_name, "input": str(source), **settings,
@@ -467,7 +433,7 @@ def _short(values: list) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = analyze_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.verbose:
         for name in (logger.name, "modeling_elmo", "tokenization"):

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterable
 
 from . import convert_allennlp_elmo, convert_elmoformanylangs
+from .command_options import convert_parser
 from .convert_common import configure_logging
 
 logger = logging.getLogger(__name__)
@@ -29,11 +30,7 @@ _ALLENNLP_ONLY = ("model", "options_file", "weight_file", "vocab_file", "with_vo
 
 def main(argv: Iterable[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
-    parser = convert_allennlp_elmo.parser(prog="elmo-convert")
-    parser.add_argument("--manylangs_dir", default=None,
-                        help="an ELMoForManyLangs model folder (HIT-SCIR) instead: see "
-                        "modeling_elmo.tools.convert_elmoformanylangs")
-    args = parser.parse_args(None if argv is None else list(argv))
+    args = convert_parser().parse_args(None if argv is None else list(argv))
     configure_logging(args.verbose)
     if args.manylangs_dir is None:
         return convert_allennlp_elmo.run(args)

@@ -29,11 +29,11 @@ import torch
 
 from ..configuration_elmo import ElmoConfig
 from . import download
+from .command_options import convert_parser
 from .convert_common import (
     INTERRUPTS,
     ConversionError,
     Interrupted,
-    add_command_arguments,
     build_model,
     check_output_dir,
     checked_word_split,
@@ -602,44 +602,6 @@ def convert(
 # --------------------------------------------------------------------------------------------------
 
 
-def parser(prog: str = "python -m modeling_elmo.tools.convert_allennlp_elmo") -> argparse.ArgumentParser:
-    """The options of this converter (`elmo-convert` adds `--manylangs_dir`: `convert.py`)."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Convert original ELMo weights (bilm-tf / AllenNLP options.json + hdf5) to a Hugging Face "
-        "folder: a published model by name (--model, downloaded and cached), or your own files or URLs.",
-    )
-    parser.add_argument(
-        "--model",
-        default=None,
-        help=f"a published AllenNLP model to download and convert: {', '.join(download.model_names())}",
-    )
-    parser.add_argument("--options_file", default=None, help="bilm-tf options JSON (a path or an http(s) URL)")
-    parser.add_argument("--weight_file", default=None, help="bilm-tf / allennlp hdf5 weights (a path or a URL)")
-    parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
-    parser.add_argument("--vocab_file", default=None, help="optional vocabulary, one token per line (path or URL)")
-    parser.add_argument(
-        "--with_vocab",
-        action="store_true",
-        help="with --model: also download the 1B Word Benchmark vocabulary (793,471 words) for the tokenizer",
-    )
-    parser.add_argument(
-        "--cache_dir",
-        default=None,
-        help=f"where downloads are kept and reused (default ${download.CACHE_ENV} or ~/.cache/elmo-hf)",
-    )
-    parser.add_argument(
-        "--base_url",
-        default=None,
-        help=f"with --model: a mirror of {download.DEFAULT_BASE_URL} (default ${download.BASE_URL_ENV})",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output_dir")
-    parser.add_argument("--push_to_hub", metavar="REPO_ID", default=None, help="also upload the folder to the Hub")
-    parser.add_argument("--hub_private_repo", action="store_true", help="create the Hub repository as private")
-    add_command_arguments(parser)
-    return parser
-
-
 def _check_sources(args: argparse.Namespace) -> None:
     """Either --model or both files; the options that only make sense with --model."""
     if args.model is not None:
@@ -677,13 +639,14 @@ def _optional(vocab_file: str | None, args: argparse.Namespace) -> Path | None:
 
 def main(argv: Iterable[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
-    args = parser().parse_args(None if argv is None else list(argv))
+    parser = convert_parser("python -m modeling_elmo.tools.convert_allennlp_elmo", with_manylangs_dir=False)
+    args = parser.parse_args(None if argv is None else list(argv))
     configure_logging(args.verbose)
     return run(args)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Convert what the parsed options of `parser()` name (and push it when asked); returns the exit code."""
+    """Convert what the parsed options of `command_options.convert_parser` name (and push it when asked); returns the exit code."""
 
     def work() -> Path:
         _check_sources(args)

@@ -9,7 +9,6 @@ these files travels as remote code.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -204,18 +203,6 @@ def _place(tmp: Path, output_dir: Path) -> None:
 # --------------------------------------------------------------------------------------------------
 # The commands
 # --------------------------------------------------------------------------------------------------
-
-
-def add_command_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options both conversion commands take besides their inputs: the word split and --verbose."""
-    parser.add_argument(
-        "--word_split", default=None,
-        help="how the saved tokenizer splits raw text into words: a name registered in tokenization.WORD_SPLITTERS "
-        "(punctuation, whitespace, jieba, ...). Default: punctuation, the rule closest to the English models' "
-        "training data; pass jieba for raw Chinese text with a word-level ELMoForManyLangs model (docs/converting.md)")
-    parser.add_argument("--verbose", action="store_true",
-                        help="log what is read and converted (by default: only where the model was written, and "
-                        "problems)")
 
 
 def configure_logging(verbose: bool) -> None:

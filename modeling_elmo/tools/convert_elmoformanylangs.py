@@ -39,10 +39,10 @@ from pathlib import Path
 import torch
 
 from ..configuration_elmo import ElmoConfig
+from .command_options import add_conversion_arguments
 from .convert_common import (
     ConversionError,
     Interrupted,
-    add_command_arguments,
     build_model,
     check_output_dir,
     checked_word_split,
@@ -434,7 +434,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model_dir", required=True, help="the unzipped model folder, as HIT-SCIR publish it")
     parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
     parser.add_argument("--overwrite", action="store_true", help="replace output_dir if it exists and is not empty")
-    add_command_arguments(parser)
+    add_conversion_arguments(parser)
     return parser
 
 

@@ -86,7 +86,6 @@ or unreadable model or input, an unknown or unavailable `--device`, an existing 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import datetime
@@ -116,6 +115,7 @@ import torch  # noqa: E402
 from tokenization import check_word_split, split_words  # noqa: E402
 
 from ..quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
+from .command_options import embed_parser  # noqa: E402
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
@@ -131,12 +131,11 @@ from .embed_io import (  # noqa: E402
 )
 from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
-from .text_files import UndecodableText, add_encoding_argument  # noqa: E402
+from .text_files import UndecodableText  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
 
 MODES = ("all", "top", "average")
-FORMATS = ("hdf5", "parquet")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 PROGRESS_VERSION = 1
 __all__ = ["DATA_FILE_BUILDERS", "EmbedError", "Embedder", "main", "run"]
@@ -416,66 +415,6 @@ def _embed_share(lines: Iterator, args, done: set[int], processes: Processes, em
 # --------------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------------
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="elmo-embed",
-        description="ELMo vectors of every line of a corpus, to HDF5 (one dataset per line) or Parquet.",
-        epilog="Interrupted runs continue with --resume; see `python -m pydoc modeling_elmo.tools.embed` for the layout.",
-    )
-    parser.add_argument("input", help="text file (one sentence per line), dataset folder, or data file with --text_column")
-    parser.add_argument("output", help="HDF5 file to write (or .parquet)")
-    parser.add_argument("--model", required=True,
-                        help="model folder, Hub id, or preset name (random weights, only to test the command)")
-    modes = parser.add_mutually_exclusive_group()
-    modes.add_argument("--all", dest="mode", action="store_const", const="all", help="all layers (default)")
-    modes.add_argument("--top", dest="mode", action="store_const", const="top", help="the top layer only")
-    modes.add_argument("--average", dest="mode", action="store_const", const="average", help="mean of the layers")
-    parser.set_defaults(mode="all")
-    parser.add_argument("--format", choices=FORMATS, default=None, help="default: from OUTPUT's suffix")
-    parser.add_argument("--split", default=None, metavar="SPLIT",
-                        help="how lines are split into words (default: as the model's tokenizer splits raw text): "
-                        "a split registered in tokenization.WORD_SPLITTERS (punctuation, jieba, ...; whitespace "
-                        "for already tokenized text), or module:function, imported")
-    parser.add_argument("--text_column", default=None, help="column of a dataset input (default 'text')")
-    parser.add_argument("--dataset_split", default=None, help="split of a saved DatasetDict")
-    parser.add_argument("--batch_size", type=int, default=128, help="sentences per batch (default 128)")
-    parser.add_argument("--batch_tokens", type=int, default=4096,
-                        help="padded tokens per batch, <S> and </S> included (default 4096)")
-    parser.add_argument("--window", type=int, default=10_000,
-                        help="lines sorted together by length; a window's chunk is complete when all are (default "
-                             "10000)")
-    parser.add_argument("--commit_seconds", type=float, default=60.0,
-                        help="what is done of a window is committed this often, so that an interruption loses at "
-                             "most this much work (default 60)")
-    parser.add_argument("--max_tokens", type=int, default=1000,
-                        help="longer lines are embedded in pieces of this many words (default 1000)")
-    parser.add_argument("--max_line_chars", type=int, default=1_000_000,
-                        help="longer lines are truncated (default 1000000)")
-    parser.add_argument("--max_lines", type=int, default=None, help="embed only the first N lines")
-    add_encoding_argument(parser, "a text INPUT, .csv or .json(l)")
-    parser.add_argument("--encoding_errors", choices=("strict", "replace", "skip"), default="strict",
-                        help="bytes of a text INPUT that do not decode: refuse the file, naming the line (strict, "
-                        "default), replace them by U+FFFD, or leave their lines out (skip)")
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda, cuda:1 ... (default: cuda if available; cuda:LOCAL_RANK under torchrun)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16", "int8"), default="float32",
-                        help="compute dtype of the matrix multiplies (autocast; float16 on CUDA only; int8: the model "
-                             "quantized on the CPU, as ElmoModel.quantize_int8); outputs are float32 (default float32)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    parser.add_argument("--token_cache_size", type=int, default=50_000,
-                        help="distinct tokens whose layer-0 vectors are kept (0: off)")
-    parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT (and any unfinished run)")
-    parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--verbose", action="store_true", help="debugging messages too (a segmenter's own among them)")
-    parser.add_argument("--dist_timeout", type=int, default=7200,
-                        help="under torchrun / accelerate launch: seconds a process waits for the others (7200)")
-    # Testing aid: SIGKILL this process while it writes the chunk after the first K (an interruption on demand).
-    parser.add_argument("--debug_kill_after_chunks", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--debug_batch_delay", type=float, default=0.0, help=argparse.SUPPRESS)
-    return parser
 
 
 def _check_args(args) -> None:
@@ -761,7 +700,7 @@ def _progress_bar(total: int | None, quiet: bool):
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = embed_parser().parse_args(argv)
     first_process = os.environ.get("RANK", "0") == "0"  # the others of a multi-process run log only problems
     logging.basicConfig(level=logging.INFO if first_process else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)

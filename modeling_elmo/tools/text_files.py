@@ -54,13 +54,6 @@ def _splits_on_newline_byte(encoding: str) -> bool:
         return False
 
 
-def add_encoding_argument(parser: argparse.ArgumentParser, what: str = "the text files") -> None:
-    """The `--encoding` option of every command that reads text."""
-    parser.add_argument("--encoding", type=checked_encoding, default=DEFAULT_ENCODING,
-                        help=f"encoding of {what} (default utf-8; e.g. gb18030, big5, shift_jis, latin-1). "
-                             "Bytes that do not decode are refused, naming the file, line and byte")
-
-
 def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int) -> str:
     """One line's bytes as text (its line ending removed; a byte-order mark at the start of the file too)."""
     try:

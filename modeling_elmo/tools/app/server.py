@@ -14,11 +14,9 @@ cannot start (the port is taken), 130/143 after SIGINT/SIGTERM.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import html
 import logging
-import os
 import signal
 import sys
 import threading
@@ -26,6 +24,7 @@ from collections import Counter
 
 from tokenization import WORD_SPLITTERS, split_words
 
+from ..command_options import app_parser
 from ..loading import ModelLoadError
 from .contextuality import contextuality, contextuality_html
 from .figures import similarity_figure
@@ -267,27 +266,9 @@ def theme():
 # --------------------------------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="elmo-app", description="An interactive page that shows what an ELMo model's vectors do: one word "
-        "in several sentences, its nearest neighbours in a corpus, and how contextual each layer is.")
-    parser.add_argument("--model", default=os.environ.get("ELMO_APP_MODEL"),
-                        help="model folder, Hub id or preset name (random weights); default: $ELMO_APP_MODEL, else "
-                        "the demo's model (outputs/demo/model, from make demo) where it exists, else the small preset")
-    # Spaces set GRADIO_SERVER_NAME and GRADIO_SERVER_PORT: app.py then serves where the Space expects it.
-    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                        help="address to serve on (default 127.0.0.1, this machine only; 0.0.0.0 for a network)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
-                        help="port (default 7860)")
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: the CPU)")
-    parser.add_argument("--trust_remote_code", action="store_true", help="let a Hub model run its own code")
-    parser.add_argument("--verbose", action="store_true", help="debug logging, and Gradio's own messages")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: serve the page until SIGINT/SIGTERM; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = app_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if not args.verbose:

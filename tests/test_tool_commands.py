@@ -1,0 +1,72 @@
+"""The front doors of the tool commands (`train/tool_commands.py`): `--help` and usage errors answer before torch,
+transformers or the model package are imported; then the command's own `main` runs with the same arguments."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+from conftest import REPO, clean_env, run_command
+
+from modeling_elmo.tools import command_options, download
+from train import tool_commands
+
+COMMANDS = {  # console script: (front door, an option its help must show)
+    "elmo-embed": ("embed", "--resume"),
+    "elmo-analyze": ("analyze", "--min_count"),
+    "elmo-convert": ("convert", "--manylangs_dir"),
+    "elmo-app": ("app", "--trust_remote_code"),
+}
+HEAVY = ("torch", "transformers", "accelerate", "datasets", "modeling_elmo", "tokenization")
+
+
+def test_the_console_scripts_start_at_the_front_doors():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    for script, (door, _) in COMMANDS.items():
+        assert scripts[script] == f"train.tool_commands:{door}"
+
+
+@pytest.mark.slow
+def test_help_answers_without_loading_torch():
+    """Every door's `--help`, in a fresh interpreter: the options, exit 0, and nothing heavy imported."""
+    code = ("import sys\nfrom train import tool_commands\n"
+            f"for door in {[door for door, _ in COMMANDS.values()]!r}:\n"
+            "    try:\n        getattr(tool_commands, door)(['--help'])\n"
+            "    except SystemExit as end:\n        assert end.code == 0, (door, end.code)\n"
+            "    else:\n        raise AssertionError(door + ' --help did not exit')\n"
+            f"print('loaded:', sorted(set({HEAVY!r}) & set(sys.modules)))")
+    result = run_command([sys.executable, "-c", code], cwd=REPO, env={**clean_env(), "PYTHONPATH": str(REPO)},
+                         timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert all(option in result.stdout for _, option in COMMANDS.values()), result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+
+
+@pytest.mark.slow
+def test_installed_scripts_refuse_a_mistyped_option_in_one_line():
+    """The installed script as users run it: a usage error is argparse's usage and one error line, exit 2."""
+    script = Path(sys.executable).parent / "elmo-embed"
+    if not script.exists() and not (script := shutil.which("elmo-embed")):
+        pytest.skip("elmo-embed is not installed next to this Python (pip install -e . installs it)")
+    result = run_command([str(script), "corpus.txt", "out.h5", "--model", "tiny", "--windw", "3"], cwd=REPO,
+                         env=clean_env(), timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == "elmo-embed: error: unrecognized arguments: --windw 3"
+    assert "Traceback" not in result.stderr
+
+
+def test_a_door_runs_its_command_with_the_same_arguments(tmp_path, caplog):
+    """Past the light parse, the command itself runs: an unknown published model is its one-line refusal."""
+    code = tool_commands.convert(["--model", "no-such-model", "--output_dir", str(tmp_path / "out")])
+    assert code == 2
+    assert "valid names: small, medium, original, original-5.5b" in caplog.text
+    assert not (tmp_path / "out").exists()
+
+
+def test_what_the_options_write_out_matches_the_download_module():
+    """The names `elmo-convert --help` lists, and the environment variables it names, are the download module's."""
+    assert list(command_options.PUBLISHED_MODEL_NAMES) == download.model_names()
+    assert (command_options.CACHE_ENV, command_options.BASE_URL_ENV) == (download.CACHE_ENV, download.BASE_URL_ENV)
