@@ -217,7 +217,7 @@ def _neighbours_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
         query = gr.Textbox(label="Query sentence (empty: the word's first sentence in the corpus)",
                            value="The boat drifted towards the bank .", elem_id="nn-query", scale=3)
         word = gr.Textbox(label="Word", value="bank", elem_id="nn-word")
-        split = gr.Dropdown(splits, value="whitespace", label="Word split")
+        split = gr.Dropdown(splits, value=session.default_split, label="Word split")
     with gr.Row():
         layer = gr.Radio([(layer_name(k), k) for k in range(session.num_layers)], value=session.num_layers - 1,
                          label="Layer")
@@ -243,7 +243,7 @@ def _contextuality_tab(gr, session: AppSession, answer, splits: list[str]) -> No
         with gr.Column(scale=1):
             upload = gr.File(label="or upload a text file (used instead)", type="filepath", elem_id="ctx-upload")
             encoding = gr.Dropdown(ENCODINGS, value="utf-8", label="its encoding", allow_custom_value=True)
-            split = gr.Dropdown(splits, value="whitespace", label="Word split")
+            split = gr.Dropdown(splits, value=session.default_split, label="Word split")
             min_count = gr.Slider(2, 20, value=2, step=1, label="Analyse words that occur at least")
             button = gr.Button("Analyse", variant="primary", elem_id="ctx-run")
     message = gr.Markdown(elem_id="ctx-message")
