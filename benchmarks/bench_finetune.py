@@ -16,6 +16,7 @@ trains on the first N generated sentences and scores a held-out set of 400 (othe
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -31,7 +32,7 @@ VARIANTS = {
     "old": (["--classifier_pooling", "mean", "--learning_rate", "5e-5", "--num_train_epochs", "3",
              "--per_device_train_batch_size", "8", "--warmup_steps", "0"],
             ["--token_classifier_encoder", "none", "--learning_rate", "5e-5", "--num_train_epochs", "3",
-             "--per_device_train_batch_size", "8", "--warmup_steps", "0"]),
+             "--per_device_train_batch_size", "8", "--warmup_steps", "0", "--min_train_steps", "0"]),
     "mean-1e-2": (["--classifier_pooling", "mean"], ["--token_classifier_encoder", "none"]),
     "max-1e-2": (["--classifier_pooling", "max"], None),
     "lstm-1e-3": (["--learning_rate", "1e-3"], ["--learning_rate", "1e-3"]),
@@ -43,6 +44,12 @@ VARIANTS = {
     "lstm-3e-2": (None, ["--learning_rate", "3e-2"]),
     "lstm-bs8-20ep": (None, ["--per_device_train_batch_size", "8", "--num_train_epochs", "20"]),
     "lstm-drop0.1": (["--representation_dropout", "0.1"], ["--representation_dropout", "0.1"]),
+    # a fixed number of optimizer steps, whatever the size of the training set
+    "steps500": (["--max_steps", "500"], ["--max_steps", "500"]),
+    "steps1000": (["--max_steps", "1000"], ["--max_steps", "1000"]),
+    "steps2000": (["--max_steps", "2000"], ["--max_steps", "2000"]),
+    # the tagger's defaults before --min_train_steps: 20 epochs whatever the size
+    "epochs-only": (None, ["--min_train_steps", "0"]),
 }
 
 
@@ -62,13 +69,13 @@ def write_tasks(folder: Path, size: int) -> None:
         (folder / f"{name}.conll").write_text("\n\n".join(blocks) + "\n")
 
 
-def run(task: str, model: str, data: Path, out: Path, options: list[str]) -> tuple[float, float, list[str]]:
+def run(task: str, model: str, data: Path, out: Path, options: list[str], seed: int = 0) -> tuple[float, float, list[str]]:
     from train import finetune_classification, finetune_ner
 
     suffix = "tsv" if task == "classification" else "conll"
     argv = ["--model_name_or_path", model, "--train_file", str(data / f"train.{suffix}"),
             "--validation_file", str(data / f"dev.{suffix}"), "--output_dir", str(out), "--use_cpu",
-            "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "0", "--word_split", "whitespace", *options]
+            "--save_strategy", "no", "--disable_tqdm", "true", "--seed", str(seed), "--word_split", "whitespace", *options]
     if task == "tagging":
         argv.remove("--word_split"), argv.remove("whitespace")
     command = finetune_classification if task == "classification" else finetune_ner
@@ -85,22 +92,23 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 1000])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--tasks", nargs="+", default=["classification", "tagging"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="seeds of the head's initialisation and the data order (the tasks' sentences stay the same)")
     args = parser.parse_args()
     root = Path(args.output_dir)
     for size in args.sizes:
         data = root / f"data-{size}"
         write_tasks(data, size)
-        for variant in args.variants:
-            for task in args.tasks:
-                options = VARIANTS[variant][0 if task == "classification" else 1]
-                if options is None:
-                    continue
-                score, seconds, argv = run(task, args.model, data, root / f"{task}-{size}-{variant}", options)
-                row = {"task": task, "size": size, "variant": variant, "score": round(score, 3),
-                       "seconds": round(seconds, 1), "options": options}
-                print(json.dumps(row), flush=True)
-                with open(root / "results.jsonl", "a") as f:
-                    f.write(json.dumps(row) + "\n")
+        for variant, task, seed in itertools.product(args.variants, args.tasks, args.seeds):
+            options = VARIANTS[variant][0 if task == "classification" else 1]
+            if options is None:
+                continue
+            score, seconds, argv = run(task, args.model, data, root / f"{task}-{size}-{variant}-{seed}", options, seed)
+            row = {"task": task, "size": size, "variant": variant, "seed": seed, "score": round(score, 3),
+                   "seconds": round(seconds, 1), "options": options}
+            print(json.dumps(row), flush=True)
+            with open(root / "results.jsonl", "a") as f:
+                f.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

@@ -254,7 +254,7 @@ def test_finetune_ner_command_end_to_end(tmp_path):
     run_finetune(
         [sys.executable, "-m", "train.finetune_ner", *COMMON, "--train_file", str(tmp_path / "train.txt"),
          "--validation_file", str(tmp_path / "valid.txt"), "--output_dir", str(out), "--num_train_epochs", "6",
-         "--token_classifier_encoder", "none"],
+         "--token_classifier_encoder", "none", "--min_train_steps", "0"],  # the 6 epochs alone: 78 steps
         cwd=REPO,
     )
     metrics = json.loads((out / "eval_results.json").read_text())
@@ -636,3 +636,23 @@ def test_validation_labels_the_model_does_not_have_are_one_line_and_nothing_is_w
     with pytest.raises(InputError, match=r"--validation_file .*dev.tsv: labels \['2'\] are not among") as caught:
         main([*args, "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out)])
     assert "\n" not in str(caught.value) and not out.exists()
+
+
+def test_tagger_trains_whole_epochs_until_min_train_steps_and_max_steps_overrides_it(tmp_path, tiny_model_dir, capsys):
+    """8 sentences in batches of 4 are 2 steps an epoch: 1 epoch is fewer than --min_train_steps 5, so 3 epochs
+    (6 steps) are trained, said in one line; with --max_steps the rule is off."""
+    from train import finetune_ner
+
+    write_conll_files(tmp_path, train=8, valid=0)
+    common = ["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.txt"), "--use_cpu",
+              "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true",
+              "--per_device_train_batch_size", "4", "--num_train_epochs", "1", "--min_train_steps", "5"]
+    finetune_ner.main([*common, "--output_dir", str(tmp_path / "rule")])
+    state = json.loads((tmp_path / "rule" / "trainer_state.json").read_text())
+    assert (state["global_step"], state["num_train_epochs"]) == (6, 3), state
+    said = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if "--min_train_steps" in line]
+    assert said == ["1 epochs of 2 steps would train 2 steps, fewer than --min_train_steps 5: training 3 epochs "
+                    "(6 steps)"], said
+    finetune_ner.main([*common, "--output_dir", str(tmp_path / "max"), "--max_steps", "3"])
+    assert json.loads((tmp_path / "max" / "trainer_state.json").read_text())["global_step"] == 3
+    assert "--min_train_steps" not in capsys.readouterr().err

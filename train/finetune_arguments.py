@@ -21,6 +21,9 @@ TRAINING_DEFAULTS = {
     "tagging": {"learning_rate": 1e-2, "num_train_epochs": 20.0, "per_device_train_batch_size": 8,
                 "warmup_steps": 0.1},
 }
+# A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
+# training set the epochs are raised until it has (`--min_train_steps`).
+MIN_TAGGING_STEPS = 2000
 # The head a fresh classifier or tagger gets when the option is not given (a fine-tuned folder keeps its own).
 HEAD_DEFAULTS = {"classification": "lstm", "tagging": "lstm"}
 
@@ -147,6 +150,12 @@ class TaggingDataArguments:
     max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training sentences."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation sentences."})
+    min_train_steps: int = field(
+        default=MIN_TAGGING_STEPS, metadata={"help": "Train at least this many optimizer steps: when the epochs give "
+                                             "fewer (a small training set), more whole epochs, as few as reach it "
+                                             f"(default {MIN_TAGGING_STEPS}; 0: the epochs alone; --max_steps "
+                                             "overrides both)."}
+    )
     strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
 
 

@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
         preprocess_logits_for_metrics=argmax_logits,
         guard=guard,
     )
-    results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard)
+    results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard,
+                                 min_train_steps=data_args.min_train_steps)
     if test is not None:
         predict_after(trainer, TASK, test, data_args, command_args, training_args, guard)
     return results

@@ -111,11 +111,31 @@ class GuardedTrainer(Trainer):
             return super()._save_checkpoint(model, trial)
 
 
-def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard) -> dict:
+def raise_epochs_to_min_steps(trainer, training_args, min_steps: int) -> None:
+    """`--min_train_steps`: when the epochs give fewer optimizer steps than `min_steps` (a small training set), train
+    more whole epochs, as few as reach it; said in one line. Unchanged with --max_steps or `min_steps` 0."""
+    import math
+
+    if min_steps <= 0 or training_args.max_steps > 0:
+        return
+    batches = len(trainer.get_train_dataloader())  # per process
+    per_epoch = max(1, math.ceil(batches / training_args.gradient_accumulation_steps))
+    planned = math.ceil(training_args.num_train_epochs * per_epoch)
+    if planned >= min_steps:
+        return
+    epochs = math.ceil(min_steps / per_epoch)
+    logger.info("%g epochs of %d steps would train %d steps, fewer than --min_train_steps %d: training %d epochs "
+                "(%d steps)", training_args.num_train_epochs, per_epoch, planned, min_steps, epochs, epochs * per_epoch)
+    training_args.num_train_epochs = float(epochs)
+
+
+def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard, min_train_steps: int = 0) -> dict:
     """Train (when there is a training set), save the model, config and tokenizer, evaluate, write the metrics
-    files, and say where everything went. An interrupt ends with `Interrupted.report`: what was kept, how to
-    resume, and nothing half-written."""
+    files, and say where everything went. `min_train_steps`: see `raise_epochs_to_min_steps`. An interrupt ends
+    with `Interrupted.report`: what was kept, how to resume, and nothing half-written."""
     results = {}
+    if train_dataset is not None:
+        raise_epochs_to_min_steps(trainer, training_args, min_train_steps)
     output_dir = os.path.abspath(training_args.output_dir)
     existed = getattr(trainer, "output_existed", True)
     stage = "training"
