@@ -67,6 +67,34 @@ def _linear(
     return out if add is None else out.add_(add)
 
 
+# MKL or oneDNN by shape. On CPUs without AVX-512 (`torch.backends.cpu.get_cpu_capability()` "AVX2"), MKL's GEMM
+# multiplies many rows faster than oneDNN's AVX2 kernels (the character CNN's highways at 668 x 2048 -> 2048: 178
+# against 152 GFLOP/s on an AVX2 EPYC) and few rows much slower (the recurrence's 32 x 512 -> 16,384: 62 against 123),
+# so `_linear_many_rows` takes MKL from this many rows on; with AVX-512, oneDNN measured faster at every shape
+# (benchmarks/results_speed.md). Decided once per process, from torch's view of the CPU (which ATEN_CPU_CAPABILITY
+# can lower, to measure the AVX2 paths on an AVX-512 machine), never by timing a call.
+MKL_MIN_ROWS = 256
+_MKL_MANY_ROWS: list[bool] = []  # filled once: does MKL take the multiplies of at least MKL_MIN_ROWS rows?
+
+
+def _mkl_for_many_rows() -> bool:
+    """Whether float32 multiplies of at least `MKL_MIN_ROWS` rows run MKL's `torch.addmm` here (see above)."""
+    if not _MKL_MANY_ROWS:
+        _MKL_MANY_ROWS.append(torch.backends.mkl.is_available() and torch.backends.cpu.get_cpu_capability() == "AVX2")
+    return _MKL_MANY_ROWS[0]
+
+
+def _linear_many_rows(
+    x: torch.Tensor, packed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`_linear(x, packed, bias)` for (rows, in) inputs, or `torch.addmm(bias, x, weight.T)` (MKL, with the plain
+    (out, in) weight `packed` was made from) for float32 inputs of many rows where `_mkl_for_many_rows` says so. The
+    reference's `F.linear` is that same `addmm`; the two kernels agree to float32 rounding."""
+    if x.shape[0] >= MKL_MIN_ROWS and x.dtype == weight.dtype == torch.float32 and _mkl_for_many_rows():
+        return torch.mm(x, weight.t()) if bias is None else torch.addmm(bias, x, weight.t())
+    return _linear(x, packed, bias=bias)
+
+
 @contextlib.contextmanager
 def float32_cudnn(device: torch.device):
     """cuDNN's convolutions and LSTM kernel in true float32 within the block, on CUDA: torch lets cuDNN compute float32
