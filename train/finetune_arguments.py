@@ -24,6 +24,7 @@ TRAINING_DEFAULTS = {
 # A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
 # training set the epochs are raised until it has (`--min_train_steps`).
 MIN_TAGGING_STEPS = 2000
+EPOCHS_NOTE = {"classification": "", "tagging": "; more on a small training set: --min_train_steps"}  # in --help
 # The head a fresh classifier or tagger gets when the option is not given (a fine-tuned folder keeps its own).
 HEAD_DEFAULTS = {"classification": "lstm", "tagging": "lstm"}
 
@@ -32,7 +33,7 @@ COMMON_TRAINING_OPTIONS = (
     ("output_dir", "Where the model, tokenizer, metrics, checkpoints and predictions are written."),
     ("do_predict", "Write the predicted labels of --test_file (with no --train_file: of an already fine-tuned "
                    "model)."),
-    ("num_train_epochs", "Epochs (default {num_train_epochs:g})."),
+    ("num_train_epochs", "Epochs (default {num_train_epochs:g}{epochs_note})."),
     ("max_steps", "Stop after this many optimizer steps (overrides the epochs)."),
     ("learning_rate", "Peak learning rate (default {learning_rate:g})."),
     ("lr_scheduler_type", "linear (default), cosine, constant, ..."),
@@ -194,7 +195,7 @@ def short_help(prog: str, description: str, dataclass_types, task: str) -> str:
     defaults = TRAINING_DEFAULTS[task]
     group = parser.add_argument_group("training (transformers TrainingArguments)")
     for name, text in COMMON_TRAINING_OPTIONS:
-        group.add_argument(f"--{name}", metavar=name.upper(), help=text.format(**defaults))
+        group.add_argument(f"--{name}", metavar=name.upper(), help=text.format(**defaults, epochs_note=EPOCHS_NOTE[task]))
     group.add_argument("-h", "--help", action="store_true", help="This help.")
     group.add_argument("--help_all", action="store_true", help="Every option (imports transformers: slower).")
     return parser.format_help()
