@@ -640,19 +640,29 @@ def test_validation_labels_the_model_does_not_have_are_one_line_and_nothing_is_w
 
 def test_tagger_trains_whole_epochs_until_min_train_steps_and_max_steps_overrides_it(tmp_path, tiny_model_dir, capsys):
     """8 sentences in batches of 4 are 2 steps an epoch: 1 epoch is fewer than --min_train_steps 5, so 3 epochs
-    (6 steps) are trained, said in one line; with --max_steps the rule is off."""
+    (6 steps) are trained, said in one line; with --max_steps, or epochs enough, the rule changes nothing."""
+    from types import SimpleNamespace
+
     from train import finetune_ner
+    from train.finetune_run import raise_epochs_to_min_steps
 
     write_conll_files(tmp_path, train=8, valid=0)
-    common = ["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.txt"), "--use_cpu",
-              "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true",
-              "--per_device_train_batch_size", "4", "--num_train_epochs", "1", "--min_train_steps", "5"]
-    finetune_ner.main([*common, "--output_dir", str(tmp_path / "rule")])
+    finetune_ner.main(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.txt"),
+                       "--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true",
+                       "--per_device_train_batch_size", "4", "--num_train_epochs", "1", "--min_train_steps", "5",
+                       "--output_dir", str(tmp_path / "rule")])
     state = json.loads((tmp_path / "rule" / "trainer_state.json").read_text())
     assert (state["global_step"], state["num_train_epochs"]) == (6, 3), state
     said = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if "--min_train_steps" in line]
     assert said == ["1 epochs of 2 steps would train 2 steps, fewer than --min_train_steps 5: training 3 epochs "
                     "(6 steps)"], said
-    finetune_ner.main([*common, "--output_dir", str(tmp_path / "max"), "--max_steps", "3"])
-    assert json.loads((tmp_path / "max" / "trainer_state.json").read_text())["global_step"] == 3
-    assert "--min_train_steps" not in capsys.readouterr().err
+
+    trainer = SimpleNamespace(get_train_dataloader=lambda: range(7))  # 7 batches an epoch
+    for max_steps, epochs, min_steps, expected in ((3, 1.0, 100, 1.0), (-1, 2.0, 14, 2.0), (-1, 2.0, 15, 3.0),
+                                                   (-1, 2.0, 0, 2.0)):
+        args = SimpleNamespace(max_steps=max_steps, num_train_epochs=epochs, gradient_accumulation_steps=1)
+        raise_epochs_to_min_steps(trainer, args, min_steps)
+        assert args.num_train_epochs == expected, (max_steps, epochs, min_steps)
+    args = SimpleNamespace(max_steps=-1, num_train_epochs=2.0, gradient_accumulation_steps=2)  # 4 updates an epoch
+    raise_epochs_to_min_steps(trainer, args, 9)
+    assert args.num_train_epochs == 3.0
