@@ -310,10 +310,9 @@ class _InterruptibleHandler(logging.StreamHandler):
     catch the `Interrupted` raised there, print it as a "Logging error" traceback and go on."""
 
     def handleError(self, record: logging.LogRecord) -> None:
-        from modeling_elmo.tools.interrupts import Interrupted  # imported already when the guard is installed
-
+        interrupts = sys.modules.get("modeling_elmo.tools.interrupts")  # imported before the guard is installed
         error = sys.exc_info()[1]
-        if isinstance(error, Interrupted):
+        if interrupts is not None and isinstance(error, interrupts.Interrupted):
             raise error
         super().handleError(record)
 
