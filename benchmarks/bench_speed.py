@@ -241,28 +241,50 @@ def section_model(model, tokenizer, peak: Peak, repeats: int, device) -> dict:
 
 @contextlib.contextmanager
 def multiply_timer():
-    """Time spent in oneDNN's multiplies (every CPU fast-path multiply calls `torch.ops.mkldnn._linear_pointwise`)
-    while the block runs, and their FLOPs: {"seconds": ..., "flops": ...}."""
-    namespace, original = torch.ops.mkldnn, torch.ops.mkldnn._linear_pointwise
+    """Time spent in the fast path's multiplies while the block runs, and their FLOPs: {"seconds": ..., "flops": ...}.
+    Every CPU fast-path multiply calls oneDNN's `torch.ops.mkldnn._linear_pointwise`, or MKL's `torch.addmm` /
+    `torch.mm` for the many-row ones on AVX2 CPUs (`matmul_elmo._linear_many_rows`)."""
     totals = {"seconds": 0.0, "flops": 0.0}
 
-    def timed(x, weight, *args):
-        start = time.perf_counter()
-        out = original(x, weight, *args)
-        totals["seconds"] += time.perf_counter() - start
-        totals["flops"] += 2.0 * x.numel() * out.shape[-1]
-        return out
+    def timer(original, inputs):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            out = original(*args, **kwargs)
+            totals["seconds"] += time.perf_counter() - start
+            x = inputs(args)
+            totals["flops"] += 2.0 * x.numel() * out.shape[-1]
+            return out
+        return timed
 
-    namespace._linear_pointwise = timed
+    patches = [(torch.ops.mkldnn, "_linear_pointwise", lambda args: args[0]),
+               (torch, "addmm", lambda args: args[1]), (torch, "mm", lambda args: args[0])]
+    originals = [(namespace, name, getattr(namespace, name)) for namespace, name, _ in patches]
+    for (namespace, name, inputs), (_, _, original) in zip(patches, originals):
+        setattr(namespace, name, timer(original, inputs))
     try:
         yield totals
     finally:
-        namespace._linear_pointwise = original
+        for namespace, name, original in originals:
+            setattr(namespace, name, original)
+
+
+def memory_read_gb_s(mib: int = 512, repeats: int = 5) -> float:
+    """GB/s of a `sum` over `mib` MiB of float32 (far larger than any cache): the machine's sustained read bandwidth
+    from torch at the benchmark's threads, the roofline's other side (a 32-row recurrent multiply reads its 32 MiB
+    weight once per step)."""
+    data = torch.ones(mib * 2**18)
+    data.sum()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        data.sum()
+        seconds.append(time.perf_counter() - start)
+    return data.numel() * 4 / statistics.median(seconds) / 1e9
 
 
 def multiply_ceiling(model, batch, peak: Peak, repeats: int) -> dict:
-    """How far the default path is from the peak because of the multiplies themselves: the GFLOP/s of its oneDNN
-    multiplies at the shapes they run at (rows = sentences for the recurrent ones), timed inside a real forward.
+    """How far the default path is from the peak because of the multiplies themselves: the GFLOP/s of its
+    multiplies (oneDNN's, and MKL's where `_linear_many_rows` takes it) at the shapes they run at (rows = sentences for the recurrent ones), timed inside a real forward.
     That is the most the path could reach if everything between the multiplies were free."""
     samples = []
     with torch.inference_mode():
@@ -271,9 +293,10 @@ def multiply_ceiling(model, batch, peak: Peak, repeats: int) -> dict:
                 start = time.perf_counter()
                 model(**batch)
                 seconds = time.perf_counter() - start
-            onednn = peak.onednn()
+            onednn, mm = peak.onednn(), peak.mm()
             gflops = totals["flops"] / totals["seconds"] / 1e9
             samples.append({"share_of_time_in_multiplies": totals["seconds"] / seconds, "multiply_gflops": gflops,
+                            "multiply_ratio_mm": gflops / mm,
                             "multiply_ratio_onednn": gflops / onednn if onednn else None})
     return {key: statistics.median(s[key] for s in samples) for key in samples[0] if samples[0][key] is not None}
 
@@ -548,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
         peak = Peak(device)
         results["peak_mm_gflops"] = peak.mm(5)
         results["peak_onednn_gflops"] = peak.onednn(5)
+        if device.type == "cpu":
+            results["memory_read_gb_s"] = memory_read_gb_s()
         if "model" in sections:
             results["model"] = section_model(model, tokenizer, peak, args.repeats, device)
             logger.info("model: %s", json.dumps(results["model"], indent=1))
