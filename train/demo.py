@@ -241,8 +241,7 @@ CORPORA = {"en": sense_corpus, "zh": sense_corpus_zh}
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[_InterruptibleHandler()])
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     for noisy in ("accelerate", "datasets"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
@@ -305,21 +304,9 @@ class DemoOutputs:
                 f"same command with {RESUME_OPTION} to score the model without training it again")
 
 
-class _InterruptibleHandler(logging.StreamHandler):
-    """The console handler, except that a signal arriving while it writes a line stops the demo: `logging` would
-    catch the `Interrupted` raised there, print it as a "Logging error" traceback and go on."""
-
-    def handleError(self, record: logging.LogRecord) -> None:
-        interrupts = sys.modules.get("modeling_elmo.tools.interrupts")  # imported before the guard is installed
-        error = sys.exc_info()[1]
-        if interrupts is not None and isinstance(error, interrupts.Interrupted):
-            raise error
-        super().handleError(record)
-
-
 def _stop_if_signalled(guard: StopGuard) -> None:
-    """A signal whose `Interrupted` some library caught and went past (a broad `except Exception`) is answered here,
-    between two stages."""
+    """A signal whose `Interrupted` some library caught and went past (a bare `except:`) is answered here, between
+    two stages."""
     from modeling_elmo.tools.interrupts import Interrupted
 
     if guard.received:

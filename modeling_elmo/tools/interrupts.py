@@ -20,8 +20,11 @@ from collections.abc import Iterator
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Interrupted(Exception):
-    """The process received SIGINT or SIGTERM; `exit_code` is the shell's status for it (130, 143)."""
+class Interrupted(BaseException):
+    """The process received SIGINT or SIGTERM; `exit_code` is the shell's status for it (130, 143).
+
+    A `BaseException`, as `KeyboardInterrupt` is: a library's `except Exception` must not swallow it (logging's
+    handlers catch `Exception` around every line they write, and a signal often lands there)."""
 
     def __init__(self, signum: int):
         self.signum = signum

@@ -1,0 +1,44 @@
+"""`InterruptGuard`: SIGINT/SIGTERM become `Interrupted`, held back inside `deferred()`, and never swallowed by a
+library's `except Exception` (logging's among them)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import signal
+
+import pytest
+
+from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard
+
+
+class _SignallingStream(io.StringIO):
+    """A console whose write is where the signal lands (Python runs the handler inside it)."""
+
+    def write(self, text: str) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return super().write(text)
+
+
+def test_a_signal_while_logging_writes_a_line_stops_the_command():
+    logger = logging.getLogger("test_interrupts.console")
+    logger.propagate = False
+    handler = logging.StreamHandler(_SignallingStream())
+    logger.addHandler(handler)
+    try:
+        with pytest.raises(Interrupted) as stop, InterruptGuard().installed():
+            logger.warning("a line")
+    finally:
+        logger.removeHandler(handler)
+    assert stop.value.exit_code == 143 and stop.value.name == "SIGTERM"
+
+
+def test_a_signal_inside_deferred_waits_for_the_block_to_end():
+    guard, done = InterruptGuard(), []
+    with pytest.raises(Interrupted) as stop, guard.installed():
+        with guard.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("the write finished")
+    assert done == ["the write finished"] and stop.value.exit_code == 130
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the guard put the handler back
