@@ -5,7 +5,7 @@
     elmo-convert --manylangs_dir DIR --output_dir OUT                     # an ELMoForManyLangs folder
     python -m modeling_elmo.tools.convert ...  (the same)
 
-The options are those of `convert_allennlp_elmo` plus `--manylangs_dir`, which hands the folder to
+The options (`command_options.convert_parser`) are those of `convert_allennlp_elmo` plus `--manylangs_dir`, which hands the folder to
 `convert_elmoformanylangs` (`--word_split`, `--overwrite`, `--output_dir` and `--verbose` apply to both). Quiet by
 default: one line saying where the model was written; SIGINT/SIGTERM end with one line, exit 130/143, nothing
 half-written (`convert_common.run_guarded`). This dispatch lives here so that neither converter imports the other (what they share
