@@ -70,10 +70,10 @@ def _linear(
 # MKL or oneDNN by shape. On CPUs without AVX-512 (`torch.backends.cpu.get_cpu_capability()` "AVX2"), MKL's GEMM
 # multiplies many rows faster than oneDNN's AVX2 kernels (the character CNN's highways at 668 x 2048 -> 2048: 178
 # against 152 GFLOP/s on an AVX2 EPYC) and few rows much slower (the recurrence's 32 x 512 -> 16,384: 62 against 123),
-# so `_linear_many_rows` takes MKL from this many rows on; with AVX-512, oneDNN measured faster at every shape
-# (benchmarks/results_speed.md). Decided once per process, from torch's view of the CPU (which ATEN_CPU_CAPABILITY
+# so `_linear_many_rows` takes MKL from this many rows on (at 256 rows the two measured level); with AVX-512, oneDNN
+# measured faster at every shape (benchmarks/results_speed.md). Decided once per process, from torch's view of the CPU (which ATEN_CPU_CAPABILITY
 # can lower, to measure the AVX2 paths on an AVX-512 machine), never by timing a call.
-MKL_MIN_ROWS = 256
+MKL_MIN_ROWS = 512
 _MKL_MANY_ROWS: list[bool] = []  # filled once: does MKL take the multiplies of at least MKL_MIN_ROWS rows?
 
 
