@@ -4,7 +4,8 @@ Every kernel has one signature, `fn(encoder, char_ids) -> (N, P)` for the (N, ma
 ids of N real tokens, and registers itself in `kernels_elmo.ALL_CHAR_CNN_FUNCTIONS`; here:
 
 * "reference" (`encode_reference`): `ElmoCharacterEncoder.encode` of `modeling_elmo.py`, the definition;
-* "onednn" (`encode_onednn`): inference on the CPU, every multiply through oneDNN with pre-packed weights;
+* "onednn" (`encode_onednn`): inference on the CPU, every multiply through oneDNN with pre-packed weights (on AVX2
+  CPUs the highways and projection of many tokens through MKL, `matmul_elmo._linear_many_rows`);
 * "distinct" (`encode_distinct`): training on the CPU, once per distinct token, each cut to its length group.
 
 "cached" (through the token cache) is in `token_cache_elmo.py`. `char_cnn_implementation` names the kernel

@@ -2,7 +2,8 @@
 `char_cnn_kernels_elmo.py`) and the softmax, and the derived copies of the weights they keep for inference.
 
 On the CPU, multiplies go through oneDNN where the torch build has it: with weights packed once into its blocked
-layout for inference (float32, bfloat16: `_pack_weight`, `_linear`), and with plain tensors for training (float32:
+layout for inference (float32, bfloat16: `_pack_weight`, `_linear`; on AVX2 CPUs MKL takes the multiplies of many
+rows, `_linear_many_rows`), and with plain tensors for training (float32:
 `training_linear`, `_mm_nt`, `_mm_tn`), where it measured 1.05-2.2x MKL's `torch.mm` at the shapes of a training
 step on these machines (benchmarks/bench_matmul.py). On CUDA, `float32_cudnn` keeps cuDNN's float32 in float32.
 The packed copies live on each layer as `_PackedWeights`, rebuilt when `_weights_key` says the weights changed, and
