@@ -242,8 +242,8 @@ def section_model(model, tokenizer, peak: Peak, repeats: int, device) -> dict:
 @contextlib.contextmanager
 def multiply_timer():
     """Time spent in the fast path's multiplies while the block runs, and their FLOPs: {"seconds": ..., "flops": ...}.
-    Every CPU fast-path multiply calls oneDNN's `torch.ops.mkldnn._linear_pointwise`, or MKL's `torch.addmm` /
-    `torch.mm` for the many-row ones on AVX2 CPUs (`matmul_elmo._linear_many_rows`)."""
+    Every CPU fast-path multiply calls oneDNN's `torch.ops.mkldnn._linear_pointwise`; MKL's `torch.addmm` /
+    `torch.mm` are timed too, so that a path routing some multiplies there is still counted whole."""
     totals = {"seconds": 0.0, "flops": 0.0}
 
     def timer(original, inputs):
@@ -284,7 +284,7 @@ def memory_read_gb_s(mib: int = 512, repeats: int = 5) -> float:
 
 def multiply_ceiling(model, batch, peak: Peak, repeats: int) -> dict:
     """How far the default path is from the peak because of the multiplies themselves: the GFLOP/s of its
-    multiplies (oneDNN's, and MKL's where `_linear_many_rows` takes it) at the shapes they run at (rows = sentences for the recurrent ones), timed inside a real forward.
+    multiplies at the shapes they run at (rows = sentences for the recurrent ones), timed inside a real forward.
     That is the most the path could reach if everything between the multiplies were free."""
     samples = []
     with torch.inference_mode():

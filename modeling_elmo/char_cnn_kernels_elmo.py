@@ -4,8 +4,7 @@ Every kernel has one signature, `fn(encoder, char_ids) -> (N, P)` for the (N, ma
 ids of N real tokens, and registers itself in `kernels_elmo.ALL_CHAR_CNN_FUNCTIONS`; here:
 
 * "reference" (`encode_reference`): `ElmoCharacterEncoder.encode` of `modeling_elmo.py`, the definition;
-* "onednn" (`encode_onednn`): inference on the CPU, every multiply through oneDNN with pre-packed weights (on AVX2
-  CPUs the highways and projection of many tokens through MKL, `matmul_elmo._linear_many_rows`);
+* "onednn" (`encode_onednn`): inference on the CPU, every multiply through oneDNN with pre-packed weights;
 * "distinct" (`encode_distinct`): training on the CPU, once per distinct token, each cut to its length group.
 
 "cached" (through the token cache) is in `token_cache_elmo.py`. `char_cnn_implementation` names the kernel
@@ -26,7 +25,6 @@ from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS
 from .matmul_elmo import (
     _compute_dtype,
     _linear,
-    _linear_many_rows,
     _needs_grad,
     _pack_weight,
     _use_onednn,
@@ -153,13 +151,11 @@ def encode_onednn(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     with torch.autocast(chars.device.type, enabled=False):
         x = encoder.activation(_convolve_onednn(encoder, chars.to(packed["dtype"]), packed))  # (N, F)
         for highway, (carry, transform) in zip(encoder.highways, packed["highways"]):
-            gate = _linear_many_rows(x, carry, highway.carry.weight, bias=highway.carry.bias.to(x.dtype)).sigmoid_()
-            hidden = _linear_many_rows(x, transform, highway.transform.weight, bias=highway.transform.bias.to(x.dtype))
-            hidden.relu_().mul_(gate)
+            gate = _linear(x, carry, bias=highway.carry.bias.to(x.dtype)).sigmoid_()
+            hidden = _linear(x, transform, bias=highway.transform.bias.to(x.dtype)).relu_().mul_(gate)
             x = hidden.add_(gate.neg_().add_(1.0).mul_(x))  # g * relu(x W_t + b_t) + (1 - g) * x, in place
         if encoder.projection is not None:
-            projection = encoder.projection
-            x = _linear_many_rows(x, packed["projection"], projection.weight, bias=projection.bias.to(x.dtype))  # (N, P)
+            x = _linear(x, packed["projection"], bias=encoder.projection.bias.to(x.dtype))  # (N, P)
     return x
 
 

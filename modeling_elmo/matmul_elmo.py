@@ -2,8 +2,7 @@
 `char_cnn_kernels_elmo.py`) and the softmax, and the derived copies of the weights they keep for inference.
 
 On the CPU, multiplies go through oneDNN where the torch build has it: with weights packed once into its blocked
-layout for inference (float32, bfloat16: `_pack_weight`, `_linear`; on AVX2 CPUs MKL takes the multiplies of many
-rows, `_linear_many_rows`), and with plain tensors for training (float32:
+layout for inference (float32, bfloat16: `_pack_weight`, `_linear`), and with plain tensors for training (float32:
 `training_linear`, `_mm_nt`, `_mm_tn`), where it measured 1.05-2.2x MKL's `torch.mm` at the shapes of a training
 step on these machines (benchmarks/bench_matmul.py). On CUDA, `float32_cudnn` keeps cuDNN's float32 in float32.
 The packed copies live on each layer as `_PackedWeights`, rebuilt when `_weights_key` says the weights changed, and
@@ -66,34 +65,6 @@ def _linear(
     5-15% slower than a separate `add_` here.)"""
     out = torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
     return out if add is None else out.add_(add)
-
-
-# MKL or oneDNN by shape. On CPUs without AVX-512 (`torch.backends.cpu.get_cpu_capability()` "AVX2"), MKL's GEMM
-# multiplies many rows faster than oneDNN's AVX2 kernels (the character CNN's highways at 668 x 2048 -> 2048: 178
-# against 152 GFLOP/s on an AVX2 EPYC) and few rows much slower (the recurrence's 32 x 512 -> 16,384: 62 against 123),
-# so `_linear_many_rows` takes MKL from this many rows on (at 256 rows the two measured level); with AVX-512, oneDNN
-# measured faster at every shape (benchmarks/results_speed.md). Decided once per process, from torch's view of the CPU (which ATEN_CPU_CAPABILITY
-# can lower, to measure the AVX2 paths on an AVX-512 machine), never by timing a call.
-MKL_MIN_ROWS = 512
-_MKL_MANY_ROWS: list[bool] = []  # filled once: does MKL take the multiplies of at least MKL_MIN_ROWS rows?
-
-
-def _mkl_for_many_rows() -> bool:
-    """Whether float32 multiplies of at least `MKL_MIN_ROWS` rows run MKL's `torch.addmm` here (see above)."""
-    if not _MKL_MANY_ROWS:
-        _MKL_MANY_ROWS.append(torch.backends.mkl.is_available() and torch.backends.cpu.get_cpu_capability() == "AVX2")
-    return _MKL_MANY_ROWS[0]
-
-
-def _linear_many_rows(
-    x: torch.Tensor, packed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
-) -> torch.Tensor:
-    """`_linear(x, packed, bias)` for (rows, in) inputs, or `torch.addmm(bias, x, weight.T)` (MKL, with the plain
-    (out, in) weight `packed` was made from) for float32 inputs of many rows where `_mkl_for_many_rows` says so. The
-    reference's `F.linear` is that same `addmm`; the two kernels agree to float32 rounding."""
-    if x.shape[0] >= MKL_MIN_ROWS and x.dtype == weight.dtype == torch.float32 and _mkl_for_many_rows():
-        return torch.mm(x, weight.t()) if bias is None else torch.addmm(bias, x, weight.t())
-    return _linear(x, packed, bias=bias)
 
 
 @contextlib.contextmanager

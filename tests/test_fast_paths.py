@@ -264,38 +264,6 @@ def test_loop_batch_invariance():
                 assert (a[0] - b[row, :n]).abs().max() <= 1e-6
 
 
-@pytest.mark.parametrize("capability, expected", [("AVX2", True), ("AVX512", False), ("DEFAULT", False)])
-def test_mkl_takes_many_rows_only_on_avx2(capability, expected, monkeypatch):
-    """The kernel by shape is decided once per process from the CPU torch sees, never per call."""
-    monkeypatch.setattr(matmul, "_MKL_MANY_ROWS", [])
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
-    assert matmul._mkl_for_many_rows() is (expected and torch.backends.mkl.is_available())
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2" if not expected else "AVX512")
-    assert matmul._mkl_for_many_rows() is (expected and torch.backends.mkl.is_available())  # the first answer stays
-
-
-def test_many_row_multiplies_through_mkl_equal_reference(monkeypatch):
-    """The character CNN's highways and projection through MKL (forced here from 8 rows on) give the reference's
-    outputs, and only the calls with that many rows take it."""
-    if not matmul._use_onednn(torch.device("cpu"), torch.float32):
-        pytest.skip("this torch build has no oneDNN")
-    monkeypatch.setattr(matmul, "_MKL_MANY_ROWS", [True])
-    monkeypatch.setattr(matmul, "MKL_MIN_ROWS", 8)
-    rows, addmm = [], torch.addmm
-    monkeypatch.setattr(torch, "addmm", lambda bias, x, w: rows.append(x.shape[0]) or addmm(bias, x, w))
-    model = tiny_model()
-    ids = random_char_ids([7, 3, 9, 1, 5], seed=6)
-    reference = run(model, "reference", ids)
-    rows.clear()
-    fast = run(model, "auto", ids)
-    assert max_difference(reference, fast) <= 1e-6
-    highways, projection = model.config.num_highway_layers, model.char_encoder.projection is not None
-    assert rows == [25] * (2 * highways + projection)  # the 25 real tokens (with <S>, </S>) of the batch
-    rows.clear()
-    run(model, "auto", ids[3:4, :1])  # 3 tokens: oneDNN
-    assert rows == []
-
-
 @pytest.mark.parametrize("overrides", [dict(cell_clip=None, proj_clip=None), dict(cell_size=16, cell_clip=None)])
 def test_fused_equals_reference_without_clipping(overrides):
     model = tiny_model(**overrides)
