@@ -148,7 +148,7 @@ class UndoUntilCheckpoint:
         return self
 
     def __exit__(self, kind, error, traceback) -> bool:
-        if error is None or not isinstance(error, Exception) or not self.is_main_process:
+        if error is None or not isinstance(error, (Exception, Interrupted)) or not self.is_main_process:
             return False
         if self._checkpoints() - self.checkpoints:
             return False  # the run saved a checkpoint: keep it to resume from
