@@ -21,6 +21,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 SHARED_DATA = REPO.parent / "shared" / "data"
 
+# The longest test files, longest first. pytest-xdist hands out whole files (`--dist loadfile`) in the order they are
+# collected, so a long file collected last (test_readme.py, by its name) runs alone at the end while the other worker
+# idles; collected first, the short files fill in around them and both workers end together.
+LONG_FILES_FIRST = ("test_readme.py", "test_matrix.py", "test_embed.py", "test_pretrain.py", "test_hub.py",
+                    "test_demo.py", "test_finetune.py", "test_convert.py", "test_download.py", "test_app.py")
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    rank = {name: position for position, name in enumerate(LONG_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the order inside a file is kept
+
 
 def shared_file(relative: str) -> Path:
     """A file under ../shared/data, or skip the test with a message naming it."""
