@@ -1,0 +1,82 @@
+"""The model on the kernels of older CPUs than this one: every path gives the reference's results there too.
+
+torch picks its CPU kernels by what the processor has: ATen's vectorised operations (`ATEN_CPU_CAPABILITY`), oneDNN's
+multiplies (`ONEDNN_MAX_CPU_ISA`; its bfloat16 packing needs AVX-512, so an AVX2 CPU takes the plain torch path) and
+MKL's (`MKL_ENABLE_INSTRUCTIONS`). A test machine runs only its own, so each case caps all three below this CPU in a
+fresh interpreter (`tests/cpu_paths.py`): on an AVX-512 machine it runs the AVX2 code and a CPU without AVX2's, on an
+AVX2 machine the latter. There, the fast paths, the token cache, bfloat16, int8 and a training step are held to the
+reference of the same process (the tolerances of test_fast_paths and test_int8), and every layer to this process's
+vectors within 1e-5 (the converted weights' tolerance): a sentence's vectors do not depend on the CPU beyond rounding.
+
+fbgemm (int8) cannot be capped from outside: torch offers it only on CPUs with AVX2, and test_int8 covers the refusal
+where it is missing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import clean_env
+from cpu_paths import VARIANTS, results
+
+pytestmark = pytest.mark.slow
+
+# From the oldest: the spelling of each level for ATen, oneDNN and MKL.
+LEVELS = {
+    "DEFAULT": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+    "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
+HERE = torch.backends.cpu.get_cpu_capability()  # DEFAULT, AVX2, AVX512 (x86); NEON, SVE..., ZVECTOR elsewhere
+BELOW_HERE = list(LEVELS)[: list(LEVELS).index(HERE)] if HERE in LEVELS else \
+    list(LEVELS) if HERE.startswith("AVX512") else []
+
+
+@pytest.fixture(scope="module")
+def native() -> dict:
+    return results()
+
+
+def forced_results(level: str, tmp_path: Path) -> dict:
+    out = tmp_path / f"{level}.pt"
+    env = {**clean_env(), **LEVELS[level], "OMP_NUM_THREADS": "1"}
+    script = Path(__file__).with_name("cpu_paths.py")
+    subprocess.run([sys.executable, str(script), str(out)], env=env, cwd=tmp_path, check=True, timeout=300)
+    return torch.load(out)
+
+
+def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).abs().max() / b.abs().max().clamp(min=1)).item()
+
+
+def cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1)
+
+
+@pytest.mark.skipif(not BELOW_HERE, reason=f"no older x86 kernel level than this CPU's ({HERE}) to force")
+@pytest.mark.parametrize("level", BELOW_HERE)
+def test_every_path_on_an_older_cpus_kernels(level, native, tmp_path):
+    forced = forced_results(level, tmp_path)
+    assert forced["capability"] == level  # the caps took effect
+    assert forced["onednn"]["torch.bfloat16"] is False  # no bfloat16 packing below AVX-512: the plain torch path ran
+    for variant in VARIANTS:
+        got, here = forced[variant], native[variant]
+        within = 1e-6 if variant == "clipped" else 1e-5  # torch's fused LSTM kernel rounds differently
+        for path in ("fast", "token_cache"):
+            assert relative_difference(got[path], got["reference"]) <= within, (variant, path)
+        for path in ("reference", "fast", "token_cache"):
+            assert relative_difference(got[path], here[path]) <= 1e-5, (variant, path, "against this CPU")
+        assert 0 < (got["bfloat16"] - got["reference"]).abs().max() < 0.1  # bfloat16 ran, and stayed close
+        assert cosines(got["bfloat16"], got["reference"]).min() > 0.99, variant
+        if "int8" in here:
+            assert "int8" in got
+            int8 = cosines(got["int8"], got["reference"])
+            assert int8.min() >= 0.999 and int8.mean() >= 0.9995, (variant, int8.min().item())
+        train, train_reference = forced[f"{variant}.train.fast"], forced[f"{variant}.train.reference"]
+        for name, value in train_reference.items():
+            assert relative_difference(train[name], value) <= 1e-5, (variant, name)
+            assert relative_difference(value, native[f"{variant}.train.reference"][name]) <= 1e-5, (variant, name)
+
