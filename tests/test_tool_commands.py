@@ -30,18 +30,24 @@ def test_the_console_scripts_start_at_the_front_doors():
 
 
 @pytest.mark.slow
-def test_help_answers_without_loading_torch():
-    """Every door's `--help`, in a fresh interpreter: the options, exit 0, and nothing heavy imported."""
+def test_help_and_usage_errors_answer_without_loading_torch():
+    """Every door's `--help` (exit 0, the options), and usage errors (a mistyped option, an encoding the readers
+    refuse: exit 2), in a fresh interpreter, with nothing heavy imported."""
+    calls = [(door, ["--help"], 0) for door, _ in COMMANDS.values()] + [
+        ("embed", ["corpus.txt", "out.h5", "--model", "tiny", "--windw", "3"], 2),
+        ("analyze", ["c.txt", "--model", "tiny", "--output_dir", "out", "--encoding", "utf-16"], 2),
+    ]
     code = ("import sys\nfrom train import tool_commands\n"
-            f"for door in {[door for door, _ in COMMANDS.values()]!r}:\n"
-            "    try:\n        getattr(tool_commands, door)(['--help'])\n"
-            "    except SystemExit as end:\n        assert end.code == 0, (door, end.code)\n"
-            "    else:\n        raise AssertionError(door + ' --help did not exit')\n"
+            f"for door, argv, expected in {calls!r}:\n"
+            "    try:\n        getattr(tool_commands, door)(argv)\n"
+            "    except SystemExit as end:\n        assert end.code == expected, (door, argv, end.code)\n"
+            "    else:\n        raise AssertionError(f'{door} {argv} did not exit')\n"
             f"print('loaded:', sorted(set({HEAVY!r}) & set(sys.modules)))")
     result = run_command([sys.executable, "-c", code], cwd=REPO, env={**clean_env(), "PYTHONPATH": str(REPO)},
                          timeout=120)
     assert result.returncode == 0, result.stderr
     assert all(option in result.stdout for _, option in COMMANDS.values()), result.stdout
+    assert "unrecognized arguments: --windw 3" in result.stderr and "encoding 'utf-16'" in result.stderr
     assert result.stdout.strip().splitlines()[-1] == "loaded: []"
 
 

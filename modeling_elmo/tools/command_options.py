@@ -8,13 +8,13 @@ before anything heavy is imported: `--help` and a mistyped option answer at once
 functions build the same parsers from here, so each option is declared once.
 
 Rules for this file: only the standard library at the top; no relative import (there is no package when it is loaded
-by path); anything of the project that an option needs at parse time is imported inside a function, by its absolute
-name (see `_encoding`).
+by path); what an option needs at parse time is written here (`checked_encoding`, which `text_files` re-exports).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 
 EMBED_FORMATS = ("hdf5", "parquet")
@@ -31,16 +31,31 @@ SPLIT_HELP = ("how lines are split into words (default: as the model's tokenizer
               "module:function, imported")
 
 
-def _encoding(name: str) -> str:
-    """`--encoding`, checked by the text reader's own rule (imported when an encoding is parsed, not for --help)."""
-    from modeling_elmo.tools.text_files import checked_encoding
+def checked_encoding(name: str) -> str:
+    """`name` as Python's codec registry spells it, if lines of that encoding can be read by splitting on newlines;
+    an `argparse.ArgumentTypeError` (one line) otherwise, so argparse reports it as a usage error (exit 2)."""
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown encoding {name!r} (Python's codec names: utf-8, gb18030, "
+                                         "big5, shift_jis, latin-1, cp1252, ...)") from None
+    if not _splits_on_newline_byte(info.name):
+        raise argparse.ArgumentTypeError(
+            f"encoding {name!r} is not read line by line (a newline is not the byte 0x0a in it); convert the file "
+            f"first, for example: iconv -f {name} -t utf-8 FILE > FILE.utf8")
+    return info.name
 
-    return checked_encoding(name)
+
+def _splits_on_newline_byte(encoding: str) -> bool:
+    try:
+        return "\n".encode(encoding) == b"\n" and "a\nb".encode(encoding).count(b"\n") == 1
+    except (UnicodeError, LookupError):
+        return False
 
 
 def add_encoding_argument(parser: argparse.ArgumentParser, what: str = "the text files") -> None:
     """The `--encoding` option of every command that reads text."""
-    parser.add_argument("--encoding", type=_encoding, default="utf-8",
+    parser.add_argument("--encoding", type=checked_encoding, default="utf-8",
                         help=f"encoding of {what} (default utf-8; e.g. gb18030, big5, shift_jis, latin-1). "
                              "Bytes that do not decode are refused, naming the file, line and byte")
 

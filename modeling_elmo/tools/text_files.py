@@ -11,10 +11,10 @@ refused by `checked_encoding`, with the conversion to use.
 
 from __future__ import annotations
 
-import argparse
-import codecs
 from collections.abc import Iterator
 from pathlib import Path
+
+from .command_options import checked_encoding  # noqa: F401 (declared there: parsing needs it before any import)
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
@@ -30,28 +30,6 @@ class UndecodableText(ValueError):
             f"{path}: line {line_number}, byte {error.start + 1} of the line{value} is not valid {encoding}; "
             f"give the file's encoding with --encoding (for example --encoding gb18030 for Chinese text)")
         self.path, self.line_number, self.byte = str(path), line_number, error.start + 1
-
-
-def checked_encoding(name: str) -> str:
-    """`name` as Python's codec registry spells it, if lines of that encoding can be read by splitting on newlines;
-    an `argparse.ArgumentTypeError` (one line) otherwise, so argparse reports it as a usage error (exit 2)."""
-    try:
-        info = codecs.lookup(name)
-    except LookupError:
-        raise argparse.ArgumentTypeError(f"unknown encoding {name!r} (Python's codec names: utf-8, gb18030, "
-                                         "big5, shift_jis, latin-1, cp1252, ...)") from None
-    if not _splits_on_newline_byte(info.name):
-        raise argparse.ArgumentTypeError(
-            f"encoding {name!r} is not read line by line (a newline is not the byte 0x0a in it); convert the file "
-            f"first, for example: iconv -f {name} -t utf-8 FILE > FILE.utf8")
-    return info.name
-
-
-def _splits_on_newline_byte(encoding: str) -> bool:
-    try:
-        return "\n".encode(encoding) == b"\n" and "a\nb".encode(encoding).count(b"\n") == 1
-    except (UnicodeError, LookupError):
-        return False
 
 
 def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int) -> str:
