@@ -11,6 +11,7 @@ import signal
 import pytest
 
 from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard
+from train.finetune_cli import one_line_if_interrupted_while_starting
 
 
 class _SignallingStream(io.StringIO):
@@ -42,3 +43,14 @@ def test_a_signal_inside_deferred_waits_for_the_block_to_end():
             done.append("the write finished")
     assert done == ["the write finished"] and stop.value.exit_code == 130
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the guard put the handler back
+
+
+def test_a_signal_while_a_command_starts_ends_it_in_one_line(capsys):
+    """The seconds of importing torch, before any guard is installed: one line and 128 + the signal's number, and
+    the handler that was there before comes back after the block."""
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as end, one_line_if_interrupted_while_starting():
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert end.value.code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == "interrupted by SIGTERM while starting: nothing was written\n"
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -36,7 +36,6 @@ import contextlib
 import json
 import logging
 import math
-import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from . import sense_corpus, sense_corpus_zh
 from .arguments import parse_dataclass
-from .finetune_cli import _interrupted_while_starting
+from .finetune_cli import one_line_if_interrupted_while_starting
 from .pretrain import PretrainArguments, train
 
 # torch, transformers and the model are imported where they are used, so that `--help` answers without them.
@@ -251,15 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         logger.error("%s", error)
         return 2
     # Importing torch takes seconds: a signal meanwhile ends with one line too.
-    previous = {signum: signal.signal(signum, _interrupted_while_starting) for signum in (signal.SIGINT, signal.SIGTERM)}
-    from transformers.utils import logging as hf_logging
+    with one_line_if_interrupted_while_starting():
+        from transformers.utils import logging as hf_logging
 
-    from modeling_elmo.tools.interrupts import Interrupted
+        from modeling_elmo.tools.interrupts import Interrupted
 
-    from .checkpoints import StopGuard
-
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)
+        from .checkpoints import StopGuard
     hf_logging.disable_progress_bar()  # writing and loading the small model: no bar needed
     outputs = DemoOutputs(args)
     guard = StopGuard()

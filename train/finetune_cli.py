@@ -7,10 +7,12 @@ happen inside the functions once the help is not what was asked.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
 
 from .finetune_arguments import TRAINING_DEFAULTS, short_help, wants_help
 
@@ -110,11 +112,9 @@ def run_command_line(main, logger, argv: list[str] | None = None) -> int:
         except HelpShown:
             pass
         return 0
-    previous = {signum: signal.signal(signum, _interrupted_while_starting) for signum in (signal.SIGINT, signal.SIGTERM)}
-    from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard  # torch: seconds on a busy machine
+    with one_line_if_interrupted_while_starting():  # importing torch takes seconds on a busy machine
+        from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard
 
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)
     guard = InterruptGuard()
     try:
         with guard.installed():
@@ -129,6 +129,19 @@ def run_command_line(main, logger, argv: list[str] | None = None) -> int:
     finally:
         end_distributed()
     return 0
+
+
+@contextlib.contextmanager
+def one_line_if_interrupted_while_starting() -> Iterator[None]:
+    """Within the block (the seconds of importing torch and transformers, before anything is written), SIGINT and
+    SIGTERM end the command with one line and exit status 128 + the signal's number, not a traceback."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, _interrupted_while_starting) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _interrupted_while_starting(signum, frame) -> None:
