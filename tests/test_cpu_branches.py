@@ -1,15 +1,16 @@
 """The model on the kernels of older CPUs than this one: every path gives the reference's results there too.
 
 torch picks its CPU kernels by what the processor has: ATen's vectorised operations (`ATEN_CPU_CAPABILITY`), oneDNN's
-multiplies (`ONEDNN_MAX_CPU_ISA`; its bfloat16 packing needs AVX-512, so an AVX2 CPU takes the plain torch path) and
-MKL's (`MKL_ENABLE_INSTRUCTIONS`). A test machine runs only its own, so each case caps all three below this CPU in a
-fresh interpreter (`tests/cpu_paths.py`): on an AVX-512 machine it runs the AVX2 code and a CPU without AVX2's, on an
+multiplies (`ONEDNN_MAX_CPU_ISA`), MKL's (`MKL_ENABLE_INSTRUCTIONS`) and fbgemm's int8 ones
+(`FBGEMM_ENABLE_INSTRUCTIONS`). A test machine runs only its own, so each case caps them below this CPU in a fresh
+interpreter (`tests/cpu_paths.py`): on an AVX-512 machine it runs the AVX2 code and that of a CPU without AVX2, on an
 AVX2 machine the latter. There, the fast paths, the token cache, bfloat16, int8 and a training step are held to the
 reference of the same process (the tolerances of test_fast_paths and test_int8), and every layer to this process's
 vectors within 1e-5 (the converted weights' tolerance): a sentence's vectors do not depend on the CPU beyond rounding.
 
-fbgemm (int8) cannot be capped from outside: torch offers it only on CPUs with AVX2, and test_int8 covers the refusal
-where it is missing.
+Two choices torch makes from the CPU's own flags, which no variable caps, are set as such a CPU would have them:
+bfloat16 without oneDNN's packed weights (`cpu_paths.results`), and, without AVX2, no int8 at all (torch offers
+fbgemm only from AVX2 on; test_int8 tests that refusal), so the capped run still runs fbgemm's AVX2 kernels.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from cpu_paths import VARIANTS, results
 
 pytestmark = pytest.mark.slow
 
-# From the oldest: the spelling of each level for ATen, oneDNN and MKL.
+# From the oldest: the spelling of each level for ATen, oneDNN, MKL and fbgemm.
 LEVELS = {
-    "DEFAULT": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
-    "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "DEFAULT": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+                "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},
+    "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},
 }
 HERE = torch.backends.cpu.get_cpu_capability()  # DEFAULT, AVX2, AVX512 (x86); NEON, SVE..., ZVECTOR elsewhere
 BELOW_HERE = list(LEVELS)[: list(LEVELS).index(HERE)] if HERE in LEVELS else \
@@ -61,7 +64,6 @@ def cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def test_every_path_on_an_older_cpus_kernels(level, native, tmp_path):
     forced = forced_results(level, tmp_path)
     assert forced["capability"] == level  # the caps took effect
-    assert forced["onednn"]["torch.bfloat16"] is False  # no bfloat16 packing below AVX-512: the plain torch path ran
     for variant in VARIANTS:
         got, here = forced[variant], native[variant]
         within = 1e-6 if variant == "clipped" else 1e-5  # torch's fused LSTM kernel rounds differently
