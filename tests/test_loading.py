@@ -202,3 +202,32 @@ def test_a_tokenizer_saved_with_an_unusable_split_is_refused_not_replaced(tiny_m
     with pytest.raises(ModelLoadError, match="cannot load the tokenizer .*somewhere.a_lambda.*pass it again") as caught:
         load_elmo(folder)
     assert "\n" not in str(caught.value)
+
+
+def test_dtype_by_name_and_an_unusable_device_or_dtype_are_one_line(tiny_model_dir, monkeypatch):
+    model, _ = load_elmo(tiny_model_dir, dtype="bfloat16")
+    assert next(model.parameters()).dtype == torch.bfloat16
+    model, _ = load_elmo(tiny_model_dir, dtype="torch.float64")
+    assert next(model.parameters()).dtype == torch.float64
+    for dtype in ("bfloat17", "Tensor", 16):
+        with pytest.raises(ModelLoadError, match="is not a torch dtype") as error:
+            load_elmo(tiny_model_dir, dtype=dtype)
+        _one_line(error, repr(dtype), "bfloat16")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU-only torch, also on a GPU machine
+    with pytest.raises(ModelLoadError, match="device 'cuda' is not available") as error:
+        load_elmo(tiny_model_dir, device="cuda")
+    _one_line(error, "cpu")
+    with pytest.raises(ModelLoadError, match="'nonsense' is not a torch device") as error:
+        load_elmo(tiny_model_dir, device="nonsense")
+    _one_line(error)
+
+
+def test_saved_weights_of_another_shape_are_one_line_unless_ignored(tmp_path):
+    three, _ = load_elmo("tiny", "token-classification", config_overrides={"num_labels": 3})
+    three.save_pretrained(tmp_path)
+    two = {"id2label": {0: "O", 1: "B-X"}, "label2id": {"O": 0, "B-X": 1}}
+    with pytest.raises(ModelLoadError, match="other shapes than its config gives") as error:
+        load_elmo(tmp_path, "token-classification", config_overrides=two)
+    _one_line(error, str(tmp_path), "ignore_mismatched_sizes=True")
+    model, _ = load_elmo(tmp_path, "token-classification", config_overrides=two, ignore_mismatched_sizes=True)
+    assert model.num_labels == 2

@@ -66,7 +66,7 @@ def load_elmo(
     task: str | None = None,
     *,
     device: str | torch.device | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     seed: int | None = 0,
     config_overrides: Mapping | None = None,
     trust_remote_code: bool = False,
@@ -79,7 +79,9 @@ def load_elmo(
         name_or_path: a model folder, a preset name (random weights) or a Hub id.
         task: None or "model" (`ElmoModel`), "pre-training", "sequence-classification", "token-classification"
             (`TASKS`: one per row of `configuration_elmo.AUTO_CLASSES`).
-        device, dtype: where and in which dtype the model is put (default: as loaded, on the CPU).
+        device, dtype: where and in which dtype the model is put (default: as loaded, on the CPU); `dtype` a
+            `torch.dtype` or its name ("bfloat16", "torch.bfloat16"). A device this torch cannot use (`"cuda"`
+            without a GPU) is refused before anything is loaded.
         seed: the seed of a preset's random weights (None: the current random state).
         config_overrides: config fields set over the saved config or the preset (e.g. a head's `id2label`),
             then validated.
@@ -91,13 +93,15 @@ def load_elmo(
         `(model, tokenizer)`.
 
     Raises:
-        ModelLoadError: nothing loadable under `name_or_path`, an unknown `task`, or overrides that do not give a
-            valid config.
+        ModelLoadError: nothing loadable under `name_or_path`, an unknown `task`, overrides that do not give a
+            valid config, saved weights of other shapes than the config gives (without `ignore_mismatched_sizes`),
+            or a `device` / `dtype` that cannot be used.
     """
     name = str(name_or_path)
     if task not in TASKS:
         raise ModelLoadError(f"task {task!r} is not one of {[t for t in TASKS if t is not None]} (or None)")
     auto_class = getattr(transformers, TASKS[task])
+    device, dtype = _checked_device(device), _checked_dtype(dtype)
     overrides = dict(config_overrides or {})
     path = Path(name)
     preset = name in PRESETS and not path.exists()
@@ -108,8 +112,39 @@ def load_elmo(
         model = _pretrained_model(name, auto_class, overrides, trust_remote_code, ignore_mismatched_sizes)
     tokenizer = _tokenizer(name, model.config, tokenizer_name, trust_remote_code, preset)
     if device is not None or dtype is not None:
-        model = model.to(device=device, dtype=dtype)
+        try:
+            model = model.to(device=device, dtype=dtype)
+        except (RuntimeError, AssertionError) as error:  # torch asserts on a backend it was not built with
+            raise ModelLoadError(f"cannot put {name} on device {device} as {dtype}: {_first_line(error)}") from None
     return model.eval(), tokenizer
+
+
+def _checked_dtype(dtype) -> torch.dtype | None:
+    """A `torch.dtype`, or its name as `AutoModel.from_pretrained(dtype=...)` takes it ("bfloat16")."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    value = getattr(torch, dtype.removeprefix("torch."), None) if isinstance(dtype, str) else None
+    if not isinstance(value, torch.dtype):
+        raise ModelLoadError(f"dtype {dtype!r} is not a torch dtype: give e.g. torch.bfloat16 or \"bfloat16\"")
+    return value
+
+
+def _checked_device(device) -> torch.device | None:
+    """`device` as a `torch.device`, refused in one line when this torch cannot use it (no GPU, a CPU-only build)."""
+    if device is None:
+        return None
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ModelLoadError(f"device {device!r} is not a torch device: {_first_line(error)}") from None
+    backend = {"cuda": torch.cuda, "mps": getattr(torch.backends, "mps", None),
+               "xpu": getattr(torch, "xpu", None)}.get(device.type)
+    if backend is not None and not backend.is_available():
+        raise ModelLoadError(f"device {str(device)!r} is not available to this torch ({torch.__version__}): "
+                             "give device='cpu', or run where that device is")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ModelLoadError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA devices")
+    return device
 
 
 def _accepted() -> str:
@@ -201,6 +236,13 @@ def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code:
     try:
         return auto_class.from_pretrained(name, config=config, trust_remote_code=trust_remote_code,
                                           ignore_mismatched_sizes=ignore_mismatched_sizes)
+    except RuntimeError as error:
+        if "mismatch" not in str(error):  # not a file it cannot use: a fault of the code, with its traceback
+            raise
+        # transformers' message points to a report that a quiet console does not show: say what it means
+        raise ModelLoadError(f"cannot load {name} as {auto_class.__name__}: some saved weights have other shapes "
+                             f"than its config gives (a head of another number of labels or another pooling?); "
+                             f"ignore_mismatched_sizes=True re-initialises them") from None
     except _ERRORS as error:
         raise ModelLoadError(f"cannot load an ELMo model from {name}: {_first_line(error)}") from None
 
