@@ -111,6 +111,30 @@ def test_reads_conll_columns_and_skips_docstart(tmp_path):
     assert label_list(["10", "2", "1"]) == ["1", "2", "10"] and label_list(["pos", "neg"]) == ["neg", "pos"]
 
 
+def test_a_tsv_of_sentences_is_not_read_as_conll_columns(tmp_path):
+    """`1<TAB>good movie .` has as many whitespace-separated fields on every line, but a field with spaces."""
+    path = tmp_path / "sents.tsv"
+    path.write_text("1\tgood movie .\n0\tbad film .\n")
+    with pytest.raises(ValueError, match=r"sents.tsv:1: the field 'good movie .' has spaces: not CoNLL columns"):
+        read_tagging_file(path)
+    path.write_text("EU\tNNP\tB-ORG\nrejects\tVBZ\tO\n\nPeter\tNNP\tB-PER \n")  # tab-separated columns
+    assert read_tagging_file(path) == [{"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]},
+                                       {"tokens": ["Peter"], "tags": ["B-PER"]}]
+
+
+@pytest.mark.parametrize("name, text", [("empty.txt", ""), ("blank.txt", "\n  \n\n"), ("docstart.conll", "-DOCSTART- O\n\n"),
+                                        ("empty.tsv", "label\ttext\n1\t\n"), ("empty.jsonl", '{"tokens": []}\n')])
+def test_a_test_file_without_sentences_is_refused(tmp_path, name, text):
+    from train.finetune_data import read_texts_file, read_words_file
+
+    path = tmp_path / name
+    path.write_text(text)
+    readers = [read_words_file] if name.endswith(("conll", "jsonl")) else [read_texts_file, read_words_file]
+    for reader in readers[:1] if name.endswith("tsv") else readers:
+        with pytest.raises(ValueError, match=f"{name}: no sentences"):
+            reader(path)
+
+
 def test_reads_the_shared_sst2_and_conll_files():
     sst2 = read_classification_file(shared_file("sst2/train.tsv"))
     assert len(sst2) == 67349 and {e["label"] for e in sst2} == {"0", "1"}

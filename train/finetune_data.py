@@ -154,6 +154,7 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
                 continue
             if len(fields) < 2:
                 raise ValueError(f"{path}:{number}: expected a word and a tag, got {line.rstrip()!r}")
+            _check_token_line(line, path, number)
             if columns is None:
                 columns, first = len(fields), number
             elif len(fields) != columns:
@@ -168,6 +169,15 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
     if not sentences:
         raise ValueError(f"{path}: no sentences")
     return sentences
+
+
+def _check_token_line(line: str, path, number: int) -> None:
+    """A CoNLL field is one token, a tag or a code: a tab-separated field with spaces in it (the sentence of a TSV
+    such as `1<TAB>good movie .`) means the file holds sentences, not one token per line."""
+    spaced = next((field for field in line.rstrip("\r\n").split("\t") if " " in field.strip()), None)
+    if "\t" in line and spaced is not None:
+        raise ValueError(f"{path}:{number}: the field {spaced.strip()!r:.60} has spaces: not CoNLL columns (one token "
+                         f"per line: the word first, the tag last; a blank line between sentences)")
 
 
 def read_tagging_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[dict]:
@@ -196,7 +206,10 @@ def read_texts_file(path: str | os.PathLike, text_column: str | None = None, enc
     the text column of the training formats (a label column is not needed)."""
     if Path(path).suffix.lower() not in STRUCTURED_SUFFIXES:
         with open(path, encoding=encoding, newline="") as f:
-            return [line.rstrip("\r\n").strip() for line in f]
+            texts = [line.rstrip("\r\n").strip() for line in f]
+        if not any(texts):  # an empty file, or blank lines only: nothing to predict is a mistake, not a result
+            raise ValueError(f"{path}: no sentences")
+        return texts
     kind = _file_format(path)
     if kind == "json":
         rows = _read_json_lines(path, encoding)
@@ -210,7 +223,10 @@ def read_texts_file(path: str | os.PathLike, text_column: str | None = None, enc
     others = [c for c in columns if c not in ("label", "index", "idx", "id")]
     name = _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
     rows = [{k.strip() if isinstance(k, str) else k: v for k, v in row.items()} for row in rows]
-    return [str(row.get(name) or "").strip() for row in rows]
+    texts = [str(row.get(name) or "").strip() for row in rows]
+    if not any(texts):
+        raise ValueError(f"{path}: no sentences (the {name!r} column is empty)")
+    return texts
 
 
 def read_words_file(path: str | os.PathLike, encoding: str = "utf-8") -> tuple[str, list]:
@@ -222,9 +238,14 @@ def read_words_file(path: str | os.PathLike, encoding: str = "utf-8") -> tuple[s
         if not rows:
             raise ValueError(f"{path}: no sentences")
         name = _pick(rows[0], None, TOKEN_COLUMNS, "tokens", path)
-        return "json", [[str(t) for t in row.get(name) or []] for row in rows]
+        sentences = [[str(t) for t in row.get(name) or []] for row in rows]
+        if not any(sentences):
+            raise ValueError(f"{path}: no sentences (every {name!r} list is empty)")
+        return "json", sentences
     with open(path, encoding=encoding, newline="") as f:
         lines = [line.rstrip("\r\n") for line in f]
+    if not any(line.strip() and not line.startswith("-DOCSTART-") for line in lines):
+        raise ValueError(f"{path}: no sentences")
     return ("conll" if looks_like_conll(lines) else "lines"), lines
 
 
