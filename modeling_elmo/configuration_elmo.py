@@ -137,8 +137,10 @@ class ElmoConfig(PretrainedConfig):
             only), `"average"` (equal weights), or `"fixed"` (pre-softmax weights from `scalar_mix_parameters`,
             e.g. `[-9e10, 1, -9e10]` selects layer 1). Fixed mixes keep gamma at 1, as allennlp does.
         scalar_mix_parameters (`list[float]`, *optional*): the L + 1 pre-softmax weights of `scalar_mix="fixed"`.
-        scalar_mix_layer_norm (`bool`): normalise each layer before mixing, with statistics over all unmasked
-            elements of the batch (not per token).
+        scalar_mix_layer_norm (`bool`): normalise each layer before mixing, with one mean and one variance per
+            sentence over all its unmasked elements (not per token). allennlp's `ScalarMix` and bilm-tf take them
+            over the whole batch instead, so that there a sentence's vectors depend on the other sentences of its
+            batch; here they never do.
         scalar_mix_l2_coef (`float`): lambda of the L2 penalty `lambda * sum(w ** 2)` on the learned mix weights,
             added to the loss while training (0.001 in the paper; 0 turns it off).
         representation_dropout (`float`): dropout on the mixed vectors fed to the task model (0.5 in allennlp).

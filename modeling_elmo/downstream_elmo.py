@@ -37,8 +37,10 @@ def sentence_boundary_mask(input_ids: torch.Tensor, boundary_rows: list[list[int
 class ElmoScalarMix(nn.Module):
     r"""`gamma * sum_k softmax(w)_k * layer_k` over the L + 1 biLM layers (docs/original_model.md, "Scalar mix").
 
-    With `do_layer_norm`, each layer is first normalised as a whole, `(x - mean) / sqrt(var + 1e-12)`, the
-    statistics taken over every unmasked element of the (B, T, D) tensor (bilm-tf `weight_layers`), not per token.
+    With `do_layer_norm`, each layer is first normalised per sentence, `(x - mean) / sqrt(var + 1e-12)`, the
+    statistics taken over every unmasked element of that sentence's (T, D) slice: not per token, and not over the
+    whole batch as bilm-tf's `weight_layers` and allennlp's `ScalarMix` do, whose results depend on the other
+    sentences of the batch (docs/original_model.md, "Scalar mix").
 
     Args:
         mixture_size (`int`): number of layers mixed, L + 1.
@@ -88,24 +90,30 @@ class ElmoScalarMix(nn.Module):
             return self.scalar_parameters.new_zeros(())
         return coefficient * (self.scalar_parameters**2).sum()
 
+    def _layer_norm(self, layer: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """`layer` (..., T, D) normalised per sentence: one mean and one variance over the (T, D) elements of each
+        sentence's unmasked positions, so that a sentence's vectors never depend on the rest of its batch."""
+        x = layer.float()
+        if mask is None:
+            mask = torch.ones(x.shape[:-1], dtype=torch.bool, device=x.device)
+        # Sums in float64 (MPS has none), so that the statistics do not depend on how much padding a row gets.
+        wide = torch.float32 if x.device.type == "mps" else torch.float64
+        elements = mask.unsqueeze(-1).to(wide)  # (..., T, 1)
+        count = (elements.sum((-2, -1), keepdim=True) * x.shape[-1]).clamp(min=1.0)
+        mean = (x.to(wide) * elements).sum((-2, -1), keepdim=True) / count
+        variance = (((x.to(wide) - mean) * elements) ** 2).sum((-2, -1), keepdim=True) / count
+        return ((x - mean.float()) / torch.sqrt(variance + self.eps).float()).to(layer.dtype)
+
     def forward(self, layers: list[torch.Tensor] | tuple[torch.Tensor, ...], mask: torch.Tensor | None = None) -> torch.Tensor:
-        """`layers`: L + 1 tensors (B, T, D); `mask` (B, T), the positions whose elements enter the layer-norm
-        statistics (all when absent). Returns (B, T, D)."""
+        """`layers`: L + 1 tensors (B, T, D); `mask` (B, T), the positions whose elements enter each sentence's
+        layer-norm statistics (all when absent). Returns (B, T, D)."""
         if len(layers) != self.mixture_size:
             raise ValueError(f"ElmoScalarMix was built for {self.mixture_size} layers, got {len(layers)}")
         weights = self.normalized_weights()
         mixed = None
-        if self.do_layer_norm:
-            if mask is None:
-                mask = torch.ones(layers[0].shape[:-1], dtype=torch.bool, device=layers[0].device)
-            elements = mask.unsqueeze(-1).float()  # (B, T, 1)
-            count = (elements.sum() * layers[0].shape[-1]).clamp(min=1.0)
         for weight, layer in zip(weights, layers):
             if self.do_layer_norm:
-                x = layer.float()
-                mean = (x * elements).sum() / count
-                variance = (((x - mean) * elements) ** 2).sum() / count
-                layer = ((x - mean) / torch.sqrt(variance + self.eps)).to(layer.dtype)
+                layer = self._layer_norm(layer, mask)
             term = weight.to(layer.dtype) * layer
             mixed = term if mixed is None else mixed + term
         return self.gamma.to(mixed.dtype) * mixed

@@ -81,23 +81,28 @@ def test_scalar_mix_is_gamma_times_softmax_weighted_sum():
     assert torch.allclose(mix(layers), 1.7 * (s[0] * layers[0] + s[1] * layers[1] + s[2] * layers[2]), atol=1e-6)
 
 
-def test_scalar_mix_layer_norm_uses_statistics_of_unmasked_elements_only():
+def test_scalar_mix_layer_norm_uses_each_sentences_unmasked_elements_only():
     layers, mask = layers_and_mask()
     mix = ElmoScalarMix(3, do_layer_norm=True)
     out = mix(layers, mask)
-    expected = 0
-    for layer in layers:
-        values = layer[mask]  # (N, D): all unmasked elements of the whole tensor, not per token
-        mean, var = values.mean(), values.var(unbiased=False)
-        expected = expected + (layer - mean) / torch.sqrt(var + 1e-12) / 3
-    assert torch.allclose(out[mask], expected[mask], atol=1e-5)
-    # garbage at masked positions does not move the unmasked outputs
+    for row in range(3):
+        expected = 0
+        for layer in layers:
+            values = layer[row][mask[row]]  # (N, D): this sentence's unmasked elements, not per token
+            mean, var = values.mean(), values.var(unbiased=False)
+            expected = expected + (layer[row] - mean) / torch.sqrt(var + 1e-12) / 3
+        assert torch.allclose(out[row][mask[row]], expected[mask[row]], atol=1e-5), row
+    # garbage at masked positions, and other sentences, do not move a sentence's unmasked outputs
     noisy = [layer.masked_fill(~mask.unsqueeze(-1), 1e4) for layer in layers]
     assert torch.allclose(mix(noisy, mask)[mask], out[mask], atol=1e-5)
-    # a single selected layer comes out with mean 0 and variance 1 over the unmasked elements
+    alone = mix([layer[1:2, :3] for layer in layers], mask[1:2, :3])
+    assert torch.allclose(alone[0], out[1, :3], atol=1e-6)
+    # a single selected layer comes out with mean 0 and variance 1 over each sentence's unmasked elements
     top = ElmoScalarMix(3, do_layer_norm=True, initial_scalar_parameters=[-9e10, -9e10, 1.0], trainable=False)
-    values = top(layers, mask)[mask]
-    assert abs(float(values.mean())) < 1e-5 and abs(float(values.var(unbiased=False)) - 1.0) < 1e-4
+    normalised = top(layers, mask)
+    for row in range(3):
+        values = normalised[row][mask[row]]
+        assert abs(float(values.mean())) < 1e-5 and abs(float(values.var(unbiased=False)) - 1.0) < 1e-4
 
 
 def test_fixed_mixes_select_exactly_and_are_not_trained():
@@ -203,18 +208,38 @@ def test_mean_pooling_covers_the_words_and_boundaries_only_on_request(keep):
         assert torch.allclose(model(ids).logits[row], expected, atol=1e-6)
 
 
+def distinct_mix_weights(model) -> None:
+    """Unequal mix weights and gamma, so that a layer normalised with the wrong statistics shows."""
+    with torch.no_grad():
+        model.scalar_mixes[0].scalar_parameters.copy_(torch.tensor([0.3, -0.4, 0.9]))
+        model.scalar_mixes[0].gamma.fill_(1.3)
+
+
 @pytest.mark.parametrize("pooling", ["mean", "max", "lstm", "attention"])
-def test_sequence_logits_do_not_depend_on_batch_padding(pooling):
+def test_sequence_logits_do_not_depend_on_the_batch(pooling):
+    """Each sentence alone gives its logits in a padded batch of three, layer norm on (statistics per sentence)."""
     model = ElmoForSequenceClassification(
-        head_config(classifier_pooling=pooling, scalar_mix_layer_norm=False, word_embedding_dim=4,
+        head_config(classifier_pooling=pooling, scalar_mix_layer_norm=True, word_embedding_dim=4,
                     word_embedding_buckets=50)
     ).eval()
+    distinct_mix_weights(model)
     ids = with_boundaries(random_char_ids([6, 3, 1], seed=3))
     batch = model(ids).logits
     assert batch.shape == (3, 3)
     for row, n in enumerate([6, 3, 1]):
         alone = model(ids[row : row + 1, : n + 2]).logits
-        assert torch.allclose(alone, batch[row : row + 1], atol=1e-5), pooling
+        assert torch.allclose(alone, batch[row : row + 1], rtol=0, atol=1e-6), pooling
+
+
+@pytest.mark.parametrize("encoder", ["none", "lstm"])
+def test_token_logits_do_not_depend_on_the_batch(encoder):
+    model = ElmoForTokenClassification(head_config(token_classifier_encoder=encoder, scalar_mix_layer_norm=True)).eval()
+    distinct_mix_weights(model)
+    ids = with_boundaries(random_char_ids([5, 2, 1], seed=4))
+    batch = model(ids).logits
+    for row, n in enumerate([5, 2, 1]):
+        alone = model(ids[row : row + 1, : n + 2]).logits
+        assert torch.allclose(alone[0], batch[row, : n + 2], rtol=0, atol=1e-6), encoder
 
 
 @pytest.mark.parametrize("encoder", ["none", "lstm"])
