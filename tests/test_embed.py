@@ -275,7 +275,11 @@ def test_sigterm_mid_window_keeps_its_parts_and_resume_skips_them(model_dir, tmp
     assert len(list(partial.glob("chunk-*-part*.parquet"))) >= 3
     stop_after, batches = None, len(calls)
     calls.clear()
+    kept = set().union(*(set(pq.read_table(part, columns=["line"])["line"].to_pylist())
+                         for part in partial.glob("chunk-*-part*.parquet")))
+    caplog.set_level(logging.INFO)
     assert embed_main(corpus, out, *common, "--resume") == 0
+    assert f"{len(lines) - len(kept)} lines embedded in this run" in caplog.text  # not those kept by the parts
     total = -(-sum(1 for line in lines if line.split()) // 4)  # batches of 4 non-empty lines
     assert len(calls) <= total - (batches - 1)  # the batches committed are not run again
 
@@ -680,3 +684,81 @@ def test_elmoformanylangs_model_follows_its_tokenizer(tmp_path):
             with torch.no_grad():
                 expected = model(**tokenizer(line, return_tensors="pt")).last_hidden_state[0, 1:-1].numpy()
             assert np.abs(handle[str(i)][()] - expected).max() <= 1e-6
+
+
+# --------------------------------------------------------------------------------------------------
+# --resume of a complete output; data files; bad rows; --max_lines; --threads (in process)
+# --------------------------------------------------------------------------------------------------
+
+
+def _errors(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+
+
+def test_resume_of_a_complete_output_compares_its_settings_and_weights(model_dir, tmp_path, caplog):
+    """A complete output records its settings (the weights' fingerprint and the compute dtype among them): --resume
+    with the same settings has nothing to do; with others (more lines, another mode, other weights behind the same
+    config) it is refused in one line naming what differs and --overwrite, and the output is left as it was."""
+    caplog.set_level(logging.INFO)
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES[:3])
+    common = ["--model", model, "--max_lines", "2"]
+    for out in (tmp_path / "out.hdf5", tmp_path / "out.parquet"):
+        assert embed_main(corpus, out, *common) == 0
+        before = out.read_bytes()
+        for extra, differs in ((["--max_lines", "3"], "max_lines"), (["--top"], "mode")):
+            caplog.clear()
+            assert embed_main(corpus, out, *common, *extra, "--resume") == 2
+            assert len(_errors(caplog)) == 1 and differs in _errors(caplog)[0], _errors(caplog)
+            assert "--overwrite" in _errors(caplog)[0] and out.read_bytes() == before
+        caplog.clear()
+        assert embed_main(corpus, out, *common, "--resume") == 0 and "nothing to do" in caplog.text
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        assert handle.attrs["dtype"] == "float32" and json.loads(handle.attrs["settings"])["max_lines"] == 2
+    changed = ElmoModel.from_pretrained(model)
+    with torch.no_grad():
+        next(changed.parameters()).add_(0.01)
+    changed.save_pretrained(model)  # the same config, other weights
+    caplog.clear()
+    assert embed_main(corpus, tmp_path / "out.hdf5", *common, "--resume") == 2
+    assert len(_errors(caplog)) == 1 and "model_weights" in _errors(caplog)[0], _errors(caplog)
+
+
+def test_data_files_are_datasets_and_bad_rows_are_one_line(model_dir, reference, tmp_path, caplog):
+    """A .jsonl/.csv without --text_column is read as a dataset (column `text`), not as raw text; a row that is no
+    string (nor a list of strings), a file that does not decode, or a malformed line is one line (exit 2) naming
+    the file, and no work folder is left behind to block the next run."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"text": "the bank raised its rates"}\n{"text": "we sat"}\n')
+    out = tmp_path / "out.hdf5"
+    assert embed_main(rows, out, "--model", model_dir) == 0
+    assert read_tokens(out) == {"0": ["the", "bank", "raised", "its", "rates"], "1": ["we", "sat"]}
+    assert np.abs(read_hdf5(out)["1"] - reference(["we", "sat"])).max() <= 1e-6
+    bad = {
+        "numbers.csv": (b"text\n1\n2\n", "row 0 of column 'text' holds 1 (int)"),
+        "latin.csv": (b"text\ncaf\xe9\n", "not valid utf-8"),
+        "broken.jsonl": (b'{"text": "ok line"}\n{"text": broken\n', "broken.jsonl"),
+        "none.jsonl": (b'{"text": ["a", null]}\n', "row 0 of column 'text'"),
+    }
+    for name, (data, expected) in bad.items():
+        source = tmp_path / name
+        source.write_bytes(data)
+        target = tmp_path / f"{name}.hdf5"
+        caplog.clear()
+        assert embed_main(source, target, "--model", model_dir) == 2, name
+        assert len(_errors(caplog)) == 1 and expected in _errors(caplog)[0], (name, _errors(caplog))
+        assert not target.exists() and not target.with_name(target.name + ".partial").exists(), name
+
+
+def test_max_lines_reads_no_further_and_threads_must_be_positive(model_dir, tmp_path, caplog):
+    corpus = tmp_path / "in.txt"
+    corpus.write_bytes(b"good line\nsecond line\nbad \xff byte\n")
+    out = tmp_path / "out.hdf5"
+    assert embed_main(corpus, out, "--model", model_dir, "--max_lines", "2") == 0  # line 3 is never read
+    assert sorted(read_hdf5(out)) == ["0", "1"]
+    for threads in ("0", "-1"):
+        caplog.clear()
+        assert embed_module.main([str(corpus), str(tmp_path / "t.hdf5"), "--model", str(model_dir), "--quiet",
+                                  "--threads", threads]) == 2
+        assert f"--threads must be a positive integer, got {threads}" in caplog.text

@@ -76,3 +76,28 @@ def test_what_the_options_write_out_matches_the_download_module():
     """The names `elmo-convert --help` lists, and the environment variables it names, are the download module's."""
     assert list(command_options.PUBLISHED_MODEL_NAMES) == download.model_names()
     assert (command_options.CACHE_ENV, command_options.BASE_URL_ENV) == (download.CACHE_ENV, download.BASE_URL_ENV)
+
+
+@pytest.mark.parametrize("door", ["embed", "analyze"])
+def test_a_signal_while_a_door_imports_its_command_is_one_line(door, monkeypatch, capsys):
+    """SIGINT in the seconds of importing torch (here: when the command's module is looked up): one line and exit
+    status 130, not a KeyboardInterrupt traceback."""
+    import os
+    import signal
+    import types
+
+    module = types.ModuleType("signalled")
+
+    def attribute(name):  # `from module import main` asks for `main`: the signal lands during the import
+        os.kill(os.getpid(), signal.SIGINT)
+        raise AttributeError(name)
+
+    module.__getattr__ = attribute
+    name = {"embed": "modeling_elmo.tools.embed", "analyze": "modeling_elmo.tools.analysis"}[door]
+    monkeypatch.setitem(sys.modules, name, module)
+    argv = ["in.txt", "out.h5", "--model", "tiny"] if door == "embed" else ["in.txt", "--model", "tiny",
+                                                                           "--output_dir", "out"]
+    with pytest.raises(SystemExit) as end:
+        getattr(tool_commands, door)(argv)
+    assert end.value.code == 130
+    assert capsys.readouterr().err == "interrupted by SIGINT while starting: nothing was written\n"

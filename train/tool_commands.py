@@ -5,8 +5,9 @@ which registers the Elmo classes with transformers' Auto classes and so imports 
 Each command here parses its options first, with the parsers of `modeling_elmo/tools/command_options.py` loaded as
 a lone file (it imports only the standard library), so that `--help` and a mistyped option answer at once; then it
 runs the command's own `main`, which parses the same options again (for `python -m modeling_elmo.tools.embed` and
-callers in Python) and does the work. The training commands need no such door: `train/` imports nothing heavy at
-its top.
+callers in Python) and does the work. A signal during the seconds of those imports ends the command with one line,
+not a traceback (`finetune_cli.one_line_if_interrupted_while_starting`); `main` installs its own handling. The
+training commands need no such door: `train/` imports nothing heavy at its top.
 """
 
 from __future__ import annotations
@@ -35,29 +36,30 @@ def _checked(argv: Sequence[str] | None, parser_name: str) -> list[str]:
     return argv
 
 
+def _main_of(module: str):
+    """The command's `main`, imported (torch and transformers: seconds) with SIGINT/SIGTERM meanwhile ending the
+    command in one line. finetune_cli is imported here, not at the top: `--help` need not wait for it."""
+    from .finetune_cli import one_line_if_interrupted_while_starting
+
+    with one_line_if_interrupted_while_starting():
+        return importlib.import_module(module).main
+
+
 def embed(argv: Sequence[str] | None = None) -> int:
     argv = _checked(argv, "embed_parser")
-    from modeling_elmo.tools.embed import main
-
-    return main(argv)
+    return _main_of("modeling_elmo.tools.embed")(argv)
 
 
 def analyze(argv: Sequence[str] | None = None) -> int:
     argv = _checked(argv, "analyze_parser")
-    from modeling_elmo.tools.analysis import main
-
-    return main(argv)
+    return _main_of("modeling_elmo.tools.analysis")(argv)
 
 
 def convert(argv: Sequence[str] | None = None) -> int:
     argv = _checked(argv, "convert_parser")
-    from modeling_elmo.tools.convert import main
-
-    return main(argv)
+    return _main_of("modeling_elmo.tools.convert")(argv)
 
 
 def app(argv: Sequence[str] | None = None) -> int:
     argv = _checked(argv, "app_parser")
-    from modeling_elmo.tools.app.server import main
-
-    return main(argv)
+    return _main_of("modeling_elmo.tools.app.server")(argv)

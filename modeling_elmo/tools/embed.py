@@ -90,6 +90,7 @@ import contextlib
 import ctypes
 import datetime
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -121,13 +122,16 @@ from .embed_io import (  # noqa: E402
     Counts,
     EmbedError,
     WindowChunks,
+    checked_device,
     complete_chunks,
     count_lines,
     done_windows,
     merge_chunks,
     open_dataset,
     read_text_lines,
+    recorded_settings,
     tokenizer_word_split,
+    weights_fingerprint,
 )
 from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
@@ -137,7 +141,7 @@ logger = logging.getLogger("elmo-embed")
 
 MODES = ("all", "top", "average")
 PARQUET_SUFFIXES = (".parquet", ".pq")
-PROGRESS_VERSION = 1
+PROGRESS_VERSION = 2  # 2: the weights' fingerprint
 __all__ = ["DATA_FILE_BUILDERS", "EmbedError", "Embedder", "main", "run"]
 
 # --------------------------------------------------------------------------------------------------
@@ -241,6 +245,7 @@ class WindowEmbedder:
         chunks = WindowChunks(self.work, window, args.format, args.mode, plan.skipped, args.commit_seconds,
                               self.guard.deferred)
         done = chunks.done
+        self._count(plan, done)
         try:
             chunks.write(plan.ready)
             self.progress_bar.update(len(plan.ready) + len(plan.skipped) + len(done - {r[0] for r in plan.ready}))
@@ -268,21 +273,30 @@ class WindowEmbedder:
             if text is None and not self.is_dataset:  # undecodable, with --encoding_errors skip
                 plan.skipped.append(line_no)
                 continue
-            words = _words(text, self.args.split)
+            try:
+                words = _words(text, self.args.split)
+            except _NotWords as error:
+                column = self.args.text_column or "text"
+                raise EmbedError(f"{self.args.input}: row {line_no} of column {column!r} {error}") from None
             plan.words_of[line_no] = words
-            self.counts.lines += 1
-            self.counts.tokens += len(words)
             if not words:
-                self.counts.empty += 1
                 plan.ready.append((line_no, words, _empty(self.args.mode, self.layers, self.width)))
                 continue
             n_pieces = math.ceil(len(words) / max_tokens)
             if n_pieces > 1:
-                self.counts.split += 1
                 plan.pieces_of[line_no] = n_pieces
             for k in range(n_pieces):
                 plan.pieces.append(Piece(line_no, k, words[k * max_tokens : (k + 1) * max_tokens]))
         return plan
+
+    def _count(self, plan: WindowPlan, done: set[int]) -> None:
+        """Count the lines this run embeds (not those an interrupted run committed)."""
+        for line_no, words in plan.words_of.items():
+            if line_no not in done:
+                self.counts.lines += 1
+                self.counts.tokens += len(words)
+                self.counts.empty += not words
+                self.counts.split += line_no in plan.pieces_of
 
     def _debug_kill(self) -> None:
         """--debug_kill_after_chunks K: SIGKILL this process while it writes its chunk after the first K.
@@ -309,12 +323,19 @@ def _whole_lines(batch: list[Piece], arrays: list[np.ndarray], plan: WindowPlan,
     return rows
 
 
+class _NotWords(Exception):
+    """A dataset row that holds neither a string nor a list of strings (`plan` names the row)."""
+
+
 def _words(text: str | list | None, rule: str) -> list[str]:
+    """A line's words: a string split by `rule`, or a dataset's list of words used as it is."""
     if text is None:
         return []
     if isinstance(text, str):
         return text.split() if rule == "whitespace" else split_words(text, rule)
-    return [str(word) for word in text]  # a dataset column of word lists
+    if isinstance(text, (list, tuple)) and all(isinstance(word, str) for word in text):
+        return list(text)
+    raise _NotWords(f"holds {str(text)[:50]} ({type(text).__name__}), not a string or a list of strings")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -423,8 +444,8 @@ def _check_args(args) -> None:
             check_word_split(args.split, "--split", allow_import=True)
         except ValueError as error:
             raise EmbedError(str(error)) from None
-    for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout"):
-        if getattr(args, name) < 1:
+    for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise EmbedError(f"--{name} must be a positive integer, got {getattr(args, name)}")
     if not args.commit_seconds > 0:
         raise EmbedError(f"--commit_seconds must be a positive number of seconds, got {args.commit_seconds}")
@@ -441,7 +462,8 @@ def _check_args(args) -> None:
         raise EmbedError("--overwrite and --resume contradict each other: choose one")
 
 
-def _settings(args, input_fingerprint: str, model) -> dict:
+def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
+    """What makes a run's vectors: recorded in the work folder and in the complete output, compared by --resume."""
     config_digest = hashlib.sha256(model.config.to_json_string(use_diff=False).encode()).hexdigest()[:16]
     return {
         "version": PROGRESS_VERSION,
@@ -451,6 +473,7 @@ def _settings(args, input_fingerprint: str, model) -> dict:
         "dataset_split": args.dataset_split,
         "model": args.model,
         "model_config": config_digest,
+        "model_weights": weights,
         "mode": args.mode,
         "format": args.format,
         "split": args.split,
@@ -478,7 +501,8 @@ def _prepare_work_dir(args, output: Path, work: Path, settings: dict) -> set[int
         shutil.rmtree(work, ignore_errors=True)
     elif output.exists() and not work.exists():
         if args.resume:
-            return None  # complete already
+            _check_complete(output, args.format, settings)
+            return None  # complete already, with these settings
         raise EmbedError(f"output {output} exists: pass --overwrite to replace it (or --resume to continue a run)")
     elif work.exists() and not args.resume:
         raise EmbedError(
@@ -491,7 +515,7 @@ def _prepare_work_dir(args, output: Path, work: Path, settings: dict) -> set[int
         except (OSError, ValueError) as error:
             raise EmbedError(f"{progress} is unreadable ({error}); pass --overwrite to start again") from error
         if recorded.get("settings") != settings:
-            changed = sorted(k for k in settings if recorded.get("settings", {}).get(k) != settings[k])
+            changed = _differences(recorded.get("settings"), settings)
             raise EmbedError(
                 f"{work} was started with other settings ({', '.join(changed)} differ); rerun with the same "
                 "arguments, or pass --overwrite to start again"
@@ -506,6 +530,23 @@ def _prepare_work_dir(args, output: Path, work: Path, settings: dict) -> set[int
     work.mkdir(parents=True)
     _write_json(progress, {"settings": settings})
     return set()
+
+
+def _differences(recorded: dict | None, settings: dict) -> list[str]:
+    recorded = recorded if isinstance(recorded, dict) else {}
+    return sorted(key for key in settings if recorded.get(key) != settings[key])
+
+
+def _check_complete(output: Path, output_format: str, settings: dict) -> None:
+    """--resume of a complete output does nothing, but only with the settings it was made with: another model,
+    other weights, more lines or another mode would leave vectors that do not match the command."""
+    recorded = recorded_settings(output, output_format)
+    if recorded is None:
+        raise EmbedError(f"output {output} is complete and records no settings to compare: --resume only continues "
+                         "an interrupted run; pass --overwrite to replace it")
+    if recorded != settings:
+        raise EmbedError(f"output {output} is complete, made with other settings ({', '.join(_differences(recorded, settings))} "
+                         "differ): --resume does not extend or change a complete output; pass --overwrite to replace it")
 
 
 @dataclass
@@ -524,7 +565,9 @@ def _open_input(args) -> Input:
     if not source.exists():
         raise EmbedError(f"input {source} not found")
     counts = Counts()
-    if source.is_dir() or args.text_column is not None:
+    # A data file (.jsonl, .csv, .parquet ...) is a dataset with its column `text` unless --text_column names another:
+    # read as raw text, its syntax would be embedded as words.
+    if source.is_dir() or args.text_column is not None or source.suffix.lower() in DATA_FILE_BUILDERS:
         rows, total, fingerprint = open_dataset(source, args.text_column or "text", args.dataset_split, args.encoding)
         lines, is_dataset = enumerate(rows), True
     else:
@@ -533,38 +576,20 @@ def _open_input(args) -> Input:
             raise EmbedError(f"input {source} is empty: nothing to embed")
         strict = args.encoding if args.encoding_errors == "strict" else None  # checked in the same pass
         try:
-            total = count_lines(source, strict)
+            total = count_lines(source, strict, args.max_lines)
         except UndecodableText as error:
             raise EmbedError(str(error)) from None
         fingerprint, is_dataset = f"{stat.st_size}-{stat.st_mtime_ns}", False
         lines = read_text_lines(source, args.max_line_chars, args.encoding, args.encoding_errors, counts)
-    if args.max_lines is not None:
+    if args.max_lines is not None:  # nothing beyond is read (nor refused for a byte that does not decode)
+        lines = itertools.islice(lines, args.max_lines)
         total = min(total, args.max_lines) if total is not None else args.max_lines
     return Input(lines, total, fingerprint, is_dataset, counts)
 
 
 def _device(name: str | None, processes: Processes) -> torch.device:
-    """The --device to run on, checked: a one-line error for a name torch does not know (`gpu`) or a device this
-    machine or this torch build does not have. Several processes on GPUs take one each (`cuda:LOCAL_RANK`)."""
-    name = name or ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise EmbedError(f"--device {name!r} is not a device name (cpu, cuda, cuda:1, mps, ...)") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            reason = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-            raise EmbedError(f"--device {name}: {reason}; use --device cpu")
-        if device.index is None and processes.world > 1:
-            device = torch.device("cuda", processes.local_rank)
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise EmbedError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
-    try:
-        torch.empty(1, device=device)
-    except (RuntimeError, AssertionError) as error:  # torch says "not compiled with ..." with an AssertionError
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise EmbedError(f"--device {name} is not usable here: {reason}") from None
-    return device
+    """The --device to run on, checked (`embed_io.checked_device`); several processes on GPUs take one each."""
+    return checked_device(name, processes.world, processes.local_rank)
 
 
 def _dtype(name: str, device: torch.device) -> torch.dtype:
@@ -603,15 +628,16 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         args.split = args.split or tokenizer_word_split(tokenizer, args.model)
     except ValueError as error:
         raise EmbedError(str(error)) from None
+    settings = _settings(args, source.fingerprint, model, weights_fingerprint(model))  # before int8 changes them
     if args.dtype == "int8":
         quantize_int8(model)
     if args.token_cache_size:
         model.enable_token_cache(args.token_cache_size)
     work = output.with_name(output.name + ".partial")
-    settings = _settings(args, source.fingerprint, model)
     start = time.perf_counter()
     processes.start()
     try:
+        new_work = not work.exists()
         done = processes.from_first(lambda: _prepare_work_dir(args, output, work, settings))
         if done is None:
             logger.info("%s is complete already: nothing to do", output)
@@ -621,6 +647,10 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
                                       source.is_dataset, progress_bar, guard)
         try:
             windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
+        except EmbedError:  # a bad row: a work folder this run made and kept nothing in would block the next run
+            if new_work and processes.world == 1 and not complete_chunks(work, args.format):
+                shutil.rmtree(work, ignore_errors=True)
+            raise
         finally:
             progress_bar.close()
         own = Counts.of_processes([source.counts, embed_window.counts])  # reader's counts + what this one embedded
@@ -630,7 +660,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     if processes.rank != 0:
         return output
     _log_special_lines(counts, args)
-    _merge(args, work, output, windows, lines_read, model.config.num_layers + 1)
+    _merge(args, work, output, windows, lines_read, model.config.num_layers + 1, settings)
     elapsed = time.perf_counter() - start
     logger.info(
         "wrote %s: %d lines embedded in this run (%d empty), %d tokens, %.1f s (%.1f sentences/s, %.0f tokens/s)%s",
@@ -643,12 +673,13 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     return output
 
 
-def _merge(args, work: Path, output: Path, windows: int, lines_read: int, layers: int) -> None:
+def _merge(args, work: Path, output: Path, windows: int, lines_read: int, layers: int, settings: dict) -> None:
     """Merge the chunks into `OUTPUT.tmp`, rename it to OUTPUT (complete in one step) and remove the work folder."""
     chunks = complete_chunks(work, args.format)
     if done_windows(work) != set(range(windows)):  # a bug, or the work folder was tampered with
         raise RuntimeError(f"{work} holds {len(done_windows(work))} complete chunks for {windows} windows")
-    attrs = {"model": args.model, "mode": args.mode, "split": args.split, "layers": layers, "lines": lines_read}
+    attrs = {"model": args.model, "mode": args.mode, "split": args.split, "dtype": args.dtype, "layers": layers,
+             "lines": lines_read, "settings": json.dumps(settings)}
     tmp = output.with_name(output.name + ".tmp")
     logger.info("merging %d chunk(s) into %s", len(chunks), output)
     merge_chunks(args.format, chunks, tmp, args.mode, attrs)

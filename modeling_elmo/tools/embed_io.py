@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -59,18 +61,28 @@ class Counts:
         return total
 
 
-def count_lines(path: Path, encoding: str | None = None) -> int:
-    """Number of lines of a text file (a last line without a newline counts), in one fast pass. With `encoding`,
-    the same pass checks that the whole file decodes: `UndecodableText` (one line naming the file, the line, the
-    byte and `--encoding`) for the first line that does not, before anything is written."""
+def count_lines(path: Path, encoding: str | None = None, max_lines: int | None = None) -> int:
+    """Number of lines of a text file (a last line without a newline counts), in one fast pass, up to `max_lines`
+    (what lies beyond is not read). With `encoding`, the same pass checks that those lines decode: `UndecodableText`
+    (one line naming the file, the line, the byte and `--encoding`) for the first that does not, before anything is
+    written."""
+    if max_lines == 0:
+        return 0
     decoder = codecs.getincrementaldecoder(encoding)() if encoding else None
     count, last = 0, b"\n"
     with open(path, "rb") as handle:
         while block := handle.read(1 << 24):
+            if max_lines is not None and count + block.count(b"\n") >= max_lines:
+                cut = -1
+                for _ in range(max_lines - count):  # the end of line `max_lines` in this block
+                    cut = block.index(b"\n", cut + 1)
+                block = block[: cut + 1]
             count += block.count(b"\n")
             last = block[-1:]
             if decoder is not None:
                 _decode_or_name_the_line(decoder, block, path, encoding)
+            if max_lines is not None and count >= max_lines:
+                break
     if decoder is not None:
         _decode_or_name_the_line(decoder, b"", path, encoding, final=True)
     return count + (last != b"\n")
@@ -149,6 +161,67 @@ def tokenizer_word_split(tokenizer, model: str) -> str:
     return split
 
 
+def checked_device(name: str | None, world: int = 1, local_rank: int = 0):
+    """The `--device` to run on (default: CUDA if there is one), checked: `EmbedError` (one line) for a name torch
+    does not know (`gpu`) or a device this machine or this torch build does not have. Several processes on GPUs take
+    one each (`cuda:LOCAL_RANK`). elmo-analyze uses it too."""
+    import torch
+
+    name = name or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise EmbedError(f"--device {name!r} is not a device name (cpu, cuda, cuda:1, mps, ...)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            reason = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise EmbedError(f"--device {name}: {reason}; use --device cpu")
+        if device.index is None and world > 1:
+            device = torch.device("cuda", local_rank)
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise EmbedError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    try:
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as error:  # torch says "not compiled with ..." with an AssertionError
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise EmbedError(f"--device {name} is not usable here: {reason}") from None
+    return device
+
+
+def weights_fingerprint(model) -> str:
+    """A digest of the model's tensors (names, dtypes, shapes and bytes), for `--resume` to refuse other weights
+    behind the same name and config (a model folder whose safetensors was replaced). Hashing is far cheaper than
+    embedding: well under a second for the largest ELMo. Taken before `--dtype int8` quantizes the model."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        tensor = tensor.detach()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).contiguous().view(torch.uint8).cpu().numpy())
+    return digest.hexdigest()[:16]
+
+
+def recorded_settings(output: Path, output_format: str) -> dict | None:
+    """The settings a complete output was made with (the attribute / metadata `settings`), None if it records none;
+    `EmbedError` if it is not an output of this format."""
+    try:
+        if output_format == "parquet":
+            import pyarrow.parquet as pq
+
+            metadata = pq.read_schema(output).metadata or {}
+            recorded = json.loads(metadata.get(b"elmo-embed", b"{}")).get("settings")
+        else:
+            import h5py
+
+            with h5py.File(output, "r") as handle:
+                recorded = handle.attrs.get("settings")
+        return None if recorded is None else json.loads(recorded)
+    except (OSError, ValueError, AttributeError) as error:
+        raise EmbedError(f"output {output} is not a readable {output_format} file ({type(error).__name__}): pass "
+                         "--overwrite to replace it") from None
+
+
 def open_dataset(path: Path, text_column: str, dataset_split: str | None, encoding: str = "utf-8"):
     """(an iterable of rows, the number of rows or None, a fingerprint) of a `datasets` input; `encoding` is that of
     a .csv or .json(l) file (a saved dataset and Parquet hold Unicode strings already)."""
@@ -177,7 +250,8 @@ def open_dataset(path: Path, text_column: str, dataset_split: str | None, encodi
     if path.stat().st_size == 0:
         raise EmbedError(f"input {path} is empty: nothing to embed")
     options = {"encoding": encoding} if builder in ("json", "csv") else {}
-    stream = iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True, **options))
+    stream = _readable(iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True,
+                                                  **options)), path, encoding)
     # The first row is read now, so that a wrong --text_column fails before any output is started.
     first = next(stream, None)
 
@@ -197,6 +271,34 @@ def open_dataset(path: Path, text_column: str, dataset_split: str | None, encodi
 
     stat = path.stat()
     return rows(), None, f"{stat.st_size}-{stat.st_mtime_ns}"
+
+
+def _readable(stream: Iterator[dict], path: Path, encoding: str) -> Iterator[dict]:
+    """The rows of a streamed data file; a file that does not parse or decode (pandas, pyarrow and the codecs raise
+    ValueErrors) is one EmbedError naming the file and the rows read before. The builders' own error line is held
+    back while reading, as this one says the same."""
+    import pyarrow
+
+    builders_log = logging.getLogger("datasets.packaged_modules")
+    level = builders_log.level
+    builders_log.setLevel(logging.CRITICAL)
+    read = 0
+    try:
+        while True:
+            try:
+                row = next(stream)
+            except StopIteration:
+                return
+            except (ValueError, pyarrow.ArrowException) as error:
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                hint = f" (not valid {encoding}: give the file's encoding with --encoding)" \
+                    if isinstance(error, UnicodeDecodeError) else ""
+                where = f"after row {read - 1}" if read else "from its first row"
+                raise EmbedError(f"{path} could not be read {where}: {reason}{hint}") from None
+            read += 1
+            yield row
+    finally:
+        builders_log.setLevel(level)
 
 
 # --------------------------------------------------------------------------------------------------
