@@ -8,6 +8,7 @@ where this file is loaded alone (remote code loads a configuration with its own 
 from __future__ import annotations
 
 import copy
+import math
 import os
 import shutil
 from pathlib import Path
@@ -72,10 +73,16 @@ def _auto_map(saved: dict) -> dict:
 
 
 _SOFTMAX_TYPES = ("full", "sampled", "adaptive")
+_PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 _SCALAR_MIXES = ("learned", "top", "average", "fixed")
 _CLASSIFIER_POOLINGS = ("mean", "max", "lstm", "attention")
 _TOKEN_CLASSIFIER_ENCODERS = ("none", "lstm")
 _TOKEN_ENCODERS = ("char_cnn", "word_char")
+
+
+def _check_num_labels(value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"ElmoConfig.num_labels must be a positive integer, got {value!r}")
 
 
 class ElmoConfig(PretrainedConfig):
@@ -239,6 +246,9 @@ class ElmoConfig(PretrainedConfig):
         self.token_classifier_encoder = token_classifier_encoder
         self.head_hidden_size = head_hidden_size
         kwargs["auto_map"] = _auto_map(kwargs.get("auto_map") or {})
+        # Checked before transformers turns it into `id2label` (`range(num_labels)`): a count below 1 would become
+        # an empty map, a string a TypeError.
+        _check_num_labels(kwargs.get("num_labels"))
         super().__init__(**kwargs)
         # Set after transformers' own check of the special-token ids (it compares every `*_token_id` with
         # `vocab_size`, and warns): our token ids (the tokenizer's <S>, </S>, padding, which Trainer copies into the
@@ -414,8 +424,11 @@ class ElmoConfig(PretrainedConfig):
                 f"scalar_mix={self.scalar_mix!r}: {params!r}"
             )
         value = self.scalar_mix_l2_coef
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
             raise ValueError(f"ElmoConfig.scalar_mix_l2_coef must be a non-negative number, got {value!r}")
+        _check_num_labels(self.num_labels)  # also an `id2label` set or emptied after construction
+        if self.problem_type not in _PROBLEM_TYPES:
+            raise ValueError(f"ElmoConfig.problem_type must be one of {_PROBLEM_TYPES}, got {self.problem_type!r}")
         value = self.representation_dropout
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
             raise ValueError(f"ElmoConfig.representation_dropout must be in [0, 1), got {value!r}")

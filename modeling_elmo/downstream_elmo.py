@@ -247,7 +247,13 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
         return F.mse_loss(logits.float(), labels.float())
     if config.problem_type == "single_label_classification":
         return F.cross_entropy(logits.view(-1, num_labels).float(), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+    if config.problem_type == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+    # set after construction, past `ElmoConfig.validate`: refused rather than trained as multi-label
+    raise ValueError(
+        "config.problem_type must be 'regression', 'single_label_classification' or 'multi_label_classification', "
+        f"got {config.problem_type!r}"
+    )
 
 
 # --------------------------------------------------------------------------------------------------

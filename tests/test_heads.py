@@ -172,6 +172,29 @@ def test_bad_task_fields_are_rejected(field, value):
         ElmoConfig.from_preset("tiny", **{field: value})
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [("num_labels", 0), ("num_labels", -1), ("num_labels", "3"), ("num_labels", True),
+     ("scalar_mix_l2_coef", float("nan")), ("scalar_mix_l2_coef", float("inf")), ("problem_type", "foo")],
+)
+def test_bad_label_fields_are_one_line_naming_the_value(field, value):
+    with pytest.raises(ValueError) as error:
+        ElmoConfig.from_preset("tiny", **{field: value})
+    message = str(error.value)
+    assert f"ElmoConfig.{field}" in message and message.endswith(repr(value)) and "\n" not in message
+
+
+def test_labels_emptied_or_problem_type_changed_after_construction_are_refused():
+    config = head_config()
+    config.id2label = {}
+    with pytest.raises(ValueError, match="num_labels must be a positive integer, got 0"):
+        config.validate()
+    model = ElmoForSequenceClassification(head_config())
+    model.config.problem_type = "foo"  # past validation: the loss refuses it, never falls back to multi-label
+    with pytest.raises(ValueError, match="problem_type .* got 'foo'"):
+        model(random_char_ids([2]), labels=torch.tensor([[1.0, 0.0, 0.0]]))
+
+
 def test_fixed_mix_needs_one_weight_per_layer():
     with pytest.raises(ValueError, match="num_layers \\+ 1 = 3"):
         ElmoConfig.from_preset("tiny", scalar_mix="fixed", scalar_mix_parameters=[1.0, 2.0])
