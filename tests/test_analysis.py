@@ -258,3 +258,46 @@ def test_default_split_is_the_tokenizers_and_undecodable_text_is_one_line(model_
                           *options]) == 0
     bars = json.loads((tmp_path / "bars" / analysis.JSON_NAME).read_text())
     assert bars["split"] == "test_analysis:bar_words" and bars["tokens"] == 5 and bars["words"]["bank"]["count"] == 2
+
+
+def test_a_signal_mid_run_and_a_bad_device_are_one_line_and_write_nothing(model_dir, tmp_path, caplog, monkeypatch):
+    """Ctrl-C while the vectors are collected: one line, exit 130, no output folder; `--device gpu` (no such
+    name) and `--device cuda` on a machine without one: one line each, exit 2, as elmo-embed answers them."""
+    import os
+    import signal
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n")
+    out = tmp_path / "out"
+    options = [str(corpus), "--model", str(model_dir), "--output_dir", str(out), "--quiet", "--min_count", "2"]
+
+    def signalled(self, sentences, hidden):
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(analysis.Collector, "add_batch", signalled)
+        assert analysis.main(options) == 130
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert errors == ["interrupted by SIGINT: nothing was written"] and not out.exists()
+    real_plot = analysis.plot
+
+    def plot_signalled(*args, **kwargs):  # the signal lands while the outputs are written: they are finished
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_plot(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(analysis, "plot", plot_signalled)
+        caplog.clear()
+        assert analysis.main([*options, "--output_dir", str(tmp_path / "written")]) == 143
+    assert "interrupted by SIGTERM: the outputs were written first" in caplog.text
+    assert json.loads((tmp_path / "written" / analysis.JSON_NAME).read_text())["layers"] == [0, 1, 2]
+    assert sorted(path.name for path in (tmp_path / "written").iterdir()) == [analysis.JSON_NAME, analysis.PLOT_NAME]
+    devices = {"gpu": "--device 'gpu' is not a device name"}
+    if not torch.cuda.is_available():
+        devices["cuda"] = "--device cuda: "
+    for device, expected in devices.items():
+        caplog.clear()
+        assert analysis.main([*options, "--device", device]) == 2
+        errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+        assert len(errors) == 1 and errors[0].startswith(expected), errors
+        assert not out.exists()

@@ -41,11 +41,14 @@ and `used` occurrences), for at most `--max_words` word types (the most frequent
 `2 * --anisotropy_pairs` vectors for the baseline. The bound, in bytes, is logged before the model runs.
 
 This module is not imported by the model files (it does not travel as remote code). Exit status: 0 on success,
-2 for bad arguments or inputs (nothing is written then), 1 when writing fails.
+2 for bad arguments or inputs (a `--device` this machine does not have among them; nothing is written then), 1 when
+writing fails, 130/143 when interrupted by SIGINT/SIGTERM (one line; nothing is written, unless the signal came
+while the outputs were being written: they are finished first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -62,7 +65,8 @@ import torch
 from tokenization import check_word_split, split_name, split_words
 
 from .command_options import analyze_parser
-from .embed_io import tokenizer_word_split
+from .embed_io import EmbedError, checked_device, tokenizer_word_split
+from .interrupts import Interrupted, InterruptGuard
 from .loading import ModelLoadError, load_elmo
 from .text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 
@@ -358,8 +362,10 @@ def plot(results: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def run(args) -> Path:
-    """Analyse `args.input` with `args.model` and write the outputs; returns the JSON's path."""
+def run(args, guard: InterruptGuard | None = None) -> Path:
+    """Analyse `args.input` with `args.model` and write the outputs; returns the JSON's path. `guard`: the interrupt
+    guard `main` installs (the outputs are written whole, a signal meanwhile waits for the end)."""
+    guard = guard or InterruptGuard()
     _check_args(args)
     source = Path(args.input)
     if not source.is_file():
@@ -371,7 +377,11 @@ def run(args) -> Path:
     if existing and not args.overwrite:
         raise AnalysisError(f"{out} already holds {', '.join(existing)}: pass --overwrite to replace")
     try:
-        model, tokenizer = load_elmo(args.model, device=args.device, seed=args.seed)
+        device = checked_device(args.device)  # `gpu`, or CUDA on a machine without: one line, as elmo-embed says
+    except EmbedError as error:
+        raise AnalysisError(str(error)) from None
+    try:
+        model, tokenizer = load_elmo(args.model, device=device, seed=args.seed)
     except ModelLoadError as error:
         raise AnalysisError(f"--model: {error}") from None
     if args.split is None:  # the tokenizer's own split, never imported from its saved file
@@ -381,7 +391,8 @@ def run(args) -> Path:
             raise AnalysisError(str(error)) from None
     options = {name: getattr(args, name) for name in ANALYZE_OPTIONS}
     try:
-        return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet, **options)
+        return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet,
+                                 protect=lambda: _written_whole(guard), **options)
     except UndecodableText as error:  # found by the first pass, before anything is written
         raise AnalysisError(str(error)) from None
 
@@ -392,8 +403,9 @@ ANALYZE_OPTIONS = ("split", "min_count", "max_occurrences", "max_words", "anisot
 
 
 def analyze_to_folder(model, tokenizer, source: Path, out: Path, model_name: str, quiet: bool = False,
-                      **options) -> Path:
-    """`analyze` then `write_outputs`, with the settings recorded in the JSON; returns the JSON's path."""
+                      protect=contextlib.nullcontext, **options) -> Path:
+    """`analyze` then `write_outputs` (inside `protect()`), with the settings recorded in the JSON; returns the
+    JSON's path."""
     if options.get("split") is None:
         options["split"] = tokenizer.word_split
     results = analyze(model, tokenizer, Path(source), quiet=quiet, **options)
@@ -403,7 +415,19 @@ def analyze_to_folder(model, tokenizer, source: Path, out: Path, model_name: str
     settings = {"model": model_name, "input": str(source), **settings,
                 "reference": "Ethayarajh (2019), How Contextual are Contextualized Word Representations?, EMNLP"}
     title = f"How contextual is each layer? {model_name} on {Path(source).name}"
-    return write_outputs({**settings, **results}, Path(out), title=title)
+    with protect():
+        return write_outputs({**settings, **results}, Path(out), title=title)
+
+
+@contextlib.contextmanager
+def _written_whole(guard: InterruptGuard):
+    """The outputs are written whole: a signal meanwhile is raised once they are, marked so that `main` says so."""
+    try:
+        with guard.deferred():
+            yield
+    except Interrupted as stop:
+        stop.after_writing = True
+        raise
 
 
 def write_outputs(results: dict, out: Path, title: str) -> Path:
@@ -441,8 +465,14 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    guard = InterruptGuard()
     try:
-        run(args)
+        with guard.installed():
+            run(args, guard)
+    except Interrupted as stop:
+        kept = "the outputs were written first" if getattr(stop, "after_writing", False) else "nothing was written"
+        logger.error("interrupted by %s: %s", stop.name, kept)
+        return stop.exit_code
     except AnalysisError as error:
         logger.error("%s", error)
         return 2
