@@ -378,6 +378,12 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
                     tensor.data = tensor.data.clone()
         return loaded
 
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`, after checking the configuration (a field may have been set to a bad
+        value since loading): a refused save writes nothing, where transformers would first copy the remote code."""
+        self.config.validate()
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
     def quantize_int8(self) -> ElmoPreTrainedModel:
         """Run inference with int8 matrix multiplies on the CPU (torch's fbgemm kernels): the biLSTM and the
         character CNN's highways and projection, activations quantized per row so that a sentence's vectors still

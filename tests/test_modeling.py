@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -61,6 +62,18 @@ def test_config_validation_names_field_and_value(field, value):
     with pytest.raises(ValueError) as error:
         ElmoConfig.from_preset("tiny", **{field: value})
     assert field in str(error.value) and repr(value) in str(error.value)
+
+
+def test_the_documented_task_names_are_the_loaders():
+    """docs/models.md names the `task` values `load_elmo` accepts."""
+    from conftest import REPO
+
+    from modeling_elmo.tools.loading import TASKS
+
+    page = (REPO / "docs" / "models.md").read_text(encoding="utf-8")
+    sentence = page[page.index("`task` picks the class:"):].split(". ")[0]
+    named = re.findall(r'`"([^"`]+)"`', sentence)
+    assert len(named) == 3 and set(named) <= set(TASKS), named
 
 
 def test_unknown_preset():
@@ -247,6 +260,14 @@ def test_save_load_reproduces_outputs(tmp_path):
         assert torch.equal(a, b)
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, loaded.state_dict()[name]), name
+
+
+def test_save_with_a_bad_config_field_writes_nothing(tmp_path):
+    model = tiny_model()
+    model.config.lstm_implementation = "foo"  # set after construction: not validated until saving
+    with pytest.raises(ValueError, match="lstm_implementation .* got 'foo'"):
+        model.save_pretrained(tmp_path / "saved")
+    assert not (tmp_path / "saved").exists()
 
 
 @pytest.mark.slow
