@@ -67,7 +67,8 @@ def embed_parser() -> argparse.ArgumentParser:
         description="ELMo vectors of every line of a corpus, to HDF5 (one dataset per line) or Parquet.",
         epilog="Interrupted runs continue with --resume; see `python -m pydoc modeling_elmo.tools.embed` for the layout.",
     )
-    parser.add_argument("input", help="text file (one sentence per line), dataset folder, or data file with --text_column")
+    parser.add_argument("input", help="text file (one sentence per line), dataset folder, or .jsonl/.json/.csv/.parquet "
+                                      "data file (read as a dataset)")
     parser.add_argument("output", help="HDF5 file to write (or .parquet)")
     parser.add_argument("--model", required=True,
                         help="model folder, Hub id, or preset name (random weights, only to test the command)")
@@ -78,7 +79,7 @@ def embed_parser() -> argparse.ArgumentParser:
     parser.set_defaults(mode="all")
     parser.add_argument("--format", choices=EMBED_FORMATS, default=None, help="default: from OUTPUT's suffix")
     parser.add_argument("--split", default=None, metavar="SPLIT", help=SPLIT_HELP)
-    parser.add_argument("--text_column", default=None, help="column of a dataset input (default 'text')")
+    parser.add_argument("--text_column", default=None, help="column of a dataset or data-file input (default 'text')")
     parser.add_argument("--dataset_split", default=None, help="split of a saved DatasetDict")
     parser.add_argument("--batch_size", type=int, default=128, help="sentences per batch (default 128)")
     parser.add_argument("--batch_tokens", type=int, default=4096,
@@ -92,7 +93,7 @@ def embed_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_tokens", type=int, default=1000,
                         help="longer lines are embedded in pieces of this many words (default 1000)")
     parser.add_argument("--max_line_chars", type=int, default=1_000_000,
-                        help="longer lines are truncated (default 1000000)")
+                        help="longer lines of a text INPUT are truncated (default 1000000)")
     parser.add_argument("--max_lines", type=int, default=None, help="embed only the first N lines")
     add_encoding_argument(parser, "a text INPUT, .csv or .json(l)")
     parser.add_argument("--encoding_errors", choices=("strict", "replace", "skip"), default="strict",
@@ -107,7 +108,7 @@ def embed_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token_cache_size", type=int, default=50_000,
                         help="distinct tokens whose layer-0 vectors are kept (0: off)")
     parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT (and any unfinished run)")
-    parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run (with the same settings; a complete OUTPUT is left as it is)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--verbose", action="store_true", help="debugging messages too (a segmenter's own among them)")
     parser.add_argument("--dist_timeout", type=int, default=7200,

@@ -16,9 +16,10 @@ Input
   in one line naming the file, the line and the byte (`--encoding_errors strict`, default), unless they are
   replaced by U+FFFD (`replace`) or their lines left out of the output (`skip`), counted and logged;
 * a `datasets` dataset: a folder written by `save_to_disk` (a `DatasetDict` needs `--dataset_split`), or a
-  .parquet / .jsonl / .json / .csv file read as a stream (`--encoding` applies to the last three);
-  `--text_column` (default `text`) holds a string (split as a text line) or a list of words (used as they are).
-  The line number of a row is its index.
+  .parquet / .jsonl / .json / .csv file (always read as a dataset, never as raw text), read as a stream
+  (`--encoding` applies to the last three); `--text_column` (default `text`) holds a string (split as a text line)
+  or a list of strings (words, used as they are); any other value, or a file that does not parse or decode, is
+  refused in one line naming the file and the row. The line number of a row is its index.
 
 Output
 ------
@@ -30,12 +31,13 @@ dataset per input line, named by its 0-based line number (`str(line_no)`), with 
 
 Each dataset's attribute `tokens` holds the line's words, one per vector (`handle["3"].attrs["tokens"]`, an array
 of str). An empty line gives an empty dataset (`(L + 1, 0, 2P)` or `(0, 2P)`). The file's attributes record the
-model, the mode, the word split and the line count (`skipped_lines` lists the lines left out by
-`--encoding_errors skip`). Written in HDF5's format of 1.8 and later (long lines' words need it).
+model, the mode, the word split, the compute dtype, the line count (`skipped_lines` lists the lines left out by
+`--encoding_errors skip`) and `settings`: the run's settings as JSON (a fingerprint of the weights among them). Written in HDF5's format of 1.8 and later (long lines' words need it).
 
 Parquet (OUTPUT ending in `.parquet`, or `--format parquet`): one row per line, columns `line` (int64), `tokens`
 (list of str: the words, one per vector) and `embedding` (float32, nested lists of the shapes above). Rows are in no particular order (by
-length within windows): use `line`. `datasets.Dataset.from_parquet(OUTPUT)` reads it.
+length within windows): use `line`. `datasets.Dataset.from_parquet(OUTPUT)` reads it. The schema's metadata
+`elmo-embed` holds the attributes above, as JSON.
 
 Speed and memory
 ----------------
@@ -43,8 +45,8 @@ Lines are read as a stream in windows of `--window` lines (10,000). Each window 
 batches of similar lengths (at most `--batch_size` sentences and `--batch_tokens` padded tokens), so almost no work
 goes to padding and memory stays flat however large the corpus. A line with more than `--max_tokens` words is
 embedded in pieces of `--max_tokens` words (each with its own `<S>`/`</S>`) whose vectors are concatenated, so it
-still gets one vector per word (with a warning and a count); a line longer than `--max_line_chars` characters is
-truncated (with a warning). The model runs under `torch.inference_mode` with the fast LSTM loop and a token cache
+still gets one vector per word (with a warning and a count); a line of a text file longer than `--max_line_chars`
+characters is truncated (with a warning). With `--max_lines N` nothing beyond line N is read. The model runs under `torch.inference_mode` with the fast LSTM loop and a token cache
 (`--token_cache_size`, 0 turns it off): results equal a sentence-by-sentence run of the model and do not depend on
 the batch size (tested). `--dtype bfloat16` runs the matrix multiplies in bfloat16 (autocast; the LSTM cell
 state stays float32; outputs are float32): faster on CPUs with AVX512-BF16 or AMX and on GPUs, at a deviation
@@ -58,10 +60,14 @@ is embedded, what is done of it is committed the same way as a part (`chunk-W-pa
 (60), so a killed run leaves only complete chunks and parts (plus at most one temporary file, deleted on resume),
 never a corrupt one, and loses at most about a minute of work whatever the window and corpus size. Ctrl-C (SIGINT)
 or SIGTERM also commits what is done, then ends with one line saying what was kept, exit status 130 or 143.
-`--resume` checks that the settings are the same, skips the windows whose chunk exists, and in a window with parts
+`--resume` checks that the settings are the same (the model's weights too, by a fingerprint of their bytes), skips
+the windows whose chunk exists, and in a window with parts
 skips the batches whose lines are done (the same batches as an uninterrupted run, so the same bits). When every
 window is done the chunks are merged into `OUTPUT.tmp`, which is renamed to OUTPUT, and the work folder is removed:
-OUTPUT exists only when complete.
+OUTPUT exists only when complete. `--resume` of a complete OUTPUT does nothing if it was made with the same
+settings, and is refused in one line naming what differs otherwise: it never extends (a larger `--max_lines`) or
+changes a complete output; `--overwrite` replaces it. A run refused for a bad row before anything was kept removes
+the work folder it made.
 
 Several processes
 -----------------
