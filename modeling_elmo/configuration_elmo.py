@@ -11,6 +11,7 @@ import copy
 import math
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from transformers import PretrainedConfig
@@ -446,10 +447,21 @@ class ElmoConfig(PretrainedConfig):
         """`PretrainedConfig.save_pretrained`, and where the config is registered for remote code (`import
         modeling_elmo` does it) the files of every class of `AUTO_CLASSES` with the siblings they import: the
         `auto_map` names them all, while transformers copies only the file of the class saved, and the task heads'
-        file imports the model's, not the other way round. A model's `save_pretrained` calls this."""
-        super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
-        if self._auto_class is not None:
-            _copy_model_files(Path(save_directory))
+        file imports the model's, not the other way round. A model's `save_pretrained` calls this.
+
+        The files are copied first, so that config.json names only Auto classes whose files the folder holds: a
+        model loaded as remote code may have none of the heads' file at hand (`_code_folders` says where it is
+        looked for); their entries are then left out, with a warning naming them."""
+        self.validate()  # before anything is written
+        saved_map = self.auto_map
+        if self._auto_class is not None and not os.path.isfile(save_directory):  # a file: transformers refuses it
+            os.makedirs(save_directory, exist_ok=True)
+            left_out = _copy_model_files(self, Path(save_directory))
+            self.auto_map = {key: value for key, value in saved_map.items() if key not in left_out}
+        try:
+            super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
+        finally:
+            self.auto_map = saved_map  # another folder may hold them all
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> ElmoConfig:
@@ -462,18 +474,58 @@ class ElmoConfig(PretrainedConfig):
         return cls(**{**copy.deepcopy(PRESETS[name]), **overrides})
 
 
-def _copy_model_files(folder: Path) -> None:
-    """Copy the file of every class of `AUTO_CLASSES` and the siblings it imports from this file's folder (the
-    package, or the folder remote code was loaded into) to `folder`."""
-    here = Path(__file__).parent
+def _code_folders(config: ElmoConfig, target: Path) -> list[Path]:
+    """Where the model files may be, first found first: this file's folder (the package, or the folder remote code
+    was loaded into); the folders of the other modules loaded as the same remote code (transformers puts the
+    files of each class loaded from a local folder into a folder of its own); the folder the config was loaded
+    from, when it holds this very file; the target folder (transformers has copied the saved class's files)."""
+    folders = [Path(__file__).parent]
+    package = __name__.rsplit(".", 2)[0] + "."  # transformers_modules.<repository>.
+    for name, module in reversed(list(sys.modules.items())):  # the latest loaded first
+        file = getattr(module, "__file__", None)
+        if name.startswith(package) and file:
+            folders.append(Path(file).parent)
+    origin = Path(str(getattr(config, "_name_or_path", "") or "/nonexistent"))
+    mine = origin / Path(__file__).name
+    if mine.is_file() and mine.read_bytes() == Path(__file__).read_bytes():
+        folders.append(origin)
+    return list(dict.fromkeys([*folders, target]))
+
+
+def _module_files(module: str, folders: list[Path]) -> list[str] | None:
+    """`module`'s file and the siblings it imports, from the first of `folders` that holds them all; None if none."""
+    for folder in folders:
+        source = folder / f"{module}.py"
+        try:
+            return [str(source), *get_relative_import_files(str(source))]  # reads every file: fails if one is absent
+        except OSError:
+            continue
+    return None
+
+
+def _copy_model_files(config: ElmoConfig, folder: Path) -> set[str]:
+    """Copy the file of every class of `AUTO_CLASSES` and the siblings it imports to `folder`; the Auto classes
+    whose files are nowhere to be found (`_code_folders`) are returned, and named in a warning."""
     modules = sorted({path.split(".")[0] for path in AUTO_CLASSES.values()})
-    missing = [f"{module}.py" for module in modules if not (here / f"{module}.py").is_file()]
-    if missing:  # remote code fetches only the files of the classes it loaded
-        logger.warning(f"{missing} not found in {here}: the saved folder does not open with their Auto classes")
+    folders = _code_folders(config, folder)
+    missing = []
     for module in modules:
-        source = here / f"{module}.py"
-        if source.is_file():
-            for file in [str(source), *get_relative_import_files(str(source))]:
-                target = folder / Path(file).name
-                if not (target.exists() and os.path.samefile(file, target)):
-                    shutil.copyfile(file, target)
+        files = _module_files(module, folders)
+        if files is None:
+            missing.append(f"{module}.py")
+            continue
+        for file in files:
+            target = folder / Path(file).name
+            if not (target.exists() and os.path.samefile(file, target)):
+                shutil.copyfile(file, target)
+    # An entry naming another repository's code (`owner/repo--module.Class`) needs no file here.
+    left_out = {
+        auto for auto, path in AUTO_CLASSES.items()
+        if f"{path.split('.')[0]}.py" in missing and "--" not in str((config.auto_map or {}).get(auto, ""))
+    }
+    if left_out:
+        logger.warning(
+            f"{folder}/config.json leaves {sorted(left_out)} out of its auto_map: {missing} (or a file they import) "
+            f"found in none of {[str(f) for f in folders]}, where the model's code was looked for"
+        )
+    return left_out
