@@ -457,7 +457,7 @@ class ElmoConfig(PretrainedConfig):
         if self._auto_class is not None and not os.path.isfile(save_directory):  # a file: transformers refuses it
             os.makedirs(save_directory, exist_ok=True)
             left_out = _copy_model_files(self, Path(save_directory))
-            self.auto_map = {key: value for key, value in saved_map.items() if key not in left_out}
+            self.auto_map = {key: value for key, value in (saved_map or {}).items() if key not in left_out}
         try:
             super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
         finally:
