@@ -528,7 +528,7 @@ def test_predict_only_from_a_fine_tuned_folder_equals_the_models_argmax(fine_tun
     model, tokenizer = load_elmo(fine_tuned_classifier, "sequence-classification")
     expected = []
     for sentence in sentences:
-        if sentence:  # the tokenizer's saved split (punctuation): "," is a word of its own
+        if sentence:  # the tokenizer's saved split: the whitespace it was fine-tuned with
             with torch.no_grad():
                 logits = model(**tokenizer([sentence], padding=True, return_tensors="pt")).logits
             expected.append(model.config.id2label[int(logits.argmax())])
@@ -690,3 +690,105 @@ def test_tagger_trains_whole_epochs_until_min_train_steps_and_max_steps_override
     args = SimpleNamespace(max_steps=-1, num_train_epochs=2.0, gradient_accumulation_steps=2)  # 4 updates an epoch
     raise_epochs_to_min_steps(trainer, args, 9)
     assert args.num_train_epochs == 3.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Continuing a fine-tuned folder: its labels, --resume_from_checkpoint, int8 folders, the saved split, predict-only
+# --------------------------------------------------------------------------------------------------
+
+ONE_STEP = ["--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--max_steps", "1"]
+
+
+def saved_labels(folder) -> dict:
+    return json.loads((folder / "config.json").read_text())["id2label"]
+
+
+def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one_line(fine_tuned_classifier, tmp_path):
+    """Labels among the saved ones: the head goes on with its label ids; others: one line naming both sets and
+    the way out, nothing written; with --ignore_mismatched_sizes, a head for the data's labels."""
+    from train.finetune_classification import main
+    from train.finetune_cli import InputError
+
+    model = ["--model", str(fine_tuned_classifier), *ONE_STEP]
+    (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n")
+    main([*model, "--train_file", str(tmp_path / "one.tsv"), "--output_dir", str(tmp_path / "kept")])
+    assert saved_labels(tmp_path / "kept") == {"0": "0", "1": "1"}
+    (tmp_path / "three.tsv").write_text("label\ttext\n0\tawful\n1\tgreat\n2\tso so\n")
+    out = tmp_path / "three"
+    with pytest.raises(InputError, match=r"holds a classification head of the labels \['0', '1'\]; the data's labels "
+                                         r"\['2'\] are not among them: add --ignore_mismatched_sizes true") as caught:
+        main([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out)])
+    assert "\n" not in str(caught.value) and not out.exists()
+    main([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out),
+          "--ignore_mismatched_sizes", "true"])
+    assert saved_labels(out) == {"0": "0", "1": "1", "2": "2"}
+
+
+def test_a_wrong_resume_from_checkpoint_is_one_line_before_anything_is_written(fine_tuned_classifier, tmp_path):
+    import shutil
+
+    from modeling_elmo.tools.loading import load_elmo
+    from train.finetune_classification import main
+    from train.finetune_cli import InputError
+    from train.finetune_run import check_resume
+
+    (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n")
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match="--resume_from_checkpoint .*absent: no such folder"):
+        main(["--model", str(fine_tuned_classifier), *ONE_STEP, "--train_file", str(tmp_path / "one.tsv"),
+              "--output_dir", str(out), "--resume_from_checkpoint", str(tmp_path / "absent")])
+    assert not out.exists()
+    model, _ = load_elmo(fine_tuned_classifier, "sequence-classification")
+    task = "sequence-classification"
+    check_resume(str(fine_tuned_classifier), model, task)  # the run's own folder: state and weights
+    with pytest.raises(InputError, match="not a checkpoint .*trainer_state.json"):
+        check_resume(str(tmp_path), model, task)
+    other = tmp_path / "other-labels"
+    other.mkdir()
+    for name in ("model.safetensors", "trainer_state.json"):
+        shutil.copy(fine_tuned_classifier / name, other / name)
+    config = json.loads((fine_tuned_classifier / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**config, "label2id": {"neg": 0, "pos": 1}}))
+    with pytest.raises(InputError, match=r"a checkpoint of a run with the labels \['neg', 'pos'\], not this run's"):
+        check_resume(str(other), model, task)
+    (other / "config.json").unlink()
+    mean, _ = load_elmo("tiny", task, config_overrides={"num_labels": 2, "classifier_pooling": "mean"})
+    mean.save_pretrained(other)  # same labels, another pooling: other shapes
+    with pytest.raises(InputError, match="its weights do not fit this run's model") as caught:
+        check_resume(str(other), model, task)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_saved_tokenizer_keeps_the_word_split_it_was_trained_with(fine_tuned_classifier):
+    assert json.loads((fine_tuned_classifier / "tokenizer_config.json").read_text())["word_split"] == "whitespace"
+    assert AutoTokenizer.from_pretrained(fine_tuned_classifier).word_split == "whitespace"
+
+
+def test_a_folder_saved_for_int8_inference_fine_tunes_its_bilm_in_float32(fine_tuned_classifier, tmp_path, capsys):
+    import shutil
+
+    from train.finetune_classification import main
+
+    folder = tmp_path / "int8"
+    shutil.copytree(fine_tuned_classifier, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "lstm_implementation": "int8"}))  # quantize_int8()
+    (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n0\tan awful film\n")
+    main(["--model", str(folder), *ONE_STEP, "--train_file", str(tmp_path / "one.tsv"), "--freeze_bilm", "false",
+          "--output_dir", str(tmp_path / "out")])
+    assert "saved for int8 inference: training in float32" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["lstm_implementation"] == "auto"
+
+
+def test_predict_only_refuses_options_that_change_the_trained_head(fine_tuned_classifier, tmp_path):
+    from train.finetune_classification import main
+    from train.finetune_cli import InputError
+
+    (tmp_path / "new.txt").write_text("a great film\n")
+    out = tmp_path / "out"
+    for option, message in ((["--classifier_pooling", "mean"], r"--classifier_pooling mean \(trained: lstm\)"),
+                            (["--head_hidden_size", "8"], r"--head_hidden_size 8 \(trained: None\)")):
+        with pytest.raises(InputError, match=message + ": without --train_file the fine-tuned head") as caught:
+            main(["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "new.txt"),
+                  "--output_dir", str(out), *option])
+        assert "\n" not in str(caught.value) and not out.exists()

@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
     from .finetune_data import label_list
     from .finetune_run import (
         GuardedTrainer,
+        before_training,
         check_known_labels,
         load_head,
         predict_after,
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
 
     model, tokenizer = load_head(model_args, TASK, label2id, "classifier_pooling", head_args.classifier_pooling,
                                  command_args.verbose)
+    before_training(model, tokenizer, TASK, data_args, training_args)
     label2id = model.config.label2id
     check_known_labels((e["label"] for e in eval_examples), label2id, "labels", data_args.validation_file)
     with training_args.main_process_first(desc="tokenizing"):

@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
     from .finetune_data import tag_list
     from .finetune_run import (
         GuardedTrainer,
+        before_training,
         check_known_labels,
         load_head,
         predict_after,
@@ -113,6 +114,7 @@ def main(argv: list[str] | None = None, guard=None) -> dict:
 
     model, tokenizer = load_head(model_args, TASK, {tag: i for i, tag in enumerate(tags)} if tags else None,
                                  "token_classifier_encoder", head_args.token_classifier_encoder, command_args.verbose)
+    before_training(model, tokenizer, TASK, data_args, training_args)
     tag2id = model.config.label2id
     check_known_labels((t for s in eval_sentences for t in s["tags"]), tag2id, "tags", data_args.validation_file)
     with training_args.main_process_first(desc="tokenizing"):

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -50,34 +51,95 @@ class _HeadLoadReport(logging.Filter):
         return False
 
 
+def saved_config(model_args: ModelArguments) -> dict:
+    """The config.json of `model_name_or_path` when it is a local folder; {} otherwise (a preset, a Hub id, or a
+    file the loader then names)."""
+    config = Path(model_args.model_name_or_path, "config.json")
+    if not config.is_file():
+        return {}
+    try:
+        saved = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # the loader says what is wrong with it
+    return saved if isinstance(saved, dict) else {}
+
+
 def saved_head(model_args: ModelArguments, task: str) -> bool:
     """Whether `model_name_or_path` is a local folder that already holds a head of `task` (its config.json says so):
     then its own pooling or encoder is kept rather than the command's default for a new head."""
-    config = Path(model_args.model_name_or_path, "config.json")
-    if not config.is_file():
-        return False
-    try:
-        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
-    except (OSError, ValueError):
-        return False  # the loader says what is wrong with it
-    return HEAD_CLASSES[task] in architectures
+    return HEAD_CLASSES[task] in (saved_config(model_args).get("architectures") or [])
+
+
+def head_labels(model_args: ModelArguments, task: str, label2id: dict[str, int]) -> dict[str, int] | None:
+    """The labels to train a saved head of `task` with: None (its own, with their ids) when the data's are among
+    them; the data's when its labels are transformers' placeholders (LABEL_0, ...) or with
+    `--ignore_mismatched_sizes` (said in one line: the output layer is re-initialised where its size differs).
+    Otherwise refused in one line naming both label sets and the way out: training a head on labels it does not
+    have would re-initialise it silently, or fail on its weights' shapes."""
+    saved = saved_config(model_args).get("label2id") or {}
+    saved = sorted(saved, key=lambda label: saved[label])  # in id order
+    what = "labels" if task == "sequence-classification" else "tags"
+    if set(label2id) <= set(saved):
+        logger.info("continuing the saved %s head: the data's %s are among its %s", HEAD_TASKS[task], what, saved)
+        return None
+    if all(re.fullmatch(r"LABEL_\d+", str(label)) for label in saved):
+        return label2id  # a head saved without label names: nothing of the user's is dropped
+    unknown = sorted(set(label2id) - set(saved))
+    if model_args.ignore_mismatched_sizes:
+        logger.info("the saved %s head has the %s %s, not the data's %s: --ignore_mismatched_sizes, so it is trained "
+                    "for the data's (output weights of another size re-initialised)", HEAD_TASKS[task], what,
+                    saved, list(label2id))
+        return label2id
+    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {HEAD_TASKS[task]} head of the "
+                     f"{what} {saved}; the data's {what} {unknown} are not among them: add "
+                     f"--ignore_mismatched_sizes true to train its output layer anew for the data's {what} "
+                     f"{list(label2id)}, or fine-tune the biLM folder it was made from")
+
+
+# Options that change what a trained head computes: without --train_file they would be set on the saved head,
+# re-initialising or dropping its trained weights, or pooling other vectors than it was trained on.
+HEAD_SHAPE_OPTIONS = ("scalar_mix", "scalar_mix_parameters", "scalar_mix_layer_norm", "keep_sentence_boundaries",
+                      "word_embedding_dim", "word_embedding_buckets", "head_hidden_size")
+
+
+def check_predict_only_options(model_args: ModelArguments, head_option: str, head_value) -> None:
+    """Without --train_file, the saved head predicts as it was trained: an option of `HEAD_SHAPE_OPTIONS` (or the
+    pooling / encoder) other than the saved value is refused in one line."""
+    from modeling_elmo import ElmoConfig
+
+    saved, defaults = saved_config(model_args), ElmoConfig()
+    given = {name: getattr(model_args, name) for name in HEAD_SHAPE_OPTIONS if getattr(model_args, name) is not None}
+    if head_value is not None:
+        given[head_option] = head_value
+    changed = [f"--{name} {value} (trained: {saved.get(name, getattr(defaults, name, None))})"
+               for name, value in given.items() if value != saved.get(name, getattr(defaults, name, None))]
+    if changed:
+        raise InputError(f"{', '.join(changed)}: without --train_file the fine-tuned head of "
+                         f"{model_args.model_name_or_path} predicts as it was trained; leave the option out, or "
+                         "fine-tune with it (--train_file)")
 
 
 def load_head(model_args: ModelArguments, task: str, label2id: dict[str, int] | None, head_option: str, head_value,
               verbose: bool):
-    """The head of `task` for the labels of `label2id` (None: the saved ones) and its tokenizer. `head_value` (the
-    pooling or encoder) when given, else the saved one for a fine-tuned folder, else `HEAD_DEFAULTS`. One INFO line
-    when the head is new instead of transformers' table of initialised weights."""
-    head = {} if label2id is None else {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
+    """The head of `task` for the labels of `label2id` (None: predicting with the saved ones) and its tokenizer.
+    `head_value` (the pooling or encoder) when given, else the saved one for a fine-tuned folder, else
+    `HEAD_DEFAULTS`. A fine-tuned folder keeps its head when the data's labels are among its own (`head_labels`).
+    One INFO line when the head is new instead of transformers' table of initialised weights."""
     fine_tuned = saved_head(model_args, task)
+    if label2id is None:
+        check_predict_only_options(model_args, head_option, head_value)
+    elif fine_tuned:
+        label2id = head_labels(model_args, task, label2id)
+    new_head = not fine_tuned or label2id is not None
+    head = {} if label2id is None else {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
     if head_value is None and not fine_tuned:
         head_value = HEAD_DEFAULTS[HEAD_TASKS[task]]
     if head_value is not None:
         head[head_option] = head_value
-    if not fine_tuned and not model_args.ignore_mismatched_sizes:
-        # a folder with another task's head (a classifier given to the tagger): its head weights do not fit
+    if new_head and not model_args.ignore_mismatched_sizes:
+        # a folder with another task's head (a classifier given to the tagger), or other labels: they do not fit
         model_args = dataclasses.replace(model_args, ignore_mismatched_sizes=True)
-    report = _HeadLoadReport("elmo.", new_head=not fine_tuned)
+    report = _HeadLoadReport("elmo.", new_head=new_head)
     reporter = logging.getLogger("transformers.modeling_utils")
     with contextlib.ExitStack() as stack:
         if not verbose:  # transformers says only errors; its load report is heard here, to be judged
@@ -92,6 +154,70 @@ def load_head(model_args: ModelArguments, task: str, label2id: dict[str, int] | 
         logger.info("initialised the %s head (%d tensors of %s)", HEAD_TASKS[task],
                     len(report.initialised), ", ".join(parts))
     return model, tokenizer
+
+
+def before_training(model, tokenizer, task: str, data_args, training_args) -> None:
+    """What a training run settles between loading and the `Trainer`: float32 kernels for a biLM saved for int8
+    inference, the `--word_split` saved with the tokenizer, and a `--resume_from_checkpoint` that fits the model."""
+    if not data_args.train_file:
+        return
+    if getattr(model.config, "lstm_implementation", None) == "int8":
+        # int8 multiplies are inference only (no gradients, no GPU): read at every call, so switched here
+        model.config.lstm_implementation = "auto"
+        logger.info("%s was saved for int8 inference: training in float32 (lstm_implementation auto, saved so; "
+                    "quantize_int8() the fine-tuned model again for int8 inference)", model.name_or_path)
+    if data_args.word_split is not None and getattr(tokenizer, "word_split", None) not in (None, data_args.word_split):
+        logger.info("the tokenizer is saved with --word_split %s (was %s): predicting from the fine-tuned folder "
+                    "splits text the same way", data_args.word_split, tokenizer.word_split)
+        tokenizer.word_split = data_args.word_split
+    check_resume(training_args.resume_from_checkpoint, model, task)
+
+
+def check_resume(checkpoint: str | None, model, task: str) -> None:
+    """`--resume_from_checkpoint`: a checkpoint folder (trainer_state.json and the model's weights) of a run with
+    this run's labels and weight shapes; one line otherwise, before anything is written."""
+    if checkpoint is None:
+        return
+    option = f"--resume_from_checkpoint {checkpoint}"
+    folder = Path(checkpoint)
+    if not folder.is_dir():
+        raise InputError(f"{option}: no such folder (a checkpoint is OUTPUT_DIR/checkpoint-N)")
+    weights = [folder / name for name in ("model.safetensors", "pytorch_model.bin") if (folder / name).is_file()]
+    if not (folder / "trainer_state.json").is_file() or not weights:
+        raise InputError(f"{option}: not a checkpoint (it needs trainer_state.json and model.safetensors; a checkpoint "
+                         "is OUTPUT_DIR/checkpoint-N)")
+    what = "labels" if task == "sequence-classification" else "tags"
+    try:
+        saved = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("label2id")
+    except (OSError, ValueError, AttributeError):
+        saved = None  # no readable config: the weights tell
+    ours = dict(model.config.label2id)
+    if isinstance(saved, dict) and saved != ours:
+        raise InputError(f"{option}: a checkpoint of a run with the {what} {sorted(saved, key=saved.get)}, not this "
+                         f"run's {sorted(ours, key=ours.get)}: resume with the command and files that wrote it")
+    if weights[0].suffix == ".safetensors":
+        unfit = _unfit_weight(weights[0], model)
+        if unfit:
+            raise InputError(f"{option}: its weights do not fit this run's model ({unfit}): a run with other head "
+                             "options? resume with the command that wrote it")
+
+
+def _unfit_weight(path: Path, model) -> str | None:
+    """The first weight of the checkpoint at `path` that the model lacks, or has not, or has in another shape,
+    said in a few words; None when every one fits (a checkpoint holds exactly the model's state dict)."""
+    from safetensors import safe_open
+
+    shapes = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
+    with safe_open(path, framework="pt") as stored:
+        saved = {name: list(stored.get_slice(name).get_shape()) for name in stored.keys()}
+    for name in sorted(shapes.keys() | saved.keys()):
+        if name not in saved:
+            return f"{name} is not in it"
+        if name not in shapes:
+            return f"{name} is not in this model"
+        if saved[name] != shapes[name]:
+            return f"{name}: {saved[name]} there, {shapes[name]} here"
+    return None
 
 
 class GuardedTrainer(Trainer):
