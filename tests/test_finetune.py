@@ -703,7 +703,8 @@ def saved_labels(folder) -> dict:
     return json.loads((folder / "config.json").read_text())["id2label"]
 
 
-def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one_line(fine_tuned_classifier, tmp_path):
+def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one_line(fine_tuned_classifier, tmp_path,
+                                                                                      capsys):
     """Labels among the saved ones: the head goes on with its label ids; others: one line naming both sets and
     the way out, nothing written; with --ignore_mismatched_sizes, a head for the data's labels."""
     from train.finetune_classification import main
@@ -713,6 +714,8 @@ def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one
     (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n")
     main([*model, "--train_file", str(tmp_path / "one.tsv"), "--output_dir", str(tmp_path / "kept")])
     assert saved_labels(tmp_path / "kept") == {"0": "0", "1": "1"}
+    said = capsys.readouterr()
+    assert "metrics *****" not in said.out and " INFO train.finetune_run: train metrics: epoch " in said.err  # a line
     (tmp_path / "three.tsv").write_text("label\ttext\n0\tawful\n1\tgreat\n2\tso so\n")
     out = tmp_path / "three"
     with pytest.raises(InputError, match=r"holds a classification head of the labels \['0', '1'\]; the data's labels "

@@ -273,7 +273,7 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
             stage = "saving"
             with guard.deferred() if guard is not None else contextlib.nullcontext():
                 trainer.save_model()  # model, config and tokenizer
-                trainer.log_metrics("train", metrics)
+                log_metrics(trainer, "train", metrics)
                 trainer.save_metrics("train", metrics)
                 trainer.save_state()
             results.update(metrics)
@@ -281,7 +281,7 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
             stage = "evaluating"
             metrics = trainer.evaluate()
             metrics["eval_samples"] = len(eval_dataset)
-            trainer.log_metrics("eval", metrics)
+            log_metrics(trainer, "eval", metrics)
             trainer.save_metrics("eval", metrics)
             results.update(metrics)
     except Interrupted as interrupted:
@@ -293,6 +293,15 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
         what = "the model, the tokenizer and " if train_dataset is not None else ""
         logger.info("Wrote %smetrics (%s, all_results.json) to %s", what, files, output_dir)
     return results
+
+
+def log_metrics(trainer, split: str, metrics: dict) -> None:
+    """`Trainer.log_metrics` prints a table to stdout; the commands say the same in one INFO line (main process)."""
+    from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss, floats rounded
+
+    if trainer.is_world_process_zero():
+        logger.info("%s metrics: %s", split, ", ".join(f"{key} {value}"
+                                                       for key, value in sorted(metrics_format(metrics).items())))
 
 
 def interrupt_report(interrupted: Interrupted, stage: str, trainer, output_dir: str, existed: bool) -> str:
