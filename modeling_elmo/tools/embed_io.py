@@ -162,29 +162,21 @@ def tokenizer_word_split(tokenizer, model: str) -> str:
 
 
 def checked_device(name: str | None, world: int = 1, local_rank: int = 0):
-    """The `--device` to run on (default: CUDA if there is one), checked: `EmbedError` (one line) for a name torch
-    does not know (`gpu`) or a device this machine or this torch build does not have. Several processes on GPUs take
-    one each (`cuda:LOCAL_RANK`). elmo-analyze uses it too."""
+    """The `--device` to run on (default: CUDA if there is one), checked by `loading.checked_device`: `EmbedError`
+    (one line) for a name torch does not know (`gpu`) or a device this machine or this torch build does not have.
+    Several processes on GPUs take one each (`cuda:LOCAL_RANK`). elmo-analyze uses it too."""
     import torch
+
+    from .loading import ModelLoadError
+    from .loading import checked_device as usable_device
 
     name = name or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise EmbedError(f"--device {name!r} is not a device name (cpu, cuda, cuda:1, mps, ...)") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            reason = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-            raise EmbedError(f"--device {name}: {reason}; use --device cpu")
-        if device.index is None and world > 1:
-            device = torch.device("cuda", local_rank)
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise EmbedError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
-    try:
-        torch.empty(1, device=device)
-    except (RuntimeError, AssertionError) as error:  # torch says "not compiled with ..." with an AssertionError
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise EmbedError(f"--device {name} is not usable here: {reason}") from None
+        device = usable_device(name, "--device")
+        if device.type == "cuda" and device.index is None and world > 1:
+            device = usable_device(torch.device("cuda", local_rank), "--device")
+    except ModelLoadError as error:
+        raise EmbedError(str(error)) from None
     return device
 
 

@@ -101,7 +101,7 @@ def load_elmo(
     if task not in TASKS:
         raise ModelLoadError(f"task {task!r} is not one of {[t for t in TASKS if t is not None]} (or None)")
     auto_class = getattr(transformers, TASKS[task])
-    device, dtype = _checked_device(device), _checked_dtype(dtype)
+    device, dtype = checked_device(device), _checked_dtype(dtype)
     overrides = dict(config_overrides or {})
     path = Path(name)
     preset = name in PRESETS and not path.exists()
@@ -129,21 +129,28 @@ def _checked_dtype(dtype) -> torch.dtype | None:
     return value
 
 
-def _checked_device(device) -> torch.device | None:
-    """`device` as a `torch.device`, refused in one line when this torch cannot use it (no GPU, a CPU-only build)."""
+def checked_device(device, option: str = "device") -> torch.device | None:
+    """`device` as a `torch.device`, refused in one line (`ModelLoadError`, naming `option`) when torch does not know
+    the name (`gpu`) or cannot use it here: a CPU-only build, no GPU, an index beyond the GPUs. Used by `load_elmo`
+    and by the commands' `--device` (`embed_io.checked_device`)."""
     if device is None:
         return None
     try:
         device = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ModelLoadError(f"device {device!r} is not a torch device: {_first_line(error)}") from None
+    except (RuntimeError, TypeError, ValueError):
+        raise ModelLoadError(f"{option} {str(device)!r} is not a device name (cpu, cuda, cuda:1, mps, ...)") from None
     backend = {"cuda": torch.cuda, "mps": getattr(torch.backends, "mps", None),
                "xpu": getattr(torch, "xpu", None)}.get(device.type)
     if backend is not None and not backend.is_available():
-        raise ModelLoadError(f"device {str(device)!r} is not available to this torch ({torch.__version__}): "
-                             "give device='cpu', or run where that device is")
+        reason = "this torch is built without CUDA" if device.type == "cuda" and torch.version.cuda is None else \
+            f"torch {torch.__version__} sees no {device.type} device"
+        raise ModelLoadError(f"{option} {device}: not available here ({reason}); use cpu, or run where that device is")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ModelLoadError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA devices")
+        raise ModelLoadError(f"{option} {device}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    try:
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as error:  # torch says "not compiled with ..." with an AssertionError
+        raise ModelLoadError(f"{option} {device} is not usable here: {_first_line(error)}") from None
     return device
 
 
