@@ -65,9 +65,9 @@ import torch
 from tokenization import check_word_split, split_name, split_words
 
 from .command_options import analyze_parser
-from .embed_io import EmbedError, checked_device, tokenizer_word_split
+from .embed_io import tokenizer_word_split
 from .interrupts import Interrupted, InterruptGuard
-from .loading import ModelLoadError, load_elmo
+from .loading import ModelLoadError, checked_device, load_elmo
 from .text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 
 logger = logging.getLogger("elmo-analyze")
@@ -377,8 +377,8 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     if existing and not args.overwrite:
         raise AnalysisError(f"{out} already holds {', '.join(existing)}: pass --overwrite to replace")
     try:
-        device = checked_device(args.device)  # `gpu`, or CUDA on a machine without: one line, as elmo-embed says
-    except EmbedError as error:
+        device = checked_device(args.device, "--device")  # `gpu`, or CUDA without a GPU: one line, as elmo-embed says
+    except ModelLoadError as error:
         raise AnalysisError(str(error)) from None
     try:
         model, tokenizer = load_elmo(args.model, device=device, seed=args.seed)

@@ -593,11 +593,6 @@ def _open_input(args) -> Input:
     return Input(lines, total, fingerprint, is_dataset, counts)
 
 
-def _device(name: str | None, processes: Processes) -> torch.device:
-    """The --device to run on, checked (`embed_io.checked_device`); several processes on GPUs take one each."""
-    return checked_device(name, processes.world, processes.local_rank)
-
-
 def _dtype(name: str, device: torch.device) -> torch.dtype:
     if name == "int8":  # the model is quantized once loaded (`run`); what is not int8 computes in float32
         if device.type != "cpu":
@@ -621,7 +616,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     output = Path(args.output)
     args.format = args.format or ("parquet" if output.suffix.lower() in PARQUET_SUFFIXES else "hdf5")
     processes = Processes(args.dist_timeout)
-    device = _device(args.device, processes)
+    device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
     dtype = _dtype(args.dtype, device)
     source = _open_input(args)
     if args.threads:

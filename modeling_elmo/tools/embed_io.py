@@ -164,7 +164,7 @@ def tokenizer_word_split(tokenizer, model: str) -> str:
 def checked_device(name: str | None, world: int = 1, local_rank: int = 0):
     """The `--device` to run on (default: CUDA if there is one), checked by `loading.checked_device`: `EmbedError`
     (one line) for a name torch does not know (`gpu`) or a device this machine or this torch build does not have.
-    Several processes on GPUs take one each (`cuda:LOCAL_RANK`). elmo-analyze uses it too."""
+    Several processes on GPUs take one each (`cuda:LOCAL_RANK`)."""
     import torch
 
     from .loading import ModelLoadError

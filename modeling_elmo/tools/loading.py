@@ -132,7 +132,7 @@ def _checked_dtype(dtype) -> torch.dtype | None:
 def checked_device(device, option: str = "device") -> torch.device | None:
     """`device` as a `torch.device`, refused in one line (`ModelLoadError`, naming `option`) when torch does not know
     the name (`gpu`) or cannot use it here: a CPU-only build, no GPU, an index beyond the GPUs. Used by `load_elmo`
-    and by the commands' `--device` (`embed_io.checked_device`)."""
+    and by the commands' `--device` (elmo-analyze; elmo-embed through `embed_io.checked_device`)."""
     if device is None:
         return None
     try:
