@@ -162,7 +162,79 @@ def run_isolated(code: str, cwd: Path, timeout: int = 300) -> subprocess.Complet
     return result
 
 
+PYTEST_OWN_VARIABLE = "PYTEST_CURRENT_TEST"  # pytest sets it for each test, and removes it after
+
+
+def _process_state() -> dict:
+    """What one test could change for every test after it: torch's threads and global switches, the kernel switches
+    and registries of the model, the word-split registry, the environment. (Not the random generators: every test
+    starts from `torch.manual_seed(0)`.)"""
+    from modeling_elmo import matmul_elmo
+    from modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
+    from tokenization import WORD_SPLITTERS
+
+    return {
+        "torch threads": torch.get_num_threads(),
+        "torch default dtype": torch.get_default_dtype(),
+        "torch grad enabled": torch.is_grad_enabled(),
+        "torch deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+        "torch float32 matmul precision": torch.get_float32_matmul_precision(),
+        "torch quantized engine": torch.backends.quantized.engine,
+        "matmul_elmo._ONEDNN": dict(matmul_elmo._ONEDNN),
+        "LSTM kernels": (dict(ALL_LSTM_FUNCTIONS._functions), list(ALL_LSTM_FUNCTIONS._choices)),
+        "character CNN kernels": (dict(ALL_CHAR_CNN_FUNCTIONS._functions), list(ALL_CHAR_CNN_FUNCTIONS._choices)),
+        "word splits": {name: dict(vars(WORD_SPLITTERS)[name]) for name in vars(WORD_SPLITTERS)
+                        if isinstance(vars(WORD_SPLITTERS)[name], dict)},
+        "environment": {k: v for k, v in os.environ.items() if k != PYTEST_OWN_VARIABLE},
+    }
+
+
+def _restore_process_state(state: dict) -> None:
+    from modeling_elmo import matmul_elmo
+    from modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
+    from tokenization import WORD_SPLITTERS
+
+    torch.set_num_threads(state["torch threads"])
+    torch.set_default_dtype(state["torch default dtype"])
+    torch.set_grad_enabled(state["torch grad enabled"])
+    torch.use_deterministic_algorithms(state["torch deterministic algorithms"])
+    torch.set_float32_matmul_precision(state["torch float32 matmul precision"])
+    torch.backends.quantized.engine = state["torch quantized engine"]
+    matmul_elmo._ONEDNN.clear()
+    matmul_elmo._ONEDNN.update(state["matmul_elmo._ONEDNN"])
+    for registry, key in ((ALL_LSTM_FUNCTIONS, "LSTM kernels"), (ALL_CHAR_CNN_FUNCTIONS, "character CNN kernels")):
+        registry._functions, registry._choices = dict(state[key][0]), list(state[key][1])
+    for name, table in state["word splits"].items():
+        setattr(WORD_SPLITTERS, name, dict(table))
+    own = os.environ.get(PYTEST_OWN_VARIABLE)
+    os.environ.clear()
+    os.environ.update(state["environment"])
+    if own is not None:
+        os.environ[PYTEST_OWN_VARIABLE] = own
+
+
+@pytest.fixture(scope="session")
+def _session_state() -> dict:
+    """The process state every test starts from, taken before the first test (after the probes that fill caches)."""
+    from modeling_elmo import matmul_elmo
+
+    for dtype in (torch.float32, torch.bfloat16):  # fill the probe's cache, so that a later probe changes nothing
+        matmul_elmo._use_onednn(torch.device("cpu"), dtype)
+    return _process_state()
+
+
 @pytest.fixture(autouse=True)
-def _deterministic():
+def _same_process_state_for_every_test(_session_state):
+    """Every test starts from the session's process state (a module-scoped fixture may have changed it: it is put
+    back), and one that leaves it changed fails, naming what it changed, after it is put back for the next test.
+    The environment is put back without failing: libraries set variables for themselves when first imported
+    (tokenizers' TOKENIZERS_PARALLELISM, gradio's HF_HUB_DISABLE_TELEMETRY, OpenMP's KMP_*)."""
+    _restore_process_state(_session_state)
     torch.manual_seed(0)
     yield
+    after = _process_state()
+    changed = [name for name, value in _session_state.items() if after[name] != value]
+    if changed:
+        _restore_process_state(_session_state)
+        if changed != ["environment"]:
+            pytest.fail(f"the test left process-wide state changed for the tests after it: {changed}", pytrace=False)

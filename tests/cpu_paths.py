@@ -78,11 +78,23 @@ def below_avx512() -> bool:
 
 
 def results() -> dict:
-    torch.set_num_threads(1)  # the same reduction order in every process
-    if below_avx512():
-        # torch allows oneDNN's bfloat16 packing from the CPU's own flags (AVX-512 or AVX-NE-CONVERT), which no
-        # variable caps: below AVX-512, bfloat16 takes the plain torch path, as the probe decides on such a CPU.
-        matmul_elmo._ONEDNN[torch.bfloat16] = False
+    """Every path's results on one thread (the same reduction order in every process); the thread count and the
+    probe's choices are put back as they were (the pytest process goes on with other tests)."""
+    threads, probed = torch.get_num_threads(), dict(matmul_elmo._ONEDNN)
+    torch.set_num_threads(1)
+    try:
+        if below_avx512():
+            # torch allows oneDNN's bfloat16 packing from the CPU's own flags (AVX-512 or AVX-NE-CONVERT), which no
+            # variable caps: below AVX-512, bfloat16 takes the plain torch path, as the probe decides on such a CPU.
+            matmul_elmo._ONEDNN[torch.bfloat16] = False
+        return _results_here()
+    finally:
+        torch.set_num_threads(threads)
+        matmul_elmo._ONEDNN.clear()
+        matmul_elmo._ONEDNN.update(probed)
+
+
+def _results_here() -> dict:
     ids = random_char_ids(LENGTHS, seed=3)
     out: dict = {
         "capability": torch.backends.cpu.get_cpu_capability(),

@@ -1,10 +1,8 @@
 """The model on the kernels of older CPUs than this one: every path gives the reference's results there too.
 
-torch picks its CPU kernels by what the processor has: ATen's vectorised operations (`ATEN_CPU_CAPABILITY`), oneDNN's
-multiplies (`ONEDNN_MAX_CPU_ISA`), MKL's (`MKL_ENABLE_INSTRUCTIONS`) and fbgemm's int8 ones
-(`FBGEMM_ENABLE_INSTRUCTIONS`). A test machine runs only its own, so each case caps them below this CPU in a fresh
-interpreter (`tests/cpu_paths.py`): on an AVX-512 machine it runs the AVX2 code and that of a CPU without AVX2, on an
-AVX2 machine the latter. There, the fast paths, the token cache, bfloat16, int8 and a training step are held to the
+torch picks its CPU kernels by what the processor has (`tests/cpu_levels.py`). A test machine runs only its own, so
+each case caps them below this CPU in a fresh interpreter (`tests/cpu_paths.py`): on an AVX-512 machine it runs the
+AVX2 code and that of a CPU without AVX2, on an AVX2 machine the latter. There, the fast paths, the token cache, bfloat16, int8 and a training step are held to the
 reference of the same process (the tolerances of test_fast_paths and test_int8), and every layer to this process's
 vectors within 1e-5 (the converted weights' tolerance): a sentence's vectors do not depend on the CPU beyond rounding.
 
@@ -22,20 +20,10 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import clean_env
+from cpu_levels import BELOW_HERE, HERE, LEVELS
 from cpu_paths import VARIANTS, results
 
 pytestmark = pytest.mark.slow
-
-# From the oldest: the spelling of each level for ATen, oneDNN, MKL and fbgemm.
-LEVELS = {
-    "DEFAULT": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-                "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},
-    "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},
-}
-HERE = torch.backends.cpu.get_cpu_capability()  # DEFAULT, AVX2, AVX512 (x86); NEON, SVE..., ZVECTOR elsewhere
-BELOW_HERE = list(LEVELS)[: list(LEVELS).index(HERE)] if HERE in LEVELS else \
-    list(LEVELS) if HERE.startswith("AVX512") else []
 
 
 @pytest.fixture(scope="module")

@@ -569,8 +569,11 @@ def test_encoding_option_reads_gbk_and_refuses_undecodable_bytes(fine_tuned_clas
                            "--output_dir", str(tmp_path / "out2"), "--encoding", "no-such"])
 
 
-def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_accepted(tmp_path):
+def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_accepted(tmp_path, monkeypatch):
     from tokenization import WORD_SPLITTERS, ElmoTokenizer
+
+    for registry in ("_functions", "_requirements"):  # the split registered below is the test's own
+        monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
     from train.finetune_classification import main
     from train.finetune_cli import InputError
     from train.finetune_data import split_text
