@@ -1,0 +1,38 @@
+"""The suite's own guard (`conftest._same_process_state_for_every_test`): it sees each kind of process-wide change a
+test could leave behind, and puts it back, so that a test file passes alone and in any order."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from conftest import _process_state, _restore_process_state
+
+from modeling_elmo import matmul_elmo
+from modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
+from tokenization import WORD_SPLITTERS
+
+
+def _threads():
+    torch.set_num_threads(1 if torch.get_num_threads() != 1 else 2)
+
+
+CHANGES = {
+    "torch threads": _threads,
+    "torch default dtype": lambda: torch.set_default_dtype(torch.float64),
+    "matmul_elmo._ONEDNN": lambda: matmul_elmo._ONEDNN.__setitem__(torch.float32, "changed"),
+    "LSTM kernels": lambda: ALL_LSTM_FUNCTIONS.register("left-behind", ALL_LSTM_FUNCTIONS["reference"]),
+    "word splits": lambda: WORD_SPLITTERS.register("left-behind", str.split),
+    "environment": lambda: os.environ.__setitem__("ELMO_LEFT_BEHIND", "1"),
+}
+
+
+@pytest.mark.parametrize("kind", CHANGES)
+def test_the_guard_sees_a_change_and_puts_it_back(kind):
+    before = _process_state()
+    CHANGES[kind]()
+    after = _process_state()
+    assert [name for name in before if after[name] != before[name]] == [kind]
+    _restore_process_state(before)
+    assert _process_state() == before
