@@ -3,7 +3,7 @@ same as the `elmo-app` command (docs/app.md). On a Space, set the variable ELMO_
 
 import sys
 
-from modeling_elmo.tools.app.server import main
+from elmo_tools.app.server import main
 
 if __name__ == "__main__":
     sys.exit(main())

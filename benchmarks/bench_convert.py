@@ -39,7 +39,7 @@ _IMPORTS = """
 import json, sys, time
 import h5py, safetensors.torch, torch, transformers
 import tokenization
-from modeling_elmo.tools import convert_allennlp_elmo
+from elmo_tools import convert_allennlp_elmo
 def peak_kib():
     # VmHWM: this process's own peak RSS. ru_maxrss would also do on Linux, except that it is kept across
     # exec and so starts at the parent's peak (pytest's, the benchmark's).

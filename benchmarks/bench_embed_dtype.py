@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from bench_speed import machine, original_model_dir
 
-    from modeling_elmo.tools.embed import Embedder, Piece, _batches
+    from elmo_tools.embed import Embedder, Piece, _batches
     from tokenization import ElmoTokenizer
 
     model_dir = args.model or original_model_dir(args.work_dir)

@@ -145,7 +145,7 @@ def original_model_dir(work_dir: Path) -> Path:
             raise SystemExit(f"{TOOL} is absent: pass --model with an original-size folder")
         subprocess.run([sys.executable, str(TOOL), str(raw), "--size", "original"], check=True)
     subprocess.run(
-        [sys.executable, "-m", "modeling_elmo.tools.convert_allennlp_elmo", "--options_file", str(raw / "options.json"),
+        [sys.executable, "-m", "elmo_tools.convert_allennlp_elmo", "--options_file", str(raw / "options.json"),
          "--weight_file", str(raw / "weights.hdf5"), "--output_dir", str(folder)],
         check=True, cwd=REPO,
     )
@@ -382,7 +382,7 @@ def section_fused(model, tokenizer, peak: Peak, repeats: int, device) -> dict:
 
 
 def section_bulk(model, tokenizer, peak: Peak, repeats: int, device, lines: int) -> dict:
-    from modeling_elmo.tools.embed import Embedder, Piece, _batches
+    from elmo_tools.embed import Embedder, Piece, _batches
 
     flops = flops_per_token(model.config)
     text = [words for words in corpus(lines) if words]
@@ -418,7 +418,7 @@ def section_command(model_dir: Path, lines: int, threads: int) -> dict:
         out = Path(tmp) / "out.hdf5"
         start = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "modeling_elmo.tools.embed", str(source), str(out), "--model", str(model_dir), "--all",
+            [sys.executable, "-m", "elmo_tools.embed", str(source), str(out), "--model", str(model_dir), "--all",
              "--threads", str(threads), "--quiet"],
             capture_output=True, text=True, cwd=REPO,
         )

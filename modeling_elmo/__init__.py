@@ -1,4 +1,4 @@
-"""ELMo for Hugging Face transformers: configuration, models and the converter of the original weights.
+"""ELMo for Hugging Face transformers: the configuration and the models, the files that travel to the Hub as remote code.
 
 Importing this package registers the Elmo classes and the tokenizers with the transformers Auto classes
 (in-library), and marks the models for remote code, so that `save_pretrained` copies the modeling files and
@@ -48,9 +48,6 @@ _register_auto_classes()
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
-# The one way every command loads a model (folder, Hub id or preset); a tool, it never travels as remote code.
-from .tools.loading import ModelLoadError, load_elmo  # noqa: E402  (relies on the registrations above)
-
 __all__ = [
     "ElmoConfig",
     "ElmoModel",
@@ -63,6 +60,4 @@ __all__ = [
     "ElmoScalarMix",
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
-    "ModelLoadError",
-    "load_elmo",
 ]

@@ -9,13 +9,8 @@ from __future__ import annotations
 
 import copy
 import math
-import os
-import shutil
-import sys
-from pathlib import Path
 
 from transformers import PretrainedConfig
-from transformers.dynamic_module_utils import get_relative_import_files
 from transformers.utils import logging
 
 from .kernels_elmo import ALL_LSTM_FUNCTIONS
@@ -53,9 +48,9 @@ _ACTIVATIONS = ("relu", "tanh")
 
 # Every Elmo model class by its Auto class, as "module.Class" of the files that travel: the one list of them.
 # `import modeling_elmo` registers each with its Auto class; every config.json gets them all in its `auto_map`,
-# and `ElmoConfig.save_pretrained` copies their files, so that a folder saved from any one class opens with every
-# Auto class through remote code (transformers alone records and copies only the class saved). A new head is a
-# class in modeling_elmo_heads.py and a row here.
+# and a model's `save_pretrained` copies every travelling file (`remote_code_elmo.py`), so that a folder saved from
+# any one class opens with every Auto class through remote code (transformers alone records and copies only the
+# class saved). A new head is a class in a file of this folder and a row here.
 AUTO_CLASSES = {
     "AutoModel": "modeling_elmo.ElmoModel",
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
@@ -443,26 +438,6 @@ class ElmoConfig(PretrainedConfig):
                 f"got {self.token_classifier_encoder!r}"
             )
 
-    def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs):
-        """`PretrainedConfig.save_pretrained`, and where the config is registered for remote code (`import
-        modeling_elmo` does it) the files of every class of `AUTO_CLASSES` with the siblings they import: the
-        `auto_map` names them all, while transformers copies only the file of the class saved, and the task heads'
-        file imports the model's, not the other way round. A model's `save_pretrained` calls this.
-
-        The files are copied first, so that config.json names only Auto classes whose files the folder holds: a
-        model loaded as remote code may have none of the heads' file at hand (`_code_folders` says where it is
-        looked for); their entries are then left out, with a warning naming them."""
-        self.validate()  # before anything is written
-        saved_map = self.auto_map
-        if self._auto_class is not None and not os.path.isfile(save_directory):  # a file: transformers refuses it
-            os.makedirs(save_directory, exist_ok=True)
-            left_out = _copy_model_files(self, Path(save_directory))
-            self.auto_map = {key: value for key, value in (saved_map or {}).items() if key not in left_out}
-        try:
-            super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
-        finally:
-            self.auto_map = saved_map  # another folder may hold them all
-
     @classmethod
     def from_preset(cls, name: str, **overrides) -> ElmoConfig:
         """A configuration of a published size: `"small"`, `"medium"`, `"original"`, or `"tiny"` for tests.
@@ -472,60 +447,3 @@ class ElmoConfig(PretrainedConfig):
         if name not in PRESETS:
             raise ValueError(f"Unknown ELMo preset {name!r}; choose one of {sorted(PRESETS)}")
         return cls(**{**copy.deepcopy(PRESETS[name]), **overrides})
-
-
-def _code_folders(config: ElmoConfig, target: Path) -> list[Path]:
-    """Where the model files may be, first found first: this file's folder (the package, or the folder remote code
-    was loaded into); the folders of the other modules loaded as the same remote code (transformers puts the
-    files of each class loaded from a local folder into a folder of its own); the folder the config was loaded
-    from, when it holds this very file; the target folder (transformers has copied the saved class's files)."""
-    folders = [Path(__file__).parent]
-    package = __name__.rsplit(".", 2)[0] + "."  # transformers_modules.<repository>.
-    for name, module in reversed(list(sys.modules.items())):  # the latest loaded first
-        file = getattr(module, "__file__", None)
-        if name.startswith(package) and file:
-            folders.append(Path(file).parent)
-    origin = Path(str(getattr(config, "_name_or_path", "") or "/nonexistent"))
-    mine = origin / Path(__file__).name
-    if mine.is_file() and mine.read_bytes() == Path(__file__).read_bytes():
-        folders.append(origin)
-    return list(dict.fromkeys([*folders, target]))
-
-
-def _module_files(module: str, folders: list[Path]) -> list[str] | None:
-    """`module`'s file and the siblings it imports, from the first of `folders` that holds them all; None if none."""
-    for folder in folders:
-        source = folder / f"{module}.py"
-        try:
-            return [str(source), *get_relative_import_files(str(source))]  # reads every file: fails if one is absent
-        except OSError:
-            continue
-    return None
-
-
-def _copy_model_files(config: ElmoConfig, folder: Path) -> set[str]:
-    """Copy the file of every class of `AUTO_CLASSES` and the siblings it imports to `folder`; the Auto classes
-    whose files are nowhere to be found (`_code_folders`) are returned, and named in a warning."""
-    modules = sorted({path.split(".")[0] for path in AUTO_CLASSES.values()})
-    folders = _code_folders(config, folder)
-    missing = []
-    for module in modules:
-        files = _module_files(module, folders)
-        if files is None:
-            missing.append(f"{module}.py")
-            continue
-        for file in files:
-            target = folder / Path(file).name
-            if not (target.exists() and os.path.samefile(file, target)):
-                shutil.copyfile(file, target)
-    # An entry naming another repository's code (`owner/repo--module.Class`) needs no file here.
-    left_out = {
-        auto for auto, path in AUTO_CLASSES.items()
-        if f"{path.split('.')[0]}.py" in missing and "--" not in str((config.auto_map or {}).get(auto, ""))
-    }
-    if left_out:
-        logger.warning(
-            f"{folder}/config.json leaves {sorted(left_out)} out of its auto_map: {missing} (or a file they import) "
-            f"found in none of {[str(f) for f in folders]}, where the model's code was looked for"
-        )
-    return left_out

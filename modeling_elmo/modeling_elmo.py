@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,7 @@ from .lstm_training_elmo import lstm_training  # noqa: F401  (imported for its r
 from .matmul_elmo import _needs_grad, _PackedWeights, float32_cudnn, forget_inference_copies
 from .push_to_hub_elmo import ElmoPushToHubMixin
 from .quantization_elmo import quantize_int8
+from .remote_code_elmo import copy_model_code
 from .softmax_elmo import ElmoSoftmax, shifted_targets
 from .token_cache_elmo import ElmoTokenCache, ElmoTokenCacheMixin
 from .word_char_encoder import ElmoWordCharEncoder
@@ -380,9 +382,20 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, after checking the configuration (a field may have been set to a bad
-        value since loading): a refused save writes nothing, where transformers would first copy the remote code."""
+        value since loading: a refused save writes nothing), with every travelling file of the model copied first
+        where the class is registered for remote code (`import modeling_elmo` does it): `remote_code_elmo.py`.
+        config.json then names only Auto classes whose files the folder holds."""
         self.config.validate()
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        target = Path(save_directory)
+        if self._auto_class is None or target.is_file():  # a file: transformers refuses it
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        saved_map = self.config.auto_map or {}
+        left_out = copy_model_code(target, saved_map, origin=getattr(self.config, "_name_or_path", None))
+        self.config.auto_map = {key: value for key, value in saved_map.items() if key not in left_out}
+        try:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            self.config.auto_map = saved_map  # another folder may hold them all
 
     def quantize_int8(self) -> ElmoPreTrainedModel:
         """Run inference with int8 matrix multiplies on the CPU (torch's fbgemm kernels): the biLSTM and the

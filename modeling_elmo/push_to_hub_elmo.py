@@ -1,16 +1,26 @@
 """`push_to_hub` of the Elmo models: one commit with the ELMo model card where the project is installed.
 
-The dependency goes one way: this module imports the project's `modeling_elmo.tools.hub_utils` at call time, inside a
-`try` (transformers does not require such an import of remote code), and `hub_utils` never imports the models.
-Where only the remote code exists (a model loaded with `trust_remote_code=True` without the project), the push
-falls back to transformers' own.
+The push with the card belongs to the project's tools (`elmo_tools.hub_utils.push_folder`), which import the models;
+this file, which travels to the Hub as remote code, never names them. It finds the push as a plugin, by the
+entry point the installed project declares (group "elmo_hf", name "push_folder" in pyproject.toml). Where only the
+remote code exists (a model loaded with `trust_remote_code=True` without the project), there is none, and the push
+is transformers' own.
 
-This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only transformers' dependencies.
+This file imports only the standard library.
 """
 
 from __future__ import annotations
 
 import tempfile
+from importlib.metadata import entry_points
+
+PLUGIN_GROUP = "elmo_hf"
+
+
+def project_push_folder():
+    """The project's `push_folder(folder, repo_id, ...)` where the project is installed, else None."""
+    found = entry_points(group=PLUGIN_GROUP, name="push_folder")
+    return next(iter(found)).load() if found else None
 
 
 class ElmoPushToHubMixin:
@@ -33,13 +43,12 @@ class ElmoPushToHubMixin:
         yet. Arguments and return value (a `CommitInfo`) as `PreTrainedModel.push_to_hub`; a failure raises
         `HubPushError` saying what went wrong and what to do.
 
-        The card and the single-commit push come from the project's `modeling_elmo.tools.hub_utils`, which never travels
+        The card and the single-commit push come from the project's `elmo_tools.hub_utils`, which never travels
         as remote code: a model loaded as remote code where the project is not installed pushes as any other
         transformers model, with transformers' generic card.
         """
-        try:  # where the project is installed (an import in a `try` is not required of remote code)
-            from modeling_elmo.tools.hub_utils import push_folder
-        except ImportError:
+        push_folder = project_push_folder()
+        if push_folder is None:
             extra = {} if tags is None else {"tags": tags}  # transformers' own push fails on an explicit tags=None
             return super().push_to_hub(
                 repo_id, commit_message=commit_message, commit_description=commit_description, private=private,

@@ -16,8 +16,8 @@ import torch
 from conftest import REPO, shared_file
 from original_layout import write_original_layout
 
+from elmo_tools.convert_allennlp_elmo import convert
 from modeling_elmo import ElmoModel
-from modeling_elmo.tools.convert_allennlp_elmo import convert
 from tokenization import ElmoTokenizer
 
 SENTENCES = [

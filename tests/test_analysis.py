@@ -13,8 +13,8 @@ import pytest
 import torch
 from conftest import REPO
 
+from elmo_tools import analysis
 from modeling_elmo import ElmoModel
-from modeling_elmo.tools import analysis
 from tokenization import ElmoTokenizer
 
 LINES = [
@@ -37,7 +37,7 @@ def model_dir(tiny_model_dir) -> Path:
 
 
 def run_analyze(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "modeling_elmo.tools.analysis", *map(str, args), "--quiet"],
+    return subprocess.run([sys.executable, "-m", "elmo_tools.analysis", *map(str, args), "--quiet"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
 
 

@@ -14,12 +14,12 @@ import torch
 from app_browser import browser_missing, chromium, element, fill, run_view, running_app
 from PIL import Image
 
+from elmo_tools.analysis import analyze
+from elmo_tools.app import server
+from elmo_tools.app.neighbours import nearest_neighbours
+from elmo_tools.app.session import Limits, load_session
+from elmo_tools.app.similarity import project_2d, word_similarity
 from modeling_elmo import ElmoModel
-from modeling_elmo.tools.analysis import analyze
-from modeling_elmo.tools.app import server
-from modeling_elmo.tools.app.neighbours import nearest_neighbours
-from modeling_elmo.tools.app.session import Limits, load_session
-from modeling_elmo.tools.app.similarity import project_2d, word_similarity
 from tokenization import ElmoTokenizer, split_words
 
 BANK = "He sat on the bank of the river .\nThe bank , the bank and the money .\nA cat ."

@@ -19,8 +19,8 @@ import pytest
 import torch
 from conftest import REPO, clean_env, run_isolated
 
-from modeling_elmo.tools.convert_common import ConversionError
-from modeling_elmo.tools.convert_elmoformanylangs import convert, main, read_dictionary, read_network_config
+from elmo_tools.convert_common import ConversionError
+from elmo_tools.convert_elmoformanylangs import convert, main, read_dictionary, read_network_config
 
 TOLERANCE = 1e-5
 # Chinese and Latin, lengths 1 to 10 (padding in every batch), unknown words and characters, a word longer than
@@ -203,7 +203,7 @@ print(json.dumps({{"module": type(model).__module__, "tokenizer": type(tokenizer
 # --------------------------------------------------------------------------------------------------
 
 
-def _run(*args: str, module: str = "modeling_elmo.tools.convert_elmoformanylangs") -> subprocess.CompletedProcess:
+def _run(*args: str, module: str = "elmo_tools.convert_elmoformanylangs") -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=REPO, env=clean_env() | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
@@ -213,17 +213,17 @@ def _run(*args: str, module: str = "modeling_elmo.tools.convert_elmoformanylangs
 @pytest.mark.slow
 def test_command_converts_and_refuses_a_bad_folder(package, tmp_path):
     theirs = manylangs_fixture.write_model(tmp_path / "theirs")
-    # elmo-convert --manylangs_dir (modeling_elmo.tools.convert) hands the folder to this converter
+    # elmo-convert --manylangs_dir (elmo_tools.convert) hands the folder to this converter
     result = _run("--manylangs_dir", str(theirs), "--output_dir", str(tmp_path / "out"),
-                  module="modeling_elmo.tools.convert")
+                  module="elmo_tools.convert")
     assert result.returncode == 0, result.stderr
     # quiet: how to split its Chinese words (its word.dic holds words of several ideographs), and where it wrote
     notice, wrote = result.stderr.splitlines()
-    assert "--word_split jieba" in notice and wrote == f"INFO modeling_elmo.tools.convert: wrote {tmp_path / 'out'}"
+    assert "--word_split jieba" in notice and wrote == f"INFO elmo_tools.convert: wrote {tmp_path / 'out'}"
     assert (tmp_path / "out" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "out" / "config.json").read_text())["token_encoder"] == "word_char"
     result = _run("--manylangs_dir", str(theirs), "--model", "original", "--output_dir", str(tmp_path / "both"),
-                  module="modeling_elmo.tools.convert")
+                  module="elmo_tools.convert")
     assert result.returncode == 2 and "--model" in result.stderr and not (tmp_path / "both").exists()
 
     (theirs / "char.dic").unlink()
@@ -242,7 +242,7 @@ def test_elmo_embed_reads_a_converted_folder(package, converted, tmp_path):
     sentences = [SENTENCES[0], SENTENCES[1]]
     (tmp_path / "in.txt").write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
     result = _run(str(tmp_path / "in.txt"), str(tmp_path / "out.h5"), "--model", str(ours_folder), "--split",
-                  "whitespace", module="modeling_elmo.tools.embed")  # the lines hold words already split
+                  "whitespace", module="elmo_tools.embed")  # the lines hold words already split
     assert result.returncode == 0, result.stderr
     theirs = _theirs(package, theirs_folder, -2, sentences)
     with h5py.File(tmp_path / "out.h5") as out:

@@ -168,7 +168,7 @@ def test_chinese_plot_labels_use_a_cjk_font_when_installed_else_pinyin(monkeypat
 def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_again(tmp_path):
     """Once the model of the steps asked for is written, an interrupt's line lists the outputs kept and says that
     --resume_from_checkpoint latest scores without training; a model of fewer steps is not that model."""
-    from modeling_elmo.tools.interrupts import Interrupted
+    from elmo_tools.interrupts import Interrupted
     from train.demo import DemoArguments, DemoOutputs
 
     (tmp_path / "model").mkdir()

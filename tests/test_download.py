@@ -31,8 +31,8 @@ pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-
 
 from safetensors.torch import load_file  # noqa: E402
 
-from modeling_elmo.tools import download  # noqa: E402
-from modeling_elmo.tools.convert_allennlp_elmo import convert  # noqa: E402
+from elmo_tools import download  # noqa: E402
+from elmo_tools.convert_allennlp_elmo import convert  # noqa: E402
 
 ORIGINAL = download.PUBLISHED_MODELS["original"]
 
@@ -165,7 +165,7 @@ def run_convert(*args: str, cache: Path, timeout: int = 300) -> subprocess.Compl
     env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", ELMO_HF_CACHE=str(cache),
                PYTHONNOUSERSITE="1")
     env.pop(download.BASE_URL_ENV, None)
-    return run_command([sys.executable, "-m", "modeling_elmo.tools.convert_allennlp_elmo", *args], cwd=REPO, env=env,
+    return run_command([sys.executable, "-m", "elmo_tools.convert_allennlp_elmo", *args], cwd=REPO, env=env,
                        timeout=timeout)
 
 
@@ -211,7 +211,7 @@ def test_model_name_downloads_converts_and_reuses_the_cache(server, reference, t
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == requests  # no second download, not even a HEAD
     assert "from the cache" in second.stderr  # said with --verbose only: the first run is quiet
-    assert first.stderr.splitlines()[-1] == f"INFO modeling_elmo.tools.convert: wrote {tmp_path / 'a'}"
+    assert first.stderr.splitlines()[-1] == f"INFO elmo_tools.convert: wrote {tmp_path / 'a'}"
     before = "".join(first.stderr.splitlines()[:-1])
     assert "INFO" not in before and Path(ORIGINAL.weights_path).name in before  # the downloads' progress bars only
     assert_same_model(tmp_path / "b", reference)
@@ -400,7 +400,7 @@ def test_sigint_during_the_download_keeps_the_bytes_for_the_next_run(server, tmp
     env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", ELMO_HF_CACHE=str(cache),
                PYTHONNOUSERSITE="1")
     process = subprocess.Popen(
-        [sys.executable, "-m", "modeling_elmo.tools.convert", "--model", "original", "--base_url", server.base,
+        [sys.executable, "-m", "elmo_tools.convert", "--model", "original", "--base_url", server.base,
          "--output_dir", str(out)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     partial = download.cache_path(server.url + server.weights_path, cache)
     partial = partial.with_name(partial.name + ".incomplete")

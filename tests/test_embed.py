@@ -26,9 +26,9 @@ import tomllib
 import torch
 from conftest import REPO, clean_env, run_command
 
+from elmo_tools import embed as embed_module
+from elmo_tools.command_options import embed_parser
 from modeling_elmo import ElmoModel
-from modeling_elmo.tools import embed as embed_module
-from modeling_elmo.tools.command_options import embed_parser
 from tokenization import ElmoTokenizer, split_words
 
 SENTENCES = [
@@ -79,7 +79,7 @@ def reference(model_dir):
 
 
 def run_embed(*args, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "modeling_elmo.tools.embed", *map(str, args), "--threads", "1", "--quiet"]
+    command = [sys.executable, "-m", "elmo_tools.embed", *map(str, args), "--threads", "1", "--quiet"]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"elmo-embed failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -200,7 +200,7 @@ def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog)
 
     # 2. killed from outside at an arbitrary moment after its first chunk was complete
     out.unlink()
-    command = [sys.executable, "-m", "modeling_elmo.tools.embed", str(corpus), str(out), "--model", str(model_dir),
+    command = [sys.executable, "-m", "elmo_tools.embed", str(corpus), str(out), "--model", str(model_dir),
                "--window", "50", "--threads", "1", "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -229,7 +229,7 @@ def test_sigint_commits_what_is_done_and_resume_completes_it(model_dir, tmp_path
     assert embed_main(corpus, whole, *common) == 0
     out = tmp_path / "out.hdf5"
     partial = out.with_name(out.name + ".partial")
-    command = [sys.executable, "-m", "modeling_elmo.tools.embed", str(corpus), str(out), *map(str, common),
+    command = [sys.executable, "-m", "elmo_tools.embed", str(corpus), str(out), *map(str, common),
                "--commit_seconds", "0.1", "--debug_batch_delay", "0.05", "--threads", "1", "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -298,7 +298,7 @@ _PEAK_RSS = """
 import runpy, sys
 sys.argv = ["elmo-embed", *sys.argv[1:]]
 try:
-    runpy.run_module("modeling_elmo.tools.embed", run_name="__main__")
+    runpy.run_module("elmo_tools.embed", run_name="__main__")
 except SystemExit as exit:
     assert not exit.code, exit.code
 with open("/proc/self/status") as status:
@@ -458,8 +458,8 @@ def test_dataset_inputs(model_dir, reference, tmp_path):
 
 def test_command_is_declared_and_runs():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["elmo-embed"] == "train.tool_commands:embed"  # its options parsed before torch loads
-    result = subprocess.run([sys.executable, "-m", "modeling_elmo.tools.embed", "--help"], capture_output=True, text=True,
+    assert scripts["elmo-embed"] == "elmo_tools.commands:embed"  # its options parsed before torch loads
+    result = subprocess.run([sys.executable, "-m", "elmo_tools.embed", "--help"], capture_output=True, text=True,
                             timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": ""})
     assert result.returncode == 0 and "--resume" in result.stdout and "--average" in result.stdout
 
@@ -554,7 +554,7 @@ def test_windows_left_are_dealt_out_evenly_after_a_resume(monkeypatch):
 def torchrun_embed(*args, processes: int = 2) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    command = [*launcher, "-m", "modeling_elmo.tools.embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
+    command = [*launcher, "-m", "elmo_tools.embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
     return run_command(command, cwd=REPO, env=env, timeout=300)
 
 
@@ -666,8 +666,8 @@ def test_elmoformanylangs_model_follows_its_tokenizer(tmp_path):
     pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs fixture is written with its package")
     import manylangs_fixture
 
-    from modeling_elmo.tools.convert_elmoformanylangs import convert
-    from modeling_elmo.tools.loading import load_elmo
+    from elmo_tools.convert_elmoformanylangs import convert
+    from elmo_tools.loading import load_elmo
     from tokenization import ElmoManyLangsTokenizer
 
     folder = convert(manylangs_fixture.write_model(tmp_path / "theirs"), tmp_path / "ours")

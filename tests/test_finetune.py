@@ -418,7 +418,7 @@ def manylangs_models(tmp_path_factory):
     pytest.importorskip("elmoformanylangs", reason='the ManyLangs fixture needs pip install "elmo-hf[manylangs-test]"')
     import manylangs_fixture
 
-    from modeling_elmo.tools.convert_elmoformanylangs import convert
+    from elmo_tools.convert_elmoformanylangs import convert
 
     root = tmp_path_factory.mktemp("manylangs-finetune")
     return {name: convert(manylangs_fixture.write_model(root / f"theirs-{seed}", seed=seed, **dims),
@@ -461,7 +461,7 @@ FAST = ["--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_
 def test_manylangs_models_fine_tune_and_predict(manylangs_models, variant, tmp_path):
     """Both commands on a converted ELMoForManyLangs folder (rows of characters and a word id): the loss goes down,
     the labels are the files' own, and the predictions of --test_file are the argmax of the model's own forward."""
-    from modeling_elmo.tools.loading import load_elmo
+    from elmo_tools.loading import load_elmo
     from train import finetune_classification, finetune_ner
 
     write_manylangs_task_files(tmp_path)
@@ -515,7 +515,7 @@ def fine_tuned_classifier(tmp_path_factory):
 
 
 def test_predict_only_from_a_fine_tuned_folder_equals_the_models_argmax(fine_tuned_classifier, tmp_path):
-    from modeling_elmo.tools.loading import load_elmo
+    from elmo_tools.loading import load_elmo
     from train import finetune_classification
 
     sentences = ["a great film", "", "an awful movie , really", "the plot was great"]
@@ -733,7 +733,7 @@ def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one
 def test_a_wrong_resume_from_checkpoint_is_one_line_before_anything_is_written(fine_tuned_classifier, tmp_path):
     import shutil
 
-    from modeling_elmo.tools.loading import load_elmo
+    from elmo_tools.loading import load_elmo
     from train.finetune_classification import main
     from train.finetune_cli import InputError
     from train.finetune_run import check_resume

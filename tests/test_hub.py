@@ -38,9 +38,9 @@ from hub_server import HubServer, split_front_matter
 from huggingface_hub import ModelCard
 
 import modeling_elmo
+from elmo_tools import hub_utils
+from elmo_tools.hub_utils import HubPushError, push_folder, render_model_card, write_model_card
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
-from modeling_elmo.tools import hub_utils
-from modeling_elmo.tools.hub_utils import HubPushError, push_folder, render_model_card, write_model_card
 from tokenization import ElmoTokenizer
 
 TOKEN = "hf_test_token_for_the_local_hub"
@@ -732,7 +732,7 @@ def test_converter_pushes_with_its_model_card(hub, tmp_path):
         pytest.skip(f"shared data file {options} is absent")
     weights = options.parent / "lm_weights.hdf5"
     out = tmp_path / "converted"
-    command = [sys.executable, "-m", "modeling_elmo.tools.convert_allennlp_elmo", "--options_file", str(options),
+    command = [sys.executable, "-m", "elmo_tools.convert_allennlp_elmo", "--options_file", str(options),
                "--weight_file", str(weights), "--output_dir", str(out), "--push_to_hub", "elmo-org/converted-fixture"]
     result = subprocess.run(command, env=_command_env(hub, tmp_path), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -21,8 +21,8 @@ import pytest
 import torch
 from conftest import random_char_ids, run_isolated, shared_file, tiny_config, tiny_model
 
+from elmo_tools import embed as embed_module
 from modeling_elmo import ElmoConfig, ElmoModel, quantization_elmo
-from modeling_elmo.tools import embed as embed_module
 from tokenization import ElmoTokenizer
 
 pytestmark = pytest.mark.skipif(
@@ -75,7 +75,7 @@ def test_int8_is_close_to_float32(model_factory):
 
 def test_trained_fixture_is_close_to_float32():
     """The bilm-tf fixture: trained weights (saturated gates, clipped cells) on its own real sentences."""
-    from modeling_elmo.tools.convert_allennlp_elmo import config_from_options, load_hdf5_weights, read_options
+    from elmo_tools.convert_allennlp_elmo import config_from_options, load_hdf5_weights, read_options
 
     options, weights = shared_file("elmo-fixtures/allennlp/options.json"), shared_file("elmo-fixtures/allennlp/lm_weights.hdf5")
     config = config_from_options(read_options(options))

@@ -10,8 +10,7 @@ import signal
 
 import pytest
 
-from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard
-from train.finetune_cli import one_line_if_interrupted_while_starting
+from elmo_tools.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
 
 
 class _SignallingStream(io.StringIO):

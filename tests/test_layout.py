@@ -4,8 +4,7 @@ as much as one at the top of a file.
 
 * The files flat in `modeling_elmo/` and in `tokenization/` (not their `__init__.py`) are what `save_pretrained`
   copies next to a saved model: they import only the standard library, torch, numpy, transformers and each other.
-  The tools in `modeling_elmo/tools/` never travel, and no travelling file imports them (but for the named,
-  guarded exceptions below).
+  The tools in `elmo_tools/` and the commands in `train/` never travel, and no travelling file imports them.
 * No file of `modeling_elmo/`, `tokenization/` or `train/` is above 800 lines.
 * The project's modules import each other without a circle.
 """
@@ -19,16 +18,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("modeling_elmo", "tokenization", "train")
+PACKAGES = ("modeling_elmo", "tokenization", "elmo_tools", "train")
 MAX_LINES = 800
 
 # What remote code may import besides its siblings: what transformers itself needs to run.
 REMOTE_CODE_MAY_IMPORT = {"torch", "transformers", "numpy", "safetensors", "huggingface_hub", "__future__"}
 # Travelling files that reach outside, each for a reason written at the import:
 EXCEPTIONS = {
-    # `push_to_hub` uses the project's model card where the project is installed, inside a `try` that falls back
-    # to transformers' own push where only the remote code exists.
-    ("modeling_elmo.push_to_hub_elmo", "modeling_elmo"),
     # The sentence-transformers module copied into saved folders: it is loaded only by sentence-transformers.
     ("modeling_elmo.elmo_sentence_pooling", "sentence_transformers"),
     # Grapheme clusters (`\X`) for the word splits: `regex` is a dependency of transformers, so it is wherever
@@ -152,3 +148,26 @@ def test_no_import_circles():
 ])
 def test_circle_finder_finds_circles(graph, circular):
     assert (_find_circle(graph) is not None) == circular
+
+
+def test_the_kernel_registry_imports_nothing_of_the_package():
+    """`kernels_elmo` is imported by every kernel file and by the model: it imports none of them."""
+    graph = _graph()
+    assert graph["modeling_elmo.kernels_elmo"] == set()
+
+
+def test_the_model_folder_is_exactly_what_a_saved_model_carries(tmp_path):
+    """Every file of `modeling_elmo/` but `__init__.py` travels, and nothing else of the project does: a model saved
+    with its tokenizer holds the model's files and the tokenizer's module with the siblings it imports."""
+    from conftest import tiny_model
+
+    from modeling_elmo import remote_code_elmo
+    from tokenization import ElmoTokenizer
+
+    model_files = {path.name for path in (REPO / "modeling_elmo").glob("*.py")} - {"__init__.py"}
+    assert {path.name for path in remote_code_elmo.model_code_files()} == model_files
+    tokenizer_files = {path.name for path in remote_code_elmo.module_with_siblings("tokenization_elmo",
+                                                                              [REPO / "tokenization"])}
+    tiny_model().save_pretrained(tmp_path)
+    ElmoTokenizer().save_pretrained(tmp_path)
+    assert {path.name for path in tmp_path.glob("*.py")} == model_files | tokenizer_files

@@ -25,8 +25,9 @@ import torch
 from conftest import _NO_PROJECT, REPO, clean_env, run_command, tiny_config
 from hub_server import HubServer
 
-from modeling_elmo import ElmoForPreTraining, load_elmo
-from modeling_elmo.tools import convert as convert_command
+from elmo_tools import convert as convert_command
+from elmo_tools.loading import load_elmo
+from modeling_elmo import ElmoForPreTraining
 from tokenization import ElmoTokenizer
 
 pytestmark = pytest.mark.slow
@@ -250,7 +251,7 @@ def _run_fresh(names: dict[str, str], out: Path, env: dict[str, str], cwd: Path)
 def fresh_vectors(kind_dirs, tmp_path_factory) -> dict[str, list[np.ndarray]]:
     """Every kind pushed to a Hub on 127.0.0.1, then loaded as remote code by folder and by repository id in a
     fresh interpreter that cannot import this project."""
-    from modeling_elmo.tools.hub_utils import push_folder
+    from elmo_tools.hub_utils import push_folder
 
     work = tmp_path_factory.mktemp("fresh")
     server = HubServer(work / "hub", token=TOKEN).start()
@@ -305,7 +306,7 @@ def test_pushed_to_a_hub_and_loaded_back_by_id(kind, kind_dirs, expected, fresh_
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
 def test_sentence_vectors_and_sentence_transformer(kind, kind_dirs, tmp_path):
-    from modeling_elmo.tools.sentence_vectors import save_for_sentence_transformers, sentence_vectors
+    from elmo_tools.sentence_vectors import save_for_sentence_transformers, sentence_vectors
 
     pytest.importorskip("sentence_transformers", reason="sentence-transformers (an extra) is absent")
     from sentence_transformers import SentenceTransformer
@@ -360,7 +361,7 @@ def raw_text(tmp_path_factory) -> Path:
 def test_embed_command(kind, cache, kind_dirs, raw_text, tmp_path):
     import h5py
 
-    from modeling_elmo.tools import embed
+    from elmo_tools import embed
 
     folder = _folder(kind_dirs, kind)
     assert MATRIX[kind]["embed"] == YES
@@ -378,7 +379,7 @@ def test_embed_command(kind, cache, kind_dirs, raw_text, tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_analyze_command(kind, kind_dirs, raw_text, tmp_path):
-    from modeling_elmo.tools import analysis
+    from elmo_tools import analysis
 
     folder = _folder(kind_dirs, kind)
     assert MATRIX[kind]["analyze"] == YES

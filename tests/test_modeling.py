@@ -68,7 +68,7 @@ def test_the_documented_task_names_are_the_loaders():
     """docs/models.md names the `task` values `load_elmo` accepts."""
     from conftest import REPO
 
-    from modeling_elmo.tools.loading import TASKS
+    from elmo_tools.loading import TASKS
 
     page = (REPO / "docs" / "models.md").read_text(encoding="utf-8")
     sentence = page[page.index("`task` picks the class:"):].split(". ")[0]
@@ -292,43 +292,6 @@ print(json.dumps(out.flatten().tolist()))
     result = run_isolated(code, cwd=tmp_path)
     got = torch.tensor(json.loads(result.stdout.strip().splitlines()[-1])).view_as(expected)
     assert (got - expected).abs().max() <= 1e-6
-
-
-MODEL_MODULES = ["character_ids", "char_cnn_kernels_elmo", "configuration_elmo", "downstream_elmo", "inputs_elmo",
-                 "kernels_elmo", "lstm_inference_elmo", "lstm_training_elmo", "matmul_elmo", "modeling_elmo",
-                 "modeling_elmo_heads", "push_to_hub_elmo", "softmax_elmo", "token_cache_elmo", "word_char_encoder"]
-
-
-def test_model_modules_import_one_way_and_stay_small():
-    """The model's modules form a chain without loops: `modeling_elmo_heads.py` at the top imports `modeling_elmo.py`
-    and `downstream_elmo.py`, `modeling_elmo.py` every other sibling, none of them imports either back, the registry
-    `kernels_elmo.py` imports none of them, and `hub_utils.py` (never remote code) does not import the models. No file
-    of the model package is above 800 lines."""
-    import re
-    from pathlib import Path
-
-    import modeling_elmo
-
-    package = Path(modeling_elmo.__file__).parent
-    imports = {}
-    for name in MODEL_MODULES + ["hub_utils"]:
-        folder = package / "tools" if name == "hub_utils" else package
-        text = (folder / f"{name}.py").read_text(encoding="utf-8")
-        imports[name] = set(re.findall(r"^\s*from \.(\w+) import", text, re.MULTILINE))
-        imports[name] |= set(re.findall(r"^\s*from modeling_elmo\.(?:tools\.)?(\w+) import", text, re.MULTILINE))
-        imports[name] |= set(re.findall(r"^\s*from \.\.(\w+) import", text, re.MULTILINE))
-        assert len(text.splitlines()) <= 800, name
-    top = {"modeling_elmo", "modeling_elmo_heads"}
-    assert imports["modeling_elmo_heads"] >= {"modeling_elmo", "downstream_elmo"}
-    assert imports["modeling_elmo"] >= set(MODEL_MODULES) - top - {"downstream_elmo"}
-    assert not imports["kernels_elmo"]
-    assert not top & imports["hub_utils"]
-
-    def reaches(start, target, seen=()):
-        return any(n == target or (n not in seen and reaches(n, target, (*seen, n))) for n in imports.get(start, ()))
-
-    for name in imports:
-        assert not reaches(name, name), f"{name} imports itself through {sorted(imports[name])}"
 
 
 # --------------------------------------------------------------------------------------------------

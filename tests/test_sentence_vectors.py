@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import run_isolated
 
+from elmo_tools.sentence_vectors import mean_pool, save_for_sentence_transformers, sentence_vectors
 from modeling_elmo import ElmoModel, ElmoScalarMix
-from modeling_elmo.tools.sentence_vectors import mean_pool, save_for_sentence_transformers, sentence_vectors
 from tokenization import ElmoTokenizer
 
 SENTENCES = [
@@ -117,7 +117,7 @@ def test_sentence_transformers_encode_gives_the_pooled_vector(saved, model_and_t
 
 def test_sentence_transformer_built_in_library(saved, model_and_tokenizer):
     pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
-    from modeling_elmo.tools.sentence_vectors import sentence_transformer
+    from elmo_tools.sentence_vectors import sentence_transformer
 
     model = sentence_transformer(saved, layers=[0.2, 0.3, 0.5], device="cpu")  # no files written, no remote code
     assert not (saved / "modules.json").exists()

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from modeling_elmo.tools.text_files import UndecodableText, check_decodes, checked_encoding, iter_lines
+from elmo_tools.text_files import UndecodableText, check_decodes, checked_encoding, iter_lines
 
 
 def test_lines_decode_in_the_named_encoding_and_lose_their_endings(tmp_path):

@@ -1,5 +1,6 @@
-"""The front doors of the tool commands (`train/tool_commands.py`): `--help` and usage errors answer before torch,
-transformers or the model package are imported; then the command's own `main` runs with the same arguments."""
+"""The front doors of the tool commands (`elmo_tools/commands.py`): `--help` and usage errors answer before torch,
+transformers or the model package are imported (the door imports its package normally: `elmo_tools` imports nothing
+at its top); then the command's own `main` runs with the same arguments."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import pytest
 import tomllib
 from conftest import REPO, clean_env, run_command
 
-from modeling_elmo.tools import command_options, download
-from train import tool_commands
+from elmo_tools import commands
 
 COMMANDS = {  # console script: (front door, an option its help must show)
     "elmo-embed": ("embed", "--resume"),
@@ -26,7 +26,7 @@ HEAVY = ("torch", "transformers", "accelerate", "datasets", "modeling_elmo", "to
 def test_the_console_scripts_start_at_the_front_doors():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     for script, (door, _) in COMMANDS.items():
-        assert scripts[script] == f"train.tool_commands:{door}"
+        assert scripts[script] == f"elmo_tools.commands:{door}"
 
 
 @pytest.mark.slow
@@ -37,9 +37,9 @@ def test_help_and_usage_errors_answer_without_loading_torch():
         ("embed", ["corpus.txt", "out.h5", "--model", "tiny", "--windw", "3"], 2),
         ("analyze", ["c.txt", "--model", "tiny", "--output_dir", "out", "--encoding", "utf-16"], 2),
     ]
-    code = ("import sys\nfrom train import tool_commands\n"
+    code = ("import sys\nfrom elmo_tools import commands\n"
             f"for door, argv, expected in {calls!r}:\n"
-            "    try:\n        getattr(tool_commands, door)(argv)\n"
+            "    try:\n        getattr(commands, door)(argv)\n"
             "    except SystemExit as end:\n        assert end.code == expected, (door, argv, end.code)\n"
             "    else:\n        raise AssertionError(f'{door} {argv} did not exit')\n"
             f"print('loaded:', sorted(set({HEAVY!r}) & set(sys.modules)))")
@@ -66,16 +66,10 @@ def test_installed_scripts_refuse_a_mistyped_option_in_one_line():
 
 def test_a_door_runs_its_command_with_the_same_arguments(tmp_path, caplog):
     """Past the light parse, the command itself runs: an unknown published model is its one-line refusal."""
-    code = tool_commands.convert(["--model", "no-such-model", "--output_dir", str(tmp_path / "out")])
+    code = commands.convert(["--model", "no-such-model", "--output_dir", str(tmp_path / "out")])
     assert code == 2
     assert "valid names: small, medium, original, original-5.5b" in caplog.text
     assert not (tmp_path / "out").exists()
-
-
-def test_what_the_options_write_out_matches_the_download_module():
-    """The names `elmo-convert --help` lists, and the environment variables it names, are the download module's."""
-    assert list(command_options.PUBLISHED_MODEL_NAMES) == download.model_names()
-    assert (command_options.CACHE_ENV, command_options.BASE_URL_ENV) == (download.CACHE_ENV, download.BASE_URL_ENV)
 
 
 @pytest.mark.parametrize("door", ["embed", "analyze"])
@@ -93,11 +87,11 @@ def test_a_signal_while_a_door_imports_its_command_is_one_line(door, monkeypatch
         raise AttributeError(name)
 
     module.__getattr__ = attribute
-    name = {"embed": "modeling_elmo.tools.embed", "analyze": "modeling_elmo.tools.analysis"}[door]
+    name = {"embed": "elmo_tools.embed", "analyze": "elmo_tools.analysis"}[door]
     monkeypatch.setitem(sys.modules, name, module)
     argv = ["in.txt", "out.h5", "--model", "tiny"] if door == "embed" else ["in.txt", "--model", "tiny",
                                                                            "--output_dir", "out"]
     with pytest.raises(SystemExit) as end:
-        getattr(tool_commands, door)(argv)
+        getattr(commands, door)(argv)
     assert end.value.code == 130
     assert capsys.readouterr().err == "interrupted by SIGINT while starting: nothing was written\n"

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard
+from elmo_tools.interrupts import Interrupted, InterruptGuard
 
 logger = logging.getLogger("train.pretrain")
 

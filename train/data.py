@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from modeling_elmo.tools.text_files import iter_lines
+from elmo_tools.text_files import iter_lines
 
 logger = logging.getLogger(__name__)
 

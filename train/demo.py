@@ -12,7 +12,7 @@
    and scores how well the vectors of each ambiguous word separate its senses: leave-one-out nearest-centroid
    accuracy, for the context-free layer 0 (which gives every occurrence of a word the same vector, so it cannot
    beat chance) and for the contextual biLSTM layers.
-4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `modeling_elmo/tools/analysis.py`:
+4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `elmo_tools/analysis.py`:
    self-similarity, intra-sentence similarity and maximum explainable variance per layer, Ethayarajh 2019).
 5. Writes `sense_scores.json`, the plot `senses.png`, `contextuality.json` and its plot `contextuality.png`, and
    says where they are.
@@ -42,16 +42,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from elmo_tools.interrupts import one_line_if_interrupted_while_starting
+
 from . import sense_corpus, sense_corpus_zh
 from .arguments import parse_dataclass
-from .finetune_cli import one_line_if_interrupted_while_starting
 from .pretrain import PretrainArguments, train
 
 # torch, transformers and the model are imported where they are used, so that `--help` answers without them.
 if TYPE_CHECKING:
     import torch
 
-    from modeling_elmo.tools.interrupts import Interrupted
+    from elmo_tools.interrupts import Interrupted
 
     from .checkpoints import StopGuard
 
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     with one_line_if_interrupted_while_starting():
         from transformers.utils import logging as hf_logging
 
-        from modeling_elmo.tools.interrupts import Interrupted
+        from elmo_tools.interrupts import Interrupted
 
         from .checkpoints import StopGuard
     hf_logging.disable_progress_bar()  # writing and loading the small model: no bar needed
@@ -303,7 +304,7 @@ class DemoOutputs:
 def _stop_if_signalled(guard: StopGuard) -> None:
     """A signal whose `Interrupted` some library caught and went past (a bare `except:`) is answered here, between
     two stages."""
-    from modeling_elmo.tools.interrupts import Interrupted
+    from elmo_tools.interrupts import Interrupted
 
     if guard.received:
         raise Interrupted(guard.received)
@@ -344,7 +345,7 @@ def run_demo(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> Non
     _stop_if_signalled(guard)
     scores, model, tokenizer = score_and_plot(args, outputs, guard)
     _stop_if_signalled(guard)
-    from modeling_elmo.tools.analysis import analyze_to_folder  # writes under temporary names, then renames
+    from elmo_tools.analysis import analyze_to_folder  # writes under temporary names, then renames
 
     analysis_file = Path(valid_files[0]) if valid_files else Path(train_files[0])
     contextuality = json.loads(analyze_to_folder(
@@ -407,7 +408,7 @@ def pretrain(args: DemoArguments, train_files: list[str], valid_files: list[str]
 def score_and_plot(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> tuple:
     """Reload the model as `AutoModel` does, score the senses of the ambiguous words, write the scores and plot;
     returns (scores, model, tokenizer)."""
-    from modeling_elmo.tools.loading import load_elmo
+    from elmo_tools.loading import load_elmo
 
     out, model_dir = outputs.out, outputs.model_dir
     model, tokenizer = load_elmo(model_dir)  # the feature model, from the folder just written

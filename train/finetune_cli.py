@@ -7,12 +7,11 @@ happen inside the functions once the help is not what was asked.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import sys
-from collections.abc import Iterator
+
+from elmo_tools.interrupts import Interrupted, InterruptGuard
 
 from .finetune_arguments import TRAINING_DEFAULTS, short_help, wants_help
 
@@ -64,7 +63,7 @@ def parse_arguments(dataclass_types, argv, task: str, description: str, logger) 
 def _check_encoding(parsed) -> None:
     import argparse
 
-    from modeling_elmo.tools.text_files import checked_encoding
+    from elmo_tools.text_files import checked_encoding
 
     for arguments in parsed:
         if hasattr(arguments, "encoding"):
@@ -112,9 +111,6 @@ def run_command_line(main, logger, argv: list[str] | None = None) -> int:
         except HelpShown:
             pass
         return 0
-    with one_line_if_interrupted_while_starting():  # importing torch takes seconds on a busy machine
-        from modeling_elmo.tools.interrupts import Interrupted, InterruptGuard
-
     guard = InterruptGuard()
     try:
         with guard.installed():
@@ -129,25 +125,6 @@ def run_command_line(main, logger, argv: list[str] | None = None) -> int:
     finally:
         end_distributed()
     return 0
-
-
-@contextlib.contextmanager
-def one_line_if_interrupted_while_starting() -> Iterator[None]:
-    """Within the block (the seconds of importing torch and transformers, before anything is written), SIGINT and
-    SIGTERM end the command with one line and exit status 128 + the signal's number, not a traceback."""
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {signum: signal.signal(signum, _interrupted_while_starting) for signum in signals}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def _interrupted_while_starting(signum, frame) -> None:
-    name = signal.Signals(signum).name
-    sys.stderr.write(f"interrupted by {name} while starting: nothing was written\n")
-    raise SystemExit(128 + signum)
 
 
 def end_distributed() -> None:

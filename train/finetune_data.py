@@ -8,7 +8,7 @@
 * Readers of the files to predict (`--test_file`): sentences (one a line, or a text column) and words (CoNLL
   columns, the word first; JSON lines with `tokens`; or sentences one a line, cut by the word split).
 * The loading of a head and its tokenizer (folder, Hub id or preset name) through
-  `modeling_elmo.tools.loading.load_elmo`.
+  `elmo_tools.loading.load_elmo`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from modeling_elmo.tools.loading import ModelLoadError, load_elmo
-from modeling_elmo.tools.text_files import check_decodes
+from elmo_tools.loading import ModelLoadError, load_elmo
+from elmo_tools.text_files import check_decodes
 from tokenization import split_words
 
 from .finetune_arguments import ModelArguments
@@ -378,7 +378,7 @@ def entity_scores(
 # ---------------------------------------------------------------------------------------------------------------
 def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None):
     """`(model, tokenizer)`: the head of `task` ("sequence-classification", "token-classification") on the biLM of
-    `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by `modeling_elmo.tools.loading.load_elmo`;
+    `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by `elmo_tools.loading.load_elmo`;
     `head_overrides` (labels, pooling, ...) win over the options and the saved config. `seed`: of a preset's
     random weights (None: the generators as `set_seed` left them)."""
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from transformers import Trainer
 
-from modeling_elmo.tools.interrupts import Interrupted
+from elmo_tools.interrupts import Interrupted
 
 from .finetune_arguments import HEAD_DEFAULTS, ModelArguments
 from .finetune_cli import InputError

@@ -52,7 +52,7 @@ def _configure_logging(verbose: bool) -> None:
         return
     for name in _LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
-    logging.getLogger("modeling_elmo.tools.loading").setLevel(logging.INFO)  # what --init_from loaded, in a line
+    logging.getLogger("elmo_tools.loading").setLevel(logging.INFO)  # what --init_from loaded, in a line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # "Writing model shards" and the like
-    from modeling_elmo.tools.hub_utils import HubPushError
-    from modeling_elmo.tools.interrupts import Interrupted
+    from elmo_tools.hub_utils import HubPushError
+    from elmo_tools.interrupts import Interrupted
 
     from .checkpoints import StopGuard
     from .pretrain_run import NonFiniteLossError

@@ -84,8 +84,8 @@ class PretrainArguments:
     def __post_init__(self):
         import argparse
 
+        from elmo_tools.text_files import checked_encoding
         from modeling_elmo.configuration_elmo import PRESETS
-        from modeling_elmo.tools.text_files import checked_encoding
         from tokenization import check_word_split
 
         if self.preset and self.config_file:

@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
+from elmo_tools.interrupts import Interrupted
+from elmo_tools.loading import load_elmo
+from elmo_tools.text_files import check_decodes
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 from modeling_elmo.configuration_elmo import PRESETS
-from modeling_elmo.tools.interrupts import Interrupted
-from modeling_elmo.tools.loading import load_elmo
-from modeling_elmo.tools.text_files import check_decodes
 from tokenization import (
     ElmoManyLangsTokenizer,
     ElmoTokenizer,
@@ -360,7 +360,7 @@ def _quiet_load_report():
 
 
 def _load_hdf5_softmax(model: ElmoForPreTraining, path: str) -> None:
-    from modeling_elmo.tools.convert_allennlp_elmo import read_hdf5_softmax
+    from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
 
     found = read_hdf5_softmax(path)
     if found is None:
@@ -656,7 +656,7 @@ def _format(results: dict) -> str:
 def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
     """README.md of the model folder; a card that cannot be written must not cost the trained model."""
     try:
-        from modeling_elmo.tools.hub_utils import write_model_card
+        from elmo_tools.hub_utils import write_model_card
 
         write_model_card(
             output_dir,
@@ -670,7 +670,7 @@ def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
 
 
 def _push(output_dir: Path, args) -> None:
-    from modeling_elmo.tools.hub_utils import push_folder
+    from elmo_tools.hub_utils import push_folder
 
     # push_folder leaves the run's checkpoints/ (optimizer, RNG states) and logs out: model, tokenizer, card, code.
     info = push_folder(output_dir, args.hub_model_id, private=args.hub_private_repo or None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 from collections.abc import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -72,3 +73,21 @@ class InterruptGuard:
         if not self._depth and self._pending is not None:
             signum, self._pending = self._pending, None
             raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def one_line_if_interrupted_while_starting() -> Iterator[None]:
+    """Within the block (the seconds of importing torch and transformers, before anything is written), SIGINT and
+    SIGTERM end the command with one line and exit status 128 + the signal's number, not a traceback."""
+    previous = {signum: signal.signal(signum, _interrupted_while_starting) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupted_while_starting(signum, frame) -> None:
+    name = signal.Signals(signum).name
+    sys.stderr.write(f"interrupted by {name} while starting: nothing was written\n")
+    raise SystemExit(128 + signum)

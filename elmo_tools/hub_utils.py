@@ -36,14 +36,15 @@ from huggingface_hub.utils import filter_repo_objects
 from transformers import AutoModel, AutoModelForPreTraining, PretrainedConfig
 from transformers.utils import logging
 
-from ..configuration_elmo import PRESETS, ElmoConfig
+from modeling_elmo.configuration_elmo import PRESETS, ElmoConfig
+from modeling_elmo.remote_code_elmo import module_with_siblings
 
 logger = logging.get_logger(__name__)
 
 TEMPLATE_NAME = "model_card.md"
 TEMPLATE_LOCATIONS = (
-    Path(__file__).resolve().parents[1] / TEMPLATE_NAME,
-    Path(__file__).resolve().parents[2] / TEMPLATE_NAME,
+    Path(__file__).resolve().parent / TEMPLATE_NAME,  # package data of an installed wheel
+    Path(__file__).resolve().parents[1] / TEMPLATE_NAME,  # the repository's own, in a checkout
 )
 
 DEFAULT_TAGS = ("elmo", "bilm", "lstm", "character-level", "contextual-embeddings", "feature-extraction", "custom_code")
@@ -581,21 +582,17 @@ def _remote_code_files(folder: Path) -> list[str]:
         auto_map = json.loads(path.read_text(encoding="utf-8")).get("auto_map") or {}
         for value in auto_map.values():
             for reference in value if isinstance(value, list) else [value]:
-                if reference:
-                    needed.add(reference.split("--")[-1].rsplit(".", 1)[0] + ".py")
-    queue = sorted(needed)
-    while queue:
-        module = folder / queue.pop()
-        if not module.is_file():
-            raise FileNotFoundError(
-                f"{folder} names {module.name} in an auto_map but does not contain it: the repository would not open "
-                "with trust_remote_code=True. Save the model with the classes registered for auto classes "
-                "(`import modeling_elmo` does it) so that save_pretrained copies the code."
-            )
-        for sibling in re.findall(r"^\s*from \.(\w+) import", module.read_text(encoding="utf-8"), re.MULTILINE):
-            if f"{sibling}.py" not in needed:
-                needed.add(f"{sibling}.py")
-                queue.append(f"{sibling}.py")
+                if not reference or "--" in reference:  # another repository's code: not needed here
+                    continue
+                files = module_with_siblings(reference.rsplit(".", 1)[0], [folder])
+                if files is None:
+                    raise FileNotFoundError(
+                        f"{folder} names {reference} in an auto_map but does not contain its file or one it imports: "
+                        "the repository would not open with trust_remote_code=True. Save the model with the classes "
+                        "registered for auto classes (`import modeling_elmo` does it) so that save_pretrained copies "
+                        "the code."
+                    )
+                needed.update(file.name for file in files)
     return sorted(needed)
 
 

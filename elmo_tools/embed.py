@@ -1,7 +1,7 @@
 """`elmo-embed`: ELMo vectors of a whole corpus, to HDF5 or Parquet, streamed, resumable.
 
     elmo-embed INPUT OUTPUT --model MODEL [--all | --top | --average] [options]
-    python -m modeling_elmo.tools.embed ...  (the same)
+    python -m elmo_tools.embed ...  (the same)
 
 This module is not imported by the model files (it does not travel as remote code), so it may use h5py, pyarrow,
 datasets and tqdm.
@@ -79,8 +79,8 @@ rounding). The processes exchange only these few messages, over `torch.distribut
 tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU node uses `cuda:LOCAL_RANK`.
 `--resume` works whatever the number of processes of the interrupted run: a chunk is a window's, not a process's.
 
-    torchrun --nproc_per_node 4 -m modeling_elmo.tools.embed corpus.txt out.hdf5 --model MODEL        # 4 GPUs (or CPU)
-    accelerate launch --multi_gpu --num_processes 4 -m modeling_elmo.tools.embed corpus.txt out.hdf5 --model MODEL
+    torchrun --nproc_per_node 4 -m elmo_tools.embed corpus.txt out.hdf5 --model MODEL        # 4 GPUs (or CPU)
+    accelerate launch --multi_gpu --num_processes 4 -m elmo_tools.embed corpus.txt out.hdf5 --model MODEL
 
 (`accelerate launch --cpu --num_processes N` starts one process only: use `--multi_gpu` on CPU machines too;
 docs/transformers_traps.md, "Accelerate on CPU".)
@@ -119,9 +119,9 @@ os.environ.setdefault("LRU_CACHE_CAPACITY", "128")
 
 import torch  # noqa: E402
 
+from modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from tokenization import check_word_split, split_words  # noqa: E402
 
-from ..quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from .command_options import embed_parser  # noqa: E402
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,

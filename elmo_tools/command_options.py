@@ -1,14 +1,10 @@
-"""The options of the tool commands (`elmo-embed`, `elmo-analyze`, `elmo-convert`, `elmo-app`), declared with the
-standard library alone.
+"""The options of the tool commands (`elmo-embed`, `elmo-analyze`, `elmo-convert`, `elmo-app`), declared once.
 
-Why alone: importing anything under `modeling_elmo` first runs its `__init__`, which registers the Elmo classes with
-transformers' Auto classes and so imports torch and transformers (seconds). The console commands therefore start in
-`train/tool_commands.py`, which loads this one file by its path, without its package, and parses the command line
-before anything heavy is imported: `--help` and a mistyped option answer at once. The commands' own `main`
-functions build the same parsers from here, so each option is declared once.
-
-Rules for this file: only the standard library at the top; no relative import (there is no package when it is loaded
-by path); what an option needs at parse time is written here (`checked_encoding`, which `text_files` re-exports).
+The console commands start in `elmo_tools.commands`, which parses the command line with these parsers before torch
+and transformers are imported (seconds), so that `--help` and a mistyped option answer at once; each command's own
+`main` builds the same parser from here. So this module imports only the standard library and the light
+`published_models`; what an option needs at parse time is written here (`checked_encoding`, which `text_files`
+re-exports).
 """
 
 from __future__ import annotations
@@ -17,14 +13,10 @@ import argparse
 import codecs
 import os
 
+from .published_models import BASE_URL_ENV, CACHE_ENV, PUBLISHED_MODELS
+
 EMBED_FORMATS = ("hdf5", "parquet")
 EMBED_DTYPES = ("float32", "bfloat16", "float16", "int8")
-# Written out here so that `elmo-convert --help` lists them without importing the download module (which imports
-# the model's presets); tests/test_tool_commands.py checks them against `download.model_names()`.
-PUBLISHED_MODEL_NAMES = ("small", "medium", "original", "original-5.5b")
-# The download module's environment variables (checked against `download` by the same test).
-CACHE_ENV = "ELMO_HF_CACHE"
-BASE_URL_ENV = "ELMO_HF_BASE_URL"
 
 SPLIT_HELP = ("how lines are split into words (default: as the model's tokenizer splits raw text): a split registered "
               "in tokenization.WORD_SPLITTERS (punctuation, jieba, ...; whitespace for already tokenized text), or "
@@ -61,11 +53,11 @@ def add_encoding_argument(parser: argparse.ArgumentParser, what: str = "the text
 
 
 def embed_parser() -> argparse.ArgumentParser:
-    """`elmo-embed` (`modeling_elmo.tools.embed`)."""
+    """`elmo-embed` (`elmo_tools.embed`)."""
     parser = argparse.ArgumentParser(
         prog="elmo-embed",
         description="ELMo vectors of every line of a corpus, to HDF5 (one dataset per line) or Parquet.",
-        epilog="Interrupted runs continue with --resume; see `python -m pydoc modeling_elmo.tools.embed` for the layout.",
+        epilog="Interrupted runs continue with --resume; see `python -m pydoc elmo_tools.embed` for the layout.",
     )
     parser.add_argument("input", help="text file (one sentence per line), dataset folder, or .jsonl/.json/.csv/.parquet "
                                       "data file (read as a dataset)")
@@ -120,12 +112,12 @@ def embed_parser() -> argparse.ArgumentParser:
 
 
 def analyze_parser() -> argparse.ArgumentParser:
-    """`elmo-analyze` (`modeling_elmo.tools.analysis`)."""
+    """`elmo-analyze` (`elmo_tools.analysis`)."""
     parser = argparse.ArgumentParser(
         prog="elmo-analyze",
         description="How contextual is each layer? Self-similarity, intra-sentence similarity, maximum explainable "
         "variance and the anisotropy baseline (Ethayarajh 2019), to contextuality.json and contextuality.png.",
-        epilog="Exact definitions: `python -m pydoc modeling_elmo.tools.analysis`.",
+        epilog="Exact definitions: `python -m pydoc elmo_tools.analysis`.",
     )
     parser.add_argument("input", help="text file, one sentence per line")
     parser.add_argument("--model", required=True, help="model folder, Hub id, or preset name (random weights)")
@@ -164,14 +156,14 @@ def add_conversion_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def convert_parser(prog: str = "elmo-convert", with_manylangs_dir: bool = True) -> argparse.ArgumentParser:
-    """`elmo-convert` (`modeling_elmo.tools.convert`); without `--manylangs_dir`, the AllenNLP converter's own."""
+    """`elmo-convert` (`elmo_tools.convert`); without `--manylangs_dir`, the AllenNLP converter's own."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Convert original ELMo weights (bilm-tf / AllenNLP options.json + hdf5) to a Hugging Face "
         "folder: a published model by name (--model, downloaded and cached), or your own files or URLs.",
     )
     parser.add_argument("--model", default=None,
-                        help=f"a published AllenNLP model to download and convert: {', '.join(PUBLISHED_MODEL_NAMES)}")
+                        help=f"a published AllenNLP model to download and convert: {', '.join(PUBLISHED_MODELS)}")
     parser.add_argument("--options_file", default=None, help="bilm-tf options JSON (a path or an http(s) URL)")
     parser.add_argument("--weight_file", default=None, help="bilm-tf / allennlp hdf5 weights (a path or a URL)")
     parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
@@ -190,12 +182,12 @@ def convert_parser(prog: str = "elmo-convert", with_manylangs_dir: bool = True) 
     if with_manylangs_dir:
         parser.add_argument("--manylangs_dir", default=None,
                             help="an ELMoForManyLangs model folder (HIT-SCIR) instead: see "
-                            "modeling_elmo.tools.convert_elmoformanylangs")
+                            "elmo_tools.convert_elmoformanylangs")
     return parser
 
 
 def app_parser() -> argparse.ArgumentParser:
-    """`elmo-app` (`modeling_elmo.tools.app.server`)."""
+    """`elmo-app` (`elmo_tools.app.server`)."""
     parser = argparse.ArgumentParser(
         prog="elmo-app", description="An interactive page that shows what an ELMo model's vectors do: one word "
         "in several sentences, its nearest neighbours in a corpus, and how contextual each layer is.")

@@ -1,5 +1,5 @@
 """The third view: how contextual is each layer, on a text the visitor pastes or uploads. The measures and the
-figure are `elmo-analyze`'s own (`modeling_elmo.tools.analysis`: self-similarity, intra-sentence similarity,
+figure are `elmo-analyze`'s own (`elmo_tools.analysis`: self-similarity, intra-sentence similarity,
 maximum explainable variance, the anisotropy baseline), on the text cut to the corpus limits."""
 
 from __future__ import annotations

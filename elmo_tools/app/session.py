@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
+from modeling_elmo.configuration_elmo import PRESETS
 from tokenization import WORD_SPLITTERS, check_word_split, split_words
 
-from ...configuration_elmo import PRESETS
 from ..loading import load_elmo
 from ..text_files import UndecodableText, check_decodes, checked_encoding
 

@@ -1,7 +1,7 @@
 """Sentence vectors: one fixed, mean-pooled ELMo vector per sentence (TF Hub's `default` output), and the files
 that make a saved ELMo folder load with `SentenceTransformer(folder, trust_remote_code=True)`.
 
-    from modeling_elmo.tools.sentence_vectors import sentence_vectors
+    from elmo_tools.sentence_vectors import sentence_vectors
     vectors = sentence_vectors(model, tokenizer, ["The bank raised its rates .", "We sat on the bank ."])  # (2, 2P)
 
 The pooled vector of a sentence is the mean, over its words, of a fixed mix of the L + 1 layers of `hidden_states`:
@@ -41,14 +41,15 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from ..downstream_elmo import LayerChoice, mean_pool, mix_layers
-from ..downstream_elmo import sentence_word_mask as word_mask
+from modeling_elmo import remote_code_elmo
+from modeling_elmo.downstream_elmo import LayerChoice, mean_pool, mix_layers
+from modeling_elmo.downstream_elmo import sentence_word_mask as word_mask
+from modeling_elmo.remote_code_elmo import copy_code, module_with_siblings
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +57,9 @@ __all__ = ["LayerChoice", "mean_pool", "mix_layers", "save_for_sentence_transfor
            "sentence_vectors", "word_mask"]
 
 POOLING_MODULE_FOLDER = "1_ElmoSentencePooling"
-# The files a folder needs for sentence-transformers: the pooling module, and what it imports (`downstream_elmo.py`
-# and its `character_ids.py` travel with the model's remote code already: they are copied only when absent).
-SENTENCE_TRANSFORMERS_CODE = ("elmo_sentence_pooling.py", "downstream_elmo.py", "character_ids.py")
-_MODEL_CODE = ("downstream_elmo.py", "character_ids.py")
+# The pooling module's file, copied into a folder with the siblings it imports that the folder lacks (a folder saved by
+# this version of the model holds them all already: `modeling_elmo.remote_code_elmo`).
+POOLING_MODULE = "elmo_sentence_pooling"
 
 
 def sentence_vectors(model, tokenizer, sentences: Sequence[str] | Sequence[Sequence[str]],
@@ -106,10 +106,8 @@ def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "av
         raise ValueError(f"{folder} holds a {config.get('model_type')!r} model, not an ELMo model")
     mix_layers(torch.zeros(config.get("num_layers", 2) + 1, 1, 1, 1), layers)  # an invalid choice fails here
     width = 2 * config["projection_dim"]
-    package = Path(__file__).resolve().parents[1]  # modeling_elmo/, where the travelling files are
-    for name in SENTENCE_TRANSFORMERS_CODE:
-        if name not in _MODEL_CODE or not (folder / name).exists():
-            shutil.copyfile(package / name, folder / name)
+    pooling, *siblings = module_with_siblings(POOLING_MODULE, [remote_code_elmo.HERE])
+    copy_code([pooling, *(file for file in siblings if not (folder / file.name).exists())], folder)
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.transformer.Transformer"},
         {"idx": 1, "name": "1", "path": POOLING_MODULE_FOLDER, "type": "elmo_sentence_pooling.ElmoSentencePooling"},
@@ -141,7 +139,7 @@ def sentence_transformer(model_name_or_path: str | Path, layers: LayerChoice = "
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules.transformer import Transformer
 
-    from ..elmo_sentence_pooling import ElmoSentencePooling
+    from modeling_elmo.elmo_sentence_pooling import ElmoSentencePooling
 
     transformer = Transformer(str(model_name_or_path), config_kwargs={"output_hidden_states": True})
     width = 2 * transformer.auto_model.config.projection_dim

@@ -3,7 +3,7 @@
     elmo-convert --model original --output_dir OUT                        # a published AllenNLP model
     elmo-convert --options_file OPTIONS --weight_file WEIGHTS --output_dir OUT     # bilm-tf / AllenNLP files
     elmo-convert --manylangs_dir DIR --output_dir OUT                     # an ELMoForManyLangs folder
-    python -m modeling_elmo.tools.convert ...  (the same)
+    python -m elmo_tools.convert ...  (the same)
 
 The options (`command_options.convert_parser`) are those of `convert_allennlp_elmo` plus `--manylangs_dir`, which hands the folder to
 `convert_elmoformanylangs` (`--word_split`, `--overwrite`, `--output_dir` and `--verbose` apply to both). Quiet by

@@ -1,6 +1,6 @@
 """Reading `elmo-embed`'s input and writing its output: text and `datasets` readers, the chunk files of each window
 (HDF5 or Parquet; parts committed as the window goes), and the merge of the chunks into the final file. The layout
-is described in `modeling_elmo.tools.embed`.
+is described in `elmo_tools.embed`.
 
 Like `embed.py`, this module is not imported by the model files and does not travel as remote code.
 """

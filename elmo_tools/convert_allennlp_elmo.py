@@ -3,7 +3,7 @@
     elmo-convert --model original --output_dir OUT        # a published model: downloaded, verified, cached
     elmo-convert --options_file OPTIONS --weight_file WEIGHTS \
         --output_dir OUT [--vocab_file VOCAB] [--overwrite]   # your files (paths or http(s) URLs)
-    python -m modeling_elmo.tools.convert_allennlp_elmo ...    # the same, without --manylangs_dir
+    python -m elmo_tools.convert_allennlp_elmo ...    # the same, without --manylangs_dir
 
 writes OUT/config.json, OUT/model.safetensors, the tokenizer files and the remote code, so that
 `AutoModel.from_pretrained(OUT, trust_remote_code=True)` works without this project installed.
@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from ..configuration_elmo import ElmoConfig
+from modeling_elmo.configuration_elmo import ElmoConfig
+
 from . import download
 from .command_options import convert_parser
 from .convert_common import (
@@ -639,7 +640,7 @@ def _optional(vocab_file: str | None, args: argparse.Namespace) -> Path | None:
 
 def main(argv: Iterable[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
-    parser = convert_parser("python -m modeling_elmo.tools.convert_allennlp_elmo", with_manylangs_dir=False)
+    parser = convert_parser("python -m elmo_tools.convert_allennlp_elmo", with_manylangs_dir=False)
     args = parser.parse_args(None if argv is None else list(argv))
     configure_logging(args.verbose)
     return run(args)
@@ -673,7 +674,7 @@ def _push(out: Path, args: argparse.Namespace) -> int:
                                commit_message="Upload ELMo converted with elmo-convert")
     except Interrupted as stop:
         logger.warning("interrupted (%s) while pushing: the conversion is in %s; push it with "
-                       "modeling_elmo.tools.hub_utils.push_folder or run the command again", stop.name, out)
+                       "elmo_tools.hub_utils.push_folder or run the command again", stop.name, out)
         return stop.exit_code
     except (HubPushError, FileNotFoundError) as error:
         logger.error("the conversion is in %s, but the push failed: %s", out, error)

@@ -1,7 +1,7 @@
 """One way to load an ELMo model and its tokenizer, used by every command (`elmo-embed`, `elmo-analyze`, the
 fine-tuning commands, the demo):
 
-    from modeling_elmo.tools.loading import load_elmo
+    from elmo_tools.loading import load_elmo
     model, tokenizer = load_elmo("outputs/demo/model")                       # a folder
     model, tokenizer = load_elmo("owner/elmo-small", trust_remote_code=True)  # a Hub id
     model, tokenizer = load_elmo("tiny", task="sequence-classification")     # a preset: random weights
@@ -37,9 +37,8 @@ from pathlib import Path
 import torch
 import transformers
 
+from modeling_elmo.configuration_elmo import AUTO_CLASSES, PRESETS, ElmoConfig
 from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, WordSplitError
-
-from ..configuration_elmo import AUTO_CLASSES, PRESETS, ElmoConfig
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """`elmo-analyze`: how contextual is each layer of an ELMo model?
 
     elmo-analyze CORPUS --model MODEL --output_dir DIR [--min_count 5] [--max_occurrences 100] [--seed 0]
-    python -m modeling_elmo.tools.analysis ...  (the same)
+    python -m elmo_tools.analysis ...  (the same)
 
 The measures of Ethayarajh (2019), "How Contextual are Contextualized Word Representations? Comparing the Geometry
 of BERT, ELMo, and GPT-2 Embeddings" (EMNLP), computed for every layer l = 0..L of `hidden_states` (layer 0 is the
@@ -33,7 +33,7 @@ Input: a text file, one sentence per line, read as a stream (twice: once to coun
 nothing is written), split into words as `elmo-embed` does: as the model's tokenizer splits raw text (its saved
 `word_split`), or by `--split` (a registered split, `module:function`, or `whitespace` for tokenized text); blank
 lines are skipped. The model: a folder, a Hub id, or a preset name (`tiny`, `small`, ...: random weights, seeded,
-only useful to test the command), loaded by `modeling_elmo.tools.loading.load_elmo`.
+only useful to test the command), loaded by `elmo_tools.loading.load_elmo`.
 
 Memory stays bounded however large the corpus: at most `--max_occurrences` occurrences of each word type are kept
 (a uniform sample of its occurrences, seeded, when it has more; the JSON records the cap and each word's `count`

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import torch
 
-from ..configuration_elmo import ElmoConfig
-from ..modeling_elmo import ElmoModel
+from modeling_elmo.configuration_elmo import ElmoConfig
+from modeling_elmo.modeling_elmo import ElmoModel
+
 from .interrupts import Interrupted, InterruptGuard
 
 logger = logging.getLogger(__name__)
 # What a conversion command says without --verbose: where it wrote the model, and advice a user can act on.
-notice = logging.getLogger("modeling_elmo.tools.convert")
+notice = logging.getLogger("elmo_tools.convert")
 # The conversion commands' SIGINT/SIGTERM guard: `run_guarded` installs it, `staged_output_dir` defers a signal while
 # the finished folder is put in place (outside a command it changes nothing).
 INTERRUPTS = InterruptGuard()

@@ -1,6 +1,6 @@
 """Convert an ELMoForManyLangs model folder (HIT-SCIR, 44 languages) to a Hugging Face folder.
 
-    python -m modeling_elmo.tools.convert_elmoformanylangs --model_dir DIR --output_dir OUT [--overwrite]
+    python -m elmo_tools.convert_elmoformanylangs --model_dir DIR --output_dir OUT [--overwrite]
         [--word_split jieba] [--verbose]
     elmo-convert --manylangs_dir DIR --output_dir OUT [--word_split jieba]
 
@@ -38,7 +38,8 @@ from pathlib import Path
 
 import torch
 
-from ..configuration_elmo import ElmoConfig
+from modeling_elmo.configuration_elmo import ElmoConfig
+
 from .command_options import add_conversion_arguments
 from .convert_common import (
     ConversionError,
@@ -413,7 +414,7 @@ def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwri
     model = build_model(config, state)
     card = {
         "description": "Converted from an ELMoForManyLangs model (HIT-SCIR, Che et al. 2018) with "
-        "`python -m modeling_elmo.tools.convert_elmoformanylangs`; the training data and procedure are theirs.",
+        "`python -m elmo_tools.convert_elmoformanylangs`; the training data and procedure are theirs.",
         "model_dir": Path(model_dir).name,
         "network_config": Path(source).name,
     }
@@ -427,7 +428,7 @@ def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwri
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m modeling_elmo.tools.convert_elmoformanylangs",
+        prog="python -m elmo_tools.convert_elmoformanylangs",
         description="Convert an ELMoForManyLangs model folder (config.json, the network config, char.dic, word.dic, "
         "token_embedder.pkl, encoder.pkl) to a Hugging Face folder.",
     )

@@ -1,0 +1,10 @@
+"""The tools around the ELMo model, for the people who use it: the one loader of every command
+(`elmo_tools.loading.load_elmo`), the console commands `elmo-embed`, `elmo-analyze`, `elmo-convert` and `elmo-app`
+(`commands`, with their options in `command_options`), the converters of the original weights (`convert`,
+`convert_allennlp_elmo`, `convert_elmoformanylangs`, sharing `convert_common`), the downloads of the published models
+(`download`, `published_models`), bulk embedding (`embed`, `embed_io`), the contextuality measures (`analysis`),
+sentence vectors (`sentence_vectors`), publishing on the Hub (`hub_utils`) and the demo page (`app/`).
+
+None of it travels to the Hub as remote code: it sits beside `modeling_elmo/` (the model, which travels) and imports
+it, never the other way round. This file imports nothing, so that a command's options are parsed before torch loads.
+"""

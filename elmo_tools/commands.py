@@ -1,0 +1,54 @@
+"""Where the console commands of the tools start: `elmo-embed`, `elmo-analyze`, `elmo-convert` and `elmo-app`.
+
+Each parses its command line first, with the parsers of `command_options` (standard library only), so that `--help`
+and a mistyped option answer at once; then it imports the command's module, which imports torch and transformers
+(seconds), and runs its `main` with the same arguments (`main` parses them again, for `python -m elmo_tools.embed`
+and callers in Python). A signal during those seconds ends the command with one line, not a traceback.
+
+The commands' modules are named here as strings, as console scripts name their functions: importing them is the
+work a command's start does, after its options are known to be good.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from . import command_options
+from .interrupts import one_line_if_interrupted_while_starting
+
+# command -> (the parser of its options, the module whose `main` runs it)
+COMMANDS: dict[str, tuple[Callable, str]] = {
+    "elmo-embed": (command_options.embed_parser, "elmo_tools.embed"),
+    "elmo-analyze": (command_options.analyze_parser, "elmo_tools.analysis"),
+    "elmo-convert": (command_options.convert_parser, "elmo_tools.convert"),
+    "elmo-app": (command_options.app_parser, "elmo_tools.app.server"),
+}
+
+
+def run(command: str, argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` (default: the command line) with `command`'s parser, which exits for `--help` and for usage
+    errors (status 2); then import the command's module and run its `main` on the same arguments."""
+    parser, module = COMMANDS[command]
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser().parse_args(argv)
+    with one_line_if_interrupted_while_starting():
+        main = importlib.import_module(module).main
+    return main(argv)
+
+
+def embed(argv: Sequence[str] | None = None) -> int:
+    return run("elmo-embed", argv)
+
+
+def analyze(argv: Sequence[str] | None = None) -> int:
+    return run("elmo-analyze", argv)
+
+
+def convert(argv: Sequence[str] | None = None) -> int:
+    return run("elmo-convert", argv)
+
+
+def app(argv: Sequence[str] | None = None) -> int:
+    return run("elmo-app", argv)
