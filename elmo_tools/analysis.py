@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     args = analyze_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.verbose:
-        for name in (logger.name, "modeling_elmo", "tokenization"):
+        for name in ("elmo_tools", "modeling_elmo", "tokenization"):
             logging.getLogger(name).setLevel(logging.DEBUG)
     from transformers.utils import logging as hf_logging
 

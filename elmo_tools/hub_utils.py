@@ -584,10 +584,11 @@ def _remote_code_files(folder: Path) -> list[str]:
             for reference in value if isinstance(value, list) else [value]:
                 if not reference or "--" in reference:  # another repository's code: not needed here
                     continue
-                files = module_with_siblings(reference.rsplit(".", 1)[0], [folder])
+                module = reference.rsplit(".", 1)[0]
+                files = module_with_siblings(module, [folder])
                 if files is None:
                     raise FileNotFoundError(
-                        f"{folder} names {reference} in an auto_map but does not contain its file or one it imports: "
+                        f"{folder} names {reference} in an auto_map but does not hold {module}.py or a file it imports: "
                         "the repository would not open with trust_remote_code=True. Save the model with the classes "
                         "registered for auto classes (`import modeling_elmo` does it) so that save_pretrained copies "
                         "the code."

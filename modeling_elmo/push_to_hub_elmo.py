@@ -18,9 +18,13 @@ PLUGIN_GROUP = "elmo_hf"
 
 
 def project_push_folder():
-    """The project's `push_folder(folder, repo_id, ...)` where the project is installed, else None."""
-    found = entry_points(group=PLUGIN_GROUP, name="push_folder")
-    return next(iter(found)).load() if found else None
+    """The project's `push_folder(folder, repo_id, ...)` where the project is installed and importable, else None."""
+    for entry in entry_points(group=PLUGIN_GROUP, name="push_folder"):
+        try:
+            return entry.load()
+        except ImportError:  # declared by an installed distribution whose modules cannot be imported here
+            return None
+    return None
 
 
 class ElmoPushToHubMixin:

@@ -214,27 +214,38 @@ def _restore_process_state(state: dict) -> None:
 
 
 @pytest.fixture(scope="session")
-def _session_state() -> dict:
-    """The process state every test starts from, taken before the first test (after the probes that fill caches)."""
+def _probes_filled() -> None:
+    """Fill the caches that a first use fills (the oneDNN probe), so that a later first use changes nothing."""
     from modeling_elmo import matmul_elmo
 
-    for dtype in (torch.float32, torch.bfloat16):  # fill the probe's cache, so that a later probe changes nothing
+    for dtype in (torch.float32, torch.bfloat16):
         matmul_elmo._use_onednn(torch.device("cpu"), dtype)
-    return _process_state()
+
+
+def _unchanged_since(before: dict, what: str) -> None:
+    """Put back what changed since `before`; fail, naming it, unless only the environment changed (libraries set
+    variables for themselves when first imported: tokenizers' TOKENIZERS_PARALLELISM, gradio's
+    HF_HUB_DISABLE_TELEMETRY, OpenMP's KMP_*)."""
+    after = _process_state()
+    changed = [name for name, value in before.items() if after[name] != value]
+    if changed:
+        _restore_process_state(before)
+        if changed != ["environment"]:
+            pytest.fail(f"{what} left process-wide state changed for the tests after it: {changed}", pytrace=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _same_process_state_for_every_module(_probes_filled):
+    """A test file may set up state for its own tests (a module-scoped fixture), and must put it back by its end."""
+    before = _process_state()
+    yield
+    _unchanged_since(before, "the test file (a module-scoped fixture)")
 
 
 @pytest.fixture(autouse=True)
-def _same_process_state_for_every_test(_session_state):
-    """Every test starts from the session's process state (a module-scoped fixture may have changed it: it is put
-    back), and one that leaves it changed fails, naming what it changed, after it is put back for the next test.
-    The environment is put back without failing: libraries set variables for themselves when first imported
-    (tokenizers' TOKENIZERS_PARALLELISM, gradio's HF_HUB_DISABLE_TELEMETRY, OpenMP's KMP_*)."""
-    _restore_process_state(_session_state)
+def _same_process_state_for_every_test(_probes_filled):
+    """Every test leaves the process as it found it (a test that changes a switch uses `monkeypatch`)."""
+    before = _process_state()
     torch.manual_seed(0)
     yield
-    after = _process_state()
-    changed = [name for name, value in _session_state.items() if after[name] != value]
-    if changed:
-        _restore_process_state(_session_state)
-        if changed != ["environment"]:
-            pytest.fail(f"the test left process-wide state changed for the tests after it: {changed}", pytrace=False)
+    _unchanged_since(before, "the test")

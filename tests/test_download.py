@@ -33,6 +33,7 @@ from safetensors.torch import load_file  # noqa: E402
 
 from elmo_tools import download  # noqa: E402
 from elmo_tools.convert_allennlp_elmo import convert  # noqa: E402
+from modeling_elmo.configuration_elmo import PRESETS  # noqa: E402
 
 ORIGINAL = download.PUBLISHED_MODELS["original"]
 
@@ -348,9 +349,9 @@ def test_published_table():
     assert "vocab" not in download.model_urls(download.PUBLISHED_MODELS["original-5.5b"])
     # the weight file holds 4 bytes per parameter plus the HDF5 headers
     assert 0 < ORIGINAL.weights_bytes - 4 * ORIGINAL.parameters < 100_000
-    assert [m.output_size for m in download.PUBLISHED_MODELS.values()] == [256, 512, 1024, 1024]
-    assert [(m.cell_size, m.num_highway) for m in download.PUBLISHED_MODELS.values()] == [
-        (1024, 1), (2048, 1), (4096, 2), (4096, 2)]  # read from configuration_elmo.PRESETS
+    sizes = [PRESETS[m.preset] for m in download.PUBLISHED_MODELS.values()]  # each names its architecture's preset
+    assert [(s["cell_size"], s["projection_dim"], s["num_highway_layers"]) for s in sizes] == [
+        (1024, 128, 1), (2048, 256, 1), (4096, 512, 2), (4096, 512, 2)]
 
 
 def closed_port_url(path: str) -> str:

@@ -50,14 +50,13 @@ SENTENCES = ["The cat sat on the mat .", "ELMo reads characters", "Short"]
 HEADS = [
     name for name in ("ElmoForSequenceClassification", "ElmoForTokenClassification") if hasattr(modeling_elmo, name)
 ]
-REMOTE_CODE = [
-    "batch_encoding_elmo.py", "char_cnn_kernels_elmo.py", "character_ids.py", "configuration_elmo.py",
-    "downstream_elmo.py", "inputs_elmo.py", "kernels_elmo.py", "lstm_inference_elmo.py", "lstm_training_elmo.py",
-    "matmul_elmo.py", "modeling_elmo.py", "modeling_elmo_heads.py", "padding_elmo.py", "push_to_hub_elmo.py",
-    "quantization_elmo.py",
-    "softmax_elmo.py", "token_cache_elmo.py", "tokenization_elmo.py", "word_char_encoder.py", "word_splits_elmo.py",
-    "word_vocab_elmo.py",
-]
+# What a saved model and its ElmoTokenizer carry as remote code: every model file, and the tokenizer's module with the
+# siblings it imports (tests/test_layout.py proves the saving side of it).
+REMOTE_CODE = sorted(
+    {path.name for path in (REPO / "modeling_elmo").glob("*.py")} - {"__init__.py"}
+    | {"tokenization_elmo.py", "batch_encoding_elmo.py", "character_ids.py", "padding_elmo.py", "word_splits_elmo.py",
+       "word_vocab_elmo.py"}
+)
 
 
 def _tiny_config(**overrides) -> ElmoConfig:
@@ -176,18 +175,13 @@ def fail_next(stage, action):
     request = urllib.request.Request(os.environ["HF_ENDPOINT"] + "/_control/fail", data=body, method="POST")
     urllib.request.urlopen(request).read()
 
-import hashlib, importlib
-sources = {  # the modules whose files a saved model and its ElmoTokenizer carry as remote code
-    "modeling_elmo": ["character_ids", "char_cnn_kernels_elmo", "configuration_elmo", "downstream_elmo", "inputs_elmo",
-                      "kernels_elmo", "lstm_inference_elmo", "lstm_training_elmo", "matmul_elmo", "modeling_elmo",
-                      "modeling_elmo_heads", "push_to_hub_elmo", "quantization_elmo", "softmax_elmo", "token_cache_elmo",
-                      "word_char_encoder"],
-    "tokenization": ["batch_encoding_elmo", "padding_elmo", "tokenization_elmo", "word_splits_elmo", "word_vocab_elmo"],
-}
-out = {"sources": {
-    os.path.basename(m.__file__): hashlib.sha256(open(m.__file__, "rb").read()).hexdigest()
-    for m in (importlib.import_module(f"{package}.{name}") for package, names in sources.items() for name in names)
-}}
+import hashlib
+from pathlib import Path
+from modeling_elmo import remote_code_elmo
+import tokenization
+files = [*remote_code_elmo.model_code_files(),  # the files a saved model and its ElmoTokenizer carry as remote code
+         *remote_code_elmo.module_with_siblings("tokenization_elmo", [Path(tokenization.__file__).parent])]
+out = {"sources": {file.name: hashlib.sha256(file.read_bytes()).hexdigest() for file in files}}
 tokenizer = ElmoTokenizer.from_pretrained(f"{root}/v1")
 out["v1_model"] = AutoModelForPreTraining.from_pretrained(f"{root}/v1").push_to_hub(repo).oid
 out["v1_tokenizer"] = tokenizer.push_to_hub(repo).oid

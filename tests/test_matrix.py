@@ -147,6 +147,18 @@ def _finetuned(root: Path) -> Path:
     return root / "model"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _word_splits_of_this_file():
+    """The custom split is registered for this file's tests (as the commands' --split registers it in a process),
+    and unregistered after them."""
+    from tokenization import WORD_SPLITTERS
+
+    with pytest.MonkeyPatch.context() as patch:
+        for registry in ("_functions", "_requirements"):
+            patch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
+        yield
+
+
 def _custom_split(root: Path) -> Path:
     from tokenization import check_word_split
 

@@ -29,7 +29,7 @@ __all__ = ["PretrainArguments", "main", "train"]
 logger = logging.getLogger("train.pretrain")
 
 # Libraries whose INFO lines and progress bars are shown only with --verbose.
-_LIBRARIES = ("accelerate", "datasets", "transformers", "huggingface_hub", "modeling_elmo")
+_LIBRARIES = ("accelerate", "datasets", "transformers", "huggingface_hub", "modeling_elmo", "elmo_tools")
 
 
 def train(args: PretrainArguments, guard: Any = None) -> dict:
