@@ -474,6 +474,7 @@ def test_command_is_declared_and_runs():
     assert result.returncode == 0 and "--resume" in result.stdout and "--average" in result.stdout
 
 
+@pytest.mark.numerics
 def test_feature_extraction_pipeline(model_dir):
     from transformers import pipeline
 
