@@ -338,7 +338,13 @@ def test_memory_stays_flat_with_corpus_size(model_dir, tmp_path):
 
 
 def embed_main(*args) -> int:
-    return embed_module.main([*map(str, args), "--threads", "1", "--quiet"])
+    """The command in this process, on one thread (--threads 1), with this process's thread count put back after it
+    (the tests after it, on two threads in `make test-numerics`, start from the session's count)."""
+    threads = torch.get_num_threads()
+    try:
+        return embed_module.main([*map(str, args), "--threads", "1", "--quiet"])
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_bad_lines_long_truncated_undecodable(model_dir, reference, tmp_path, caplog):
