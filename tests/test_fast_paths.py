@@ -428,7 +428,6 @@ def test_inference_caches_do_not_travel():
             assert torch.equal(clone(ids).last_hidden_state, expected)
 
 
-@pytest.mark.numerics
 def test_packed_weights_follow_weight_changes():
     model = tiny_model()
     ids = random_char_ids([5, 3], seed=9)
@@ -485,7 +484,6 @@ def test_token_cache_is_bounded_lru():
         model.enable_token_cache(0)
 
 
-@pytest.mark.numerics
 def test_build_token_cache_from_words():
     from tokenization import ElmoTokenizer
 

@@ -343,7 +343,6 @@ def test_model_modules_import_one_way_and_stay_small():
 # --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.numerics
 def test_bfloat16_autocast_on_cpu_is_close():
     model = tiny_model()
     ids = random_char_ids([5, 3])
