@@ -5,6 +5,10 @@ allennlp is an optional test anchor, installed without its dependencies (`make a
 Both models read the same `options.json` + hdf5 pair: random weights of the original layout at the `small`
 published size (`original_layout.py`), whose large values reach the clips, and the trained bilm-tf fixture, kept
 beside the checkout (its cases skip without it).
+
+Bounds (tests/tolerances.py): the trained fixture to PARITY (1e-5 absolute, the converter's promise); the random
+weights to PARITY_SCALED, 1e-5 of the largest value: their layer 0 reaches 11.0 (layers 1, 2: 1.4, 1.9; the mix 3.3),
+where float32 rounding of another summation order alone moves a value by about 1e-6 of it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import pytest
 import torch
 from conftest import REPO, shared_file
 from original_layout import write_original_layout
+from tolerances import PARITY, PARITY_SCALED, assert_close
 
 from elmo_tools.convert_allennlp_elmo import convert
 from modeling_elmo import ElmoModel
@@ -67,14 +72,20 @@ def models(request, allennlp_elmo, tmp_path_factory):
     return [(name, theirs, ElmoModel.from_pretrained(folder).eval())]
 
 
+def parity_bound(name: str):
+    """PARITY on the trained weights (O(1) vectors); PARITY_SCALED on the random ones (layer 0 reaches 11)."""
+    return PARITY_SCALED if name == "random small" else PARITY
+
+
 def fresh(theirs):
     """allennlp's Elmo carries each row's LSTM state into the next call; ours starts every call from zeros."""
     theirs._elmo_lstm._elmo_lstm.reset_states()
     return theirs
 
 
+@pytest.mark.numerics
 def test_every_layer_matches_allennlp(models):
-    """All three biLM layers, with <S>/</S>, of a padded batch of mixed lengths, to 1e-5."""
+    """All three biLM layers, with <S>/</S>, of a padded batch of mixed lengths, to the parity bound."""
     batch = ElmoTokenizer()(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
     ids, mask = batch["input_ids"], batch["attention_mask"]
     for name, theirs, ours in models:
@@ -85,13 +96,13 @@ def test_every_layer_matches_allennlp(models):
         assert len(got) == len(expected["activations"]) == 3, name
         for layer, (mine, reference) in enumerate(zip(got, expected["activations"])):
             keep = mask.bool()
-            difference = (mine[keep] - reference[keep]).abs().max().item()
-            assert difference <= 1e-5, f"{name}, layer {layer}: max abs difference {difference:.2e}"
+            assert_close(mine[keep], reference[keep], parity_bound(name), what=f"{name}, layer {layer}")
             assert reference[keep].abs().max() > 0.05, name  # a comparison of real values, not of zeros
 
 
+@pytest.mark.numerics
 def test_scalar_mix_matches_allennlp(models):
-    """allennlp's fixed-weight scalar mix (sentence boundaries removed) from our layers, to 1e-5."""
+    """allennlp's fixed-weight scalar mix (sentence boundaries removed) from our layers, to the parity bound."""
     batch = ElmoTokenizer()(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
     ids, mask = batch["input_ids"], batch["attention_mask"]
     weights = torch.softmax(torch.tensor([0.2, -0.5, 1.0]), dim=0)
@@ -101,5 +112,4 @@ def test_scalar_mix_matches_allennlp(models):
             layers = torch.stack(ours(**batch, output_hidden_states=True).hidden_states)
         mixed = (weights.view(-1, 1, 1, 1) * layers).sum(0)[:, 1:-1]  # drop <S>; the last column is padding
         for row, n in enumerate((mask.sum(1) - 2).tolist()):
-            difference = (mixed[row, :n] - expected[row, :n]).abs().max().item()
-            assert difference <= 1e-5, f"{name}, sentence {row}: max abs difference {difference:.2e}"
+            assert_close(mixed[row, :n], expected[row, :n], parity_bound(name), what=f"{name}, sentence {row}")

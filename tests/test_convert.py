@@ -1,7 +1,8 @@
 """The converter of the original ELMo weights (bilm-tf / AllenNLP `options.json` + hdf5).
 
 (a) parity with outputs of the original TensorFlow code (the trained fixtures kept beside the checkout: these tests
-    skip without them), through the real command;
+    skip without them), of the fixture converted by `convert` (what the command runs: (f) checks that its folder
+    holds the same tensors);
 (b) parity for every model of the family (no skip connections, no projections, tanh, 261 characters,
     bilm-tf's defaults) against an independent NumPy implementation of the bilm-tf equations, itself
     checked against the TensorFlow fixture;
@@ -11,6 +12,10 @@
 (f) the command: vocabularies as bilm-tf reads them, the word split, the model card, quiet output, and SIGINT /
     SIGTERM in the middle of a conversion (both converters).
 (b) to (f) run on random weights in the original layout (`original_layout.py`), the fixture's size for (d) to (f).
+
+Bounds (tests/tolerances.py): (a) PARITY, 1e-5 absolute, on the trained fixture; (b) PARITY_SCALED, 1e-5 of the
+largest value, between our float32 model and the float64 NumPy reference on random weights; (e) REORDERED between the
+remote-code copy and the local model (the same float32 arithmetic in another process).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import torch
 from conftest import REPO, SHARED_DATA, clean_env, run_isolated, shared_file
 from numpy.lib.stride_tricks import sliding_window_view
 from original_layout import FIXTURE_SIZED, options_for, write_original_layout
+from tolerances import PARITY, PARITY_SCALED, REORDERED, assert_close
 
 h5py = pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-hf[convert]'")
 
@@ -43,7 +49,6 @@ from modeling_elmo import ElmoModel  # noqa: E402
 from tokenization import ElmoTokenizer  # noqa: E402
 
 FIXTURES = "elmo-fixtures/allennlp"
-ATOL = 1e-5
 
 
 def fixture(name: str) -> Path:
@@ -70,27 +75,15 @@ def run_converter(*args: str, timeout: int = 300) -> subprocess.CompletedProcess
 
 @pytest.fixture(scope="module")
 def converted_fixture(tmp_path_factory) -> Path:
-    """The bilm-tf fixture converted by the command line, with its vocabulary."""
+    """The bilm-tf fixture converted, with its vocabulary, by `convert` in this process: the parity tests are
+    `numerics` tests, quick and without a command (the command's output is checked in (f))."""
     options, weights = fixture("options.json"), fixture("lm_weights.hdf5")
     # vocab_test.txt holds <S>, </S>, <UNK> in the middle; vocabulary files start with them.
     words = fixture("vocab_test.txt").read_text(encoding="utf-8").split("\n")
     vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     specials = ["<S>", "</S>", "<UNK>"]
     vocab.write_text("\n".join(specials + [w for w in words if w not in specials]) + "\n", encoding="utf-8")
-    out = tmp_path_factory.mktemp("converted") / "elmo-fixture"
-    result = run_converter(
-        "--options_file",
-        str(options),
-        "--weight_file",
-        str(weights),
-        "--output_dir",
-        str(out),
-        "--vocab_file",
-        str(vocab),
-    )
-    assert result.returncode == 0, result.stderr
-    assert f"wrote {out}" in result.stderr
-    return out
+    return convert(options, weights, tmp_path_factory.mktemp("converted") / "elmo-fixture", vocab_file=vocab)
 
 
 @pytest.fixture(scope="module")
@@ -215,13 +208,14 @@ def _fixture_batches() -> list[list[list[str]]]:
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_top_layer_matches_bilm_tf_statefully(converted_fixture):
     """The 10 fixture batches, state carried from batch to batch by row as bilm-tf does
     (docs/original_model.md, "Statefulness" and "Parity recipe")."""
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(converted_fixture, trust_remote_code=True).eval()
-    state, worst = None, 0.0
+    state = None
     with torch.no_grad():
         for i, batch in enumerate(_fixture_batches()):
             ids, mask = encode(batch)
@@ -232,11 +226,11 @@ def test_top_layer_matches_bilm_tf_statefully(converted_fixture):
             assert len(out.hidden_states) == model.config.num_layers + 1
             for k, words in enumerate(batch):
                 n = len(words)
-                got = out.last_hidden_state[k, 1 : n + 1].numpy()  # boundaries removed
-                worst = max(worst, float(np.abs(got - _tf_expected(k, i)).max()))
-    assert worst <= ATOL, f"top layer differs from bilm-tf by {worst:.3g}"
+                got = out.last_hidden_state[k, 1 : n + 1]  # boundaries removed
+                assert_close(got, _tf_expected(k, i), PARITY, what=f"top layer, batch {i}, sentence {k}")
 
 
+@pytest.mark.numerics
 def test_token_encoder_matches_bilm_tf(converted_fixture):
     """Layer 0 for the 458 lines of vocab_test.txt (with <S>, </S>, <UNK>) against bilm-tf's dump."""
     model = ElmoModel.from_pretrained(converted_fixture).eval()
@@ -247,29 +241,28 @@ def test_token_encoder_matches_bilm_tf(converted_fixture):
     ids, mask = encode([[w] for w in words])  # row r: <S> word </S>
     with torch.no_grad():
         got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[0]
-    got = got[:, 1, : model.config.projection_dim].numpy()  # (458, P)
-    worst = float(np.abs(got - expected).max())
-    assert worst <= ATOL, f"char CNN differs from bilm-tf by {worst:.3g}"
+    got = got[:, 1, : model.config.projection_dim]  # (458, P)
+    assert_close(got, expected, PARITY, what="char CNN, 458 words")
 
 
+@pytest.mark.numerics
 def test_numpy_reference_matches_bilm_tf():
     """Trust the reference of (b): it reproduces the TensorFlow fixture (stateful, top layer and layer 0)."""
     options = json.loads(fixture("options.json").read_text(encoding="utf-8"))
     reference = NumpyBilm(fixture("lm_weights.hdf5"), options)
     states: dict[int, dict] = {}
-    worst = 0.0
     for i, batch in enumerate(_fixture_batches()):
         ids, mask = encode(batch)
         for k, words in enumerate(batch):
             n = len(words)
             layers, states[k] = reference.sentence(ids[k, : n + 2].numpy(), states.get(k))
-            worst = max(worst, float(np.abs(layers[-1][1 : n + 1] - _tf_expected(k, i)).max()))
-    assert worst <= ATOL, f"NumPy reference differs from bilm-tf by {worst:.3g}"
+            assert_close(layers[-1][1 : n + 1], _tf_expected(k, i), PARITY,
+                         what=f"NumPy reference, top layer, batch {i}, sentence {k}")
     with h5py.File(fixture("elmo_token_embeddings.hdf5"), "r") as handle:
         expected = handle["embedding"][:50]
     words = fixture("vocab_test.txt").read_text(encoding="utf-8").split("\n")[:50]
     ids, _ = encode([[w] for w in words])
-    assert np.abs(reference.token_embedding(ids[:, 1].numpy()) - expected).max() <= ATOL
+    assert_close(reference.token_embedding(ids[:, 1].numpy()), expected, PARITY, what="NumPy reference, char CNN")
 
 
 def test_config_from_fixture_options():
@@ -372,6 +365,7 @@ BATCHES = [
 ]
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_variant_matches_numpy_reference(variant, tmp_path):
     options = VARIANTS[variant]
@@ -386,9 +380,9 @@ def test_variant_matches_numpy_reference(variant, tmp_path):
 
     reference = NumpyBilm(weight_file, options)
     states: dict[int, dict] = {}
-    state, worst = None, 0.0
+    state = None
     with torch.no_grad():
-        for batch in BATCHES:  # padded rows of different lengths; the state carried by row
+        for b, batch in enumerate(BATCHES):  # padded rows of different lengths; the state carried by row
             ids, mask = encode(batch)
             out = model(
                 input_ids=ids, attention_mask=mask, state=state, use_cache=True, output_hidden_states=True
@@ -399,11 +393,9 @@ def test_variant_matches_numpy_reference(variant, tmp_path):
                 expected, states[k] = reference.sentence(ids[k, :n].numpy(), states.get(k))
                 assert len(out.hidden_states) == len(expected)
                 for layer, want in enumerate(expected):
-                    worst = max(
-                        worst, float(np.abs(out.hidden_states[layer][k, :n].double().numpy() - want).max())
-                    )
+                    assert_close(out.hidden_states[layer][k, :n], want, PARITY_SCALED,
+                                 what=f"{variant}, batch {b}, sentence {k}, layer {layer}")
                 assert not out.last_hidden_state[k, n:].any()  # padding positions are zero
-    assert worst <= ATOL, f"{variant}: converted model differs from the NumPy reference by {worst:.3g}"
     if options["lstm"].get("cell_clip"):
         assert reference.clip_hits > 0, "the weights never reached the clips; the clips are untested"
 
@@ -750,7 +742,7 @@ def test_converted_folder_loads_as_remote_code(converted_random, tmp_path):
         "sums": out.last_hidden_state.sum(dim=(1, 2)).tolist(),
     }
     for key, values in local.items():
-        np.testing.assert_allclose(remote[key], values, atol=1e-6, rtol=0, err_msg=key)
+        assert_close(remote[key], values, REORDERED, what=f"remote code against local: {key}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -879,12 +871,19 @@ def test_signal_in_the_middle_of_a_conversion_leaves_nothing_half_written(kind, 
 
 @pytest.mark.slow
 def test_command_is_quiet_and_names_no_temporary_folder(tmp_path):
-    """One line, where the model was written; --verbose says what was read."""
+    """One line, where the model was written; --verbose says what was read. The command writes the tensors that
+    `convert` writes (the parity tests of (a) convert in their own process)."""
     options_file, weight_file = _copy_fixture(tmp_path / "original")
     args = ["--options_file", str(options_file), "--weight_file", str(weight_file)]
     quiet = run_converter(*args, "--output_dir", str(tmp_path / "quiet"))
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr.splitlines() == [f"INFO elmo_tools.convert: wrote {tmp_path / 'quiet'}"]
+    from safetensors.torch import load_file
+
+    by_command = load_file(tmp_path / "quiet" / "model.safetensors")
+    in_process = load_file(convert(options_file, weight_file, tmp_path / "in-process") / "model.safetensors")
+    assert by_command.keys() == in_process.keys()
+    assert all(torch.equal(by_command[name], in_process[name]) for name in in_process)
     verbose = run_converter(*args, "--output_dir", str(tmp_path / "verbose"), "--verbose")
     assert verbose.returncode == 0, verbose.stderr
     assert "ELMo: 2 layers, cell 64, projection 16" in verbose.stderr and ".tmp-" not in verbose.stderr

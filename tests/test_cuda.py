@@ -6,20 +6,24 @@ autocast, and `elmo-embed --device cuda` with one process and with two processes
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from conftest import random_char_ids, tiny_model
 from test_embed import SENTENCES, embed_main, generated_lines, read_hdf5, torchrun_embed, write_corpus
+from test_fast_paths import BFLOAT16_COSINE
+from tolerances import EPS, REORDERED, Bound, assert_close
 
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none is visible here)")
 CUDA = torch.device("cuda")
-
-
-def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.float().cpu() - b.float().cpu()).abs().max() / b.float().abs().max().clamp(min=1)).item()
+# GRADIENT's 84 EPS was not measured on a GPU (none where these bounds were written): the GPU's backward
+# pass also adds with atomics (the character embedding's rows, in whatever order threads finish), so the bound
+# these tests held before, ten times GRADIENT's, stays until a GPU run shows the room left.
+GPU_GRADIENT = Bound(
+    "gradient (GPU)", 840 * EPS, scaled=True,
+    rule="840 EPS (1e-4) of max(1, max |gradient|): GRADIENT's sums, and the GPU's atomic additions",
+)
 
 
 @pytest.mark.parametrize("overrides", [dict(), dict(cell_clip=None, proj_clip=None)])
@@ -37,8 +41,10 @@ def test_inference_on_cuda_equals_the_cpu(overrides):
         model.config.lstm_implementation = "auto"
         gpu = model.to(CUDA)(ids.to(CUDA), state=tuple(t.to(CUDA) for t in state), use_cache=True,
                              output_hidden_states=True)
-    for got, want in zip((*gpu.hidden_states, *gpu.state), (*expected.hidden_states, *expected.state)):
-        assert relative_difference(got, want) <= 1e-5
+    names = [f"layer {i}" for i in range(len(expected.hidden_states))] + ["h", "c"]
+    pairs = zip((*gpu.hidden_states, *gpu.state), (*expected.hidden_states, *expected.state))
+    for name, (got, want) in zip(names, pairs):
+        assert_close(got, want, REORDERED, what=f"{name}: the GPU against the CPU")
 
 
 @pytest.mark.parametrize("overrides", [dict(), dict(cell_clip=None, proj_clip=None)])
@@ -57,9 +63,9 @@ def test_training_step_on_cuda_equals_the_cpu(overrides):
         loss.backward()
         results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
     (cpu_loss, cpu_grads), (gpu_loss, gpu_grads) = results
-    assert relative_difference(gpu_loss, cpu_loss) <= 1e-5
+    assert_close(gpu_loss, cpu_loss, REORDERED, what="loss: the GPU against the CPU")
     for name, grad in cpu_grads.items():
-        assert relative_difference(gpu_grads[name], grad) <= 1e-4, name
+        assert_close(gpu_grads[name], grad, GPU_GRADIENT, what=f"gradient of {name}: the GPU against the CPU")
 
 
 def test_bfloat16_autocast_on_cuda_is_close_to_float32():
@@ -71,7 +77,7 @@ def test_bfloat16_autocast_on_cuda_is_close_to_float32():
             half = model(ids).last_hidden_state
     cosine = torch.nn.functional.cosine_similarity(full[ids.abs().sum(-1) > 0], half[ids.abs().sum(-1) > 0].float(),
                                                    dim=-1)
-    assert cosine.min() >= 0.99
+    assert cosine.min() >= BFLOAT16_COSINE
 
 
 @pytest.mark.slow
@@ -90,4 +96,5 @@ def test_embed_on_cuda_with_one_and_two_processes_equals_the_cpu(tiny_model_dir,
     expected = outputs["cpu"]
     for name in ("cuda", "two processes"):
         assert outputs[name].keys() == expected.keys()
-        assert max(np.abs(outputs[name][k] - expected[k]).max(initial=0) for k in expected) <= 1e-5, name
+        for key in expected:
+            assert_close(outputs[name][key], expected[key], REORDERED, what=f"{name}: sentence {key}")

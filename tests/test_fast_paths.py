@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from conftest import random_char_ids
+from tolerances import EPS, FLOAT64, GRADIENT, REORDERED, assert_close
 
 import modeling_elmo.char_cnn_kernels_elmo as char_cnn
 import modeling_elmo.lstm_training_elmo as lstm_training
@@ -30,6 +31,22 @@ VARIANTS = [
     dict(char_cnn_activation="tanh", num_highway_layers=0),
     dict(cell_size=16, char_cnn_filters=[[1, 8], [2, 8]]),  # C == P and F == P: no projections
 ]
+
+# bfloat16 is lossy, so its bounds are stated here (test_cpu_branches and test_cuda use them too). It keeps 8
+# significant bits: every multiply's inputs round by up to 2**-8 (0.4%) of their size.
+# Against float32: the tiny model's outputs reach 3 (the clip), and the error passes through 4 sums in
+# sequence (CNN, highway, two LSTM layers) and the recurrence: 8 roundings of the largest value,
+# 8 * 3 * 2**-8 = 0.094. Measured: 0.017 (AVX2 and older kernels).
+BFLOAT16_FROM_FLOAT32 = 0.1
+# Two bfloat16 routes (oneDNN's packed bfloat16 multiplies, plain torch's) round apart by half that: 4
+# roundings of 3. Measured: 0 where both routes are plain torch's (CPUs without AVX-512).
+BFLOAT16_ROUTES = 0.05
+# Every vector's cosine to float32's: an error up to sqrt(2 * (1 - 0.99)) = 14% of the vector's length, the 8
+# roundings above on each of a vector's entries with room to spare. Measured: 0.9998.
+BFLOAT16_COSINE = 0.99
+
+# float32 is marked numerics, float64 not: its comparisons use 0.2% of their bound (measured)
+FLOAT32_NUMERICS = pytest.param(torch.float32, marks=pytest.mark.numerics)
 
 
 def tiny_model(**overrides) -> ElmoModel:
@@ -55,10 +72,19 @@ def run(model: ElmoModel, implementation: str, ids, state=None, grad: bool = Fal
         return model(ids, state=state, use_cache=True, output_hidden_states=True)
 
 
-def max_difference(a, b) -> float:
-    """Largest difference of any layer or state tensor, relative to that tensor's largest value (at least 1)."""
-    pairs = [*zip(a.hidden_states, b.hidden_states), *zip(a.state, b.state)]
-    return max(((x - y).abs().max() / x.abs().max().clamp(min=1)).item() for x, y in pairs)
+def assert_outputs_close(got, expected, what: str = "") -> None:
+    """Every layer and both state tensors of two runs of one model: the same float32 arithmetic by another
+    route (REORDERED, of each tensor's largest value)."""
+    names = [f"layer {i}" for i in range(len(expected.hidden_states))] + ["h", "c"]
+    pairs = zip([*got.hidden_states, *got.state], [*expected.hidden_states, *expected.state])
+    for name, (a, b) in zip(names, pairs):
+        assert_close(a, b, REORDERED, what=f"{what}{name}")
+
+
+def assert_gradients_close(got: dict, expected: dict) -> None:
+    """Every parameter's gradient by two routes, summed in another order: GRADIENT, of its largest entry."""
+    for name, grad in expected.items():
+        assert_close(got[name], grad, GRADIENT, what=f"gradient of {name}")
 
 
 def count_encoded_rows(monkeypatch) -> list[int]:
@@ -80,6 +106,7 @@ def matmul_path(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("overrides", VARIANTS)
 def test_loop_equals_reference_with_padding_and_state(overrides, matmul_path):
     model = tiny_model(**overrides)
@@ -88,11 +115,12 @@ def test_loop_equals_reference_with_padding_and_state(overrides, matmul_path):
     state = random_state(model, len(lengths))
     reference = run(model, "reference", ids, state)
     fast = run(model, "loop", ids, state)
-    assert max_difference(reference, fast) <= 1e-6
+    assert_outputs_close(fast, reference)
     for layer in fast.hidden_states:  # padding stays exactly zero
         assert layer[1, 3:].abs().max() == 0
 
 
+@pytest.mark.numerics
 def test_loop_equals_reference_on_backward_streams():
     """Stream training's `backward_input_ids` (the backward LSTM's own reading order) in the packed loop."""
     model = tiny_model()
@@ -105,7 +133,7 @@ def test_loop_equals_reference_on_backward_streams():
             outputs[implementation] = model(
                 ids, backward_input_ids=backward, state=state, use_cache=True, output_hidden_states=True
             )
-    assert max_difference(outputs["reference"], outputs["loop"]) <= 1e-6
+    assert_outputs_close(outputs["loop"], outputs["reference"])
 
 
 def test_training_encodes_each_distinct_token_once_with_the_same_outputs_and_gradients(monkeypatch):
@@ -124,13 +152,11 @@ def test_training_encodes_each_distinct_token_once_with_the_same_outputs_and_gra
         results[implementation] = out, {n: p.grad.clone() for n, p in model.named_parameters()}
     distinct = torch.unique(ids[ids.abs().sum(-1) > 0], dim=0).shape[0]
     assert encoded_rows == [19, distinct] and distinct == 15  # all real tokens, then the distinct ones
-    assert max_difference(results["reference"][0], results["auto"][0]) <= 1e-6
-    for name, grad in results["reference"][1].items():
-        # summed in another order: equal to rounding, relative to the largest entry of each gradient
-        assert (results["auto"][1][name] - grad).abs().max() <= 1e-5 * grad.abs().max().clamp(min=1), name
+    assert_outputs_close(results["auto"][0], results["reference"][0])
+    assert_gradients_close(results["auto"][1], results["reference"][1])
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, FLOAT32_NUMERICS])
 def test_trimmed_character_cnn_gives_the_values_and_gradients_of_the_reference(dtype, monkeypatch):
     """Training's CNN cuts each token's characters after its length group's limit (+ the widest filter) and pools
     with `max`: the same vectors and gradients as `encode` over all 50 positions, for tokens of every length (one
@@ -154,10 +180,12 @@ def test_trimmed_character_cnn_gives_the_values_and_gradients_of_the_reference(d
             (out * weights.to(dtype)).sum().backward()
             results.append((out.detach(), {n: p.grad.clone() for n, p in encoder.named_parameters()}))
         (reference, reference_grads), (trimmed, trimmed_grads) = results
-        tolerance = 1e-12 if dtype == torch.float64 else 1e-5
-        assert (trimmed - reference).abs().max() <= tolerance * reference.abs().max()
+        # the same convolutions over fewer positions: another route to the same sums
+        values, gradients = (FLOAT64, FLOAT64) if dtype == torch.float64 else (REORDERED, GRADIENT)
+        assert_close(trimmed, reference, values, what=f"{rows.shape[0]} tokens")
         for name, grad in reference_grads.items():
-            assert (trimmed_grads[name] - grad).abs().max() <= tolerance * grad.abs().max().clamp(min=1), name
+            what = f"gradient of {name}, {rows.shape[0]} tokens"
+            assert_close(trimmed_grads[name], grad, gradients, what=what)
     for hook in hooks:
         hook.remove()
     assert max(seen) == 50 and min(seen) < 20  # the full token is convolved whole, short groups cut
@@ -183,6 +211,7 @@ def test_distinct_rows_by_hashing_equal_torch_unique():
     assert distinct.shape == expected.shape and torch.equal(torch.unique(distinct, dim=0), expected)
 
 
+@pytest.mark.numerics
 def test_stream_training_encodes_both_streams_in_one_pass(monkeypatch):
     """Stream training feeds the backward LM its own stream: both streams go through the character CNN together,
     a word they share once, with the outputs and gradients of encoding each stream on its own."""
@@ -204,9 +233,8 @@ def test_stream_training_encodes_both_streams_in_one_pass(monkeypatch):
         results[name] = out, {n: p.grad.clone() for n, p in model.named_parameters()}
     tokens = torch.cat([ids[ids.abs().sum(-1) > 0], backward[backward.abs().sum(-1) > 0]])
     assert encoded_rows[2:] == [torch.unique(tokens, dim=0).shape[0]] and len(encoded_rows) == 3
-    assert max_difference(results["one by one"][0], results["together"][0]) <= 1e-6
-    for name, grad in results["one by one"][1].items():
-        assert (results["together"][1][name] - grad).abs().max() <= 1e-5 * grad.abs().max().clamp(min=1), name
+    assert_outputs_close(results["together"][0], results["one by one"][0])
+    assert_gradients_close(results["together"][1], results["one by one"][1])
 
 
 def test_loop_is_used_only_without_gradients():
@@ -222,6 +250,7 @@ def test_loop_is_used_only_without_gradients():
         assert layer.implementation(x, state) == "reference"
 
 
+@pytest.mark.numerics
 def test_layer_rows_that_never_run_keep_their_state(matmul_path):
     """At the layer level rows past `batch_sizes[0]` (length 0) keep their state, in every implementation, all
     called through the one dispatch table with its one signature."""
@@ -234,8 +263,8 @@ def test_layer_rows_that_never_run_keep_their_state(matmul_path):
     with torch.no_grad():
         out_ref, (h_ref, c_ref) = ALL_LSTM_FUNCTIONS["reference"](layer, x, batch_sizes, state)
         out, (h, c) = ALL_LSTM_FUNCTIONS["loop"](layer, x, batch_sizes, state)
-    assert (out - out_ref).abs().max() <= 1e-6
-    assert (h - h_ref).abs().max() <= 1e-6 and (c - c_ref).abs().max() <= 1e-6
+    for name, got, expected in (("outputs", out, out_ref), ("h", h, h_ref), ("c", c, c_ref)):
+        assert_close(got, expected, REORDERED, what=name)
     assert torch.equal(h[:, 3:], state[0][:, 3:]) and torch.equal(c[:, 3:], state[1][:, 3:])
 
 
@@ -252,6 +281,7 @@ def test_implementation_is_a_query_without_side_effects():
     assert layer._inference_weights.value is before
 
 
+@pytest.mark.numerics
 def test_loop_batch_invariance():
     model = tiny_model()
     lengths = [7, 3, 9, 1, 5]
@@ -260,10 +290,11 @@ def test_loop_batch_invariance():
         full = model(ids, output_hidden_states=True).hidden_states
         for row, n in enumerate(lengths):
             alone = model(ids[row : row + 1, :n], output_hidden_states=True).hidden_states
-            for a, b in zip(alone, full):
-                assert (a[0] - b[row, :n]).abs().max() <= 1e-6
+            for layer, (a, b) in enumerate(zip(alone, full)):
+                assert_close(a[0], b[row, :n], REORDERED, what=f"sentence {row}, layer {layer}")
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("overrides", [dict(cell_clip=None, proj_clip=None), dict(cell_size=16, cell_clip=None)])
 def test_fused_equals_reference_without_clipping(overrides):
     model = tiny_model(**overrides)
@@ -271,7 +302,7 @@ def test_fused_equals_reference_without_clipping(overrides):
     state = random_state(model, 4, seed=2)
     reference = run(model, "reference", ids, state)
     fused = run(model, "fused", ids, state)
-    assert max_difference(reference, fused) <= 1e-5
+    assert_outputs_close(fused, reference)
     # gradients too: the fused kernel trains the same parameters (views of them, nothing copied); eval mode keeps
     # dropout out of the comparison
     grads = {}
@@ -280,9 +311,7 @@ def test_fused_equals_reference_without_clipping(overrides):
         out = run(model, implementation, ids, state, grad=True)
         sum(h.pow(2).mean() for h in out.hidden_states).backward()
         grads[implementation] = {n: p.grad.clone() for n, p in model.named_parameters()}
-    for name, grad in grads["reference"].items():
-        scale = grad.abs().max().clamp(min=1e-6)
-        assert (grads["fused"][name] - grad).abs().max() / scale <= 1e-5, name
+    assert_gradients_close(grads["fused"], grads["reference"])
 
 
 def test_auto_uses_fused_only_where_exact_and_faster():
@@ -315,6 +344,7 @@ def test_fused_refuses_clipping():
         model(random_char_ids([3]))
 
 
+@pytest.mark.numerics
 def test_a_registered_lstm_kernel_is_a_configuration_choice(monkeypatch):
     """A new kernel is a function and one `register` call: the configuration accepts its name, and the biLM runs it
     for every layer. "training" is registered but not a configuration's choice."""
@@ -337,7 +367,10 @@ def test_a_registered_lstm_kernel_is_a_configuration_choice(monkeypatch):
     out = model(ids).last_hidden_state
     assert calls == list(model.bilm.layers)
     model.config.lstm_implementation = "reference"
-    assert torch.equal(out, model(ids).last_hidden_state)
+    # Not bit for bit: "reference" also takes the plain character CNN, while any other name, "counted" too,
+    # takes training's CNN over the batch's distinct tokens (gradients are on): the same arithmetic by another
+    # route.
+    assert_close(out, model(ids).last_hidden_state, REORDERED, what="registered kernel against the reference")
 
 
 @pytest.fixture(params=["onednn", "plain"])
@@ -351,6 +384,7 @@ def bfloat16_matmul(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.numerics
 def test_bfloat16_autocast_fast_path_matches_reference_autocast(bfloat16_matmul):
     model = tiny_model()
     ids = random_char_ids([5, 3], seed=6)
@@ -361,10 +395,13 @@ def test_bfloat16_autocast_fast_path_matches_reference_autocast(bfloat16_matmul)
             outputs[implementation] = model(ids, use_cache=True)
     reference, fast = outputs["reference"], outputs["loop"]
     assert fast.last_hidden_state.dtype == reference.last_hidden_state.dtype
-    assert (fast.last_hidden_state.float() - reference.last_hidden_state.float()).abs().max() < 0.05
+    fast, reference = fast.last_hidden_state.float(), reference.last_hidden_state.float()
+    assert (fast - reference).abs().max() < BFLOAT16_ROUTES
     with torch.no_grad():
         exact = run(model, "reference", ids).last_hidden_state
-    assert (fast.last_hidden_state.float() - exact).abs().max() < 0.1
+    assert (fast - exact).abs().max() < BFLOAT16_FROM_FLOAT32
+    real = ids.abs().sum(-1) > 0
+    assert torch.nn.functional.cosine_similarity(fast[real], exact[real], dim=-1).min() >= BFLOAT16_COSINE
 
 
 def test_torch_compile_of_fast_path_matches_eager():
@@ -374,7 +411,7 @@ def test_torch_compile_of_fast_path_matches_eager():
     with torch.no_grad():
         expected = run(model, "reference", ids).last_hidden_state
         model.config.lstm_implementation = "auto"
-        assert (compiled(ids).last_hidden_state - expected).abs().max() <= 1e-6
+        assert_close(compiled(ids).last_hidden_state, expected, REORDERED, what="compiled fast path")
 
 
 def test_inference_caches_do_not_travel():
@@ -400,7 +437,7 @@ def test_packed_weights_follow_weight_changes():
         model.char_encoder.highways[0].transform.weight.add_(0.1)
         fast = run(model, "loop", ids).last_hidden_state
         reference = run(model, "reference", ids).last_hidden_state
-    assert (fast - reference).abs().max() <= 1e-6
+    assert_close(fast, reference, REORDERED, what="after the weights changed")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -415,6 +452,7 @@ def repeated_words_batch() -> torch.Tensor:
     return ids
 
 
+@pytest.mark.numerics
 def test_token_cache_equals_plain_path_and_counts_hits():
     model = tiny_model()
     ids = repeated_words_batch()
@@ -429,8 +467,9 @@ def test_token_cache_equals_plain_path_and_counts_hits():
         second = model(ids, output_hidden_states=True).hidden_states
         assert model.token_cache_info()["hits"] == info["hits"] + tokens  # everything cached now
         assert model.token_cache_info()["misses"] == info["misses"]
-    for a, b, c in zip(plain, first, second):
-        assert (a - b).abs().max() <= 1e-7 and (a - c).abs().max() <= 1e-7
+    for layer, (a, b, c) in enumerate(zip(plain, first, second)):
+        assert_close(b, a, REORDERED, what=f"layer {layer}, filling the cache")
+        assert_close(c, a, REORDERED, what=f"layer {layer}, from the cache")
 
 
 def test_token_cache_is_bounded_lru():
@@ -458,7 +497,7 @@ def test_build_token_cache_from_words():
         cached = model(**batch).last_hidden_state
         assert model.token_cache_info()["misses"] == before  # every token came from the cache
         model.disable_token_cache()
-        assert (model(**batch).last_hidden_state - cached).abs().max() <= 1e-7
+        assert_close(cached, model(**batch).last_hidden_state, REORDERED, what="cached words")
     with pytest.raises(ValueError, match="tokenizer"):
         model.build_token_cache(words)
 
@@ -483,9 +522,9 @@ def test_token_cache_never_serves_stale_vectors():
     with torch.no_grad():
         cached = model(ids).last_hidden_state
         expected = run(model, "reference", ids).last_hidden_state
-    # Stale vectors would be off by the step's size (~1e-2); after a step of lr 0.05 on weights scaled by 3, the two
-    # routes' rounding alone reaches ~1e-6 on values near 1.5, so the bound is relative as well as absolute.
-    torch.testing.assert_close(cached, expected, rtol=1e-6, atol=1e-6)
+    # Stale vectors would be off by the step's size (~1e-2), thousands of times the bound; rounding alone is
+    # the fast path against the reference on the new weights.
+    assert_close(cached, expected, REORDERED, what="after a fused optimizer step")
     other = tiny_model()
     other.char_encoder.highways[0].carry.bias.data.add_(1.0)
     model.load_state_dict(other.state_dict())
@@ -493,7 +532,7 @@ def test_token_cache_never_serves_stale_vectors():
         model.config.lstm_implementation = "auto"
         cached = model(ids).last_hidden_state
         expected = run(other, "reference", ids).last_hidden_state
-    assert (cached - expected).abs().max() <= 1e-6
+    assert_close(cached, expected, REORDERED, what="after load_state_dict")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -513,7 +552,7 @@ def layer_gradients(layer, implementation, x, batch_sizes, state, seed=1):
     return [out, h, c, *(t.grad for t in inputs), *(p.grad for p in layer.parameters())]
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, FLOAT32_NUMERICS])
 @pytest.mark.parametrize("overrides", [dict(), dict(cell_size=16, char_cnn_filters=[[1, 8], [2, 8]]),
                                        dict(proj_clip=None), dict(cell_clip=None)])
 def test_training_layer_equals_reference_with_clipping_padding_and_state(overrides, dtype):
@@ -532,15 +571,18 @@ def test_training_layer_equals_reference_with_clipping_padding_and_state(overrid
         dtype == torch.float32 and matmul._use_onednn(x.device, dtype))
     reference = layer_gradients(layer, "reference", x, batch_sizes, state)
     fast = layer_gradients(layer, "training", x, batch_sizes, state)
-    tolerance = 1e-12 if dtype == torch.float64 else 2e-6
-    for a, b in zip(reference, fast):
-        assert (a - b).abs().max() <= tolerance * a.abs().max().clamp(min=1)
+    names = ["outputs", "h", "c", "gradient of x", "gradient of h0", "gradient of c0",
+             *(f"gradient of {name}" for name, _ in layer.named_parameters())]
+    for index, (name, a, b) in enumerate(zip(names, reference, fast)):
+        bound = FLOAT64 if dtype == torch.float64 else REORDERED if index < 3 else GRADIENT
+        assert_close(b, a, bound, what=name)
     if layer.cell_clip is not None:  # the clip is active: some final cell states sit on it
         assert (reference[2].abs() == layer.cell_clip).any()
     if layer.proj_clip is not None:
         assert (reference[0].abs() == layer.proj_clip).any()
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("shape", [(7, 24), (3, 5, 24)])
 @pytest.mark.parametrize("bias", [True, False])
 def test_training_linear_equals_f_linear_with_gradients(shape, bias):
@@ -557,11 +599,14 @@ def test_training_linear_equals_f_linear_with_gradients(shape, bias):
             out = linear(*inputs)
             (out * torch.arange(out.numel(), dtype=dtype).view_as(out).cos()).sum().backward()
             results.append([out, *(t.grad for t in inputs if t is not None)])
-        for reference, fast in zip(*results):
+        names = ["outputs", "gradient of the input", "gradient of the weight", "gradient of the bias"]
+        for name, reference, fast in zip(names, *results):
             assert fast.shape == reference.shape
-            assert (fast.double() - reference).abs().max() <= 1e-5 * reference.abs().max()
+            # float32 against float64: one float32 rounding of each sum (of 24 terms, or of the 7 or 15 rows)
+            assert_close(fast, reference, REORDERED, what=f"{name}, {out_features} outputs")
 
 
+@pytest.mark.numerics
 def test_full_softmax_loss_and_gradients_equal_cross_entropy():
     """The full softmax's training loss (`_FullSoftmaxNll` on the CPU in float32: softmax in place, oneDNN multiplies)
     against `cross_entropy` of the logits in float64: the loss and the gradients of the hidden states, the weight and
@@ -579,8 +624,10 @@ def test_full_softmax_loss_and_gradients_equal_cross_entropy():
         results.append([loss, *(t.grad for t in inputs)])
     if matmul._use_onednn(torch.device("cpu"), torch.float32):
         assert results[1][0].grad_fn.name().startswith("_FullSoftmaxNll")
-    for reference, fast in zip(*results):
-        assert (fast.double() - reference).abs().max() <= 1e-5 * reference.abs().max()
+    for index, (name, reference, fast) in enumerate(zip(["loss", "hidden", "weight", "bias"], *results)):
+        # float32 against float64: the loss is a sum of 13 log-sums of 50 exponentials, the gradients sums
+        # over the 13 positions or the 50 words, in float32
+        assert_close(fast, reference, REORDERED if index == 0 else GRADIENT, what=name)
 
 
 def test_training_function_passes_gradcheck():
@@ -600,6 +647,7 @@ def test_training_function_passes_gradcheck():
     assert torch.autograd.gradcheck(function, tensors)
 
 
+@pytest.mark.numerics
 def test_stream_training_state_and_gradients_equal_reference():
     """Stream mode: the backward LM's own input order and the LSTM state carried in from the previous batch and out
     to the next; outputs, final states and every parameter's gradient as with the reference."""
@@ -613,9 +661,8 @@ def test_stream_training_state_and_gradients_equal_reference():
         out = model(ids, backward_input_ids=backward, state=state, use_cache=True, output_hidden_states=True)
         (out.last_hidden_state.square().sum() + out.state[0].sum() + out.state[1].square().sum()).backward()
         results[implementation] = out, {n: p.grad.clone() for n, p in model.named_parameters()}
-    assert max_difference(results["reference"][0], results["auto"][0]) <= 1e-6
-    for name, grad in results["reference"][1].items():
-        assert (results["auto"][1][name] - grad).abs().max() <= 1e-5 * grad.abs().max().clamp(min=1), name
+    assert_outputs_close(results["auto"][0], results["reference"][0])
+    assert_gradients_close(results["auto"][1], results["reference"][1])
 
 
 def test_training_losses_equal_reference_over_20_steps():
@@ -648,4 +695,8 @@ def test_training_losses_equal_reference_over_20_steps():
             losses[implementation].append(loss.item())
         assert model.elmo.bilm.layers[0].implementation(torch.zeros(2, 1, 16), (torch.zeros(2, 1, 16),)) == (
             "reference" if implementation == "reference" else "training")
-    assert max(abs(a - b) for a, b in zip(losses["reference"], losses["auto"])) <= 1e-5
+    # No named bound fits a loss after Adam steps (each step's weights carry the earlier steps' gradient
+    # rounding, which Adam's normalised steps do not shrink): GRADIENT's 84 EPS (1e-5), absolute, on losses
+    # of about ln 30 = 3.4, is 42 float32 steps of the loss. Measured: 2 steps (4.8e-7), on AVX2 and older
+    # kernels, 1 and 2 threads.
+    assert max(abs(a - b) for a, b in zip(losses["reference"], losses["auto"])) <= 84 * EPS

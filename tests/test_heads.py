@@ -9,6 +9,7 @@ import random
 import pytest
 import torch
 from conftest import random_char_ids, run_isolated, tiny_config
+from tolerances import REORDERED, STATISTIC, assert_close
 from transformers import (
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
@@ -33,8 +34,13 @@ EOS_ROW = [259, 258, 260] + [261] * 47
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread, and do not fight other processes for the cores."""
+def _one_thread(request):
+    """Tiny models run faster on one thread, and do not fight other processes for the cores. The numerics
+    tests keep the threads they are given: `make test-numerics` runs them on two, to find bounds that hold on
+    one only."""
+    if request.node.get_closest_marker("numerics"):
+        yield
+        return
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -68,19 +74,22 @@ def layers_and_mask(seed: int = 0):
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_scalar_mix_is_gamma_times_softmax_weighted_sum():
     layers, _ = layers_and_mask()
     mix = ElmoScalarMix(3)
     assert torch.equal(mix.scalar_parameters.detach(), torch.zeros(3)) and float(mix.gamma.detach()) == 1.0
-    assert torch.allclose(mix(layers), sum(layers) / 3, atol=1e-6)  # zeros: equal weights
+    assert_close(mix(layers), sum(layers) / 3, REORDERED, what="zeros: equal weights")
     with torch.no_grad():
         mix.scalar_parameters.copy_(torch.tensor([0.5, -1.0, 2.0]))
         mix.gamma.fill_(1.7)
     s = torch.softmax(torch.tensor([0.5, -1.0, 2.0]), 0)
-    assert torch.allclose(mix.normalized_weights(), s)
-    assert torch.allclose(mix(layers), 1.7 * (s[0] * layers[0] + s[1] * layers[1] + s[2] * layers[2]), atol=1e-6)
+    assert_close(mix.normalized_weights(), s, STATISTIC, what="softmax of the scalars")
+    expected = 1.7 * (s[0] * layers[0] + s[1] * layers[1] + s[2] * layers[2])
+    assert_close(mix(layers), expected, REORDERED, what="mix")
 
 
+@pytest.mark.numerics
 def test_scalar_mix_layer_norm_uses_each_sentences_unmasked_elements_only():
     layers, mask = layers_and_mask()
     mix = ElmoScalarMix(3, do_layer_norm=True)
@@ -91,20 +100,22 @@ def test_scalar_mix_layer_norm_uses_each_sentences_unmasked_elements_only():
             values = layer[row][mask[row]]  # (N, D): this sentence's unmasked elements, not per token
             mean, var = values.mean(), values.var(unbiased=False)
             expected = expected + (layer[row] - mean) / torch.sqrt(var + 1e-12) / 3
-        assert torch.allclose(out[row][mask[row]], expected[mask[row]], atol=1e-5), row
+        assert_close(out[row][mask[row]], expected[mask[row]], REORDERED, what=f"sentence {row}")
     # garbage at masked positions, and other sentences, do not move a sentence's unmasked outputs
     noisy = [layer.masked_fill(~mask.unsqueeze(-1), 1e4) for layer in layers]
-    assert torch.allclose(mix(noisy, mask)[mask], out[mask], atol=1e-5)
+    assert_close(mix(noisy, mask)[mask], out[mask], REORDERED, what="garbage at masked positions")
     alone = mix([layer[1:2, :3] for layer in layers], mask[1:2, :3])
-    assert torch.allclose(alone[0], out[1, :3], atol=1e-6)
+    assert_close(alone[0], out[1, :3], REORDERED, what="a sentence alone")
     # a single selected layer comes out with mean 0 and variance 1 over each sentence's unmasked elements
     top = ElmoScalarMix(3, do_layer_norm=True, initial_scalar_parameters=[-9e10, -9e10, 1.0], trainable=False)
     normalised = top(layers, mask)
     for row in range(3):
         values = normalised[row][mask[row]]
-        assert abs(float(values.mean())) < 1e-5 and abs(float(values.var(unbiased=False)) - 1.0) < 1e-4
+        assert_close(values.mean(), 0.0, STATISTIC, what=f"mean, sentence {row}")
+        assert_close(values.var(unbiased=False), 1.0, STATISTIC, what=f"variance, sentence {row}")
 
 
+@pytest.mark.numerics
 def test_fixed_mixes_select_exactly_and_are_not_trained():
     layers, _ = layers_and_mask()
     select_one = ElmoScalarMix(3, initial_scalar_parameters=[-9e10, 1.0, -9e10], trainable=False)
@@ -115,25 +126,27 @@ def test_fixed_mixes_select_exactly_and_are_not_trained():
         model = ElmoForSequenceClassification(head_config(scalar_mix=kind))
         mix = model.scalar_mixes[0]
         assert not mix.trainable and float(mix.gamma.detach()) == 1.0
-        assert torch.allclose(mix(layers), expected, atol=1e-6)
+        assert_close(mix(layers), expected, REORDERED, what=kind)
     fixed = ElmoForSequenceClassification(head_config(scalar_mix="fixed", scalar_mix_parameters=[1.0, -9e10, -9e10]))
     assert torch.equal(fixed.scalar_mixes[0](layers), layers[0])
 
 
+@pytest.mark.numerics
 def test_l2_penalty_on_mix_weights_is_added_to_the_loss_in_training_only():
     model = ElmoForSequenceClassification(head_config(representation_dropout=0.0, scalar_mix_l2_coef=0.25))
     with torch.no_grad():
         model.scalar_mixes[0].scalar_parameters.copy_(torch.tensor([1.0, -2.0, 0.5]))
-    assert torch.allclose(model.mix_l2_penalty(), torch.tensor(0.25 * (1 + 4 + 0.25)))
+    assert_close(model.mix_l2_penalty(), 0.25 * (1 + 4 + 0.25), REORDERED, what="penalty")
     ids, labels = random_char_ids([4, 3]), torch.tensor([0, 2])
     eval_loss = model.eval()(ids, labels=labels).loss
     train_loss = model.train()(ids, labels=labels).loss  # no dropout anywhere: frozen biLM, dropout 0
-    assert torch.allclose(train_loss - eval_loss, torch.tensor(0.25 * 5.25), atol=1e-5)
+    assert_close(train_loss - eval_loss, 0.25 * 5.25, REORDERED, what="training loss less evaluation loss")
     assert model.scalar_mixes[0].scalar_parameters.grad is None
     train_loss.backward()
     assert model.scalar_mixes[0].scalar_parameters.grad is not None
 
 
+@pytest.mark.numerics
 def test_several_output_representations_from_one_bilm_run():
     model = ElmoForSequenceClassification(head_config(num_output_representations=2)).eval()
     with torch.no_grad():
@@ -141,7 +154,8 @@ def test_several_output_representations_from_one_bilm_run():
     ids = with_boundaries(random_char_ids([4, 2]))
     out = model.get_elmo_representations(ids)
     assert len(out.elmo_representations) == 2
-    assert torch.allclose(out.elmo_representations[0], sum(out.hidden_states) / 3, atol=1e-6)
+    average = sum(out.hidden_states) / 3
+    assert_close(out.elmo_representations[0], average, REORDERED, what="mix of equal weights")
     assert torch.equal(out.elmo_representations[1], out.hidden_states[-1])
     assert out.word_mask.sum(1).tolist() == [4, 2] and out.mask.sum(1).tolist() == [6, 4]
 
@@ -220,6 +234,7 @@ def test_boundary_tokens_are_detected_from_character_ids():
     ]
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("keep", [False, True])
 def test_mean_pooling_covers_the_words_and_boundaries_only_on_request(keep):
     model = ElmoForSequenceClassification(head_config(keep_sentence_boundaries=keep)).eval()
@@ -228,7 +243,7 @@ def test_mean_pooling_covers_the_words_and_boundaries_only_on_request(keep):
     for row, n in enumerate([4, 2]):
         span = slice(0, n + 2) if keep else slice(1, n + 1)
         expected = model.classifier(mixed[row, span].mean(0))
-        assert torch.allclose(model(ids).logits[row], expected, atol=1e-6)
+        assert_close(model(ids).logits[row], expected, REORDERED, what=f"sentence {row}")
 
 
 def distinct_mix_weights(model) -> None:
@@ -238,6 +253,7 @@ def distinct_mix_weights(model) -> None:
         model.scalar_mixes[0].gamma.fill_(1.3)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("pooling", ["mean", "max", "lstm", "attention"])
 def test_sequence_logits_do_not_depend_on_the_batch(pooling):
     """Each sentence alone gives its logits in a padded batch of three, layer norm on (statistics per sentence)."""
@@ -251,9 +267,10 @@ def test_sequence_logits_do_not_depend_on_the_batch(pooling):
     assert batch.shape == (3, 3)
     for row, n in enumerate([6, 3, 1]):
         alone = model(ids[row : row + 1, : n + 2]).logits
-        assert torch.allclose(alone, batch[row : row + 1], rtol=0, atol=1e-6), pooling
+        assert_close(alone, batch[row : row + 1], REORDERED, what=f"{pooling} pooling, sentence {row}")
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("encoder", ["none", "lstm"])
 def test_token_logits_do_not_depend_on_the_batch(encoder):
     model = ElmoForTokenClassification(head_config(token_classifier_encoder=encoder, scalar_mix_layer_norm=True)).eval()
@@ -262,38 +279,42 @@ def test_token_logits_do_not_depend_on_the_batch(encoder):
     batch = model(ids).logits
     for row, n in enumerate([5, 2, 1]):
         alone = model(ids[row : row + 1, : n + 2]).logits
-        assert torch.allclose(alone[0], batch[row, : n + 2], rtol=0, atol=1e-6), encoder
+        assert_close(alone[0], batch[row, : n + 2], REORDERED, what=f"{encoder} encoder, sentence {row}")
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("encoder", ["none", "lstm"])
 def test_token_logits_cover_every_position_and_ignore_minus_100(encoder):
     model = ElmoForTokenClassification(head_config(num_labels=5, token_classifier_encoder=encoder)).eval()
     ids = with_boundaries(random_char_ids([4, 2], seed=1))
     out = model(ids)
     assert out.logits.shape == (2, 6, 5)
-    assert torch.allclose(model(ids[1:, :4]).logits, out.logits[1:, :4], atol=1e-5)  # padding invariance
+    assert_close(model(ids[1:, :4]).logits, out.logits[1:, :4], REORDERED, what="padding invariance")
     labels = torch.full((2, 6), -100)
     labels[0, 1:5] = torch.tensor([0, 1, 2, 3])
     labels[1, 1:3] = torch.tensor([4, 0])
     loss = model(ids, labels=labels).loss
     keep = labels != -100
     expected = torch.nn.functional.cross_entropy(out.logits[keep], labels[keep])
-    assert torch.allclose(loss, expected, atol=1e-6)
+    assert_close(loss, expected, REORDERED, what="loss")
     with pytest.raises(ValueError, match="labels must have shape"):
         model(ids, labels=labels[:, :4])
 
 
+@pytest.mark.numerics
 def test_problem_types_like_bert():
     ids = random_char_ids([3, 2])
     regression = ElmoForSequenceClassification(head_config(num_labels=1)).eval()
     out = regression(ids, labels=torch.tensor([0.5, -1.0]))
     assert regression.config.problem_type == "regression"
-    assert torch.allclose(out.loss, torch.nn.functional.mse_loss(out.logits.squeeze(-1), torch.tensor([0.5, -1.0])))
+    expected = torch.nn.functional.mse_loss(out.logits.squeeze(-1), torch.tensor([0.5, -1.0]))
+    assert_close(out.loss, expected, REORDERED, what="regression loss")
     multi = ElmoForSequenceClassification(head_config(num_labels=3)).eval()
     targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
     out = multi(ids, labels=targets)
     assert multi.config.problem_type == "multi_label_classification"
-    assert torch.allclose(out.loss, torch.nn.functional.binary_cross_entropy_with_logits(out.logits, targets))
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(out.logits, targets)
+    assert_close(out.loss, expected, REORDERED, what="multi-label loss")
     single = ElmoForSequenceClassification(head_config(num_labels=3)).eval()
     out = single(ids, labels=torch.tensor([2, 0]), output_hidden_states=True)
     assert single.config.problem_type == "single_label_classification"
@@ -425,7 +446,7 @@ torch.save(out, {str(tmp_path / "out.pt")!r})
     run_isolated(code, cwd=tmp_path)
     got = torch.load(tmp_path / "out.pt")
     for name in ("seq", "tok"):
-        assert (got[name] - expected[name]).abs().max() <= 1e-6, name
+        assert_close(got[name], expected[name], REORDERED, what=f"{name}: remote code in a fresh interpreter")
 
 
 # --------------------------------------------------------------------------------------------------

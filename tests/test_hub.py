@@ -11,6 +11,9 @@
   during the commit or the LFS upload (no partial commit, folder untouched, the retry succeeds);
 * the model card: facts from the configuration and the run, metadata that parses and validates, code that runs.
 
+What a process loads from the Hub is compared with the in-process model to REORDERED (tests/tolerances.py): the same
+float32 arithmetic in another process.
+
 Nothing here reaches the real Hub, except `test_real_hub_round_trip`, which runs only when asked to (see there).
 """
 
@@ -36,6 +39,7 @@ import yaml
 from conftest import _NO_PROJECT, REPO, tiny_config
 from hub_server import HubServer, split_front_matter
 from huggingface_hub import ModelCard
+from tolerances import REORDERED, assert_close
 
 import modeling_elmo
 from elmo_tools import hub_utils
@@ -320,13 +324,13 @@ def test_load_by_repo_id_with_remote_code_only(round_trip):
         assert qualified.startswith("transformers_modules."), f"{name} was not loaded from the Hub's code: {qualified}"
     assert torch.equal(out["input_ids"], ref["input_ids"])  # the Hub tokenizer encodes as the local one
     assert torch.equal(out["attention_mask"], ref["attention_mask"])
-    torch.testing.assert_close(out["main_hidden"], ref["v2_hidden"], rtol=0, atol=1e-6)
-    torch.testing.assert_close(out["main_pretraining_hidden"], ref["v2_hidden"], rtol=0, atol=1e-6)
-    torch.testing.assert_close(out["main_loss"], ref["v2_loss"], rtol=0, atol=1e-6)
+    assert_close(out["main_hidden"], ref["v2_hidden"], REORDERED, what="AutoModel from the Hub")
+    assert_close(out["main_pretraining_hidden"], ref["v2_hidden"], REORDERED, what="AutoModelForPreTraining")
+    assert_close(out["main_loss"], ref["v2_loss"], REORDERED, what="AutoModelForPreTraining's loss")
     for head in HEADS:  # the heads load from the pretraining checkpoint, with its biLM
-        torch.testing.assert_close(out[head + "_hidden"], ref["v2_hidden"], rtol=0, atol=1e-6)
+        assert_close(out[head + "_hidden"], ref["v2_hidden"], REORDERED, what=head)
     if "ElmoForSequenceClassification" in HEADS:  # and a head pushed whole comes back whole
-        torch.testing.assert_close(out["cls_logits"], ref["cls_logits"], rtol=0, atol=1e-6)
+        assert_close(out["cls_logits"], ref["cls_logits"], REORDERED, what="a classifier pushed whole")
 
 
 REMOTE_PUSH = """
@@ -353,7 +357,7 @@ def test_model_loaded_as_remote_code_pushes_again(hub, round_trip):
 
 def test_pinned_revision_loads_that_commit(round_trip):
     out, ref = round_trip["outputs"], round_trip["reference"]
-    torch.testing.assert_close(out["pinned_hidden"], ref["v1_hidden"], rtol=0, atol=1e-6)
+    assert_close(out["pinned_hidden"], ref["v1_hidden"], REORDERED, what="revision pinned to the first commit")
     assert (out["pinned_hidden"] - out["main_hidden"]).abs().max() > 1e-3  # the two versions differ
 
 
@@ -407,8 +411,8 @@ def test_offline_load_from_cache_with_the_server_gone(hub, saved, round_trip):
     assert len(hub.requests) == requests_before
     assert "offline" in missing["error"].lower() and missing["seconds"] < 5, missing
     out, ref = torch.load(hand_cache / "offline.pt"), round_trip["reference"]
-    torch.testing.assert_close(out["cache"], ref["v2_hidden"], rtol=0, atol=1e-6)
-    torch.testing.assert_close(out["hand"], ref["v1_hidden"], rtol=0, atol=1e-6)
+    assert_close(out["cache"], ref["v2_hidden"], REORDERED, what="offline, from the download cache")
+    assert_close(out["hand"], ref["v1_hidden"], REORDERED, what="offline, from a cache built by hand")
 
 
 SERVER_DOWN = """
@@ -704,7 +708,7 @@ print(json.dumps({{"ok": True}}))
 """
     _run(code, env, cwd=tmp_path, isolated=True, timeout=600)
     reference = torch.load(saved / "reference.pt")
-    torch.testing.assert_close(torch.load(tmp_path / "real.pt"), reference["v1_hidden"], rtol=0, atol=1e-6)
+    assert_close(torch.load(tmp_path / "real.pt"), reference["v1_hidden"], REORDERED, what="the real Hub")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -775,4 +779,4 @@ print(json.dumps({{"vocab": tok.word_vocab_size, "out": model(**batch).last_hidd
     tokenizer = AutoTokenizer.from_pretrained(out)
     expected = local(**tokenizer(["the cat sat"], return_tensors="pt")).last_hidden_state.flatten()
     assert got["vocab"] == tokenizer.word_vocab_size
-    assert (torch.tensor(got["out"]) - expected).abs().max() <= 1e-6
+    assert_close(torch.tensor(got["out"]), expected, REORDERED, what="pretrained, pushed, loaded from the Hub")

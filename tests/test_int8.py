@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import random_char_ids, run_isolated, shared_file, tiny_config, tiny_model
+from tolerances import REORDERED, assert_close
 
 from elmo_tools import embed as embed_module
 from modeling_elmo import ElmoConfig, ElmoModel, quantization_elmo
@@ -31,6 +32,16 @@ pytestmark = pytest.mark.skipif(
 )
 
 LENGTHS = [7, 3, 9, 1, 5]
+
+# int8 is lossy: its bounds are cosines to float32's vectors, stated here (test_cpu_branches uses them too).
+# 7-bit activations and 8-bit weights round each product by up to 2**-7 (0.8%) of its size, and the error
+# passes through 4 sums in sequence (CNN, highway, two LSTM layers): a few percent of a vector's length. A
+# cosine of 0.999 allows an error of sqrt(2 * 0.001) = 4.5% of the length, 0.9995 on average 3.2%. Measured:
+# 0.9997 (tiny and small, random weights).
+INT8_COSINE_MIN, INT8_COSINE_MEAN = 0.999, 0.9995
+# Trained weights saturate gates and clip cells, where one rounding can tip a gate: 10% and 4.5%. Measured:
+# 0.999.
+INT8_TRAINED_COSINE_MIN, INT8_TRAINED_COSINE_MEAN = 0.995, 0.999
 
 
 def layers(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -49,7 +60,8 @@ def cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1)
 
 
-def assert_close_to_float32(exact: torch.Tensor, int8: torch.Tensor, minimum=0.999, mean=0.9995) -> None:
+def assert_close_to_float32(exact: torch.Tensor, int8: torch.Tensor, minimum=INT8_COSINE_MIN,
+                            mean=INT8_COSINE_MEAN) -> None:
     cos = cosines(exact, int8)
     assert (exact - int8).abs().max() > 0  # int8 did run
     assert cos.min() >= minimum and cos.mean() >= mean, (cos.min().item(), cos.mean().item())
@@ -88,9 +100,11 @@ def test_trained_fixture_is_close_to_float32():
     ids, mask = encoded["input_ids"], encoded["attention_mask"]
     exact = layers(model, ids, mask)
     model.quantize_int8()
-    assert_close_to_float32(exact, layers(model, ids, mask), minimum=0.995, mean=0.999)
+    int8 = layers(model, ids, mask)
+    assert_close_to_float32(exact, int8, INT8_TRAINED_COSINE_MIN, INT8_TRAINED_COSINE_MEAN)
 
 
+@pytest.mark.numerics
 def test_int8_vectors_do_not_depend_on_batch_row_or_padding():
     model = tiny_model().quantize_int8()
     ids, mask = batch()
@@ -114,7 +128,7 @@ def test_save_and_reload_keep_int8_and_auto_goes_back_to_float32(tmp_path):
     reloaded = ElmoModel.from_pretrained(tmp_path).eval()
     assert torch.equal(layers(reloaded, ids, mask), int8)
     reloaded.config.lstm_implementation = "auto"
-    assert torch.allclose(layers(reloaded, ids, mask), exact, atol=1e-6)
+    assert_close(layers(reloaded, ids, mask), exact, REORDERED, what="reloaded, float32")
     loaded_as_int8 = ElmoModel.from_pretrained(tmp_path, lstm_implementation="int8").eval()  # the kwarg way
     assert torch.equal(layers(loaded_as_int8, ids, mask), int8)
 
@@ -165,6 +179,7 @@ def tiny_model_copy(model):
     return copy
 
 
+@pytest.mark.numerics
 def test_character_cnn_without_onednn_gives_the_same_vectors(monkeypatch):
     model = tiny_model().quantize_int8()
     char_ids = random_char_ids([12])[0]
@@ -174,7 +189,15 @@ def test_character_cnn_without_onednn_gives_the_same_vectors(monkeypatch):
         model.char_encoder._int8_weights.clear()
         plain = model.char_encoder(char_ids)
     assert model.char_encoder._int8_weights.value["convolutions"] is None  # the plain convolutions ran
-    assert torch.allclose(fast, plain, atol=1e-5)
+    # The convolutions are float32 by two routes (oneDNN's, conv1d): REORDERED. The int8 highways then round
+    # each token's activations to 7-bit levels, and a value within that rounding of a level's edge can land on
+    # either level by the two routes: that token moves by one level of one activation (2**-7 of its row's
+    # largest value), far above REORDERED, and keeps int8's cosine. Measured without AVX2: one token in 240,
+    # so at most one of these 12.
+    apart = (fast - plain).abs().amax(-1) > REORDERED.limit(plain)
+    assert int(apart.sum()) <= 1, f"tokens {apart.nonzero().flatten().tolist()} differ by more than rounding"
+    assert_close(fast[~apart], plain[~apart], REORDERED, what="tokens whose int8 levels agree")
+    assert cosines(fast, plain).min() >= INT8_COSINE_MIN
 
 
 def test_training_is_refused_in_one_line():
@@ -212,7 +235,17 @@ def test_missing_engine_is_refused_in_one_line(no_fbgemm, tiny_model_dir, tmp_pa
     assert not out.exists() and not out.with_name(out.name + ".partial").exists()
 
 
-def test_elmo_embed_int8_equals_the_quantized_model_sentence_by_sentence(tiny_model_dir, tmp_path):
+@pytest.fixture
+def threads_put_back():
+    """This process's thread count, put back after a test that runs a command in it (`--threads` sets it)."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_elmo_embed_int8_equals_the_quantized_model_sentence_by_sentence(
+    tiny_model_dir, tmp_path, threads_put_back
+):
     lines = ["The cat sat on the mat .", "A longer line , with the words repeated : the the the .", "one"]
     corpus = tmp_path / "in.txt"
     corpus.write_text("".join(line + "\n" for line in lines))
@@ -221,6 +254,7 @@ def test_elmo_embed_int8_equals_the_quantized_model_sentence_by_sentence(tiny_mo
         outputs[dtype] = tmp_path / f"{dtype}.hdf5"
         argv = [str(corpus), str(outputs[dtype]), "--model", str(tiny_model_dir), "--dtype", dtype, "--threads", "1"]
         assert embed_module.main([*argv, "--quiet"]) == 0
+    torch.set_num_threads(1)  # as the command ran (--threads 1): the same bits are the same computation
     model = ElmoModel.from_pretrained(tiny_model_dir).eval().quantize_int8()
     tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
     with h5py.File(outputs["int8"]) as int8, h5py.File(outputs["float32"]) as exact:

@@ -1,8 +1,8 @@
 """Every kind of model the project makes or converts, through every door a user opens: a matrix.
 
 Each feature has its own tests; this file catches the combinations. `MATRIX` says, for each kind of model and each
-door, what a user gets: "yes" (the cell checks real values: vectors equal to the model's own forward to 1e-6,
-labels, shapes, a loss that goes down), or a one-line refusal (exit 2) whose reason the cell checks. The README's
+door, what a user gets: "yes" (the cell checks real values: vectors equal to the model's own forward to the
+REORDERED bound of tests/tolerances.py, labels, shapes, a loss that goes down), or a one-line refusal (exit 2) whose reason the cell checks. The README's
 table of what works is rendered from `MATRIX` by `render_table`, and a test checks that the README shows it.
 
 The kinds are built once, at tiny sizes, by the project's own commands (converters, pretraining, fine-tuning); the
@@ -24,6 +24,7 @@ import pytest
 import torch
 from conftest import _NO_PROJECT, REPO, clean_env, run_command, tiny_config
 from hub_server import HubServer
+from tolerances import REORDERED, STATISTIC, assert_close
 
 from elmo_tools import convert as convert_command
 from elmo_tools.loading import load_elmo
@@ -285,32 +286,33 @@ def fresh_vectors(kind_dirs, tmp_path_factory) -> dict[str, list[np.ndarray]]:
         server.stop()
 
 
-def _assert_same(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+def _assert_same(got: list[np.ndarray], want: list[np.ndarray], what: str) -> None:
+    """The vectors of another route (a fresh interpreter, the pipeline, the Hub) against the model's own forward."""
     assert len(got) == len(want)
-    for a, b in zip(got, want):
+    for number, (a, b) in enumerate(zip(got, want)):
         assert a.shape == b.shape, (a.shape, b.shape)
-        assert np.abs(a - b).max() <= 1e-6
+        assert_close(a, b, REORDERED, what=f"{what}, sentence {number}")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_remote_code_in_a_fresh_interpreter(kind, kind_dirs, expected, fresh_vectors):
     _folder(kind_dirs, kind)
     assert MATRIX[kind]["remote"] == YES
-    _assert_same(fresh_vectors[f"{kind}/model"], expected[kind])
+    _assert_same(fresh_vectors[f"{kind}/model"], expected[kind], f"{kind}, remote code")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_feature_extraction_pipeline(kind, kind_dirs, expected, fresh_vectors):
     _folder(kind_dirs, kind)
     assert MATRIX[kind]["pipeline"] == YES
-    _assert_same(fresh_vectors[f"{kind}/pipeline"], expected[kind])
+    _assert_same(fresh_vectors[f"{kind}/pipeline"], expected[kind], f"{kind}, pipeline")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_pushed_to_a_hub_and_loaded_back_by_id(kind, kind_dirs, expected, fresh_vectors):
     _folder(kind_dirs, kind)
     assert MATRIX[kind]["hub"] == YES
-    _assert_same(fresh_vectors[f"{kind}@hub/model"], expected[kind])
+    _assert_same(fresh_vectors[f"{kind}@hub/model"], expected[kind], f"{kind}, from the Hub")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,7 +337,7 @@ def test_sentence_vectors_and_sentence_transformer(kind, kind_dirs, tmp_path):
             layers = torch.stack(model.eval()(**batch, output_hidden_states=True).hidden_states)[:, 0]
             boundary = (layers.shape[1] - words) // 2
             want.append(layers.mean(0)[boundary: boundary + words].mean(0))
-    assert torch.allclose(got, torch.stack(want), atol=1e-6)
+    assert_close(got, torch.stack(want), REORDERED, what=f"{kind}, sentence_vectors against the layers by hand")
     copy = tmp_path / "model"
     shutil.copytree(folder, copy)
     save_for_sentence_transformers(copy)
@@ -345,7 +347,7 @@ def test_sentence_vectors_and_sentence_transformer(kind, kind_dirs, tmp_path):
 
         extra = {"tokenizer_kwargs": {"word_split": lowercase_words}}
     encoded = SentenceTransformer(str(copy), trust_remote_code=True, device="cpu", **extra).encode(SENTENCES)
-    assert np.abs(encoded - got.numpy()).max() <= 1e-5
+    assert_close(encoded, got, REORDERED, what=f"{kind}, SentenceTransformer against sentence_vectors")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -386,7 +388,7 @@ def test_embed_command(kind, cache, kind_dirs, raw_text, tmp_path):
             want = _own_layers(model, tokenizer, line)
             got = stored[str(number)][()]
             assert got.shape == want.shape, (line, got.shape, want.shape)
-            assert np.abs(got - want).max() <= 1e-6
+            assert_close(got, want, REORDERED, what=f"{kind}, {cache}, line {number}")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -405,7 +407,7 @@ def test_analyze_command(kind, kind_dirs, raw_text, tmp_path):
     positions = [i for i, word in enumerate(tokenizer.tokenize(line)) if word == "bank"]
     vectors = torch.from_numpy(_own_layers(model, tokenizer, line))[:, positions]
     want = torch.nn.functional.cosine_similarity(vectors[:, 0], vectors[:, 1], dim=-1)
-    assert got == pytest.approx(want.tolist(), abs=1e-5)
+    assert_close(got, want, STATISTIC, what=f"{kind}, self-similarity of 'bank'")
 
 
 # --------------------------------------------------------------------------------------------------

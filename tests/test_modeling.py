@@ -8,6 +8,8 @@ import re
 import pytest
 import torch
 from conftest import random_char_ids, run_isolated, tiny_model
+from test_fast_paths import BFLOAT16_FROM_FLOAT32
+from tolerances import REORDERED, assert_close
 from transformers import AutoConfig, AutoModel
 
 from modeling_elmo import ElmoConfig, ElmoModel
@@ -136,21 +138,23 @@ def test_every_parameter_gets_a_gradient():
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_batch_row_and_padding_invariance():
     model = tiny_model()
     batch = random_char_ids([7, 3, 9, 1, 5], seed=3)
     full = model(batch, output_hidden_states=True).hidden_states
     for row, n in enumerate([7, 3, 9, 1, 5]):
         alone = model(batch[row : row + 1, :n], output_hidden_states=True).hidden_states
-        for layer_alone, layer_full in zip(alone, full):
-            assert (layer_alone[0] - layer_full[row, :n]).abs().max() <= 1e-6
+        for layer, (layer_alone, layer_full) in enumerate(zip(alone, full)):
+            what = f"sentence {row}, layer {layer}"
+            assert_close(layer_alone[0], layer_full[row, :n], REORDERED, what=what)
     # the same sentence in another row, with more padding, is unchanged
     moved = torch.zeros(3, 12, 50, dtype=torch.long)
     moved[2, :3] = batch[1, :3]
     moved[0, :12] = random_char_ids([12], seed=9)[0]
     moved[1, :2] = batch[3, :1].expand(2, 50)
     out = model(moved).last_hidden_state
-    assert (out[2, :3] - full[-1][1, :3]).abs().max() <= 1e-6
+    assert_close(out[2, :3], full[-1][1, :3], REORDERED, what="moved to another row")
 
 
 def test_no_memory_between_calls():
@@ -181,6 +185,7 @@ def test_direction_causality():
         assert not torch.allclose(layer_a[0, 3:, :p], layer_b[0, 3:, :p])
 
 
+@pytest.mark.numerics
 def test_forward_state_carried_over_chunks_equals_whole():
     """Two chunks with the forward state carried equal the whole sequence, for the forward direction.
 
@@ -194,15 +199,15 @@ def test_forward_state_carried_over_chunks_equals_whole():
     first = model(ids[:, :4], use_cache=True)
     second = model(ids[:, 4:], state=first.state, use_cache=True)
     chunked_forward = torch.cat([first.last_hidden_state, second.last_hidden_state], 1)[..., :p]
-    assert (chunked_forward - whole.last_hidden_state[..., :p]).abs().max() <= 1e-6
+    assert_close(chunked_forward, whole.last_hidden_state[..., :p], REORDERED, what="forward, in two chunks")
     # final forward state equals the whole run's
-    assert (second.state[0][:, 0] - whole.state[0][:, 0]).abs().max() <= 1e-6
-    assert (second.state[1][:, 0] - whole.state[1][:, 0]).abs().max() <= 1e-6
+    assert_close(second.state[0][:, 0], whole.state[0][:, 0], REORDERED, what="final forward h")
+    assert_close(second.state[1][:, 0], whole.state[1][:, 0], REORDERED, what="final forward c")
     # backward mirror: the second chunk first, then the first chunk from its state
     back_second = model(ids[:, 4:], use_cache=True)
     back_first = model(ids[:, :4], state=back_second.state)
     chunked_backward = torch.cat([back_first.last_hidden_state, back_second.last_hidden_state], 1)[..., p:]
-    assert (chunked_backward - whole.last_hidden_state[..., p:]).abs().max() <= 1e-6
+    assert_close(chunked_backward, whole.last_hidden_state[..., p:], REORDERED, what="backward, two chunks")
 
 
 def test_return_state_is_use_cache_under_a_clearer_name():
@@ -215,16 +220,18 @@ def test_return_state_is_use_cache_under_a_clearer_name():
         assert torch.equal(a, b)
 
 
+@pytest.mark.numerics
 def test_state_of_ragged_rows_is_each_rows_own():
     """A row's final state is the state after its own last token, not after the padding."""
     model = tiny_model()
     ids = random_char_ids([6, 3], seed=8)
     batch_state = model(ids, use_cache=True).state
     alone_state = model(ids[1:, :3], use_cache=True).state
-    assert (batch_state[0][:, :, 1] - alone_state[0][:, :, 0]).abs().max() <= 1e-6
-    assert (batch_state[1][:, :, 1] - alone_state[1][:, :, 0]).abs().max() <= 1e-6
+    assert_close(batch_state[0][:, :, 1], alone_state[0][:, :, 0], REORDERED, what="h")
+    assert_close(batch_state[1][:, :, 1], alone_state[1][:, :, 0], REORDERED, what="c")
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -240,7 +247,7 @@ def test_variants_run_and_stay_batch_invariant(overrides):
     ids = random_char_ids([5, 2])
     out = model(ids).last_hidden_state
     alone = model(ids[1:, :2]).last_hidden_state
-    assert (out[1, :2] - alone[0]).abs().max() <= 1e-6
+    assert_close(out[1, :2], alone[0], REORDERED, what="alone against in a batch")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -291,7 +298,7 @@ print(json.dumps(out.flatten().tolist()))
 """
     result = run_isolated(code, cwd=tmp_path)
     got = torch.tensor(json.loads(result.stdout.strip().splitlines()[-1])).view_as(expected)
-    assert (got - expected).abs().max() <= 1e-6
+    assert_close(got, expected, REORDERED, what="remote code in a fresh interpreter")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -307,14 +314,14 @@ def test_bfloat16_autocast_on_cpu_is_close():
         low = model(ids, use_cache=True)
     assert low.last_hidden_state.shape == reference.shape
     assert torch.isfinite(low.last_hidden_state.float()).all()
-    assert (low.last_hidden_state.float() - reference).abs().max() < 0.1
+    assert (low.last_hidden_state.float() - reference).abs().max() < BFLOAT16_FROM_FLOAT32
 
 
 def test_torch_compile_forward_matches_eager():
     model = tiny_model()
     ids = random_char_ids([4, 2])
     compiled = torch.compile(model, backend="eager", fullgraph=False)
-    assert (compiled(ids).last_hidden_state - model(ids).last_hidden_state).abs().max() <= 1e-6
+    assert_close(compiled(ids).last_hidden_state, model(ids).last_hidden_state, REORDERED, what="compiled")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import random_char_ids, tiny_model
+from tolerances import REORDERED, STATISTIC, assert_close
 from transformers import AutoModel, AutoModelForPreTraining
 
 from modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoModel
@@ -17,6 +18,7 @@ def tiny_lm(**overrides) -> ElmoForPreTraining:
     return tiny_model(ElmoForPreTraining, vocab_size=VOCAB, dropout=0.0, **overrides)
 
 
+@pytest.mark.numerics
 def test_full_softmax_loss_is_mean_of_directions():
     model = tiny_lm()
     ids = random_char_ids([6, 4])
@@ -34,9 +36,9 @@ def test_full_softmax_loss_is_mean_of_directions():
     logp_b = model.softmax.log_probs(bwd_h)
     expected_f = F.nll_loss(logp_f, fwd_t)
     expected_b = F.nll_loss(logp_b, bwd_t)
-    assert torch.allclose(out.forward_loss, expected_f, atol=1e-6)
-    assert torch.allclose(out.backward_loss, expected_b, atol=1e-6)
-    assert torch.allclose(out.loss, (expected_f + expected_b) / 2, atol=1e-6)
+    assert_close(out.forward_loss, expected_f, REORDERED, what="forward loss")
+    assert_close(out.backward_loss, expected_b, REORDERED, what="backward loss")
+    assert_close(out.loss, (expected_f + expected_b) / 2, REORDERED, what="loss")
     assert int(out.forward_tokens) == 8 and int(out.backward_tokens) == 8
 
 
@@ -62,13 +64,15 @@ def test_each_softmax_trains(softmax_type):
     assert after < 0.7 * before, (before, after)
 
 
+@pytest.mark.numerics
 def test_log_probs_are_normalised():
     for softmax_type in ("full", "adaptive"):
         model = tiny_lm(softmax_type=softmax_type, adaptive_cutoffs=[8, 20])
         logp = model.softmax.log_probs(torch.randn(5, model.config.projection_dim))
-        assert torch.allclose(logp.exp().sum(-1), torch.ones(5), atol=1e-5)
+        assert_close(logp.exp().sum(-1), torch.ones(5), STATISTIC, what=f"{softmax_type}: probabilities")
 
 
+@pytest.mark.numerics
 def test_sampled_softmax_estimate_and_evaluation():
     model = tiny_lm(softmax_type="sampled", num_sampled=16).train()
     hidden = torch.randn(12, model.config.projection_dim)
@@ -79,9 +83,12 @@ def test_sampled_softmax_estimate_and_evaluation():
     # the loss where the true logit competes with every other word including itself
     model.eval()
     exact = model.softmax.nll(hidden, targets)
-    assert torch.allclose(exact, F.cross_entropy(F.linear(hidden, model.softmax.weight, model.softmax.bias), targets, reduction="sum"))
+    logits = F.linear(hidden, model.softmax.weight, model.softmax.bias)
+    expected = F.cross_entropy(logits, targets, reduction="sum")
+    assert_close(exact, expected, REORDERED, what="exact loss in evaluation")
 
 
+@pytest.mark.numerics
 def test_stream_windows_with_state_equal_the_whole_stream():
     """bilm-tf training: both directions read their own stream left to right with the state carried."""
     model = tiny_lm()
@@ -94,9 +101,9 @@ def test_stream_windows_with_state_equal_the_whole_stream():
     first = model(forward_stream[:, :6], backward_input_ids=backward_stream[:, :6], use_cache=True)
     second = model(forward_stream[:, 6:], backward_input_ids=backward_stream[:, 6:], state=first.state, use_cache=True)
     chunked = torch.cat([first.last_hidden_state, second.last_hidden_state], dim=1)
-    assert (chunked - whole.last_hidden_state).abs().max() <= 1e-6
-    for a, b in zip(second.state, whole.state):
-        assert (a - b).abs().max() <= 1e-6
+    assert_close(chunked, whole.last_hidden_state, REORDERED, what="two windows with the state carried")
+    for name, a, b in zip(("h", "c"), second.state, whole.state):
+        assert_close(a, b, REORDERED, what=f"final {name}")
 
 
 def test_bad_labels():
@@ -119,7 +126,8 @@ def test_feature_model_opens_as_pretraining_model_with_new_softmax(tmp_path):
     words = random_char_ids([VOCAB], seed=7)[0]
     model.initialize_softmax_from_token_embeddings(words)
     with torch.no_grad():
-        assert torch.allclose(model.softmax.weight, base.char_encoder(words), atol=1e-6)
+        expected = base.char_encoder(words)
+        assert_close(model.softmax.weight, expected, REORDERED, what="softmax from token embeddings")
     assert model.softmax.bias.abs().max() == 0
     # the pretraining folder opens as the feature model and as the pretraining model
     model.save_pretrained(tmp_path / "lm")

@@ -1,6 +1,9 @@
 """Sentence vectors (TF Hub's `default`): the pooled vector against a by-hand computation, batch invariance, the
 layer choices and the ELMo mix; and sentence-transformers loading a saved folder, in-library and as remote code
-(a fresh interpreter where the project cannot be imported), giving the same vectors."""
+(a fresh interpreter where the project cannot be imported), giving the same vectors.
+
+Every comparison is of one model's float32 arithmetic by two routes (a batch against one sentence, our pooling against
+sentence-transformers'), to REORDERED (tests/tolerances.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_isolated
+from tolerances import REORDERED, assert_close
 
 from elmo_tools.sentence_vectors import mean_pool, save_for_sentence_transformers, sentence_vectors
 from modeling_elmo import ElmoModel, ElmoScalarMix
@@ -46,33 +50,36 @@ def by_hand(model, tokenizer, sentence: str, layer_weights: list[float]) -> torc
     return mixed.mean(0).float()
 
 
+@pytest.mark.numerics
 def test_pooled_vector_is_the_mean_over_words_of_the_layer_average(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     vectors = sentence_vectors(model, tokenizer, SENTENCES)
     assert vectors.shape == (len(SENTENCES), 32) and vectors.dtype == torch.float32
     for sentence, vector in zip(SENTENCES, vectors):
-        torch.testing.assert_close(vector, by_hand(model, tokenizer, sentence, [1 / 3] * 3), atol=1e-6, rtol=0)
+        assert_close(vector, by_hand(model, tokenizer, sentence, [1 / 3] * 3), REORDERED, what=repr(sentence))
     assert torch.equal(vectors[2], torch.zeros(32))  # no words: zeros
 
 
+@pytest.mark.numerics
 def test_pooled_vectors_do_not_depend_on_the_batch(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     together = sentence_vectors(model, tokenizer, SENTENCES)
     alone = torch.cat([sentence_vectors(model, tokenizer, [s]) for s in SENTENCES])
     pairs = sentence_vectors(model, tokenizer, SENTENCES[::-1], batch_size=2).flip(0)
-    torch.testing.assert_close(together, alone, atol=1e-6, rtol=0)
-    torch.testing.assert_close(together, pairs, atol=1e-6, rtol=0)
+    assert_close(together, alone, REORDERED, what="one batch against each sentence alone")
+    assert_close(together, pairs, REORDERED, what="one batch against batches of 2, reversed")
     pre_split = sentence_vectors(model, tokenizer, [tokenizer.tokenize(s) for s in SENTENCES])
-    torch.testing.assert_close(together, pre_split, atol=1e-6, rtol=0)
+    assert_close(together, pre_split, REORDERED, what="text against pre-split words")
 
 
+@pytest.mark.numerics
 def test_layer_choices_and_the_elmo_mix(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     sentence = SENTENCES[1]
     top = sentence_vectors(model, tokenizer, [sentence], layers="top")[0]
-    torch.testing.assert_close(top, by_hand(model, tokenizer, sentence, [0, 0, 1]), atol=1e-6, rtol=0)
+    assert_close(top, by_hand(model, tokenizer, sentence, [0, 0, 1]), REORDERED, what="layers='top'")
     layer0 = sentence_vectors(model, tokenizer, [sentence], layers=0)[0]
-    torch.testing.assert_close(layer0, by_hand(model, tokenizer, sentence, [1, 0, 0]), atol=1e-6, rtol=0)
+    assert_close(layer0, by_hand(model, tokenizer, sentence, [1, 0, 0]), REORDERED, what="layers=0")
     # TF Hub's `default` with a trained `elmo` mix: the mean over words of ElmoScalarMix's output
     mix = ElmoScalarMix(3, initial_scalar_parameters=[0.5, -1.0, 2.0], trainable=False)
     batch = tokenizer([sentence], return_tensors="pt")
@@ -81,7 +88,7 @@ def test_layer_choices_and_the_elmo_mix(model_and_tokenizer):
         mixed = mix(hidden)[0, 1:-1].mean(0)
     weights = (mix.gamma * mix.normalized_weights()).tolist()
     pooled = mean_pool(hidden, batch["input_ids"], batch["attention_mask"], layers=weights)[0]
-    torch.testing.assert_close(pooled, mixed, atol=1e-6, rtol=0)
+    assert_close(pooled, mixed, REORDERED, what="mean_pool with the mix's weights against ElmoScalarMix")
     for bad in ("bottom", 3, [1.0, 2.0]):
         with pytest.raises(ValueError, match="layer"):
             sentence_vectors(model, tokenizer, [sentence], layers=bad)
@@ -112,7 +119,7 @@ def test_sentence_transformers_encode_gives_the_pooled_vector(saved, model_and_t
     assert model.get_embedding_dimension() == 32
     encoded = model.encode(SENTENCES, batch_size=2)  # sorted by length and batched by sentence-transformers
     expected = sentence_vectors(*model_and_tokenizer, SENTENCES, layers=layers)
-    np.testing.assert_allclose(encoded, expected.numpy(), atol=1e-5, rtol=0)
+    assert_close(encoded, expected, REORDERED, what=f"SentenceTransformer from the saved folder, layers={layers}")
 
 
 def test_sentence_transformer_built_in_library(saved, model_and_tokenizer):
@@ -122,7 +129,7 @@ def test_sentence_transformer_built_in_library(saved, model_and_tokenizer):
     model = sentence_transformer(saved, layers=[0.2, 0.3, 0.5], device="cpu")  # no files written, no remote code
     assert not (saved / "modules.json").exists()
     expected = sentence_vectors(*model_and_tokenizer, SENTENCES, layers=[0.2, 0.3, 0.5])
-    np.testing.assert_allclose(model.encode(SENTENCES), expected.numpy(), atol=1e-5, rtol=0)
+    assert_close(model.encode(SENTENCES), expected, REORDERED, what="sentence_transformer() in the library")
 
 
 @pytest.mark.slow
@@ -143,4 +150,4 @@ numpy.save("encoded.npy", model.encode(sentences, batch_size=3))
         timeout=600,
     )
     expected = sentence_vectors(*model_and_tokenizer, SENTENCES)
-    np.testing.assert_allclose(np.load(tmp_path / "encoded.npy"), expected.numpy(), atol=1e-5, rtol=0)
+    assert_close(np.load(tmp_path / "encoded.npy"), expected, REORDERED, what="SentenceTransformer as remote code")
