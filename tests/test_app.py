@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import signal
 from pathlib import Path
 
@@ -236,8 +237,18 @@ def test_the_page_in_a_real_browser(tiny_model_dir, reference):
     assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-2000:]
 
 
-def test_the_screenshots_are_in_the_docs():
-    docs = Path(__file__).resolve().parents[1] / "docs"
+def test_every_image_the_docs_show_is_there_and_the_app_page_shows_each_view():
+    """Every image linked from the README and docs/ opens as an image; docs/app.md shows a screenshot of each view
+    (tests/app_browser.py takes them from the running page)."""
+    root = Path(__file__).resolve().parents[1]
+    linked = {}
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            linked.setdefault(page.name, set()).add((page.parent / target).resolve())
+    for page, images in linked.items():
+        for image_path in images:
+            assert image_path.is_file(), f"{page} shows {image_path}, which does not exist"
+            with Image.open(image_path) as image:
+                assert min(image.size) >= 100, (page, image_path, image.size)
     for view in ("similarity", "neighbours", "contextuality"):
-        with Image.open(docs / f"app_{view}.png") as image:
-            assert image.size[0] >= 1000 and image.size[1] >= 500
+        assert (root / "docs" / f"app_{view}.png").resolve() in linked.get("app.md", set()), view

@@ -161,10 +161,21 @@ def test_chinese_plot_labels_use_a_cjk_font_when_installed_else_pinyin(monkeypat
     monkeypatch.setattr(demo, "find_font_for", lambda text: some_font)
     words, senses, font = demo._labels(vectors, "zh")
     assert font.get_file() == some_font and words["行"] == "行 háng / xíng" and senses["行", "walk"] == "xíng (walk, 行走)"
-    # matplotlib's Last Resort font "has" every glyph, drawn as a box: it never counts as a CJK font
-    found = demo.find_font_for("行长花打还好觉乐")
-    assert found is None or "LastResort" not in found
-    assert demo.find_font_for("háng (bank)") is not None
+
+def test_a_font_is_found_only_where_it_draws_every_character(monkeypatch):
+    """Against a known list of fonts (matplotlib's own, whatever this machine has installed): matplotlib's Last Resort
+    font "has" every glyph, drawn as a box, so it never counts; DejaVu Sans draws Latin with tone marks, not Chinese."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    from train import demo
+
+    fonts = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    known = [font_manager.FontEntry(fname=str(fonts / file), name=name) for file, name in
+             (("LastResortHE-Regular.ttf", "Last Resort High-Efficiency"), ("DejaVuSans.ttf", "DejaVu Sans"))]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", known)
+    assert demo.find_font_for("行长花打还好觉乐") is None
+    assert demo.find_font_for("háng (bank)") == str(fonts / "DejaVuSans.ttf")
 
 
 def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_again(tmp_path):
