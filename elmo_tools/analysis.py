@@ -61,6 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
+from transformers.utils import logging as hf_logging
 
 from tokenization import check_word_split, split_name, split_words
 
@@ -263,7 +265,6 @@ def analyze(model, tokenizer, path: Path, *, split=None, min_count: int = 5, max
                 min_count, max_occurrences, kept, layers, width, kept * layers * width * 8 / 1e6)
     collector = Collector(keep, baseline_keep, layers, width)
     device = next(model.parameters()).device
-    from tqdm.auto import tqdm
 
     progress = tqdm(total=num_sentences, unit="sent", desc="elmo-analyze", disable=quiet, dynamic_ncols=True,
                     mininterval=1.0)
@@ -462,7 +463,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         for name in ("elmo_tools", "modeling_elmo", "tokenization"):
             logging.getLogger(name).setLevel(logging.DEBUG)
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     guard = InterruptGuard()

@@ -25,9 +25,12 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from modeling_elmo.configuration_elmo import ElmoConfig
+from tokenization import ElmoTokenizer
+from tokenization.word_vocab_elmo import WORD_VOCAB_SPECIALS
 
 from . import download
 from .command_options import convert_parser
@@ -44,6 +47,7 @@ from .convert_common import (
     run_guarded,
     write_converted,
 )
+from .hub_utils import HubPushError, push_folder
 
 logger = logging.getLogger(__name__)
 
@@ -261,8 +265,6 @@ class _WeightReader:
 
     def read(self, name: str, expected: Sequence[tuple[int, str]], needed_for: str = ""):
         """The dataset `name` as a float32 numpy array; `expected` is one (size, where it comes from) per axis."""
-        import numpy as np
-
         if name not in self.handle:
             reason = f" (needed for {needed_for})" if needed_for else ""
             raise ConversionError(f"weight file {self.path} has no dataset {name!r}{reason}")
@@ -495,8 +497,6 @@ def read_vocabulary(vocab_file: Path) -> list[str]:
     the tokenizer reads its own vocab.txt), UTF-8 by the format, and `<S>`, `</S>`, `<UNK>` optional (bilm-tf
     checks them only with `validate_file=True`). Missing ones are added after the file's tokens, with a warning:
     the tokenizer needs them, but a softmax trained with the file has no rows for them."""
-    from tokenization.word_vocab_elmo import WORD_VOCAB_SPECIALS
-
     if not vocab_file.is_file():
         raise ConversionError(f"vocab file {vocab_file} does not exist")
     try:
@@ -519,8 +519,6 @@ def read_vocabulary(vocab_file: Path) -> list[str]:
 
 def _make_tokenizer(config: ElmoConfig, vocab_file: Path | None, word_split: str | None = None):
     """The project's `ElmoTokenizer` for this model, with the word vocabulary when one is given."""
-    from tokenization import ElmoTokenizer
-
     kwargs = {"max_characters_per_token": config.max_characters_per_token}
     if word_split is not None:
         kwargs["word_split"] = word_split
@@ -666,8 +664,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _push(out: Path, args: argparse.Namespace) -> int:
-    from .hub_utils import HubPushError, push_folder
-
     try:
         with INTERRUPTS.installed():
             info = push_folder(out, args.push_to_hub, private=args.hub_private_repo or None,

@@ -20,10 +20,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import torch
+from transformers.utils import logging as hf_logging
 
 from modeling_elmo.configuration_elmo import ElmoConfig
 from modeling_elmo.modeling_elmo import ElmoModel
+from tokenization import check_word_split
 
+from .hub_utils import render_model_card
 from .interrupts import Interrupted, InterruptGuard
 
 logger = logging.getLogger(__name__)
@@ -102,7 +105,6 @@ def checked_word_split(word_split: str | None) -> str | None:
     installed): a `ConversionError` in one line otherwise, before any work."""
     if word_split is None:
         return None
-    from tokenization import check_word_split
 
     try:
         check_word_split(word_split, option="--word_split")
@@ -174,8 +176,6 @@ def write_card(folder: Path, config: ElmoConfig, training: Mapping, parity: Mapp
     """README.md of the converted folder (model_card.md filled in, describing the tokenizer's `word_split`); a card
     problem never fails a conversion."""
     try:
-        from .hub_utils import render_model_card
-
         text = render_model_card(config, training=dict(training), parity=dict(parity), word_split=word_split)
         (folder / "README.md").write_text(text, encoding="utf-8")  # written here: the log would name the temp folder
     except Interrupted:
@@ -216,8 +216,6 @@ def configure_logging(verbose: bool) -> None:
 def hide_write_progress() -> None:
     """No progress bar for writing the weights (one bar per shard of a file written in seconds). Called by the
     commands once their downloads are done: transformers' switch turns huggingface_hub's bars off too."""
-    from transformers.utils import logging as hf_logging
-
     hf_logging.disable_progress_bar()
 
 

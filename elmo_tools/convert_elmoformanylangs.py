@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from modeling_elmo.configuration_elmo import ElmoConfig
+from tokenization import ElmoManyLangsTokenizer
 
 from .command_options import add_conversion_arguments
 from .convert_common import (
@@ -359,8 +360,6 @@ def read_model(model_dir: str | os.PathLike):
 
 
 def _make_tokenizer(config: ElmoConfig, chars: dict | None, words: dict | None, word_split: str | None = None):
-    from tokenization import ElmoManyLangsTokenizer
-
     kwargs = {} if word_split is None else {"word_split": word_split}
     return ElmoManyLangsTokenizer(
         char_dictionary=chars, word_dictionary=words, max_characters_per_token=config.max_characters_per_token,

@@ -24,6 +24,11 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from filelock import FileLock
+from huggingface_hub import constants
+from huggingface_hub.utils import get_session
+from huggingface_hub.utils import tqdm as hf_tqdm
+
 from .interrupts import Interrupted
 from .published_models import (
     BASE_URL_ENV,
@@ -170,8 +175,6 @@ def download(
             A partial download stays as `NAME.incomplete` and the next call resumes it; a complete but bad
             file is deleted.
     """
-    from filelock import FileLock
-
     target = cache_path(url, cache_dir)
     if target.is_file():
         logger.info("using %s from the cache (%s)", target.name, target)
@@ -267,9 +270,6 @@ def _fetch(url: str, partial: Path) -> None:
     received is written at once, so a dropped connection loses nothing: the next attempt, or the next run,
     asks for the rest. The bytes received are checked against the size the server announced.
     """
-    from huggingface_hub import constants
-    from huggingface_hub.utils import get_session
-
     if constants.is_offline_mode():
         raise DownloadError(f"cannot download {url}: HF_HUB_OFFLINE is set (unset it, or pass local files)")
     progress = _Progress(partial.name.removesuffix(".incomplete"))
@@ -310,8 +310,6 @@ class _Progress:
         self.bar = None
 
     def start(self, total: int | None, done: int):
-        from huggingface_hub.utils import tqdm as hf_tqdm
-
         if self.bar is None:
             self.bar = hf_tqdm(total=total, initial=done, unit="B", unit_scale=True, desc=self.name)
         elif self.bar.n != done:  # the server restarted the file

@@ -118,6 +118,9 @@ os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "128")
 os.environ.setdefault("LRU_CACHE_CAPACITY", "128")
 
 import torch  # noqa: E402
+import torch.distributed as dist
+from tqdm.auto import tqdm
+from transformers.utils import logging as hf_logging
 
 from modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from tokenization import check_word_split, split_words  # noqa: E402
@@ -364,8 +367,6 @@ class Processes:
         self._group_owned = False
 
     def start(self) -> None:
-        import torch.distributed as dist
-
         if self.world > 1 and not dist.is_initialized():
             dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=self.timeout_s))
             self._group_owned = True
@@ -373,8 +374,6 @@ class Processes:
     def stop(self) -> None:
         """Destroy the process group (ours only) once no collective is pending, not at interpreter exit, where
         a gloo thread still running can hang the exit."""
-        import torch.distributed as dist
-
         if self._group_owned and dist.is_initialized():
             dist.destroy_process_group()
         self._group_owned = False
@@ -384,7 +383,6 @@ class Processes:
         every process (all exit 2 with the same message)."""
         if self.world == 1:
             return task()
-        import torch.distributed as dist
 
         message: list = [None]
         if self.rank == 0:
@@ -402,7 +400,6 @@ class Processes:
         """Every process's `value`, in rank order; also the barrier after which all chunks are complete."""
         if self.world == 1:
             return [value]
-        import torch.distributed as dist
 
         gathered: list = [None] * self.world
         dist.all_gather_object(gathered, value)
@@ -724,8 +721,6 @@ def _log_interrupted(stop: Interrupted, output: Path) -> None:
 
 
 def _progress_bar(total: int | None, quiet: bool):
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, unit="sent", desc="elmo-embed", disable=quiet, dynamic_ncols=True, mininterval=1.0,
                 smoothing=0.1)
 
@@ -739,7 +734,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         for name in ("elmo_tools", "modeling_elmo", "tokenization"):
             logging.getLogger(name).setLevel(logging.DEBUG)
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     guard = InterruptGuard()

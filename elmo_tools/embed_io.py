@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from tokenization import WordSplitError, check_word_split, split_name
 
+from .loading import ModelLoadError
+from .loading import checked_device as usable_device
 from .text_files import UndecodableText, check_decodes
 
 DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
@@ -165,11 +168,6 @@ def checked_device(name: str | None, world: int = 1, local_rank: int = 0):
     """The `--device` to run on (default: CUDA if there is one), checked by `loading.checked_device`: `EmbedError`
     (one line) for a name torch does not know (`gpu`) or a device this machine or this torch build does not have.
     Several processes on GPUs take one each (`cuda:LOCAL_RANK`)."""
-    import torch
-
-    from .loading import ModelLoadError
-    from .loading import checked_device as usable_device
-
     name = name or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = usable_device(name, "--device")
@@ -184,8 +182,6 @@ def weights_fingerprint(model) -> str:
     """A digest of the model's tensors (names, dtypes, shapes and bytes), for `--resume` to refuse other weights
     behind the same name and config (a model folder whose safetensors was replaced). Hashing is far cheaper than
     embedding: well under a second for the largest ELMo. Taken before `--dtype int8` quantizes the model."""
-    import torch
-
     digest = hashlib.sha256()
     for name, tensor in model.state_dict().items():
         tensor = tensor.detach()

@@ -11,6 +11,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from PIL import Image
 
+from ..analysis import plot
 from .similarity import SimilarityResult, layer_name
 
 _PYPLOT_LOCK = threading.Lock()  # analysis.plot draws through pyplot, whose state is global
@@ -83,8 +84,6 @@ def _projection(ax, result: SimilarityResult, layer: int, labels: list[str], col
 
 def analysis_figure(results: dict, title: str, folder: Path) -> Image.Image:
     """`elmo-analyze`'s own figure (`analysis.plot`), drawn into `folder` and read back."""
-    from ..analysis import plot
-
     path = Path(folder) / "contextuality.png"
     with _PYPLOT_LOCK:
         plot(results, path, title)
