@@ -7,4 +7,7 @@ sentence vectors (`sentence_vectors`), publishing on the Hub (`hub_utils`) and t
 
 None of it travels to the Hub as remote code: it sits beside `modeling_elmo/` (the model, which travels) and imports
 it, never the other way round. This file imports nothing, so that a command's options are parsed before torch loads.
+Each module imports what it needs at its top, but for the optional dependencies, imported in the functions that use
+them so that everything else works without them: h5py, pyarrow and datasets (the `train` and `convert` extras),
+matplotlib and gradio (`app`), sentence-transformers.
 """
