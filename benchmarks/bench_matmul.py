@@ -1,5 +1,5 @@
-"""float32 GFLOP/s of MKL's `torch.mm` against oneDNN's multiply (`matmul_elmo._mm_nt`/`_mm_tn`, unpacked operands)
-at the shapes of a training step, on the CPU: the measurement behind `matmul_elmo._training_onednn`.
+"""float32 GFLOP/s of MKL's `torch.mm` against oneDNN's multiply (`matmul_elmo.mm_nt`/`mm_tn`, unpacked operands)
+at the shapes of a training step, on the CPU: the measurement behind `matmul_elmo.training_onednn`.
 
     python benchmarks/bench_matmul.py --threads 2
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from modeling_elmo.matmul_elmo import _mm_nt, _mm_tn, _use_onednn  # noqa: E402
+from modeling_elmo.matmul_elmo import mm_nt, mm_tn, use_onednn  # noqa: E402
 
 # name: (M, K, N) of `x (M, K) @ weight (N, K).T`; the backward multiplies follow from them
 SHAPES = {
@@ -51,9 +51,9 @@ def measure(m: int, k: int, n: int) -> dict:
     grad = torch.randn(m, n, generator=generator)
     flops = 2.0 * m * k * n
     products = {
-        "forward x @ W.T": (lambda: torch.mm(x, weight.t()), lambda: _mm_nt(x, weight)),
-        "input gradient g @ W": (lambda: torch.mm(grad, weight), lambda: _mm_nt(grad, weight.t())),
-        "weight gradient g.T @ x": (lambda: torch.mm(grad.t(), x), lambda: _mm_tn(grad, x)),
+        "forward x @ W.T": (lambda: torch.mm(x, weight.t()), lambda: mm_nt(x, weight)),
+        "input gradient g @ W": (lambda: torch.mm(grad, weight), lambda: mm_nt(grad, weight.t())),
+        "weight gradient g.T @ x": (lambda: torch.mm(grad.t(), x), lambda: mm_tn(grad, x)),
     }
     return {name: {"torch.mm": round(gflops(mkl, flops), 1), "oneDNN": round(gflops(onednn, flops), 1)}
             for name, (mkl, onednn) in products.items()}
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    if not _use_onednn(torch.device("cpu"), torch.float32):
+    if not use_onednn(torch.device("cpu"), torch.float32):
         sys.exit("this torch build has no oneDNN multiply")
     results = {name: measure(*shape) for name, shape in SHAPES.items()}
     results["threads"], results["load_average"] = args.threads, os.getloadavg()[0]

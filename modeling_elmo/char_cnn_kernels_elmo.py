@@ -23,13 +23,13 @@ import torch
 
 from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS
 from .matmul_elmo import (
-    _compute_dtype,
-    _linear,
-    _needs_grad,
-    _pack_weight,
-    _use_onednn,
-    _weights_key,
+    compute_dtype,
+    needs_grad,
+    pack_weight,
+    packed_linear,
     training_linear,
+    use_onednn,
+    weights_key,
 )
 
 _CONV_TOKENS_PER_BLOCK = 32  # tokens per block of the CPU inference convolution (their products fit in the cache)
@@ -45,13 +45,13 @@ def char_cnn_implementation(encoder, char_ids: torch.Tensor) -> str:
     """
     if getattr(encoder.config, "lstm_implementation", "auto") == "reference" or torch.compiler.is_compiling():
         return "reference"
-    if _needs_grad(*encoder.parameters()):
+    if needs_grad(*encoder.parameters()):
         return "distinct" if char_ids.device.type == "cpu" else "reference"
     if encoder.token_cache is not None and char_ids.shape[0] > 0:
         return "cached"
     if _int8(encoder):
         return "int8"
-    return "onednn" if _use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)) else "reference"
+    return "onednn" if use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)) else "reference"
 
 
 def _char_dtype(encoder, device: torch.device) -> torch.dtype:
@@ -67,11 +67,11 @@ def _int8(encoder) -> bool:
     return getattr(encoder.config, "lstm_implementation", "auto") == "int8"
 
 
-def _encode_inference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
+def encode_inference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     """The CNN without gradients: int8 when the model runs int8, oneDNN where available, else the reference."""
     if _int8(encoder):
         return ALL_CHAR_CNN_FUNCTIONS["int8"](encoder, char_ids)
-    if _use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)):
+    if use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)):
         return encode_onednn(encoder, char_ids)
     return encoder.encode(char_ids)
 
@@ -147,19 +147,19 @@ def encode_onednn(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     """`encode` for inference on the CPU: every matrix multiply through oneDNN with pre-packed weights (the
     convolutions as multiplies over character windows); the same operations otherwise. (N, 50) -> (N, P)."""
     chars = encoder.char_embedding(char_ids)  # (N, 50, d)
-    packed = _onednn_char_weights(encoder, _compute_dtype(chars))
+    packed = _onednn_char_weights(encoder, compute_dtype(chars))
     with torch.autocast(chars.device.type, enabled=False):
-        x = encoder.activation(_convolve_onednn(encoder, chars.to(packed["dtype"]), packed))  # (N, F)
+        x = encoder.activation(convolve_onednn(encoder, chars.to(packed["dtype"]), packed))  # (N, F)
         for highway, (carry, transform) in zip(encoder.highways, packed["highways"]):
-            gate = _linear(x, carry, bias=highway.carry.bias.to(x.dtype)).sigmoid_()
-            hidden = _linear(x, transform, bias=highway.transform.bias.to(x.dtype)).relu_().mul_(gate)
+            gate = packed_linear(x, carry, bias=highway.carry.bias.to(x.dtype)).sigmoid_()
+            hidden = packed_linear(x, transform, bias=highway.transform.bias.to(x.dtype)).relu_().mul_(gate)
             x = hidden.add_(gate.neg_().add_(1.0).mul_(x))  # g * relu(x W_t + b_t) + (1 - g) * x, in place
         if encoder.projection is not None:
-            x = _linear(x, packed["projection"], bias=encoder.projection.bias.to(x.dtype))  # (N, P)
+            x = packed_linear(x, packed["projection"], bias=encoder.projection.bias.to(x.dtype))  # (N, P)
     return x
 
 
-def _convolve_onednn(encoder, chars: torch.Tensor, packed: dict) -> torch.Tensor:
+def convolve_onednn(encoder, chars: torch.Tensor, packed: dict) -> torch.Tensor:
     """The convolutions and the max-pooling, as matrix multiplies of the weights (count, width * d) with the
     windows of `width` characters (a strided view, no copy), a few tokens at a time so that the (tokens, positions,
     count) products stay in the cache: (N, 50, d) -> (N, F), before the activation. The bias is added after the
@@ -175,7 +175,7 @@ def _convolve_onednn(encoder, chars: torch.Tensor, packed: dict) -> torch.Tensor
             windows = block.as_strided(
                 (block.shape[0], length - width + 1, width * dim), (length * dim, dim, 1), block.storage_offset()
             )  # (b, positions, width * d)
-            products = _linear(windows, weight)  # (b, positions, count)
+            products = packed_linear(windows, weight)  # (b, positions, count)
             torch.amax(products, dim=1, out=out[start : start + block.shape[0], column : column + count])
             column += count
     return out.add_(packed["conv_bias"])
@@ -189,18 +189,18 @@ def _onednn_char_weights(encoder, dtype: torch.dtype) -> dict:
             "dtype": dtype,
             # (count, d, width) -> (count, width * d), matching the windows' layout (position-major)
             "convolutions": [
-                _pack_weight(conv.weight.detach().permute(0, 2, 1).reshape(conv.out_channels, -1).to(dtype))
+                pack_weight(conv.weight.detach().permute(0, 2, 1).reshape(conv.out_channels, -1).to(dtype))
                 for conv in encoder.convolutions
             ],
             "conv_bias": torch.cat([conv.bias.detach() for conv in encoder.convolutions]).to(dtype),
             "highways": [
-                (_pack_weight(h.carry.weight.detach().to(dtype)), _pack_weight(h.transform.weight.detach().to(dtype)))
+                (pack_weight(h.carry.weight.detach().to(dtype)), pack_weight(h.transform.weight.detach().to(dtype)))
                 for h in encoder.highways
             ],
-            "projection": _pack_weight(encoder.projection.weight.detach().to(dtype)) if encoder.projection else None,
+            "projection": pack_weight(encoder.projection.weight.detach().to(dtype)) if encoder.projection else None,
         }
 
-    return encoder._inference_weights.get(_weights_key(encoder.parameters(), dtype), build)
+    return encoder._inference_weights.get(weights_key(encoder.parameters(), dtype), build)
 
 
 def encode_reference(encoder, char_ids: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ import warnings
 import torch
 
 from .kernels_elmo import ALL_LSTM_FUNCTIONS
-from .matmul_elmo import _compute_dtype, _linear, _needs_grad, _pack_weight, _use_onednn, _weights_key
+from .matmul_elmo import compute_dtype, needs_grad, pack_weight, packed_linear, use_onednn, weights_key
 
 # (h, c): h of shape (2, B, P), c of shape (2, B, C) for one layer; index 0 is the direction, 1 the batch row.
 LayerState = tuple[torch.Tensor, torch.Tensor]
@@ -44,7 +44,7 @@ def packed_index(batch_sizes: list[int], steps: int) -> torch.Tensor:
     return row * steps + step
 
 
-def _last_rows(batch_sizes: list[int], device: torch.device) -> torch.Tensor:
+def last_rows(batch_sizes: list[int], device: torch.device) -> torch.Tensor:
     """Packed position of each row's last step (rows `0 .. batch_sizes[0] - 1`)."""
     sizes = torch.tensor(batch_sizes, dtype=torch.long)
     starts = torch.cumsum(sizes, 0) - sizes  # first packed position of each step
@@ -80,9 +80,9 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
     switched off on a live model). Any other name a configuration gives (a kernel its user registered) runs as named.
     """
     choice = getattr(config, "lstm_implementation", "auto")
-    needs_grad = _needs_grad(inputs, *state, *(p for layer in layers for p in layer.parameters()))
+    grad_needed = needs_grad(inputs, *state, *(p for layer in layers for p in layer.parameters()))
     clipped = [layer for layer in layers if layer.clipped]
-    if choice == "fused" or (choice == "auto" and not clipped and (inputs.device.type == "cuda" or needs_grad)):
+    if choice == "fused" or (choice == "auto" and not clipped and (inputs.device.type == "cuda" or grad_needed)):
         if clipped:
             raise ValueError(
                 "lstm_implementation='fused' needs a model without clipping (torch's LSTM kernel has none): "
@@ -93,9 +93,9 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
         return choice
     autocast = inputs.device.type in ("cpu", "cuda") and torch.is_autocast_enabled(inputs.device.type)
     cpu = inputs.device.type == "cpu"  # on a GPU the autograd loop measured faster (benchmarks/results_pretrain.md)
-    if needs_grad and choice == "auto" and cpu and not autocast and not torch.compiler.is_compiling():
+    if grad_needed and choice == "auto" and cpu and not autocast and not torch.compiler.is_compiling():
         return "training"
-    return "reference" if needs_grad else "loop"
+    return "reference" if grad_needed else "loop"
 
 
 def lstm_reference(
@@ -141,24 +141,24 @@ def lstm_loop(layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState)
     The same functions in the same order as the reference, so results agree to rounding (tested), but: each step's
     rows are contiguous in the packed buffers and the cell state of the active rows is a contiguous prefix updated
     in place (no `torch.cat`, no copies of the state); on the CPU, matrix multiplies run through oneDNN with the
-    weights pre-packed once into its blocked layout (`_PackedWeights`), which stays near the machine's peak at the
+    weights pre-packed once into its blocked layout (`PackedWeights`), which stays near the machine's peak at the
     small row counts of a recurrence (MKL's `torch.mm` reaches about a third of that at 32 rows here).
     """
-    dtype = _compute_dtype(x)  # what the reference's matrix multiplies give under autocast
+    dtype = compute_dtype(x)  # what the reference's matrix multiplies give under autocast
     with torch.autocast(x.device.type, enabled=False):
         x = x.to(dtype)
         packed = _onednn_lstm_weights(layer, dtype, x.device)
         if packed is None:  # GPU (or a CPU build without oneDNN): both directions in each batched multiply
             return _lstm_loop_batched(layer, x, batch_sizes, state, dtype)
-        return lstm_loop_packed(layer, x, batch_sizes, state, packed, _linear)
+        return lstm_loop_packed(layer, x, batch_sizes, state, packed, packed_linear)
 
 
 def lstm_loop_packed(
     layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState, packed: list[tuple], linear
 ) -> tuple[torch.Tensor, LayerState]:
     """The loop of `lstm_loop` over packed weights: `packed[d]` holds (w_ih, w_hh, w_hr) of direction d in the layout
-    `linear(x, w, bias=None, add=None)` multiplies (`matmul_elmo._linear` for oneDNN's, `quantization_elmo.int8_linear`
-    for int8). Called with autocast off and `x` in the compute dtype."""
+    `linear(x, w, bias=None, add=None)` multiplies (`matmul_elmo.packed_linear` for oneDNN's,
+    `quantization_elmo.int8_linear` for int8). Called with autocast off and `x` in the compute dtype."""
     dtype = x.dtype
     h0, c0 = state
     rows = batch_sizes[0] if batch_sizes else 0
@@ -186,7 +186,7 @@ def lstm_loop_packed(
             h_prev = h_t
             offset += active
     if rows:  # the final h of each row is its output at its last step
-        h_final[:, :rows] = out[:, _last_rows(batch_sizes, x.device)]
+        h_final[:, :rows] = out[:, last_rows(batch_sizes, x.device)]
     return out, (h_final, c_final)
 
 
@@ -222,20 +222,20 @@ def _lstm_loop_batched(
         h_prev = h_t
         offset += active
     if rows:
-        h_final[:, :rows] = out[:, _last_rows(batch_sizes, x.device)]
+        h_final[:, :rows] = out[:, last_rows(batch_sizes, x.device)]
     return out, (h_final, c_final)
 
 
 def _onednn_lstm_weights(layer, dtype: torch.dtype, device: torch.device) -> list[tuple] | None:
     """oneDNN-packed (w_ih, w_hh, w_hr) of each direction for CPU inference, or None where not used."""
-    if not _use_onednn(device, dtype):
+    if not use_onednn(device, dtype):
         return None
 
     def build():
         matrices = (layer.weight_ih, layer.weight_hh, layer.weight_hr)
-        return [tuple(None if w is None else _pack_weight(w[d].detach().to(dtype)) for w in matrices) for d in range(2)]
+        return [tuple(None if w is None else pack_weight(w[d].detach().to(dtype)) for w in matrices) for d in range(2)]
 
-    return layer._inference_weights.get(_weights_key(layer.parameters(), dtype), build)
+    return layer._inference_weights.get(weights_key(layer.parameters(), dtype), build)
 
 
 def lstm_fused(layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState) -> tuple[torch.Tensor, LayerState]:
@@ -244,7 +244,7 @@ def lstm_fused(layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState
     renamed), gradients included. Exact only without clipping, which that kernel lacks. Arguments as `lstm_loop`."""
     h0, c0 = state
     rows = batch_sizes[0] if batch_sizes else 0
-    dtype = _compute_dtype(x)
+    dtype = compute_dtype(x)
     if not rows:
         return x.new_zeros((2, 0, layer.projection_dim), dtype=dtype), (h0, c0)
     sizes = torch.tensor(batch_sizes, dtype=torch.int64)  # on the CPU, as PackedSequence keeps it

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from .kernels_elmo import ALL_LSTM_FUNCTIONS
-from .lstm_inference_elmo import LayerState, _last_rows
-from .matmul_elmo import _linear, _mm_nt, _mm_tn, _pack_weight, _training_onednn
+from .lstm_inference_elmo import LayerState, last_rows
+from .matmul_elmo import mm_nt, mm_tn, pack_weight, packed_linear, training_onednn
 
 
 def lstm_training(layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState) -> tuple[torch.Tensor, LayerState]:
@@ -58,7 +58,7 @@ def _previous_rows(values: torch.Tensor, initial: torch.Tensor, previous: torch.
 def _bmm_nt(a: torch.Tensor, b: torch.Tensor, onednn: bool, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`a[d] @ b[d].T (+ bias[d])` for both directions d: (2, M, K), (2, N, K) -> (2, M, N)."""
     if onednn:
-        return torch.stack([_mm_nt(a[d], b[d], bias[d] if bias is not None else None) for d in range(2)])
+        return torch.stack([mm_nt(a[d], b[d], bias[d] if bias is not None else None) for d in range(2)])
     out = torch.bmm(a, b.transpose(1, 2))
     return out.add_(bias.unsqueeze(1)) if bias is not None else out
 
@@ -66,7 +66,7 @@ def _bmm_nt(a: torch.Tensor, b: torch.Tensor, onednn: bool, bias: torch.Tensor |
 def _bmm_tn(a: torch.Tensor, b: torch.Tensor, onednn: bool) -> torch.Tensor:
     """`a[d].T @ b[d]` for both directions d (weight gradients): (2, M, O), (2, M, I) -> (2, O, I)."""
     if onednn:
-        return torch.stack([_mm_tn(a[d], b[d]) for d in range(2)])
+        return torch.stack([mm_tn(a[d], b[d]) for d in range(2)])
     return torch.bmm(a.transpose(1, 2), b)
 
 
@@ -82,20 +82,20 @@ class _StepMatmul:
     def __init__(self, weight: torch.Tensor, onednn: bool, rows: int):
         self.weight_t = weight.transpose(1, 2)
         use_onednn = onednn and rows * weight.shape[1] * weight.shape[2] >= _STEP_ONEDNN_MIN_MACS
-        self.packed = [_pack_weight(w) for w in weight] if use_onednn else None
+        self.packed = [pack_weight(w) for w in weight] if use_onednn else None
 
     def write(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if self.packed is None:
             return torch.bmm(x, self.weight_t, out=out)
         for d in range(2):
-            out[d].copy_(_linear(x[d], self.packed[d]))
+            out[d].copy_(packed_linear(x[d], self.packed[d]))
         return out
 
     def add_to(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if self.packed is None:
             return out.baddbmm_(x, self.weight_t)
         for d in range(2):
-            out[d].add_(_linear(x[d], self.packed[d]))
+            out[d].add_(packed_linear(x[d], self.packed[d]))
         return out
 
 
@@ -109,7 +109,7 @@ class _LstmTrainingFunction(torch.autograd.Function):
         w_ih, w_hh, b = (w.to(dtype) for w in (weight_ih, weight_hh, bias))
         w_hr = weight_hr.to(dtype) if weight_hr is not None else None
         steps, previous = _step_layout(batch_sizes, h0.shape[1], x.device)
-        onednn = _training_onednn(x, w_ih)
+        onednn = training_onednn(x, w_ih)
         gates = _bmm_nt(x, w_ih, onednn, bias=b)  # (2, N, 4C), activated in place below
         cells = x.new_empty(gates.shape[:2] + (cell,))  # (2, N, C): cell states before the clip
         tanh_cells = torch.empty_like(cells)  # tanh of the clipped cell states
@@ -144,7 +144,7 @@ class _LstmTrainingFunction(torch.autograd.Function):
         ctx.weight_dtypes = [w.dtype if w is not None else None for w in (weight_ih, weight_hh, bias, weight_hr)]
         ctx.save_for_backward(x, h0, c0, w_ih, w_hh, w_hr, gates, cells, tanh_cells, hidden, projected, out)
         h_final, c_final = h0.clone(), c0.clone()  # rows that never ran keep theirs
-        last = _last_rows(batch_sizes, x.device)
+        last = last_rows(batch_sizes, x.device)
         h_final[:, : len(last)] = out[:, last]
         c_last = cells[:, last]
         c_final[:, : len(last)] = c_last.clamp(-cell_clip, cell_clip) if cell_clip is not None else c_last

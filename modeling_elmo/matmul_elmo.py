@@ -2,11 +2,14 @@
 `char_cnn_kernels_elmo.py`) and the softmax, and the derived copies of the weights they keep for inference.
 
 On the CPU, multiplies go through oneDNN where the torch build has it: with weights packed once into its blocked
-layout for inference (float32, bfloat16: `_pack_weight`, `_linear`), and with plain tensors for training (float32:
-`training_linear`, `_mm_nt`, `_mm_tn`), where it measured 1.05-2.2x MKL's `torch.mm` at the shapes of a training
-step on these machines (benchmarks/bench_matmul.py). On CUDA, `float32_cudnn` keeps cuDNN's float32 in float32.
-The packed copies live on each layer as `_PackedWeights`, rebuilt when `_weights_key` says the weights changed, and
-freed by `forget_inference_copies` when training starts.
+layout for inference (float32, bfloat16: `pack_weight`, `packed_linear`), and with plain tensors for training
+(float32: `training_linear`, `mm_nt`, `mm_tn`), where it measured 1.05-2.2x MKL's `torch.mm` at the shapes of a
+training step on these machines (benchmarks/bench_matmul.py). On CUDA, `float32_cudnn` keeps cuDNN's float32 in
+float32. The packed copies live on each layer as `PackedWeights`, rebuilt when `weights_key` says the weights
+changed, and freed by `forget_inference_copies` when training starts.
+
+The names without an underscore are the interface the other files of this folder import; `_ONEDNN` (the per-process
+probe of oneDNN) and `_OneDnnLinear` stay private to this file.
 
 This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch and the standard library.
 """
@@ -21,12 +24,12 @@ import torch
 _ONEDNN: dict[torch.dtype, bool] = {}  # per dtype: does oneDNN's packed linear run, and right, on this CPU?
 
 
-def _needs_grad(*tensors: torch.Tensor | None) -> bool:
+def needs_grad(*tensors: torch.Tensor | None) -> bool:
     """Whether autograd would record an op on these tensors right now."""
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
     """The dtype a matmul on `x` produces here: the autocast dtype when autocast is on, else `x.dtype`."""
     device_type = x.device.type
     if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
@@ -34,7 +37,7 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     return x.dtype
 
 
-def _use_onednn(device: torch.device, dtype: torch.dtype) -> bool:
+def use_onednn(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether the CPU inference paths use oneDNN matrix multiplies with pre-packed weights: on CPU builds that have
     them, for float32 and bfloat16, outside `torch.compile` tracing. Each dtype is tried once per process: oneDNN's
     bfloat16 packing needs AVX-512 (or AVX-NE-CONVERT), so on an AVX2-only CPU bfloat16 takes the plain torch path
@@ -45,7 +48,7 @@ def _use_onednn(device: torch.device, dtype: torch.dtype) -> bool:
         try:
             weight = torch.ones(4, 3, dtype=dtype)
             out = torch.ops.mkldnn._linear_pointwise(
-                torch.ones(2, 3, dtype=dtype), _pack_weight(weight), None, "none", [], ""
+                torch.ones(2, 3, dtype=dtype), pack_weight(weight), None, "none", [], ""
             )
             _ONEDNN[dtype] = bool(torch.equal(out, torch.full((2, 4), 3.0, dtype=dtype)))
         except (AttributeError, RuntimeError, NotImplementedError):
@@ -53,12 +56,12 @@ def _use_onednn(device: torch.device, dtype: torch.dtype) -> bool:
     return _ONEDNN[dtype]
 
 
-def _pack_weight(weight: torch.Tensor) -> torch.Tensor:
-    """A (out, in) weight in oneDNN's blocked layout for `_linear`."""
+def pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    """A (out, in) weight in oneDNN's blocked layout for `packed_linear`."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
 
 
-def _linear(
+def packed_linear(
     x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None, add: torch.Tensor | None = None
 ) -> torch.Tensor:
     """`x @ weight.T (+ bias) (+ add)` through oneDNN with the packed weight. (oneDNN's fused "add" epilogue measured
@@ -84,7 +87,7 @@ def float32_cudnn(device: torch.device):
         cudnn.allow_tf32 = True
 
 
-def _training_onednn(*tensors: torch.Tensor) -> bool:
+def training_onednn(*tensors: torch.Tensor) -> bool:
     """Whether training's matrix multiplies on these tensors go through oneDNN: float32 on a CPU with oneDNN, outside
     autocast (whose dtype rules stay torch's). oneDNN multiplies the shapes of a training step here 1.05-2.2x faster
     than MKL's `torch.mm` (benchmarks/bench_matmul.py); results agree to float32 rounding."""
@@ -92,21 +95,21 @@ def _training_onednn(*tensors: torch.Tensor) -> bool:
     return (
         all(t.dtype == torch.float32 for t in tensors)
         and not torch.is_autocast_enabled("cpu")
-        and _use_onednn(x.device, torch.float32)
+        and use_onednn(x.device, torch.float32)
     )
 
 
-def _mm_nt(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def mm_nt(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`a @ b.T (+ bias)` for 2-d float32 CPU tensors through oneDNN, with `b` taken as it is (not packed)."""
     return torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [], "")
 
 
-def _mm_tn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def mm_tn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """`a.T @ b` (a weight's gradient: (M, O) and (M, I) -> (O, I)) through oneDNN, in the orientation it runs
     faster: with the wider of the two outputs' sides as oneDNN's weight (measured 2x apart at some shapes)."""
     if b.shape[1] >= a.shape[1]:
-        return _mm_nt(a.t(), b.t())
-    return _mm_nt(b.t(), a.t()).t()
+        return mm_nt(a.t(), b.t())
+    return mm_nt(b.t(), a.t()).t()
 
 
 class _OneDnnLinear(torch.autograd.Function):
@@ -117,7 +120,7 @@ class _OneDnnLinear(torch.autograd.Function):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         rows = x.reshape(-1, x.shape[-1])
-        return _mm_nt(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
+        return mm_nt(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -126,17 +129,17 @@ class _OneDnnLinear(torch.autograd.Function):
         grad = grad.reshape(-1, weight.shape[0])
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
-            grad_x = _mm_nt(grad, weight.t()).view(x.shape)
+            grad_x = mm_nt(grad, weight.t()).view(x.shape)
         if ctx.needs_input_grad[1]:
-            grad_weight = _mm_tn(grad, x.reshape(-1, x.shape[-1]))
+            grad_weight = mm_tn(grad, x.reshape(-1, x.shape[-1]))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad.sum(0)
         return grad_x, grad_weight, grad_bias
 
 
 def training_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear` for the training fast paths: through oneDNN where `_training_onednn` says so, else `F.linear`."""
-    if _training_onednn(x, weight) and x.shape[0] > 0:
+    """`F.linear` for the training fast paths: through oneDNN where `training_onednn` says so, else `F.linear`."""
+    if training_onednn(x, weight) and x.shape[0] > 0:
         return _OneDnnLinear.apply(x, weight, bias)
     return torch.nn.functional.linear(x, weight, bias)
 
@@ -146,7 +149,7 @@ def training_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
 # --------------------------------------------------------------------------------------------------
 
 
-def _weights_key(parameters, *extra) -> tuple:
+def weights_key(parameters, *extra) -> tuple:
     """Identifies the current values of `parameters`, for caches derived from them (token vectors, packed weights).
 
     Every parameter's storage, version counter (bumped by in-place changes: optimizer steps, `load_state_dict`,
@@ -163,7 +166,7 @@ def _weights_key(parameters, *extra) -> tuple:
     return (*extra, digest.digest(), tuple(versions))
 
 
-class _PackedWeights:
+class PackedWeights:
     """Derived copies of a module's weights for inference, rebuilt when `key` changes. Never copied or pickled with
     the module (oneDNN tensors cannot be): a copy starts empty."""
 
@@ -180,7 +183,7 @@ class _PackedWeights:
         self.key, self.value = None, None
 
     def __deepcopy__(self, memo):
-        return _PackedWeights()
+        return PackedWeights()
 
     def __getstate__(self):
         return {}

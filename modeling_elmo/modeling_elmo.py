@@ -32,7 +32,7 @@ from .inputs_elmo import check_inputs, check_state
 from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
 from .lstm_inference_elmo import lstm_implementation, packed_index
 from .lstm_training_elmo import lstm_training  # noqa: F401  (imported for its registration: the "training" kernel)
-from .matmul_elmo import _needs_grad, _PackedWeights, float32_cudnn, forget_inference_copies
+from .matmul_elmo import PackedWeights, float32_cudnn, forget_inference_copies, needs_grad
 from .push_to_hub_elmo import ElmoPushToHubMixin
 from .quantization_elmo import quantize_int8
 from .remote_code_elmo import copy_model_code
@@ -145,12 +145,12 @@ class ElmoCharacterEncoder(nn.Module):
         filters = config.num_char_filters
         self.projection = nn.Linear(filters, config.projection_dim) if filters != config.projection_dim else None
         self.token_cache: ElmoTokenCache | None = None  # not a parameter or buffer: never saved
-        self._inference_weights = _PackedWeights()  # oneDNN copies for CPU inference, never saved
-        self._int8_weights = _PackedWeights()  # int8 copies for `lstm_implementation="int8"`, never saved
+        self._inference_weights = PackedWeights()  # oneDNN copies for CPU inference, never saved
+        self._int8_weights = PackedWeights()  # int8 copies for `lstm_implementation="int8"`, never saved
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """`char_ids` (N, 50) of real tokens -> (N, P)."""
-        if _needs_grad(*self.parameters()):  # training: the weights are about to change
+        if needs_grad(*self.parameters()):  # training: the weights are about to change
             forget_inference_copies(self)
         return ALL_CHAR_CNN_FUNCTIONS[char_cnn_implementation(self, char_ids)](self, char_ids)
 
@@ -220,8 +220,8 @@ class ElmoBiLstmLayer(nn.Module):
         self.weight_hh = nn.Parameter(torch.empty(2, 4 * cell, proj))
         self.bias = nn.Parameter(torch.empty(2, 4 * cell))
         self.weight_hr = nn.Parameter(torch.empty(2, proj, cell)) if cell != proj else None
-        self._inference_weights = _PackedWeights()  # oneDNN copies for the CPU loop, never saved
-        self._int8_weights = _PackedWeights()  # int8 copies for `lstm_implementation="int8"`, never saved
+        self._inference_weights = PackedWeights()  # oneDNN copies for the CPU loop, never saved
+        self._int8_weights = PackedWeights()  # int8 copies for `lstm_implementation="int8"`, never saved
 
     @property
     def clipped(self) -> bool:
@@ -333,7 +333,7 @@ class ElmoBiLm(nn.Module):
 
         # The one place the LSTM kernel is chosen (see lstm_inference_elmo.lstm_implementation).
         lstm_forward = ALL_LSTM_FUNCTIONS[lstm_implementation(self.config, x, (h0, c0), self.layers)]
-        if _needs_grad(*self.parameters()):  # training: the weights are about to change
+        if needs_grad(*self.parameters()):  # training: the weights are about to change
             forget_inference_copies(*self.layers)
         results, final_h, final_c = [], [], []
         for i, layer in enumerate(self.layers):

@@ -39,10 +39,10 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .char_cnn_kernels_elmo import _convolve_onednn
+from .char_cnn_kernels_elmo import convolve_onednn
 from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
 from .lstm_inference_elmo import lstm_loop_packed
-from .matmul_elmo import _needs_grad, _pack_weight, _use_onednn, _weights_key
+from .matmul_elmo import needs_grad, pack_weight, use_onednn, weights_key
 
 INT8 = "int8"  # the `lstm_implementation` that runs this file's kernels
 _ENGINE = "fbgemm"  # torch's quantized engine whose kernels run here (x86 CPUs)
@@ -136,7 +136,7 @@ def int8_linear(
 ) -> torch.Tensor:
     """`x @ weight.T (+ bias) (+ add)` for float32 `x` (..., in), with `weight` packed by `pack_int8` and each row of
     `x` quantized with its own scale (`nonnegative`: the rows hold no negative value, 7 bits of magnitude instead of
-    6 and a sign). `bias` and `add` are added in float32; the signature of `matmul_elmo._linear`."""
+    6 and a sign). `bias` and `add` are added in float32; the signature of `matmul_elmo.packed_linear`."""
     rows = x.reshape(-1, x.shape[-1])
     if nonnegative:
         scale = rows.amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny).div_(_UNSIGNED_LEVELS)
@@ -164,7 +164,7 @@ def int8_linear(
 
 
 def _check_inference(what: str, device: torch.device, *tensors) -> None:
-    if _needs_grad(*tensors):
+    if needs_grad(*tensors):
         raise ValueError(
             f"lstm_implementation='int8' is for inference: {what} needs gradients here; run under torch.no_grad() "
             "or set config.lstm_implementation = 'auto' to train"
@@ -191,7 +191,7 @@ def _int8_lstm_weights(layer) -> list[tuple]:
         matrices = (layer.weight_ih, layer.weight_hh, layer.weight_hr)
         return [tuple(None if w is None else pack_int8(w[d]) for w in matrices) for d in range(2)]
 
-    return layer._int8_weights.get(_weights_key(layer.parameters(), INT8), build)
+    return layer._int8_weights.get(weights_key(layer.parameters(), INT8), build)
 
 
 def encode_int8(encoder, char_ids: torch.Tensor) -> torch.Tensor:
@@ -203,7 +203,7 @@ def encode_int8(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     with torch.autocast(char_ids.device.type, enabled=False):
         chars = encoder.char_embedding(char_ids).float()  # (N, 50, d)
         if weights["convolutions"] is not None:
-            pooled = _convolve_onednn(encoder, chars, weights)
+            pooled = convolve_onednn(encoder, chars, weights)
         else:
             chars = chars.transpose(1, 2)  # (N, d, 50)
             pooled = torch.cat([F.conv1d(chars, conv.weight.float(), conv.bias.float()).amax(-1)
@@ -223,10 +223,10 @@ def _int8_char_weights(encoder) -> dict:
     """oneDNN-packed float32 convolutions (where oneDNN runs), int8 highways and projection."""
 
     def build():
-        onednn = _use_onednn(torch.device("cpu"), torch.float32)
+        onednn = use_onednn(torch.device("cpu"), torch.float32)
         return {
             "convolutions": [
-                _pack_weight(conv.weight.detach().permute(0, 2, 1).reshape(conv.out_channels, -1).float())
+                pack_weight(conv.weight.detach().permute(0, 2, 1).reshape(conv.out_channels, -1).float())
                 for conv in encoder.convolutions
             ] if onednn else None,
             "conv_bias": torch.cat([conv.bias.detach() for conv in encoder.convolutions]).float(),
@@ -238,7 +238,7 @@ def _int8_char_weights(encoder) -> dict:
             "projection": pack_int8(encoder.projection.weight) if encoder.projection is not None else None,
         }
 
-    return encoder._int8_weights.get(_weights_key(encoder.parameters(), INT8), build)
+    return encoder._int8_weights.get(weights_key(encoder.parameters(), INT8), build)
 
 
 ALL_LSTM_FUNCTIONS.register(INT8, lstm_int8)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration_elmo import ElmoConfig
-from .matmul_elmo import _mm_nt, _mm_tn, _needs_grad, _training_onednn
+from .matmul_elmo import mm_nt, mm_tn, needs_grad, training_onednn
 
 
 class ElmoSoftmax(nn.Module):
@@ -110,7 +110,7 @@ class _FullSoftmaxNll(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, targets):
-        logits = _mm_nt(hidden, weight, bias)  # (N, V)
+        logits = mm_nt(hidden, weight, bias)  # (N, V)
         log_probs = torch.ops.aten._log_softmax.out(logits, 1, False, out=logits)  # in place, row by row
         loss = -log_probs.gather(1, targets.unsqueeze(1)).sum()
         ctx.save_for_backward(hidden, weight, targets)
@@ -123,8 +123,8 @@ class _FullSoftmaxNll(torch.autograd.Function):
         hidden, weight, targets = ctx.saved_tensors
         grad_logits, ctx.log_probs = ctx.log_probs.exp_(), None  # the softmax, in place
         grad_logits[torch.arange(targets.shape[0], device=targets.device), targets] -= 1.0  # / grad, applied below
-        grad_hidden = _mm_nt(grad_logits, weight.t()).mul_(grad) if ctx.needs_input_grad[0] else None
-        grad_weight = _mm_tn(grad_logits, hidden).mul_(grad) if ctx.needs_input_grad[1] else None
+        grad_hidden = mm_nt(grad_logits, weight.t()).mul_(grad) if ctx.needs_input_grad[0] else None
+        grad_weight = mm_tn(grad_logits, hidden).mul_(grad) if ctx.needs_input_grad[1] else None
         grad_bias = grad_logits.sum(0).mul_(grad) if ctx.needs_input_grad[2] else None
         return grad_hidden, grad_weight, grad_bias, None
 
@@ -134,7 +134,7 @@ def full_softmax_nll(
 ) -> torch.Tensor:
     """`F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")`, the full softmax's loss:
     with `fast`, in training on the CPU (float32, oneDNN), through `_FullSoftmaxNll`."""
-    if fast and hidden.shape[0] > 0 and _needs_grad(hidden, weight, bias) and _training_onednn(hidden, weight, bias):
+    if fast and hidden.shape[0] > 0 and needs_grad(hidden, weight, bias) and training_onednn(hidden, weight, bias):
         return _FullSoftmaxNll.apply(hidden, weight, bias, targets)
     return F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")
 

@@ -14,9 +14,9 @@ from collections import OrderedDict
 
 import torch
 
-from .char_cnn_kernels_elmo import _encode_inference
+from .char_cnn_kernels_elmo import encode_inference
 from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS
-from .matmul_elmo import _weights_key
+from .matmul_elmo import weights_key
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ class ElmoTokenCache:
 
     For inference only: the encoder consults it only when no gradient is needed, and a forward pass that needs one
     (training) empties it. Entries are valid for one state of the encoder's weights: at every call `encode_cached`
-    compares `_weights_key` (every parameter's storage, version counter, dtype and device, a digest of the small
+    compares `weights_key` (every parameter's storage, version counter, dtype and device, a digest of the small
     parameters' values) and the autocast setting with the key the entries were made under, and empties the cache
     when they differ; `load_state_dict` empties it too. `hits` counts tokens served without running the character
     CNN (cached earlier, or repeated within the batch), `misses` the tokens it encoded.
@@ -65,7 +65,7 @@ def encode_cached(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     device = char_ids.device
     autocast = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
     int8 = getattr(encoder.config, "lstm_implementation", None) == "int8"  # int8 vectors are not float32's
-    key = _weights_key(encoder.parameters(), autocast, int8)  # what the cached vectors depend on besides the token
+    key = weights_key(encoder.parameters(), autocast, int8)  # what the cached vectors depend on besides the token
     if cache.weights_key != key:
         if cache.entries:
             logger.info("ELMo token cache emptied: the character encoder's weights (or autocast) changed")
@@ -97,7 +97,7 @@ def encode_cached(encoder, char_ids: torch.Tensor) -> torch.Tensor:
         vectors.append(vector)
     if missing:
         rows_to_encode = torch.tensor([first[i] for i in missing], device=device)
-        encoded = _encode_inference(encoder, char_ids[rows_to_encode])  # (M, P)
+        encoded = encode_inference(encoder, char_ids[rows_to_encode])  # (M, P)
         for index, vector in zip(missing, encoded):
             vector = vector.clone()  # its own storage, so that evicting frees it
             vectors[index] = vector

@@ -219,7 +219,7 @@ def _probes_filled() -> None:
     from modeling_elmo import matmul_elmo
 
     for dtype in (torch.float32, torch.bfloat16):
-        matmul_elmo._use_onednn(torch.device("cpu"), dtype)
+        matmul_elmo.use_onednn(torch.device("cpu"), dtype)
 
 
 def _unchanged_since(before: dict, what: str) -> None:

@@ -98,7 +98,7 @@ def _results_here() -> dict:
     ids = random_char_ids(LENGTHS, seed=3)
     out: dict = {
         "capability": torch.backends.cpu.get_cpu_capability(),
-        "onednn": {str(dtype): matmul_elmo._use_onednn(torch.device("cpu"), dtype)
+        "onednn": {str(dtype): matmul_elmo.use_onednn(torch.device("cpu"), dtype)
                    for dtype in (torch.float32, torch.bfloat16)},
     }
     for name, overrides in VARIANTS.items():

@@ -101,7 +101,7 @@ def matmul_path(request, monkeypatch):
     """The CPU loop with oneDNN packed weights, and the batched-`bmm` loop that GPUs (and CPUs without oneDNN) run."""
     if request.param == "batched":
         monkeypatch.setattr(matmul, "_ONEDNN", {torch.float32: False, torch.bfloat16: False})
-    elif not matmul._use_onednn(torch.device("cpu"), torch.float32):
+    elif not matmul.use_onednn(torch.device("cpu"), torch.float32):
         pytest.skip("this torch build has no oneDNN")
     return request.param
 
@@ -379,7 +379,7 @@ def bfloat16_matmul(request, monkeypatch):
     path an AVX2-only CPU takes (forced here, so both are tested on every machine that has the first)."""
     if request.param == "plain":
         monkeypatch.setitem(matmul._ONEDNN, torch.bfloat16, False)
-    elif not matmul._use_onednn(torch.device("cpu"), torch.bfloat16):
+    elif not matmul.use_onednn(torch.device("cpu"), torch.bfloat16):
         pytest.skip("oneDNN's bfloat16 linear needs AVX-512 or AVX-NE-CONVERT; this CPU has neither")
     return request.param
 
@@ -567,8 +567,8 @@ def test_training_layer_equals_reference_with_clipping_padding_and_state(overrid
     x = torch.randn(2, sum(batch_sizes), 16, generator=generator, dtype=dtype) * 3
     state = (torch.randn(2, rows, 16, generator=generator, dtype=dtype),
              torch.randn(2, rows, layer.cell_size, generator=generator, dtype=dtype) * 3)
-    assert matmul._training_onednn(x, layer.weight_ih) == (
-        dtype == torch.float32 and matmul._use_onednn(x.device, dtype))
+    assert matmul.training_onednn(x, layer.weight_ih) == (
+        dtype == torch.float32 and matmul.use_onednn(x.device, dtype))
     reference = layer_gradients(layer, "reference", x, batch_sizes, state)
     fast = layer_gradients(layer, "training", x, batch_sizes, state)
     names = ["outputs", "h", "c", "gradient of x", "gradient of h0", "gradient of c0",
@@ -587,7 +587,7 @@ def test_training_layer_equals_reference_with_clipping_padding_and_state(overrid
 @pytest.mark.parametrize("bias", [True, False])
 def test_training_linear_equals_f_linear_with_gradients(shape, bias):
     """`training_linear` (oneDNN's multiplies for training on the CPU) against `F.linear` in float64: the output and
-    the gradients of the input, the weight (both orientations of `_mm_tn`: wider inputs or wider outputs) and the
+    the gradients of the input, the weight (both orientations of `mm_tn`: wider inputs or wider outputs) and the
     bias."""
     generator = torch.Generator().manual_seed(0)
     for out_features in (40, 9):
@@ -622,7 +622,7 @@ def test_full_softmax_loss_and_gradients_equal_cross_entropy():
         loss = softmax.full_softmax_nll(*inputs, targets)
         (loss * 0.7).backward()
         results.append([loss, *(t.grad for t in inputs)])
-    if matmul._use_onednn(torch.device("cpu"), torch.float32):
+    if matmul.use_onednn(torch.device("cpu"), torch.float32):
         assert results[1][0].grad_fn.name().startswith("_FullSoftmaxNll")
     for index, (name, reference, fast) in enumerate(zip(["loss", "hidden", "weight", "bias"], *results)):
         # float32 against float64: the loss is a sum of 13 log-sums of 50 exponentials, the gradients sums

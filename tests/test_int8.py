@@ -185,7 +185,7 @@ def test_character_cnn_without_onednn_gives_the_same_vectors(monkeypatch):
     char_ids = random_char_ids([12])[0]
     with torch.no_grad():
         fast = model.char_encoder(char_ids)
-        monkeypatch.setattr(quantization_elmo, "_use_onednn", lambda *args: False)
+        monkeypatch.setattr(quantization_elmo, "use_onednn", lambda *args: False)
         model.char_encoder._int8_weights.clear()
         plain = model.char_encoder(char_ids)
     assert model.char_encoder._int8_weights.value["convolutions"] is None  # the plain convolutions ran
