@@ -30,29 +30,46 @@ accepted; each command reports it as its own exit-2 error. This module does not 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
 import transformers
 
-from modeling_elmo.configuration_elmo import AUTO_CLASSES, PRESETS, ElmoConfig
+from modeling_elmo.configuration_elmo import PRESETS, ElmoConfig
 from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, WordSplitError
+
+from . import tasks
 
 logger = logging.getLogger(__name__)
 
 
-def _task_name(auto_class: str) -> str:
-    """"AutoModelForSequenceClassification" -> "sequence-classification"; "AutoModel" -> "model"."""
-    words = re.findall(r"[A-Z][a-z]*", auto_class.removeprefix("Auto").removeprefix("ModelFor"))
-    return "-".join(words).lower()
+# The tasks without a head: the biLM alone, and the biLM with its language-model softmax.
+MODEL_TASKS: dict[str | None, str] = {None: "AutoModel", "model": "AutoModel", "pre-training": "AutoModelForPreTraining"}
 
 
-# task -> the Auto class that loads it (registered for ElmoConfig by `import modeling_elmo`), named after the rows
-# of `AUTO_CLASSES`, so that a new head is a task here with no edit: None or "model", "pre-training",
-# "sequence-classification", "token-classification".
-TASKS: dict[str | None, str] = {None: "AutoModel", **{_task_name(auto): auto for auto in AUTO_CLASSES}}
+class _Tasks(Mapping):
+    """task -> the name of the Auto class that loads it (registered for ElmoConfig by `import modeling_elmo`):
+    `MODEL_TASKS`, then one per row of `elmo_tools.tasks.TASKS` ("sequence-classification",
+    "token-classification"), read at each use, so that a task added to that table loads here too."""
+
+    def _table(self) -> dict[str | None, str]:
+        return {**MODEL_TASKS, **{name: row.auto_class for name, row in tasks.TASKS.items()}}
+
+    def __getitem__(self, task: str | None) -> str:
+        return self._table()[task]
+
+    def __iter__(self) -> Iterator[str | None]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __repr__(self) -> str:
+        return repr(self._table())
+
+
+TASKS: Mapping[str | None, str] = _Tasks()
 _ERRORS = (OSError, ValueError, TypeError, KeyError)  # what from_pretrained raises for files it cannot use
 
 
@@ -71,13 +88,14 @@ def load_elmo(
     trust_remote_code: bool = False,
     tokenizer_name: str | None = None,
     ignore_mismatched_sizes: bool = False,
+    output_loading_info: bool = False,
 ):
     """An ELMo model (in eval mode) and its tokenizer, from a folder, a preset name or a Hub id (module docstring).
 
     Args:
         name_or_path: a model folder, a preset name (random weights) or a Hub id.
-        task: None or "model" (`ElmoModel`), "pre-training", "sequence-classification", "token-classification"
-            (`TASKS`: one per row of `configuration_elmo.AUTO_CLASSES`).
+        task: None or "model" (`ElmoModel`), "pre-training" (`ElmoForPreTraining`), or a fine-tuning task of
+            `elmo_tools.tasks.TASKS` ("sequence-classification", "token-classification"): `TASKS` here.
         device, dtype: where and in which dtype the model is put (default: as loaded, on the CPU); `dtype` a
             `torch.dtype` or its name ("bfloat16", "torch.bfloat16"). A device this torch cannot use (`"cuda"`
             without a GPU) is refused before anything is loaded.
@@ -87,9 +105,12 @@ def load_elmo(
         trust_remote_code: let a Hub model run its own code (its config, model and tokenizer classes).
         tokenizer_name: a tokenizer folder or Hub id, when not the model's own.
         ignore_mismatched_sizes: re-initialise saved weights of another shape (a classifier of other labels).
+        output_loading_info: return `from_pretrained`'s loading info too: a dict of `missing_keys` (initialised
+            here), `unexpected_keys` (saved, not used), `mismatched_keys` (`(key, saved shape, shape)`,
+            re-initialised) and `error_msgs`; None for a preset, whose weights are all drawn here.
 
     Returns:
-        `(model, tokenizer)`.
+        `(model, tokenizer)`, or `(model, tokenizer, loading_info)` with `output_loading_info`.
 
     Raises:
         ModelLoadError: nothing loadable under `name_or_path`, an unknown `task`, overrides that do not give a
@@ -105,17 +126,17 @@ def load_elmo(
     path = Path(name)
     preset = name in PRESETS and not path.exists()
     if preset:
-        model = _random_model(name, auto_class, overrides, seed)
+        model, info = _random_model(name, auto_class, overrides, seed), None
     else:
         _check_name(name, path)
-        model = _pretrained_model(name, auto_class, overrides, trust_remote_code, ignore_mismatched_sizes)
+        model, info = _pretrained_model(name, auto_class, overrides, trust_remote_code, ignore_mismatched_sizes)
     tokenizer = _tokenizer(name, model.config, tokenizer_name, trust_remote_code, preset)
     if device is not None or dtype is not None:
         try:
             model = model.to(device=device, dtype=dtype)
         except (RuntimeError, AssertionError) as error:  # torch asserts on a backend it was not built with
             raise ModelLoadError(f"cannot put {name} on device {device} as {dtype}: {_first_line(error)}") from None
-    return model.eval(), tokenizer
+    return (model.eval(), tokenizer, info) if output_loading_info else (model.eval(), tokenizer)
 
 
 def _checked_dtype(dtype) -> torch.dtype | None:
@@ -219,6 +240,7 @@ def _hub_host_unresolvable() -> str | None:
 
 
 def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code: bool, ignore_mismatched_sizes: bool):
+    """`(model, loading_info)` from a folder or a Hub id."""
     host = None if Path(name).is_dir() else _hub_host_unresolvable()
     if host is not None:
         try:  # only the Hugging Face cache can still serve it
@@ -241,7 +263,7 @@ def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code:
             raise ModelLoadError(f"{name}: {_first_line(error)}") from None
     try:
         return auto_class.from_pretrained(name, config=config, trust_remote_code=trust_remote_code,
-                                          ignore_mismatched_sizes=ignore_mismatched_sizes)
+                                          ignore_mismatched_sizes=ignore_mismatched_sizes, output_loading_info=True)
     except RuntimeError as error:
         if "mismatch" not in str(error):  # not a file it cannot use: a fault of the code, with its traceback
             raise
