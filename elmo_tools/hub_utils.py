@@ -39,6 +39,8 @@ from transformers.utils import logging
 from modeling_elmo.configuration_elmo import PRESETS, ElmoConfig
 from modeling_elmo.remote_code_elmo import module_with_siblings
 
+from .tasks import TASKS
+
 logger = logging.get_logger(__name__)
 
 TEMPLATE_NAME = "model_card.md"
@@ -307,16 +309,15 @@ def _tokenizer(config: ElmoConfig, word_split: str | None) -> str:
 
 def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
     auto_map = getattr(config, "auto_map", None) or {}
-    # the task heads: every "AutoModelFor..." class of the auto_map (configuration_elmo.AUTO_CLASSES) but pretraining
-    heads = [name for name in auto_map if name.startswith("AutoModelFor") and name != "AutoModelForPreTraining"]
+    # the task heads: the rows of the fine-tuning tasks (elmo_tools.tasks.TASKS) whose Auto class the auto_map names
+    heads = [row for row in TASKS.values() if row.auto_class in auto_map]
     if not heads:
         return (
             "Train a task model on the features above (the scalar-mix weights and gamma are learned with the task), "
             "or fine-tune the biLM end to end with your own head and `transformers.Trainer`."
         )
-    head = heads[0]
-    task = "text classification" if "Sequence" in head else "token classification (e.g. NER, POS)"
-    others = f" (`{heads[1]}` works the same way for token classification)" if len(heads) > 1 else ""
+    listed = ", ".join(f"`{row.auto_class}` for {row.card_task}" for row in heads)
+    example = next((row for row in heads if row.card_example), None)
     mixing = "The head reads an ELMo scalar mix of the biLM layers, learned with the task, as in the paper."
     if hasattr(config, "freeze_bilm") and hasattr(config, "scalar_mix"):
         mixing = (
@@ -325,26 +326,13 @@ def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
                "`from_pretrained` to fine-tune it too)." if config.freeze_bilm
                else "the biLM is fine-tuned with the head (`freeze_bilm=False`).")
         )
-    return f"""The task heads load with the Auto classes{others}. For {task}:
+    if example is None:
+        return f"The task heads load with the Auto classes: {listed}.\n\n{mixing}"
+    code = example.card_example.format(auto_class=example.auto_class, model_id=model_id)
+    return f"""The task heads load with the Auto classes: {listed}. For {example.card_task}:
 
 ```python
-from transformers import {head}, AutoTokenizer, Trainer, TrainingArguments
-
-tokenizer = AutoTokenizer.from_pretrained("{model_id}", trust_remote_code=True)
-model = {head}.from_pretrained("{model_id}", trust_remote_code=True, num_labels=2)
-
-def encode(batch):
-    return tokenizer(batch["text"], truncation=True, max_length=128)
-
-train_dataset = dataset["train"].map(encode, batched=True)  # a datasets.Dataset with "text" and "label"
-trainer = Trainer(
-    model=model,
-    args=TrainingArguments(output_dir="elmo-finetuned", learning_rate=1e-3, num_train_epochs=3),
-    train_dataset=train_dataset,
-    processing_class=tokenizer,
-)
-trainer.train()
-```
+{code}```
 
 {mixing}"""
 
