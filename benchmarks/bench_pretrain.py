@@ -4,7 +4,7 @@
     python -m benchmarks.bench_pretrain compare    # two variants alternating (default: auto against reference)
     python -m benchmarks.bench_pretrain compare --variants auto,baseline --baseline_repo /tmp/elmo_before
                                                    # this checkout against another (a `git worktree` of a commit)
-    python -m benchmarks.bench_pretrain compare --config demo [--data demo]   # train/demo.py's model [and corpus]
+    python -m benchmarks.bench_pretrain compare --config demo [--data demo]   # train/demo_run.py's model [and corpus]
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
     python -m benchmarks.bench_pretrain optimizer  # one optimizer step, torch's default against its fused CPU kernel
 
@@ -127,11 +127,11 @@ def machine() -> str:
 
 
 def model_config(name: str, implementation: str):
-    """The `small` preset, or (`demo`) the configuration of train/demo.py."""
+    """The `small` preset, or (`demo`) the configuration of train/demo_run.py."""
     from modeling_elmo import ElmoConfig
 
     if name == "demo":
-        from train.demo import DEMO_CONFIG
+        from train.demo_run import DEMO_CONFIG
 
         return ElmoConfig(**DEMO_CONFIG, lstm_implementation=implementation)
     return ElmoConfig.from_preset(name, lstm_implementation=implementation)
@@ -172,7 +172,7 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
         config = Path(tmp) / "config.json"
         model_config(preset, implementation).to_json_file(config)
         out = Path(tmp) / "out"
-        # the demo's optimizer on its corpus (train/demo.py), else train.pretrain's defaults
+        # the demo's optimizer on its corpus (train/demo_run.py), else train.pretrain's defaults
         optimizer = ["--optimizer", "adamw", "--learning_rate", "3e-3"] if data == "demo" else []
         timed = run_pretrain(["--train_file", str(train), "--output_dir", str(out), "--config_file", str(config),
                               "--max_steps", str(steps + 2), "--per_device_batch_size", str(batch),
@@ -281,7 +281,7 @@ def main() -> None:
     parser.add_argument("--baseline_repo", type=Path, default=None,
                         help="the variant `baseline`: train.pretrain (default settings) from this checkout")
     parser.add_argument("--config", default="small", choices=["small", "demo"],
-                        help="the `small` preset, or train/demo.py's model")
+                        help="the `small` preset, or train/demo_run.py's model")
     parser.add_argument("--data", default="ptb", choices=["ptb", "demo"],
                         help="`speed`/`compare`: train on PTB, or on the demo's generated corpus with its optimizer")
     parser.add_argument("--output_dir", default="outputs/ptb-elmo")

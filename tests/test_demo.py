@@ -148,7 +148,7 @@ def test_chinese_demo_trains_per_character_and_contextual_layers_beat_layer0(tmp
 def test_chinese_plot_labels_use_a_cjk_font_when_installed_else_pinyin(monkeypatch):
     import matplotlib
 
-    from train import demo
+    from train import demo_run as demo
 
     vectors = {"行": {"labels": ["bank", "walk", "bank"]}, "好": {"labels": ["good", "like"]}}
     monkeypatch.setattr(demo, "find_font_for", lambda text: None)
@@ -168,7 +168,7 @@ def test_a_font_is_found_only_where_it_draws_every_character(monkeypatch):
     import matplotlib
     from matplotlib import font_manager
 
-    from train import demo
+    from train import demo_run as demo
 
     fonts = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
     known = [font_manager.FontEntry(fname=str(fonts / file), name=name) for file, name in
@@ -182,7 +182,8 @@ def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_
     """Once the model of the steps asked for is written, an interrupt's line lists the outputs kept and says that
     --resume_from_checkpoint latest scores without training; a model of fewer steps is not that model."""
     from elmo_tools.interrupts import Interrupted
-    from train.demo import DemoArguments, DemoOutputs
+    from train.demo import DemoArguments
+    from train.demo_run import DemoOutputs
 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "train_results.json").write_text(json.dumps({"steps": 15}))

@@ -10,35 +10,29 @@ The output folder is a Hugging Face model folder (`AutoModel` gives the feature 
 writes a checkpoint of the step reached and ends with exit status 130/143; `--resume_from_checkpoint latest`
 goes on from it.
 
-This module is the command line: the arguments are `train/pretrain_args.py`, the run `train/pretrain_run.py`,
-imported once the arguments are parsed, so that `--help` answers without loading torch.
+This module is the command's door: it parses the arguments (`train/pretrain_args.py`, the standard library only) and
+sets up the console, so that `--help` and a bad option answer without loading torch; then it imports the run
+(`train/pretrain_run.py`, torch and Accelerate) and hands it the arguments.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
-from typing import Any
+
+from elmo_tools.interrupts import one_line_if_interrupted_while_starting
 
 from .arguments import parse_dataclass
 from .pretrain_args import PretrainArguments
 
-__all__ = ["PretrainArguments", "main", "train"]
+__all__ = ["PretrainArguments", "main"]
 
 logger = logging.getLogger("train.pretrain")
 
 # Libraries whose INFO lines and progress bars are shown only with --verbose.
 _LIBRARIES = ("accelerate", "datasets", "transformers", "huggingface_hub", "modeling_elmo", "elmo_tools")
-
-
-def train(args: PretrainArguments, guard: Any = None) -> dict:
-    """Pretrain, evaluate and save the model folder (and push it); return the run's summary and its perplexities.
-    `guard`: the `checkpoints.StopGuard` that `main` installs, so that SIGINT/SIGTERM stop the run at a step
-    boundary after a checkpoint (without one, Ctrl-C raises KeyboardInterrupt as usual)."""
-    from .pretrain_run import train as run_training
-
-    return run_training(args, guard)
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -65,35 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         logger.error("%s", error)
         return 2
     _configure_logging(args.verbose)
-    if not args.verbose:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # "Writing model shards" and the like
-    from elmo_tools.hub_utils import HubPushError
-    from elmo_tools.interrupts import Interrupted
-
-    from .checkpoints import StopGuard
-    from .pretrain_run import NonFiniteLossError
-
-    guard = StopGuard()
-    try:
-        with guard.installed():
-            train(args, guard)
-    except Interrupted as stop:  # `train` has said what it kept, on the first process
-        return stop.exit_code
-    except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError, NonFiniteLossError) as error:
-        logger.error("%s", error)
-        return 2
-    except HubPushError as error:
-        logger.error("the model folder is in %s, but the push failed: %s", args.output_dir, error)
-        return 2
-    except Exception:
-        # Another process was stopped by the signal while this one waited for it in a collective (gloo then fails
-        # here with "connection closed"): the first process says what was kept.
-        if guard.received:
-            return 128 + guard.received
-        raise
-    return 0
+    with one_line_if_interrupted_while_starting():  # importing torch takes seconds
+        run = importlib.import_module("train.pretrain_run")
+    return run.main(args)
 
 
 if __name__ == "__main__":

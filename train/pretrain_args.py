@@ -7,7 +7,10 @@ it inside `__post_init__`, which runs once the command line is parsed.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
+
+from elmo_tools.text_files import checked_encoding
 
 
 @dataclass
@@ -82,20 +85,15 @@ class PretrainArguments:
                                                             "transformers) and their progress bars."})
 
     def __post_init__(self):
-        import argparse
-
-        from elmo_tools.text_files import checked_encoding
-        from modeling_elmo.configuration_elmo import PRESETS
-        from tokenization import check_word_split
-
+        """What can be checked from the options alone (standard library): the command's `--help` and its usage
+        errors answer before torch is imported. The preset's name and the word split are checked by the run
+        (`pretrain_run.check_model_options`), which knows the presets and the registered splits."""
         if self.preset and self.config_file:
             raise ValueError("give --preset or --config_file, not both")
         if self.init_from and (self.preset or self.config_file):
             raise ValueError("--init_from takes its architecture from the model folder; drop --preset/--config_file")
         if not (self.preset or self.config_file or self.init_from):
             self.preset = "small"
-        if self.preset is not None and self.preset not in PRESETS:
-            raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
         choices = {
             "softmax": ("full", "sampled", "adaptive"),
             "batch_mode": ("stream", "sentence"),
@@ -107,8 +105,6 @@ class PretrainArguments:
                 raise ValueError(f"--{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.word_split is None and not self.init_from:
             self.word_split = "whitespace"  # with --init_from, the model's own split (set when it is loaded)
-        if self.word_split is not None:  # a missing package (jieba), an unknown name: one line
-            check_word_split(self.word_split, option="--word_split", allow_import=True)
         for name in ("unroll_steps", "per_device_batch_size", "logging_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be positive, got {getattr(self, name)}")

@@ -20,7 +20,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import Accelerator
+from accelerate.utils import (
+    DistributedDataParallelKwargs,
+    InitProcessGroupKwargs,
+    ProjectConfiguration,
+    set_seed,
+)
+from safetensors import safe_open
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+from transformers.utils import cached_file
+from transformers.utils import logging as hf_logging
 
+from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
+from elmo_tools.hub_utils import HubPushError, push_folder, write_model_card
 from elmo_tools.interrupts import Interrupted
 from elmo_tools.loading import load_elmo
 from elmo_tools.text_files import check_decodes
@@ -64,6 +78,15 @@ class NonFiniteLossError(RuntimeError):
     pass
 
 
+def check_model_options(args: PretrainArguments) -> None:
+    """The options that need the model's presets and the registered word splits (the arguments' own checks need
+    neither): a `ValueError` in one line, before anything is written."""
+    if args.preset is not None and args.preset not in PRESETS:
+        raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {args.preset!r}")
+    if args.word_split is not None:  # a missing package (jieba), an unknown name: one line
+        check_word_split(args.word_split, option="--word_split", allow_import=True)
+
+
 def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
     """Pretrain, evaluate and save the model folder (and push it); return the run's summary and its perplexities.
 
@@ -75,6 +98,7 @@ def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
     guard = guard or StopGuard()
     output_dir, run = Path(args.output_dir), None
     is_main = os.environ.get("RANK", "0") == "0"  # until Accelerate says so
+    check_model_options(args)
     try:
         check_output_dir(args)
         train_files = resolve_files(args.train_file)
@@ -191,9 +215,6 @@ class Run:
 def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_files: list[str] | None,
            guard: StopGuard, start: StartModel | None) -> Run:
     """The output folder, tokenizer, model, optimizer and schedule, resumed from a checkpoint when asked."""
-    from accelerate.utils import set_seed
-    from transformers import get_scheduler
-
     rank, world = accelerator.process_index, accelerator.num_processes
     layout = BatchLayout(args.batch_mode, args.per_device_batch_size, args.unroll_steps)
     split = word_splitter(args.word_split)
@@ -229,8 +250,6 @@ def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_f
     with contextlib.suppress(Exception):
         accelerator.init_trackers("elmo-pretrain", config={k: str(v) for k, v in asdict(args).items()})
     if accelerator.is_main_process and not args.disable_tqdm:
-        from tqdm.auto import tqdm
-
         run.progress_bar = tqdm(total=total_steps, initial=run.progress.step, desc="pretraining", unit="step",
                                 dynamic_ncols=True)
     run.started = time.perf_counter() - run.progress.train_seconds
@@ -240,9 +259,6 @@ def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_f
 
 
 def make_accelerator(args: PretrainArguments):
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, ProjectConfiguration
-
     log_with = None
     if args.report_to == "auto":
         try:
@@ -349,8 +365,6 @@ def make_model(args: PretrainArguments, tokenizer: ElmoTokenizer, start: StartMo
 def _quiet_load_report():
     """transformers reports the weights a checkpoint lacks (here the softmax, which is then made) as a WARNING table;
     `make_model` says it in one line instead."""
-    from transformers.utils import logging as hf_logging
-
     previous = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
@@ -360,8 +374,6 @@ def _quiet_load_report():
 
 
 def _load_hdf5_softmax(model: ElmoForPreTraining, path: str) -> None:
-    from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
-
     found = read_hdf5_softmax(path)
     if found is None:
         raise ValueError(f"{path} holds no softmax/W and softmax/b datasets")
@@ -379,9 +391,6 @@ def _load_hdf5_softmax(model: ElmoForPreTraining, path: str) -> None:
 
 def _has_softmax(name: str) -> bool:
     """Whether the saved weights of `name` (a folder, or a Hub id that `load_elmo` has fetched) hold a softmax."""
-    from safetensors import safe_open
-    from transformers.utils import cached_file
-
     if name in PRESETS and not os.path.exists(name):
         return False  # random weights, drawn with the model
     path = cached_file(name, "model.safetensors", _raise_exceptions_for_missing_entries=False)
@@ -656,8 +665,6 @@ def _format(results: dict) -> str:
 def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
     """README.md of the model folder; a card that cannot be written must not cost the trained model."""
     try:
-        from elmo_tools.hub_utils import write_model_card
-
         write_model_card(
             output_dir,
             config=model.config,
@@ -670,9 +677,33 @@ def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
 
 
 def _push(output_dir: Path, args) -> None:
-    from elmo_tools.hub_utils import push_folder
-
     # push_folder leaves the run's checkpoints/ (optimizer, RNG states) and logs out: model, tokenizer, card, code.
     info = push_folder(output_dir, args.hub_model_id, private=args.hub_private_repo or None,
                        commit_message="Upload ELMo trained with train.pretrain")
     logger.info("pushed %s to %s (commit %s)", output_dir, args.hub_model_id, info.oid)
+
+
+def main(args: PretrainArguments) -> int:
+    """The command after its door (`train/pretrain.py`) parsed `args`: run, and turn what goes wrong into one line
+    and an exit status (2 for bad input, 128 + the signal for SIGINT/SIGTERM)."""
+    if not args.verbose:
+        hf_logging.disable_progress_bar()  # "Writing model shards" and the like
+    guard = StopGuard()
+    try:
+        with guard.installed():
+            train(args, guard)
+    except Interrupted as stop:  # `train` has said what it kept, on the first process
+        return stop.exit_code
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError, NonFiniteLossError) as error:
+        logger.error("%s", error)
+        return 2
+    except HubPushError as error:
+        logger.error("the model folder is in %s, but the push failed: %s", args.output_dir, error)
+        return 2
+    except Exception:
+        # Another process was stopped by the signal while this one waited for it in a collective (gloo then fails
+        # here with "connection closed"): the first process says what was kept.
+        if guard.received:
+            return 128 + guard.received
+        raise
+    return 0

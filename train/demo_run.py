@@ -1,0 +1,367 @@
+"""The demo itself (`elmo-demo`, whose door and options are `train/demo.py`): the corpus, the pretraining, the sense
+scores and their plot, the contextuality analysis, and the one line an interrupt ends with. What it does, step by
+step: the door's docstring."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import matplotlib
+import torch
+from matplotlib import font_manager
+from matplotlib.font_manager import FontProperties
+from matplotlib.ft2font import FT2Font
+from transformers.utils import logging as hf_logging
+
+from elmo_tools.analysis import analyze_to_folder
+from elmo_tools.interrupts import Interrupted
+from elmo_tools.loading import load_elmo
+from modeling_elmo import ElmoConfig
+
+from . import sense_corpus, sense_corpus_zh
+from .checkpoints import RESUME_OPTION, StopGuard, interrupted_message
+from .demo import DemoArguments
+from .pretrain_args import PretrainArguments
+from .pretrain_run import train
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+logger = logging.getLogger("train.demo")
+
+# Small enough to train in a few minutes on 2 CPU cores, large enough to learn the senses.
+DEMO_CONFIG = dict(
+    cell_size=256,
+    projection_dim=64,
+    num_layers=2,
+    num_highway_layers=1,
+    char_embedding_dim=16,
+    char_cnn_filters=[[1, 32], [2, 32], [3, 64], [4, 64], [5, 64]],
+    dropout=0.1,
+)
+
+
+def sense_scores(model, tokenizer, probes) -> dict:
+    """Per word: leave-one-out nearest-centroid sense accuracy of layer 0 and of the contextual layers."""
+    model.eval()
+    results: dict[str, dict] = {}
+    vectors: dict[str, dict] = {}
+    for word in dict.fromkeys(w for w, _, _ in probes):
+        rows = [(sense, sentence) for w, sense, sentence in probes if w == word]
+        batch = tokenizer([s for _, s in rows], padding=True, return_tensors="pt")  # raw text, the tokenizer's rule
+        with torch.no_grad():
+            layers = model(**batch, output_hidden_states=True).hidden_states
+        static, contextual = [], []
+        for i, (_, sentence) in enumerate(rows):
+            position = tokenizer.tokenize(sentence).index(word) + 1  # +1 for <S>
+            static.append(layers[0][i, position])
+            contextual.append(torch.stack([layer[i, position] for layer in layers[1:]]).mean(0))
+        labels = [sense for sense, _ in rows]
+        results[word] = {
+            "layer0_accuracy": _loo_centroid_accuracy(torch.stack(static), labels),
+            "contextual_accuracy": _loo_centroid_accuracy(torch.stack(contextual), labels),
+            "occurrences": len(rows),
+        }
+        vectors[word] = {"static": torch.stack(static), "contextual": torch.stack(contextual), "labels": labels}
+    summary = {
+        "layer0_accuracy": sum(r["layer0_accuracy"] for r in results.values()) / len(results),
+        "contextual_accuracy": sum(r["contextual_accuracy"] for r in results.values()) / len(results),
+    }
+    return {"summary": summary, "words": results}, vectors
+
+
+def _loo_centroid_accuracy(x: torch.Tensor, labels: list[str]) -> float:
+    """Each vector is assigned the sense whose centroid (without itself) is nearest by cosine; ties score 1/2."""
+    x = torch.nn.functional.normalize(x.double(), dim=-1)
+    senses = sorted(set(labels))
+    index = torch.tensor([senses.index(s) for s in labels])
+    sums = torch.stack([x[index == k].sum(0) for k in range(len(senses))])
+    counts = torch.bincount(index, minlength=len(senses)).double()
+    score = 0.0
+    for i in range(len(labels)):
+        own = index[i]
+        centroids = sums.clone()
+        centroids[own] -= x[i]
+        n = counts.clone()
+        n[own] -= 1
+        sims = torch.nn.functional.cosine_similarity(x[i].unsqueeze(0), centroids / n.unsqueeze(1), dim=-1)
+        best = sims.max()
+        winners = (sims >= best - 1e-9).nonzero().flatten().tolist()
+        score += (1.0 / len(winners)) if int(own) in winners else 0.0
+    return score / len(labels)
+
+
+def plot(vectors: dict, scores: dict, path: Path, language: str = "en") -> None:
+    """One panel per word: its contextual vectors in held-out sentences (first two principal components),
+    coloured by sense. Layer 0 gives all occurrences one and the same vector, so it has nothing to plot.
+
+    Chinese characters are drawn with a CJK font when one is installed, else named in pinyin (`_labels`)."""
+
+
+    words = list(vectors)
+    word_names, sense_names, font = _labels(vectors, language)
+    title_font = {} if font is None else {"fontproperties": font}
+    legend_font = {"fontsize": 7} if font is None else {"prop": font.copy()}
+    if font is not None:
+        legend_font["prop"].set_size(7)
+    columns = min(4, len(words))
+    rows = math.ceil(len(words) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 4.4 * rows), squeeze=False)
+    for ax in axes.flat[len(words):]:
+        ax.set_visible(False)
+    for ax, word in zip(axes.flat, words):
+        data = vectors[word]
+        centred = data["contextual"].double() - data["contextual"].double().mean(0)
+        _, _, v = torch.linalg.svd(centred, full_matrices=False)
+        points = centred @ v[:2].T
+        for sense, marker in zip(sorted(set(data["labels"])), ("o", "^")):
+            chosen = [i for i, s in enumerate(data["labels"]) if s == sense]
+            ax.scatter(points[chosen, 0], points[chosen, 1], marker=marker, alpha=0.7,
+                       label=sense_names[word, sense])
+        result = scores["words"][word]
+        distinct = len(torch.unique(data["static"], dim=0))
+        ax.set_title(f"{word_names[word]}: sense accuracy {result['contextual_accuracy']:.2f}\n"
+                     f"layer 0: {result['layer0_accuracy']:.2f} ({distinct} distinct vector for "
+                     f"{len(data['labels'])} occurrences)", fontsize=9, **title_font)
+        ax.legend(loc="best", **legend_font)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    kind = "characters" if language == "zh" else "words"
+    fig.suptitle(f"Contextual ELMo vectors of ambiguous {kind} in held-out sentences (first two principal components)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _labels(vectors: dict, language: str):
+    """Panel and legend names per word and per (word, sense), and the font to draw them with (None: default)."""
+    if language != "zh":
+        return ({w: w for w in vectors}, {(w, s): f"{w} ({s})" for w in vectors for s in vectors[w]["labels"]}, None)
+    cjk_names = ({w: sense_corpus_zh.word_label(w, cjk=True) for w in vectors},
+                 {(w, s): sense_corpus_zh.sense_label(w, s, cjk=True) for w in vectors for s in vectors[w]["labels"]})
+    text = "".join(cjk_names[0].values()) + "".join(cjk_names[1].values()) + "0123456789.:()"
+    font_file = find_font_for(text)
+    if font_file is not None:
+
+        logger.info("drawing the Chinese labels with %s", font_file)
+        return (*cjk_names, FontProperties(fname=font_file))
+    logger.info("no installed font has the Chinese characters: the plot names them in pinyin")
+    return ({w: sense_corpus_zh.word_label(w, cjk=False) for w in vectors},
+            {(w, s): sense_corpus_zh.sense_label(w, s, cjk=False) for w in vectors for s in vectors[w]["labels"]},
+            None)
+
+
+# Fonts with Chinese glyphs, tried first; any other installed font that has every glyph needed also does.
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN", "WenQuanYi Zen Hei",
+             "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC", "Noto Sans CJK JP",
+             "Noto Sans CJK TC", "AR PL UMing CN", "AR PL UKai CN", "Droid Sans Fallback")
+
+
+def find_font_for(text: str) -> str | None:
+    """The file of an installed font (matplotlib's list) that has a glyph for every character of `text`, or None."""
+    needed = {ord(c) for c in text if not c.isspace()}
+    entries = sorted(font_manager.fontManager.ttflist,
+                     key=lambda f: CJK_FONTS.index(f.name) if f.name in CJK_FONTS else len(CJK_FONTS))
+    for entry in entries:
+        if entry.name.startswith("Last Resort"):  # matplotlib's fallback font: its "glyphs" are the missing-glyph boxes
+            continue
+        try:
+            charmap = FT2Font(entry.fname).get_charmap()
+        except (OSError, RuntimeError, ValueError):  # an unreadable font file is skipped, not fatal
+            continue
+        if needed <= charmap.keys():
+            return entry.fname
+    return None
+
+
+CORPORA = {"en": sense_corpus, "zh": sense_corpus_zh}
+
+
+def main(args: DemoArguments) -> int:
+    """The demo after its door (`train/demo.py`) parsed `args`; returns the exit status."""
+    hf_logging.disable_progress_bar()  # writing and loading the small model: no bar needed
+    outputs = DemoOutputs(args)
+    guard = StopGuard()
+    try:
+        with guard.installed():
+            run_demo(args, outputs, guard)
+    except Interrupted as stop:
+        logger.warning("%s", outputs.interrupted_line(stop))
+        return stop.exit_code
+    except (FileNotFoundError, FileExistsError, ValueError) as error:
+        logger.error("%s", error)
+        return 2
+    return 0
+
+
+
+
+class DemoOutputs:
+    """Where the demo writes, and what it has written whole so far: what an interrupt's line says was kept."""
+    def __init__(self, args: DemoArguments):
+        default = "outputs/demo" if args.language == "en" else f"outputs/demo_{args.language}"
+        self.out = Path(args.output_dir or default)
+        self.model_dir = self.out / "model"
+        self.max_steps = args.max_steps
+        self.written: list[Path] = []
+
+    def model_trained(self) -> bool:
+        """Whether the model folder holds the model of a finished pretraining of `max_steps` steps (its
+        train_results.json is written last, with the signals held back, so the folder is then whole)."""
+        results = self.model_dir / "train_results.json"
+        try:
+            return json.loads(results.read_text())["steps"] == self.max_steps
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def interrupted_line(self, stop: Interrupted) -> str:
+
+        if not self.model_trained():  # pretraining's own line: the checkpoint kept, or nothing
+            return interrupted_message(stop, self.model_dir, finished=False)
+        kept = "".join(f", {path}" for path in self.written)
+        return (f"interrupted ({stop.name}) after pretraining: kept the model folder {self.model_dir}{kept}; run the "
+                f"same command with {RESUME_OPTION} to score the model without training it again")
+
+
+def _stop_if_signalled(guard: StopGuard) -> None:
+    """A signal whose `Interrupted` some library caught and went past (a bare `except:`) is answered here, between
+    two stages."""
+    if guard.received:
+        raise Interrupted(guard.received)
+
+
+@contextlib.contextmanager
+def _one_interrupt_line() -> Iterator[None]:
+    """Pretraining says what an interrupt kept; the demo says it instead (`DemoOutputs.interrupted_line`), since how
+    to go on is the demo's command, so pretraining's own line is left out."""
+    pretrain_logger = logging.getLogger("train.pretrain")
+    line_filter = _NotStartingWith("interrupted")
+    pretrain_logger.addFilter(line_filter)
+    try:
+        yield
+    finally:
+        pretrain_logger.removeFilter(line_filter)
+
+
+class _NotStartingWith(logging.Filter):
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def run_demo(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> None:
+    """The corpus, pretraining (or, resumed after it, none), the sense scores and plot, the contextuality analysis.
+    Every file is written whole: a signal waits for the end of a write (`guard.deferred()`)."""
+    out, model_dir = outputs.out, outputs.model_dir
+    out.mkdir(parents=True, exist_ok=True)
+    train_files, valid_files = write_corpus(args, out, guard)
+    if args.resume_from_checkpoint and outputs.model_trained():
+        logger.info("the model in %s is trained (%d steps): scoring it", model_dir, args.max_steps)
+    else:
+        pretrain(args, train_files, valid_files, model_dir, guard)
+    _stop_if_signalled(guard)
+    scores, model, tokenizer = score_and_plot(args, outputs, guard)
+    _stop_if_signalled(guard)
+
+    analysis_file = Path(valid_files[0]) if valid_files else Path(train_files[0])
+    contextuality = json.loads(analyze_to_folder(
+        model, tokenizer, analysis_file, out, model_name="the demo model", split="punctuation",
+        max_lines=args.analysis_lines, seed=args.seed, quiet=args.disable_tqdm,
+    ).read_text())
+    outputs.written += [out / "contextuality.json", out / "contextuality.png"]
+    _stop_if_signalled(guard)
+    report(scores, contextuality, outputs)
+
+
+def write_corpus(args: DemoArguments, out: Path, guard: StopGuard) -> tuple[list[str], list[str] | None]:
+    """The training and validation files: the user's, or a generated corpus (the same again for the same seed, so
+    a resumed demo trains on what it started with)."""
+    if args.train_file is not None:
+        return args.train_file, args.validation_file
+    corpus = out / "corpus"
+    corpus.mkdir(exist_ok=True)
+    generate = CORPORA[args.language].generate_corpus
+    train_text = "\n".join(generate(args.num_sentences, seed=args.seed)) + "\n"
+    valid_text = "\n".join(generate(1000, seed=args.seed + 1000)) + "\n"
+    with guard.deferred():
+        (corpus / "train.txt").write_text(train_text, encoding="utf-8")
+        (corpus / "valid.txt").write_text(valid_text, encoding="utf-8")
+    logger.info("generated a corpus of %d sentences in %s", args.num_sentences, corpus)
+    return [str(corpus / "train.txt")], [str(corpus / "valid.txt")]
+
+
+def pretrain(args: DemoArguments, train_files: list[str], valid_files: list[str] | None, model_dir: Path,
+             guard: StopGuard) -> None:
+
+    config_file = model_dir.parent / "demo_config.json"
+    with guard.deferred():
+        ElmoConfig(**DEMO_CONFIG).to_json_file(config_file)
+    with _one_interrupt_line():
+        train(PretrainArguments(
+            train_file=train_files,
+            validation_file=valid_files,
+            output_dir=str(model_dir),
+            config_file=str(config_file),
+            max_steps=args.max_steps,
+            per_device_batch_size=args.per_device_batch_size,
+            unroll_steps=args.unroll_steps,
+            optimizer="adamw",
+            learning_rate=3e-3,
+            lr_scheduler_type="linear",
+            warmup_steps=20,
+            seed=args.seed,
+            word_split="punctuation",  # the tokenizer's default rule, saved with the model
+            logging_steps=25,
+            overwrite_output_dir=True,
+            resume_from_checkpoint=args.resume_from_checkpoint,
+            report_to="none",
+            disable_tqdm=args.disable_tqdm,
+            use_cpu=True,
+        ), guard)
+
+
+def score_and_plot(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> tuple:
+    """Reload the model as `AutoModel` does, score the senses of the ambiguous words, write the scores and plot;
+    returns (scores, model, tokenizer)."""
+    out, model_dir = outputs.out, outputs.model_dir
+    model, tokenizer = load_elmo(model_dir)  # the feature model, from the folder just written
+    probes = CORPORA[args.language].generate_probes(args.probes_per_sense, seed=args.seed + 1)
+    scores, vectors = sense_scores(model, tokenizer, probes)
+    results_file = model_dir / "eval_results.json"
+    scores["validation"] = json.loads(results_file.read_text()) if results_file.exists() else {}
+    with guard.deferred():
+        (out / "sense_scores.json").write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf-8")
+        plot(vectors, scores, out / "senses.png", language=args.language)
+    outputs.written += [out / "sense_scores.json", out / "senses.png"]
+    return scores, model, tokenizer
+
+
+def report(scores: dict, contextuality: dict, outputs: DemoOutputs) -> None:
+    out, model_dir = outputs.out, outputs.model_dir
+    summary, eval_results = scores["summary"], scores["validation"]
+    logger.info("sense accuracy of ambiguous words: contextual layers %.2f, context-free layer 0 %.2f (chance 0.50)",
+                summary["contextual_accuracy"], summary["layer0_accuracy"])
+    for word, result in scores["words"].items():
+        logger.info("  %-7s contextual %.2f   layer 0 %.2f", word, result["contextual_accuracy"], result["layer0_accuracy"])
+    if eval_results:
+        logger.info("validation perplexity: forward %.1f, backward %.1f", eval_results["forward_perplexity"],
+                    eval_results["backward_perplexity"])
+    logger.info("how contextual is each layer (0 = characters): self-similarity %s, minus the anisotropy baseline "
+                "%s, variance explained by a static vector %s", _rounded(contextuality["self_similarity"]),
+                _rounded(contextuality["self_similarity_adjusted"]),
+                _rounded(contextuality["max_explainable_variance"]))
+    logger.info("outputs: model %s | scores %s | plots %s, %s | contextuality %s", model_dir.resolve(),
+                (out / "sense_scores.json").resolve(), (out / "senses.png").resolve(),
+                (out / "contextuality.png").resolve(), (out / "contextuality.json").resolve())
+
+
+def _rounded(values: list) -> str:
+    return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
