@@ -67,5 +67,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# The outputs of `make demo` and of the README's blocks pasted here (the same list as .gitignore's).
+README_OUTPUTS := vectors.hdf5 analysis my-elmo my-classifier my-predictions train.tsv new.txt
 clean:
-	rm -rf $(VENV) outputs
+	rm -rf $(VENV) outputs $(README_OUTPUTS)
