@@ -24,6 +24,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
+from transformers.utils.generic import can_return_tuple
 
 from .char_cnn_kernels_elmo import char_cnn_implementation
 from .character_ids import real_token_mask
@@ -508,6 +509,7 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
         h = torch.zeros(c.num_layers, 2, batch_size, c.projection_dim, device=device, dtype=dtype)
         return h, torch.zeros(c.num_layers, 2, batch_size, c.cell_size, device=device, dtype=dtype)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -515,12 +517,14 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
         state: ElmoState | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         backward_input_ids: torch.Tensor | None = None,
         return_state: bool | None = None,
         **kwargs,
     ) -> ElmoModelOutput | tuple:
         r"""
+        `return_dict=False` (or `config.return_dict=False`) gives the output as a tuple of its fields that are set
+        (`can_return_tuple`).
+
         Args:
             input_ids (`torch.LongTensor` of shape `(batch, tokens, max_characters_per_token)`):
                 character ids from `ElmoTokenizer` (with `<S>`/`</S>`), right-padded with all-zero tokens.
@@ -545,15 +549,12 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else config.output_hidden_states
         )
-        return_dict = return_dict if return_dict is not None else config.return_dict
         use_cache = bool(use_cache or return_state)
 
         with float32_cudnn(getattr(input_ids, "device", torch.device("cpu"))):  # a wrong type is reported below
-            return self._forward(input_ids, attention_mask, state, use_cache, output_hidden_states, return_dict,
-                                 backward_input_ids)
+            return self._forward(input_ids, attention_mask, state, use_cache, output_hidden_states, backward_input_ids)
 
-    def _forward(self, input_ids, attention_mask, state, use_cache, output_hidden_states, return_dict,
-                 backward_input_ids):
+    def _forward(self, input_ids, attention_mask, state, use_cache, output_hidden_states, backward_input_ids):
         lengths = self._check_inputs(input_ids, attention_mask)
         batch, steps = input_ids.shape[:2]
         mask = torch.arange(steps, device=input_ids.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
@@ -583,8 +584,6 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
         last_hidden_state = layers[-1]
         hidden_states = (tokens, *layers) if output_hidden_states else None
         final_state = final_state if use_cache else None
-        if not return_dict:
-            return tuple(v for v in (last_hidden_state, hidden_states, final_state) if v is not None)
         return ElmoModelOutput(last_hidden_state=last_hidden_state, hidden_states=hidden_states, state=final_state)
 
     def _check_state(self, state: ElmoState, batch: int) -> ElmoState:
@@ -604,6 +603,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         self.softmax = ElmoSoftmax(config)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -615,7 +615,6 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         state: ElmoState | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         return_state: bool | None = None,
         **kwargs,
     ) -> ElmoForPreTrainingOutput | tuple:
@@ -629,7 +628,6 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
                 the last token of a window predicts the first of the next.
             backward_input_ids: see `ElmoModel.forward`.
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.elmo(
             input_ids,
             attention_mask=attention_mask,
@@ -663,7 +661,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         elif forward_labels is not None or backward_labels is not None:
             raise ValueError("give both forward_labels and backward_labels")
 
-        output = ElmoForPreTrainingOutput(
+        return ElmoForPreTrainingOutput(
             loss=loss,
             forward_loss=forward_loss,
             backward_loss=backward_loss,
@@ -673,7 +671,6 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             hidden_states=outputs.hidden_states,
             state=outputs.state,
         )
-        return output if return_dict else output.to_tuple()
 
     @torch.no_grad()
     def initialize_softmax_from_token_embeddings(self, char_ids: torch.Tensor, batch_size: int = 4096) -> None:

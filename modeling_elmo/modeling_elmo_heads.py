@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
+from transformers.utils.generic import can_return_tuple
 
 from .character_ids import real_token_mask
 from .configuration_elmo import ElmoConfig
@@ -185,13 +186,13 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
         """(B, T, D) token vectors and (B, T) mask of the tokens to pool -> (B, D')."""
         return pool(x, word_mask, self.config.classifier_pooling, self.pooler_lstm, self.attention)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput | tuple:
         r"""
@@ -203,7 +204,6 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
                 (single-label), floats (regression) or multi-hot floats (multi-label).
             output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers.
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
@@ -212,8 +212,6 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
         loss = None if labels is None else self._regularized(sequence_classification_loss(logits, labels, self.config))
 
         hidden_states = layers if output_hidden_states else None
-        if not return_dict:
-            return tuple(v for v in (loss, logits, hidden_states) if v is not None)
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
 
 
@@ -234,13 +232,13 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
         self.classifier = nn.Linear(width, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> TokenClassifierOutput | tuple:
         r"""
@@ -250,7 +248,6 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
                 `input_ids`, -100 where there is none (`<S>`, `</S>`, padding).
             output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers.
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
@@ -270,8 +267,6 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
             loss = self._regularized(loss)
 
         hidden_states = layers if output_hidden_states else None
-        if not return_dict:
-            return tuple(v for v in (loss, logits, hidden_states) if v is not None)
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
 
 
