@@ -103,6 +103,29 @@ def test_demo_interrupted_resumes_trains_reloads_and_scores(tmp_path):
     assert (tmp_path / "contextuality.png").stat().st_size > 10_000
     assert "how contextual is each layer" in result.stderr
 
+    # The same demo again keeps the trained model and scores it; other settings are refused, the model kept.
+    weights = tmp_path / "model" / "model.safetensors"
+    trained = weights.stat().st_mtime_ns
+    again = run_demo(*common, "--max_steps", steps)
+    assert again.returncode == 0 and "scoring it again" in again.stderr, again.stderr[-4000:]
+    assert weights.stat().st_mtime_ns == trained and "pretraining" not in again.stderr
+    other = run_demo(*common, "--max_steps", steps + 1)
+    assert other.returncode == 2 and "Traceback" not in other.stderr, other.stderr[-4000:]
+    assert other.stderr.strip().splitlines()[-1].endswith(
+        f"{tmp_path / 'model'} holds a model trained with other settings (max_steps): give another --output_dir, or "
+        "--overwrite_output_dir true to train it anew")
+    assert weights.stat().st_mtime_ns == trained and json.loads((tmp_path / "sense_scores.json").read_text())
+
+
+def test_a_demo_with_a_missing_corpus_or_no_steps_writes_nothing(tmp_path):
+    """Refused in one line, exit 2, before the output folder is made."""
+    out = tmp_path / "out"
+    for options, message in ((["--train_file", tmp_path / "missing.txt"], "no file matches"),
+                             (["--max_steps", "0"], "--max_steps must be at least 1, got 0")):
+        result = run_demo("--output_dir", out, *options)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        assert message in result.stderr.strip().splitlines()[-1] and not out.exists(), result.stderr[-3000:]
+
 
 def test_chinese_corpus_holds_each_character_once_per_sentence_in_both_senses():
     from tokenization import split_words
@@ -188,6 +211,7 @@ def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "train_results.json").write_text(json.dumps({"steps": 15}))
     outputs = DemoOutputs(DemoArguments(output_dir=str(tmp_path), max_steps=15))
+    outputs.settings_file.write_text(json.dumps(outputs.settings))  # the settings it was trained with
     outputs.written.append(tmp_path / "sense_scores.json")
     assert outputs.interrupted_line(Interrupted(signal.SIGTERM)) == (
         f"interrupted (SIGTERM) after pretraining: kept the model folder {tmp_path / 'model'}, "

@@ -583,3 +583,14 @@ def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):
         parse_dataclass(PretrainArguments, [str(tmp_path / "bad.json")])
     with pytest.raises(ValueError, match="--encoding: unknown encoding 'klingon'"):
         parse_dataclass(PretrainArguments, ["--train_file", "a.txt", "--output_dir", "o", "--encoding", "klingon"])
+
+
+def test_a_vocabulary_of_unsegmented_chinese_is_warned_about(caplog):
+    """Chinese split on spaces keeps sentences as words: one warning naming the splits that segment it."""
+    from train.pretrain_run import warn_if_unsegmented
+
+    warn_if_unsegmented(["<S>", "</S>", "<UNK>", "我爱北京天安门。", "今天天气很好啊", "北京"], "whitespace")
+    assert "2 of the 6 words" in caplog.text and "--word_split whitespace does not segment" in caplog.text
+    caplog.clear()
+    warn_if_unsegmented(["<S>", "</S>", "<UNK>", "北京", "天安门", "我", "the", "bank"], "jieba")
+    assert not caplog.text

@@ -46,6 +46,8 @@ def _argument(field: dataclasses.Field, annotation) -> dict:
     else:
         has_factory = field.default_factory is not dataclasses.MISSING
         options["default"] = field.default_factory() if has_factory else field.default
+        if options["default"] not in (None, False) and "default" not in (options["help"] or ""):
+            options["help"] = f"{options['help'] or ''} (default {options['default']})".strip()
     return options
 
 

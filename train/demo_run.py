@@ -25,6 +25,7 @@ from modeling_elmo import ElmoConfig
 
 from . import sense_corpus, sense_corpus_zh
 from .checkpoints import RESUME_OPTION, StopGuard, interrupted_message
+from .data import resolve_files
 from .demo import DemoArguments
 from .pretrain_args import PretrainArguments
 from .pretrain_run import train
@@ -199,28 +200,35 @@ def main(args: DemoArguments) -> int:
     return 0
 
 
-
-
 class DemoOutputs:
     """Where the demo writes, and what it has written whole so far: what an interrupt's line says was kept."""
+
     def __init__(self, args: DemoArguments):
         default = "outputs/demo" if args.language == "en" else f"outputs/demo_{args.language}"
         self.out = Path(args.output_dir or default)
         self.model_dir = self.out / "model"
+        self.settings_file = self.out / "demo_settings.json"
         self.max_steps = args.max_steps
+        self.settings = model_settings(args)
         self.written: list[Path] = []
 
-    def model_trained(self) -> bool:
-        """Whether the model folder holds the model of a finished pretraining of `max_steps` steps (its
-        train_results.json is written last, with the signals held back, so the folder is then whole)."""
-        results = self.model_dir / "train_results.json"
+    def model_finished(self) -> bool:
+        """Whether the model folder holds the model of a finished pretraining (its train_results.json is written
+        last, with the signals held back, so the folder is then whole)."""
+        return (self.model_dir / "train_results.json").is_file()
+
+    def saved_settings(self) -> dict | None:
         try:
-            return json.loads(results.read_text())["steps"] == self.max_steps
-        except (OSError, ValueError, KeyError):
-            return False
+            return json.loads(self.settings_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def model_trained(self) -> bool:
+        """Whether the model folder holds the finished model of these settings (`model_settings`: written before
+        its pretraining starts, whose train_results.json is written last)."""
+        return self.model_finished() and self.saved_settings() == self.settings
 
     def interrupted_line(self, stop: Interrupted) -> str:
-
         if not self.model_trained():  # pretraining's own line: the checkpoint kept, or nothing
             return interrupted_message(stop, self.model_dir, finished=False)
         kept = "".join(f", {path}" for path in self.written)
@@ -257,15 +265,46 @@ class _NotStartingWith(logging.Filter):
         return not record.getMessage().startswith(self.prefix)
 
 
+def model_settings(args: DemoArguments) -> dict:
+    """The options that make the demo's model what it is: a finished model of the same ones is scored again, not
+    trained again."""
+    files = {name: [str(Path(f).resolve()) for f in getattr(args, name)] if getattr(args, name) else None
+             for name in ("train_file", "validation_file")}
+    return {"language": args.language, **files, "max_steps": args.max_steps, "seed": args.seed,
+            "per_device_batch_size": args.per_device_batch_size, "unroll_steps": args.unroll_steps,
+            "num_sentences": None if args.train_file else args.num_sentences}
+
+
+def check_before_writing(args: DemoArguments, outputs: DemoOutputs) -> None:
+    """What is refused before anything is written: files that are not there, and a finished model of other settings
+    in the output folder (kept unless --overwrite_output_dir: a second `make demo` must not cost the first)."""
+    for name in ("train_file", "validation_file"):
+        if getattr(args, name):
+            resolve_files(getattr(args, name))  # one line naming the pattern that matches nothing
+    if outputs.model_finished() and not outputs.model_trained() and not args.overwrite_output_dir:
+        saved = outputs.saved_settings() or {}
+        changed = sorted(k for k in outputs.settings if saved.get(k) != outputs.settings[k])
+        raise FileExistsError(
+            f"{outputs.model_dir} holds a model trained with other settings ({', '.join(changed)}): give another "
+            "--output_dir, or --overwrite_output_dir true to train it anew")
+
+
 def run_demo(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> None:
-    """The corpus, pretraining (or, resumed after it, none), the sense scores and plot, the contextuality analysis.
-    Every file is written whole: a signal waits for the end of a write (`guard.deferred()`)."""
+    """The corpus, pretraining (or, where the model of these settings is trained, none), the sense scores and
+    plot, the contextuality analysis. Every file is written whole: a signal waits for the end of a write
+    (`guard.deferred()`)."""
     out, model_dir = outputs.out, outputs.model_dir
+    check_before_writing(args, outputs)
     out.mkdir(parents=True, exist_ok=True)
+    trained = outputs.model_trained() and not args.overwrite_output_dir
     train_files, valid_files = write_corpus(args, out, guard)
-    if args.resume_from_checkpoint and outputs.model_trained():
-        logger.info("the model in %s is trained (%d steps): scoring it", model_dir, args.max_steps)
+    if trained:
+        logger.info("the model in %s was trained with these settings (%d steps): scoring it again "
+                    "(--overwrite_output_dir true trains it anew)", model_dir, args.max_steps)
     else:
+        with guard.deferred():  # a model in the folder is no longer finished; the settings are those of the next
+            (model_dir / "train_results.json").unlink(missing_ok=True)  # (written last when it is)
+            outputs.settings_file.write_text(json.dumps(outputs.settings, indent=2) + "\n", encoding="utf-8")
         pretrain(args, train_files, valid_files, model_dir, guard)
     _stop_if_signalled(guard)
     scores, model, tokenizer = score_and_plot(args, outputs, guard)
@@ -300,7 +339,6 @@ def write_corpus(args: DemoArguments, out: Path, guard: StopGuard) -> tuple[list
 
 def pretrain(args: DemoArguments, train_files: list[str], valid_files: list[str] | None, model_dir: Path,
              guard: StopGuard) -> None:
-
     config_file = model_dir.parent / "demo_config.json"
     with guard.deferred():
         ElmoConfig(**DEMO_CONFIG).to_json_file(config_file)

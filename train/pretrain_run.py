@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from tokenization import (
     split_name,
     write_vocab,
 )
+from tokenization.word_splits_elmo import CJK_CHARACTER
 
 from .checkpoints import (
     Progress,
@@ -297,7 +299,23 @@ def vocabulary_words(args: PretrainArguments, train_files: list[str], accelerato
     words = build_vocab(texts, max_size=args.max_vocab_size, min_count=args.min_count, split=args.word_split)
     if len(words) <= 3:
         raise ValueError(f"the training corpus {train_files} holds no words")
+    warn_if_unsegmented(words, args.word_split)
     return words
+
+
+# A "word" of this many CJK characters in a row is text the split did not segment (Chinese words are 1-4 characters).
+UNSEGMENTED_CJK = re.compile(f"(?:{CJK_CHARACTER.pattern}){{6,}}")
+
+
+def warn_if_unsegmented(words: list[str], word_split: str | None) -> None:
+    """One warning when many of the vocabulary's words are long runs of CJK characters: Chinese or Japanese text
+    split on spaces (`whitespace`, the default of elmo-pretrain) keeps whole sentences as words."""
+    unsegmented = [word for word in words if UNSEGMENTED_CJK.search(word)]
+    if len(unsegmented) >= max(2, len(words) // 10):
+        logger.warning(
+            "%d of the %d words of the vocabulary are runs of six or more CJK characters (%s, ...): --word_split %s "
+            "does not segment text written without spaces; give --word_split punctuation (a token per character) "
+            "or jieba (Chinese words)", len(unsegmented), len(words), ", ".join(unsegmented[:2]), word_split)
 
 
 def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator,
