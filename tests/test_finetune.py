@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import tomllib
 import torch
 from conftest import REPO, clean_env, run_command, shared_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
@@ -639,9 +640,12 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
 
 
 def test_help_answers_without_torch():
-    code = ("import sys\nfrom train import finetune_classification, finetune_ner\n"
-            "for command in (finetune_classification, finetune_ner):\n"
-            "    sys.argv = ['x', '--help']\n    assert command.cli() == 0\n"
+    """The console scripts as pyproject.toml names them (the doors of train/finetune_cli.py)."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    doors = [scripts[name].split(":") for name in ("elmo-finetune-classification", "elmo-finetune-ner")]
+    code = ("import importlib, sys\n"
+            f"for module, door in {doors!r}:\n"
+            "    sys.argv = ['x', '--help']\n    assert getattr(importlib.import_module(module), door)() == 0\n"
             "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, sorted(sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]

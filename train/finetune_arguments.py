@@ -1,32 +1,25 @@
 """The options of the fine-tuning commands, and their `--help`, without importing torch or transformers.
 
-`--help` answers from these dataclasses and a short list of the `TrainingArguments` options a fine-tuning run
-usually sets, in the time Python takes to start; `--help_all` lists every `TrainingArguments` option (it imports
-transformers, so it takes seconds). Parsing proper goes through `transformers.HfArgumentParser`
-(`train/finetune_cli.py`).
+A command's options are `ModelArguments`, its task's head option (`head_arguments`, from its row of
+`elmo_tools.tasks.TASKS`), its task's data options (the row's `data_arguments`: `ClassificationDataArguments`,
+`TaggingDataArguments`), `CommandArguments` and transformers' `TrainingArguments`. `--help` answers from these
+dataclasses and a short list of the `TrainingArguments` options a fine-tuning run usually sets, in the time Python
+takes to start; `--help_all` lists every `TrainingArguments` option (it imports transformers, so it takes seconds).
+Parsing proper goes through `transformers.HfArgumentParser` (`train/finetune_run.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 from dataclasses import dataclass, field
 
-# The command's defaults where `TrainingArguments`' own (learning rate 5e-5, 3 epochs) are made for a fine-tuned
-# transformer and leave a head on a frozen biLM almost untrained; measured in benchmarks/bench_finetune.md.
-TRAINING_DEFAULTS = {
-    "classification": {"learning_rate": 1e-2, "num_train_epochs": 10.0, "per_device_train_batch_size": 16,
-                       "warmup_steps": 0.1},
-    # a tagger's biLSTM needs more updates before it tags anything but O: 20 epochs of 8 sentences
-    "tagging": {"learning_rate": 1e-2, "num_train_epochs": 20.0, "per_device_train_batch_size": 8,
-                "warmup_steps": 0.1},
-}
+from elmo_tools.tasks import FineTuningTask
+
 # A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
 # training set the epochs are raised until it has (`--min_train_steps`).
 MIN_TAGGING_STEPS = 2000
-EPOCHS_NOTE = {"classification": "", "tagging": "; more on a small training set: --min_train_steps"}  # in --help
-# The head a fresh classifier or tagger gets when the option is not given (a fine-tuned folder keeps its own).
-HEAD_DEFAULTS = {"classification": "lstm", "tagging": "lstm"}
 
 # The TrainingArguments options worth listing in the short --help (every other one is accepted too).
 COMMON_TRAINING_OPTIONS = (
@@ -108,6 +101,11 @@ class CommandArguments:
     verbose: bool = field(default=False, metadata={"help": "Show transformers' own warnings and load reports."})
 
 
+# A task's data options (its row's `data_arguments`). Every command reads DATA_FIELDS (train/finetune_run.py), and
+# `min_train_steps` where the dataclass has it; the task's own module reads the others.
+DATA_FIELDS = ("train_file", "validation_file", "test_file", "word_split", "max_train_samples", "max_eval_samples")
+
+
 @dataclass
 class ClassificationDataArguments:
     train_file: str | None = field(default=None, metadata={"help": "TSV (label<TAB>text, header line), CSV or JSON "
@@ -126,14 +124,6 @@ class ClassificationDataArguments:
     max_seq_length: int = field(default=128, metadata={"help": "Longest input in tokens, <S> and </S> included."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation examples."})
-
-
-@dataclass
-class ClassificationHeadArguments:
-    classifier_pooling: str | None = field(
-        default=None, metadata={"help": "mean, max, lstm or attention (default: lstm for a new head, the saved one "
-                                "for a fine-tuned folder)."}
-    )
 
 
 @dataclass
@@ -160,14 +150,6 @@ class TaggingDataArguments:
     strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
 
 
-@dataclass
-class TaggingHeadArguments:
-    token_classifier_encoder: str | None = field(
-        default=None, metadata={"help": "none (linear) or lstm (biLSTM) (default: lstm for a new head, the saved "
-                                "one for a fine-tuned folder)."}
-    )
-
-
 def wants_help(argv: list[str]) -> str | None:
     """"short" for -h/--help, "all" for --help_all, None otherwise."""
     if "--help_all" in argv or "--help-all" in argv:
@@ -175,15 +157,42 @@ def wants_help(argv: list[str]) -> str | None:
     return "short" if "-h" in argv or "--help" in argv else None
 
 
-def short_help(prog: str, description: str, dataclass_types, task: str) -> str:
+def head_arguments(row: FineTuningTask) -> type:
+    """The dataclass of the task's head option (`row.head_option`, e.g. `--classifier_pooling`): None unless
+    given, and then `row.head_default` for a new head and the saved value for a fine-tuned folder."""
+    help_text = (f"{row.head_help} (default: {row.head_default} for a new head, the saved one for a fine-tuned "
+                 "folder).")
+    return dataclasses.make_dataclass(
+        f"{row.head_name.title()}HeadArguments",
+        [(row.head_option, str | None, field(default=None, metadata={"help": help_text}))],
+        namespace={"__module__": __name__},
+    )
+
+
+def data_arguments(row: FineTuningTask) -> type:
+    """The dataclass of the task's data options, named by `row.data_arguments` ("module:Class"; a module that
+    imports only the standard library)."""
+    module, _, name = row.data_arguments.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def command_dataclasses(row: FineTuningTask) -> tuple[type, ...]:
+    """The option dataclasses of the task's command, in the order `--help` lists them and parsing returns them:
+    model, head, data, command (`TrainingArguments` follows them when parsing)."""
+    return ModelArguments, head_arguments(row), data_arguments(row), CommandArguments
+
+
+def short_help(row: FineTuningTask) -> str:
     """The --help text: the command's own options and the common training options, from the dataclasses alone."""
+    prog = row.command
     parser = argparse.ArgumentParser(
-        prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
+        prog=prog, description=row.description, formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
         usage=f"{prog} --model_name_or_path MODEL [--train_file FILE] [--validation_file FILE] "
               "[--do_predict --test_file FILE] --output_dir DIR [options]",
         epilog="Every other transformers TrainingArguments option is accepted too: --help_all lists them.",
     )
-    for kind in dataclass_types:
+    for kind in command_dataclasses(row):
         group = parser.add_argument_group(kind.__name__)
         for item in dataclasses.fields(kind):
             required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
@@ -192,10 +201,10 @@ def short_help(prog: str, description: str, dataclass_types, task: str) -> str:
             group.add_argument(f"--{item.name}", *item.metadata.get("aliases", ()), required=required,
                                metavar=item.name.upper(),
                                help=text + ("" if "default" in text else default))
-    defaults = TRAINING_DEFAULTS[task]
     group = parser.add_argument_group("training (transformers TrainingArguments)")
     for name, text in COMMON_TRAINING_OPTIONS:
-        group.add_argument(f"--{name}", metavar=name.upper(), help=text.format(**defaults, epochs_note=EPOCHS_NOTE[task]))
+        group.add_argument(f"--{name}", metavar=name.upper(),
+                           help=text.format(**row.training_defaults, epochs_note=row.epochs_note))
     group.add_argument("-h", "--help", action="store_true", help="This help.")
     group.add_argument("--help_all", action="store_true", help="Every option (imports transformers: slower).")
     return parser.format_help()

@@ -1,5 +1,6 @@
-"""Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with `transformers.Trainer`, and label
-new sentences with it.
+"""Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with `transformers.Trainer`, and label new
+sentences with it: the parts of the task "sequence-classification" (`train.finetune_run.TaskParts`; its row of
+`elmo_tools.tasks.TASKS` holds its names and defaults).
 
     elmo-finetune-classification --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file sst2/train.tsv --validation_file sst2/dev.tsv --output_dir out/sst2
@@ -10,31 +11,44 @@ Files: TSV with a header (`label<TAB>sentence`, SST-2), CSV or JSON lines with `
 file may also hold one sentence a line. Writes the model and tokenizer (they load with
 `AutoModelForSequenceClassification` / `AutoTokenizer`, also as remote code), `train_results.json`,
 `eval_results.json` (accuracy), `all_results.json`, and with `--do_predict` one label per line of the test file
-(`predictions.txt`) to `--output_dir`.
+(`predictions.txt`; a blank line of a one-sentence-a-line file gives a blank line) to `--output_dir`.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterable, Sequence
 
-from .finetune_arguments import (
-    ClassificationDataArguments,
-    ClassificationHeadArguments,
-    CommandArguments,
-    ModelArguments,
-)
-from .finetune_cli import parse_arguments, run_command_line
+import datasets
+import numpy as np
 
-logger = logging.getLogger("train.finetune_classification")
+from .collators import ElmoDataCollatorForSequenceClassification
+from .finetune_cli import run_command_line
+from .finetune_data import accuracy, label_list, read_classification_file, read_texts_file, split_text
+from .finetune_run import run
+from .predict import predict_labels
+
+logger = logging.getLogger("train.finetune_classification")  # also as __main__ (python -m)
 TASK = "sequence-classification"
+
+
+def read_file(path: str, encoding: str, data_args) -> list[dict]:
+    """`[{"text": ..., "label": ...}, ...]` of a TSV, CSV or JSON-lines file (`read_classification_file`)."""
+    return read_classification_file(path, data_args.text_column, data_args.label_column, encoding)
+
+
+def labels_of(example: dict) -> Sequence[str]:
+    return (example["label"],)
+
+
+def sorted_labels(labels: Iterable[str]) -> list[str]:
+    """Numerically when they all are integers (SST-2's "0", "1"), else as strings (`label_list`)."""
+    return label_list(labels)
 
 
 def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
     """Examples -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask`, `labels` (via `map`)."""
-    import datasets
-
-    from .finetune_data import split_text
 
     def tokenize(batch):
         words = [split_text(text, tokenizer, data_args.word_split) for text in batch["text"]]
@@ -57,79 +71,44 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
                        desc="Tokenizing")
 
 
+def collator(tokenizer) -> ElmoDataCollatorForSequenceClassification:
+    return ElmoDataCollatorForSequenceClassification(tokenizer)
+
+
 def compute_metrics(eval_prediction) -> dict[str, float]:
-    import numpy as np
-
-    from .finetune_data import accuracy
-
     logits = eval_prediction.predictions
     logits = logits[0] if isinstance(logits, tuple) else logits
     return {"accuracy": accuracy(np.argmax(logits, axis=-1).tolist(), eval_prediction.label_ids.tolist())}
 
 
-def read_examples(data_args, encoding: str) -> tuple[list[dict], list[dict]]:
-    """The training and validation examples (each file checked before anything is written)."""
-    from .finetune_data import limit, read_classification_file, read_input_file
+def metrics(config, data_args):
+    """Accuracy, from the logits."""
+    return compute_metrics, None
 
-    def read(path: str | None, option: str, count: int | None) -> list[dict]:
-        if not path:
-            return []
-        reader = lambda p, e: read_classification_file(p, data_args.text_column, data_args.label_column, e)  # noqa: E731
-        return limit(read_input_file(reader, path, option, encoding), count)
 
-    return (read(data_args.train_file, "train_file", data_args.max_train_samples),
-            read(data_args.validation_file, "validation_file", data_args.max_eval_samples))
+def read_test_file(path: str, encoding: str, data_args) -> list[str]:
+    """Sentences one a line (a blank line stays, as ""), or the text column of the training formats."""
+    return read_texts_file(path, data_args.text_column, encoding)
+
+
+def prediction_lines(model, tokenizer, texts: list[str], data_args, batch_size: int) -> tuple[list[str], int]:
+    """One label per text ("" for a blank one), and how many texts were labelled."""
+    kept = [i for i, text in enumerate(texts) if text]
+    words = [split_text(texts[i], tokenizer, data_args.word_split) for i in kept]
+    lines = [""] * len(texts)
+    for i, label in zip(kept, predict_labels(model, tokenizer, words, batch_size)):
+        lines[i] = str(model.config.id2label[label])
+    return lines, sum(1 for line in lines if line.strip())
 
 
 def main(argv: list[str] | None = None, guard=None) -> dict:
-    model_args, head_args, data_args, command_args, training_args = parse_arguments(
-        (ModelArguments, ClassificationHeadArguments, ClassificationDataArguments, CommandArguments), argv,
-        "classification", __doc__.split("\n\n")[0], logger)
-    from .collators import ElmoDataCollatorForSequenceClassification
-    from .finetune_data import label_list
-    from .finetune_run import (
-        GuardedTrainer,
-        before_training,
-        check_known_labels,
-        load_head,
-        predict_after,
-        read_inputs,
-        train_and_evaluate,
-    )
-
-    train_examples, eval_examples, test = read_inputs(TASK, read_examples, model_args, data_args, training_args,
-                                                      command_args)
-    labels = label_list(e["label"] for e in train_examples + eval_examples) if train_examples else None
-    label2id = {label: i for i, label in enumerate(labels)} if labels else None
-    logger.info("%d training and %d validation examples%s", len(train_examples), len(eval_examples),
-                f", labels {labels}" if labels else "")
-
-    model, tokenizer = load_head(model_args, TASK, label2id, "classifier_pooling", head_args.classifier_pooling,
-                                 command_args.verbose)
-    before_training(model, tokenizer, TASK, data_args, training_args)
-    label2id = model.config.label2id
-    check_known_labels((e["label"] for e in eval_examples), label2id, "labels", data_args.validation_file)
-    with training_args.main_process_first(desc="tokenizing"):
-        train_dataset = encode(train_examples, tokenizer, label2id, data_args) if train_examples else None
-        eval_dataset = encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
-
-    trainer = GuardedTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
-        data_collator=ElmoDataCollatorForSequenceClassification(tokenizer),
-        compute_metrics=compute_metrics,
-        guard=guard,
-    )
-    results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard)
-    if test is not None:
-        predict_after(trainer, TASK, test, data_args, command_args, training_args, guard)
-    return results
+    """The command in this process (`python -m train.finetune_classification`, tests, benchmarks)."""
+    return run(TASK, argv, guard)
 
 
 def cli() -> int:
-    """The console script: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143."""
+    """The command line: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143.
+    (The console script starts at `train.finetune_cli.classification`, which answers --help before torch loads.)"""
     return run_command_line(main, logger)
 
 

@@ -1,19 +1,24 @@
-"""The command-line frame of the fine-tuning commands: `--help` without torch, parsing with the commands' own
-defaults, a quiet console, and one line with exit status 2 (bad input) or 130/143 (SIGINT/SIGTERM).
+"""The doors of the fine-tuning commands (`elmo-finetune-classification`, `elmo-finetune-ner`, one per row of
+`elmo_tools.tasks.TASKS`), and their frame: one line with exit status 2 for bad input, 130/143 for SIGINT/SIGTERM.
 
-Importing this module imports neither torch nor transformers: `--help` answers at once, and the heavy imports
-happen inside the functions once the help is not what was asked.
+A door answers `--help` from the option dataclasses (`train.finetune_arguments`) and the task's row, in the time
+Python takes to start; otherwise it imports its task's module (`row.module`, which imports torch, transformers and
+datasets: seconds) and runs that module's `main` on the same arguments. Importing this module imports neither torch
+nor transformers.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib
 import logging
-import os
 import sys
+from collections.abc import Callable, Sequence
 
-from elmo_tools.interrupts import Interrupted, InterruptGuard
+from elmo_tools.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
+from elmo_tools.tasks import TASKS
 
-from .finetune_arguments import TRAINING_DEFAULTS, short_help, wants_help
+from .finetune_arguments import short_help, wants_help
 
 
 class InputError(ValueError):
@@ -25,86 +30,33 @@ class HelpShown(Exception):
     """--help was answered: nothing else to do."""
 
 
-PROGRAMS = {"classification": "elmo-finetune-classification", "tagging": "elmo-finetune-ner"}
-
-
-def parse_arguments(dataclass_types, argv, task: str, description: str, logger) -> tuple:
-    """Parse the command line (or a single JSON file) into the dataclasses and a `TrainingArguments` (last),
-    with the command's defaults (`TRAINING_DEFAULTS[task]`) where the user gave none; set up a quiet, rank-aware
-    console. `--help` is answered from the dataclasses alone (`HelpShown`)."""
+def command(task: str, argv: Sequence[str] | None = None) -> int:
+    """The console script of `task` (a key of `TASKS`): `--help` from the dataclasses alone; anything else runs the
+    task module's `main` through `run_command_line` (exit status 0, 2 or 130/143)."""
+    row = TASKS[task]
     argv = sys.argv[1:] if argv is None else list(argv)
-    asked = wants_help(argv)
-    if asked == "short":
-        sys.stdout.write(short_help(PROGRAMS[task], description, dataclass_types, task))
-        raise HelpShown
-    import torch
-    from transformers import HfArgumentParser, TrainingArguments
-
-    dataclass_types = (*dataclass_types, TrainingArguments)
-    parser = HfArgumentParser(dataclass_types, prog=PROGRAMS[task], description=description)
-    # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
-    defaults = {**TRAINING_DEFAULTS[task], "dataloader_pin_memory": torch.cuda.is_available()}
-    parser.set_defaults(**defaults)
-    if asked == "all":
-        parser.print_help()
-        raise HelpShown
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        import json
-
-        with open(os.path.abspath(argv[0]), encoding="utf-8") as f:
-            parsed = parser.parse_dict({**defaults, **json.load(f)})
-    else:
-        parsed = parser.parse_args_into_dataclasses(argv)
-    _check_encoding(parsed)
-    _set_up_logging(parsed[-1], any(getattr(p, "verbose", False) for p in parsed), logger)
-    return tuple(parsed)
+    if wants_help(argv) == "short":
+        sys.stdout.write(short_help(row))
+        return 0
+    with one_line_if_interrupted_while_starting():
+        module = importlib.import_module(row.module)
+    return run_command_line(module.main, logging.getLogger(row.module), argv)
 
 
-def _check_encoding(parsed) -> None:
-    import argparse
-
-    from elmo_tools.text_files import checked_encoding
-
-    for arguments in parsed:
-        if hasattr(arguments, "encoding"):
-            try:
-                arguments.encoding = checked_encoding(arguments.encoding)
-            except argparse.ArgumentTypeError as error:
-                raise InputError(f"--encoding: {error}") from None
+def classification(argv: Sequence[str] | None = None) -> int:
+    """`elmo-finetune-classification`."""
+    return command("sequence-classification", argv)
 
 
-def _set_up_logging(training_args, verbose: bool, logger) -> None:
-    """INFO lines from the commands; transformers and torch say only what a user can act on, unless `verbose`.
-    Several processes: each line names its rank, and every process says its rank and the world size."""
-    import warnings
-
-    import transformers
-
-    several = training_args.world_size > 1
-    rank = f" [rank {training_args.process_index}]" if several else ""
-    logging.basicConfig(
-        format=f"%(asctime)s %(levelname)s{rank} %(name)s: %(message)s",
-        level=logging.DEBUG if verbose else logging.INFO if training_args.should_log else logging.WARNING,
-        force=True,
-    )
-    if verbose:
-        transformers.logging.set_verbosity_info()
-    else:
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()  # loading and writing a small model: no bar needed
-        # Trainer sets transformers' verbosity from --log_level ("passive" keeps the one set here).
-        warnings.filterwarnings("ignore", message=".*pin_memory.*")
-    if several:
-        logger.warning("Process rank %d of world size %d (device %s)",
-                       training_args.process_index, training_args.world_size, training_args.device)
-    else:
-        logger.debug("one process, device %s", training_args.device)
+def ner(argv: Sequence[str] | None = None) -> int:
+    """`elmo-finetune-ner`."""
+    return command("token-classification", argv)
 
 
-def run_command_line(main, logger, argv: list[str] | None = None) -> int:
+def run_command_line(main: Callable, logger: logging.Logger, argv: Sequence[str] | None = None) -> int:
     """Run a fine-tuning command's `main`: bad input is one line on stderr (no traceback) and exit status 2;
     SIGINT/SIGTERM one line saying what was kept and how to resume, exit status 130/143."""
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     if wants_help(argv):
         try:
             main(argv)
@@ -131,13 +83,10 @@ def end_distributed() -> None:
     """Destroy torch.distributed's process group, if any, once the Trainer and its DDP wrapper are gone (call it
     after `main` returns): then the group's destructor runs while the interpreter is fully alive and with the GIL
     released, not at interpreter exit, where a gloo worker thread still freeing tensors can hang or crash it (the
-    same teardown deadlock that `train.pretrain` avoids)."""
-    if "torch" not in sys.modules:
+    same teardown deadlock that `train.pretrain` avoids). Nothing to do where torch was never imported."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
         return
-    import gc
-
-    import torch.distributed as dist
-
     gc.collect()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

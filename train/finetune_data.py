@@ -1,4 +1,4 @@
-"""Shared pieces of the fine-tuning commands (`train.finetune_classification`, `train.finetune_ner`).
+"""Shared pieces of the fine-tuning tasks (`train.finetune_classification`, `train.finetune_ner`).
 
 * Readers of the task files: SST-2 style TSV (`label<TAB>sentence`, a header line, CRLF or LF), CSV and JSON lines
   with `text`/`label` columns for classification; CoNLL columns (`word POS chunk NER`, a blank line between
@@ -376,11 +376,13 @@ def entity_scores(
 # ---------------------------------------------------------------------------------------------------------------
 # Model and tokenizer
 # ---------------------------------------------------------------------------------------------------------------
-def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None):
-    """`(model, tokenizer)`: the head of `task` ("sequence-classification", "token-classification") on the biLM of
-    `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by `elmo_tools.loading.load_elmo`;
-    `head_overrides` (labels, pooling, ...) win over the options and the saved config. `seed`: of a preset's
-    random weights (None: the generators as `set_seed` left them)."""
+def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None,
+               output_loading_info: bool = False):
+    """`(model, tokenizer)`: the head of `task` (a key of `elmo_tools.tasks.TASKS`: "sequence-classification",
+    "token-classification") on the biLM of `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by
+    `elmo_tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
+    config. `seed`: of a preset's random weights (None: the generators as `set_seed` left them).
+    `output_loading_info`: `(model, tokenizer, info)`, with `load_elmo`'s loading info."""
     try:
         return load_elmo(
             model_args.model_name_or_path,
@@ -390,6 +392,7 @@ def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed
             trust_remote_code=model_args.trust_remote_code,
             tokenizer_name=model_args.tokenizer_name,
             ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+            output_loading_info=output_loading_info,
         )
     except ModelLoadError as error:
         raise InputError(f"--model_name_or_path: {error}") from None

@@ -1,5 +1,6 @@
 """Fine-tune an ELMo tagger (`ElmoForTokenClassification`), e.g. for NER, with `transformers.Trainer`, and tag new
-sentences with it.
+sentences with it: the parts of the task "token-classification" (`train.finetune_run.TaskParts`; its row of
+`elmo_tools.tasks.TASKS` holds its names and defaults).
 
     elmo-finetune-ner --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file conll2003/train.txt --validation_file conll2003/valid.txt --output_dir out/conll
@@ -12,29 +13,51 @@ tokenizer's positions with `word_ids()`: `<S>`, `</S>` and padding get -100. Rep
 recall and F1 (conlleval rules, or strict IOB2 with `--strict_iob2`) and token accuracy. Writes the model and
 tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), `train_results.json`,
 `eval_results.json`, `all_results.json`, and with `--do_predict` the tags of the test file (`predictions.txt`: a
-CoNLL file's lines with the predicted tag appended, or one line of tags per sentence) to `--output_dir`.
+CoNLL file's lines with the predicted tag appended as a last column, CoNLL-2003's layout plus the prediction, what
+conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, one line of tags per
+sentence, one tag per word, separated by spaces) to `--output_dir`.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterable, Sequence
 
-from .finetune_arguments import CommandArguments, ModelArguments, TaggingDataArguments, TaggingHeadArguments
-from .finetune_cli import parse_arguments, run_command_line
+import datasets
 
-logger = logging.getLogger("train.finetune_ner")
+from tokenization import LABEL_PAD_ID
+
+from .collators import ElmoDataCollatorForTokenClassification
+from .finetune_cli import run_command_line
+from .finetune_data import entity_scores, read_tagging_file, read_words_file, split_text, tag_list
+from .finetune_run import run
+from .predict import predict_tags
+
+logger = logging.getLogger("train.finetune_ner")  # also as __main__ (python -m)
 TASK = "token-classification"
 
 
-def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], max_seq_length: int):
-    """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask` and aligned `labels`."""
-    import datasets
+def read_file(path: str, encoding: str, data_args) -> list[dict]:
+    """`[{"tokens": [...], "tags": [...]}, ...]` of CoNLL columns or JSON lines (`read_tagging_file`)."""
+    return read_tagging_file(path, encoding)
 
-    from tokenization import LABEL_PAD_ID
+
+def labels_of(example: dict) -> Sequence[str]:
+    return example["tags"]
+
+
+def sorted_labels(labels: Iterable[str]) -> list[str]:
+    """"O" first, then by entity type and prefix (`tag_list`)."""
+    return tag_list(labels)
+
+
+def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
+    """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask` and aligned `labels`."""
 
     def tokenize(batch):
-        encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=max_seq_length)
+        encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
+                            max_length=data_args.max_seq_length)
         labels = []
         for row, tags in enumerate(batch["tags"]):
             word_ids = encoded.word_ids(row)  # None at <S>, </S>
@@ -53,11 +76,11 @@ def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], max_seq_len
                        desc="Tokenizing")
 
 
+def collator(tokenizer) -> ElmoDataCollatorForTokenClassification:
+    return ElmoDataCollatorForTokenClassification(tokenizer)
+
+
 def make_compute_metrics(id2label: dict[int, str], strict: bool):
-    from tokenization import LABEL_PAD_ID
-
-    from .finetune_data import entity_scores
-
     def compute_metrics(eval_prediction) -> dict[str, float]:
         predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
         if predictions.ndim == 3:  # logits, unless preprocess_logits_for_metrics took the argmax
@@ -79,69 +102,65 @@ def argmax_logits(logits, labels):
     return logits.argmax(-1)
 
 
-def read_sentences(data_args, encoding: str) -> tuple[list[dict], list[dict]]:
-    """The training and validation sentences (each file checked before anything is written)."""
-    from .finetune_data import limit, read_input_file, read_tagging_file
+def metrics(config, data_args):
+    """Entity-level precision, recall and F1 (`--strict_iob2`: seqeval's strict mode) and token accuracy, from the
+    argmax of each evaluation batch."""
+    return make_compute_metrics(config.id2label, data_args.strict_iob2), argmax_logits
 
-    def read(path: str | None, option: str, count: int | None) -> list[dict]:
-        return limit(read_input_file(read_tagging_file, path, option, encoding), count) if path else []
 
-    return (read(data_args.train_file, "train_file", data_args.max_train_samples),
-            read(data_args.validation_file, "validation_file", data_args.max_eval_samples))
+def read_test_file(path: str, encoding: str, data_args) -> tuple[str, list]:
+    """`(kind, items)` of `read_words_file`: CoNLL columns, JSON lines with tokens, or sentences one a line."""
+    return read_words_file(path, encoding)
+
+
+def prediction_lines(model, tokenizer, test: tuple[str, list], data_args, batch_size: int) -> tuple[list[str], int]:
+    """The CoNLL lines with the predicted tag appended, or one line of tags per sentence (module docstring), and
+    how many sentences were tagged."""
+    kind, items = test
+    if kind == "conll":
+        groups = _conll_sentences(items)
+        sentences = [[items[i].split()[0] for i in group] for group in groups]
+    elif kind == "json":
+        sentences = items
+    else:
+        sentences = [split_text(line, tokenizer, data_args.word_split) for line in items]
+    tags = iter(predict_tags(model, tokenizer, [s for s in sentences if s], batch_size))
+    predicted = [[model.config.id2label[t] for t in next(tags)] if words else [] for words in sentences]
+    if kind != "conll":
+        lines = [" ".join(row) for row in predicted]
+        return lines, sum(1 for line in lines if line.strip())
+    appended = {i: tag for group, row in zip(groups, predicted) for i, tag in zip(group, row)}
+    lines = [_append_column(line, appended.get(i, "O")) if line.strip() else line for i, line in enumerate(items)]
+    return lines, len(groups)
+
+
+def _conll_sentences(lines: list[str]) -> list[list[int]]:
+    """Indices of the token lines of each sentence (blank lines and `-DOCSTART-` end one)."""
+    groups, current = [], []
+    for i, line in enumerate(lines):
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if current:
+                groups.append(current)
+            current = []
+        else:
+            current.append(i)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _append_column(line: str, tag: str) -> str:
+    return f"{line}{chr(9) if chr(9) in line else ' '}{tag}"
 
 
 def main(argv: list[str] | None = None, guard=None) -> dict:
-    model_args, head_args, data_args, command_args, training_args = parse_arguments(
-        (ModelArguments, TaggingHeadArguments, TaggingDataArguments, CommandArguments), argv, "tagging",
-        __doc__.split("\n\n")[0], logger)
-    from .collators import ElmoDataCollatorForTokenClassification
-    from .finetune_data import tag_list
-    from .finetune_run import (
-        GuardedTrainer,
-        before_training,
-        check_known_labels,
-        load_head,
-        predict_after,
-        read_inputs,
-        train_and_evaluate,
-    )
-
-    train_sentences, eval_sentences, test = read_inputs(TASK, read_sentences, model_args, data_args, training_args,
-                                                        command_args)
-    tags = tag_list(t for s in train_sentences + eval_sentences for t in s["tags"]) if train_sentences else None
-    logger.info("%d training and %d validation sentences%s", len(train_sentences), len(eval_sentences),
-                f", tags {tags}" if tags else "")
-
-    model, tokenizer = load_head(model_args, TASK, {tag: i for i, tag in enumerate(tags)} if tags else None,
-                                 "token_classifier_encoder", head_args.token_classifier_encoder, command_args.verbose)
-    before_training(model, tokenizer, TASK, data_args, training_args)
-    tag2id = model.config.label2id
-    check_known_labels((t for s in eval_sentences for t in s["tags"]), tag2id, "tags", data_args.validation_file)
-    with training_args.main_process_first(desc="tokenizing"):
-        train_dataset = encode(train_sentences, tokenizer, tag2id, data_args.max_seq_length) if train_sentences \
-            else None
-        eval_dataset = encode(eval_sentences, tokenizer, tag2id, data_args.max_seq_length) if eval_sentences \
-            else None
-
-    trainer = GuardedTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
-        data_collator=ElmoDataCollatorForTokenClassification(tokenizer),
-        compute_metrics=make_compute_metrics(model.config.id2label, data_args.strict_iob2),
-        preprocess_logits_for_metrics=argmax_logits,
-        guard=guard,
-    )
-    results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard,
-                                 min_train_steps=data_args.min_train_steps)
-    if test is not None:
-        predict_after(trainer, TASK, test, data_args, command_args, training_args, guard)
-    return results
+    """The command in this process (`python -m train.finetune_ner`, tests, benchmarks)."""
+    return run(TASK, argv, guard)
 
 
 def cli() -> int:
-    """The console script: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143."""
+    """The command line: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143.
+    (The console script starts at `train.finetune_cli.ner`, which answers --help before torch loads.)"""
     return run_command_line(main, logger)
 
 

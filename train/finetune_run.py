@@ -1,56 +1,194 @@
-"""The training part shared by the fine-tuning commands: the head loaded quietly, a `Trainer` whose checkpoints are
-never cut in half by Ctrl-C, training and evaluation with the metrics files, and the one line an interrupt ends with.
+"""The fine-tuning commands' run, the same for every task: parsing with the task's defaults, the files read and
+checked, the head loaded quietly, a `Trainer` whose checkpoints are never cut in half by Ctrl-C, training and
+evaluation with the metrics files, predictions, and the one line an interrupt ends with.
+
+What differs between tasks is in the task's row of `elmo_tools.tasks.TASKS` (names, defaults, the head option) and
+in its module (`row.module`), which gives the parts of `TaskParts`; nothing here branches on a task's name. A task
+module's `main(argv, guard)` is `run(its task, argv, guard)`.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
+import importlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
-from transformers import Trainer
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss, floats rounded
 
 from elmo_tools.interrupts import Interrupted
+from elmo_tools.tasks import TASKS, FineTuningTask
+from elmo_tools.text_files import checked_encoding
+from modeling_elmo import ElmoConfig
+from tokenization import check_word_split
 
-from .finetune_arguments import HEAD_DEFAULTS, ModelArguments
-from .finetune_cli import InputError
-from .finetune_data import load_model
+from .finetune_arguments import ModelArguments, command_dataclasses, short_help, wants_help
+from .finetune_cli import HelpShown, InputError
+from .finetune_data import limit, load_model, read_input_file
+from .predict import read_test_file, write_predictions
 
 logger = logging.getLogger(__name__)
 
-HEAD_CLASSES = {"sequence-classification": "ElmoForSequenceClassification",
-                "token-classification": "ElmoForTokenClassification"}
-HEAD_TASKS = {"sequence-classification": "classification", "token-classification": "tagging"}
+
+@runtime_checkable
+class TaskParts(Protocol):
+    """What a task's module (its row's `module`: `train.finetune_classification`, `train.finetune_ner`) gives the
+    run. `data_args` is the parsed dataclass of the row's `data_arguments`. Readers raise `ValueError` (or
+    `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line naming the
+    option and the file."""
+
+    def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
+        """The examples of a training or validation file."""
+
+    def labels_of(self, example: dict) -> Sequence[str]:
+        """The labels of one example (one for a sentence, one per word for a tagger)."""
+
+    def sorted_labels(self, labels: Iterable[str]) -> list[str]:
+        """The distinct labels of the data, in the order of their ids in a new head."""
+
+    def encode(self, examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
+        """A `datasets.Dataset` of the examples for the head: `input_ids`, `attention_mask`, `labels`."""
+
+    def collator(self, tokenizer) -> Callable:
+        """The data collator of the encoded examples, with the tokenizer as its `tokenizer` attribute (`Trainer`
+        saves it with the model and every checkpoint through the collator; predictions use it)."""
+
+    def metrics(self, config, data_args) -> tuple[Callable, Callable | None]:
+        """`Trainer`'s `compute_metrics` and `preprocess_logits_for_metrics` (or None) for a head of `config`."""
+
+    def read_test_file(self, path: str, encoding: str, data_args) -> Any:
+        """The sentences of `--test_file`, as `prediction_lines` takes them."""
+
+    def prediction_lines(self, model, tokenizer, test, data_args, batch_size: int) -> tuple[list[str], int]:
+        """The lines of the predictions file for `test`, and how many sentences they predict."""
+
+    def main(self, argv: Sequence[str] | None = None, guard=None) -> dict:
+        """The command, in this process: `run(its task, argv, guard)`."""
 
 
-class _HeadLoadReport(logging.Filter):
-    """Drops transformers' load report when all it says is that the new head's weights were initialised (the
-    point of fine-tuning; for a new head, also those of another task's head that do not fit), and says that in one
-    INFO line; any other report (a biLM weight missing, a mismatch in a saved head of this task) goes through."""
+def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
+    """Fine-tune, evaluate and predict as the command of `task` (a key of `TASKS`) does with `argv`; returns the
+    metrics. `guard`: the `InterruptGuard` of the command line, if any (checkpoints and files written whole)."""
+    row = TASKS[task]
+    parts: TaskParts = importlib.import_module(row.module)
+    command_logger = logging.getLogger(row.module)
+    model_args, head_args, data_args, command_args, training_args = parse_arguments(row, argv, command_logger)
+    train_examples, eval_examples, test = read_inputs(row, parts, model_args, data_args, training_args,
+                                                      command_args)
+    labels = parts.sorted_labels(label for example in train_examples + eval_examples
+                                 for label in parts.labels_of(example)) if train_examples else None
+    command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
+                        f", {row.labels} {labels}" if labels else "")
 
-    def __init__(self, base_prefix: str, new_head: bool):
-        super().__init__()
-        self.base_prefix, self.new_head = base_prefix, new_head
-        self.initialised: list[str] = []
+    model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
+                                 getattr(head_args, row.head_option), command_args.verbose)
+    before_training(model, tokenizer, row, data_args, training_args)
+    label2id = model.config.label2id
+    check_known_labels((label for example in eval_examples for label in parts.labels_of(example)), label2id,
+                       row.labels, data_args.validation_file)
+    with training_args.main_process_first(desc="tokenizing"):
+        train_dataset = parts.encode(train_examples, tokenizer, label2id, data_args) if train_examples else None
+        eval_dataset = parts.encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if "LOAD REPORT" not in message:
-            return True
-        rows = [[cell.strip() for cell in line.split("|")] for line in message.splitlines() if line.count("|") >= 2]
-        keys = [(row[0], row[1]) for row in rows[1:] if len(row) >= 2 and row[1] and not set(row[0]) <= {"-"}]
-        benign = {"MISSING", "MISMATCH"} if self.new_head else {"MISSING"}
-        if not keys or any(status not in benign or key.startswith(self.base_prefix) for key, status in keys):
-            return True
-        self.initialised = [key for key, _ in keys]
-        return False
+    compute_metrics, preprocess_logits = parts.metrics(model.config, data_args)
+    trainer = GuardedTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        data_collator=parts.collator(tokenizer),
+        compute_metrics=compute_metrics,
+        preprocess_logits_for_metrics=preprocess_logits,
+        guard=guard,
+    )
+    results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard,
+                                 min_train_steps=getattr(data_args, "min_train_steps", 0))
+    if test is not None:
+        predict_after(trainer, parts, test, data_args, command_args, training_args)
+    return results
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------------------------------
+def parse_arguments(row: FineTuningTask, argv: Sequence[str] | None, command_logger: logging.Logger) -> tuple:
+    """Parse the command line (or a single JSON file) into the task's dataclasses (`command_dataclasses`) and a
+    `TrainingArguments` (last), with the task's defaults (`row.training_defaults`) where the user gave none; set up
+    a quiet, rank-aware console. `--help` is answered from the dataclasses alone (`HelpShown`)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    asked = wants_help(argv)
+    if asked == "short":
+        sys.stdout.write(short_help(row))
+        raise HelpShown
+    parser = HfArgumentParser((*command_dataclasses(row), TrainingArguments), prog=row.command,
+                              description=row.description)
+    # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
+    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available()}
+    parser.set_defaults(**defaults)
+    if asked == "all":
+        parser.print_help()
+        raise HelpShown
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        with open(os.path.abspath(argv[0]), encoding="utf-8") as f:
+            parsed = parser.parse_dict({**defaults, **json.load(f)})
+    else:
+        parsed = parser.parse_args_into_dataclasses(argv)
+    _check_encoding(parsed)
+    _set_up_logging(parsed[-1], any(getattr(p, "verbose", False) for p in parsed), command_logger)
+    return tuple(parsed)
+
+
+def _check_encoding(parsed) -> None:
+    for arguments in parsed:
+        if hasattr(arguments, "encoding"):
+            try:
+                arguments.encoding = checked_encoding(arguments.encoding)
+            except argparse.ArgumentTypeError as error:
+                raise InputError(f"--encoding: {error}") from None
+
+
+def _set_up_logging(training_args, verbose: bool, command_logger: logging.Logger) -> None:
+    """INFO lines from the commands; transformers and torch say only what a user can act on, unless `verbose`.
+    Several processes: each line names its rank, and every process says its rank and the world size."""
+    several = training_args.world_size > 1
+    rank = f" [rank {training_args.process_index}]" if several else ""
+    logging.basicConfig(
+        format=f"%(asctime)s %(levelname)s{rank} %(name)s: %(message)s",
+        level=logging.DEBUG if verbose else logging.INFO if training_args.should_log else logging.WARNING,
+        force=True,
+    )
+    if verbose:
+        transformers.logging.set_verbosity_info()
+    else:
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()  # loading and writing a small model: no bar needed
+        # Trainer sets transformers' verbosity from --log_level ("passive" keeps the one set here).
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")
+    if several:
+        command_logger.warning("Process rank %d of world size %d (device %s)",
+                               training_args.process_index, training_args.world_size, training_args.device)
+    else:
+        command_logger.debug("one process, device %s", training_args.device)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The head
+# ---------------------------------------------------------------------------------------------------------------
 def saved_config(model_args: ModelArguments) -> dict:
     """The config.json of `model_name_or_path` when it is a local folder; {} otherwise (a preset, a Hub id, or a
     file the loader then names)."""
@@ -64,33 +202,33 @@ def saved_config(model_args: ModelArguments) -> dict:
     return saved if isinstance(saved, dict) else {}
 
 
-def saved_head(model_args: ModelArguments, task: str) -> bool:
-    """Whether `model_name_or_path` is a local folder that already holds a head of `task` (its config.json says so):
-    then its own pooling or encoder is kept rather than the command's default for a new head."""
-    return HEAD_CLASSES[task] in (saved_config(model_args).get("architectures") or [])
+def saved_head(model_args: ModelArguments, row: FineTuningTask) -> bool:
+    """Whether `model_name_or_path` is a local folder that already holds a head of the task (its config.json says
+    so): then its own pooling or encoder is kept rather than the command's default for a new head."""
+    return row.head_class in (saved_config(model_args).get("architectures") or [])
 
 
-def head_labels(model_args: ModelArguments, task: str, label2id: dict[str, int]) -> dict[str, int] | None:
-    """The labels to train a saved head of `task` with: None (its own, with their ids) when the data's are among
+def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int]) -> dict[str, int] | None:
+    """The labels to train a saved head of the task with: None (its own, with their ids) when the data's are among
     them; the data's when its labels are transformers' placeholders (LABEL_0, ...) or with
     `--ignore_mismatched_sizes` (said in one line: the output layer is re-initialised where its size differs).
     Otherwise refused in one line naming both label sets and the way out: training a head on labels it does not
     have would re-initialise it silently, or fail on its weights' shapes."""
     saved = saved_config(model_args).get("label2id") or {}
     saved = sorted(saved, key=lambda label: saved[label])  # in id order
-    what = "labels" if task == "sequence-classification" else "tags"
+    what = row.labels
     if set(label2id) <= set(saved):
-        logger.info("continuing the saved %s head: the data's %s are among its %s", HEAD_TASKS[task], what, saved)
+        logger.info("continuing the saved %s head: the data's %s are among its %s", row.head_name, what, saved)
         return None
     if all(re.fullmatch(r"LABEL_\d+", str(label)) for label in saved):
         return label2id  # a head saved without label names: nothing of the user's is dropped
     unknown = sorted(set(label2id) - set(saved))
     if model_args.ignore_mismatched_sizes:
         logger.info("the saved %s head has the %s %s, not the data's %s: --ignore_mismatched_sizes, so it is trained "
-                    "for the data's (output weights of another size re-initialised)", HEAD_TASKS[task], what,
+                    "for the data's (output weights of another size re-initialised)", row.head_name, what,
                     saved, list(label2id))
         return label2id
-    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {HEAD_TASKS[task]} head of the "
+    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.head_name} head of the "
                      f"{what} {saved}; the data's {what} {unknown} are not among them: add "
                      f"--ignore_mismatched_sizes true to train its output layer anew for the data's {what} "
                      f"{list(label2id)}, or fine-tune the biLM folder it was made from")
@@ -105,8 +243,6 @@ HEAD_SHAPE_OPTIONS = ("scalar_mix", "scalar_mix_parameters", "scalar_mix_layer_n
 def check_predict_only_options(model_args: ModelArguments, head_option: str, head_value) -> None:
     """Without --train_file, the saved head predicts as it was trained: an option of `HEAD_SHAPE_OPTIONS` (or the
     pooling / encoder) other than the saved value is refused in one line."""
-    from modeling_elmo import ElmoConfig
-
     saved, defaults = saved_config(model_args), ElmoConfig()
     given = {name: getattr(model_args, name) for name in HEAD_SHAPE_OPTIONS if getattr(model_args, name) is not None}
     if head_value is not None:
@@ -119,44 +255,98 @@ def check_predict_only_options(model_args: ModelArguments, head_option: str, hea
                          "fine-tune with it (--train_file)")
 
 
-def load_head(model_args: ModelArguments, task: str, label2id: dict[str, int] | None, head_option: str, head_value,
+def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int] | None, head_value,
               verbose: bool):
-    """The head of `task` for the labels of `label2id` (None: predicting with the saved ones) and its tokenizer.
-    `head_value` (the pooling or encoder) when given, else the saved one for a fine-tuned folder, else
-    `HEAD_DEFAULTS`. A fine-tuned folder keeps its head when the data's labels are among its own (`head_labels`).
-    One INFO line when the head is new instead of transformers' table of initialised weights."""
-    fine_tuned = saved_head(model_args, task)
+    """The head of the task for the labels of `label2id` (None: predicting with the saved ones) and its tokenizer.
+    `head_value` (of `row.head_option`: the pooling or encoder) when given, else the saved one for a fine-tuned
+    folder, else `row.head_default`. A fine-tuned folder keeps its head when the data's labels are among its own
+    (`head_labels`). One INFO line when the head is new instead of transformers' table of initialised weights."""
+    fine_tuned = saved_head(model_args, row)
     if label2id is None:
-        check_predict_only_options(model_args, head_option, head_value)
+        check_predict_only_options(model_args, row.head_option, head_value)
     elif fine_tuned:
-        label2id = head_labels(model_args, task, label2id)
+        label2id = head_labels(model_args, row, label2id)
     new_head = not fine_tuned or label2id is not None
     head = {} if label2id is None else {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
     if head_value is None and not fine_tuned:
-        head_value = HEAD_DEFAULTS[HEAD_TASKS[task]]
+        head_value = row.head_default
     if head_value is not None:
-        head[head_option] = head_value
+        head[row.head_option] = head_value
     if new_head and not model_args.ignore_mismatched_sizes:
         # a folder with another task's head (a classifier given to the tagger), or other labels: they do not fit
         model_args = dataclasses.replace(model_args, ignore_mismatched_sizes=True)
-    report = _HeadLoadReport("elmo.", new_head=new_head)
-    reporter = logging.getLogger("transformers.modeling_utils")
-    with contextlib.ExitStack() as stack:
-        if not verbose:  # transformers says only errors; its load report is heard here, to be judged
-            level = reporter.level
-            reporter.setLevel(logging.WARNING)
-            reporter.addFilter(report)
-            stack.callback(reporter.setLevel, level)
-            stack.callback(reporter.removeFilter, report)
-        model, tokenizer = load_model(model_args, task, head)  # the command has seeded every generator
-    if report.initialised:
-        parts = sorted({key.split(".")[0] for key in report.initialised})
-        logger.info("initialised the %s head (%d tensors of %s)", HEAD_TASKS[task],
-                    len(report.initialised), ", ".join(parts))
+    with _load_report_held(verbose) as held:
+        # the command has seeded every generator
+        model, tokenizer, info = load_model(model_args, row.name, head, output_loading_info=True)
+    weights = _new_head_weights(info, new_head, f"{model.base_model_prefix}.")
+    if weights is None:
+        held.release()  # a biLM weight missing, a saved head of this task that does not fit: transformers' report
+    elif weights[0]:
+        initialised, unused = weights
+        logger.info("initialised the %s head (%d tensors of %s)%s", row.head_name, len(initialised),
+                    ", ".join(sorted({key.split(".")[0] for key in initialised})),
+                    f"; the saved {', '.join(sorted({key.split('.')[0] for key in unused}))} weights of another "
+                    "head are not used" if unused else "")
     return model, tokenizer
 
 
-def before_training(model, tokenizer, task: str, data_args, training_args) -> None:
+class _HeldLoadReport(logging.Filter):
+    """Holds back transformers' load report (the table it logs when weights were initialised or left out) while a
+    head loads; `release()` lets it through."""
+
+    def __init__(self, reporter: logging.Logger):
+        super().__init__()
+        self.reporter, self.records = reporter, []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.funcName == "log_state_dict_report" or "LOAD REPORT" in record.getMessage():
+            self.records.append(record)
+            return False
+        return True
+
+    def release(self) -> None:
+        for record in self.records:
+            self.reporter.handle(record)
+        self.records = []
+
+
+@contextlib.contextmanager
+def _load_report_held(verbose: bool):
+    """Within the block, transformers' load report is held (`_HeldLoadReport`), to be judged from the loading
+    info; with `verbose` it is shown as transformers logs it."""
+    reporter = logging.getLogger("transformers.modeling_utils")
+    held = _HeldLoadReport(reporter)
+    if verbose:
+        yield held
+        return
+    level = reporter.level
+    reporter.setLevel(logging.WARNING)  # transformers says only errors: its report (a warning) is made, then held
+    reporter.addFilter(held)
+    try:
+        yield held
+    finally:
+        reporter.removeFilter(held)
+        reporter.setLevel(level)
+
+
+def _new_head_weights(info: dict | None, new_head: bool, base_prefix: str) -> tuple[list[str], list[str]] | None:
+    """From `from_pretrained`'s loading info: the head's weights that were initialised, and (for a new head) those
+    of another task's head in the folder that the model does not use; None when the loading info tells of more
+    than the point of fine-tuning: a biLM weight (`base_prefix`) missing, unused or of another shape, or a saved
+    head of this task that does not fit (a weight of another shape, or one this head does not have)."""
+    if info is None:  # a preset: nothing was loaded
+        return [], []
+    missing = sorted(info.get("missing_keys") or ())
+    mismatched = sorted(key for key, *_ in info.get("mismatched_keys") or ())
+    unused = sorted(info.get("unexpected_keys") or ())
+    if any(key.startswith(base_prefix) for key in (*missing, *mismatched, *unused)):
+        return None
+    if not new_head and (mismatched or unused):
+        return None
+    return sorted({*missing, *mismatched}), unused
+
+
+def before_training(model, tokenizer, row: FineTuningTask, data_args, training_args) -> None:
     """What a training run settles between loading and the `Trainer`: float32 kernels for a biLM saved for int8
     inference, the `--word_split` saved with the tokenizer, and a `--resume_from_checkpoint` that fits the model."""
     if not data_args.train_file:
@@ -170,12 +360,13 @@ def before_training(model, tokenizer, task: str, data_args, training_args) -> No
         logger.info("the tokenizer is saved with --word_split %s (was %s): predicting from the fine-tuned folder "
                     "splits text the same way", data_args.word_split, tokenizer.word_split)
         tokenizer.word_split = data_args.word_split
-    check_resume(training_args.resume_from_checkpoint, model, task)
+    check_resume(training_args.resume_from_checkpoint, model, row.name)
 
 
 def check_resume(checkpoint: str | None, model, task: str) -> None:
-    """`--resume_from_checkpoint`: a checkpoint folder (trainer_state.json and the model's weights) of a run with
-    this run's labels and weight shapes; one line otherwise, before anything is written."""
+    """`--resume_from_checkpoint`: a checkpoint folder (trainer_state.json and the model's weights) of a run of
+    `task` (a key of `TASKS`) with this run's labels and weight shapes; one line otherwise, before anything is
+    written."""
     if checkpoint is None:
         return
     option = f"--resume_from_checkpoint {checkpoint}"
@@ -186,7 +377,7 @@ def check_resume(checkpoint: str | None, model, task: str) -> None:
     if not (folder / "trainer_state.json").is_file() or not weights:
         raise InputError(f"{option}: not a checkpoint (it needs trainer_state.json and model.safetensors; a checkpoint "
                          "is OUTPUT_DIR/checkpoint-N)")
-    what = "labels" if task == "sequence-classification" else "tags"
+    what = TASKS[task].labels
     try:
         saved = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("label2id")
     except (OSError, ValueError, AttributeError):
@@ -205,8 +396,6 @@ def check_resume(checkpoint: str | None, model, task: str) -> None:
 def _unfit_weight(path: Path, model) -> str | None:
     """The first weight of the checkpoint at `path` that the model lacks, or has not, or has in another shape,
     said in a few words; None when every one fits (a checkpoint holds exactly the model's state dict)."""
-    from safetensors import safe_open
-
     shapes = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
     with safe_open(path, framework="pt") as stored:
         saved = {name: list(stored.get_slice(name).get_shape()) for name in stored.keys()}
@@ -240,8 +429,6 @@ class GuardedTrainer(Trainer):
 def raise_epochs_to_min_steps(trainer, training_args, min_steps: int) -> None:
     """`--min_train_steps`: when the epochs give fewer optimizer steps than `min_steps` (a small training set), train
     more whole epochs, as few as reach it; said in one line. Unchanged with --max_steps or `min_steps` 0."""
-    import math
-
     if min_steps <= 0 or training_args.max_steps > 0:
         return
     batches = len(trainer.get_train_dataloader())  # per process
@@ -297,8 +484,6 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
 
 def log_metrics(trainer, split: str, metrics: dict) -> None:
     """`Trainer.log_metrics` prints a table to stdout; the commands say the same in one INFO line (main process)."""
-    from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss, floats rounded
-
     if trainer.is_world_process_zero():
         logger.info("%s metrics: %s", split, ", ".join(f"{key} {value}"
                                                        for key, value in sorted(metrics_format(metrics).items())))
@@ -326,8 +511,6 @@ def interrupt_report(interrupted: Interrupted, stage: str, trainer, output_dir: 
 def check_split_option(word_split: str | None) -> None:
     """`--word_split`: a registered split, or a function of the user's named `module:function` (imported here, as
     the other commands do); one line otherwise."""
-    from tokenization import check_word_split
-
     if word_split is not None:
         try:
             check_word_split(word_split, "--word_split", allow_import=True)
@@ -335,36 +518,40 @@ def check_split_option(word_split: str | None) -> None:
             raise InputError(str(error)) from None
 
 
-def check_mode(data_args, training_args, model_args, task: str) -> bool:
+def check_mode(data_args, training_args, model_args, row: FineTuningTask) -> bool:
     """Whether this run predicts; refuses (one line) a run with nothing to do, or one that predicts or evaluates
-    without training from a folder that holds no fine-tuned head of `task`."""
+    without training from a folder that holds no fine-tuned head of the task."""
     if training_args.do_predict and not data_args.test_file:
         raise InputError("--do_predict needs --test_file FILE (the sentences to label)")
     if not data_args.train_file:
         if not (data_args.test_file or data_args.validation_file):
             raise InputError("give --train_file FILE to fine-tune, or --do_predict --test_file FILE (and/or "
                              "--validation_file FILE) with an already fine-tuned --model_name_or_path folder")
-        if not saved_head(model_args, task):
+        if not saved_head(model_args, row):
             raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds no fine-tuned "
-                             f"{HEAD_CLASSES[task]}: without --train_file there is nothing to predict with; "
+                             f"{row.head_class}: without --train_file there is nothing to predict with; "
                              "fine-tune it first")
     return bool(data_args.test_file)
 
 
-def read_inputs(task: str, read_train_and_eval, model_args, data_args, training_args, command_args):
-    """What both fine-tuning commands do before loading a model: the seed set, `--word_split` and the mode checked,
-    then the training and validation files (`read_train_and_eval(data_args, encoding)`) and the test file read, in
-    that order, each checked before anything is written. Returns (train, validation, test); test is None unless
-    the run predicts."""
-    from transformers import set_seed
-
-    from .predict import read_test_file
-
+def read_inputs(row: FineTuningTask, parts: TaskParts, model_args, data_args, training_args, command_args):
+    """What every fine-tuning command does before loading a model: the seed set, `--word_split` and the mode
+    checked, then the training and validation files (`parts.read_file`) and the test file (`parts.read_test_file`)
+    read, in that order, each checked before anything is written. Returns (train, validation, test); test is None
+    unless the run predicts."""
     set_seed(training_args.seed)
     check_split_option(data_args.word_split)
-    predicting = check_mode(data_args, training_args, model_args, task)
-    train, evaluation = read_train_and_eval(data_args, command_args.encoding)
-    test = read_test_file(task, data_args, command_args.encoding) if predicting else None
+    predicting = check_mode(data_args, training_args, model_args, row)
+    encoding = command_args.encoding
+
+    def read(path: str | None, option: str, count: int | None) -> list[dict]:
+        if not path:
+            return []
+        return limit(read_input_file(lambda p, e: parts.read_file(p, e, data_args), path, option, encoding), count)
+
+    train = read(data_args.train_file, "train_file", data_args.max_train_samples)
+    evaluation = read(data_args.validation_file, "validation_file", data_args.max_eval_samples)
+    test = read_test_file(parts, data_args, encoding) if predicting else None
     return train, evaluation, test
 
 
@@ -376,17 +563,15 @@ def check_known_labels(found, label2id: dict, what: str, validation_file: str) -
                          f"{sorted(label2id)}")
 
 
-def predict_after(trainer, task: str, test, data_args, command_args, training_args, guard) -> None:
+def predict_after(trainer, parts: TaskParts, test, data_args, command_args, training_args) -> None:
     """`--do_predict`: write the predictions of the test file (main process only); an interrupt says that the
     model, if trained, is complete and that no predictions were written."""
-    from .predict import write_predictions
-
     if not trainer.is_world_process_zero():
         return
     path = command_args.predictions_file or os.path.join(training_args.output_dir, "predictions.txt")
     model = trainer.accelerator.unwrap_model(trainer.model)
     try:
-        write_predictions(model, trainer.data_collator.tokenizer, task, test, data_args.word_split,
+        write_predictions(model, trainer.data_collator.tokenizer, parts, test, data_args,
                           training_args.per_device_eval_batch_size, path)
     except Interrupted as interrupted:
         kept = f"the fine-tuned model in {os.path.abspath(training_args.output_dir)} is complete; " \
