@@ -639,6 +639,49 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
         assert "nothing was written" in errors[0] and not out.exists()
 
 
+def loading_info(**keys) -> dict:
+    """`from_pretrained(..., output_loading_info=True)`'s second value, with `keys` set."""
+    return {"missing_keys": set(), "unexpected_keys": set(), "mismatched_keys": set(), "error_msgs": [], **keys}
+
+
+def test_the_new_head_line_is_judged_from_the_loading_info():
+    """What was initialised, and whether that is all the point of fine-tuning: None lets transformers' table through."""
+    from train.finetune_run import _new_head_weights
+
+    new = loading_info(missing_keys={"classifier.weight", "classifier.bias"})
+    assert _new_head_weights(new, True, "elmo.") == (["classifier.bias", "classifier.weight"], [])
+    # a classifier folder given to the tagger: its classifier re-initialised, its pooler unused, an encoder added
+    other = loading_info(missing_keys={"encoder.weight_ih_l0"}, unexpected_keys={"pooler_lstm.bias_ih_l0"},
+                         mismatched_keys={("classifier.weight", (2, 32), (3, 32))})
+    assert _new_head_weights(other, True, "elmo.") == (["classifier.weight", "encoder.weight_ih_l0"],
+                                                       ["pooler_lstm.bias_ih_l0"])
+    assert _new_head_weights(other, False, "elmo.") is None  # a saved head of this task that does not fit
+    assert _new_head_weights(loading_info(missing_keys={"elmo.char_embedding.weight"}), True, "elmo.") is None
+    assert _new_head_weights(loading_info(), False, "elmo.") == ([], [])  # nothing new: no line
+    assert _new_head_weights(None, True, "elmo.") == ([], [])  # a preset: nothing was loaded
+
+
+def test_the_load_report_is_held_and_let_through_when_it_says_more():
+    import logging
+
+    from train.finetune_run import _load_report_held
+
+    reporter = logging.getLogger("transformers.modeling_utils")
+    heard = []
+    handler = logging.Handler()
+    handler.emit = heard.append
+    reporter.addHandler(handler)
+    try:
+        with _load_report_held(verbose=False) as held:
+            reporter.warning("ElmoForTokenClassification LOAD REPORT from: folder\nKey | Status")
+            reporter.warning("another warning")
+        assert [record.getMessage() for record in heard] == ["another warning"]
+        held.release()
+        assert "LOAD REPORT" in heard[-1].getMessage() and len(heard) == 2
+    finally:
+        reporter.removeHandler(handler)
+
+
 def test_help_answers_without_torch():
     """The console scripts as pyproject.toml names them (the doors of train/finetune_cli.py)."""
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]

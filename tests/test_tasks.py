@@ -1,0 +1,290 @@
+"""The table of fine-tuning tasks (`elmo_tools.tasks.TASKS`): every row is a head of `AUTO_CLASSES` with a module of
+the parts every command runs (`train.finetune_run.TaskParts`), options that `--help` reads without torch, and a console
+script; and a task added through the table alone (a row and its own module, here a throwaway one registered with
+monkeypatch) trains, saves, predicts and loads end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+import random
+import subprocess
+import sys
+import types
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import pytest
+import tomllib
+import torch
+from conftest import REPO
+
+import modeling_elmo
+from elmo_tools import tasks
+from elmo_tools.hub_utils import render_model_card
+from elmo_tools.loading import TASKS as LOADER_TASKS
+from elmo_tools.loading import load_elmo
+from elmo_tools.tasks import TASKS, FineTuningTask
+from modeling_elmo import ElmoConfig
+from modeling_elmo.configuration_elmo import AUTO_CLASSES
+from train import finetune_cli
+from train.collators import ElmoDataCollatorForSequenceClassification
+from train.finetune_arguments import DATA_FIELDS, data_arguments, short_help
+from train.finetune_data import accuracy, split_text
+from train.finetune_run import TaskParts, run
+from train.predict import predict_labels
+
+MODEL_ONLY = ("AutoModel", "AutoModelForPreTraining")  # the rows of AUTO_CLASSES without a task head
+
+
+# --------------------------------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------------------------------
+
+
+def assert_protocol(module) -> None:
+    """Every part of `TaskParts`, taking as many arguments as the run gives it."""
+    assert isinstance(module, TaskParts), module.__name__
+    for member, wanted in inspect.getmembers(TaskParts, inspect.isfunction):
+        if not member.startswith("_"):
+            given = inspect.signature(getattr(module, member)).parameters
+            assert len(given) == len(inspect.signature(wanted).parameters) - 1, (module.__name__, member, given)
+
+
+def test_every_row_is_a_head_of_auto_classes_and_every_head_has_a_row():
+    for name, row in TASKS.items():
+        assert row.name == name
+        assert row.auto_class in AUTO_CLASSES, (name, row.auto_class)
+        assert AUTO_CLASSES[row.auto_class].rsplit(".", 1)[1] == row.head_class, (name, row.head_class)
+        assert getattr(modeling_elmo, row.head_class).__name__ == row.head_class
+        assert hasattr(ElmoConfig(), row.head_option), (name, row.head_option)
+        ElmoConfig(**{row.head_option: row.head_default})  # a value the config accepts
+    heads = {auto for auto in AUTO_CLASSES if auto not in MODEL_ONLY}
+    assert heads == {row.auto_class for row in TASKS.values()}, "a head of AUTO_CLASSES without its task row"
+    assert set(LOADER_TASKS) == {None, "model", "pre-training", *TASKS}
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_every_rows_module_exposes_the_protocol(name):
+    row = TASKS[name]
+    module = importlib.import_module(row.module)
+    assert isinstance(module, TaskParts), row.module
+    assert_protocol(module)
+    assert module.main.__module__ == row.module
+    options = data_arguments(row)
+    assert dataclasses.is_dataclass(options)
+    assert set(DATA_FIELDS) <= {item.name for item in dataclasses.fields(options)}, row.data_arguments
+
+
+def test_every_row_has_its_console_script_at_a_door(monkeypatch):
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    ran = []
+    monkeypatch.setattr(finetune_cli, "command", lambda task, argv=None: ran.append(task) or 0)
+    for row in TASKS.values():
+        module, door = scripts[row.command].split(":")
+        assert module == finetune_cli.__name__, row.command
+        assert getattr(finetune_cli, door)([]) == 0
+    assert ran == list(TASKS)
+
+
+def test_the_table_and_every_commands_help_import_no_torch():
+    """elmo_tools.tasks is standard library only; each row's --help (its data options included) comes before torch."""
+    code = ("import sys\nfrom elmo_tools.tasks import TASKS\nassert 'torch' not in sys.modules\n"
+            "from train import finetune_cli\n"
+            "for name in TASKS:\n    assert finetune_cli.command(name, ['--help']) == 0\n"
+            "print('loaded:', sorted({'torch', 'transformers', 'datasets', 'modeling_elmo'} & set(sys.modules)))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+    for row in TASKS.values():
+        assert f"usage: {row.command} " in result.stdout and f"--{row.head_option}" in result.stdout
+
+
+# --------------------------------------------------------------------------------------------------
+# A throwaway task: a row and its own module, nothing else
+# --------------------------------------------------------------------------------------------------
+
+TOY = "toy-flag"
+TOY_MODULE = "toy_flag_task"
+
+
+@dataclass
+class ToyDataArguments:
+    """The toy task's data options: what every command reads (`DATA_FIELDS`), and its own `--separator`."""
+
+    train_file: str | None = field(default=None, metadata={"help": "LABEL|sentence lines."})
+    validation_file: str | None = field(default=None, metadata={"help": "Same format."})
+    test_file: str | None = field(default=None, metadata={"help": "Sentences, one a line."})
+    word_split: str | None = field(default=None, metadata={"help": "A split of tokenization.WORD_SPLITTERS."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "The first N lines."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "The first N lines."})
+    separator: str = field(default="|", metadata={"help": "Between the label and the sentence."})
+
+
+def _read_file(path: str, encoding: str, data_args) -> list[dict]:
+    examples = []
+    with open(path, encoding=encoding) as f:
+        for number, line in enumerate(f, start=1):
+            label, separator, text = line.strip().partition(data_args.separator)
+            if not separator:
+                raise ValueError(f"{path}:{number}: no {data_args.separator!r} between a label and a sentence")
+            examples.append({"text": text, "label": label})
+    return examples
+
+
+def _encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
+    """A plain list of encoded examples (`Trainer` takes any sequence): `datasets` is the built-in tasks' choice."""
+    return [{"input_ids": tokenizer(split_text(e["text"], tokenizer, data_args.word_split),
+                                    is_split_into_words=True)["input_ids"], "labels": label2id[e["label"]]}
+            for e in examples]
+
+
+def _metrics(config, data_args):
+    def compute_metrics(eval_prediction) -> dict[str, float]:
+        predicted = eval_prediction.predictions.argmax(-1).tolist()
+        return {"accuracy": accuracy(predicted, eval_prediction.label_ids.tolist())}
+
+    return compute_metrics, None
+
+
+def _read_test_file(path: str, encoding: str, data_args) -> list[str]:
+    with open(path, encoding=encoding) as f:
+        lines = [line.strip() for line in f if line.strip()]
+    if not lines:
+        raise ValueError(f"{path}: no sentences")
+    return lines
+
+
+def _prediction_lines(model, tokenizer, test: list[str], data_args, batch_size: int) -> tuple[list[str], int]:
+    words = [split_text(text, tokenizer, data_args.word_split) for text in test]
+    return [model.config.id2label[i] for i in predict_labels(model, tokenizer, words, batch_size)], len(test)
+
+
+def toy_module() -> types.ModuleType:
+    module = types.ModuleType(TOY_MODULE, "The parts of the toy task: a flag per sentence.")
+    module.ToyDataArguments = ToyDataArguments
+    module.read_file = _read_file
+    module.labels_of = lambda example: (example["label"],)
+    module.sorted_labels = lambda labels: sorted(set(labels))
+    module.encode = _encode
+    module.collator = lambda tokenizer: ElmoDataCollatorForSequenceClassification(tokenizer)
+    module.metrics = _metrics
+    module.read_test_file = _read_test_file
+    module.prediction_lines = _prediction_lines
+
+    def main(argv=None, guard=None) -> dict:
+        return run(TOY, argv, guard)
+
+    main.__module__ = TOY_MODULE
+    module.main = main
+    return module
+
+
+TOY_ROW = FineTuningTask(
+    name=TOY,
+    head_class="ElmoForSequenceClassification",  # an existing head, another task
+    auto_class="AutoModelForSequenceClassification",
+    command="elmo-finetune-toy",
+    module=TOY_MODULE,
+    data_arguments=f"{TOY_MODULE}:ToyDataArguments",
+    head_name="toy",
+    labels="flags",
+    examples="lines",
+    head_option="classifier_pooling",
+    head_default="mean",
+    head_help="mean or max",
+    training_defaults=MappingProxyType({"learning_rate": 5e-2, "num_train_epochs": 3.0,
+                                        "per_device_train_batch_size": 4, "warmup_steps": 0.0}),
+    epochs_note=" (a toy)",
+    description="Flag sentences that name a bank (a throwaway task of tests/test_tasks.py).",
+    card_task="toy flags",
+)
+
+
+@pytest.fixture
+def toy_task(monkeypatch):
+    """The toy row in `TASKS` and its module importable by name, for this test only."""
+    monkeypatch.setitem(sys.modules, TOY_MODULE, toy_module())
+    monkeypatch.setitem(TASKS, TOY, TOY_ROW)
+    yield TOY_ROW
+    monkeypatch.undo()
+    assert TOY not in TASKS and TOY not in LOADER_TASKS and TOY_MODULE not in sys.modules
+
+
+def write_toy_files(folder, count: int = 24) -> tuple:
+    rng = random.Random(0)
+    words = ["the", "river", "money", "we", "sat", "rates", "rose", "a", "walk"]
+    lines = []
+    for i in range(count):
+        sentence = [rng.choice(words) for _ in range(4)]
+        if i % 2:
+            sentence.insert(rng.randrange(5), "bank")
+        lines.append(f"{'yes' if i % 2 else 'no'}|{' '.join(sentence)}")
+    (folder / "train.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "test.txt").write_text("the bank rose\n\nwe sat by the river\na walk\n", encoding="utf-8")
+    return folder / "train.txt", folder / "test.txt"
+
+
+def test_a_task_added_through_the_table_trains_saves_and_predicts(toy_task, tiny_model_dir, tmp_path, capsys):
+    """The toy row's door, in-process: --help from its row and its own options; a run on generated lines writes
+    the model (with the row's default pooling), the metrics and the predictions; the fine-tuned folder predicts
+    alone, loads with `load_elmo(task=...)` and gets the row's text in its model card."""
+    assert_protocol(sys.modules[TOY_MODULE])
+    assert finetune_cli.command(TOY, ["--help"]) == 0
+    shown = capsys.readouterr().out
+    assert shown == short_help(toy_task)
+    for text in ("usage: elmo-finetune-toy ", "--separator", "ToyHeadArguments", "mean or max (default: mean for a "
+                 "new head", "Epochs (default 3 (a toy)).", "Peak learning rate (default 0.05)."):
+        assert text in shown, text
+
+    train, test = write_toy_files(tmp_path)
+    out = tmp_path / "out"
+    options = ["--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "0"]
+    assert finetune_cli.command(TOY, ["--model", str(tiny_model_dir), "--train_file", str(train), "--validation_file",
+                                      str(train), "--test_file", str(test), "--output_dir", str(out), *options]) == 0
+    said = capsys.readouterr().err
+    assert "INFO toy_flag_task: 24 training and 24 validation lines, flags ['no', 'yes']" in said
+    assert "INFO train.finetune_run: initialised the toy head (4 tensors of classifier, scalar_mixes)" in said
+    assert "LOAD REPORT" not in said and "WARNING" not in said, said
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["ElmoForSequenceClassification"] and config["classifier_pooling"] == "mean"
+    assert config["id2label"] == {"0": "no", "1": "yes"}
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 18  # 3 epochs (the row's default) of 24 lines in batches of 4
+    assert "eval_accuracy" in json.loads((out / "eval_results.json").read_text())
+    predicted = (out / "predictions.txt").read_text().splitlines()
+    assert len(predicted) == 3 and set(predicted) <= {"no", "yes"}
+
+    # predicting alone from the fine-tuned folder, and loading it by the task's name
+    assert finetune_cli.command(TOY, ["--model", str(out), "--test_file", str(test), "--output_dir",
+                                      str(tmp_path / "again"), "--use_cpu"]) == 0
+    assert (tmp_path / "again" / "predictions.txt").read_text().splitlines() == predicted
+    model, tokenizer = load_elmo(out, TOY)
+    assert type(model).__name__ == "ElmoForSequenceClassification"
+    with torch.no_grad():
+        expected = [model.config.id2label[int(model(**tokenizer([line], return_tensors="pt")).logits.argmax())]
+                    for line in ("the bank rose", "we sat by the river", "a walk")]
+    assert predicted == expected
+    card = render_model_card(model.config, model_id="someone/toy")
+    assert "`AutoModelForSequenceClassification` for toy flags" in card
+
+
+def test_a_task_added_through_the_table_refuses_bad_input_in_one_line(toy_task, tiny_model_dir, tmp_path, capsys):
+    """The task's own reader says what is wrong; the frame makes it one line, exit status 2, nothing written."""
+    (tmp_path / "train.txt").write_text("yes|a bank\nno sentence without a label\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert finetune_cli.command(TOY, ["--model", str(tiny_model_dir), "--train_file", str(tmp_path / "train.txt"),
+                                      "--output_dir", str(out)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "--train_file" in errors[0] and "train.txt:2: no '|' between" in errors[0], errors
+    assert not out.exists()
+
+
+def test_the_table_is_what_the_loader_and_the_card_read(toy_task):
+    """A row is a task name of `load_elmo` while it is in the table (the loader reads the table at each use)."""
+    assert LOADER_TASKS[TOY] == "AutoModelForSequenceClassification" and TOY in LOADER_TASKS
+    model, _ = load_elmo("tiny", TOY, config_overrides={"num_labels": 2})
+    assert type(model).__name__ == "ElmoForSequenceClassification"
+    assert tasks.TASKS is TASKS
