@@ -70,6 +70,7 @@ from .command_options import analyze_parser
 from .embed_io import tokenizer_word_split
 from .interrupts import Interrupted, InterruptGuard
 from .loading import ModelLoadError, checked_device, load_elmo
+from .output_paths import OutputPathError, check_writable_folder
 from .text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 
 logger = logging.getLogger("elmo-analyze")
@@ -372,8 +373,10 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     if not source.is_file():
         raise AnalysisError(f"input {source} not found" if not source.exists() else f"input {source} is not a file")
     out = Path(args.output_dir)
-    if out.exists() and not out.is_dir():
-        raise AnalysisError(f"--output_dir {out} exists and is not a folder")
+    try:
+        check_writable_folder(out, "--output_dir")
+    except OutputPathError as error:
+        raise AnalysisError(str(error)) from None
     existing = [name for name in (JSON_NAME, PLOT_NAME) if (out / name).exists()]
     if existing and not args.overwrite:
         raise AnalysisError(f"{out} already holds {', '.join(existing)}: pass --overwrite to replace")

@@ -144,6 +144,7 @@ from .embed_io import (  # noqa: E402
 )
 from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
+from .output_paths import OutputPathError, check_writable_file
 from .text_files import UndecodableText  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
@@ -340,6 +341,9 @@ def _words(text: str | list | None, rule: str) -> list[str]:
     """A line's words: a string split by `rule`, or a dataset's list of words used as it is."""
     if text is None:
         return []
+    if isinstance(text, str) and "\x00" in text or isinstance(text, (list, tuple)) and any(
+            isinstance(word, str) and "\x00" in word for word in text):
+        raise _NotWords("holds a NUL character: binary data, not text")
     if isinstance(text, str):
         return text.split() if rule == "whitespace" else split_words(text, rule)
     if isinstance(text, (list, tuple)) and all(isinstance(word, str) for word in text):
@@ -611,6 +615,10 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     guard = guard or InterruptGuard()
     _check_args(args)
     output = Path(args.output)
+    try:
+        check_writable_file(output, "output")
+    except OutputPathError as error:
+        raise EmbedError(str(error)) from None
     args.format = args.format or ("parquet" if output.suffix.lower() in PARQUET_SUFFIXES else "hdf5")
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
@@ -657,6 +665,11 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         processes.stop()
     if processes.rank != 0:
         return output
+    if lines_read and args.encoding_errors == "skip" and counts.undecodable >= lines_read:
+        if new_work and processes.world == 1:
+            shutil.rmtree(work, ignore_errors=True)
+        raise EmbedError(f"every line of {args.input} was left out (not valid {args.encoding}, --encoding_errors "
+                         "skip): nothing to embed; give the file's encoding with --encoding")
     _log_special_lines(counts, args)
     _merge(args, work, output, windows, lines_read, model.config.num_layers + 1, settings)
     elapsed = time.perf_counter() - start

@@ -80,6 +80,10 @@ def count_lines(path: Path, encoding: str | None = None, max_lines: int | None =
                 for _ in range(max_lines - count):  # the end of line `max_lines` in this block
                     cut = block.index(b"\n", cut + 1)
                 block = block[: cut + 1]
+            if b"\x00" in block:  # no encoding read line by line puts a NUL in text: a binary file
+                line = count + block[: block.index(b"\x00")].count(b"\n") + 1
+                raise EmbedError(f"{path}: line {line} holds a NUL byte: a binary file, not text (a data file is read "
+                                 "as a dataset: .jsonl, .csv, .parquet, or --text_column)")
             count += block.count(b"\n")
             last = block[-1:]
             if decoder is not None:

@@ -32,8 +32,18 @@ class UndecodableText(ValueError):
         self.path, self.line_number, self.byte = str(path), line_number, error.start + 1
 
 
+class BinaryText(UndecodableText):
+    """A line holds a NUL byte, which no encoding read line by line puts in text: the file is binary."""
+
+    def __init__(self, path: str | Path, line_number: int):
+        ValueError.__init__(self, f"{path}: line {line_number} holds a NUL byte: a binary file, not text")
+        self.path, self.line_number, self.byte = str(path), line_number, None
+
+
 def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int) -> str:
     """One line's bytes as text (its line ending removed; a byte-order mark at the start of the file too)."""
+    if b"\x00" in raw:
+        raise BinaryText(path, line_number)
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as error:

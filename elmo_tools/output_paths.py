@@ -1,0 +1,38 @@
+"""Where a command writes: checked before any work, so that a mistyped or unwritable path costs one line, not a
+traceback after the work is done (or a folder made somewhere by accident)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+
+class OutputPathError(ValueError):
+    """An output path a command cannot write; the message is one line naming the option and the path."""
+
+
+def check_writable_folder(folder: Path, option: str) -> None:
+    """`folder` takes new files: it exists, or its parent exists and takes new files (the command makes `folder`
+    itself, never the folders above it: a mistyped path would make them anywhere)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise OutputPathError(f"{option} {folder} exists and is not a folder")
+    _check_takes_files(folder if folder.is_dir() else folder.parent, f"{option} {folder}")
+
+
+def check_writable_file(path: Path, option: str) -> None:
+    """`path` can be written as a new file: its folder exists and takes new files."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"{option} {path} is a folder, not a file")
+    _check_takes_files(path.parent, f"{option} {path}")
+
+
+def _check_takes_files(where: Path, named: str) -> None:
+    if not where.is_dir():
+        raise OutputPathError(f"{named}: the folder {where} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as error:
+        raise OutputPathError(f"{named}: cannot write in {where} ({error.strerror or error})") from None
