@@ -11,25 +11,46 @@ refused by `checked_encoding`, with the conversion to use.
 
 from __future__ import annotations
 
+import argparse
+import codecs
 from collections.abc import Iterator
 from pathlib import Path
 
-from .command_options import checked_encoding  # noqa: F401 (declared there: parsing needs it before any import)
+import charset_normalizer
+
+from .command_options import checked_encoding  # declared there: parsing needs it before any import
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
+_SAMPLE_BYTES = 1 << 16  # what the encoding is guessed from
 
 
 class UndecodableText(ValueError):
-    """A line of a text file is not valid in the encoding it is read with."""
+    """A line of a text file is not valid in the encoding it is read with; the message names the encoding the file
+    reads in where one can be told (`likely_encoding`)."""
 
     def __init__(self, path: str | Path, line_number: int, error: UnicodeDecodeError, encoding: str):
         bad = error.object[error.start: error.start + 1]
         value = f" (0x{bad[0]:02x})" if bad else ""
+        likely = likely_encoding(path)
+        hint = f"the file reads as {likely}: --encoding {likely}" if likely not in (None, codecs.lookup(encoding).name) \
+            else "give the file's encoding with --encoding (gb18030 for simplified Chinese, big5 for traditional)"
         super().__init__(
-            f"{path}: line {line_number}, byte {error.start + 1} of the line{value} is not valid {encoding}; "
-            f"give the file's encoding with --encoding (for example --encoding gb18030 for Chinese text)")
+            f"{path}: line {line_number}, byte {error.start + 1} of the line{value} is not valid {encoding}; {hint}")
         self.path, self.line_number, self.byte = str(path), line_number, error.start + 1
+
+
+def likely_encoding(path: str | Path) -> str | None:
+    """The encoding the start of `path` most plausibly is (charset-normalizer's guess, which tells Big5 from GB18030
+    by how common the characters they decode to are), among those read line by line here; None where it cannot tell
+    (no guess with any coherence: a few CJK characters among ASCII fit many encodings alike)."""
+    try:
+        with open(path, "rb") as handle:
+            sample = handle.read(_SAMPLE_BYTES)
+        guess = charset_normalizer.from_bytes(sample).best()
+        return checked_encoding(guess.encoding) if guess is not None and guess.coherence > 0 else None
+    except (OSError, LookupError, argparse.ArgumentTypeError):
+        return None
 
 
 class BinaryText(UndecodableText):

@@ -259,8 +259,8 @@ def test_encoding_gbk_corpus(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     first_byte = corpus.read_bytes()[0]
     assert result.stderr.strip().splitlines()[-1].endswith(
-        f"{corpus}: line 1, byte 1 of the line (0x{first_byte:02x}) is not valid utf-8; give the file's encoding "
-        "with --encoding (for example --encoding gb18030 for Chinese text)"), result.stderr
+        f"{corpus}: line 1, byte 1 of the line (0x{first_byte:02x}) is not valid utf-8; the file reads as gb18030: "
+        "--encoding gb18030"), result.stderr
     assert not out.exists()
     train(PretrainArguments(train_file=[str(corpus)], output_dir=str(out), max_steps=2, encoding="gbk", preset="tiny",
                             per_device_batch_size=4, unroll_steps=8, report_to="none", disable_tqdm=True))

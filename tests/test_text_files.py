@@ -38,3 +38,18 @@ def test_unknown_or_unsplittable_encodings_are_refused_in_one_line(name, words):
     with pytest.raises(argparse.ArgumentTypeError, match=words) as caught:
         checked_encoding(name)
     assert "\n" not in str(caught.value)
+
+
+def test_an_undecodable_file_names_the_encoding_it_reads_in(tmp_path):
+    """Traditional Chinese in Big5 is named big5, not gb18030 (which decodes it too, into other characters); where
+    the bytes fit many encodings alike, the hint names the usual two."""
+    text = "我們在河邊散步，銀行的利率提高了。今天天氣很好，我們去公園散步吧。\n" * 5
+    for encoding in ("big5", "gb18030"):
+        path = tmp_path / f"{encoding}.txt"
+        path.write_bytes(text.encode(encoding))
+        with pytest.raises(UndecodableText, match=f"the file reads as {encoding}: --encoding {encoding}$"):
+            check_decodes(path, "utf-8")
+    few = tmp_path / "few.txt"
+    few.write_bytes("The bank, the river.\n银行 的 bank.\n".encode("gb18030"))
+    with pytest.raises(UndecodableText, match="gb18030 for simplified Chinese, big5 for traditional"):
+        check_decodes(few, "utf-8")
