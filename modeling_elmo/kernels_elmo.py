@@ -3,7 +3,9 @@
 In the manner of transformers' `ALL_ATTENTION_FUNCTIONS`: a kernel registers itself where it is defined, with one
 `register` call, and the dispatch looks it up by name (`ElmoBiLm.forward` in `ALL_LSTM_FUNCTIONS`,
 `ElmoCharacterEncoder.forward` in `ALL_CHAR_CNN_FUNCTIONS`); `ElmoConfig` checks `lstm_implementation` against
-`ALL_LSTM_FUNCTIONS.choices`. A new kernel is one file that defines a function and registers it:
+`ALL_LSTM_FUNCTIONS.choices`: the names of the built-in kernels, declared below with the registry so that the
+configuration imports no kernel, and every name registered since. A new kernel is one file that defines a function
+and registers it:
 
     >>> from modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
     >>> def my_lstm(layer, inputs, batch_sizes, state):  # every LSTM kernel's signature (lstm_inference_elmo.py)
@@ -29,10 +31,12 @@ from collections.abc import Callable, Iterator, Mapping
 class KernelRegistry(Mapping):
     """Kernels of one layer kind by name: a read-only mapping, filled by `register`."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, built_in_choices: tuple[str, ...] = ()):
         self.kind = kind
         self._functions: dict[str, Callable] = {}
-        self._choices: list[str] = []
+        # A choice from its declaration on: the built-in kernels' files register their functions when imported
+        # (the model imports them all), while a configuration is checked without importing them.
+        self._choices: list[str] = list(built_in_choices)
 
     def register(self, name: str, function: Callable, *, user_choice: bool = True) -> None:
         """Make `function` the kernel called `name` (registering a name again replaces its kernel).
@@ -50,7 +54,7 @@ class KernelRegistry(Mapping):
 
     @property
     def choices(self) -> tuple[str, ...]:
-        """The names a configuration may choose, in the order they were registered."""
+        """The names a configuration may choose: the built-in ones, then those registered since, in order."""
         return tuple(self._choices)
 
     def __getitem__(self, name: str) -> Callable:
@@ -67,6 +71,7 @@ class KernelRegistry(Mapping):
 
 
 # fn(layer: ElmoBiLstmLayer, inputs (2, N, P) packed, batch_sizes: list[int], state (h, c)) -> (outputs, (h, c))
-ALL_LSTM_FUNCTIONS = KernelRegistry("lstm")
+# The built-in choices: "loop", "fused", "reference" (lstm_inference_elmo.py) and "int8" (quantization_elmo.py).
+ALL_LSTM_FUNCTIONS = KernelRegistry("lstm", built_in_choices=("loop", "fused", "reference", "int8"))
 # fn(encoder: ElmoCharacterEncoder, char_ids (N, max_characters_per_token)) -> (N, P)
 ALL_CHAR_CNN_FUNCTIONS = KernelRegistry("character CNN")

@@ -344,6 +344,12 @@ def test_fused_refuses_clipping():
         model(random_char_ids([3]))
 
 
+def test_every_lstm_kernel_a_configuration_may_name_is_registered():
+    """The registry declares the built-in choices (so that the configuration checks a name without importing a
+    kernel); the model's files register a function under each of them."""
+    assert set(ALL_LSTM_FUNCTIONS.choices) <= set(ALL_LSTM_FUNCTIONS)
+
+
 @pytest.mark.numerics
 def test_a_registered_lstm_kernel_is_a_configuration_choice(monkeypatch):
     """A new kernel is a function and one `register` call: the configuration accepts its name, and the biLM runs it
