@@ -1,23 +1,29 @@
 """ELMo configuration, and the table of the Elmo classes by Auto class (`AUTO_CLASSES`).
 
-This file travels to the Hub as remote code: it imports only transformers, the standard library and its siblings: the
-kernel registry and the LSTM kernels, so that `lstm_implementation` is checked against the registered kernels even
-where this file is loaded alone (remote code loads a configuration with its own imports only).
+The configuration is a declaration, in the manner of transformers' own configs: every field with its type, its
+default and its checks beside it (`Annotated[type, check, ...]`, the way huggingface_hub's typed dicts declare a
+validator): checks of the value alone, and rules that tie the field to others (`_Rule`). `validate()` runs them all
+(at construction, and in `save_pretrained`) and raises a one-line `ValueError` naming the field and the value.
+
+This file travels to the Hub as remote code. Like transformers' configs it imports nothing of the model: only
+transformers, the standard library and the kernel registry (`kernels_elmo.py`, which imports nothing and declares
+the names of the built-in LSTM kernels), so that `lstm_implementation` is checked against every kernel a
+configuration may name (the built-in ones and any registered since) without loading one.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import math
+from collections.abc import Callable
+from typing import Annotated, get_args, get_origin
 
 from transformers import PretrainedConfig
 from transformers.utils import logging
 
 from .kernels_elmo import ALL_LSTM_FUNCTIONS
-
-# Imported for its registrations: the LSTM kernels a configuration may name ("reference", "loop", "fused").
-from .lstm_inference_elmo import lstm_loop  # noqa: F401
-from .quantization_elmo import lstm_int8  # noqa: F401  ("int8")
 
 logger = logging.get_logger(__name__)
 
@@ -44,8 +50,6 @@ PRESETS: dict[str, dict] = {
     ),
 }
 
-_ACTIVATIONS = ("relu", "tanh")
-
 # Every Elmo model class by its Auto class, as "module.Class" of the files that travel: the one list of them.
 # `import modeling_elmo` registers each with its Auto class; every config.json gets them all in its `auto_map`,
 # and a model's `save_pretrained` copies every travelling file (`remote_code_elmo.py`), so that a folder saved from
@@ -68,17 +72,191 @@ def _auto_map(saved: dict) -> dict:
     return {**saved, **{key: value for key, value in table.items() if "--" not in str(saved.get(key, ""))}}
 
 
-_SOFTMAX_TYPES = ("full", "sampled", "adaptive")
-_PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
-_SCALAR_MIXES = ("learned", "top", "average", "fixed")
-_CLASSIFIER_POOLINGS = ("mean", "max", "lstm", "attention")
-_TOKEN_CLASSIFIER_ENCODERS = ("none", "lstm")
-_TOKEN_ENCODERS = ("char_cnn", "word_char")
+# --------------------------------------------------------------------------------------------------
+# The checks a field declares (`Annotated[type, check, ...]`). A check of the value alone returns None for a good
+# value, else what the value must be; `validate` raises "ElmoConfig.<field> <that>, got <value>". A `_Rule` checks
+# the field against others, once every field passed the checks of its value, and raises its own one-line message.
+# --------------------------------------------------------------------------------------------------
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_num_labels(value) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"ElmoConfig.num_labels must be a positive integer, got {value!r}")
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _integer(minimum: int = 1):
+    """An int (not a bool) of at least `minimum`: 1 ("a positive integer") or 0 ("a non-negative integer")."""
+    wanted = "must be a positive integer" if minimum == 1 else "must be a non-negative integer"
+    return lambda value: None if _is_int(value) and value >= minimum else wanted
+
+
+def _at_least(minimum: int, reason: str):
+    return lambda value: None if value >= minimum else f"must be at least {minimum} ({reason})"
+
+
+def _one_of(choices: tuple | Callable[[], tuple]):
+    """One of `choices`, or of the names a function gives at the time of the check (a registry's)."""
+    def check(value):
+        names = choices() if callable(choices) else choices
+        return None if value in names else f"must be one of {names}"
+    return check
+
+
+def _optional(check):
+    return lambda value: None if value is None else check(value)
+
+
+def _flag(value) -> str | None:
+    return None if isinstance(value, bool) else "must be True or False"
+
+
+def _probability(value) -> str | None:
+    return None if _is_number(value) and 0.0 <= value < 1.0 else "must be in [0, 1)"
+
+
+def _clip(value) -> str | None:
+    good = value is None or (_is_number(value) and value > 0)
+    return None if good else "must be a positive number or None (no clipping)"
+
+
+def _non_negative_number(value) -> str | None:
+    return None if _is_number(value) and 0 <= value < math.inf else "must be a non-negative number"
+
+
+def _filters(value) -> str | None:
+    return None if isinstance(value, list) and value else "must list at least one [width, count]"
+
+
+def _cutoffs(value) -> str | None:
+    good = isinstance(value, list) and value and all(_is_int(c) and c > 0 for c in value)
+    return None if good and sorted(set(value)) == value else "must be increasing positive integers"
+
+
+def _lstm_choices() -> tuple[str, ...]:
+    return ("auto", *ALL_LSTM_FUNCTIONS.choices)  # "auto": `lstm_inference_elmo.lstm_implementation` picks per call
+
+
+class _Rule:
+    """A check between fields: `function(config)` raises a one-line `ValueError`."""
+
+    def __init__(self, function: Callable[[ElmoConfig], None]):
+        self.function = function
+
+
+@_Rule
+def _positive_unless_word_char(config: ElmoConfig) -> None:
+    if config.char_embedding_dim == 0 and config.token_encoder != "word_char":
+        raise ValueError("ElmoConfig.char_embedding_dim must be a positive integer, got 0")
+
+
+@_Rule
+def _word_char_parts(config: ElmoConfig) -> None:
+    """The AllenNLP layout has a CNN and no word embedding; ELMoForManyLangs' has either or both."""
+    word_char = config.token_encoder == "word_char"
+    if not word_char and (config.word_input_vocab_size or config.word_input_embedding_dim):
+        raise ValueError(
+            "ElmoConfig.word_input_vocab_size and word_input_embedding_dim need token_encoder='word_char', got "
+            f"{config.word_input_vocab_size} and {config.word_input_embedding_dim} with {config.token_encoder!r}"
+        )
+    if word_char and config.char_embedding_dim == 0 and config.word_input_embedding_dim == 0:
+        raise ValueError(
+            "ElmoConfig.token_encoder='word_char' needs a character CNN (char_embedding_dim > 0), a word "
+            "embedding (word_input_embedding_dim > 0) or both; got neither"
+        )
+
+
+@_Rule
+def _word_rows_with_a_word_embedding(config: ElmoConfig) -> None:
+    if (config.word_input_embedding_dim > 0) != (config.word_input_vocab_size > 1):
+        raise ValueError(
+            "ElmoConfig.word_input_vocab_size must be at least 2 (row 0 is padding) exactly when "
+            f"word_input_embedding_dim > 0; got {config.word_input_vocab_size} and {config.word_input_embedding_dim}"
+        )
+
+
+@_Rule
+def _two_rows_of_a_token(config: ElmoConfig) -> None:
+    rows, width = config.sentence_boundary_rows, config.token_row_width
+    if rows is not None and (
+        not isinstance(rows, list)
+        or len(rows) != 2
+        or any(not isinstance(row, list) or len(row) != width for row in rows)
+        or any(not _is_int(i) or i < 0 for row in rows for i in row)
+    ):
+        raise ValueError(
+            f"ElmoConfig.sentence_boundary_rows must be two rows of {width} non-negative ids (begin, end of "
+            f"sentence), got {rows!r}"
+        )
+
+
+@_Rule
+def _filters_within_a_token(config: ElmoConfig) -> None:
+    limit = config.max_characters_per_token
+    for item in config.char_cnn_filters:
+        good = isinstance(item, list) and len(item) == 2 and all(_is_int(v) and v > 0 for v in item)
+        if not good or item[0] > limit:
+            raise ValueError(
+                f"ElmoConfig.char_cnn_filters entries must be [width, count] with 0 < width <= "
+                f"max_characters_per_token ({limit}) and count > 0, got {item!r} in {config.char_cnn_filters!r}"
+            )
+
+
+@_Rule
+def _cutoffs_below_vocab_size(config: ElmoConfig) -> None:
+    cutoffs = config.adaptive_cutoffs
+    if cutoffs is not None and config.vocab_size and cutoffs[-1] >= config.vocab_size:
+        raise ValueError(
+            f"ElmoConfig.adaptive_cutoffs must all be below vocab_size ({config.vocab_size}), got {cutoffs!r}"
+        )
+
+
+@_Rule
+def _fused_without_clipping(config: ElmoConfig) -> None:
+    if config.lstm_implementation == "fused" and (
+        config.cell_clip is not None or (config.proj_clip is not None and config.cell_size != config.projection_dim)
+    ):
+        raise ValueError(
+            "ElmoConfig.lstm_implementation='fused' needs a model without clipping (torch's LSTM kernel has "
+            f"none): cell_clip={config.cell_clip!r}, proj_clip={config.proj_clip!r}; use 'auto' or 'loop'"
+        )
+
+
+@_Rule
+def _weights_of_a_fixed_mix(config: ElmoConfig) -> None:
+    params, layers = config.scalar_mix_parameters, config.num_layers
+    if config.scalar_mix != "fixed" and params is not None:
+        raise ValueError(
+            f"ElmoConfig.scalar_mix_parameters is only used with scalar_mix='fixed', got it with "
+            f"scalar_mix={config.scalar_mix!r}: {params!r}"
+        )
+    if config.scalar_mix == "fixed" and (
+        not isinstance(params, list) or len(params) != layers + 1 or not all(_is_number(v) for v in params)
+    ):
+        raise ValueError(
+            f"ElmoConfig.scalar_mix='fixed' needs scalar_mix_parameters: num_layers + 1 = {layers + 1} numbers "
+            f"(pre-softmax weights of layers 0..{layers}), got {params!r}"
+        )
+
+
+# transformers' own fields that the task heads read, checked like ours (`num_labels` also before transformers turns
+# it into `id2label`: a count below 1 would become an empty map, a string a TypeError).
+_INHERITED_FIELD_CHECKS = {
+    "num_labels": _optional(_integer(1)),
+    "problem_type": _one_of((None, "regression", "single_label_classification", "multi_label_classification")),
+}
+
+
+def _check_value(name: str, value, checks) -> None:
+    for check in checks:
+        wanted = None if isinstance(check, _Rule) else check(value)
+        if wanted is not None:
+            raise ValueError(f"ElmoConfig.{name} {wanted}, got {value!r}")
+
+
+def _as_lists(value):
+    """Lists and tuples, at any depth, as fresh lists (what JSON gives back): a configuration owns its values."""
+    return [_as_lists(item) for item in value] if isinstance(value, (list, tuple)) else value
 
 
 class ElmoConfig(PretrainedConfig):
@@ -164,94 +342,72 @@ class ElmoConfig(PretrainedConfig):
 
     model_type = "elmo"
 
-    def __init__(
-        self,
-        char_embedding_dim: int = 16,
-        char_cnn_filters: list[list[int]] | None = None,
-        char_cnn_activation: str = "relu",
-        num_highway_layers: int = 2,
-        max_characters_per_token: int = 50,
-        char_vocab_size: int = 262,
-        token_encoder: str = "char_cnn",
-        word_input_vocab_size: int = 0,
-        word_input_embedding_dim: int = 0,
-        sentence_boundary_rows: list[list[int]] | None = None,
-        projection_dim: int = 512,
-        cell_size: int = 4096,
-        num_layers: int = 2,
-        cell_clip: float | None = 3.0,
-        proj_clip: float | None = 3.0,
-        use_skip_connections: bool = True,
-        dropout: float = 0.1,
-        initializer_range: float = 0.02,
-        vocab_size: int = 0,
-        softmax_type: str = "full",
-        num_sampled: int = 8192,
-        adaptive_cutoffs: list[int] | None = None,
-        lstm_implementation: str = "auto",
-        freeze_bilm: bool = True,
-        num_output_representations: int = 1,
-        scalar_mix: str = "learned",
-        scalar_mix_parameters: list[float] | None = None,
-        scalar_mix_layer_norm: bool = False,
-        scalar_mix_l2_coef: float = 0.001,
-        representation_dropout: float = 0.5,
-        keep_sentence_boundaries: bool = False,
-        word_embedding_dim: int = 0,
-        word_embedding_buckets: int = 65536,
-        classifier_pooling: str = "mean",
-        token_classifier_encoder: str = "none",
-        head_hidden_size: int | None = None,
-        **kwargs,
-    ):
-        self.char_embedding_dim = char_embedding_dim
-        self.char_cnn_filters = [list(f) for f in (CNN_FILTERS_2048 if char_cnn_filters is None else char_cnn_filters)]
-        self.char_cnn_activation = char_cnn_activation
-        self.num_highway_layers = num_highway_layers
-        self.max_characters_per_token = max_characters_per_token
-        self.char_vocab_size = char_vocab_size
-        self.token_encoder = token_encoder
-        self.word_input_vocab_size = word_input_vocab_size
-        self.word_input_embedding_dim = word_input_embedding_dim
-        self.sentence_boundary_rows = (
-            [list(row) for row in sentence_boundary_rows] if sentence_boundary_rows is not None else None
-        )
-        self.projection_dim = projection_dim
-        self.cell_size = cell_size
-        self.num_layers = num_layers
-        self.cell_clip = cell_clip
-        self.proj_clip = proj_clip
-        self.use_skip_connections = use_skip_connections
-        self.dropout = dropout
-        self.initializer_range = initializer_range
-        self.softmax_type = softmax_type
-        self.num_sampled = num_sampled
-        self.adaptive_cutoffs = list(adaptive_cutoffs) if adaptive_cutoffs is not None else None
-        self.lstm_implementation = lstm_implementation
-        self.freeze_bilm = freeze_bilm
-        self.num_output_representations = num_output_representations
-        self.scalar_mix = scalar_mix
-        self.scalar_mix_parameters = list(scalar_mix_parameters) if scalar_mix_parameters is not None else None
-        self.scalar_mix_layer_norm = scalar_mix_layer_norm
-        self.scalar_mix_l2_coef = scalar_mix_l2_coef
-        self.representation_dropout = representation_dropout
-        self.keep_sentence_boundaries = keep_sentence_boundaries
-        self.word_embedding_dim = word_embedding_dim
-        self.word_embedding_buckets = word_embedding_buckets
-        self.classifier_pooling = classifier_pooling
-        self.token_classifier_encoder = token_classifier_encoder
-        self.head_hidden_size = head_hidden_size
+    # ----- layer 0: the token encoder -----
+    char_embedding_dim: Annotated[int, _integer(0), _positive_unless_word_char] = 16
+    char_cnn_filters: Annotated[list[list[int]] | None, _filters, _filters_within_a_token] = None  # CNN_FILTERS_2048
+    char_cnn_activation: Annotated[str, _one_of(("relu", "tanh"))] = "relu"
+    num_highway_layers: Annotated[int, _integer(0)] = 2
+    max_characters_per_token: Annotated[int, _integer(1), _at_least(3, "begin, one byte, end")] = 50
+    char_vocab_size: Annotated[int, _integer(1)] = 262
+    token_encoder: Annotated[str, _one_of(("char_cnn", "word_char")), _word_char_parts] = "char_cnn"
+    word_input_vocab_size: Annotated[int, _integer(0), _word_rows_with_a_word_embedding] = 0
+    word_input_embedding_dim: Annotated[int, _integer(0)] = 0
+    sentence_boundary_rows: Annotated[list[list[int]] | None, _two_rows_of_a_token] = None
+    # ----- the biLSTM -----
+    projection_dim: Annotated[int, _integer(1)] = 512
+    cell_size: Annotated[int, _integer(1)] = 4096
+    num_layers: Annotated[int, _integer(1)] = 2
+    cell_clip: Annotated[float | None, _clip] = 3.0
+    proj_clip: Annotated[float | None, _clip] = 3.0
+    use_skip_connections: bool = True
+    dropout: Annotated[float, _probability] = 0.1
+    initializer_range: float = 0.02
+    # ----- the pretraining softmax -----
+    vocab_size: Annotated[int, _integer(0)] = 0
+    softmax_type: Annotated[str, _one_of(("full", "sampled", "adaptive"))] = "full"
+    num_sampled: Annotated[int, _integer(1)] = 8192
+    adaptive_cutoffs: Annotated[list[int] | None, _optional(_cutoffs), _cutoffs_below_vocab_size] = None
+    lstm_implementation: Annotated[str, _one_of(_lstm_choices), _fused_without_clipping] = "auto"
+    # ----- the task heads -----
+    freeze_bilm: Annotated[bool, _flag] = True
+    num_output_representations: Annotated[int, _integer(1)] = 1
+    scalar_mix: Annotated[str, _one_of(("learned", "top", "average", "fixed"))] = "learned"
+    scalar_mix_parameters: Annotated[list[float] | None, _weights_of_a_fixed_mix] = None
+    scalar_mix_layer_norm: Annotated[bool, _flag] = False
+    scalar_mix_l2_coef: Annotated[float, _non_negative_number] = 0.001
+    representation_dropout: Annotated[float, _probability] = 0.5
+    keep_sentence_boundaries: Annotated[bool, _flag] = False
+    word_embedding_dim: Annotated[int, _integer(0)] = 0
+    word_embedding_buckets: Annotated[int, _integer(1), _at_least(2, "row 0 is padding")] = 65536
+    classifier_pooling: Annotated[str, _one_of(("mean", "max", "lstm", "attention"))] = "mean"
+    token_classifier_encoder: Annotated[str, _one_of(("none", "lstm"))] = "none"
+    head_hidden_size: Annotated[int | None, _optional(_integer(1))] = None  # None: projection_dim
+
+    def __post_init__(self, **kwargs):
+        # transformers makes this class a dataclass of the fields above (5.6 does, 5.3 did not; the model's code needs
+        # a later release anyway): its `__init__` sets them and passes every other keyword (`num_labels`, token ids,
+        # a saved config's other keys) here. Not `@strict`, as transformers' own configs are:
+        # it would check every assignment (a field set on a loaded model is checked when saved, by `validate`),
+        # raise its own two-line error rather than a `ValueError`, refuse an int for a float field and a tuple for
+        # a list, and it reserves the name `validate`.
+        for name in self._field_checks():
+            setattr(self, name, _as_lists(getattr(self, name)))
+        if self.char_cnn_filters is None:
+            self.char_cnn_filters = _as_lists(CNN_FILTERS_2048)
         kwargs["auto_map"] = _auto_map(kwargs.get("auto_map") or {})
-        # Checked before transformers turns it into `id2label` (`range(num_labels)`): a count below 1 would become
-        # an empty map, a string a TypeError.
-        _check_num_labels(kwargs.get("num_labels"))
-        super().__init__(**kwargs)
-        # Set after transformers' own check of the special-token ids (it compares every `*_token_id` with
-        # `vocab_size`, and warns): our token ids (the tokenizer's <S>, </S>, padding, which Trainer copies into the
-        # config) are character ids, while `vocab_size` counts the softmax's words (0 in a task model).
-        # `validate` checks them against `char_vocab_size` instead.
-        self.vocab_size = vocab_size
+        _check_value("num_labels", kwargs.get("num_labels"), [_INHERITED_FIELD_CHECKS["num_labels"]])
+        super().__post_init__(**kwargs)
         self.validate()
+
+    @classmethod
+    @functools.cache
+    def _field_checks(cls) -> dict[str, tuple]:
+        """Every field declared by ElmoConfig (and by a subclass), in order, with the checks declared with it."""
+        fields = {}
+        for klass in reversed(cls.__mro__[: cls.__mro__.index(ElmoConfig) + 1]):
+            for name, annotation in inspect.get_annotations(klass, eval_str=True).items():
+                fields[name] = get_args(annotation)[1:] if get_origin(annotation) is Annotated else ()
+        return fields
 
     # Names the rest of the transformers ecosystem looks for.
     @property
@@ -276,167 +432,34 @@ class ElmoConfig(PretrainedConfig):
         return sum(count for _, count in self.char_cnn_filters)
 
     def validate(self) -> None:
-        """Raise `ValueError` naming the field and the value when the configuration is not usable."""
+        """Raise `ValueError`, in one line naming the field and the value, when the configuration is not usable:
+        the checks of every field's value (and of transformers' fields the heads read), then the rules between
+        fields. Called at construction and by `save_pretrained`; a field set afterwards is checked there."""
+        for name, checks in self._field_checks().items():
+            _check_value(name, getattr(self, name), checks)
+        for name, check in _INHERITED_FIELD_CHECKS.items():  # also an `id2label` set or emptied after construction
+            _check_value(name, getattr(self, name), [check])
+        self.validate_token_ids()
+        self.validate_architecture()
 
-        def positive_int(name: str, allow_zero: bool = False) -> None:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
-                kind = "a non-negative integer" if allow_zero else "a positive integer"
-                raise ValueError(f"ElmoConfig.{name} must be {kind}, got {value!r}")
-
-        for name in ("max_characters_per_token", "char_vocab_size", "projection_dim", "cell_size", "num_layers"):
-            positive_int(name)
-        self._validate_token_encoder(positive_int)
-        for name in ("num_highway_layers", "vocab_size"):
-            positive_int(name, allow_zero=True)
+    def validate_token_ids(self) -> None:
+        """The special-token ids (the tokenizer's, which Trainer copies into the config) are character ids."""
         for name, value in vars(self).items():
             ids = value if isinstance(value, list) else [value]
             if name.endswith("_token_id") and not all(
-                i is None or (isinstance(i, int) and 0 <= i < self.char_vocab_size) for i in ids
+                i is None or (_is_int(i) and 0 <= i < self.char_vocab_size) for i in ids
             ):
                 raise ValueError(
                     f"ElmoConfig.{name} must be None or a character id below char_vocab_size "
                     f"({self.char_vocab_size}), got {value!r}"
                 )
-        if self.max_characters_per_token < 3:
-            raise ValueError(
-                f"ElmoConfig.max_characters_per_token must be at least 3 (begin, one byte, end), "
-                f"got {self.max_characters_per_token}"
-            )
-        if not self.char_cnn_filters:
-            raise ValueError(f"ElmoConfig.char_cnn_filters must list at least one [width, count], got {self.char_cnn_filters!r}")
-        for item in self.char_cnn_filters:
-            if (
-                len(item) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in item)
-                or item[0] > self.max_characters_per_token
-            ):
-                raise ValueError(
-                    f"ElmoConfig.char_cnn_filters entries must be [width, count] with 0 < width <= "
-                    f"max_characters_per_token ({self.max_characters_per_token}) and count > 0, got {item!r} "
-                    f"in {self.char_cnn_filters!r}"
-                )
-        if self.char_cnn_activation not in _ACTIVATIONS:
-            raise ValueError(
-                f"ElmoConfig.char_cnn_activation must be one of {_ACTIVATIONS}, got {self.char_cnn_activation!r}"
-            )
-        for name in ("cell_clip", "proj_clip"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                raise ValueError(f"ElmoConfig.{name} must be a positive number or None (no clipping), got {value!r}")
-        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"ElmoConfig.dropout must be in [0, 1), got {self.dropout!r}")
-        if self.softmax_type not in _SOFTMAX_TYPES:
-            raise ValueError(f"ElmoConfig.softmax_type must be one of {_SOFTMAX_TYPES}, got {self.softmax_type!r}")
-        positive_int("num_sampled")
-        if self.adaptive_cutoffs is not None:
-            cutoffs = self.adaptive_cutoffs
-            if not cutoffs or any(not isinstance(c, int) or c <= 0 for c in cutoffs) or sorted(set(cutoffs)) != cutoffs:
-                raise ValueError(
-                    f"ElmoConfig.adaptive_cutoffs must be increasing positive integers, got {cutoffs!r}"
-                )
-            if self.vocab_size and cutoffs[-1] >= self.vocab_size:
-                raise ValueError(
-                    f"ElmoConfig.adaptive_cutoffs must all be below vocab_size ({self.vocab_size}), got {cutoffs!r}"
-                )
-        implementations = ("auto", *ALL_LSTM_FUNCTIONS.choices)  # "auto": `lstm_implementation` picks per call
-        if self.lstm_implementation not in implementations:
-            raise ValueError(
-                f"ElmoConfig.lstm_implementation must be one of {implementations}, got {self.lstm_implementation!r}"
-            )
-        if self.lstm_implementation == "fused" and (
-            self.cell_clip is not None or (self.proj_clip is not None and self.cell_size != self.projection_dim)
-        ):
-            raise ValueError(
-                "ElmoConfig.lstm_implementation='fused' needs a model without clipping (torch's LSTM kernel has "
-                f"none): cell_clip={self.cell_clip!r}, proj_clip={self.proj_clip!r}; use 'auto' or 'loop'"
-            )
-        self._validate_task_fields(positive_int)
 
-    def _validate_token_encoder(self, positive_int) -> None:
-        """`token_encoder` and the sizes of its parts; the AllenNLP layout has a CNN and no word embedding."""
-        if self.token_encoder not in _TOKEN_ENCODERS:
-            raise ValueError(f"ElmoConfig.token_encoder must be one of {_TOKEN_ENCODERS}, got {self.token_encoder!r}")
-        word_char = self.token_encoder == "word_char"
-        positive_int("char_embedding_dim", allow_zero=word_char)
-        positive_int("word_input_vocab_size", allow_zero=True)
-        positive_int("word_input_embedding_dim", allow_zero=True)
-        if not word_char and (self.word_input_vocab_size or self.word_input_embedding_dim):
-            raise ValueError(
-                "ElmoConfig.word_input_vocab_size and word_input_embedding_dim need token_encoder='word_char', got "
-                f"{self.word_input_vocab_size} and {self.word_input_embedding_dim} with {self.token_encoder!r}"
-            )
-        if word_char and self.char_embedding_dim == 0 and self.word_input_embedding_dim == 0:
-            raise ValueError(
-                "ElmoConfig.token_encoder='word_char' needs a character CNN (char_embedding_dim > 0), a word "
-                "embedding (word_input_embedding_dim > 0) or both; got neither"
-            )
-        rows = self.sentence_boundary_rows
-        if rows is not None and (
-            len(rows) != 2
-            or any(len(row) != self.token_row_width for row in rows)
-            or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for row in rows for i in row)
-        ):
-            raise ValueError(
-                f"ElmoConfig.sentence_boundary_rows must be two rows of {self.token_row_width} non-negative ids "
-                f"(begin, end of sentence), got {rows!r}"
-            )
-        if (self.word_input_embedding_dim > 0) != (self.word_input_vocab_size > 1):
-            raise ValueError(
-                "ElmoConfig.word_input_vocab_size must be at least 2 (row 0 is padding) exactly when "
-                f"word_input_embedding_dim > 0; got {self.word_input_vocab_size} and {self.word_input_embedding_dim}"
-            )
-
-    def _validate_task_fields(self, positive_int) -> None:
-        """The fields of the task heads (scalar mix, pooling, word embedding)."""
-        for name in ("freeze_bilm", "scalar_mix_layer_norm", "keep_sentence_boundaries"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"ElmoConfig.{name} must be True or False, got {getattr(self, name)!r}")
-        positive_int("num_output_representations")
-        positive_int("word_embedding_dim", allow_zero=True)
-        positive_int("word_embedding_buckets")
-        if self.word_embedding_buckets < 2:
-            raise ValueError(
-                f"ElmoConfig.word_embedding_buckets must be at least 2 (row 0 is padding), got {self.word_embedding_buckets}"
-            )
-        if self.head_hidden_size is not None:
-            positive_int("head_hidden_size")
-        if self.scalar_mix not in _SCALAR_MIXES:
-            raise ValueError(f"ElmoConfig.scalar_mix must be one of {_SCALAR_MIXES}, got {self.scalar_mix!r}")
-        params = self.scalar_mix_parameters
-        if self.scalar_mix == "fixed":
-            if (
-                params is None
-                or len(params) != self.num_layers + 1
-                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in params)
-            ):
-                raise ValueError(
-                    f"ElmoConfig.scalar_mix='fixed' needs scalar_mix_parameters: num_layers + 1 = {self.num_layers + 1} "
-                    f"numbers (pre-softmax weights of layers 0..{self.num_layers}), got {params!r}"
-                )
-        elif params is not None:
-            raise ValueError(
-                f"ElmoConfig.scalar_mix_parameters is only used with scalar_mix='fixed', got it with "
-                f"scalar_mix={self.scalar_mix!r}: {params!r}"
-            )
-        value = self.scalar_mix_l2_coef
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-            raise ValueError(f"ElmoConfig.scalar_mix_l2_coef must be a non-negative number, got {value!r}")
-        _check_num_labels(self.num_labels)  # also an `id2label` set or emptied after construction
-        if self.problem_type not in _PROBLEM_TYPES:
-            raise ValueError(f"ElmoConfig.problem_type must be one of {_PROBLEM_TYPES}, got {self.problem_type!r}")
-        value = self.representation_dropout
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            raise ValueError(f"ElmoConfig.representation_dropout must be in [0, 1), got {value!r}")
-        if self.classifier_pooling not in _CLASSIFIER_POOLINGS:
-            raise ValueError(
-                f"ElmoConfig.classifier_pooling must be one of {_CLASSIFIER_POOLINGS}, got {self.classifier_pooling!r}"
-            )
-        if self.token_classifier_encoder not in _TOKEN_CLASSIFIER_ENCODERS:
-            raise ValueError(
-                f"ElmoConfig.token_classifier_encoder must be one of {_TOKEN_CLASSIFIER_ENCODERS}, "
-                f"got {self.token_classifier_encoder!r}"
-            )
+    def validate_architecture(self) -> None:
+        """The rules between fields (`_Rule`s, declared with the field they name), in the order of the fields."""
+        for checks in self._field_checks().values():
+            for check in checks:
+                if isinstance(check, _Rule):
+                    check.function(self)
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> ElmoConfig:

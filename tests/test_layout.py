@@ -156,6 +156,14 @@ def test_the_kernel_registry_imports_nothing_of_the_package():
     assert graph["modeling_elmo.kernels_elmo"] == set()
 
 
+def test_the_configuration_imports_nothing_of_the_model():
+    """As transformers' configs import nothing of their model, `configuration_elmo` imports no kernel and no model
+    file: only the kernel registry, which declares the built-in kernels' names for the check of
+    `lstm_implementation`."""
+    graph = _graph()
+    assert graph["modeling_elmo.configuration_elmo"] == {"modeling_elmo.kernels_elmo"}
+
+
 def test_the_model_folder_is_exactly_what_a_saved_model_carries(tmp_path):
     """Every file of `modeling_elmo/` but `__init__.py` travels, and nothing else of the project does: a model saved
     with its tokenizer holds the model's files and the tokenizer's module with the siblings it imports."""
