@@ -319,7 +319,7 @@ BAD_INPUTS = [
     ("finetune_classification", "missing_model", "--model_name_or_path"),
     ("finetune_classification", "missing_file", "no such file"),
     ("finetune_classification", "empty_file", "no examples"),
-    ("finetune_classification", "binary_file", "is not valid utf-8"),
+    ("finetune_classification", "binary_file", "a binary file, not text"),
     ("finetune_classification", "malformed_file", "cannot tell the label column"),
     ("finetune_ner", "sentences_not_conll", "not CoNLL columns"),
     ("finetune_ner", "malformed_json", "not a JSON object"),
