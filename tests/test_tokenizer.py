@@ -680,7 +680,7 @@ def test_save_and_load_round_trip(tmp_path, vocab_file):
     files = tok.save_pretrained(tmp_path / "tok")
     names = sorted(os.listdir(tmp_path / "tok"))
     assert names == [
-        "batch_encoding_elmo.py", "character_ids.py", "padding_elmo.py", "tokenization_elmo.py",
+        "character_ids.py", "padding_elmo.py", "tokenization_elmo.py",
         "tokenizer_config.json", "vocab.txt", "word_splits_elmo.py", "word_vocab_elmo.py",
     ], files
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())

@@ -8,14 +8,13 @@ Registering them with `AutoTokenizer` for `ElmoConfig` (in-library use, no remot
 `import modeling_elmo` does it.
 
 The files, one concept each: `word_splits_elmo.py` (the registry of word splits, `WORD_SPLITTERS`),
-`word_vocab_elmo.py` (word-vocabulary files), `tokenization_elmo.py` (`ElmoTokenizer`), `batch_encoding_elmo.py`
-(its encoding and padding of a batch), `padding_elmo.py` (the padding shared with the collators) and
-`tokenization_elmo_manylangs.py` (`ElmoManyLangsTokenizer`).
+`word_vocab_elmo.py` (word-vocabulary files), `tokenization_elmo.py` (`ElmoTokenizer`, with its encoding and
+padding of a batch and their output, `ElmoBatchEncoding`), `padding_elmo.py` (the padding shared with the
+collators) and `tokenization_elmo_manylangs.py` (`ElmoManyLangsTokenizer`).
 """
 
-from .batch_encoding_elmo import ElmoBatchEncoding
 from .padding_elmo import LABEL_PAD_ID, pad_character_batch
-from .tokenization_elmo import ElmoTokenizer, word_to_char_ids
+from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer, word_to_char_ids
 from .tokenization_elmo_manylangs import ElmoManyLangsTokenizer
 from .word_splits_elmo import (
     WORD_SPLITTERS,
