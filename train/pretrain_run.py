@@ -38,6 +38,7 @@ from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
 from elmo_tools.hub_utils import HubPushError, push_folder, write_model_card
 from elmo_tools.interrupts import Interrupted
 from elmo_tools.loading import load_elmo
+from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import check_decodes
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 from modeling_elmo.configuration_elmo import PRESETS
@@ -130,7 +131,9 @@ def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
 
 
 def check_output_dir(args: PretrainArguments) -> None:
+    """--output_dir can be written (its parent exists and takes files) and holds no other run (unless told)."""
     output_dir = Path(args.output_dir)
+    check_writable_folder(output_dir, "--output_dir")  # a ValueError in one line
     if (
         args.resume_from_checkpoint is None
         and output_dir.exists()
