@@ -1,5 +1,6 @@
 """`elmo-analyze`: the contextuality measures against a brute-force computation on a tiny model, the sampling cap,
-and bad input (one line, exit 2, nothing written), with the command run in subprocesses.
+and bad input (one line, exit 2, nothing written), with the command run in subprocesses (its `main` in this process
+for the bad inputs, and once as the real command).
 
 The measures (cosines, variance explained) are O(1) statistics of float32 vectors, compared to STATISTIC
 (tests/tolerances.py); what the JSON file holds is rounded to 8 decimals (JSON_DECIMALS, below)."""
@@ -165,15 +166,18 @@ def test_occurrences_are_capped(model_dir, tmp_path):
     assert analysis.choose_occurrences(5, 100, analysis.random.Random(0)) == {i: i for i in range(5)}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", ["missing_file", "empty_file", "bad_model", "rare_words", "bad_option"])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, model_dir, tmp_path):
+BAD_INPUTS = {  # case -> the error line names
+    "missing_file": "not found", "empty_file": "has no words", "bad_model": "cannot load",
+    "rare_words": "no word occurs 50 times", "bad_option": "--max_occurrences",
+}
+
+
+def _bad_input(case: str, model_dir: Path, tmp_path: Path) -> list[str]:
+    """The command's arguments for one of BAD_INPUTS."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(LINES) + "\n")
     model = str(model_dir)
     extra: list[str] = []
-    expected = {"missing_file": "not found", "empty_file": "has no words", "bad_model": "cannot load",
-                "rare_words": "no word occurs 50 times", "bad_option": "--max_occurrences"}[case]
     if case == "missing_file":
         corpus = tmp_path / "absent.txt"
     elif case == "empty_file":
@@ -184,24 +188,38 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, model_dir, tmp_pa
         extra = ["--min_count", "50"]
     else:
         extra = ["--max_occurrences", "1"]
-    out = tmp_path / "out"
-    result = run_analyze(corpus, "--model", model, "--output_dir", out, *extra)
-    assert result.returncode == 2, result.stderr[-3000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
-    assert len(errors) == 1 and expected in errors[0], result.stderr[-3000:]
-    assert "Traceback" not in result.stderr
-    assert not out.exists()
+    return [str(corpus), "--model", model, "--output_dir", str(tmp_path / "out"), *extra]
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, model_dir, tmp_path, caplog):
+    """Through `main` in this process; test_the_command_refuses_in_one_line runs the real command on one of them."""
+    assert analysis.main([*_bad_input(case, model_dir, tmp_path), "--quiet"]) == 2
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert len(errors) == 1 and BAD_INPUTS[case] in errors[0] and "\n" not in errors[0], errors
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
-def test_existing_outputs_need_overwrite(model_dir, tmp_path):
+def test_the_command_refuses_in_one_line(model_dir, tmp_path):
+    """The real command on a corpus whose words are too rare: the model loaded and the text read, then one ERROR line,
+    exit 2, no traceback, nothing written."""
+    result = run_analyze(*_bad_input("rare_words", model_dir, tmp_path))
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and BAD_INPUTS["rare_words"] in errors[0], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_existing_outputs_need_overwrite(tmp_path, caplog):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(LINES) + "\n")
     out = tmp_path / "out"
     out.mkdir()
     (out / "contextuality.json").write_text("{}")
-    result = run_analyze(corpus, "--model", "tiny", "--output_dir", out, "--min_count", "2")
-    assert result.returncode == 2 and "--overwrite" in result.stderr
+    assert analysis.main([str(corpus), "--model", "tiny", "--output_dir", str(out), "--min_count", "2", "--quiet"]) == 2
+    assert "--overwrite" in caplog.text
     assert (out / "contextuality.json").read_text() == "{}"
 
 
