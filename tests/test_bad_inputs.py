@@ -20,23 +20,31 @@ from conftest import clean_env, run_command
 pytestmark = pytest.mark.slow
 
 GOOD_TEXT = "the bank raised its rates .\nwe sat on the river bank .\n"
+GOOD = object()  # a case that keeps the command's good input
 
 
 @dataclass(frozen=True)
 class Command:
-    """How a command is called on good inputs: `args` with {input} (a text file of the folder) and {output} (a path
-    in the folder that does not exist yet)."""
+    """How a command is called on good inputs: `args` with {input} (a file of the folder holding `good`) and
+    {output} (a path in the folder that does not exist yet)."""
 
     args: tuple[str, ...]
-    output_option: str  # how its message names the output ("output", "--output_dir")
+    good: str = GOOD_TEXT
+
+
+FINE_TUNING = ("--model_name_or_path", "tiny", "--train_file", "{input}", "--output_dir", "{output}", "--max_steps",
+               "1", "--per_device_train_batch_size", "2", "--report_to", "none", "--use_cpu", "--disable_tqdm", "true")
 
 
 COMMANDS = {
-    "elmo-embed": Command(("{input}", "{output}", "--model", "tiny", "--quiet"), "output"),
-    "elmo-analyze": Command(("{input}", "--model", "tiny", "--output_dir", "{output}", "--quiet"), "--output_dir"),
+    "elmo-embed": Command(("{input}", "{output}", "--model", "tiny", "--quiet")),
+    "elmo-analyze": Command(("{input}", "--model", "tiny", "--output_dir", "{output}", "--quiet")),
     "elmo-pretrain": Command(("--train_file", "{input}", "--output_dir", "{output}", "--preset", "tiny", "--max_steps",
                               "1", "--per_device_batch_size", "2", "--unroll_steps", "4", "--use_cpu",
-                              "--disable_tqdm"), "--output_dir"),
+                              "--disable_tqdm")),
+    "elmo-finetune-classification": Command(FINE_TUNING, "label\ttext\n1\tthe bank raised its rates\n"
+                                                         "0\twe sat on the river bank\n"),
+    "elmo-finetune-ner": Command(FINE_TUNING, "EU B-ORG\nrejects O\nit O\n\nPeter B-PER\nBlackburn I-PER\n"),
 }
 
 
@@ -47,7 +55,7 @@ class Case:
     `extra` and `says` may differ by command: a dict by command name, "*" for the others."""
 
     says: str | dict[str, str]
-    input: str | bytes | None = GOOD_TEXT
+    input: str | bytes | object | None = GOOD
     output: str | None = None
     extra: tuple[str, ...] | dict[str, tuple[str, ...]] = ()
 
@@ -57,24 +65,37 @@ class Case:
         return says, extra
 
 
+FT = ("elmo-finetune-classification", "elmo-finetune-ner")
 CASES = {
-    "missing input": Case({"elmo-pretrain": "no file matches", "*": "not found"}, input=None),
-    "empty input": Case({"elmo-pretrain": "holds no words", "*": "empty"}, input=""),
-    "input is a folder": Case({"elmo-pretrain": "is a directory", "*": "{input}"}, input="<folder>"),
+    "missing input": Case({"elmo-pretrain": "no file matches", **dict.fromkeys(FT, "no such file"), "*": "not found"},
+                          input=None),
+    "empty input": Case({"elmo-pretrain": "holds no words", "elmo-finetune-classification": "no examples",
+                         "elmo-finetune-ner": "no sentences", "*": "empty"}, input=""),
+    "input is a folder": Case({"elmo-pretrain": "is a directory", **dict.fromkeys(FT, "is a folder"), "*": "{input}"},
+                              input="<folder>"),
     "binary input (NUL byte)": Case("NUL byte", input=b"a line\nbinary \x00 data\n"),
     "undecodable input": Case("not valid utf-8", input=b"caf\xe9 au lait\n"),
     "every line left out": Case("every line", input=b"caf\xe9\n\xff\n", extra=("--encoding_errors", "skip")),
     "unknown option": Case("unrecognized arguments: --frobnicate", extra=("--frobnicate",)),
-    "non-positive number": Case({"elmo-pretrain": "--per_device_batch_size must be positive, got 0",
-                                 "*": "must be a positive integer, got 0"},
-                                extra={"elmo-pretrain": ("--per_device_batch_size", "0"), "*": ("--batch_size", "0")}),
+    "non-positive number": Case(
+        {"elmo-pretrain": "--per_device_batch_size must be positive, got 0",
+         **dict.fromkeys(FT, "--per_device_train_batch_size must be a positive integer, got 0"),
+         "*": "must be a positive integer, got 0"},
+        extra={"elmo-pretrain": ("--per_device_batch_size", "0"), **dict.fromkeys(FT, ("--per_device_train_batch_size",
+               "0")), "*": ("--batch_size", "0")}),
+    "nothing to train": Case(
+        {"elmo-pretrain": "give --max_steps or a positive --num_train_epochs", "*": "trains nothing"},
+        extra={"elmo-pretrain": ("--max_steps", "0", "--num_train_epochs", "0"),
+               "*": ("--max_steps", "-1", "--num_train_epochs", "0")}),
     "unwritable output": Case("cannot write in /proc", output="/proc/elmo-out"),
     "output in a missing folder": Case("does not exist", output="{tmp}/no/such/folder/out"),
 }
 # A case that does not apply to a command, and why.
+NO_ERRORS_OPTION = "reads with --encoding only (no --encoding_errors)"
 NOT_APPLICABLE = {
-    ("elmo-analyze", "every line left out"): "elmo-analyze reads with --encoding only (no --encoding_errors)",
-    ("elmo-pretrain", "every line left out"): "elmo-pretrain reads with --encoding only (no --encoding_errors)",
+    **{(command, "every line left out"): f"{command} {NO_ERRORS_OPTION}"
+       for command in ("elmo-analyze", "elmo-pretrain", *FT)},
+    **{(command, "nothing to train"): f"{command} trains nothing" for command in ("elmo-embed", "elmo-analyze")},
 }
 
 
@@ -89,8 +110,10 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path
         pytest.skip(NOT_APPLICABLE[command, case])
     spec, bad = COMMANDS[command], CASES[case]
     says, extra = bad.of(command)
-    source = tmp_path / "input.txt"
-    if bad.input == "<folder>":
+    source = tmp_path / ("input.tsv" if command == "elmo-finetune-classification" else "input.txt")
+    if bad.input is GOOD:
+        source.write_text(spec.good, encoding="utf-8")
+    elif bad.input == "<folder>":
         source.mkdir()
     elif isinstance(bad.input, bytes):
         source.write_bytes(bad.input)

@@ -41,6 +41,8 @@ def read_input_file(reader, path: str, option: str, encoding: str = "utf-8") -> 
     """`reader(path, encoding)`, with whatever is wrong with the file (absent, not text in `encoding`, not in the
     format) raised as an `InputError` that names the option and the file (and the line and byte that do not
     decode)."""
+    if os.path.isdir(path):
+        raise InputError(f"--{option} {path} is a folder, not a file")
     if not os.path.isfile(path):
         raise InputError(f"--{option} {path}: no such file")
     try:

@@ -32,6 +32,7 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss, floats rounded
 
 from elmo_tools.interrupts import Interrupted
+from elmo_tools.output_paths import OutputPathError, check_writable_folder
 from elmo_tools.tasks import TASKS, FineTuningTask
 from elmo_tools.text_files import checked_encoding
 from modeling_elmo import ElmoConfig
@@ -92,11 +93,10 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
                                                       command_args)
     labels = parts.sorted_labels(label for example in train_examples + eval_examples
                                  for label in parts.labels_of(example)) if train_examples else None
-    command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
-                        f", {row.labels} {labels}" if labels else "")
-
     model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
                                  getattr(head_args, row.head_option), command_args.verbose)
+    command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
+                        f", {row.labels} {labels}" if labels else "")  # after the model: a bad one is one line
     before_training(model, tokenizer, row, data_args, training_args)
     label2id = model.config.label2id
     check_known_labels((label for example in eval_examples for label in parts.labels_of(example)), label2id,
@@ -143,14 +143,39 @@ def parse_arguments(row: FineTuningTask, argv: Sequence[str] | None, command_log
     if asked == "all":
         parser.print_help()
         raise HelpShown
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        with open(os.path.abspath(argv[0]), encoding="utf-8") as f:
-            parsed = parser.parse_dict({**defaults, **json.load(f)})
-    else:
-        parsed = parser.parse_args_into_dataclasses(argv)
+    try:
+        if len(argv) == 1 and argv[0].endswith(".json"):
+            with open(os.path.abspath(argv[0]), encoding="utf-8") as f:
+                parsed = parser.parse_dict({**defaults, **json.load(f)})
+        else:
+            *parsed, unknown = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+            if unknown:
+                raise InputError(f"unrecognized arguments: {' '.join(unknown)} ({row.command} --help lists the "
+                                 "options)")
+    except ValueError as error:  # a dataclass's own check (TrainingArguments' __post_init__): its first line
+        raise InputError(str(error).strip().splitlines()[0]) from None
     _check_encoding(parsed)
+    _check_training_numbers(parsed[-1], parsed)
+    try:
+        check_writable_folder(Path(parsed[-1].output_dir), "--output_dir")
+    except OutputPathError as error:
+        raise InputError(str(error)) from None
     _set_up_logging(parsed[-1], any(getattr(p, "verbose", False) for p in parsed), command_logger)
     return tuple(parsed)
+
+
+def _check_training_numbers(training_args, parsed) -> None:
+    """The counts and rates Trainer takes as they come: one line for a value it would fail on, or that would train
+    nothing, before anything is written."""
+    for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+        if getattr(training_args, name) < 1:
+            raise InputError(f"--{name} must be a positive integer, got {getattr(training_args, name)}")
+    training = any(getattr(arguments, "train_file", None) for arguments in parsed)
+    if training and not training_args.learning_rate > 0:
+        raise InputError(f"--learning_rate must be positive, got {training_args.learning_rate}")
+    if training and training_args.max_steps <= 0 and not training_args.num_train_epochs > 0:
+        raise InputError(f"--num_train_epochs {training_args.num_train_epochs:g} with no --max_steps trains nothing: "
+                         "give a positive number of epochs or steps")
 
 
 def _check_encoding(parsed) -> None:
