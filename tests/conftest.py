@@ -167,13 +167,15 @@ PYTEST_OWN_VARIABLE = "PYTEST_CURRENT_TEST"  # pytest sets it for each test, and
 
 def _process_state() -> dict:
     """What one test could change for every test after it: torch's threads and global switches, the kernel switches
-    and registries of the model, the word-split registry, the environment. (Not the random generators: every test
+    and registries of the model, the word-split registry, the table of fine-tuning tasks, the environment. (Not the random generators: every test
     starts from `torch.manual_seed(0)`.)"""
+    from elmo_tools.tasks import TASKS
     from modeling_elmo import matmul_elmo
     from modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
     from tokenization import WORD_SPLITTERS
 
     return {
+        "fine-tuning tasks": dict(TASKS),
         "torch threads": torch.get_num_threads(),
         "torch default dtype": torch.get_default_dtype(),
         "torch grad enabled": torch.is_grad_enabled(),
@@ -190,10 +192,13 @@ def _process_state() -> dict:
 
 
 def _restore_process_state(state: dict) -> None:
+    from elmo_tools.tasks import TASKS
     from modeling_elmo import matmul_elmo
     from modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
     from tokenization import WORD_SPLITTERS
 
+    TASKS.clear()
+    TASKS.update(state["fine-tuning tasks"])
     torch.set_num_threads(state["torch threads"])
     torch.set_default_dtype(state["torch default dtype"])
     torch.set_grad_enabled(state["torch grad enabled"])

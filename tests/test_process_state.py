@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import _process_state, _restore_process_state
 
+from elmo_tools.tasks import TASKS
 from modeling_elmo import matmul_elmo
 from modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
 from tokenization import WORD_SPLITTERS
@@ -24,6 +25,7 @@ CHANGES = {
     "matmul_elmo._ONEDNN": lambda: matmul_elmo._ONEDNN.__setitem__(torch.float32, "changed"),
     "LSTM kernels": lambda: ALL_LSTM_FUNCTIONS.register("left-behind", ALL_LSTM_FUNCTIONS["reference"]),
     "word splits": lambda: WORD_SPLITTERS.register("left-behind", str.split),
+    "fine-tuning tasks": lambda: TASKS.__setitem__("left-behind", TASKS["token-classification"]),
     "environment": lambda: os.environ.__setitem__("ELMO_LEFT_BEHIND", "1"),
 }
 
