@@ -205,7 +205,7 @@ def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_
     """Once the model of the steps asked for is written, an interrupt's line lists the outputs kept and says that
     --resume_from_checkpoint latest scores without training; a model of fewer steps is not that model."""
     from elmo_tools.interrupts import Interrupted
-    from train.demo import DemoArguments
+    from train.demo_args import DemoArguments
     from train.demo_run import DemoOutputs
 
     (tmp_path / "model").mkdir()

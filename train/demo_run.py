@@ -26,7 +26,7 @@ from modeling_elmo import ElmoConfig
 from . import sense_corpus, sense_corpus_zh
 from .checkpoints import RESUME_OPTION, StopGuard, interrupted_message
 from .data import resolve_files
-from .demo import DemoArguments
+from .demo_args import DemoArguments
 from .pretrain_args import PretrainArguments
 from .pretrain_run import train
 
