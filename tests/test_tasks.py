@@ -288,3 +288,13 @@ def test_the_table_is_what_the_loader_and_the_card_read(toy_task):
     model, _ = load_elmo("tiny", TOY, config_overrides={"num_labels": 2})
     assert type(model).__name__ == "ElmoForSequenceClassification"
     assert tasks.TASKS is TASKS
+
+
+def test_the_readme_lists_every_task_command():
+    """The README's table of commands has a row for each task of the table, naming its head and task and linking
+    the fine-tuning page: a new row of TASKS without its line in the README fails here."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    for row in tasks.TASKS.values():
+        lines = [line for line in readme if line.startswith(f"| `{row.command}` |")]
+        assert len(lines) == 1, f"README.md has no row for {row.command}"
+        assert row.head_class in lines[0] and row.card_task in lines[0] and "docs/finetuning.md" in lines[0], lines[0]
