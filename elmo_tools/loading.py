@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from safetensors import SafetensorError
 
 from modeling_elmo.configuration_elmo import PRESETS, ElmoConfig
 from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, WordSplitError
@@ -271,6 +272,11 @@ def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code:
         raise ModelLoadError(f"cannot load {name} as {auto_class.__name__}: some saved weights have other shapes "
                              f"than its config gives (a head of another number of labels or another pooling?); "
                              f"ignore_mismatched_sizes=True re-initialises them") from None
+    except SafetensorError as error:  # a truncated or damaged weight file
+        weights = sorted(Path(name).glob("*.safetensors")) if Path(name).is_dir() else []
+        where = ", ".join(str(path) for path in weights) or name
+        raise ModelLoadError(f"cannot read the weights of {name} ({where}): {_first_line(error)}; the file is damaged "
+                             "or incomplete (an interrupted copy or download?)") from None
     except _ERRORS as error:
         raise ModelLoadError(f"cannot load an ELMo model from {name}: {_first_line(error)}") from None
 

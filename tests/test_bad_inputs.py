@@ -58,6 +58,7 @@ class Case:
     input: str | bytes | object | None = GOOD
     output: str | None = None
     extra: tuple[str, ...] | dict[str, tuple[str, ...]] = ()
+    truncated_weights: bool = False  # the model is a saved folder whose model.safetensors is cut in half
 
     def of(self, command: str) -> tuple[str, tuple[str, ...]]:
         says = self.says if isinstance(self.says, str) else self.says.get(command, self.says.get("*"))
@@ -87,6 +88,7 @@ CASES = {
         {"elmo-pretrain": "give --max_steps or a positive --num_train_epochs", "*": "trains nothing"},
         extra={"elmo-pretrain": ("--max_steps", "0", "--num_train_epochs", "0"),
                "*": ("--max_steps", "-1", "--num_train_epochs", "0")}),
+    "truncated weights": Case("the file is damaged or incomplete", truncated_weights=True),
     "unwritable output": Case("cannot write in /proc", output="/proc/elmo-out"),
     "output in a missing folder": Case("does not exist", output="{tmp}/no/such/folder/out"),
 }
@@ -97,6 +99,30 @@ NOT_APPLICABLE = {
        for command in ("elmo-analyze", "elmo-pretrain", *FT)},
     **{(command, "nothing to train"): f"{command} trains nothing" for command in ("elmo-embed", "elmo-analyze")},
 }
+
+
+def _truncated_model(folder: Path) -> Path:
+    """A saved tiny model whose weight file lost its second half (an interrupted copy)."""
+    from conftest import tiny_model
+
+    from tokenization import ElmoTokenizer
+
+    tiny_model().save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return folder
+
+
+def _with_model(args: list[str], model: Path) -> list[str]:
+    """The command line with the folder `model` where it names the preset "tiny" (pretraining: --init_from)."""
+    out: list[str] = []
+    for arg in args:
+        if arg == "tiny" and out and out[-1] == "--preset":
+            out[-1:] = ["--init_from", str(model)]
+        else:
+            out.append(str(model) if arg == "tiny" else arg)
+    return out
 
 
 def _folder_state(folder: Path) -> set[str]:
@@ -120,8 +146,10 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path
     elif isinstance(bad.input, str):
         source.write_text(bad.input, encoding="utf-8")
     output = (bad.output or "{tmp}/out").replace("{tmp}", str(tmp_path))
-    before = _folder_state(tmp_path)
     args = [a.format(input=source, output=output) for a in spec.args] + list(extra)
+    if bad.truncated_weights:
+        args = _with_model(args, _truncated_model(tmp_path / "model"))
+    before = _folder_state(tmp_path)
     script = shutil.which(command, path=str(Path(sys.executable).parent))
     result = run_command([script, *args], cwd=tmp_path, env=clean_env(), timeout=300)
     lines = [line for line in result.stderr.splitlines() if line.strip() and " WARNING " not in f" {line} "]
