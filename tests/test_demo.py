@@ -198,7 +198,9 @@ def test_a_font_is_found_only_where_it_draws_every_character(monkeypatch):
              (("LastResortHE-Regular.ttf", "Last Resort High-Efficiency"), ("DejaVuSans.ttf", "DejaVu Sans"))]
     monkeypatch.setattr(font_manager.fontManager, "ttflist", known)
     assert demo.find_font_for("行长花打还好觉乐") is None
-    assert demo.find_font_for("háng (bank)") == str(fonts / "DejaVuSans.ttf")
+    assert demo.find_font_for("hǎo (good)") == str(fonts / "DejaVuSans.ttf")
+    # mapped, but to an empty glyph (DejaVu Sans's zero-width space): a font that would draw nothing there
+    assert demo.find_font_for("a\u200bb") is None
 
 
 def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_again(tmp_path):

@@ -15,7 +15,7 @@ import matplotlib
 import torch
 from matplotlib import font_manager
 from matplotlib.font_manager import FontProperties
-from matplotlib.ft2font import FT2Font
+from matplotlib.ft2font import FT2Font, LoadFlags
 from transformers.utils import logging as hf_logging
 
 from elmo_tools.analysis import analyze_to_folder
@@ -151,7 +151,8 @@ def _labels(vectors: dict, language: str):
 
         logger.info("drawing the Chinese labels with %s", font_file)
         return (*cjk_names, FontProperties(fname=font_file))
-    logger.info("no installed font has the Chinese characters: the plot names them in pinyin")
+    logger.info("no installed font draws the Chinese characters: the plot names them in pinyin (a CJK font shows "
+                "them: e.g. apt-get install fonts-noto-cjk, then remove matplotlib's font cache)")
     return ({w: sense_corpus_zh.word_label(w, cjk=False) for w in vectors},
             {(w, s): sense_corpus_zh.sense_label(w, s, cjk=False) for w in vectors for s in vectors[w]["labels"]},
             None)
@@ -164,7 +165,8 @@ CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source H
 
 
 def find_font_for(text: str) -> str | None:
-    """The file of an installed font (matplotlib's list) that has a glyph for every character of `text`, or None."""
+    """The file of an installed font (matplotlib's list) that draws every character of `text`, or None. A font that
+    maps a character to an empty glyph does not draw it (WenQuanYi Micro Hei has one for the pinyin ǎ)."""
     needed = {ord(c) for c in text if not c.isspace()}
     entries = sorted(font_manager.fontManager.ttflist,
                      key=lambda f: CJK_FONTS.index(f.name) if f.name in CJK_FONTS else len(CJK_FONTS))
@@ -172,12 +174,19 @@ def find_font_for(text: str) -> str | None:
         if entry.name.startswith("Last Resort"):  # matplotlib's fallback font: its "glyphs" are the missing-glyph boxes
             continue
         try:
-            charmap = FT2Font(entry.fname).get_charmap()
+            font = FT2Font(entry.fname)
+            if needed <= font.get_charmap().keys() and all(_draws(font, code) for code in needed):
+                return entry.fname
         except (OSError, RuntimeError, ValueError):  # an unreadable font file is skipped, not fatal
             continue
-        if needed <= charmap.keys():
-            return entry.fname
     return None
+
+
+def _draws(font: FT2Font, code: int) -> bool:
+    """Whether the font's glyph for the character `code` has an outline (an empty one draws nothing)."""
+    font.load_char(code, flags=LoadFlags.NO_HINTING)
+    vertices, _ = font.get_path()
+    return len(vertices) > 0
 
 
 CORPORA = {"en": sense_corpus, "zh": sense_corpus_zh}
