@@ -845,3 +845,25 @@ def test_predict_only_refuses_options_that_change_the_trained_head(fine_tuned_cl
             main(["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "new.txt"),
                   "--output_dir", str(out), *option])
         assert "\n" not in str(caught.value) and not out.exists()
+
+
+def test_training_words_the_bilm_never_saw_are_said_in_one_warning(caplog):
+    """A head on a biLM pretrained on other words: most training words outside its vocabulary, one warning naming
+    the way out; none where most are known, or the head already has a word embedding."""
+    from types import SimpleNamespace
+
+    from tokenization import ElmoTokenizer
+    from train import finetune_classification
+    from train.finetune_run import warn_if_unseen
+
+    tokenizer = ElmoTokenizer(word_vocab=["<S>", "</S>", "<UNK>", "the", "bank", "river"])
+    data_args = SimpleNamespace(word_split=None)
+    config = SimpleNamespace(word_embedding_dim=0)
+    unseen = [{"text": "a truly wonderful film", "label": "1"}, {"text": "the bank", "label": "0"}]
+    warn_if_unseen(unseen, finetune_classification, tokenizer, data_args, config)
+    assert "67% of the training words are not in the biLM's pretraining vocabulary" in caplog.text
+    assert "--word_embedding_dim 32" in caplog.text
+    caplog.clear()
+    warn_if_unseen([{"text": "the river bank", "label": "0"}], finetune_classification, tokenizer, data_args, config)
+    warn_if_unseen(unseen, finetune_classification, tokenizer, data_args, SimpleNamespace(word_embedding_dim=32))
+    assert not caplog.text

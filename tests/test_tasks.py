@@ -167,6 +167,7 @@ def toy_module() -> types.ModuleType:
     module.ToyDataArguments = ToyDataArguments
     module.read_file = _read_file
     module.labels_of = lambda example: (example["label"],)
+    module.words_of = lambda example, tokenizer, data_args: split_text(example["text"], tokenizer, None)
     module.sorted_labels = lambda labels: sorted(set(labels))
     module.encode = _encode
     module.collator = lambda tokenizer: ElmoDataCollatorForSequenceClassification(tokenizer)

@@ -42,6 +42,10 @@ def labels_of(example: dict) -> Sequence[str]:
     return (example["label"],)
 
 
+def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
+    return split_text(example["text"], tokenizer, data_args.word_split)
+
+
 def sorted_labels(labels: Iterable[str]) -> list[str]:
     """Numerically when they all are integers (SST-2's "0", "1"), else as strings (`label_list`)."""
     return label_list(labels)

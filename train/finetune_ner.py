@@ -47,6 +47,10 @@ def labels_of(example: dict) -> Sequence[str]:
     return example["tags"]
 
 
+def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
+    return example["tokens"]
+
+
 def sorted_labels(labels: Iterable[str]) -> list[str]:
     """"O" first, then by entity type and prefix (`tag_list`)."""
     return tag_list(labels)

@@ -59,6 +59,9 @@ class TaskParts(Protocol):
     def labels_of(self, example: dict) -> Sequence[str]:
         """The labels of one example (one for a sentence, one per word for a tagger)."""
 
+    def words_of(self, example: dict, tokenizer, data_args) -> Sequence[str]:
+        """The words of one example, as the tokenizer will read them."""
+
     def sorted_labels(self, labels: Iterable[str]) -> list[str]:
         """The distinct labels of the data, in the order of their ids in a new head."""
 
@@ -95,6 +98,8 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
                                  for label in parts.labels_of(example)) if train_examples else None
     model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
                                  getattr(head_args, row.head_option), command_args.verbose)
+    if train_examples:
+        warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
     command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
                         f", {row.labels} {labels}" if labels else "")  # after the model: a bad one is one line
     before_training(model, tokenizer, row, data_args, training_args)
@@ -369,6 +374,26 @@ def _new_head_weights(info: dict | None, new_head: bool, base_prefix: str) -> tu
     if not new_head and (mismatched or unused):
         return None
     return sorted({*missing, *mismatched}), unused
+
+
+# Below this share of the training words known to the biLM's pretraining vocabulary, a head on a small biLM rarely
+# learns from the mixed vectors alone (benchmarks/bench_finetune.md: the demo model on unseen sentiment words).
+UNSEEN_WORDS_WARNING = 0.5
+
+
+def warn_if_unseen(examples: list[dict], parts: TaskParts, tokenizer, data_args, config) -> None:
+    """One warning when most words of the training data are not in the word vocabulary the biLM was pretrained with
+    (where the folder has one): ELMo reads them by their characters, but a small biLM may not tell them apart, and a
+    trainable word embedding (`--word_embedding_dim`) then helps."""
+    vocabulary = set(getattr(tokenizer, "word_vocab", None) or ())
+    if not vocabulary or getattr(config, "word_embedding_dim", 0):
+        return
+    words = [word for example in examples for word in parts.words_of(example, tokenizer, data_args)]
+    known = sum(word in vocabulary for word in words) / max(len(words), 1)
+    if words and known < UNSEEN_WORDS_WARNING:
+        logger.warning("%.0f%% of the training words are not in the biLM's pretraining vocabulary (%d words): it reads "
+                       "them by their characters, which a small biLM may not tell apart; --word_embedding_dim 32 adds "
+                       "a trainable word embedding for them", 100 * (1 - known), len(vocabulary))
 
 
 def before_training(model, tokenizer, row: FineTuningTask, data_args, training_args) -> None:
