@@ -272,7 +272,7 @@ def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code:
         raise ModelLoadError(f"cannot load {name} as {auto_class.__name__}: some saved weights have other shapes "
                              f"than its config gives (a head of another number of labels or another pooling?); "
                              f"ignore_mismatched_sizes=True re-initialises them") from None
-    except SafetensorError as error:  # a truncated or damaged weight file
+    except SafetensorError as error:  # a truncated or damaged weight file, where the class is not ours (remote code)
         weights = sorted(Path(name).glob("*.safetensors")) if Path(name).is_dir() else []
         where = ", ".join(str(path) for path in weights) or name
         raise ModelLoadError(f"cannot read the weights of {name} ({where}): {_first_line(error)}; the file is damaged "

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
@@ -370,7 +371,16 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
-        loaded = super().from_pretrained(*args, **kwargs)
+        """`PreTrainedModel.from_pretrained`; a weight file it cannot read (truncated by an interrupted copy or
+        download) is an `OSError` naming it, as a missing file is, not safetensors' own error."""
+        try:
+            loaded = super().from_pretrained(*args, **kwargs)
+        except SafetensorError as error:
+            name = str(args[0] if args else kwargs.get("pretrained_model_name_or_path"))
+            files = sorted(Path(name).glob("*.safetensors")) if Path(name).is_dir() else []
+            where = ", ".join(str(file) for file in files) or name
+            raise OSError(f"cannot read the weights of {name} ({where}): {str(error).splitlines()[0]}; the file is "
+                          "damaged or incomplete (an interrupted copy or download?)") from None
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a pair
         # Weights memory-mapped from safetensors can sit at addresses that make the BLAS kernels take another
         # path, which changes results in the last bit. Copying them makes a loaded model give exactly the

@@ -230,3 +230,16 @@ def test_saved_weights_of_another_shape_are_one_line_unless_ignored(tmp_path):
     _one_line(error, str(tmp_path), "ignore_mismatched_sizes=True")
     model, _ = load_elmo(tmp_path, "token-classification", config_overrides=two, ignore_mismatched_sizes=True)
     assert model.num_labels == 2
+
+
+def test_a_damaged_weight_file_is_one_error_naming_it(tmp_path):
+    """A model.safetensors cut in half (an interrupted copy): from_pretrained raises an OSError naming the file, as
+    for a missing one, and load_elmo its one-line ModelLoadError."""
+    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(OSError, match=f"cannot read the weights of .*{weights}.*damaged or incomplete"):
+        ElmoModel.from_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError, match=f"{weights}.*damaged or incomplete") as caught:
+        load_elmo(str(tmp_path))
+    assert "\n" not in str(caught.value)
