@@ -31,7 +31,7 @@ under `words`: `{"bank": {"count": n, "self_similarity": [per layer], "max_expla
 Input: a text file, one sentence per line, read as a stream (twice: once to count the words, once to embed), in
 `--encoding` (utf-8; bytes that do not decode are refused in one line naming the file, the line and the byte, and
 nothing is written), split into words as `elmo-embed` does: as the model's tokenizer splits raw text (its saved
-`word_split`), or by `--split` (a registered split, `module:function`, or `whitespace` for tokenized text); blank
+`word_split`), or by `--word_split` (a registered split, `module:function`, or `whitespace` for tokenized text); blank
 lines are skipped. The model: a folder, a Hub id, or a preset name (`tiny`, `small`, ...: random weights, seeded,
 only useful to test the command), loaded by `elmo_tools.loading.load_elmo`.
 
@@ -212,7 +212,7 @@ def anisotropy(sample: torch.Tensor) -> torch.Tensor:
 def _check_args(args) -> None:
     if args.split is not None:
         try:  # registered (an import path is imported), and its package (jieba ...) installed
-            check_word_split(args.split, "--split", allow_import=True)
+            check_word_split(args.split, "--word_split", allow_import=True)
         except ValueError as error:
             raise AnalysisError(str(error)) from None
     if args.min_count < 2:

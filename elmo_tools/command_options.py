@@ -20,7 +20,7 @@ EMBED_DTYPES = ("float32", "bfloat16", "float16", "int8")
 
 SPLIT_HELP = ("how lines are split into words (default: as the model's tokenizer splits raw text): a split registered "
               "in tokenization.WORD_SPLITTERS (punctuation, jieba, ...; whitespace for already tokenized text), or "
-              "module:function, imported")
+              "module:function, imported; --split is its older name")
 
 
 def checked_encoding(name: str) -> str:
@@ -70,7 +70,7 @@ def embed_parser() -> argparse.ArgumentParser:
     modes.add_argument("--average", dest="mode", action="store_const", const="average", help="mean of the layers")
     parser.set_defaults(mode="all")
     parser.add_argument("--format", choices=EMBED_FORMATS, default=None, help="default: from OUTPUT's suffix")
-    parser.add_argument("--split", default=None, metavar="SPLIT", help=SPLIT_HELP)
+    parser.add_argument("--word_split", "--split", dest="split", default=None, metavar="SPLIT", help=SPLIT_HELP)
     parser.add_argument("--text_column", default=None, help="column of a dataset or data-file input (default 'text')")
     parser.add_argument("--dataset_split", default=None, help="split of a saved DatasetDict")
     parser.add_argument("--batch_size", type=int, default=128, help="sentences per batch (default 128)")
@@ -122,7 +122,8 @@ def analyze_parser() -> argparse.ArgumentParser:
     parser.add_argument("input", help="text file, one sentence per line")
     parser.add_argument("--model", required=True, help="model folder, Hub id, or preset name (random weights)")
     parser.add_argument("--output_dir", required=True, help="where contextuality.json and contextuality.png go")
-    parser.add_argument("--split", default=None, metavar="SPLIT", help=SPLIT_HELP + " (as elmo-embed)")
+    parser.add_argument("--word_split", "--split", dest="split", default=None, metavar="SPLIT",
+                        help=SPLIT_HELP + " (as elmo-embed)")
     add_encoding_argument(parser, "the input")
     parser.add_argument("--min_count", type=int, default=5,
                         help="word types with fewer occurrences are not analysed (default 5)")

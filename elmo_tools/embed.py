@@ -9,7 +9,7 @@ datasets and tqdm.
 Input
 -----
 * a text file, one sentence per line, split into words as the model's tokenizer splits raw text (its saved
-  `word_split`: `punctuation`, `jieba`, ...), or by `--split`: any split registered in
+  `word_split`: `punctuation`, `jieba`, ...), or by `--word_split`: any split registered in
   `tokenization.WORD_SPLITTERS`, an import path `module:function` (imported and registered), or `whitespace` for
   text that is already tokenized (as allennlp's `elmo` command); `tokenization.split_words`. Lines are read as bytes
   and decoded with `--encoding` (utf-8): a file with bytes that do not decode is refused before anything is written,
@@ -448,7 +448,7 @@ def _embed_share(lines: Iterator, args, done: set[int], processes: Processes, em
 def _check_args(args) -> None:
     if args.split is not None:
         try:  # registered (an import path is imported), and its package (jieba ...) installed
-            check_word_split(args.split, "--split", allow_import=True)
+            check_word_split(args.split, "--word_split", allow_import=True)
         except ValueError as error:
             raise EmbedError(str(error)) from None
     for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout", "threads"):

@@ -158,13 +158,13 @@ def _valid_prefix(raw: bytes, encoding: str) -> bool:
 
 def tokenizer_word_split(tokenizer, model: str) -> str:
     """The name of the split the model's tokenizer saved, checked here: `WordSplitError` (one line, suggesting
-    `--split`) for a split whose package is missing, or a function it names by import path (a name read from a
+    `--word_split`) for a split whose package is missing, or a function it names by import path (a name read from a
     model's files is never imported). elmo-analyze uses it too."""
     split = split_name(tokenizer.word_split)
     try:
         check_word_split(split)
     except ValueError as error:
-        raise WordSplitError(f"the tokenizer of {model}: {error}; or give another split with --split") from None
+        raise WordSplitError(f"the tokenizer of {model}: {error}; or give another split with --word_split") from None
     return split
 
 

@@ -139,27 +139,26 @@ def _finetuned(root: Path) -> Path:
 
 @pytest.fixture(scope="module", autouse=True)
 def _word_splits_of_this_file():
-    """The custom split is registered for this file's tests (as the commands' --split registers it in a process),
-    and unregistered after them."""
-    from tokenization import WORD_SPLITTERS
+    """The custom split is registered for this file's tests (as the commands' --word_split registers it in a
+    process), and unregistered after them. Registered here, not where its model is built: the session's fixtures
+    build every kind within whichever test asks first, and a test may not change the process for the next."""
+    from tokenization import WORD_SPLITTERS, check_word_split
 
     with pytest.MonkeyPatch.context() as patch:
         for registry in ("_functions", "_requirements"):
             patch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
+        check_word_split(CUSTOM_SPLIT, allow_import=True)  # what the commands' --word_split does: import, register
         yield
 
 
 def _custom_split(root: Path) -> Path:
-    from tokenization import check_word_split
-
-    check_word_split(CUSTOM_SPLIT, allow_import=True)  # what the commands' --split does: import and register it
-    torch.manual_seed(2)
+    torch.manual_seed(2)  # the split is registered by _word_splits_of_this_file
     ElmoForPreTraining(tiny_config(vocab_size=30)).save_pretrained(root / "model")
     ElmoTokenizer(word_split=CUSTOM_SPLIT).save_pretrained(root / "model")
     return root / "model"
 
 
-def _split_options(kind: str, option: str = "--split") -> list[str]:
+def _split_options(kind: str, option: str = "--word_split") -> list[str]:
     """A saved split of the user's own is never imported from the model's files: the commands are told it."""
     return [option, CUSTOM_SPLIT] if kind == "custom_split" else []
 
@@ -176,9 +175,10 @@ BUILDERS = {
 }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kind_dirs(tmp_path_factory) -> dict[str, Path]:
-    """Every kind that can be built here; a kind whose package is missing is left out (its cells skip)."""
+    """Every kind that can be built here; a kind whose package is missing is left out (its cells skip). Module-scoped,
+    as the fixtures built from it: set up after this file's own registration of the custom split."""
     folders = {}
     for kind, build in BUILDERS.items():
         try:
@@ -194,7 +194,7 @@ def _folder(kind_dirs, kind: str) -> Path:
     return kind_dirs[kind]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def expected(kind_dirs) -> dict[str, list[np.ndarray]]:
     """Each kind's own forward, in this process: the last hidden state of every sentence, unpadded."""
     out = {}
@@ -249,7 +249,7 @@ def _run_fresh(names: dict[str, str], out: Path, env: dict[str, str], cwd: Path)
     return vectors
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def fresh_vectors(kind_dirs, tmp_path_factory) -> dict[str, list[np.ndarray]]:
     """Every kind pushed to a Hub on 127.0.0.1, then loaded as remote code by folder and by repository id in a
     fresh interpreter that cannot import this project."""
@@ -348,7 +348,7 @@ def _own_layers(model, tokenizer, line: str) -> np.ndarray:
     return layers[:, start: start + words].numpy()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def raw_text(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("text") / "lines.txt"
     path.write_text("\n".join(RAW_SENTENCES) + "\n", encoding="utf-8")
@@ -412,7 +412,7 @@ def _finetune_args(folder: Path, train: Path, out: Path, test: Path) -> list[str
 
 
 def _finetune_options(kind: str) -> list[str]:
-    return _split_options(kind, "--word_split")
+    return _split_options(kind)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -467,7 +467,7 @@ def test_continued_pretraining(kind, kind_dirs, tmp_path):
     result = run_command([sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir", str(out),
                           "--init_from", str(folder), "--max_steps", "3", "--per_device_batch_size", "4",
                           "--unroll_steps", "8", "--disable_tqdm", "--report_to", "none", "--logging_steps", "1",
-                          *_split_options(kind, "--word_split")],
+                          *_split_options(kind)],
                          cwd=REPO, env=env, timeout=300)
     if refusal is not None:
         assert result.returncode == 2 and not out.exists(), result.stderr[-2000:]

@@ -763,7 +763,7 @@ def test_word_split_travels_with_the_saved_tokenizer(tmp_path, vocab_file):
             assert saved == "test_tokenizer:_bar_segmenter"
             unregistered = ElmoTokenizer.from_pretrained(folder)
             with pytest.raises(ValueError, match=r"'test_tokenizer:_bar_segmenter' names a function that is not "
-                                                 r"registered in this process: .*--split test_tokenizer:_bar_segmenter"):
+                                                 r"registered in this process: .*--word_split test_tokenizer:_bar_segmenter"):
                 unregistered("北京|天安门")
             loaded = AutoTokenizer.from_pretrained(folder, word_split=segment)
             assert loaded.word_split is segment
@@ -783,7 +783,7 @@ def _bar_segmenter(text: str) -> list[str]:
 
 
 def test_word_split_import_path_is_imported_only_when_asked(tmp_path, vocab_file, monkeypatch):
-    """`module:function` (a command's `--split`): imported and registered by check_word_split(allow_import=True);
+    """`module:function` (a command's `--word_split`): imported and registered by check_word_split(allow_import=True);
     a tokenizer saved with it loads it by name once registered; a lambda is saved as a placeholder loading refuses."""
     for registry in ("_functions", "_requirements"):  # the registrations below end with the test
         monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))

@@ -226,7 +226,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             or one registered with `WORD_SPLITTERS.register`, or any function `str -> list[str]`. Ignored for
             `is_split_into_words=True`. Saved in tokenizer_config.json: a function as its registered name or its
             import path `module:function` (loading it then needs that name registered in the loading process:
-            `check_word_split(name, allow_import=True)`, a command's `--split name`, or
+            `check_word_split(name, allow_import=True)`, a command's `--word_split name`, or
             `from_pretrained(path, word_split=function)`; it is never imported from the file), and a function that
             cannot be imported by name (a lambda) as the placeholder `"custom:<module>.<name>"`, which loading
             refuses until the function is passed again, instead of silently splitting another way. A split whose

@@ -3,13 +3,13 @@
 A word split is a function `str -> list[str]` registered under a name: `"punctuation"` (default of the tokenizer:
 PTB-like words, one token per CJK ideograph or kana), `"whitespace"` (`str.split()`, for text that is already
 tokenized) and `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`, imported when first used).
-The tokenizer's `word_split`, `build_vocab(split=...)` and the commands' `--word_split`/`--split` options take any
+The tokenizer's `word_split`, `build_vocab(split=...)` and the commands' `--word_split` options take any
 registered name, so a new segmenter is one function and one call:
 
     from tokenization import WORD_SPLITTERS
     WORD_SPLITTERS.register("thai", pythainlp.word_tokenize)
 
-or, without code, its import path `module:function` (`--split pythainlp:word_tokenize`): `check_word_split(...,
+or, without code, its import path `module:function` (`--word_split pythainlp:word_tokenize`): `check_word_split(...,
 allow_import=True)`, which the commands call on their options, imports it and registers it under that name. A name
 read from a saved tokenizer is never imported (a tokenizer_config.json from the Hub must not choose which installed
 function runs on the user's text): it must be registered in the process first, and a clear error says so.
@@ -358,7 +358,7 @@ def check_word_split(rule: str | WordSplit, option: str = "word_split", allow_im
         if not allow_import:
             raise WordSplitError(
                 f"{option} {rule!r} names a function that is not registered in this process: give it as an option "
-                f"(--split {rule} imports it), pass the function itself (word_split=...), or register it "
+                f"(--word_split {rule} imports it), pass the function itself (word_split=...), or register it "
                 f"(tokenization.check_word_split({rule!r}, allow_import=True))"
             )
         WORD_SPLITTERS.register(rule, _import_split(rule, option))
