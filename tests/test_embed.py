@@ -1,7 +1,8 @@
 """`elmo-embed` end to end: the command in subprocesses on a tiny model saved to a temporary folder.
 
 Layout and values (against the model run sentence by sentence), --top/--average, Parquet, independence from the
-batch size, resumption after a kill, flat memory, bad inputs, `datasets` inputs, bfloat16, two processes under
+batch size, resumption after a kill, streaming in windows (what keeps memory flat with corpus size; the memory itself
+is measured by benchmarks/bench_embed_memory.py), bad inputs, `datasets` inputs, bfloat16, two processes under
 torchrun, and the feature-extraction pipeline.
 
 The command's vectors are compared with the model's own forward (one sentence at a time) to REORDERED
@@ -34,6 +35,7 @@ from tolerances import REORDERED, assert_close
 
 from elmo_tools import embed as embed_module
 from elmo_tools.command_options import embed_parser
+from elmo_tools.embed_io import done_windows
 from modeling_elmo import ElmoModel
 from tokenization import ElmoTokenizer, split_words
 
@@ -110,12 +112,16 @@ def read_tokens(path: Path) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_hdf5_layout_and_values_all_top_average(model_dir, reference, tmp_path):
+    """--all through the real command; --top and --average, the same path with another mode, through `main` here."""
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES)
     outputs = {}
     for mode in ("all", "top", "average"):
         out = tmp_path / f"{mode}.hdf5"
-        result = run_embed(corpus, out, "--model", model_dir, f"--{mode}", "--batch_size", "3", "--window", "4")
-        assert f"wrote {out}" in result.stderr
+        args = (corpus, out, "--model", model_dir, f"--{mode}", "--batch_size", "3", "--window", "4")
+        if mode == "all":
+            assert f"wrote {out}" in run_embed(*args).stderr
+        else:
+            assert embed_main(*args) == 0
         outputs[mode] = read_hdf5(out)
         assert sorted(outputs[mode], key=int) == [str(i) for i in range(len(SENTENCES))]
     tokens = read_tokens(tmp_path / "all.hdf5")
@@ -139,9 +145,13 @@ def test_parquet_output_and_datasets(model_dir, reference, tmp_path):
     import datasets
 
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES)
-    for mode in ("top", "all"):
+    for mode in ("top", "all"):  # --top through `main` here, --all through the real command
         out = tmp_path / f"{mode}.parquet"
-        run_embed(corpus, out, "--model", model_dir, f"--{mode}", "--batch_size", "4")
+        args = (corpus, out, "--model", model_dir, f"--{mode}", "--batch_size", "4")
+        if mode == "all":
+            run_embed(*args)
+        else:
+            assert embed_main(*args) == 0
         table = datasets.Dataset.from_parquet(str(out))
         assert sorted(table["line"]) == list(range(len(SENTENCES)))  # rows in any order, keyed by line
         for row in table:
@@ -158,11 +168,12 @@ def test_parquet_output_and_datasets(model_dir, reference, tmp_path):
 
 @pytest.mark.slow
 def test_output_does_not_depend_on_batch_size(model_dir, tmp_path):
+    """Through `main` in this process: what is proven is the batches', whichever process runs them."""
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES + generated_lines(150, seed=1))
     one = tmp_path / "one.hdf5"
     many = tmp_path / "many.hdf5"
-    run_embed(corpus, one, "--model", model_dir, "--batch_size", "1")
-    run_embed(corpus, many, "--model", model_dir, "--batch_size", "64", "--batch_tokens", "100000")
+    assert embed_main(corpus, one, "--model", model_dir, "--batch_size", "1") == 0
+    assert embed_main(corpus, many, "--model", model_dir, "--batch_size", "64", "--batch_tokens", "100000") == 0
     a, b = read_hdf5(one), read_hdf5(many)
     assert a.keys() == b.keys()
     for k in a:
@@ -177,12 +188,14 @@ def test_output_does_not_depend_on_batch_size(model_dir, tmp_path):
 @pytest.mark.slow
 def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog):
     """Without the token cache a resumed run is bit-identical to an uninterrupted one (the same windows give the
-    same batches); with it, a token's layer 0 may come from an earlier batch, equal to rounding (REORDERED)."""
-    lines = generated_lines(1500, seed=2)
+    same batches); with it, a token's layer 0 may come from an earlier batch, equal to rounding (REORDERED). The
+    killed runs are the real command (SIGKILL ends a process); the uninterrupted and the resumed runs are `main` in
+    this process, on the same one thread."""
+    lines = generated_lines(600, seed=2)  # 12 windows of 50: the kills below land with windows left to do
     corpus = write_corpus(tmp_path / "in.txt", lines)
     whole = tmp_path / "whole.hdf5"
     no_cache = ("--token_cache_size", "0")
-    run_embed(corpus, whole, "--model", model_dir, "--window", "50", *no_cache)
+    assert embed_main(corpus, whole, "--model", model_dir, "--window", "50", *no_cache) == 0
     expected = read_hdf5(whole)
 
     # 1. killed (SIGKILL) while writing its third chunk, on demand
@@ -198,8 +211,10 @@ def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog)
     assert "--resume" in caplog.text
     assert embed_main(corpus, out, "--model", model_dir, "--window", "25", "--resume") == 2  # other settings
     assert "window" in caplog.text
-    resumed = run_embed(corpus, out, "--model", model_dir, "--window", "50", "--resume", *no_cache)
-    assert "resuming: 2 window(s)" in resumed.stderr
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    assert embed_main(corpus, out, "--model", model_dir, "--window", "50", "--resume", *no_cache) == 0
+    assert "resuming: 2 window(s)" in caplog.text
     got = read_hdf5(out)
     assert got.keys() == expected.keys() and all(np.array_equal(got[k], expected[k]) for k in expected)
     assert read_tokens(out) == {str(i): line.split() for i, line in enumerate(lines)}  # the words kept too
@@ -215,7 +230,11 @@ def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog)
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    run_embed(corpus, out, "--model", model_dir, "--window", "50", "--resume")
+    assert process.returncode == -signal.SIGKILL and not out.exists()  # killed before the end
+    assert 1 <= len(list(partial.glob("chunk-*.h5"))) < 12
+    caplog.clear()
+    assert embed_main(corpus, out, "--model", model_dir, "--window", "50", "--resume") == 0
+    assert "resuming:" in caplog.text
     got = read_hdf5(out)
     assert got.keys() == expected.keys()
     for k in expected:
@@ -301,35 +320,39 @@ def test_sigterm_mid_window_keeps_its_parts_and_resume_skips_them(model_dir, tmp
 # Memory
 # --------------------------------------------------------------------------------------------------
 
-# VmHWM is this process's own peak RSS (ru_maxrss survives exec, so it would start at pytest's peak).
-_PEAK_RSS = """
-import runpy, sys
-sys.argv = ["elmo-embed", *sys.argv[1:]]
-try:
-    runpy.run_module("elmo_tools.embed", run_name="__main__")
-except SystemExit as exit:
-    assert not exit.code, exit.code
-with open("/proc/self/status") as status:
-    print("PEAK_RSS_KB", next(line for line in status if line.startswith("VmHWM:")).split()[1])
-"""
+def test_command_streams_in_windows(model_dir, tmp_path, monkeypatch):
+    """Memory does not grow with the corpus: the command reads a window of lines, embeds it, writes it to disk as a
+    complete chunk, and only then reads on. Checked here as the order of events (no line beyond the window embedded
+    has been read; every earlier window is a complete chunk file); the peak memory itself against corpus size is
+    measured by benchmarks/bench_embed_memory.py (results_embed_memory.md)."""
+    lines = generated_lines(230, seed=3)
+    corpus = write_corpus(tmp_path / "in.txt", lines)
+    out = tmp_path / "out.hdf5"
+    read, seen = [0], []
+    real_open, real_call = embed_module._open_input, embed_module.WindowEmbedder.__call__
 
+    def counted_input(args):
+        source = real_open(args)
 
-@pytest.mark.slow
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads VmHWM from /proc/self/status")
-def test_memory_stays_flat_with_corpus_size(model_dir, tmp_path):
-    """Peak RSS of a 25,000-line corpus is that of a 5,000-line one: nothing is kept per line (--all keeps
-    75 MB of vectors for 25,000 lines, so holding them would show)."""
-    lines = generated_lines(25_000, seed=3)
-    peaks = {}
-    for count in (5_000, 25_000):
-        corpus = write_corpus(tmp_path / f"in{count}.txt", lines[:count])
-        args = [corpus, tmp_path / f"out{count}.hdf5", "--model", model_dir, "--all", "--window", "1000",
-                "--threads", "1", "--quiet"]
-        result = subprocess.run([sys.executable, "-c", _PEAK_RSS, *map(str, args)], cwd=REPO, capture_output=True,
-                                text=True, timeout=600)
-        assert result.returncode == 0, result.stderr[-3000:]
-        peaks[count] = int(result.stdout.split("PEAK_RSS_KB")[-1]) / 1024
-    assert peaks[25_000] <= 1.08 * peaks[5_000], peaks
+        def counted(stream):
+            for item in stream:
+                read[0] += 1
+                yield item
+
+        source.lines = counted(source.lines)
+        return source
+
+    def window_call(self, window, items):
+        seen.append((window, read[0], len(items), done_windows(self.work)))
+        return real_call(self, window, items)
+
+    monkeypatch.setattr(embed_module, "_open_input", counted_input)
+    monkeypatch.setattr(embed_module.WindowEmbedder, "__call__", window_call)
+    assert embed_main(corpus, out, "--model", model_dir, "--all", "--window", "50") == 0
+    # window k is embedded when lines [0, 50 (k + 1)) have been read, no more, and windows 0..k-1 are on disk
+    assert seen == [(k, min(50 * (k + 1), len(lines)), min(50, len(lines) - 50 * k), set(range(k)))
+                    for k in range(5)], seen
+    assert sorted(read_hdf5(out), key=int) == [str(i) for i in range(len(lines))]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -365,8 +388,9 @@ def test_bad_lines_long_truncated_undecodable(model_dir, reference, tmp_path, ca
     # Bytes that do not decode: refused in one line naming the file, the line, the byte and --encoding; no output.
     assert embed_main(corpus, out, "--model", model_dir) == 2
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert errors == [f"{corpus}: line 3, byte 5 of the line (0xff) is not valid utf-8; give the file's encoding with "
-                      "--encoding (for example --encoding gb18030 for Chinese text)"]
+    assert len(errors) == 1 and "\n" not in errors[0], errors  # the hint after it: text_files' tests
+    assert errors[0].startswith(f"{corpus}: line 3, byte 5 of the line (0xff) is not valid utf-8; ") and \
+        "--encoding" in errors[0], errors
     assert not out.exists() and not out.with_name(out.name + ".partial").exists()
 
     common = ["--model", model_dir, "--split", "whitespace", "--max_tokens", "5", "--max_line_chars", "100"]
@@ -449,7 +473,7 @@ def test_dataset_inputs(model_dir, reference, tmp_path):
     folder = tmp_path / "dataset"
     datasets.Dataset.from_dict({"text": SENTENCES[:5], "label": list(range(5))}).save_to_disk(str(folder))
     out = tmp_path / "from_folder.hdf5"
-    run_embed(folder, out, "--model", model_dir, "--top")
+    assert embed_main(folder, out, "--model", model_dir, "--top") == 0
     got = read_hdf5(out)
     for i, line in enumerate(SENTENCES[:5]):
         assert_close(got[str(i)], reference(line.split())[-1], REORDERED, what=f"dataset folder, line {i}")
@@ -472,11 +496,15 @@ def test_dataset_inputs(model_dir, reference, tmp_path):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_command_is_declared_and_runs():
+def test_command_is_declared_and_runs(tmp_path):
+    """The script installed for the declaration answers --help (the module form, python -m elmo_tools.embed, is the
+    command the tests above run)."""
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["elmo-embed"] == "elmo_tools.commands:embed"  # its options parsed before torch loads
-    result = subprocess.run([sys.executable, "-m", "elmo_tools.embed", "--help"], capture_output=True, text=True,
-                            timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": ""})
+    command = shutil.which("elmo-embed", path=str(Path(sys.executable).parent))
+    assert command, f"elmo-embed is not installed next to {sys.executable} (pip install -e .)"
+    result = subprocess.run([command, "--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": ""})
     assert result.returncode == 0 and "--resume" in result.stdout and "--average" in result.stdout
 
 
@@ -638,7 +666,7 @@ def test_split_choices_come_from_the_word_split_registry(model_dir, reference, t
         assert list(handle["0"].attrs["tokens"]) == ["the", "cat sat"]
     caplog.clear()
     assert embed_main(corpus, tmp_path / "none.hdf5", "--model", model_dir, "--split", "test_embed:no_such") == 2
-    assert "--split 'test_embed:no_such': test_embed has no no_such" in caplog.text
+    assert "--word_split 'test_embed:no_such': test_embed has no no_such" in caplog.text
 
 
 def comma_words(text: str) -> list[str]:
@@ -664,7 +692,7 @@ def test_default_split_is_the_tokenizers(model_dir, reference, tmp_path, caplog,
         assert handle.attrs["split"] == "jieba"
         assert list(handle["0"].attrs["tokens"]) == tokenizer.tokenize("我爱北京天安门") == ["我", "爱", "北京", "天安门"]
         assert_close(handle["0"][()], reference(["我", "爱", "北京", "天安门"]), REORDERED, what="jieba's words")
-    assert embed_main(corpus, tmp_path / "ws.hdf5", "--model", folder, "--split", "whitespace") == 0
+    assert embed_main(corpus, tmp_path / "ws.hdf5", "--model", folder, "--word_split", "whitespace") == 0
     with h5py.File(tmp_path / "ws.hdf5", "r") as handle:
         assert list(handle["0"].attrs["tokens"]) == ["我爱北京天安门"]
 
@@ -674,8 +702,8 @@ def test_default_split_is_the_tokenizers(model_dir, reference, tmp_path, caplog,
     assert embed_main(corpus, tmp_path / "none.hdf5", "--model", folder) == 2
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and f"the tokenizer of {folder}: word_split='jieba' needs the jieba package" in errors[0]
-    assert "--split" in errors[0] and not (tmp_path / "none.hdf5").exists()
-    assert embed_main(corpus, tmp_path / "ws2.hdf5", "--model", folder, "--split", "whitespace") == 0
+    assert "--word_split" in errors[0] and not (tmp_path / "none.hdf5").exists()
+    assert embed_main(corpus, tmp_path / "ws2.hdf5", "--model", folder, "--word_split", "whitespace") == 0
 
 
 @pytest.mark.slow
