@@ -39,6 +39,7 @@ from .convert_common import (
     ConversionError,
     Interrupted,
     build_model,
+    check_input_file,
     check_output_dir,
     checked_word_split,
     configure_logging,
@@ -234,8 +235,7 @@ def config_from_options(options: dict) -> ElmoConfig:
 def read_options(options_file: str | os.PathLike) -> dict:
     """Parse an options file, with errors that name it."""
     path = Path(options_file)
-    if not path.is_file():
-        raise ConversionError(f"options file {path} does not exist")
+    check_input_file(path, "options file")
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
@@ -310,8 +310,7 @@ def _open_hdf5(path: Path):
         raise ConversionError(
             "reading the original weights needs h5py: pip install 'elmo-hf[convert]'"
         ) from error
-    if not path.is_file():
-        raise ConversionError(f"weight file {path} does not exist")
+    check_input_file(path, "weight file")
     try:
         return h5py.File(path, "r")
     except OSError as error:
@@ -497,13 +496,14 @@ def read_vocabulary(vocab_file: Path) -> list[str]:
     the tokenizer reads its own vocab.txt), UTF-8 by the format, and `<S>`, `</S>`, `<UNK>` optional (bilm-tf
     checks them only with `validate_file=True`). Missing ones are added after the file's tokens, with a warning:
     the tokenizer needs them, but a softmax trained with the file has no rows for them."""
-    if not vocab_file.is_file():
-        raise ConversionError(f"vocab file {vocab_file} does not exist")
+    check_input_file(vocab_file, "vocab file")
     try:
         with open(vocab_file, encoding="utf-8") as handle:
             tokens = [token for token in (line.strip() for line in handle) if token]
     except UnicodeDecodeError as error:
         raise ConversionError(f"vocab file {vocab_file} cannot be used: it is not UTF-8 text ({error})") from None
+    if any("\x00" in token for token in tokens):  # valid UTF-8, but no vocabulary holds NUL: a binary file
+        raise ConversionError(f"vocab file {vocab_file} holds a NUL byte: a binary file, not a vocabulary")
     present = set(tokens)
     missing = [special for special in WORD_VOCAB_SPECIALS if special not in present]
     if missing:

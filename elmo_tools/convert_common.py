@@ -28,6 +28,7 @@ from tokenization import check_word_split
 
 from .hub_utils import render_model_card
 from .interrupts import Interrupted, InterruptGuard
+from .output_paths import OutputPathError, check_writable_folder
 
 logger = logging.getLogger(__name__)
 # What a conversion command says without --verbose: where it wrote the model, and advice a user can act on.
@@ -48,6 +49,16 @@ REQUIRED_FILES = (
 
 class ConversionError(ValueError):
     """The inputs of a converter cannot be converted; the message names the file, dataset or field."""
+
+
+def check_input_file(path: str | os.PathLike, what: str) -> Path:
+    """`path` as a Path, once it is known to be a file: a missing one and a folder are refused by name."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConversionError(f"{what} {path} is a folder, not a file")
+    if not path.is_file():
+        raise ConversionError(f"{what} {path} does not exist")
+    return path
 
 
 # --------------------------------------------------------------------------------------------------
@@ -224,12 +235,13 @@ def run_guarded(work: Callable[[], Path], output_dir: str | os.PathLike, errors:
     outcome. `ConversionError` and `errors` are bad inputs (exit 2), OSError a failed write (exit 1), SIGINT and
     SIGTERM end with one line saying what was kept (exit 130 / 143), never a traceback."""
     try:
+        check_writable_folder(Path(output_dir), "--output_dir")  # before any work: one line, no folder made
         with INTERRUPTS.installed():
             out = work()
     except Interrupted as stop:
         logger.warning("%s", interrupted_line(stop, output_dir))
         return stop.exit_code
-    except (ConversionError, *errors) as error:
+    except (ConversionError, OutputPathError, *errors) as error:
         logger.error("%s", error)
         return 2
     except OSError as error:  # writing the output failed (disk full, permissions): nothing was left behind

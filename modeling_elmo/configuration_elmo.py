@@ -400,6 +400,16 @@ class ElmoConfig(PretrainedConfig):
         self.validate()
 
     @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
+        """transformers' reading of config.json, refusing a file that is JSON but not an object (a hand edit gone
+        wrong), which would otherwise end in a TypeError that names no file."""
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        if not isinstance(config_dict, dict):
+            raise OSError(f"the config.json of {pretrained_model_name_or_path} holds a JSON "
+                          f"{type(config_dict).__name__}, not an object of ElmoConfig's fields")
+        return config_dict, kwargs
+
+    @classmethod
     @functools.cache
     def _field_checks(cls) -> dict[str, tuple]:
         """Every field declared by ElmoConfig (and by a subclass), in order, with the checks declared with it."""

@@ -9,8 +9,10 @@ folder, no partial file).
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,15 +23,33 @@ pytestmark = pytest.mark.slow
 
 GOOD_TEXT = "the bank raised its rates .\nwe sat on the river bank .\n"
 GOOD = object()  # a case that keeps the command's good input
+CONVERT_OPTIONS = json.dumps({  # elmo-convert's good input: options.json of a tiny biLM in the original layout
+    "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
+    "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 4]], "n_highway": 1, "activation": "relu",
+                 "n_characters": 262, "max_characters_per_token": 50}})
+
+
+def _original_weights(folder: Path) -> dict[str, Path]:
+    """elmo-convert's second input: a tiny model's weights in the original layout (the options are its {input})."""
+    from original_layout import write_weights
+
+    path = folder / "weights.hdf5"
+    write_weights(path, json.loads(CONVERT_OPTIONS))
+    return {"weights": path}
 
 
 @dataclass(frozen=True)
 class Command:
-    """How a command is called on good inputs: `args` with {input} (a file of the folder holding `good`) and
-    {output} (a path in the folder that does not exist yet)."""
+    """How a command is called on good inputs: `args` with {input} (a file of the folder holding `good`; with
+    `input_is_model`, the model the command loads) and {output} (a path in the folder that does not exist yet).
+    `more_inputs` writes the command's other good inputs into the folder, by placeholder; `weights` names the one
+    that "truncated weights" cuts (default: the saved model that replaces the preset "tiny")."""
 
     args: tuple[str, ...]
     good: str = GOOD_TEXT
+    input_is_model: bool = False
+    more_inputs: Callable[[Path], dict[str, Path]] | None = None
+    weights: str | None = None
 
 
 FINE_TUNING = ("--model_name_or_path", "tiny", "--train_file", "{input}", "--output_dir", "{output}", "--max_steps",
@@ -45,7 +65,12 @@ COMMANDS = {
     "elmo-finetune-classification": Command(FINE_TUNING, "label\ttext\n1\tthe bank raised its rates\n"
                                                          "0\twe sat on the river bank\n"),
     "elmo-finetune-ner": Command(FINE_TUNING, "EU B-ORG\nrejects O\nit O\n\nPeter B-PER\nBlackburn I-PER\n"),
-}
+    "elmo-convert": Command(("--options_file", "{input}", "--weight_file", "{weights}", "--output_dir", "{output}"),
+                            CONVERT_OPTIONS, more_inputs=_original_weights, weights="weights"),
+    "elmo-demo": Command(("--train_file", "{input}", "--output_dir", "{output}", "--max_steps", "1",
+                          "--per_device_batch_size", "2", "--unroll_steps", "4", "--disable_tqdm", "true")),
+    "elmo-app": Command(("--model", "{input}", "--port", "7999"), input_is_model=True),  # serves nothing: every
+}                                                                                        # case stops it first
 
 
 @dataclass(frozen=True)
@@ -59,6 +84,7 @@ class Case:
     output: str | None = None
     extra: tuple[str, ...] | dict[str, tuple[str, ...]] = ()
     truncated_weights: bool = False  # the model is a saved folder whose model.safetensors is cut in half
+    corrupted_config: bool = False  # the model is a saved folder whose config.json is cut short
 
     def of(self, command: str) -> tuple[str, tuple[str, ...]]:
         says = self.says if isinstance(self.says, str) else self.says.get(command, self.says.get("*"))
@@ -67,28 +93,40 @@ class Case:
 
 
 FT = ("elmo-finetune-classification", "elmo-finetune-ner")
+NOT_JSON = "is not valid JSON"  # elmo-convert's input: the options file
+NO_MODEL = "a file, not a folder"  # elmo-app's input: a model folder
 CASES = {
-    "missing input": Case({"elmo-pretrain": "no file matches", **dict.fromkeys(FT, "no such file"), "*": "not found"},
+    "missing input": Case({"elmo-pretrain": "no file matches", "elmo-demo": "no file matches",
+                           **dict.fromkeys(FT, "no such file"), "elmo-convert": "does not exist", "*": "not found"},
                           input=None),
-    "empty input": Case({"elmo-pretrain": "holds no words", "elmo-finetune-classification": "no examples",
-                         "elmo-finetune-ner": "no sentences", "*": "empty"}, input=""),
-    "input is a folder": Case({"elmo-pretrain": "is a directory", **dict.fromkeys(FT, "is a folder"), "*": "{input}"},
-                              input="<folder>"),
-    "binary input (NUL byte)": Case("NUL byte", input=b"a line\nbinary \x00 data\n"),
-    "undecodable input": Case("not valid utf-8", input=b"caf\xe9 au lait\n"),
+    "empty input": Case({"elmo-pretrain": "holds no words", "elmo-demo": "holds no words",
+                         "elmo-finetune-classification": "no examples", "elmo-finetune-ner": "no sentences",
+                         "elmo-convert": NOT_JSON, "elmo-app": NO_MODEL, "*": "empty"}, input=""),
+    "input is a folder": Case({"elmo-pretrain": "is a directory", "elmo-demo": "is a directory",
+                               **dict.fromkeys(FT, "is a folder"), "elmo-convert": "is a folder",
+                               "elmo-app": "has no config.json", "*": "{input}"}, input="<folder>"),
+    "binary input (NUL byte)": Case({"elmo-convert": NOT_JSON, "elmo-app": NO_MODEL, "*": "NUL byte"},
+                                    input=b"a line\nbinary \x00 data\n"),
+    "undecodable input": Case({"elmo-convert": NOT_JSON, "elmo-app": NO_MODEL, "*": "not valid utf-8"},
+                              input=b"caf\xe9 au lait\n"),
     "every line left out": Case("every line", input=b"caf\xe9\n\xff\n", extra=("--encoding_errors", "skip")),
     "unknown option": Case("unrecognized arguments: --frobnicate", extra=("--frobnicate",)),
     "non-positive number": Case(
         {"elmo-pretrain": "--per_device_batch_size must be positive, got 0",
+         "elmo-demo": "--per_device_batch_size must be at least 1, got 0",
          **dict.fromkeys(FT, "--per_device_train_batch_size must be a positive integer, got 0"),
-         "*": "must be a positive integer, got 0"},
-        extra={"elmo-pretrain": ("--per_device_batch_size", "0"), **dict.fromkeys(FT, ("--per_device_train_batch_size",
-               "0")), "*": ("--batch_size", "0")}),
+         "elmo-app": "--port must be between 1 and 65535, got 0", "*": "must be a positive integer, got 0"},
+        extra={"elmo-pretrain": ("--per_device_batch_size", "0"), "elmo-demo": ("--per_device_batch_size", "0"),
+               **dict.fromkeys(FT, ("--per_device_train_batch_size", "0")), "elmo-app": ("--port", "0"),
+               "*": ("--batch_size", "0")}),
     "nothing to train": Case(
-        {"elmo-pretrain": "give --max_steps or a positive --num_train_epochs", "*": "trains nothing"},
-        extra={"elmo-pretrain": ("--max_steps", "0", "--num_train_epochs", "0"),
+        {"elmo-pretrain": "give --max_steps or a positive --num_train_epochs",
+         "elmo-demo": "--max_steps must be at least 1, got 0", "*": "trains nothing"},
+        extra={"elmo-pretrain": ("--max_steps", "0", "--num_train_epochs", "0"), "elmo-demo": ("--max_steps", "0"),
                "*": ("--max_steps", "-1", "--num_train_epochs", "0")}),
-    "truncated weights": Case("the file is damaged or incomplete", truncated_weights=True),
+    "corrupted config": Case("is not a valid JSON file", corrupted_config=True),
+    "truncated weights": Case({"elmo-convert": "not an HDF5 file, or truncated",
+                               "*": "the file is damaged or incomplete"}, truncated_weights=True),
     "unwritable output": Case("cannot write in /proc", output="/proc/elmo-out"),
     "output in a missing folder": Case("does not exist", output="{tmp}/no/such/folder/out"),
 }
@@ -96,21 +134,43 @@ CASES = {
 NO_ERRORS_OPTION = "reads with --encoding only (no --encoding_errors)"
 NOT_APPLICABLE = {
     **{(command, "every line left out"): f"{command} {NO_ERRORS_OPTION}"
-       for command in ("elmo-analyze", "elmo-pretrain", *FT)},
-    **{(command, "nothing to train"): f"{command} trains nothing" for command in ("elmo-embed", "elmo-analyze")},
+       for command in ("elmo-analyze", "elmo-pretrain", "elmo-demo", *FT)},
+    **{(command, "every line left out"): f"{command} reads no text lines" for command in ("elmo-convert", "elmo-app")},
+    **{(command, "nothing to train"): f"{command} trains nothing"
+       for command in ("elmo-embed", "elmo-analyze", "elmo-convert", "elmo-app")},
+    ("elmo-convert", "non-positive number"): "elmo-convert takes no number",
+    **{(command, case): f"{command} writes nothing" for command in ("elmo-app",)
+       for case in ("unwritable output", "output in a missing folder")},
+    **{(command, case): f"{command} loads no saved model" for command in ("elmo-convert", "elmo-demo")
+       for case in ("corrupted config",) + (("truncated weights",) if command == "elmo-demo" else ())},
 }
 
 
-def _truncated_model(folder: Path) -> Path:
-    """A saved tiny model whose weight file lost its second half (an interrupted copy)."""
+def _saved_model(folder: Path) -> Path:
     from conftest import tiny_model
 
     from tokenization import ElmoTokenizer
 
     tiny_model().save_pretrained(folder)
     ElmoTokenizer().save_pretrained(folder)
-    weights = folder / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return folder
+
+
+def _cut(path: Path, keep: int | None = None) -> None:
+    """`path` as an interrupted copy leaves it: its first `keep` bytes (default: half of them)."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2 if keep is None else keep])
+
+
+def _truncated_model(folder: Path) -> Path:
+    """A saved tiny model whose weight file lost its second half."""
+    _cut(_saved_model(folder) / "model.safetensors")
+    return folder
+
+
+def _corrupted_model(folder: Path) -> Path:
+    """A saved tiny model whose config.json stops in the middle."""
+    _cut(_saved_model(folder) / "config.json", keep=40)
     return folder
 
 
@@ -137,7 +197,9 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path
     spec, bad = COMMANDS[command], CASES[case]
     says, extra = bad.of(command)
     source = tmp_path / ("input.tsv" if command == "elmo-finetune-classification" else "input.txt")
-    if bad.input is GOOD:
+    if bad.input is GOOD and spec.input_is_model:
+        source = _saved_model(tmp_path / "good_model")
+    elif bad.input is GOOD:
         source.write_text(spec.good, encoding="utf-8")
     elif bad.input == "<folder>":
         source.mkdir()
@@ -146,9 +208,16 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path
     elif isinstance(bad.input, str):
         source.write_text(bad.input, encoding="utf-8")
     output = (bad.output or "{tmp}/out").replace("{tmp}", str(tmp_path))
-    args = [a.format(input=source, output=output) for a in spec.args] + list(extra)
-    if bad.truncated_weights:
-        args = _with_model(args, _truncated_model(tmp_path / "model"))
+    inputs = spec.more_inputs(tmp_path) if spec.more_inputs else {}
+    if bad.truncated_weights and spec.weights:  # the command's own weight file, cut in half
+        _cut(inputs[spec.weights])
+    model = _truncated_model(tmp_path / "model") if bad.truncated_weights and not spec.weights else \
+        _corrupted_model(tmp_path / "model") if bad.corrupted_config else None
+    if model is not None and spec.input_is_model:
+        source = model
+    args = [a.format(input=source, output=output, **inputs) for a in spec.args] + list(extra)
+    if model is not None and not spec.input_is_model:
+        args = _with_model(args, model)
     before = _folder_state(tmp_path)
     script = shutil.which(command, path=str(Path(sys.executable).parent))
     result = run_command([script, *args], cwd=tmp_path, env=clean_env(), timeout=300)

@@ -843,7 +843,8 @@ def assert_one_interrupted_line(result: subprocess.CompletedProcess, signum: int
 @pytest.mark.parametrize("kind", ["bilm-tf", "manylangs"])
 def test_signal_in_the_middle_of_a_conversion_leaves_nothing_half_written(kind, tmp_path):
     """bilm-tf files, SIGTERM, over an existing folder with --overwrite: the folder stays as it was. ELMoForManyLangs,
-    SIGINT, into a new folder: no folder, not even the parent it created. Neither leaves a temporary folder."""
+    SIGINT, into a new folder: no folder. Neither leaves a temporary folder. (A command never makes the folders above
+    --output_dir: a missing one is refused before any work, test_bad_inputs.py.)"""
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     if kind == "bilm-tf":
@@ -858,7 +859,7 @@ def test_signal_in_the_middle_of_a_conversion_leaves_nothing_half_written(kind, 
         import manylangs_fixture
 
         theirs = manylangs_fixture.write_model(tmp_path / "theirs")
-        out, signum = outputs / "new" / "zh", signal.SIGINT
+        out, signum = outputs / "zh", signal.SIGINT
         argv = ["--manylangs_dir", str(theirs), "--output_dir", str(out), "--word_split", "punctuation"]
     result = interrupt_conversion(argv, signum, tmp_path)
     if kind == "bilm-tf":

@@ -232,14 +232,49 @@ def test_saved_weights_of_another_shape_are_one_line_unless_ignored(tmp_path):
     assert model.num_labels == 2
 
 
-def test_a_damaged_weight_file_is_one_error_naming_it(tmp_path):
-    """A model.safetensors cut in half (an interrupted copy): from_pretrained raises an OSError naming the file, as
-    for a missing one, and load_elmo its one-line ModelLoadError."""
-    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(tmp_path)
-    weights = tmp_path / "model.safetensors"
+def _spoil_config(folder):
+    config = folder / "config.json"
+    config.write_bytes(config.read_bytes()[:40])  # an interrupted copy
+    return config
+
+
+def _spoil_weights(folder):
+    weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(OSError, match=f"cannot read the weights of .*{weights}.*damaged or incomplete"):
+    return weights
+
+
+def _remove_weights(folder):
+    (folder / "model.safetensors").unlink()
+    return folder
+
+
+def _config_of_a_list(folder):
+    (folder / "config.json").write_text("[1, 2]", encoding="utf-8")
+    return folder
+
+
+# A saved model spoiled one way -> the path the error must name, and what from_pretrained and load_elmo say.
+DAMAGED_MODELS = {
+    "config.json cut short": (_spoil_config, "not a valid JSON file", "not a valid JSON file"),
+    "config.json not an object": (_config_of_a_list, "config.json", "config.json"),
+    "model.safetensors cut in half": (_spoil_weights, "damaged or incomplete", "damaged or incomplete"),
+    "model.safetensors missing": (_remove_weights, "model.safetensors", "model.safetensors"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_MODELS)
+def test_a_damaged_model_folder_is_one_error_naming_the_file(damage, tmp_path):
+    """A model folder spoiled as interrupted copies and hand edits spoil them: from_pretrained raises an OSError or
+    ValueError (transformers' own types for a file it cannot read) whose message names the file, and load_elmo
+    one ModelLoadError of one line naming it too."""
+    spoil, from_pretrained_says, load_elmo_says = DAMAGED_MODELS[damage]
+    ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(tmp_path)
+    ElmoTokenizer().save_pretrained(tmp_path)
+    named = spoil(tmp_path)
+    with pytest.raises((OSError, ValueError)) as caught:
         ElmoModel.from_pretrained(tmp_path)
-    with pytest.raises(ModelLoadError, match=f"{weights}.*damaged or incomplete") as caught:
+    assert str(named) in str(caught.value) and from_pretrained_says in str(caught.value), caught.value
+    with pytest.raises(ModelLoadError) as caught:
         load_elmo(str(tmp_path))
-    assert "\n" not in str(caught.value)
+    _one_line(caught, str(tmp_path), load_elmo_says)

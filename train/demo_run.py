@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import math
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from transformers.utils import logging as hf_logging
 from elmo_tools.analysis import analyze_to_folder
 from elmo_tools.interrupts import Interrupted
 from elmo_tools.loading import load_elmo
+from elmo_tools.output_paths import check_writable_folder
+from elmo_tools.text_files import check_decodes
 from modeling_elmo import ElmoConfig
 
 from . import sense_corpus, sense_corpus_zh
@@ -196,6 +199,7 @@ def main(args: DemoArguments) -> int:
     """The demo after its door (`train/demo.py`) parsed `args`; returns the exit status."""
     hf_logging.disable_progress_bar()  # writing and loading the small model: no bar needed
     outputs = DemoOutputs(args)
+    existed = outputs.out.exists()
     guard = StopGuard()
     try:
         with guard.installed():
@@ -203,8 +207,10 @@ def main(args: DemoArguments) -> int:
     except Interrupted as stop:
         logger.warning("%s", outputs.interrupted_line(stop))
         return stop.exit_code
-    except (FileNotFoundError, FileExistsError, ValueError) as error:
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError) as error:
         logger.error("%s", error)
+        if not existed and not outputs.model_finished():  # a bad input found once the folder was made (a corpus
+            shutil.rmtree(outputs.out, ignore_errors=True)  # too small for a batch): no half-made folder left
         return 2
     return 0
 
@@ -288,8 +294,10 @@ def check_before_writing(args: DemoArguments, outputs: DemoOutputs) -> None:
     """What is refused before anything is written: files that are not there, and a finished model of other settings
     in the output folder (kept unless --overwrite_output_dir: a second `make demo` must not cost the first)."""
     for name in ("train_file", "validation_file"):
-        if getattr(args, name):
-            resolve_files(getattr(args, name))  # one line naming the pattern that matches nothing
+        if getattr(args, name):  # one line naming the pattern that matches nothing, a folder, a NUL or bad byte
+            check_decodes(resolve_files(getattr(args, name)))
+    if args.output_dir is not None:  # the default (outputs/demo) is made with its parent; a path given must exist
+        check_writable_folder(outputs.out, "--output_dir")  # up to its parent: a typo makes no folders
     if outputs.model_finished() and not outputs.model_trained() and not args.overwrite_output_dir:
         saved = outputs.saved_settings() or {}
         changed = sorted(k for k in outputs.settings if saved.get(k) != outputs.settings[k])
