@@ -619,6 +619,8 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         check_writable_file(output, "output")
     except OutputPathError as error:
         raise EmbedError(str(error)) from None
+    if output.exists() and Path(args.input).exists() and output.resolve() == Path(args.input).resolve():
+        raise EmbedError(f"output {output} is the input file: give another output path")  # --overwrite would lose it
     args.format = args.format or ("parquet" if output.suffix.lower() in PARQUET_SUFFIXES else "hdf5")
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process

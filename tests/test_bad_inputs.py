@@ -129,6 +129,7 @@ CASES = {
                                "*": "the file is damaged or incomplete"}, truncated_weights=True),
     "unwritable output": Case("cannot write in /proc", output="/proc/elmo-out"),
     "output in a missing folder": Case("does not exist", output="{tmp}/no/such/folder/out"),
+    "output is the input": Case("is the input file", output="{input}", extra=("--overwrite",)),
 }
 # A case that does not apply to a command, and why.
 NO_ERRORS_OPTION = "reads with --encoding only (no --encoding_errors)"
@@ -139,6 +140,8 @@ NOT_APPLICABLE = {
     **{(command, "nothing to train"): f"{command} trains nothing"
        for command in ("elmo-embed", "elmo-analyze", "elmo-convert", "elmo-app")},
     ("elmo-convert", "non-positive number"): "elmo-convert takes no number",
+    **{(command, "output is the input"): f"{command} writes a folder, never over a file"
+       for command in COMMANDS if command != "elmo-embed"},
     **{(command, case): f"{command} writes nothing" for command in ("elmo-app",)
        for case in ("unwritable output", "output in a missing folder")},
     **{(command, case): f"{command} loads no saved model" for command in ("elmo-convert", "elmo-demo")
@@ -207,7 +210,7 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path
         source.write_bytes(bad.input)
     elif isinstance(bad.input, str):
         source.write_text(bad.input, encoding="utf-8")
-    output = (bad.output or "{tmp}/out").replace("{tmp}", str(tmp_path))
+    output = (bad.output or "{tmp}/out").replace("{tmp}", str(tmp_path)).replace("{input}", str(source))
     inputs = spec.more_inputs(tmp_path) if spec.more_inputs else {}
     if bad.truncated_weights and spec.weights:  # the command's own weight file, cut in half
         _cut(inputs[spec.weights])
@@ -226,4 +229,7 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert says.format(input=source) in lines[-1], result.stderr[-3000:]
     assert _folder_state(tmp_path) == before, result.stderr[-3000:]
-    assert not Path(output).exists()
+    if output == str(source):  # the input kept, as it was
+        assert source.read_text(encoding="utf-8") == spec.good
+    else:
+        assert not Path(output).exists()
