@@ -3,18 +3,59 @@ reads each sentence of a pair on its own, and the transformers pipelines on top 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+from conftest import run_isolated, tiny_config
+from tolerances import REORDERED, assert_close
+from transformers import AutoModelForSequenceClassification
 
+from modeling_elmo import ElmoForSequenceClassification
 from tokenization import ElmoTokenizer
 
 BOS_ROW = [259, 257, 260] + [261] * 47
 EOS_ROW = [259, 258, 260] + [261] * 47
 
 
+PREMISES = ["A man sleeps on a bench in the park.", "Two dogs run.", "It rains"]
+HYPOTHESES = ["A person rests.", "Some animals are running fast outside today.", "The weather is wet and grey."]
+
+
 @pytest.fixture(scope="module")
 def tok() -> ElmoTokenizer:
     return ElmoTokenizer()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(request):
+    """Tiny models run faster on one thread, and do not fight other processes for the cores; the numerics tests keep
+    the threads they are given (`make test-numerics` runs them on two)."""
+    if request.node.get_closest_marker("numerics"):
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def pair_model(**overrides) -> ElmoForSequenceClassification:
+    """A tiny pair classifier in eval mode, its mix and head weights moved off their initial values."""
+    config = tiny_config(**{"num_labels": 3, "pair_combination": "concat_diff_product", **overrides})
+    model = ElmoForSequenceClassification(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if not name.startswith("elmo."):
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    return model
+
+
+def pooled_alone(model, tokenizer, text: str) -> torch.Tensor:
+    """The head's parts run by hand on one sentence alone: its pooled vector (1, D)."""
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    x, _, word_mask, _ = model._task_inputs(ids, None)
+    return model.pool(x, word_mask)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -132,3 +173,140 @@ def test_pairs_give_vocabulary_ids_of_both_sentences():
     tokenizer = ElmoTokenizer(word_vocab=["<S>", "</S>", "<UNK>", "a", "b"])
     encoded = tokenizer("a c", "b", return_vocab_ids=True)
     assert encoded["vocab_ids"] == [0, 3, 2, 1, 0, 4, 1]
+
+
+# --------------------------------------------------------------------------------------------------
+# The pair head of ElmoForSequenceClassification
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("overrides", [
+    dict(classifier_pooling="mean", scalar_mix_layer_norm=True, word_embedding_dim=4, word_embedding_buckets=50),
+    dict(classifier_pooling="max"),
+    dict(classifier_pooling="lstm"),
+    dict(classifier_pooling="attention", pair_combination="concat"),
+])
+def test_pair_logits_are_the_head_run_on_each_sentence_alone(tok, overrides):
+    model = pair_model(**overrides)
+    batch = tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")
+    logits = model(**batch).logits
+    assert logits.shape == (3, 3)
+    for row, (premise, hypothesis) in enumerate(zip(PREMISES, HYPOTHESES)):
+        u, v = pooled_alone(model, tok, premise), pooled_alone(model, tok, hypothesis)
+        combined = torch.cat([u, v] if model.config.pair_combination == "concat" else [u, v, (u - v).abs(), u * v], -1)
+        assert_close(logits[row : row + 1], model.classifier(combined), REORDERED, what=f"pair {row}")
+
+
+@pytest.mark.numerics
+def test_a_pair_does_not_depend_on_the_other_rows_or_on_padding(tok):
+    model = pair_model(classifier_pooling="lstm", scalar_mix_layer_norm=True)
+    batch = model(**tok(PREMISES, HYPOTHESES, padding="max_length", max_length=40, return_tensors="pt")).logits
+    for row in range(3):
+        alone = model(**tok(PREMISES[row], HYPOTHESES[row], return_tensors="pt")).logits
+        assert_close(alone, batch[row : row + 1], REORDERED, what=f"pair {row} alone against in a padded batch")
+    # a partner of another length, in the row beside it, moves nothing either
+    other = model(**tok([PREMISES[0], "x"], [HYPOTHESES[0], "y y y y y y y y y y y y"], padding=True,
+                        return_tensors="pt")).logits
+    assert_close(other[:1], batch[:1], REORDERED, what="pair 0 beside another pair")
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("combination", ["concat_diff_product", "concat"])
+def test_swapping_partners_swaps_u_and_v(tok, combination):
+    """[u; v; |u - v|; u * v] of (b, a) is [v; u; ...]: the classifier with its u and v blocks swapped gives, on
+    (a, b), what it gives on (b, a)."""
+    model = pair_model(pair_combination=combination)
+    forward = model(**tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")).logits
+    swapped_text = model(**tok(HYPOTHESES, PREMISES, padding=True, return_tensors="pt")).logits
+    assert (forward - swapped_text).abs().max() > 1e-3  # the order of a pair matters to the classifier
+    width = model.classifier.in_features // (4 if combination == "concat_diff_product" else 2)
+    with torch.no_grad():
+        weight = model.classifier.weight
+        weight[:, : 2 * width] = torch.cat([weight[:, width : 2 * width], weight[:, :width]], dim=1)
+    swapped_weights = model(**tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")).logits
+    assert_close(swapped_weights, swapped_text, REORDERED, what="swapped partners")
+
+
+@pytest.mark.numerics
+def test_hidden_states_of_a_pair_are_each_sentence_read_alone_at_its_positions(tok):
+    model = pair_model()
+    batch = tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")
+    hidden = model(**batch, output_hidden_states=True).hidden_states
+    assert len(hidden) == 3 and hidden[0].shape == (*batch["attention_mask"].shape, 32)
+    for row in range(3):
+        types = batch["token_type_ids"][row][batch["attention_mask"][row].bool()]
+        for side, text in enumerate((PREMISES[row], HYPOTHESES[row])):
+            alone = model.elmo(**tok(text, return_tensors="pt"), output_hidden_states=True).hidden_states
+            positions = (types == side).nonzero().flatten()
+            for k in range(3):
+                assert_close(hidden[k][row, positions], alone[k][0], REORDERED, what=f"row {row} side {side} layer {k}")
+    padding = ~batch["attention_mask"].bool()
+    assert all((layer[padding] == 0).all() for layer in hidden)
+
+
+def test_single_sentences_are_untouched_by_token_types_of_zeros(tok):
+    model = ElmoForSequenceClassification(tiny_config(num_labels=2)).eval()
+    assert model.classifier.in_features == 32  # no pair combination: the single-sentence head of before
+    batch = tok(PREMISES, padding=True, return_tensors="pt", return_token_type_ids=True)
+    assert torch.equal(model(**batch).logits, model(batch["input_ids"], batch["attention_mask"]).logits)
+
+
+def test_pairs_and_heads_that_do_not_fit_are_refused_in_one_line(tok):
+    single = ElmoForSequenceClassification(tiny_config(num_labels=2)).eval()
+    with pytest.raises(ValueError, match="head of single sentences: build it with pair_combination"):
+        single(**tok("a", "b", return_tensors="pt"))
+    pairs = pair_model()
+    with pytest.raises(ValueError, match="classifies sentence pairs"):
+        pairs(**tok("a b", return_tensors="pt"))
+    batch = tok(["a", "b"], ["c", "d"], padding=True, return_tensors="pt")
+    batch["token_type_ids"][1] = 0
+    with pytest.raises(ValueError, match="row 1 of a batch of sentence pairs has no second sentence"):
+        pairs(**batch)
+    with pytest.raises(ValueError, match="pair_combination must be one of"):
+        tiny_config(pair_combination="cross_attention")
+
+
+@pytest.mark.numerics
+def test_pair_regression_is_mse_like_bert(tok):
+    model = pair_model(num_labels=1, problem_type="regression")
+    batch = tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")
+    scores = torch.tensor([4.5, 1.0, 2.5])
+    out = model(**batch, labels=scores)
+    assert out.logits.shape == (3, 1)
+    expected = torch.nn.functional.mse_loss(out.logits.squeeze(-1), scores)
+    assert_close(out.loss, expected, REORDERED, what="regression loss")
+    out.loss.backward()
+    assert model.classifier.weight.grad is not None and model.elmo.char_encoder.char_embedding.weight.grad is None
+
+
+def test_a_pair_head_saves_and_loads_exactly(tmp_path, tok):
+    model = pair_model(classifier_pooling="attention")
+    batch = tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")
+    expected = model(**batch).logits
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["pair_combination"] == "concat_diff_product"
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert type(loaded) is ElmoForSequenceClassification and loaded.config.pair_combination == "concat_diff_product"
+    assert torch.equal(loaded(**batch).logits, expected)
+
+
+@pytest.mark.slow
+def test_a_pair_head_opens_as_remote_code_in_fresh_python(tmp_path, tok):
+    model = pair_model(classifier_pooling="lstm")
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    expected = model(**tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")).logits
+    code = f"""
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+folder = {str(tmp_path)!r}
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+batch = tokenizer({PREMISES!r}, {HYPOTHESES!r}, padding=True, return_tensors="pt")
+assert batch["token_type_ids"].sum() > 0
+torch.save(model(**batch).logits, folder + "/logits.pt")
+"""
+    run_isolated(code, cwd=tmp_path)
+    assert_close(torch.load(tmp_path / "logits.pt"), expected, REORDERED, what="remote code in a fresh interpreter")
