@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 from conftest import run_isolated, tiny_config
-from tolerances import REORDERED, assert_close
+from tolerances import REORDERED, STATISTIC, assert_close
 from transformers import AutoModelForSequenceClassification
 
 from modeling_elmo import ElmoForSequenceClassification
@@ -310,3 +310,56 @@ torch.save(model(**batch).logits, folder + "/logits.pt")
 """
     run_isolated(code, cwd=tmp_path)
     assert_close(torch.load(tmp_path / "logits.pt"), expected, REORDERED, what="remote code in a fresh interpreter")
+
+
+# --------------------------------------------------------------------------------------------------
+# Pipelines
+# --------------------------------------------------------------------------------------------------
+
+NLI_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+
+
+@pytest.fixture(scope="module")
+def nli_folder(tmp_path_factory):
+    """A tiny NLI model (labels entailment/neutral/contradiction) saved with its tokenizer."""
+    folder = tmp_path_factory.mktemp("nli")
+    torch.manual_seed(0)
+    pair_model(id2label=NLI_LABELS, label2id={v: k for k, v in NLI_LABELS.items()}).save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return folder
+
+
+def test_text_classification_pipeline_takes_a_pair(nli_folder, tok):
+    from transformers import pipeline
+
+    classifier = pipeline("text-classification", model=str(nli_folder), top_k=None)
+    got = classifier({"text": PREMISES[0], "text_pair": HYPOTHESES[0]})
+    model = AutoModelForSequenceClassification.from_pretrained(nli_folder).eval()
+    with torch.no_grad():
+        probabilities = torch.softmax(model(**tok(PREMISES[0], HYPOTHESES[0], return_tensors="pt")).logits[0], -1)
+    assert {item["label"] for item in got} == set(NLI_LABELS.values())
+    for item in got:
+        label_id = model.config.label2id[item["label"]]
+        assert_close(item["score"], probabilities[label_id], STATISTIC, what=item["label"])
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+def test_zero_shot_pipeline_scores_are_the_models_entailment_logits(nli_folder, tok, multi_label):
+    from transformers import pipeline
+
+    classifier = pipeline("zero-shot-classification", model=str(nli_folder))
+    assert classifier.entailment_id == 0  # found by the name of the label
+    labels = ["sleep", "sports", "weather"]
+    got = classifier(PREMISES[0], candidate_labels=labels, multi_label=multi_label)
+    model = AutoModelForSequenceClassification.from_pretrained(nli_folder).eval()
+    hypotheses = [f"This example is {label}." for label in labels]
+    with torch.no_grad():  # each (premise, hypothesis) pair alone, as the pipeline runs them
+        logits = torch.cat([model(**tok(PREMISES[0], h, return_tensors="pt")).logits for h in hypotheses])
+    entailment, contradiction = logits[:, 0], logits[:, 2]
+    if multi_label:  # entailment against contradiction, for each label on its own
+        expected = torch.softmax(torch.stack([contradiction, entailment], -1), -1)[:, 1]
+    else:  # the entailment logits, softmaxed over the candidate labels
+        expected = torch.softmax(entailment, -1)
+    assert got["sequence"] == PREMISES[0] and sorted(got["labels"]) == labels
+    scores = torch.tensor([got["scores"][got["labels"].index(label)] for label in labels])
+    assert_close(scores, expected, STATISTIC, what=f"multi_label={multi_label}")
