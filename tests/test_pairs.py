@@ -363,3 +363,120 @@ def test_zero_shot_pipeline_scores_are_the_models_entailment_logits(nli_folder, 
     assert got["sequence"] == PREMISES[0] and sorted(got["labels"]) == labels
     scores = torch.tensor([got["scores"][got["labels"].index(label)] for label in labels])
     assert_close(scores, expected, STATISTIC, what=f"multi_label={multi_label}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Fine-tuning on pairs: elmo-finetune-classification
+# --------------------------------------------------------------------------------------------------
+
+
+def test_the_reader_finds_the_columns_of_pairs(tmp_path):
+    from train.finetune_data import read_classification_file, read_texts_file
+
+    glue = tmp_path / "rte.tsv"
+    glue.write_text("index\tsentence1\tsentence2\tlabel\n0\tA man sleeps .\tA person rests .\tentailment\n")
+    assert read_classification_file(glue) == [
+        {"text": "A man sleeps .", "text_pair": "A person rests .", "label": "entailment"}]
+    qnli = tmp_path / "qnli.jsonl"
+    qnli.write_text('{"question": "Who sleeps?", "sentence": "A man sleeps.", "label": "entailment"}\n')
+    assert read_classification_file(qnli)[0]["text_pair"] == "A man sleeps."
+    named = tmp_path / "named.csv"
+    named.write_text("a,b,y\nfirst,second,1\n")
+    assert read_classification_file(named, "a", "y", pair_column="b") == [
+        {"text": "first", "text_pair": "second", "label": "1"}]
+    with pytest.raises(ValueError, match="no text_pair column 'c'"):
+        read_classification_file(named, "a", "y", pair_column="c")
+    single = tmp_path / "sst.tsv"
+    single.write_text("label\tsentence\n1\tgood .\n")
+    assert read_classification_file(single) == [{"text": "good .", "label": "1"}]
+    assert read_texts_file(glue) == [("A man sleeps .", "A person rests .")]
+
+
+def test_scores_are_read_as_a_regression_and_integer_labels_as_classes():
+    from train.finetune_classification import is_regression
+
+    assert is_regression(["3.8", "0.0", "5"], None)
+    assert not is_regression(["0", "1", "1"], None) and not is_regression(["pos", "1.5"], None)
+    assert is_regression(["0", "1"], "regression") and not is_regression(["0.5"], "single_label_classification")
+    with pytest.raises(ValueError, match="example 2: --problem_type regression needs a number, got 'pos'"):
+        is_regression(["1", "pos"], "regression")
+
+
+@pytest.mark.parametrize("scipy", [True, False])
+def test_pearson_and_spearman(monkeypatch, scipy):
+    import sys
+
+    import numpy as np
+
+    from train.finetune_data import pearson, ranks, spearman
+
+    if not scipy:
+        monkeypatch.setitem(sys.modules, "scipy.stats", None)  # the numpy ranks, as without scipy
+    x, y = [1.0, 2.0, 2.0, 5.0, 3.0], [0.5, 1.0, 3.0, 4.0, 2.0]
+    assert ranks(x).tolist() == [1.0, 2.5, 2.5, 5.0, 4.0]
+    assert_close(pearson(x, y), np.corrcoef(x, y)[0, 1], STATISTIC, what="pearson")
+    assert_close(spearman(x, y), np.corrcoef(ranks(x), ranks(y))[0, 1], STATISTIC, what="spearman")
+    assert_close(spearman(x, [v ** 3 for v in x]), 1.0, STATISTIC, what="a monotone function")
+    assert np.isnan(spearman([1.0, 1.0], [1.0, 2.0])) and np.isnan(pearson([1.0, 1.0], [1.0, 2.0]))
+
+
+NLI_ROWS = [("A man sleeps on a bench.", "A man rests.", "entailment"), ("A man sleeps.", "A man runs.", "contradiction"),
+            ("Two dogs play.", "Animals play.", "entailment"), ("Two dogs play.", "Two cats sleep.", "contradiction"),
+            ("It rains.", "The street is wet.", "neutral"), ("It rains.", "It is sunny.", "contradiction"),
+            ("A girl sings.", "Someone sings.", "entailment"), ("A girl sings.", "A girl is quiet.", "contradiction"),
+            ("The cat eats.", "The cat is hungry.", "neutral"), ("The cat eats.", "An animal eats.", "entailment"),
+            ("He reads.", "He reads a novel.", "neutral"), ("He reads.", "He sleeps.", "contradiction")]
+
+
+def write_pair_files(folder, regression: bool):
+    """A 12-line training file of pairs (a GLUE TSV of NLI labels, or JSON lines of STS-B-like scores) and a test
+    file of the same pairs without labels."""
+    if regression:
+        lines = [json.dumps({"text": a, "text_pair": b, "score": {"entailment": 4.5, "neutral": 2.5}.get(label, 0.4)})
+                 for a, b, label in NLI_ROWS]
+        (folder / "train.jsonl").write_text("\n".join(lines) + "\n")
+        train = folder / "train.jsonl"
+    else:
+        rows = [f"{i}\t{a}\t{b}\t{label}" for i, (a, b, label) in enumerate(NLI_ROWS)]
+        (folder / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + "\n".join(rows) + "\n")
+        train = folder / "train.tsv"
+    test = [f"{a}\t{b}" for a, b, _ in NLI_ROWS[:5]]
+    (folder / "test.tsv").write_text("premise\thypothesis\n" + "\n".join(test) + "\n")
+    return train, folder / "test.tsv"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("regression", [False, True])
+def test_finetune_classification_trains_a_pair_head(tmp_path, tiny_model_dir, regression):
+    import sys
+
+    from conftest import REPO, clean_env, run_command
+
+    train, test = write_pair_files(tmp_path, regression)
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "train.finetune_classification", "--model_name_or_path", str(tiny_model_dir), "--use_cpu",
+            "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--num_train_epochs", "2",
+            "--per_device_train_batch_size", "4", "--train_file", str(train), "--validation_file", str(train),
+            "--do_predict", "--test_file", str(test), "--output_dir", str(out)]
+    result = run_command(args, cwd=REPO, env={**clean_env(), "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Traceback" not in result.stderr and "WARNING" not in result.stderr, result.stderr[-3000:]
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["pair_combination"] == "concat_diff_product"
+    metrics = json.loads((out / "eval_results.json").read_text())
+    predictions = (out / "predictions.txt").read_text().splitlines()
+    assert len(predictions) == 5
+    if regression:
+        assert saved["problem_type"] == "regression" and saved["id2label"] == {"0": "score"}
+        assert {"eval_pearson", "eval_spearmanr", "eval_mse"} <= set(metrics), metrics
+        assert all(-1.0 <= metrics[k] <= 1.0 for k in ("eval_pearson", "eval_spearmanr")), metrics
+        [float(line) for line in predictions]  # scores, one a pair
+    else:
+        assert set(saved["label2id"]) == {"contradiction", "entailment", "neutral"}
+        assert 0.0 <= metrics["eval_accuracy"] <= 1.0
+        assert set(predictions) <= {"contradiction", "entailment", "neutral"}
+    # the folder classifies pairs as trained, through the pipeline too
+    from transformers import pipeline
+
+    got = pipeline("text-classification", model=str(out))({"text": NLI_ROWS[0][0], "text_pair": NLI_ROWS[0][1]})
+    assert (got[0] if isinstance(got, list) else got)["label"] in set(saved["label2id"])
