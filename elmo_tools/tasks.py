@@ -93,8 +93,9 @@ TASKS: dict[str, FineTuningTask] = {
             training_defaults=MappingProxyType({"learning_rate": 1e-2, "num_train_epochs": 10.0,
                                                 "per_device_train_batch_size": 16, "warmup_steps": 0.1}),
             epochs_note="",
-            description="Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with "
-                        "`transformers.Trainer`, and label\nnew sentences with it.",
+            description="Fine-tune an ELMo sentence (or sentence-pair) classifier (`ElmoForSequenceClassification`) "
+                        "with `transformers.Trainer`,\nand label new sentences with it. A second text column "
+                        "(text_pair, sentence2, hypothesis, ...) trains\nthe pair head; numeric labels a regression.",
             card_task="text classification",
             card_example=SENTENCE_CARD_EXAMPLE,
         ),

@@ -50,6 +50,10 @@ PRESETS: dict[str, dict] = {
     ),
 }
 
+# How `ElmoForSequenceClassification` combines the pooled vectors u, v of a pair's two sentences, and how many of
+# them the combination is wide: [u; v; |u - v|; u * v] and [u; v].
+PAIR_COMBINATIONS = {"concat_diff_product": 4, "concat": 2}
+
 # Every Elmo model class by its Auto class, as "module.Class" of the files that travel: the one list of them.
 # `import modeling_elmo` registers each with its Auto class; every config.json gets them all in its `auto_map`,
 # and a model's `save_pretrained` copies every travelling file (`remote_code_elmo.py`), so that a folder saved from
@@ -338,6 +342,11 @@ class ElmoConfig(PretrainedConfig):
             biLSTM between the mix and the tagger, as in Peters et al.'s NER model).
         head_hidden_size (`int`, *optional*): size of the head's biLSTM (per direction) or attention layer;
             defaults to `projection_dim`.
+        pair_combination (`str`, *optional*): makes `ElmoForSequenceClassification` a classifier of sentence pairs
+            (NLI, paraphrase, STS; the tokenizer's `text_pair`, marked by `token_type_ids`). The biLM reads each
+            sentence of a pair on its own, each is pooled as a single sentence is (`classifier_pooling`), and the
+            two vectors u, v are combined before the classifier: `"concat_diff_product"` gives `[u; v; |u - v|;
+            u * v]` (InferSent, ESIM's enhancement), `"concat"` gives `[u; v]`. None (default): single sentences.
     """
 
     model_type = "elmo"
@@ -382,6 +391,7 @@ class ElmoConfig(PretrainedConfig):
     classifier_pooling: Annotated[str, _one_of(("mean", "max", "lstm", "attention"))] = "mean"
     token_classifier_encoder: Annotated[str, _one_of(("none", "lstm"))] = "none"
     head_hidden_size: Annotated[int | None, _optional(_integer(1))] = None  # None: projection_dim
+    pair_combination: Annotated[str | None, _optional(_one_of(tuple(PAIR_COMBINATIONS)))] = None  # None: single sentences
 
     def __post_init__(self, **kwargs):
         # transformers makes this class a dataclass of the fields above (5.6 does, 5.3 did not; the model's code needs

@@ -160,6 +160,46 @@ def run_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> tuple[tor
     return out, torch.cat([h[-2], h[-1]], dim=-1)  # forward after its last token, backward after its first
 
 
+def split_pair(
+    input_ids: torch.Tensor, mask: torch.Tensor, second: torch.Tensor
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
+    """The two sentences of every row of a batch of pairs, so that the biLM can read each on its own: for the first
+    sentences, then for the second ones, `(input_ids, mask, positions)`: the side's tokens left-aligned (B, T_side,
+    width) with zero rows past each length (its own padding, as if tokenized alone), its mask (B, T_side) and where
+    each of its tokens sits in the row (B, T_side). `mask` (B, T): the real tokens; `second` (B, T): those of the
+    second sentences (`token_type_ids` 1)."""
+    sides = []
+    for side in (mask & ~second, second):
+        lengths = side.sum(1)
+        width = max(int(lengths.max()), 1)
+        positions = torch.argsort((~side).to(torch.int8), dim=1, stable=True)[:, :width]  # the side's tokens first
+        side_mask = torch.arange(width, device=mask.device) < lengths.unsqueeze(1)
+        ids = input_ids.gather(1, positions.unsqueeze(-1).expand(-1, -1, input_ids.shape[-1]))
+        sides.append((ids * side_mask.unsqueeze(-1).to(ids.dtype), side_mask, positions))
+    return tuple(sides)
+
+
+def place_back(sides: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], length: int) -> torch.Tensor:
+    """`(values (B, T_side, D), mask, positions)` of each side of `split_pair` -> (B, length, D): every value back at
+    its token's position in the pair's row, zeros at padding."""
+    out = None
+    for values, mask, positions in sides:
+        values = values * mask.unsqueeze(-1).to(values.dtype)  # a side's padding lands on the other side's tokens
+        if out is None:
+            out = values.new_zeros(values.shape[0], length, values.shape[-1])
+        out = out.scatter_add(1, positions.unsqueeze(-1).expand_as(values), values)
+    return out
+
+
+def combine_pair(u: torch.Tensor, v: torch.Tensor, combination: str) -> torch.Tensor:
+    """The pooled vectors (B, D) of a pair's sentences -> what the classifier reads (`ElmoConfig.pair_combination`):
+    `[u; v; |u - v|; u * v]` (the difference and product show how the two agree, which a linear layer over [u; v]
+    alone cannot) or `[u; v]`."""
+    if combination == "concat":
+        return torch.cat([u, v], dim=-1)
+    return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
+
+
 @dataclass
 class ElmoRepresentationsOutput(ModelOutput):
     """Output of `get_elmo_representations` on the task heads.

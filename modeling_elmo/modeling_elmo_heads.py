@@ -20,15 +20,18 @@ from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassif
 from transformers.utils.generic import can_return_tuple
 
 from .character_ids import real_token_mask
-from .configuration_elmo import ElmoConfig
+from .configuration_elmo import PAIR_COMBINATIONS, ElmoConfig
 from .downstream_elmo import (
     ElmoHashedWordEmbedding,
     ElmoRepresentationsOutput,
     ElmoScalarMix,
+    combine_pair,
+    place_back,
     pool,
     run_lstm,
     scalar_mixes,
     sequence_classification_loss,
+    split_pair,
     word_mask_of,
 )
 from .modeling_elmo import ElmoModel, ElmoPreTrainedModel
@@ -163,6 +166,12 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
 
     `<S>`/`</S>` are not pooled unless `config.keep_sentence_boundaries` (allennlp and bilm-tf strip them before
     the task model).
+
+    Sentence pairs (`config.pair_combination` set; `token_type_ids` 1 on each row's second sentence, as the
+    tokenizer gives them for `text_pair`): the biLM is stateless, and reads each sentence of a pair on its own, as
+    ESIM + ELMo did, so that a sentence's vectors never depend on its partner: all first sentences in one run, all
+    second ones in another, each side with its own padding. Each side is pooled as a single sentence, and the two
+    vectors combined (`[u; v; |u - v|; u * v]`) before the classifier.
     """
 
     def __init__(self, config: ElmoConfig):
@@ -179,7 +188,7 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
             self.attention = nn.Sequential(
                 nn.Linear(width, self.head_hidden_size), nn.Tanh(), nn.Linear(self.head_hidden_size, 1)
             )
-        self.classifier = nn.Linear(pooled, config.num_labels)
+        self.classifier = nn.Linear(pooled * PAIR_COMBINATIONS.get(config.pair_combination, 1), config.num_labels)
         self.post_init()
 
     def pool(self, x: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
@@ -191,6 +200,7 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
@@ -198,21 +208,70 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch, tokens, max_characters_per_token)`): character ids
-                from `ElmoTokenizer`, with `<S>`/`</S>`, right-padded with all-zero tokens.
+                from `ElmoTokenizer`, with `<S>`/`</S>`, right-padded with all-zero tokens; a pair's two sentences
+                one after the other.
             attention_mask (`torch.Tensor` of shape `(batch, tokens)`, *optional*): 1 for real tokens.
+            token_type_ids (`torch.Tensor` of shape `(batch, tokens)`, *optional*): 1 on the second sentence of a
+                pair, 0 elsewhere (all 0, or absent: single sentences).
             labels (`torch.Tensor` of shape `(batch,)` or `(batch, num_labels)`, *optional*): class ids
                 (single-label), floats (regression) or multi-hot floats (multi-label).
-            output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers.
+            output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers (of pairs: each sentence's
+                own, at its positions of `input_ids`).
         """
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        x, _, word_mask, layers = self._task_inputs(input_ids, attention_mask, **kwargs)
-        logits = self.classifier(self.pool(x, word_mask))  # (B, num_labels)
+        sides = self._pair_sides(input_ids, attention_mask, token_type_ids)
+        if sides is None:
+            x, _, word_mask, layers = self._task_inputs(input_ids, attention_mask, **kwargs)
+            logits = self.classifier(self.pool(x, word_mask))  # (B, num_labels)
+        else:
+            logits, layers = self._pair_logits(sides, input_ids.shape[1], output_hidden_states, **kwargs)
         loss = None if labels is None else self._regularized(sequence_classification_loss(logits, labels, self.config))
 
         hidden_states = layers if output_hidden_states else None
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+
+    def _pair_sides(self, input_ids, attention_mask, token_type_ids) -> tuple | None:
+        """The two sides of a batch of pairs (`split_pair`), or None for single sentences (no token type 1)."""
+        mask = attention_mask.bool() if attention_mask is not None else real_token_mask(input_ids)
+        second = None if token_type_ids is None else token_type_ids.to(mask.device).bool() & mask
+        combination = self.config.pair_combination
+        if second is None or not bool(second.any()):
+            if combination is not None:
+                raise ValueError(
+                    f"this head classifies sentence pairs (pair_combination={combination!r}): give every example "
+                    "a second sentence, tokenizer(text, text_pair), marked by token_type_ids 1"
+                )
+            return None
+        if combination is None:
+            raise ValueError(
+                "got sentence pairs (token_type_ids 1 on the second sentences) for a head of single sentences: build "
+                f"it with pair_combination set (one of {sorted(PAIR_COMBINATIONS)}) to classify pairs"
+            )
+        sides = split_pair(input_ids, mask, second)
+        for name, (_, side_mask, _) in zip(("first", "second"), sides):
+            empty = (~side_mask.any(1)).nonzero().flatten().tolist()
+            if empty:
+                raise ValueError(f"row {empty[0]} of a batch of sentence pairs has no {name} sentence: every row needs "
+                                 "both (token_type_ids 0 on the first, 1 on the second)")
+        return sides
+
+    def _pair_logits(self, sides, length: int, output_hidden_states: bool, **kwargs):
+        """Logits of a batch of pairs, and the biLM layers of each sentence read alone, placed back at the positions
+        of `input_ids` (None unless `output_hidden_states`)."""
+        pooled, layers = [], []
+        for ids, mask, _ in sides:  # all first sentences in one biLM run, all second ones in another
+            x, _, word_mask, side_layers = self._task_inputs(ids, mask.long(), **kwargs)
+            pooled.append(self.pool(x, word_mask))
+            layers.append(side_layers)
+        logits = self.classifier(combine_pair(*pooled, self.config.pair_combination))
+        if not output_hidden_states:
+            return logits, None
+        placed = tuple(
+            place_back([(first, *sides[0][1:]), (second, *sides[1][1:])], length) for first, second in zip(*layers)
+        )
+        return logits, placed
 
 
 class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):

@@ -886,7 +886,7 @@ def test_invalid_input_types(tok):
     with pytest.raises(TypeError, match=r"text\[2\] must be a str, got float"):
         tok(["a", "b", 1.5], is_split_into_words=True)
     with pytest.raises(TypeError, match="is_split_into_words=True"):
-        tok([["a", "b"]])
+        tok([["a", "b", "c"]])  # [["a", "b"]] is a pair of sentences, as in transformers
     with pytest.raises(TypeError, match="list of words"):
         tok("a b", is_split_into_words=True)
     with pytest.raises(TypeError, match="decode bytes"):
@@ -895,8 +895,8 @@ def test_invalid_input_types(tok):
         tok([])
     with pytest.raises(ValueError, match="empty list"):
         tok([], is_split_into_words=True)
-    with pytest.raises(ValueError, match="single sentences"):
-        tok("a", text_pair="b")
+    with pytest.raises(ValueError, match="text_target"):
+        tok("a", text_target="b")
     with pytest.raises(ValueError, match="right"):
         tok(["a"], padding=True, padding_side="left")
     with pytest.raises(ValueError, match="right"):

@@ -159,25 +159,34 @@ class ElmoBatchEncoding(BatchEncoding):
     """`BatchEncoding` that also knows which input word each token position comes from.
 
     `word_ids(i)` maps each position of row `i` to the index of its word in the input (None for `<S>`, `</S>`
-    and padding), `tokens(i)` gives the token strings, `sequence_ids(i)` is 0 for words and None elsewhere.
-    These are only available on the output of `ElmoTokenizer.__call__`, not after `pad()`.
+    and padding), `tokens(i)` gives the token strings, `sequence_ids(i)` is 0 for the words of the first sentence,
+    1 for those of the second of a pair, and None elsewhere. The words of a pair's second sentence are numbered
+    from 0, as transformers' tokenizers number them. These are only available on the output of
+    `ElmoTokenizer.__call__`, not after `pad()`.
     """
 
-    def __init__(self, data=None, tensor_type=None, prepend_batch_axis=False, alignment=None, batched=True):
-        super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis, n_sequences=1)
-        # alignment[i] = (words kept, index of the first kept word, has <S>/</S>)
+    def __init__(self, data=None, tensor_type=None, prepend_batch_axis=False, alignment=None, batched=True,
+                 pair_alignment=None):
+        super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis,
+                         n_sequences=1 if pair_alignment is None else 2)
+        # alignment[i] = (words kept, index of the first kept word, has <S>/</S>); pair_alignment[i] the same for
+        # the second sentence of pair i (None: single sentences)
         self._alignment = alignment
+        self._pair_alignment = pair_alignment
         self._batched = batched
 
     def __getstate__(self):
-        return {**super().__getstate__(), "alignment": self._alignment, "batched": self._batched}
+        return {**super().__getstate__(), "alignment": self._alignment, "batched": self._batched,
+                "pair_alignment": self._pair_alignment}
 
     def __setstate__(self, state):
         super().__setstate__(state)
         self._alignment = state.get("alignment")
+        self._pair_alignment = state.get("pair_alignment")
         self._batched = state.get("batched", True)
 
-    def _row(self, batch_index: int) -> tuple[list[str], int, bool, int]:
+    def _positions(self, batch_index: int) -> list[tuple[int | None, int | None, str]]:
+        """(word index, sentence index, token string) of every position of row `batch_index`."""
         if self._alignment is None:
             raise ValueError(
                 "word_ids()/tokens() are only available on the output of ElmoTokenizer.__call__ "
@@ -187,26 +196,25 @@ class ElmoBatchEncoding(BatchEncoding):
             raise IndexError(
                 f"this encoding holds a single sequence; batch_index must be 0, got {batch_index}"
             )
-        words, first, special = self._alignment[batch_index]
+        segments = [self._alignment[batch_index]]
+        if self._pair_alignment is not None:
+            segments.append(self._pair_alignment[batch_index])
+        out: list[tuple[int | None, int | None, str]] = []
+        for sequence, (words, first, special) in enumerate(segments):
+            words_here = [(first + k, sequence, word) for k, word in enumerate(words)]
+            out.extend([(None, None, BOS_TOKEN), *words_here, (None, None, EOS_TOKEN)] if special else words_here)
         ids = self.data["input_ids"]
         length = len(ids[batch_index]) if self._batched or not isinstance(ids, list) else len(ids)
-        return words, first, special, length
+        return out + [(None, None, PAD_TOKEN)] * (length - len(out))
 
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        words, first, special, length = self._row(batch_index)
-        out: list[int | None] = [None] if special else []
-        out.extend(range(first, first + len(words)))
-        if special:
-            out.append(None)
-        return out + [None] * (length - len(out))
+        return [word for word, _, _ in self._positions(batch_index)]
 
     def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
-        return [None if w is None else 0 for w in self.word_ids(batch_index)]
+        return [sequence for _, sequence, _ in self._positions(batch_index)]
 
     def tokens(self, batch_index: int = 0) -> list[str]:
-        words, _, special, length = self._row(batch_index)
-        out = [BOS_TOKEN, *words, EOS_TOKEN] if special else list(words)
-        return out + [PAD_TOKEN] * (length - len(out))
+        return [token for _, _, token in self._positions(batch_index)]
 
 
 class ElmoTokenizer(PreTrainedTokenizer):
@@ -242,7 +250,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
-    model_input_names = ["input_ids", "attention_mask"]
+    # token_type_ids: 1 on the second sentence of a pair, which the sequence head reads on its own (pipelines pass
+    # exactly these keys to the model)
+    model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
     padding_side = "right"
 
     def __init__(
@@ -524,27 +534,28 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return split_words(text, self.word_split)
 
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
-        if pair:
-            raise ValueError("ElmoTokenizer encodes single sentences, not pairs")
-        return 2
+        return 4 if pair else 2  # each sentence of a pair has its own <S> and </S>
 
     def build_inputs_with_special_tokens(self, token_ids_0: list, token_ids_1: list | None = None) -> list:
-        """Rows of a sentence -> `[<S> row] + rows + [</S> row]`."""
-        if token_ids_1 is not None:
-            raise ValueError("ElmoTokenizer encodes single sentences, not pairs")
+        """Rows of a sentence -> `[<S> row] + rows + [</S> row]`; of a pair, the two sentences so framed, one after
+        the other (the biLM reads each on its own: `ElmoForSequenceClassification`)."""
         bos, eos = self._boundary_rows()
-        return [bos, *token_ids_0, eos]
+        pair = [] if token_ids_1 is None else [bos, *token_ids_1, eos]
+        return [bos, *token_ids_0, eos, *pair]
+
+    def create_token_type_ids_from_sequences(self, token_ids_0: list, token_ids_1: list | None = None) -> list[int]:
+        """0 at the first sentence's positions (its <S> and </S> included), 1 at the second's."""
+        second = [] if token_ids_1 is None else [1] * (len(token_ids_1) + 2)
+        return [0] * (len(token_ids_0) + 2) + second
 
     def get_special_tokens_mask(
         self, token_ids_0: list, token_ids_1: list | None = None, already_has_special_tokens: bool = False
     ) -> list[int]:
-        if token_ids_1 is not None:
-            raise ValueError("ElmoTokenizer encodes single sentences, not pairs")
         if already_has_special_tokens:
-            return [
-                1 if not any(row) or self._is_boundary_row(list(row)) else 0 for row in to_list(token_ids_0)
-            ]
-        return [1] + [0] * len(token_ids_0) + [1]
+            rows = to_list(token_ids_0) + ([] if token_ids_1 is None else to_list(token_ids_1))
+            return [1 if not any(row) or self._is_boundary_row(list(row)) else 0 for row in rows]
+        second = [] if token_ids_1 is None else [1] + [0] * len(token_ids_1) + [1]
+        return [1] + [0] * len(token_ids_0) + [1] + second
 
     # ----- encoding a batch (`__call__`; the base class's `encode` comes through `_encode_plus`) ------------------
     def __call__(
@@ -573,12 +584,19 @@ class ElmoTokenizer(PreTrainedTokenizer):
         **kwargs,
     ) -> ElmoBatchEncoding:
         """Encode one sentence or a batch: a `str`, a list of `str`, or (with `is_split_into_words=True`) a list of
-        words or a list of lists of words.
+        words or a list of lists of words. Pairs of sentences: `text_pair` of the same form as `text`, or a list of
+        `[first, second]` pairs of `str` (as transformers' zero-shot pipeline passes them).
 
         Returns an `ElmoBatchEncoding` with `input_ids` (`[batch, tokens, 50]` with `return_tensors`, nested lists
         otherwise; a single unbatched input drops the batch level unless `return_tensors` is set),
-        `attention_mask` `[batch, tokens]` and, on request, `special_tokens_mask`, `token_type_ids` (zeros),
-        `length` and `vocab_ids` (word-vocabulary ids, padding -100). `word_ids(i)` aligns positions with words.
+        `attention_mask` `[batch, tokens]` and, on request, `special_tokens_mask`, `token_type_ids`, `length` and
+        `vocab_ids` (word-vocabulary ids, padding -100). `word_ids(i)` aligns positions with words.
+
+        A pair is its two sentences one after the other, each with its own `<S>` and `</S>`, and `token_type_ids` (0
+        on the first sentence and on padding, 1 on the second) come with it unless `return_token_type_ids=False`;
+        a single sentence gets them (zeros) only when asked. `max_length` then counts the tokens of both, and
+        `truncation` takes transformers' strategies for pairs: `longest_first` (`True`: a word at a time from the
+        longer sentence, from the second on a tie), `only_first`, `only_second`, `do_not_truncate`.
 
         The one encoding path (also of the base class's `encode()`): text -> word lists -> cache indices
         (truncated, with the added `<S>`/`</S>`) -> character ids (padded), then the other outputs, which depend
@@ -595,7 +613,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self._check_padding_side(padding_side)
         tensor_type = _tensor_type(return_tensors)
         vocab = self._require_word_vocab("return_vocab_ids=True") if return_vocab_ids else None
-        batch, batched = _as_word_batch(text, is_split_into_words, self.word_split)
+        batch, pair_batch, batched = _as_pair_batch(text, text_pair, is_split_into_words, self.word_split)
         padding_strategy, truncation_strategy, max_length, _ = self._get_padding_truncation_strategies(
             padding=padding,
             truncation=truncation,
@@ -603,29 +621,35 @@ class ElmoTokenizer(PreTrainedTokenizer):
             pad_to_multiple_of=pad_to_multiple_of,
             verbose=verbose,
         )
-        limit = _words_limit(truncation_strategy, max_length, add_special_tokens)
-        input_ids, lengths, target, alignment = self._encode_words(
-            batch, limit, add_special_tokens, (padding_strategy, max_length, pad_to_multiple_of), tensor_type, verbose
+        if pair_batch is None:
+            limits = [(_words_limit(truncation_strategy, max_length, add_special_tokens), None)] * len(batch)
+        else:
+            limits = _pair_limits(truncation_strategy, max_length, add_special_tokens, batch, pair_batch)
+        input_ids, lengths, target, alignments = self._encode_words(
+            (batch, pair_batch), limits, add_special_tokens, (padding_strategy, max_length, pad_to_multiple_of),
+            tensor_type, verbose,
         )
 
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
         wanted = {
             "attention_mask": return_attention_mask,
-            "token_type_ids": return_token_type_ids,
+            "token_type_ids": pair_batch is not None if return_token_type_ids is None else return_token_type_ids,
             "special_tokens_mask": return_special_tokens_mask,
             "length": return_length,
         }
-        vocab_rows = None if vocab is None else self._vocab_rows(alignment, vocab)
+        vocab_rows = None if vocab is None else self._vocab_rows(alignments, vocab)
+        first_lengths = None if pair_batch is None else [_sentence_length(row) for row in alignments[0]]
         data = {
             "input_ids": input_ids,
-            **_token_outputs(wanted, lengths, target, add_special_tokens, vocab_rows, tensor_type),
+            **_token_outputs(wanted, lengths, target, (add_special_tokens, first_lengths), vocab_rows, tensor_type),
         }
         if tensor_type == TensorType.NUMPY:
             data = {k: v.numpy() for k, v in data.items()}
         if not batched and tensor_type is None:
             data = {k: v[0] for k, v in data.items()}
-        return ElmoBatchEncoding(data, alignment=alignment, batched=batched or tensor_type is not None)
+        return ElmoBatchEncoding(data, alignment=alignments[0], pair_alignment=alignments[1],
+                                 batched=batched or tensor_type is not None)
 
     def _encode_plus(
         self,
@@ -650,21 +674,27 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     def _encode_words(
         self,
-        batch: list[list[str]],
-        limit: int | None,
+        batches: tuple[list[list[str]], list[list[str]] | None],
+        limits: list[tuple[int | None, int | None]],
         add_special_tokens: bool,
         padding: tuple[PaddingStrategy, int | None, int | None],
         tensor_type: TensorType | None,
         verbose: bool,
-    ) -> tuple[Any, list[int], int | None, list[tuple[list[str], int, bool]]]:
-        """The character ids of a batch of word lists, padded as `padding` = (strategy, max_length,
-        pad_to_multiple_of) says, with each sentence's length, the padded length (None: not padded) and the
-        alignment of positions with words."""
+    ) -> tuple[Any, list[int], int | None, tuple[list, list | None]]:
+        """The character ids of a batch of word lists (or of pairs of them: `batches` = (first sentences, second
+        sentences or None), each pair's sentences one after the other), at most `limits` words of each, padded as
+        `padding` = (strategy, max_length, pad_to_multiple_of) says, with each row's length, the padded length (None:
+        not padded) and the alignments of positions with words (of the first sentences, of the second or None)."""
+        first, second = batches
         with self.cache["lock"]:  # the cache is shared by every thread that uses this tokenizer
             self._maybe_clear_cache()
-            sequences, alignment = self._cache_sequences(batch, limit, add_special_tokens)
+            sequences, alignment = self._cache_sequences(first, [a for a, _ in limits], add_special_tokens)
+            pair_alignment = None
+            if second is not None:
+                seconds, pair_alignment = self._cache_sequences(second, [b for _, b in limits], add_special_tokens)
+                sequences = [a + b for a, b in zip(sequences, seconds)]
             lengths = [len(s) for s in sequences]
-            if limit is None and verbose:
+            if limits[0] == (None, None) and verbose:
                 self._warn_if_too_long(lengths)
             target = _target_of(padding[0], lengths, padding[1], padding[2])
             if tensor_type is None:
@@ -672,15 +702,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
             else:
                 target = _tensor_length(lengths, target)
                 input_ids = self._gather(_index_tensor(sequences, target))
-        return input_ids, lengths, target, alignment
+        return input_ids, lengths, target, (alignment, pair_alignment)
 
     def _cache_sequences(
-        self, batch: list[list[str]], limit: int | None, add_special_tokens: bool
+        self, batch: list[list[str]], limits: list[int | None], add_special_tokens: bool
     ) -> tuple[list[list[int]], list[tuple[list[str], int, bool]]]:
-        """Each sentence's cache indices (at most `limit` words, then the added `<S>`/`</S>`) and its alignment:
+        """Each sentence's cache indices (at most its `limits` words, then the added `<S>`/`</S>`) and its alignment:
         (words kept, index of the first kept word, whether `<S>`/`</S>` were added). Lock held."""
         sequences, alignment = [], []
-        for words in batch:
+        for words, limit in zip(batch, limits, strict=True):
             first = 0
             if limit is not None and len(words) > limit:
                 first = len(words) - limit if self.truncation_side == "left" else 0
@@ -703,13 +733,17 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 self.model_max_length,
             )
 
-    def _vocab_rows(self, alignment, vocab: dict[str, int]) -> list[list[int]]:
+    def _vocab_rows(self, alignments, vocab: dict[str, int]) -> list[list[int]]:
+        """The word-vocabulary ids of every row: of its sentence, or of both sentences of its pair."""
         unk = self.unk_word_id
         bos, eos = vocab[BOS_TOKEN], vocab[EOS_TOKEN]
         out = []
-        for words, _, special in alignment:
-            ids = [vocab.get(w, unk) for w in words]
-            out.append([bos, *ids, eos] if special else ids)
+        for segments in zip(*(a for a in alignments if a is not None)):
+            row = []
+            for words, _, special in segments:
+                ids = [vocab.get(w, unk) for w in words]
+                row.extend([bos, *ids, eos] if special else ids)
+            out.append(row)
         return out
 
     def _check_padding_side(self, padding_side: str | None) -> None:
@@ -924,9 +958,9 @@ def _refuse_unsupported(text, text_pair, text_target, text_pair_target, stride, 
         raise TypeError(
             "ElmoTokenizer needs text: a str, a list of str, or lists of words with is_split_into_words=True; got None"
         )
-    if text_pair is not None or text_target is not None or text_pair_target is not None:
+    if text_target is not None or text_pair_target is not None:
         raise ValueError(
-            "ElmoTokenizer encodes single sentences: text_pair/text_target are not supported"
+            "ElmoTokenizer encodes the model's inputs only: text_target/text_pair_target are not supported"
         )
     if overflowing or stride:
         raise NotImplementedError(
@@ -978,6 +1012,37 @@ def _as_word_batch(text: Any, is_split_into_words: bool, rule: str) -> tuple[lis
             raise TypeError(f"text[{i}] must be a list of words (str), got {type(words).__name__}")
         batch.append([_check_word(w, f"text[{i}][{j}]") for j, w in enumerate(words)])
     return batch, True
+
+
+def _is_pair(item: Any) -> bool:
+    return isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)
+
+
+def _as_pair_batch(
+    text: Any, text_pair: Any, is_split_into_words: bool, rule: Any
+) -> tuple[list[list[str]], list[list[str]] | None, bool]:
+    """(word lists of the first sentences, of the second ones or None for single sentences, whether the input was a
+    batch). Pairs come as `text` and `text_pair` of the same form, or as a list of `[first, second]` pairs of str
+    (transformers' way of batching pairs, which the zero-shot pipeline uses)."""
+    if text_pair is None:
+        if not is_split_into_words and isinstance(text, (list, tuple)) and text and all(map(_is_pair, text)):
+            text, text_pair = [a for a, _ in text], [b for _, b in text]
+        else:
+            batch, batched = _as_word_batch(text, is_split_into_words, rule)
+            return batch, None, batched
+    first, batched = _as_word_batch(text, is_split_into_words, rule)
+    second, pair_batched = _as_word_batch(text_pair, is_split_into_words, rule)
+    if batched != pair_batched or len(first) != len(second):
+        shapes = [f"a batch of {len(b)}" if is_batch else "one sentence"
+                  for b, is_batch in ((first, batched), (second, pair_batched))]
+        raise ValueError(f"text is {shapes[0]} and text_pair {shapes[1]}: give one second sentence for every first one")
+    return first, second, batched
+
+
+def _sentence_length(alignment_row: tuple[list[str], int, bool]) -> int:
+    """The tokens of one encoded sentence: its words kept, and its <S> and </S> when added."""
+    words, _, special = alignment_row
+    return len(words) + (2 if special else 0)
 
 
 def _feature_columns(encoded_inputs: Any) -> tuple[dict[str, list], bool | None]:
@@ -1034,6 +1099,42 @@ def _words_limit(
     return limit
 
 
+def _pair_limits(
+    strategy: TruncationStrategy, max_length: int | None, add_special_tokens: bool,
+    first: list[list[str]], second: list[list[str]],
+) -> list[tuple[int | None, int | None]]:
+    """How many words each sentence of each pair keeps ((None, None): all), so that the pair's tokens, both
+    sentences' <S> and </S> included, are at most `max_length`: transformers' strategies for pairs."""
+    if strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None:
+        return [(None, None)] * len(first)
+    room = max_length - (4 if add_special_tokens else 0)
+    if room < 0:
+        raise ValueError(f"max_length={max_length} leaves no room for the <S> and </S> of both sentences of a pair; "
+                         "use max_length >= 4")
+    limits = []
+    for i, (a, b) in enumerate(zip(map(len, first), map(len, second))):
+        over = a + b - room
+        if over <= 0:
+            limits.append((None, None))
+        elif strategy == TruncationStrategy.LONGEST_FIRST:
+            # transformers' rule: words go from the longer sentence until both are as long, then from each in turn,
+            # the second first (a, b >= over // 2 here, since a + b > room >= 0)
+            even = min(abs(a - b), over)
+            a, b = (a - even, b) if a > b else (a, b - even)
+            limits.append((a - (over - even) // 2, b - (over - even + 1) // 2))
+        else:
+            cut = 0 if strategy == TruncationStrategy.ONLY_FIRST else 1
+            kept = (a, b)[cut] - over
+            if kept < 0:
+                raise ValueError(
+                    f"max_length={max_length} is too short for truncation={strategy.value!r}: the "
+                    f"{('second', 'first')[cut]} sentence of pair {i} alone has {(b, a)[cut]} words "
+                    "(truncation='longest_first' cuts both)"
+                )
+            limits.append((kept, None) if cut == 0 else (None, kept))
+    return limits
+
+
 def _target_of(
     strategy: PaddingStrategy, lengths: list[int], max_length: int | None, pad_to_multiple_of: int | None
 ) -> int | None:
@@ -1072,25 +1173,29 @@ def _token_outputs(
     wanted: dict[str, bool | None],
     lengths: list[int],
     target: int | None,
-    add_special_tokens: bool,
+    special: tuple[bool, list[int] | None],
     vocab_rows: list[list[int]] | None,
     tensor_type: TensorType | None,
 ) -> dict[str, Any]:
     """Every output besides `input_ids`, built once for tensors and lists alike: each depends only on the
-    sentence lengths (and the vocabulary ids), on a `[batch, width]` grid that lists then cut back to each
-    sentence's length (padded to `target` when padding)."""
+    row lengths (and the vocabulary ids), on a `[batch, width]` grid that lists then cut back to each
+    row's length (padded to `target` when padding). `special`: (whether `<S>`/`</S>` were added, the lengths of
+    the first sentences of pairs or None)."""
+    add_special_tokens, first_lengths = special
     n = np.array(lengths, dtype=np.int64).reshape(-1, 1)
     width = max(lengths) if target is None else max(target, *lengths)
     position = np.arange(width)
     real = position < n
+    # where the second sentence of a pair starts (the end of the row for single sentences)
+    start = n if first_lengths is None else np.array(first_lengths, dtype=np.int64).reshape(-1, 1)
     grids: dict[str, np.ndarray | None] = {}
     if wanted["attention_mask"]:
         grids["attention_mask"] = real
     if wanted["token_type_ids"]:
-        grids["token_type_ids"] = np.zeros_like(real)
+        grids["token_type_ids"] = real & (position >= start)
     if wanted["special_tokens_mask"]:
-        added = (position == 0) | (position == n - 1) if add_special_tokens else np.zeros_like(real)
-        grids["special_tokens_mask"] = ~real | added
+        ends = (position == 0) | (position == n - 1) | (position == start - 1) | (position == start)
+        grids["special_tokens_mask"] = ~real | (ends & real if add_special_tokens else False)
     if wanted["length"]:
         grids["length"] = None  # the lengths themselves, not a grid
     if vocab_rows is not None:

@@ -58,6 +58,8 @@ class _ElmoCollatorBase:
                 f["attention_mask"] if "attention_mask" in f else [1] * n for f, n in zip(features, lengths)
             ]
         }
+        if "token_type_ids" in features[0]:  # sentence pairs: 1 on each second sentence, padded with 0
+            token_values["token_type_ids"] = [f["token_type_ids"] for f in features]
         key = _label_key(features)
         if token_labels and key is not None:
             token_values["labels"] = [

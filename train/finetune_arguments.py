@@ -116,6 +116,16 @@ class ClassificationDataArguments:
                                 "but .tsv/.csv/.json/.jsonl), or the training formats, labels not needed."}
     )
     text_column: str | None = field(default=None, metadata={"help": "Text column (default: text/sentence/content)."})
+    text_pair_column: str | None = field(
+        default=None, metadata={"help": "Second sentence of a pair (default: text_pair, or GLUE's sentence2, "
+                                "hypothesis, sentence after question, question2 beside their first column): the "
+                                "head reads each sentence on its own and classifies the pair."}
+    )
+    problem_type: str | None = field(
+        default=None, metadata={"help": "regression (a number per example, STS-B style: Pearson and Spearman "
+                                "reported) or single_label_classification; default: regression when every label is "
+                                "a number and some are not integers."}
+    )
     label_column: str | None = field(default=None, metadata={"help": "Label column (default: label)."})
     word_split: str | None = field(
         default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2), punctuation, or another "

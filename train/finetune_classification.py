@@ -8,7 +8,10 @@ sentences with it: the parts of the task "sequence-classification" (`train.finet
     torchrun --nproc_per_node 2 -m train.finetune_classification ... --use_cpu     # DDP, also on CPU
 
 Files: TSV with a header (`label<TAB>sentence`, SST-2), CSV or JSON lines with `text` and `label` columns; a test
-file may also hold one sentence a line. Writes the model and tokenizer (they load with
+file may also hold one sentence a line. Sentence pairs (NLI, paraphrase, STS): a second text column (`text_pair`, or
+GLUE's `sentence1`/`sentence2`, `premise`/`hypothesis`, `question`/`sentence`, `question1`/`question2`) trains the
+pair head (`ElmoConfig.pair_combination`), which reads each sentence on its own. Labels that are numbers, not all
+integers (or `--problem_type regression`), train a regression (STS-B), reported by Pearson and Spearman. Writes the model and tokenizer (they load with
 `AutoModelForSequenceClassification` / `AutoTokenizer`, also as remote code), `train_results.json`,
 `eval_results.json` (accuracy), `all_results.json`, and with `--do_predict` one label per line of the test file
 (`predictions.txt`; a blank line of a one-sentence-a-line file gives a blank line) to `--output_dir`.
@@ -25,17 +28,51 @@ import numpy as np
 
 from .collators import ElmoDataCollatorForSequenceClassification
 from .finetune_cli import run_command_line
-from .finetune_data import accuracy, label_list, read_classification_file, read_texts_file, split_text
+from .finetune_data import (
+    accuracy,
+    label_list,
+    pearson,
+    read_classification_file,
+    read_texts_file,
+    spearman,
+    split_text,
+)
 from .finetune_run import run
-from .predict import predict_labels
+from .predict import predict_logits
 
 logger = logging.getLogger("train.finetune_classification")  # also as __main__ (python -m)
 TASK = "sequence-classification"
+# The one output of a regression head, as its label is named (id2label {0: "score"}): examples of scores all carry it
+# as their label, and their number as "score".
+SCORE_LABEL = "score"
+PROBLEM_TYPES = ("regression", "single_label_classification")
 
 
 def read_file(path: str, encoding: str, data_args) -> list[dict]:
-    """`[{"text": ..., "label": ...}, ...]` of a TSV, CSV or JSON-lines file (`read_classification_file`)."""
-    return read_classification_file(path, data_args.text_column, data_args.label_column, encoding)
+    """`[{"text": ..., "label": ...}, ...]` of a TSV, CSV or JSON-lines file (`read_classification_file`), with
+    `"text_pair"` for sentence pairs; for a regression, `"label"` is `SCORE_LABEL` and `"score"` the number."""
+    examples = read_classification_file(path, data_args.text_column, data_args.label_column, encoding,
+                                        data_args.text_pair_column)
+    if is_regression([example["label"] for example in examples], data_args.problem_type):
+        for example in examples:
+            example["score"], example["label"] = float(example["label"]), SCORE_LABEL
+    return examples
+
+
+def is_regression(labels: list[str], problem_type: str | None) -> bool:
+    """`--problem_type regression`, or none given and every label a number, not all of them integers (STS-B's
+    "3.800"; SST-2's "0"/"1" stay classes)."""
+    if problem_type not in (None, *PROBLEM_TYPES):
+        raise ValueError(f"--problem_type must be one of {PROBLEM_TYPES}, got {problem_type!r}")
+    numbers = []
+    for number, label in enumerate(labels, start=1):
+        try:
+            numbers.append(float(label))
+        except ValueError:
+            if problem_type == "regression":
+                raise ValueError(f"example {number}: --problem_type regression needs a number, got {label!r}") from None
+            return False
+    return problem_type == "regression" or (problem_type is None and any(not x.is_integer() for x in numbers))
 
 
 def labels_of(example: dict) -> Sequence[str]:
@@ -43,7 +80,18 @@ def labels_of(example: dict) -> Sequence[str]:
 
 
 def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
-    return split_text(example["text"], tokenizer, data_args.word_split)
+    words = split_text(example["text"], tokenizer, data_args.word_split)
+    return words + (split_text(example["text_pair"], tokenizer, data_args.word_split) if "text_pair" in example else [])
+
+
+def head_settings(examples: list[dict], data_args) -> dict:
+    """What the training examples call for in a new head: the pair head for pairs, a regression for scores."""
+    settings = {}
+    if "text_pair" in examples[0]:
+        settings["pair_combination"] = "concat_diff_product"
+    if "score" in examples[0]:
+        settings["problem_type"] = "regression"
+    return settings
 
 
 def sorted_labels(labels: Iterable[str]) -> list[str]:
@@ -54,20 +102,26 @@ def sorted_labels(labels: Iterable[str]) -> list[str]:
 def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
     """Examples -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask`, `labels` (via `map`)."""
 
+    pairs, scores = "text_pair" in examples[0], "score" in examples[0]
+
     def tokenize(batch):
-        words = [split_text(text, tokenizer, data_args.word_split) for text in batch["text"]]
-        encoded = tokenizer(words, is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
+        words = [[split_text(text, tokenizer, data_args.word_split) for text in batch[column]]
+                 for column in (("text", "text_pair") if pairs else ("text",))]
+        # pairs: longest_first truncation, both sentences counted in max_seq_length
+        encoded = tokenizer(*words, is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
         return {
             "input_ids": encoded["input_ids"],
             "attention_mask": encoded["attention_mask"],
-            "labels": [label2id[label] for label in batch["label"]],
+            **({"token_type_ids": encoded["token_type_ids"]} if pairs else {}),
+            "labels": batch["score"] if scores else [label2id[label] for label in batch["label"]],
         }
 
     features = datasets.Features(
         {
             "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int32"))),  # character (and word) ids
             "attention_mask": datasets.Sequence(datasets.Value("int8")),
-            "labels": datasets.Value("int64"),
+            **({"token_type_ids": datasets.Sequence(datasets.Value("int8"))} if pairs else {}),
+            "labels": datasets.Value("float32" if scores else "int64"),
         }
     )
     dataset = datasets.Dataset.from_list(examples)
@@ -85,23 +139,42 @@ def compute_metrics(eval_prediction) -> dict[str, float]:
     return {"accuracy": accuracy(np.argmax(logits, axis=-1).tolist(), eval_prediction.label_ids.tolist())}
 
 
+def regression_metrics(eval_prediction) -> dict[str, float]:
+    """Pearson and Spearman correlations of the scores (GLUE's STS-B metrics), and the mean squared error."""
+    predictions = eval_prediction.predictions
+    predictions = (predictions[0] if isinstance(predictions, tuple) else predictions).reshape(-1).tolist()
+    references = eval_prediction.label_ids.reshape(-1).tolist()
+    mse = sum((p - r) ** 2 for p, r in zip(predictions, references)) / max(len(references), 1)
+    return {"pearson": pearson(predictions, references), "spearmanr": spearman(predictions, references), "mse": mse}
+
+
 def metrics(config, data_args):
-    """Accuracy, from the logits."""
-    return compute_metrics, None
+    """Accuracy from the logits; Pearson and Spearman for a regression."""
+    return (regression_metrics if config.problem_type == "regression" else compute_metrics), None
 
 
-def read_test_file(path: str, encoding: str, data_args) -> list[str]:
-    """Sentences one a line (a blank line stays, as ""), or the text column of the training formats."""
-    return read_texts_file(path, data_args.text_column, encoding)
+def read_test_file(path: str, encoding: str, data_args) -> list[str] | list[tuple[str, str]]:
+    """Sentences one a line (a blank line stays, as ""), or the text column of the training formats (pairs as
+    `(first, second)`)."""
+    return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column)
 
 
-def prediction_lines(model, tokenizer, texts: list[str], data_args, batch_size: int) -> tuple[list[str], int]:
-    """One label per text ("" for a blank one), and how many texts were labelled."""
-    kept = [i for i, text in enumerate(texts) if text]
-    words = [split_text(texts[i], tokenizer, data_args.word_split) for i in kept]
+def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) -> tuple[list[str], int]:
+    """One label per text or pair ("" for a blank one; a regression's score), and how many were labelled."""
+    pairs = bool(texts) and isinstance(texts[0], tuple)
+    if pairs != (model.config.pair_combination is not None):
+        raise ValueError(f"the head of {model.name_or_path} classifies {'pairs' if not pairs else 'single sentences'}, "
+                         f"the file holds {'pairs' if pairs else 'single sentences'}")
+    kept = [i for i, text in enumerate(texts) if (all(text) if pairs else text)]
+    columns = zip(*(texts[i] for i in kept)) if pairs else [[texts[i] for i in kept]]
+    words = [[split_text(text, tokenizer, data_args.word_split) for text in column] for column in columns]
     lines = [""] * len(texts)
-    for i, label in zip(kept, predict_labels(model, tokenizer, words, batch_size)):
-        lines[i] = str(model.config.id2label[label])
+    logits = predict_logits(model, tokenizer, words[0], batch_size, words[1] if pairs else None) if kept else []
+    for i, row in zip(kept, logits):
+        if model.config.problem_type == "regression":
+            lines[i] = f"{row[0]:.6g}"
+        else:
+            lines[i] = str(model.config.id2label[max(range(len(row)), key=row.__getitem__)])
     return lines, sum(1 for line in lines if line.strip())
 
 

@@ -1,9 +1,10 @@
 """Shared pieces of the fine-tuning tasks (`train.finetune_classification`, `train.finetune_ner`).
 
 * Readers of the task files: SST-2 style TSV (`label<TAB>sentence`, a header line, CRLF or LF), CSV and JSON lines
-  with `text`/`label` columns for classification; CoNLL columns (`word POS chunk NER`, a blank line between
+  with `text`/`label` columns for classification, and a second sentence for pairs (`text_pair`, or GLUE's
+  `sentence1`/`sentence2`, `premise`/`hypothesis`, `question`/`sentence`, `question1`/`question2`); CoNLL columns (`word POS chunk NER`, a blank line between
   sentences, `-DOCSTART-` skipped) and JSON lines with `tokens`/`tags` for tagging.
-* Metrics: accuracy, and entity-level precision/recall/F1 of IOB1/IOB2/IOBES tag sequences, scored as
+* Metrics: accuracy, Pearson and Spearman correlations (STS-B), and entity-level precision/recall/F1 of IOB1/IOB2/IOBES tag sequences, scored as
   conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on seqeval.
 * Readers of the files to predict (`--test_file`): sentences (one a line, or a text column) and words (CoNLL
   columns, the word first; JSON lines with `tokens`; or sentences one a line, cut by the word split).
@@ -16,9 +17,12 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from elmo_tools.loading import ModelLoadError, load_elmo
 from elmo_tools.text_files import check_decodes
@@ -30,6 +34,11 @@ from .finetune_cli import InputError
 logger = logging.getLogger(__name__)
 
 TEXT_COLUMNS = ("text", "sentence", "content", "review")
+# The columns of a pair's two sentences, as transformers' tokenizers and GLUE's files name them (RTE, MRPC, STS-B,
+# WNLI: sentence1/sentence2; MNLI, SNLI, ANLI: premise/hypothesis; QNLI: question/sentence; QQP: question1/question2)
+PAIR_COLUMNS = (("text", "text_pair"), ("sentence1", "sentence2"), ("premise", "hypothesis"),
+                ("question", "sentence"), ("question1", "question2"))
+LABEL_COLUMNS = ("label", "gold_label", "score")  # MNLI's TSV: gold_label; STS-B's: score
 TOKEN_COLUMNS = ("tokens", "words")
 TAG_COLUMNS = ("tags", "ner_tags", "labels", "label")
 
@@ -99,16 +108,32 @@ def _pick(columns: Iterable[str], wanted: str | None, candidates: Sequence[str],
     raise ValueError(f"{path}: cannot tell the {what} column among {columns}; name it with --{what}_column")
 
 
+def _pair_columns(columns: list, text_column: str | None, pair_column: str | None, path) -> tuple[str, str] | None:
+    """The columns of a pair's first and second sentences, or None for a file of single sentences: `pair_column`
+    (and `text_column`, or the first column `PAIR_COLUMNS` pairs it with), else the first of `PAIR_COLUMNS` found."""
+    if pair_column is None:
+        found = [(a, b) for a, b in PAIR_COLUMNS if a in columns and b in columns and text_column in (None, a)]
+        return found[0] if found else None
+    _pick(columns, pair_column, (), "text_pair", path)  # refuses a column that is not there
+    first = text_column or next((a for a, b in PAIR_COLUMNS if b == pair_column and a in columns), None)
+    if first is None:
+        raise ValueError(f"{path}: cannot tell the first sentence's column among {columns}; name it with --text_column")
+    return _pick(columns, first, (), "text", path), pair_column
+
+
 def read_classification_file(
     path: str | os.PathLike, text_column: str | None = None, label_column: str | None = None,
-    encoding: str = "utf-8",
+    encoding: str = "utf-8", pair_column: str | None = None,
 ) -> list[dict]:
-    """Read sentences and labels: `[{"text": str, "label": str}, ...]` (labels as strings).
+    """Read sentences (or pairs) and labels: `[{"text": str, "label": str}, ...]` (labels as strings), with
+    `"text_pair"` too for pairs.
 
     TSV (any suffix but .csv/.json/.jsonl) has a header line naming the columns (SST-2: `label<TAB>sentence`);
     fields are not quoted. CSV follows the csv module's dialect. JSON lines hold one object per line.
-    The text column is `text_column` or the first of `text`, `sentence`, `content`, `review`, or the only column
-    besides the label; the label column is `label_column` or `label`.
+    Pairs: `pair_column` (with `text_column`), or two columns of `PAIR_COLUMNS` (`text`/`text_pair`, GLUE's
+    `sentence1`/`sentence2`, ...). Otherwise the text column is `text_column` or the first of `text`, `sentence`,
+    `content`, `review`, or the only column besides the label; the label column is `label_column` or the first of
+    `label`, `gold_label`, `score`.
     """
     kind = _file_format(path)
     if kind == "json":
@@ -125,16 +150,19 @@ def read_classification_file(
     columns = [c.strip() if isinstance(c, str) else c for c in columns]
     if not rows:
         raise ValueError(f"{path}: no examples")
-    label_name = _pick(columns, label_column, ("label",), "label", path)
+    label_name = _pick(columns, label_column, LABEL_COLUMNS, "label", path)
     others = [c for c in columns if c != label_name]
-    text_name = _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
+    pair = _pair_columns(columns, text_column, pair_column, path)
+    text_name = pair[0] if pair else _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])),
+                                           "text", path)
+    names = {"text": text_name, "label": label_name, **({"text_pair": pair[1]} if pair else {})}
     examples = []
     for number, row in enumerate(rows, start=1):
         row = {k.strip() if isinstance(k, str) else k: v for k, v in row.items()}
-        text, label = row.get(text_name), row.get(label_name)
-        if text is None or label is None:
-            raise ValueError(f"{path}: example {number} lacks {text_name!r} or {label_name!r}: {row!r:.200}")
-        examples.append({"text": str(text).strip(), "label": str(label).strip()})
+        values = {key: row.get(name) for key, name in names.items()}
+        if any(value is None for value in values.values()):
+            raise ValueError(f"{path}: example {number} lacks one of the columns {list(names.values())}: {row!r:.200}")
+        examples.append({key: str(value).strip() for key, value in values.items()})
     return examples
 
 
@@ -203,9 +231,11 @@ def read_tagging_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[
 STRUCTURED_SUFFIXES = (".tsv", ".csv", ".json", ".jsonl")
 
 
-def read_texts_file(path: str | os.PathLike, text_column: str | None = None, encoding: str = "utf-8") -> list[str]:
+def read_texts_file(path: str | os.PathLike, text_column: str | None = None, encoding: str = "utf-8",
+                    pair_column: str | None = None) -> list[str] | list[tuple[str, str]]:
     """The sentences to classify: one a line (a blank line stays, as ""), or with a .tsv/.csv/.json/.jsonl suffix
-    the text column of the training formats (a label column is not needed)."""
+    the text column of the training formats (a label column is not needed); pairs (the columns of
+    `read_classification_file`) as `(first, second)`."""
     if Path(path).suffix.lower() not in STRUCTURED_SUFFIXES:
         with open(path, encoding=encoding, newline="") as f:
             texts = [line.rstrip("\r\n").strip() for line in f]
@@ -223,8 +253,11 @@ def read_texts_file(path: str | os.PathLike, text_column: str | None = None, enc
         raise ValueError(f"{path}: no sentences")
     columns = [c.strip() if isinstance(c, str) else c for c in rows[0]]
     others = [c for c in columns if c not in ("label", "index", "idx", "id")]
-    name = _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
     rows = [{k.strip() if isinstance(k, str) else k: v for k, v in row.items()} for row in rows]
+    pair = _pair_columns(columns, text_column, pair_column, path)
+    if pair:
+        return [(str(row.get(pair[0]) or "").strip(), str(row.get(pair[1]) or "").strip()) for row in rows]
+    name = _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
     texts = [str(row.get(name) or "").strip() for row in rows]
     if not any(texts):
         raise ValueError(f"{path}: no sentences (the {name!r} column is empty)")
@@ -285,6 +318,31 @@ def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
     if not references:
         return 0.0
     return sum(int(p == r) for p, r in zip(predictions, references)) / len(references)
+
+
+def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
+    """Pearson's correlation (NaN when either side is constant, as scipy gives it)."""
+    x, y = np.asarray(predictions, dtype=np.float64), np.asarray(references, dtype=np.float64)
+    x, y = x - x.mean(), y - y.mean()
+    scale = math.sqrt(float((x * x).sum() * (y * y).sum()))
+    return float((x * y).sum() / scale) if scale > 0 else math.nan
+
+
+def ranks(values: Sequence[float]) -> np.ndarray:
+    """1-based ranks, ties sharing their average rank (scipy's `rankdata`)."""
+    _, inverse, counts = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True, return_counts=True)
+    return (np.cumsum(counts) - (counts - 1) / 2)[inverse]
+
+
+def spearman(predictions: Sequence[float], references: Sequence[float]) -> float:
+    """Spearman's rank correlation: scipy's where it is installed, else Pearson's of the ranks (the same number)."""
+    if len(set(predictions)) < 2 or len(set(references)) < 2:
+        return math.nan  # as scipy, without its warning
+    try:
+        from scipy.stats import spearmanr
+    except ImportError:
+        return pearson(ranks(predictions), ranks(references))
+    return float(spearmanr(predictions, references).statistic)
 
 
 def _split_tag(tag: str) -> tuple[str, str]:

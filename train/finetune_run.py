@@ -84,6 +84,10 @@ class TaskParts(Protocol):
     def main(self, argv: Sequence[str] | None = None, guard=None) -> dict:
         """The command, in this process: `run(its task, argv, guard)`."""
 
+    # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples
+    # call for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`). Not part of the protocol,
+    # which every task module meets without it.
+
 
 def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
     """Fine-tune, evaluate and predict as the command of `task` (a key of `TASKS`) does with `argv`; returns the
@@ -96,8 +100,10 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
                                                       command_args)
     labels = parts.sorted_labels(label for example in train_examples + eval_examples
                                  for label in parts.labels_of(example)) if train_examples else None
+    settings = getattr(parts, "head_settings", None)
     model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
-                                 getattr(head_args, row.head_option), command_args.verbose)
+                                 getattr(head_args, row.head_option), command_args.verbose,
+                                 settings(train_examples, data_args) if settings and train_examples else None)
     if train_examples:
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
     command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
@@ -286,11 +292,13 @@ def check_predict_only_options(model_args: ModelArguments, head_option: str, hea
 
 
 def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int] | None, head_value,
-              verbose: bool):
+              verbose: bool, settings: dict | None = None):
     """The head of the task for the labels of `label2id` (None: predicting with the saved ones) and its tokenizer.
     `head_value` (of `row.head_option`: the pooling or encoder) when given, else the saved one for a fine-tuned
     folder, else `row.head_default`. A fine-tuned folder keeps its head when the data's labels are among its own
-    (`head_labels`). One INFO line when the head is new instead of transformers' table of initialised weights."""
+    (`head_labels`). `settings`: config fields the training data calls for (the task's `head_settings`), where the
+    saved config has none. One INFO line when the head is new instead of transformers' table of initialised
+    weights."""
     fine_tuned = saved_head(model_args, row)
     if label2id is None:
         check_predict_only_options(model_args, row.head_option, head_value)
@@ -302,6 +310,8 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
         head_value = row.head_default
     if head_value is not None:
         head[row.head_option] = head_value
+    saved = saved_config(model_args)
+    head.update({key: value for key, value in (settings or {}).items() if saved.get(key) is None})
     if new_head and not model_args.ignore_mismatched_sizes:
         # a folder with another task's head (a classifier given to the tagger), or other labels: they do not fit
         model_args = dataclasses.replace(model_args, ignore_mismatched_sizes=True)

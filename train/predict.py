@@ -26,14 +26,24 @@ def _batches(items: list, size: int) -> Iterator[tuple[int, list]]:
 
 
 @torch.no_grad()
-def predict_labels(model, tokenizer, sentences: list[list[str]], batch_size: int) -> list[int]:
-    """The argmax class of each sentence (lists of words), by batches of `batch_size`."""
+def predict_logits(model, tokenizer, sentences: list[list[str]], batch_size: int,
+                   second: list[list[str]] | None = None) -> list[list[float]]:
+    """The logits of each sentence (lists of words), or of each pair with the `second` sentences, by batches of
+    `batch_size`."""
     model.eval()
     predictions = []
-    for _, batch in _batches(sentences, batch_size):
-        encoded = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt").to(model.device)
-        predictions += model(**encoded).logits.argmax(-1).tolist()
+    for start, batch in _batches(sentences, batch_size):
+        texts = (batch,) if second is None else (batch, second[start: start + len(batch)])
+        encoded = tokenizer(*texts, is_split_into_words=True, padding=True, return_tensors="pt").to(model.device)
+        predictions += model(**encoded).logits.float().tolist()
     return predictions
+
+
+def predict_labels(model, tokenizer, sentences: list[list[str]], batch_size: int,
+                   second: list[list[str]] | None = None) -> list[int]:
+    """The argmax class of each sentence (lists of words), or of each pair with the `second` sentences."""
+    logits = predict_logits(model, tokenizer, sentences, batch_size, second)
+    return [max(range(len(row)), key=row.__getitem__) for row in logits]
 
 
 @torch.no_grad()
