@@ -152,6 +152,7 @@ def page_runs(tmp_path_factory, demo_outputs) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # its fixture runs every page (about 5 minutes on two idle cores): room for a busy machine
 @pytest.mark.parametrize("page", ["README", *DOC_PAGES])
 def test_page_blocks_run(page, page_runs):
     if page not in page_runs:
