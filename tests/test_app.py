@@ -20,7 +20,7 @@ from PIL import Image
 from tolerances import FLOAT64, STATISTIC, Bound, assert_close
 
 from elmo_tools.analysis import analyze
-from elmo_tools.app import server
+from elmo_tools.app import figures, server
 from elmo_tools.app.neighbours import nearest_neighbours
 from elmo_tools.app.session import Limits, load_session
 from elmo_tools.app.similarity import project_2d, word_similarity
@@ -87,6 +87,25 @@ def test_projection_is_the_pca_of_the_occurrences():
         assert_close(explained[layer].sum(), 1.0, FLOAT64, what=f"variance explained, layer {layer}")
         assert explained[layer, 0] >= explained[layer, 1]
     assert coords[0].abs().max() == 0 and explained[0].tolist() == [0.0, 0.0]
+
+
+def test_the_figure_draws_each_cosine_in_its_colour(session):
+    """The similarity figure (Pillow): one heat map per layer whose cells have the colour of their cosine on
+    matplotlib's RdBu_r scale (-1 to 1), and one point per distinct vector below it."""
+    from matplotlib import colormaps
+
+    result = word_similarity(session, BANK, "bank", "punctuation")
+    image = figures.similarity_figure(result).convert("RGB")
+    layers, n = result.cosine.shape[0], len(result.occurrences)
+    assert image.size == (figures.MARGIN + figures.PANEL * layers + figures.COLOURBAR, figures.HEIGHT)
+    for layer in range(layers):
+        for i in range(n):
+            for j in range(n):
+                left, top, _, _ = figures.heat_map_cell(layer, n, i, j)
+                shown = image.getpixel((round(left) + 4, round(top) + 4))  # inside the cell, clear of its number
+                value = float(result.cosine[layer, i, j])
+                expected = [round(255 * c) for c in colormaps["RdBu_r"](round((value + 1) / 2 * 255) / 255)[:3]]
+                assert max(abs(a - b) for a, b in zip(shown, expected)) <= 2, (layer, i, j, shown, expected)
 
 
 def session_handlers(session):
