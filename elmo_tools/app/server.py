@@ -38,7 +38,15 @@ from .session import (
     load_session,
     model_summary,
 )
-from .similarity import layer_name, sentences_html, table_html, word_similarity
+from .similarity import (
+    SimilarityResult,
+    layer_name,
+    result_json,
+    sentences_html,
+    table_html,
+    word_similarities,
+    word_similarity,
+)
 
 logger = logging.getLogger("elmo-app")
 
@@ -59,6 +67,9 @@ CORPUS_EXAMPLE = "\n".join([
     "They play football every Sunday .", "We watched a play at the theatre .", "The children play in the garden .",
     "The play had three acts .", "I play the piano .", "The river flooded the bank after the rain .",
 ])
+# Similarity requests computed together: Gradio hands the batched event up to this many waiting requests at once.
+MAX_BATCH = 16
+SIMILARITY_OUTPUTS = 5  # the message, the sentences marked, the table, the figure, the numbers (JSON)
 ENCODINGS = ["utf-8", "gb18030", "big5", "shift_jis", "latin-1", "cp1252"]
 CSS = """
 .elmo-cosines td, .elmo-neighbours td, .elmo-contextuality td {text-align: right; font-variant-numeric: tabular-nums;
@@ -77,9 +88,30 @@ def _message(notes: list[str]) -> str:
 
 
 def similarity_view(session: AppSession, text: str, word: str, split: str):
-    """(message, the sentences with the word marked, the table of cosines, the figure)."""
+    """(message, the sentences with the word marked, the table of cosines, the figure, the numbers as JSON)."""
     result = word_similarity(session, text, word, check_split(split))
-    return _message(result.notes), sentences_html(result), table_html(result), similarity_figure(result)
+    return _similarity_answer(result)
+
+
+def _similarity_answer(result: SimilarityResult):
+    return (_message(result.notes), sentences_html(result), table_html(result), similarity_figure(result),
+            result_json(result))
+
+
+def similarity_batch(session: AppSession, texts: list[str], words: list[str], splits: list[str]):
+    """The similarity view for several visitors at once (Gradio's `batch=True`: a list per input, a list per
+    output): their sentences share forward passes (`word_similarities`). Each request gets its own answer: a wrong
+    one its message, one whose figure fails `FAILED`; a forward pass that fails fails the batch's requests."""
+    answer = guarded(_similarity_answer, SIMILARITY_OUTPUTS)
+    try:
+        results = word_similarities(session, list(zip(texts, words, splits)))
+    except Exception:  # logged once for the batch; the page goes on serving
+        logger.exception("a batch of %d similarity requests failed", len(texts))
+        answers = [(f"❌ {FAILED}",) + (None,) * (SIMILARITY_OUTPUTS - 1)] * len(texts)
+    else:
+        answers = [_input_error(r, SIMILARITY_OUTPUTS) if isinstance(r, AppInputError) else answer(r)
+                   for r in results]
+    return tuple(list(column) for column in zip(*answers))
 
 
 def neighbours_view(session: AppSession, corpus: str, upload: str | None, encoding: str, query: str, word: str,
@@ -113,6 +145,10 @@ def repeated_words(text: str, split: str) -> list[str]:
     return [w for w, n in counts.most_common(30) if n > 1 and any(c.isalnum() for c in w)]
 
 
+def _input_error(error: AppInputError, outputs: int) -> tuple:
+    return (f"❌ {html.escape(str(error), quote=False)}",) + (None,) * (outputs - 1)
+
+
 def guarded(function, outputs: int):
     """`function` for the page: its `AppInputError` becomes the message (the first output, the others emptied);
     any other exception is logged with its traceback and answered with one line, so the server goes on."""
@@ -122,11 +158,10 @@ def guarded(function, outputs: int):
         try:
             return function(*args)
         except AppInputError as error:
-            message = f"❌ {html.escape(str(error), quote=False)}"
+            return _input_error(error, outputs)
         except Exception:  # one request's failure must not reach the page as a traceback, nor stop the app
             logger.exception("a request failed")
-            message = f"❌ {FAILED}"
-        return (message,) + (None,) * (outputs - 1)
+            return (f"❌ {FAILED}",) + (None,) * (outputs - 1)
 
     return answer
 
@@ -134,7 +169,8 @@ def guarded(function, outputs: int):
 def handlers(session: AppSession) -> dict:
     """The functions the page calls, bound to `session` and guarded: what the tests call directly."""
     return {
-        "similarity": guarded(functools.partial(similarity_view, session), 4),
+        "similarity": guarded(functools.partial(similarity_view, session), SIMILARITY_OUTPUTS),
+        "similarity_batch": functools.partial(similarity_batch, session),
         "neighbours": guarded(functools.partial(neighbours_view, session), 2),
         "contextuality": guarded(functools.partial(contextuality_view, session), 3),
     }
@@ -155,12 +191,12 @@ def build_app(session: AppSession):
         gr.Markdown("# ELMo: one word, many contexts")
         gr.HTML(model_summary(session), elem_id="model-summary")
         with gr.Tab("Same word, different sentences", id="similarity"):
-            _similarity_tab(gr, session, answer["similarity"], splits)
+            _similarity_tab(gr, session, answer["similarity_batch"], splits)
         with gr.Tab("Nearest neighbours in context", id="neighbours"):
             _neighbours_tab(gr, session, answer["neighbours"], splits)
         with gr.Tab("How contextual is each layer?", id="contextuality"):
             _contextuality_tab(gr, session, answer["contextuality"], splits)
-    demo.queue(default_concurrency_limit=1)  # one forward pass at a time; the others wait their turn
+    demo.queue(default_concurrency_limit=1)  # per event; the views' forward passes also take `session.lock`
     return demo
 
 
@@ -192,9 +228,13 @@ def _similarity_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
     figure = gr.Image(label="Per layer: the cosines of the occurrences (top), their PCA (bottom)", show_label=False,
                       type="pil", format="png", elem_id="sim-figure")
     table = gr.HTML(elem_id="sim-table")
-    outputs = [message, marked, table, figure]
-    for event in (button.click, text.submit, word.submit):
-        event(answer, [text, word, split], outputs, api_name=False)
+    with gr.Accordion("The numbers, unrounded (JSON: what the API endpoint /similarity returns)", open=False):
+        numbers = gr.JSON(show_label=False, elem_id="sim-json")
+    outputs = [message, marked, table, figure, numbers]
+    # One event for the three triggers: Gradio batches the requests of one event only. Batches of concurrent
+    # visitors share forward passes; one batch at a time (the model computes on every core already).
+    gr.on([button.click, text.submit, word.submit], answer, [text, word, split], outputs, api_name="similarity",
+          batch=True, max_batch_size=MAX_BATCH, concurrency_limit=1)
     for source in (text, split):
         source.change(lambda t, s: gr.Dropdown(choices=repeated_words(t, s), value=None), [text, split], picks,
                       api_name=False, queue=False)
@@ -227,8 +267,8 @@ def _neighbours_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
     message = gr.Markdown(elem_id="nn-message")
     result = gr.HTML(elem_id="nn-result")
     inputs = [corpus, upload, encoding, query, word, split, layer, k, same]
-    for event in (button.click, query.submit, word.submit):
-        event(answer, inputs, [message, result], api_name=False)
+    gr.on([button.click, query.submit, word.submit], answer, inputs, [message, result], api_name="neighbours",
+          concurrency_limit=1)
 
 
 def _contextuality_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
@@ -249,7 +289,8 @@ def _contextuality_tab(gr, session: AppSession, answer, splits: list[str]) -> No
     message = gr.Markdown(elem_id="ctx-message")
     figure = gr.Image(label="Per layer", show_label=False, type="pil", format="png", elem_id="ctx-figure")
     table = gr.HTML(elem_id="ctx-table")
-    button.click(answer, [text, upload, encoding, split, min_count], [message, figure, table], api_name=False)
+    button.click(answer, [text, upload, encoding, split, min_count], [message, figure, table],
+                 api_name="contextuality", concurrency_limit=1)
 
 
 def theme():

@@ -59,6 +59,7 @@ class AppSession:
     limits: Limits = field(default_factory=Limits)
     lock: threading.Lock = field(default_factory=threading.Lock)
     corpus_cache: dict = field(default_factory=dict)  # the neighbours view's embedded corpora, newest last
+    corpus_lock: threading.Lock = field(default_factory=threading.Lock)  # guards corpus_cache (views run side by side)
 
     @property
     def num_layers(self) -> int:
