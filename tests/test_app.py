@@ -16,16 +16,19 @@ from pathlib import Path
 import pytest
 import torch
 from app_browser import browser_missing, chromium, element, fill, run_view, running_app
+from conftest import tiny_model
 from PIL import Image
 from tolerances import FLOAT64, REORDERED, STATISTIC, Bound, assert_close
 
 from elmo_tools.analysis import analyze
 from elmo_tools.app import figures, server
+from elmo_tools.app.examples import DEMO_ENGLISH, GENERAL, examples_for
 from elmo_tools.app.neighbours import nearest_neighbours
 from elmo_tools.app.session import Limits, load_session
 from elmo_tools.app.similarity import project_2d, word_similarities, word_similarity
 from modeling_elmo import ElmoModel
-from tokenization import ElmoTokenizer, split_words
+from tokenization import ElmoTokenizer, build_vocab, split_words
+from train.sense_corpus import generate_corpus
 
 BANK = "He sat on the bank of the river .\nThe bank , the bank and the money .\nA cat ."
 # A cosine the page shows with 4 decimals: half its last decimal (5e-5) off the value computed, which is itself
@@ -208,6 +211,44 @@ def test_a_failing_batch_fails_its_requests_and_the_next_batch_works(session, mo
     assert caplog.text.count("a batch of 2 similarity requests failed") == 1 and "out of memory" in caplog.text
     monkeypatch.undo()
     assert answer([BANK], ["bank"], ["punctuation"])[0] == [""]
+
+
+@pytest.fixture(scope="module")
+def demo_like_model(tmp_path_factory):
+    """A tiny model saved as `elmo-demo` saves its model: with the word vocabulary of the demo's generated corpus
+    (seed 0, 20,000 sentences: what `make demo` trains on) and demo_settings.json beside the model folder."""
+    out = tmp_path_factory.mktemp("demo")
+    torch.manual_seed(0)
+    tiny_model().save_pretrained(out / "model")
+    ElmoTokenizer(word_vocab=build_vocab(generate_corpus(20_000, seed=0))).save_pretrained(out / "model")
+    (out / "demo_settings.json").write_text('{"language": "en", "train_file": null, "max_steps": 500, "seed": 0, '
+                                            '"num_sentences": 20000}\n')
+    return out / "model"
+
+
+def test_the_examples_use_the_words_of_the_models_vocabulary(demo_like_model, session):
+    """A model with a word vocabulary gets the example set whose words it knows (the demo's model: its generated
+    corpus's words, 222 of them); one without gets the general examples. The default example uses its word in two
+    senses, two sentences each (the same-sense pair is the reference); the page names what the model was trained on."""
+    demo = load_session(str(demo_like_model))
+    vocabulary = set(demo.tokenizer.word_vocab)
+    assert len(vocabulary) == 222
+    examples, known = examples_for(demo.tokenizer)
+    assert examples is DEMO_ENGLISH and known == 1.0
+    for text, split in examples.texts():
+        unknown = {w for line in text.splitlines() for w in split_words(line, split)} - vocabulary
+        assert not unknown, f"example words outside the demo model's vocabulary: {sorted(unknown)}"
+    text, word, split = examples.similarity[0]
+    per_sentence = [split_words(line, split).count(word) for line in text.splitlines()]
+    assert per_sentence == [1, 1, 1, 1]
+    assert examples_for(session.tokenizer) == (GENERAL, None)  # no vocabulary: the general examples
+    summary = server.model_summary(demo)
+    assert "trained by elmo-demo on its generated English corpus of 20,000 sentences, 500 steps" in summary
+    assert "a word vocabulary of 222 words" in summary
+    assert "Trained:" not in server.model_summary(session)  # nothing known, nothing said
+    demo_page = server.build_app(demo)
+    values = {c.get("props", {}).get("elem_id"): c.get("props", {}).get("value") for c in demo_page.config["components"]}
+    assert values["sim-text"] == text and values["sim-word"] == word and values["nn-corpus"] == examples.corpus
 
 
 def test_nearest_neighbours_are_ranked_by_the_models_cosine(session, reference):

@@ -27,6 +27,7 @@ from tokenization import WORD_SPLITTERS, split_words
 from ..command_options import app_parser
 from ..loading import ModelLoadError
 from .contextuality import contextuality, contextuality_html
+from .examples import Examples, examples_for
 from .figures import similarity_figure
 from .neighbours import nearest_neighbours, neighbours_html
 from .session import (
@@ -53,20 +54,6 @@ logger = logging.getLogger("elmo-app")
 FAILED = ("this request failed on the server (its log says why); the page still works: try other input, or a "
           "smaller text")
 
-EXAMPLES = [
-    ["He sat on the bank of the river.\nShe deposited the cash at the bank.\nThe bank raised its interest rates.\n"
-     "Ducks swam near the muddy bank.", "bank", "punctuation"],
-    ["They play football every Sunday.\nWe watched a play at the theatre.\nThe children play in the garden.",
-     "play", "punctuation"],
-    ["他在银行工作。\n我们一起步行去公园。\n这家银行的利率很高。", "行", "punctuation"],
-    ["他在银行工作。\n这家银行的利率很高。\n河岸边有很多树。", "银行", "jieba"],
-]
-CORPUS_EXAMPLE = "\n".join([
-    "He sat on the bank of the river .", "She deposited the cash at the bank .", "The bank raised its rates .",
-    "Ducks swam near the muddy bank of the river .", "The bank approved the loan .", "We walked along the river bank .",
-    "They play football every Sunday .", "We watched a play at the theatre .", "The children play in the garden .",
-    "The play had three acts .", "I play the piano .", "The river flooded the bank after the rain .",
-])
 # Similarity requests computed together: Gradio hands the batched event up to this many waiting requests at once.
 MAX_BATCH = 16
 SIMILARITY_OUTPUTS = 5  # the message, the sentences marked, the table, the figure, the numbers (JSON)
@@ -187,15 +174,18 @@ def build_app(session: AppSession):
 
     answer = handlers(session)
     splits = [name for name in WORD_SPLITTERS if _available(name)]
+    examples, known = examples_for(session.tokenizer)
+    logger.info("example inputs: %s%s", examples.written_for,
+                "" if known is None else f" ({known:.0%} of their words in the model's vocabulary)")
     with gr.Blocks(title="ELMo: words in context", analytics_enabled=False) as demo:
         gr.Markdown("# ELMo: one word, many contexts")
         gr.HTML(model_summary(session), elem_id="model-summary")
         with gr.Tab("Same word, different sentences", id="similarity"):
-            _similarity_tab(gr, session, answer["similarity_batch"], splits)
+            _similarity_tab(gr, session, answer["similarity_batch"], splits, examples)
         with gr.Tab("Nearest neighbours in context", id="neighbours"):
-            _neighbours_tab(gr, session, answer["neighbours"], splits)
+            _neighbours_tab(gr, session, answer["neighbours"], splits, examples)
         with gr.Tab("How contextual is each layer?", id="contextuality"):
-            _contextuality_tab(gr, session, answer["contextuality"], splits)
+            _contextuality_tab(gr, session, answer["contextuality"], splits, examples)
     demo.queue(default_concurrency_limit=1)  # per event; the views' forward passes also take `session.lock`
     return demo
 
@@ -208,21 +198,21 @@ def _available(split: str) -> bool:
     return True
 
 
-def _similarity_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+def _similarity_tab(gr, session: AppSession, answer, splits: list[str], examples: Examples) -> None:
     gr.Markdown("Type sentences (one per line) that use a word in different senses, and the word. Each layer's "
                 "vectors of the word are compared: layer 0 reads only the word's characters (the same vector "
                 "everywhere); the biLSTM layers read the sentence.")
     with gr.Row():
-        text = gr.Textbox(label="Sentences, one per line", lines=6, value=EXAMPLES[0][0], elem_id="sim-text",
-                          scale=3)
+        first_text, first_word, _ = examples.similarity[0]
+        text = gr.Textbox(label="Sentences, one per line", lines=6, value=first_text, elem_id="sim-text", scale=3)
         with gr.Column(scale=1):
-            word = gr.Textbox(label="Word", value=EXAMPLES[0][1], elem_id="sim-word")
+            word = gr.Textbox(label="Word", value=first_word, elem_id="sim-word")
             picks = gr.Dropdown(label="or pick a word that occurs more than once",
-                                choices=repeated_words(EXAMPLES[0][0], session.default_split), value=None,
+                                choices=repeated_words(first_text, session.default_split), value=None,
                                 elem_id="sim-picks")
             split = gr.Dropdown(splits, value=session.default_split, label="Word split", elem_id="sim-split")
             button = gr.Button("Compare", variant="primary", elem_id="sim-run")
-    gr.Examples(EXAMPLES, [text, word, split], cache_examples=False)
+    gr.Examples(examples.similarity, [text, word, split], cache_examples=False)
     message = gr.Markdown(elem_id="sim-message")
     marked = gr.HTML(elem_id="sim-sentences")
     figure = gr.Image(label="Per layer: the cosines of the occurrences (top), their PCA (bottom)", show_label=False,
@@ -241,22 +231,22 @@ def _similarity_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
     picks.input(lambda w: w or gr.skip(), picks, word, api_name=False, queue=False)
 
 
-def _neighbours_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+def _neighbours_tab(gr, session: AppSession, answer, splits: list[str], examples: Examples) -> None:
     limits = session.limits
     gr.Markdown(f"A word in a query sentence, and the occurrences of a small corpus whose vectors are closest to it "
                 f"(cosine) at one layer. The corpus: one sentence per line, pasted or uploaded (at most "
                 f"{limits.max_corpus_sentences:,} sentences and {limits.max_corpus_chars:,} characters are used); "
                 f"it is embedded once and kept for the next queries.")
     with gr.Row():
-        corpus = gr.Textbox(label="Corpus, one sentence per line", lines=8, value=CORPUS_EXAMPLE,
+        corpus = gr.Textbox(label="Corpus, one sentence per line", lines=8, value=examples.corpus,
                             elem_id="nn-corpus", scale=3)
         with gr.Column(scale=1):
             upload = gr.File(label="or upload a text file (used instead)", type="filepath", elem_id="nn-upload")
             encoding = gr.Dropdown(ENCODINGS, value="utf-8", label="its encoding", allow_custom_value=True)
     with gr.Row():
         query = gr.Textbox(label="Query sentence (empty: the word's first sentence in the corpus)",
-                           value="The boat drifted towards the bank .", elem_id="nn-query", scale=3)
-        word = gr.Textbox(label="Word", value="bank", elem_id="nn-word")
+                           value=examples.query, elem_id="nn-query", scale=3)
+        word = gr.Textbox(label="Word", value=examples.query_word, elem_id="nn-word")
         split = gr.Dropdown(splits, value=session.default_split, label="Word split")
     with gr.Row():
         layer = gr.Radio([(layer_name(k), k) for k in range(session.num_layers)], value=session.num_layers - 1,
@@ -271,14 +261,14 @@ def _neighbours_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
           concurrency_limit=1)
 
 
-def _contextuality_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+def _contextuality_tab(gr, session: AppSession, answer, splits: list[str], examples: Examples) -> None:
     limits = session.limits
     gr.Markdown(f"The measures of `elmo-analyze` (Ethayarajh 2019) on a text: how similar a word's vectors are "
                 f"across its contexts (self-similarity), within a sentence, and how much of them one static vector "
                 f"explains (MEV), per layer, beside the similarity of random pairs of words (anisotropy). One "
                 f"sentence per line, at most {limits.max_corpus_sentences:,} sentences.")
     with gr.Row():
-        text = gr.Textbox(label="Text, one sentence per line", lines=8, value=CORPUS_EXAMPLE, elem_id="ctx-text",
+        text = gr.Textbox(label="Text, one sentence per line", lines=8, value=examples.corpus, elem_id="ctx-text",
                           scale=3)
         with gr.Column(scale=1):
             upload = gr.File(label="or upload a text file (used instead)", type="filepath", elem_id="ctx-upload")
