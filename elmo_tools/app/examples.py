@@ -59,6 +59,9 @@ GENERAL = Examples(
 )
 
 # Sentences of the templates and word lists of train/sense_corpus.py: every word is in the demo model's vocabulary.
+# Measured with the demo's model (make demo, seed 0), top layer: the same-sense pairs' cosine is above the
+# cross-sense pairs' for bank (0.84 / 0.71), bat (0.53 / 0.26) and plant (0.87 / 0.61); "spring" is left out, its
+# senses are not told apart there (0.24 / 0.35).
 DEMO_ENGLISH = Examples(
     "the demo's generated English corpus (train/sense_corpus.py)",
     [
@@ -70,9 +73,6 @@ DEMO_ENGLISH = Examples(
         ["the steel plant hired new workers on friday .\nthe chemical plant closed after the accident .\n"
          "grace watered the plant in the garden .\nthe plant in the greenhouse grew new leaves .", "plant",
          "punctuation"],
-        ["in spring the tulips open in the park .\nkate loves the warm days of spring .\n"
-         "the copper spring inside the watch broke .\nleo replaced the spring in the mattress .", "spring",
-         "punctuation"],
     ],
     "\n".join([
         "henry sat on the bank of the lake and watched a duck .", "the grassy bank of the river was covered with reeds .",
@@ -82,7 +82,7 @@ DEMO_ENGLISH = Examples(
         "the cement plant produces steel parts for export .", "david repotted the plant in the pot .",
         "the blossoms appear every spring around april .", "the spring was compressed and then released .",
     ]),
-    "a frog was resting on the sandy bank near the water .", "bank",
+    "we walked along the bank of the stream yesterday .", "bank",
 )
 
 # Sentences of the templates and word lists of train/sense_corpus_zh.py (the demo's --language zh), per ideograph.
