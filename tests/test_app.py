@@ -211,6 +211,11 @@ def test_a_failing_batch_fails_its_requests_and_the_next_batch_works(session, mo
     assert caplog.text.count("a batch of 2 similarity requests failed") == 1 and "out of memory" in caplog.text
     monkeypatch.undo()
     assert answer([BANK], ["bank"], ["punctuation"])[0] == [""]
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="elmo-app"):  # an API client sends a number for the word
+        messages, _, tables, *_ = answer([BANK, BANK], [5, "bank"], ["punctuation", "punctuation"])
+    assert messages == [f"❌ {server.FAILED}", ""] and tables[0] is None and "data-pair" in tables[1]
+    assert "a request failed" in caplog.text and "AttributeError" in caplog.text
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,12 @@
 `--model`: a folder, a Hub id or a preset (random weights, said in red at the top of the page); by default
 `$ELMO_APP_MODEL` (a Space's setting), else the demo's model (`outputs/demo/model`, written by `make demo`) where it exists, else the `small` preset.
 
-Every request goes through `guarded`: a bad input is a message in the page, and anything else that fails is logged
-with its traceback on the server and answered with one line, so that no request stops the page for the others.
+The three views are also API endpoints, `/similarity`, `/neighbours` and `/contextuality` (docs/app.md). The
+similarity view's concurrent requests are answered in batches (`similarity_batch`, Gradio's `batch=True`).
+
+Every request goes through `guarded` (or `_failure`, in a batch): a bad input is a message in the page, and anything
+else that fails is logged with its traceback on the server and answered with one line, so that no request stops the
+page for the others.
 Exit status: 2 when the model cannot be loaded or an argument is wrong, 1 when the server
 cannot start (the port is taken), 130/143 after SIGINT/SIGTERM.
 """
@@ -96,9 +100,16 @@ def similarity_batch(session: AppSession, texts: list[str], words: list[str], sp
         logger.exception("a batch of %d similarity requests failed", len(texts))
         answers = [(f"❌ {FAILED}",) + (None,) * (SIMILARITY_OUTPUTS - 1)] * len(texts)
     else:
-        answers = [_input_error(r, SIMILARITY_OUTPUTS) if isinstance(r, AppInputError) else answer(r)
-                   for r in results]
+        answers = [answer(r) if isinstance(r, SimilarityResult) else _failure(r, SIMILARITY_OUTPUTS) for r in results]
     return tuple(list(column) for column in zip(*answers))
+
+
+def _failure(error: Exception, outputs: int) -> tuple:
+    """The answer to a request that could not be checked: its message, or (logged) `FAILED`."""
+    if isinstance(error, AppInputError):
+        return _input_error(error, outputs)
+    logger.error("a request failed", exc_info=error)
+    return (f"❌ {FAILED}",) + (None,) * (outputs - 1)
 
 
 def neighbours_view(session: AppSession, corpus: str, upload: str | None, encoding: str, query: str, word: str,

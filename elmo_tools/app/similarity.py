@@ -151,20 +151,22 @@ def word_similarity(session: AppSession, text: str, word: str, split: str) -> Si
 
 
 def word_similarities(session: AppSession, requests: list[tuple[str, str, str]],
-                      ) -> list[SimilarityResult | AppInputError]:
+                      ) -> list[SimilarityResult | Exception]:
     """`word_similarity` for each `(text, word, split)` of several visitors, their sentences in shared forward
     passes: the model is batch-invariant (a sentence's vectors do not depend on the other rows of its batch, up to
     float32 rounding: docs/models.md), so each request gets the numbers it gets alone, for the cost of about one.
-    A request that is wrong is its `AppInputError`, in its place; a forward pass that fails raises."""
-    checked: list[_Request | AppInputError] = []
+    A request that cannot be checked is its exception, in its place (an `AppInputError` for wrong input; any other,
+    e.g. an API client sending a number for the word, must not cost the other visitors their answers); a forward
+    pass that fails raises."""
+    checked: list[_Request | Exception] = []
     for text, word, split in requests:
         try:
             checked.append(_checked_request(session, text, word, split))
-        except AppInputError as error:
+        except Exception as error:  # noqa: BLE001 (returned in its place, for the caller to answer)
             checked.append(error)
     valid = [r for r in checked if isinstance(r, _Request)]
     embedded = iter(embed_sentences(session, [r.sentences.words[s] for r in valid for s in r.used]))
-    return [r if isinstance(r, AppInputError) else _result(r, [next(embedded) for _ in r.used]) for r in checked]
+    return [r if isinstance(r, Exception) else _result(r, [next(embedded) for _ in r.used]) for r in checked]
 
 
 def pair_rows(result: SimilarityResult) -> list[tuple[int, int, list[float]]]:
