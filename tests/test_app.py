@@ -248,9 +248,9 @@ def test_the_examples_use_the_words_of_the_models_vocabulary(demo_like_model, se
     assert per_sentence == [1, 1, 1, 1]
     assert examples_for(session.tokenizer) == (GENERAL, None)  # no vocabulary: the general examples
     summary = server.model_summary(demo)
-    assert "trained by elmo-demo on its generated English corpus of 20,000 sentences, 500 steps" in summary
+    assert "<br>Trained by elmo-demo on its generated English corpus of 20,000 sentences, 500 steps" in summary
     assert "a word vocabulary of 222 words" in summary
-    assert "Trained:" not in server.model_summary(session)  # nothing known, nothing said
+    assert "<br>" not in server.model_summary(session)  # nothing known, nothing said
     demo_page = server.build_app(demo)
     values = {c.get("props", {}).get("elem_id"): c.get("props", {}).get("value") for c in demo_page.config["components"]}
     assert values["sim-text"] == text and values["sim-word"] == word and values["nn-corpus"] == examples.corpus

@@ -106,7 +106,7 @@ def model_summary(session: AppSession) -> str:
                 "Train one with <code>make demo</code>, or pass <code>--model FOLDER_OR_HUB_ID</code>. "
                 f"{size}.</div>")
     trained = training_line(session.name, session.tokenizer)
-    trained = f"<br>Trained: {html.escape(trained)}." if trained else ""
+    trained = f"<br>{html.escape(trained[0].upper() + trained[1:])}." if trained else ""
     return f"<div class='elmo-model'>Model: <code>{name}</code>, {size}.{trained}</div>"
 
 
