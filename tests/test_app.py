@@ -16,16 +16,19 @@ from pathlib import Path
 import pytest
 import torch
 from app_browser import browser_missing, chromium, element, fill, run_view, running_app
+from conftest import tiny_model
 from PIL import Image
-from tolerances import FLOAT64, STATISTIC, Bound, assert_close
+from tolerances import FLOAT64, REORDERED, STATISTIC, Bound, assert_close
 
 from elmo_tools.analysis import analyze
-from elmo_tools.app import server
+from elmo_tools.app import figures, server
+from elmo_tools.app.examples import DEMO_ENGLISH, GENERAL, examples_for
 from elmo_tools.app.neighbours import nearest_neighbours
 from elmo_tools.app.session import Limits, load_session
-from elmo_tools.app.similarity import project_2d, word_similarity
+from elmo_tools.app.similarity import project_2d, word_similarities, word_similarity
 from modeling_elmo import ElmoModel
-from tokenization import ElmoTokenizer, split_words
+from tokenization import ElmoTokenizer, build_vocab, split_words
+from train.sense_corpus import generate_corpus
 
 BANK = "He sat on the bank of the river .\nThe bank , the bank and the money .\nA cat ."
 # A cosine the page shows with 4 decimals: half its last decimal (5e-5) off the value computed, which is itself
@@ -58,9 +61,11 @@ def _cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def test_similarity_numbers_are_the_cosines_of_the_models_own_vectors(session, reference):
-    message, marked, table, image = session_handlers(session)["similarity"](BANK, "bank", "punctuation")
+    message, marked, table, image, numbers = session_handlers(session)["similarity"](BANK, "bank", "punctuation")
     assert message == "" and isinstance(image, Image.Image) and image.size[0] > 600
     result = word_similarity(session, BANK, "bank", "punctuation")
+    assert numbers["cosine"] == result.cosine.tolist() and [o["label"] for o in numbers["occurrences"]] == [
+        "S1", "S2.1", "S2.2"]
     assert [o.label for o in result.occurrences] == ["S1", "S2.1", "S2.2"]  # "A cat ." holds no bank
     first, second = reference(BANK.splitlines()[0]), reference(BANK.splitlines()[1])
     expected = {(0, 1): _cosines(first[:, 4], second[:, 1]), (0, 2): _cosines(first[:, 4], second[:, 4]),
@@ -89,6 +94,25 @@ def test_projection_is_the_pca_of_the_occurrences():
     assert coords[0].abs().max() == 0 and explained[0].tolist() == [0.0, 0.0]
 
 
+def test_the_figure_draws_each_cosine_in_its_colour(session):
+    """The similarity figure (Pillow): one heat map per layer whose cells have the colour of their cosine on
+    matplotlib's RdBu_r scale (-1 to 1), and one point per distinct vector below it."""
+    from matplotlib import colormaps
+
+    result = word_similarity(session, BANK, "bank", "punctuation")
+    image = figures.similarity_figure(result).convert("RGB")
+    layers, n = result.cosine.shape[0], len(result.occurrences)
+    assert image.size == (figures.MARGIN + figures.PANEL * layers + figures.COLOURBAR, figures.HEIGHT)
+    for layer in range(layers):
+        for i in range(n):
+            for j in range(n):
+                left, top, _, _ = figures.heat_map_cell(layer, n, i, j)
+                shown = image.getpixel((round(left) + 4, round(top) + 4))  # inside the cell, clear of its number
+                value = float(result.cosine[layer, i, j])
+                expected = [round(255 * c) for c in colormaps["RdBu_r"](round((value + 1) / 2 * 255) / 255)[:3]]
+                assert max(abs(a - b) for a, b in zip(shown, expected)) <= 2, (layer, i, j, shown, expected)
+
+
 def session_handlers(session):
     return server.handlers(session)
 
@@ -107,12 +131,12 @@ def session_handlers(session):
 def test_bad_input_is_a_message_in_the_page(session, text, word, split, expected):
     message, *others = session_handlers(session)["similarity"](text, word, split)
     assert message.startswith("❌") and expected in message and "Traceback" not in message
-    assert others == [None, None, None]
+    assert others == [None] * 4
 
 
 def test_long_input_is_capped_with_a_message(session):
     text = "\n".join(f"The bank number {i} ." for i in range(200))  # 200 sentences, 4,289 characters
-    message, _, table, _ = session_handlers(session)["similarity"](text, "bank", "punctuation")
+    message, _, table, *_ = session_handlers(session)["similarity"](text, "bank", "punctuation")
     assert "4,289 characters: only the first 2,000 were used" in message
     assert "sentences: only the first 20 were used" in message
     assert "occurs 20 times" not in message and table.count("<tr><th>S") == 20 * 19 // 2
@@ -143,10 +167,93 @@ def test_a_failing_request_leaves_the_app_working(session, monkeypatch, caplog):
     monkeypatch.setattr(session.model, "forward", broken)
     with caplog.at_level(logging.ERROR, logger="elmo-app"):
         message, *others = answer(BANK, "bank", "punctuation")
-    assert message == f"❌ {server.FAILED}" and others == [None, None, None]
+    assert message == f"❌ {server.FAILED}" and others == [None] * 4
     assert "out of memory" in caplog.text  # the traceback goes to the server's log, not to the page
     monkeypatch.undo()
     assert answer(BANK, "bank", "punctuation")[0] == ""
+
+
+def test_concurrent_similarity_requests_share_one_forward_pass_and_get_their_own_numbers(session, monkeypatch):
+    """What the page's batched event calls with the requests Gradio gathered: one forward pass for all of them, each
+    its own numbers (the sentence's vectors alone, to float32 reordering), a wrong one its own message in place."""
+    texts = [BANK, "The bank lent money .\nWe sat on the river bank .", "", "A bank .\nA bank of the river ."]
+    rows = []
+    forward = session.model.forward
+    monkeypatch.setattr(session.model, "forward", lambda ids, **kw: rows.append(len(ids)) or forward(ids, **kw))
+    messages, marked, tables, figures, numbers = server.handlers(session)["similarity_batch"](
+        texts, ["bank"] * 4, ["punctuation"] * 4)
+    assert rows == [2 + 2 + 2]  # one forward pass; the sentences without the word (and the empty box) do not run
+    assert messages[2] == "❌ the sentence box is empty: type or paste one sentence per line"
+    assert [marked[2], tables[2], figures[2], numbers[2]] == [None] * 4
+    monkeypatch.undo()
+    for k in (0, 1, 3):
+        alone = word_similarity(session, texts[k], "bank", "punctuation")
+        assert messages[k] == "" and isinstance(figures[k], Image.Image) and marked[k].count("<mark>") == len(
+            alone.occurrences)
+        assert_close(numbers[k]["cosine"], alone.cosine, STATISTIC, what=f"request {k}: cosines, batched and alone")
+    batched = word_similarities(session, [(t, "bank", "punctuation") for t in texts])
+    assert isinstance(batched[2], server.AppInputError)
+    for k in (0, 1, 3):
+        alone = word_similarity(session, texts[k], "bank", "punctuation")
+        assert_close(batched[k].vectors, alone.vectors, REORDERED, what=f"request {k}: vectors, batched and alone")
+
+
+def test_a_failing_batch_fails_its_requests_and_the_next_batch_works(session, monkeypatch, caplog):
+    answer = server.handlers(session)["similarity_batch"]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(session.model, "forward", broken)
+    with caplog.at_level(logging.ERROR, logger="elmo-app"):
+        messages, *others = answer([BANK, BANK], ["bank", "bank"], ["punctuation", "punctuation"])
+    assert messages == [f"❌ {server.FAILED}"] * 2 and others == [[None, None]] * 4
+    assert caplog.text.count("a batch of 2 similarity requests failed") == 1 and "out of memory" in caplog.text
+    monkeypatch.undo()
+    assert answer([BANK], ["bank"], ["punctuation"])[0] == [""]
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="elmo-app"):  # an API client sends a number for the word
+        messages, _, tables, *_ = answer([BANK, BANK], [5, "bank"], ["punctuation", "punctuation"])
+    assert messages == [f"❌ {server.FAILED}", ""] and tables[0] is None and "data-pair" in tables[1]
+    assert "a request failed" in caplog.text and "AttributeError" in caplog.text
+
+
+@pytest.fixture(scope="module")
+def demo_like_model(tmp_path_factory):
+    """A tiny model saved as `elmo-demo` saves its model: with the word vocabulary of the demo's generated corpus
+    (seed 0, 20,000 sentences: what `make demo` trains on) and demo_settings.json beside the model folder."""
+    out = tmp_path_factory.mktemp("demo")
+    torch.manual_seed(0)
+    tiny_model().save_pretrained(out / "model")
+    ElmoTokenizer(word_vocab=build_vocab(generate_corpus(20_000, seed=0))).save_pretrained(out / "model")
+    (out / "demo_settings.json").write_text('{"language": "en", "train_file": null, "max_steps": 500, "seed": 0, '
+                                            '"num_sentences": 20000}\n')
+    return out / "model"
+
+
+def test_the_examples_use_the_words_of_the_models_vocabulary(demo_like_model, session):
+    """A model with a word vocabulary gets the example set whose words it knows (the demo's model: its generated
+    corpus's words, 222 of them); one without gets the general examples. The default example uses its word in two
+    senses, two sentences each (the same-sense pair is the reference); the page names what the model was trained on."""
+    demo = load_session(str(demo_like_model))
+    vocabulary = set(demo.tokenizer.word_vocab)
+    assert len(vocabulary) == 222
+    examples, known = examples_for(demo.tokenizer)
+    assert examples is DEMO_ENGLISH and known == 1.0
+    for text, split in examples.texts():
+        unknown = {w for line in text.splitlines() for w in split_words(line, split)} - vocabulary
+        assert not unknown, f"example words outside the demo model's vocabulary: {sorted(unknown)}"
+    text, word, split = examples.similarity[0]
+    per_sentence = [split_words(line, split).count(word) for line in text.splitlines()]
+    assert per_sentence == [1, 1, 1, 1]
+    assert examples_for(session.tokenizer) == (GENERAL, None)  # no vocabulary: the general examples
+    summary = server.model_summary(demo)
+    assert "<br>Trained by elmo-demo on its generated English corpus of 20,000 sentences, 500 steps" in summary
+    assert "a word vocabulary of 222 words" in summary
+    assert "<br>" not in server.model_summary(session)  # nothing known, nothing said
+    demo_page = server.build_app(demo)
+    values = {c.get("props", {}).get("elem_id"): c.get("props", {}).get("value") for c in demo_page.config["components"]}
+    assert values["sim-text"] == text and values["sim-word"] == word and values["nn-corpus"] == examples.corpus
 
 
 def test_nearest_neighbours_are_ranked_by_the_models_cosine(session, reference):
@@ -209,6 +316,66 @@ def test_command_refuses_a_model_it_cannot_load(caplog, tmp_path):
         assert server.main(["--model", str(tmp_path / "missing"), "--port", "7999"]) == 2
     assert "--model: model" in caplog.text and "not found" in caplog.text
     assert server.main(["--model", "tiny", "--port", "0"]) == 2
+
+
+def _shown(html_text: str, attribute: str) -> dict[str, float]:
+    """The numbers of a table the page shows, by the cell's `attribute` (data-rank, data-layer ...)."""
+    return {key: float(value) for key, value in re.findall(rf"{attribute}='([^']+)'>(-?[0-9.]+)<", html_text)}
+
+
+@pytest.mark.slow
+def test_the_api_endpoints_of_the_real_server(tiny_model_dir, reference, tmp_path):
+    """`elmo-app` on a free 127.0.0.1 port, called by name with gradio_client as an API user does: the similarity
+    endpoint's unrounded cosines are the model's own, requests sent at once each get their own, and the neighbours
+    and contextuality endpoints answer with the model's numbers."""
+    pytest.importorskip("gradio_client")
+    from gradio_client import Client
+
+    sentences = ["The bank lent money .", "We sat on the river bank .", "A bank of fish swam by ."]
+    with running_app(tiny_model_dir) as (url, process):
+        client = Client(url, verbose=False, download_files=str(tmp_path))
+        api = client.view_api(print_info=False, return_format="dict")
+        assert set(api["named_endpoints"]) == {"/similarity", "/neighbours", "/contextuality"}
+        assert not api["unnamed_endpoints"]
+        requests = ["\n".join(sentences[:2]), "\n".join(sentences[1:]), "", "\n".join(sentences[::2])]
+        jobs = [client.submit(text, "bank", "punctuation", api_name="/similarity") for text in requests]
+        answers = [job.result(timeout=300) for job in jobs]
+        for text, (message, marked, table, figure, numbers) in zip(requests, answers):
+            if not text:
+                assert message.startswith("❌ the sentence box is empty") and numbers is None
+                continue
+            first, second = (reference(line) for line in text.splitlines())
+            expected = _cosines(first[:, first_bank(text, 0)], second[:, first_bank(text, 1)])
+            assert message == "" and marked.count("<mark>") == 2
+            assert [o["label"] for o in numbers["occurrences"]] == ["S1", "S2"]
+            assert_close([layer[0][1] for layer in numbers["cosine"]], expected, STATISTIC,
+                         what=f"the /similarity cosines of {text!r}")
+            assert table.count("data-pair='0-1'") == len(expected) and Image.open(figure).size[0] > 600
+        corpus = "The bank lent money .\nThe river bank was muddy .\nA bank of the river .\nThe cat sat ."
+        query = "He fished from the bank ."
+        message, html_text = client.predict(corpus, None, "utf-8", query, "bank", "whitespace", 2, 10, True,
+                                            api_name="/neighbours")
+        q = reference(query)[2, 4]
+        expected = sorted((_cosines(q, reference(line)[2, i]).item() for line in corpus.splitlines()
+                           for i, w in enumerate(line.split()) if w == "bank"), reverse=True)
+        shown = _shown(html_text, "data-rank")
+        assert "corpus: 4 sentences" in message and list(shown) == ["1", "2", "3"]
+        assert_close(list(shown.values()), expected, DISPLAYED, what="the /neighbours cosines")
+        text = "\n".join(["the bank lent money", "the river bank", "a bank of fish", "the money was lent"] * 2)
+        message, figure, table = client.predict(text, None, "utf-8", "whitespace", 2, api_name="/contextuality")
+        corpus_file = tmp_path / "text.txt"
+        corpus_file.write_text(text + "\n")
+        model, tokenizer = ElmoModel.from_pretrained(tiny_model_dir).eval(), ElmoTokenizer.from_pretrained(tiny_model_dir)
+        analysed = analyze(model, tokenizer, corpus_file, min_count=2, max_words=200, quiet=True)
+        shown = {k: v for k, v in re.findall(r"data-measure='self_similarity' data-layer='(\d)'>(-?[0-9.]+)<", table)}
+        assert message == "" and Image.open(figure).size[0] > 300
+        assert_close([float(shown[str(k)]) for k in range(len(analysed["self_similarity"]))],
+                     analysed["self_similarity"], DISPLAYED, what="the /contextuality self-similarity")
+    assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-2000:]
+
+
+def first_bank(text: str, line: int) -> int:
+    return text.splitlines()[line].split().index("bank")
 
 
 @pytest.mark.slow

@@ -12,6 +12,6 @@ Three views, each a module of plain functions that the page calls and the tests 
   anisotropy) for a pasted or uploaded text.
 
 `session` holds what they share (the loaded model, the input checks and limits, embedding sentences), `figures`
-the matplotlib drawing, `server` the page and the command. The page: docs/app.md. Nothing here travels as remote
-code.
+the drawing (Pillow; matplotlib for `elmo-analyze`'s figure), `server` the page and the command. The page:
+docs/app.md. Nothing here travels as remote code.
 """

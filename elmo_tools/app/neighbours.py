@@ -54,9 +54,10 @@ def corpus_index(session: AppSession, text: str, split: str) -> CorpusIndex:
     the same text was embedded before."""
     key = hashlib.sha256(f"{split}\n{text}".encode("utf-8", "surrogatepass")).hexdigest()
     cache = session.corpus_cache
-    if key in cache:
-        cache[key] = cache.pop(key)  # the most recently used goes last
-        return cache[key]
+    with session.corpus_lock:  # requests run side by side
+        if key in cache:
+            cache[key] = cache.pop(key)  # the most recently used goes last
+            return cache[key]
     limits = session.limits
     sentences = split_sentences(text, split, max_chars=limits.max_corpus_chars,
                                 max_sentences=limits.max_corpus_sentences, max_words=limits.max_words,
@@ -66,9 +67,11 @@ def corpus_index(session: AppSession, text: str, split: str) -> CorpusIndex:
     unit = torch.nn.functional.normalize(torch.cat([v.transpose(0, 1) for v in vectors]), dim=-1, eps=1e-30)
     where = [(s, i) for s, words in enumerate(sentences.words) for i in range(len(words))]
     index = CorpusIndex(sentences, unit, where, time.perf_counter() - start)
-    cache[key] = index
-    while len(cache) > CORPORA_KEPT:
-        cache.pop(next(iter(cache)))
+    with session.corpus_lock:
+        cache.pop(key, None)  # a request beside this one may have embedded the same corpus meanwhile
+        cache[key] = index
+        while len(cache) > CORPORA_KEPT:
+            cache.pop(next(iter(cache)))
     return index
 
 

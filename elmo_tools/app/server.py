@@ -6,8 +6,12 @@
 `--model`: a folder, a Hub id or a preset (random weights, said in red at the top of the page); by default
 `$ELMO_APP_MODEL` (a Space's setting), else the demo's model (`outputs/demo/model`, written by `make demo`) where it exists, else the `small` preset.
 
-Every request goes through `guarded`: a bad input is a message in the page, and anything else that fails is logged
-with its traceback on the server and answered with one line, so that no request stops the page for the others.
+The three views are also API endpoints, `/similarity`, `/neighbours` and `/contextuality` (docs/app.md). The
+similarity view's concurrent requests are answered in batches (`similarity_batch`, Gradio's `batch=True`).
+
+Every request goes through `guarded` (or `_failure`, in a batch): a bad input is a message in the page, and anything
+else that fails is logged with its traceback on the server and answered with one line, so that no request stops the
+page for the others.
 Exit status: 2 when the model cannot be loaded or an argument is wrong, 1 when the server
 cannot start (the port is taken), 130/143 after SIGINT/SIGTERM.
 """
@@ -27,6 +31,7 @@ from tokenization import WORD_SPLITTERS, split_words
 from ..command_options import app_parser
 from ..loading import ModelLoadError
 from .contextuality import contextuality, contextuality_html
+from .examples import Examples, examples_for
 from .figures import similarity_figure
 from .neighbours import nearest_neighbours, neighbours_html
 from .session import (
@@ -38,27 +43,24 @@ from .session import (
     load_session,
     model_summary,
 )
-from .similarity import layer_name, sentences_html, table_html, word_similarity
+from .similarity import (
+    SimilarityResult,
+    layer_name,
+    result_json,
+    sentences_html,
+    table_html,
+    word_similarities,
+    word_similarity,
+)
 
 logger = logging.getLogger("elmo-app")
 
 FAILED = ("this request failed on the server (its log says why); the page still works: try other input, or a "
           "smaller text")
 
-EXAMPLES = [
-    ["He sat on the bank of the river.\nShe deposited the cash at the bank.\nThe bank raised its interest rates.\n"
-     "Ducks swam near the muddy bank.", "bank", "punctuation"],
-    ["They play football every Sunday.\nWe watched a play at the theatre.\nThe children play in the garden.",
-     "play", "punctuation"],
-    ["他在银行工作。\n我们一起步行去公园。\n这家银行的利率很高。", "行", "punctuation"],
-    ["他在银行工作。\n这家银行的利率很高。\n河岸边有很多树。", "银行", "jieba"],
-]
-CORPUS_EXAMPLE = "\n".join([
-    "He sat on the bank of the river .", "She deposited the cash at the bank .", "The bank raised its rates .",
-    "Ducks swam near the muddy bank of the river .", "The bank approved the loan .", "We walked along the river bank .",
-    "They play football every Sunday .", "We watched a play at the theatre .", "The children play in the garden .",
-    "The play had three acts .", "I play the piano .", "The river flooded the bank after the rain .",
-])
+# Similarity requests computed together: Gradio hands the batched event up to this many waiting requests at once.
+MAX_BATCH = 16
+SIMILARITY_OUTPUTS = 5  # the message, the sentences marked, the table, the figure, the numbers (JSON)
 ENCODINGS = ["utf-8", "gb18030", "big5", "shift_jis", "latin-1", "cp1252"]
 CSS = """
 .elmo-cosines td, .elmo-neighbours td, .elmo-contextuality td {text-align: right; font-variant-numeric: tabular-nums;
@@ -77,9 +79,37 @@ def _message(notes: list[str]) -> str:
 
 
 def similarity_view(session: AppSession, text: str, word: str, split: str):
-    """(message, the sentences with the word marked, the table of cosines, the figure)."""
+    """(message, the sentences with the word marked, the table of cosines, the figure, the numbers as JSON)."""
     result = word_similarity(session, text, word, check_split(split))
-    return _message(result.notes), sentences_html(result), table_html(result), similarity_figure(result)
+    return _similarity_answer(result)
+
+
+def _similarity_answer(result: SimilarityResult):
+    return (_message(result.notes), sentences_html(result), table_html(result), similarity_figure(result),
+            result_json(result))
+
+
+def similarity_batch(session: AppSession, texts: list[str], words: list[str], splits: list[str]):
+    """The similarity view for several visitors at once (Gradio's `batch=True`: a list per input, a list per
+    output): their sentences share forward passes (`word_similarities`). Each request gets its own answer: a wrong
+    one its message, one whose figure fails `FAILED`; a forward pass that fails fails the batch's requests."""
+    answer = guarded(_similarity_answer, SIMILARITY_OUTPUTS)
+    try:
+        results = word_similarities(session, list(zip(texts, words, splits)))
+    except Exception:  # logged once for the batch; the page goes on serving
+        logger.exception("a batch of %d similarity requests failed", len(texts))
+        answers = [(f"❌ {FAILED}",) + (None,) * (SIMILARITY_OUTPUTS - 1)] * len(texts)
+    else:
+        answers = [answer(r) if isinstance(r, SimilarityResult) else _failure(r, SIMILARITY_OUTPUTS) for r in results]
+    return tuple(list(column) for column in zip(*answers))
+
+
+def _failure(error: Exception, outputs: int) -> tuple:
+    """The answer to a request that could not be checked: its message, or (logged) `FAILED`."""
+    if isinstance(error, AppInputError):
+        return _input_error(error, outputs)
+    logger.error("a request failed", exc_info=error)
+    return (f"❌ {FAILED}",) + (None,) * (outputs - 1)
 
 
 def neighbours_view(session: AppSession, corpus: str, upload: str | None, encoding: str, query: str, word: str,
@@ -113,6 +143,10 @@ def repeated_words(text: str, split: str) -> list[str]:
     return [w for w, n in counts.most_common(30) if n > 1 and any(c.isalnum() for c in w)]
 
 
+def _input_error(error: AppInputError, outputs: int) -> tuple:
+    return (f"❌ {html.escape(str(error), quote=False)}",) + (None,) * (outputs - 1)
+
+
 def guarded(function, outputs: int):
     """`function` for the page: its `AppInputError` becomes the message (the first output, the others emptied);
     any other exception is logged with its traceback and answered with one line, so the server goes on."""
@@ -122,11 +156,10 @@ def guarded(function, outputs: int):
         try:
             return function(*args)
         except AppInputError as error:
-            message = f"❌ {html.escape(str(error), quote=False)}"
+            return _input_error(error, outputs)
         except Exception:  # one request's failure must not reach the page as a traceback, nor stop the app
             logger.exception("a request failed")
-            message = f"❌ {FAILED}"
-        return (message,) + (None,) * (outputs - 1)
+            return (f"❌ {FAILED}",) + (None,) * (outputs - 1)
 
     return answer
 
@@ -134,7 +167,8 @@ def guarded(function, outputs: int):
 def handlers(session: AppSession) -> dict:
     """The functions the page calls, bound to `session` and guarded: what the tests call directly."""
     return {
-        "similarity": guarded(functools.partial(similarity_view, session), 4),
+        "similarity": guarded(functools.partial(similarity_view, session), SIMILARITY_OUTPUTS),
+        "similarity_batch": functools.partial(similarity_batch, session),
         "neighbours": guarded(functools.partial(neighbours_view, session), 2),
         "contextuality": guarded(functools.partial(contextuality_view, session), 3),
     }
@@ -151,16 +185,19 @@ def build_app(session: AppSession):
 
     answer = handlers(session)
     splits = [name for name in WORD_SPLITTERS if _available(name)]
+    examples, known = examples_for(session.tokenizer)
+    logger.info("example inputs: %s%s", examples.written_for,
+                "" if known is None else f" ({known:.0%} of their words in the model's vocabulary)")
     with gr.Blocks(title="ELMo: words in context", analytics_enabled=False) as demo:
         gr.Markdown("# ELMo: one word, many contexts")
         gr.HTML(model_summary(session), elem_id="model-summary")
         with gr.Tab("Same word, different sentences", id="similarity"):
-            _similarity_tab(gr, session, answer["similarity"], splits)
+            _similarity_tab(gr, session, answer["similarity_batch"], splits, examples)
         with gr.Tab("Nearest neighbours in context", id="neighbours"):
-            _neighbours_tab(gr, session, answer["neighbours"], splits)
+            _neighbours_tab(gr, session, answer["neighbours"], splits, examples)
         with gr.Tab("How contextual is each layer?", id="contextuality"):
-            _contextuality_tab(gr, session, answer["contextuality"], splits)
-    demo.queue(default_concurrency_limit=1)  # one forward pass at a time; the others wait their turn
+            _contextuality_tab(gr, session, answer["contextuality"], splits, examples)
+    demo.queue(default_concurrency_limit=1)  # per event; the views' forward passes also take `session.lock`
     return demo
 
 
@@ -172,51 +209,55 @@ def _available(split: str) -> bool:
     return True
 
 
-def _similarity_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+def _similarity_tab(gr, session: AppSession, answer, splits: list[str], examples: Examples) -> None:
     gr.Markdown("Type sentences (one per line) that use a word in different senses, and the word. Each layer's "
                 "vectors of the word are compared: layer 0 reads only the word's characters (the same vector "
                 "everywhere); the biLSTM layers read the sentence.")
     with gr.Row():
-        text = gr.Textbox(label="Sentences, one per line", lines=6, value=EXAMPLES[0][0], elem_id="sim-text",
-                          scale=3)
+        first_text, first_word, _ = examples.similarity[0]
+        text = gr.Textbox(label="Sentences, one per line", lines=6, value=first_text, elem_id="sim-text", scale=3)
         with gr.Column(scale=1):
-            word = gr.Textbox(label="Word", value=EXAMPLES[0][1], elem_id="sim-word")
+            word = gr.Textbox(label="Word", value=first_word, elem_id="sim-word")
             picks = gr.Dropdown(label="or pick a word that occurs more than once",
-                                choices=repeated_words(EXAMPLES[0][0], session.default_split), value=None,
+                                choices=repeated_words(first_text, session.default_split), value=None,
                                 elem_id="sim-picks")
             split = gr.Dropdown(splits, value=session.default_split, label="Word split", elem_id="sim-split")
             button = gr.Button("Compare", variant="primary", elem_id="sim-run")
-    gr.Examples(EXAMPLES, [text, word, split], cache_examples=False)
+    gr.Examples(examples.similarity, [text, word, split], cache_examples=False)
     message = gr.Markdown(elem_id="sim-message")
     marked = gr.HTML(elem_id="sim-sentences")
     figure = gr.Image(label="Per layer: the cosines of the occurrences (top), their PCA (bottom)", show_label=False,
                       type="pil", format="png", elem_id="sim-figure")
     table = gr.HTML(elem_id="sim-table")
-    outputs = [message, marked, table, figure]
-    for event in (button.click, text.submit, word.submit):
-        event(answer, [text, word, split], outputs, api_name=False)
+    with gr.Accordion("The numbers, unrounded (JSON: what the API endpoint /similarity returns)", open=False):
+        numbers = gr.JSON(show_label=False, elem_id="sim-json")
+    outputs = [message, marked, table, figure, numbers]
+    # One event for the three triggers: Gradio batches the requests of one event only. Batches of concurrent
+    # visitors share forward passes; one batch at a time (the model computes on every core already).
+    gr.on([button.click, text.submit, word.submit], answer, [text, word, split], outputs, api_name="similarity",
+          batch=True, max_batch_size=MAX_BATCH, concurrency_limit=1)
     for source in (text, split):
         source.change(lambda t, s: gr.Dropdown(choices=repeated_words(t, s), value=None), [text, split], picks,
                       api_name=False, queue=False)
     picks.input(lambda w: w or gr.skip(), picks, word, api_name=False, queue=False)
 
 
-def _neighbours_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+def _neighbours_tab(gr, session: AppSession, answer, splits: list[str], examples: Examples) -> None:
     limits = session.limits
     gr.Markdown(f"A word in a query sentence, and the occurrences of a small corpus whose vectors are closest to it "
                 f"(cosine) at one layer. The corpus: one sentence per line, pasted or uploaded (at most "
                 f"{limits.max_corpus_sentences:,} sentences and {limits.max_corpus_chars:,} characters are used); "
                 f"it is embedded once and kept for the next queries.")
     with gr.Row():
-        corpus = gr.Textbox(label="Corpus, one sentence per line", lines=8, value=CORPUS_EXAMPLE,
+        corpus = gr.Textbox(label="Corpus, one sentence per line", lines=8, value=examples.corpus,
                             elem_id="nn-corpus", scale=3)
         with gr.Column(scale=1):
             upload = gr.File(label="or upload a text file (used instead)", type="filepath", elem_id="nn-upload")
             encoding = gr.Dropdown(ENCODINGS, value="utf-8", label="its encoding", allow_custom_value=True)
     with gr.Row():
         query = gr.Textbox(label="Query sentence (empty: the word's first sentence in the corpus)",
-                           value="The boat drifted towards the bank .", elem_id="nn-query", scale=3)
-        word = gr.Textbox(label="Word", value="bank", elem_id="nn-word")
+                           value=examples.query, elem_id="nn-query", scale=3)
+        word = gr.Textbox(label="Word", value=examples.query_word, elem_id="nn-word")
         split = gr.Dropdown(splits, value=session.default_split, label="Word split")
     with gr.Row():
         layer = gr.Radio([(layer_name(k), k) for k in range(session.num_layers)], value=session.num_layers - 1,
@@ -227,18 +268,18 @@ def _neighbours_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
     message = gr.Markdown(elem_id="nn-message")
     result = gr.HTML(elem_id="nn-result")
     inputs = [corpus, upload, encoding, query, word, split, layer, k, same]
-    for event in (button.click, query.submit, word.submit):
-        event(answer, inputs, [message, result], api_name=False)
+    gr.on([button.click, query.submit, word.submit], answer, inputs, [message, result], api_name="neighbours",
+          concurrency_limit=1)
 
 
-def _contextuality_tab(gr, session: AppSession, answer, splits: list[str]) -> None:
+def _contextuality_tab(gr, session: AppSession, answer, splits: list[str], examples: Examples) -> None:
     limits = session.limits
     gr.Markdown(f"The measures of `elmo-analyze` (Ethayarajh 2019) on a text: how similar a word's vectors are "
                 f"across its contexts (self-similarity), within a sentence, and how much of them one static vector "
                 f"explains (MEV), per layer, beside the similarity of random pairs of words (anisotropy). One "
                 f"sentence per line, at most {limits.max_corpus_sentences:,} sentences.")
     with gr.Row():
-        text = gr.Textbox(label="Text, one sentence per line", lines=8, value=CORPUS_EXAMPLE, elem_id="ctx-text",
+        text = gr.Textbox(label="Text, one sentence per line", lines=8, value=examples.corpus, elem_id="ctx-text",
                           scale=3)
         with gr.Column(scale=1):
             upload = gr.File(label="or upload a text file (used instead)", type="filepath", elem_id="ctx-upload")
@@ -249,7 +290,8 @@ def _contextuality_tab(gr, session: AppSession, answer, splits: list[str]) -> No
     message = gr.Markdown(elem_id="ctx-message")
     figure = gr.Image(label="Per layer", show_label=False, type="pil", format="png", elem_id="ctx-figure")
     table = gr.HTML(elem_id="ctx-table")
-    button.click(answer, [text, upload, encoding, split, min_count], [message, figure, table], api_name=False)
+    button.click(answer, [text, upload, encoding, split, min_count], [message, figure, table],
+                 api_name="contextuality", concurrency_limit=1)
 
 
 def theme():

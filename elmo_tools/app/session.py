@@ -22,6 +22,7 @@ from tokenization import WORD_SPLITTERS, check_word_split, split_words
 
 from ..loading import load_elmo
 from ..text_files import UndecodableText, check_decodes, checked_encoding
+from .examples import training_line
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class AppSession:
     limits: Limits = field(default_factory=Limits)
     lock: threading.Lock = field(default_factory=threading.Lock)
     corpus_cache: dict = field(default_factory=dict)  # the neighbours view's embedded corpora, newest last
+    corpus_lock: threading.Lock = field(default_factory=threading.Lock)  # guards corpus_cache (views run side by side)
 
     @property
     def num_layers(self) -> int:
@@ -103,7 +105,9 @@ def model_summary(session: AppSession) -> str:
                 "preset, not a trained model: the numbers below show how the page works, not what ELMo learns. "
                 "Train one with <code>make demo</code>, or pass <code>--model FOLDER_OR_HUB_ID</code>. "
                 f"{size}.</div>")
-    return f"<div class='elmo-model'>Model: <code>{name}</code>, {size}.</div>"
+    trained = training_line(session.name, session.tokenizer)
+    trained = f"<br>{html.escape(trained[0].upper() + trained[1:])}." if trained else ""
+    return f"<div class='elmo-model'>Model: <code>{name}</code>, {size}.{trained}</div>"
 
 
 # --------------------------------------------------------------------------------------------------

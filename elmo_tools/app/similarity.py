@@ -101,8 +101,23 @@ def project_2d(vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return coords, explained
 
 
-def word_similarity(session: AppSession, text: str, word: str, split: str) -> SimilarityResult:
-    """The similarity view for `text` (one sentence per line) and `word`, within the session's limits."""
+@dataclass
+class _Request:
+    """A similarity request checked and found in its sentences: what remains is its forward pass."""
+
+    sentences: Sentences
+    occurrences: list[Occurrence]
+    notes: list[str]
+
+    @property
+    def used(self) -> list[int]:
+        """The sentences that hold the word: only these run through the model."""
+        return sorted({o.sentence for o in self.occurrences})
+
+
+def _checked_request(session: AppSession, text: str, word: str, split: str) -> _Request:
+    """The sentences and the word's occurrences of one request, within the session's limits (an `AppInputError`
+    says what is wrong)."""
     limits = session.limits
     sentences = split_sentences(text, split, max_chars=limits.max_chars, max_sentences=limits.max_sentences,
                                 max_words=limits.max_words, what="the sentence box")
@@ -117,18 +132,59 @@ def word_similarity(session: AppSession, text: str, word: str, split: str) -> Si
         notes.append(f"{occurrences[0].word!r} occurs {len(occurrences)} times: the first "
                      f"{limits.max_occurrences} are compared")
         occurrences = occurrences[: limits.max_occurrences]
-    used = sorted({o.sentence for o in occurrences})  # only the sentences that hold the word run through the model
-    embedded = dict(zip(used, embed_sentences(session, [sentences.words[s] for s in used])))
-    vectors = torch.stack([embedded[o.sentence][:, o.position] for o in occurrences], dim=1)  # (L + 1, n, 2P)
-    projection, explained = project_2d(vectors)
-    return SimilarityResult(occurrences[0].word, sentences, occurrences, vectors, cosine_matrix(vectors),
-                            projection, explained, sentences.notes + notes)
+    return _Request(sentences, occurrences, sentences.notes + notes)
+
+
+def _result(request: _Request, embedded: list[torch.Tensor]) -> SimilarityResult:
+    """The view's numbers from the vectors of `request.used` (in that order)."""
+    by_sentence = dict(zip(request.used, embedded))
+    vectors = torch.stack([by_sentence[o.sentence][:, o.position] for o in request.occurrences], dim=1)
+    projection, explained = project_2d(vectors)  # vectors: (L + 1, n, 2P)
+    return SimilarityResult(request.occurrences[0].word, request.sentences, request.occurrences, vectors,
+                            cosine_matrix(vectors), projection, explained, request.notes)
+
+
+def word_similarity(session: AppSession, text: str, word: str, split: str) -> SimilarityResult:
+    """The similarity view for `text` (one sentence per line) and `word`, within the session's limits."""
+    request = _checked_request(session, text, word, split)
+    return _result(request, embed_sentences(session, [request.sentences.words[s] for s in request.used]))
+
+
+def word_similarities(session: AppSession, requests: list[tuple[str, str, str]],
+                      ) -> list[SimilarityResult | Exception]:
+    """`word_similarity` for each `(text, word, split)` of several visitors, their sentences in shared forward
+    passes: the model is batch-invariant (a sentence's vectors do not depend on the other rows of its batch, up to
+    float32 rounding: docs/models.md), so each request gets the numbers it gets alone, for the cost of about one.
+    A request that cannot be checked is its exception, in its place (an `AppInputError` for wrong input; any other,
+    e.g. an API client sending a number for the word, must not cost the other visitors their answers); a forward
+    pass that fails raises."""
+    checked: list[_Request | Exception] = []
+    for text, word, split in requests:
+        try:
+            checked.append(_checked_request(session, text, word, split))
+        except Exception as error:  # noqa: BLE001 (returned in its place, for the caller to answer)
+            checked.append(error)
+    valid = [r for r in checked if isinstance(r, _Request)]
+    embedded = iter(embed_sentences(session, [r.sentences.words[s] for r in valid for s in r.used]))
+    return [r if isinstance(r, Exception) else _result(r, [next(embedded) for _ in r.used]) for r in checked]
 
 
 def pair_rows(result: SimilarityResult) -> list[tuple[int, int, list[float]]]:
     """(i, j, the cosine of occurrences i and j per layer) for every pair i < j."""
     n = len(result.occurrences)
     return [(i, j, result.cosine[:, i, j].tolist()) for i in range(n) for j in range(i + 1, n)]
+
+
+def result_json(result: SimilarityResult) -> dict:
+    """The numbers behind the table, unrounded, for the page's JSON output and API clients: the occurrences
+    (`sentence`: 1-based line of the sentences used, `position`: 0-based word) and `cosine[layer][i][j]`."""
+    return {
+        "word": result.word,
+        "occurrences": [{"label": o.label, "sentence": o.sentence + 1, "position": o.position, "word": o.word}
+                        for o in result.occurrences],
+        "layers": [layer_name(k) for k in range(result.cosine.shape[0])],
+        "cosine": result.cosine.tolist(),
+    }
 
 
 def layer_name(layer: int) -> str:
