@@ -25,7 +25,7 @@ from elmo_tools.app import figures, server
 from elmo_tools.app.examples import DEMO_ENGLISH, GENERAL, examples_for
 from elmo_tools.app.neighbours import nearest_neighbours
 from elmo_tools.app.session import Limits, load_session
-from elmo_tools.app.similarity import project_2d, word_similarities, word_similarity
+from elmo_tools.app.similarity import joined, project_2d, sentences_html, word_similarities, word_similarity
 from modeling_elmo import ElmoModel
 from tokenization import ElmoTokenizer, build_vocab, split_words
 from train.sense_corpus import generate_corpus
@@ -295,6 +295,10 @@ def test_chinese_per_ideograph_and_jieba(session):
     text = "他在银行工作。\n我们一起步行去公园。\n这家银行的利率很高。"
     per_character = word_similarity(session, text, "行", "punctuation")
     assert [o.label for o in per_character.occurrences] == ["S1", "S2", "S3"]
+    # shown as written, without a space between the ideographs it was split into (the word marked)
+    shown = re.sub(r"<sub>.*?</sub>|<[^>]+>", "", sentences_html(per_character))
+    assert shown == "他在银行工作。我们一起步行去公园。这家银行的利率很高。", shown
+    assert joined(["the", "bank", ",", "它", "很", "好", "ok"]) == "the bank ,它很好ok"  # no space next to CJK
     pytest.importorskip("jieba")
     words = word_similarity(session, text, "银行", "jieba")
     assert [(o.sentence, o.word) for o in words.occurrences] == [(0, "银行"), (2, "银行")]

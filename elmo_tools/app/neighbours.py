@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .session import AppInputError, AppSession, Sentences, embed_sentences, split_sentences
-from .similarity import find_occurrences
+from .similarity import find_occurrences, joined
 
 CORPORA_KEPT = 4
 
@@ -124,8 +124,8 @@ def nearest_neighbours(session: AppSession, corpus: str, query: str, word: str, 
 
 
 def _marked(words: list[str], position: int) -> str:
-    return " ".join(f"<mark><b>{html.escape(w)}</b></mark>" if i == position else html.escape(w)
-                    for i, w in enumerate(words))
+    return joined(words, [f"<mark><b>{html.escape(w)}</b></mark>" if i == position else html.escape(w)
+                          for i, w in enumerate(words)])
 
 
 def neighbours_html(result: NeighboursResult) -> str:

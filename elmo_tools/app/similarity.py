@@ -8,6 +8,7 @@ layers move each occurrence with its context, which is what ELMo is for.
 from __future__ import annotations
 
 import html
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -191,6 +192,22 @@ def layer_name(layer: int) -> str:
     return "layer 0 (characters)" if layer == 0 else f"layer {layer}"
 
 
+# Scripts written without spaces between words (CJK ideographs, kana, CJK and full-width punctuation): a sentence
+# split into such words is shown joined again as it is written, not with a space after every character.
+_UNSPACED = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
+def joined(words: list[str], shown: list[str] | None = None) -> str:
+    """`shown` (the words as HTML, default `words`) joined as the words are written: a space between two words,
+    but none where either side of the gap is a character of a script written without spaces."""
+    shown = words if shown is None else shown
+    out = shown[:1]
+    for before, after, piece in zip(words, words[1:], shown[1:]):
+        spaced = before and after and not (_UNSPACED.match(before[-1]) or _UNSPACED.match(after[0]))
+        out.append(f" {piece}" if spaced else piece)
+    return "".join(out)
+
+
 def sentences_html(result: SimilarityResult) -> str:
     """The sentences that hold the word, the word marked with its label."""
     marks = {(o.sentence, o.position): o.label for o in result.occurrences}
@@ -198,7 +215,7 @@ def sentences_html(result: SimilarityResult) -> str:
     for s in sorted({o.sentence for o in result.occurrences}):
         words = [f"<mark><b>{html.escape(w)}</b><sub>{marks[s, i]}</sub></mark>" if (s, i) in marks
                  else html.escape(w) for i, w in enumerate(result.sentences.words[s])]
-        items.append(f"<li value='{s + 1}'>{' '.join(words)}</li>")
+        items.append(f"<li value='{s + 1}'>{joined(result.sentences.words[s], words)}</li>")
     return f"<ol class='elmo-sentences'>{''.join(items)}</ol>"
 
 
