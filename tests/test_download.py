@@ -278,17 +278,23 @@ def test_connection_dropped_mid_file_resumes_with_a_range_request(server, refere
     assert_same_model(tmp_path / "out", reference)
 
 
+def empty_folder(path: Path) -> Path:
+    """A folder for the command's --output_dir (which must be in a folder that exists: a command makes no parents)."""
+    path.mkdir()
+    return path
+
+
 @pytest.mark.slow
 def test_a_failing_server_leaves_an_error_and_a_partial_file_the_next_run_resumes(server, tmp_path):
     """The real command gives up after its attempts (waiting 10 ms between them instead of 1 s); the next download
     (in this process: the command's conversion of the files is tested above) asks for the rest only."""
     server.cut_at[server.weights_path] = 200_000  # every answer stops there, retries included
-    cache, out = tmp_path / "cache", tmp_path / "outputs" / "elmo"
+    cache, out = tmp_path / "cache", empty_folder(tmp_path / "outputs") / "elmo"
     failed = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(out), cache=cache,
                          short_retry_wait=True)
     assert_one_line_error(failed, "cannot download", "200,000 bytes kept, the next run resumes")
     assert server.gets(server.weights_path) == [None] + ["bytes=200000-"] * download.MAX_STALLED_ATTEMPTS
-    assert not out.parent.exists()  # nothing written, not even the parent folder
+    assert list(out.parent.iterdir()) == []  # nothing written, no temporary folder left either
     weights_name = Path(ORIGINAL.weights_path).name
     partial = download.cache_path(server.url + server.weights_path, cache).with_name(weights_name + ".incomplete")
     assert partial.stat().st_size == 200_000
@@ -310,10 +316,10 @@ def test_a_failing_server_leaves_an_error_and_a_partial_file_the_next_run_resume
 @pytest.mark.slow
 def test_truncated_weight_file_is_refused_and_not_cached(server, tmp_path):
     server.truncate[server.weights_path] = len(server.files[server.weights_path]) // 2  # consistent headers
-    cache, out = tmp_path / "cache", tmp_path / "outputs" / "elmo"
+    cache, out = tmp_path / "cache", empty_folder(tmp_path / "outputs") / "elmo"
     result = run_convert("--model", "original", "--base_url", server.base, "--output_dir", str(out), cache=cache)
     assert_one_line_error(result, Path(ORIGINAL.weights_path).name, "incomplete or damaged")
-    assert not out.parent.exists()
+    assert list(out.parent.iterdir()) == []  # nothing written, no temporary folder left either
     assert cached_files(cache) == [Path(ORIGINAL.options_path).name]  # the bad download is gone
 
 
@@ -341,13 +347,13 @@ def test_download_verifies_the_format_and_the_published_size(server, tmp_path):
 
 @pytest.mark.slow
 def test_unknown_model_and_http_errors_are_one_line_exit_2(server, tmp_path):
-    out = tmp_path / "outputs" / "elmo"
+    out = empty_folder(tmp_path / "outputs") / "elmo"
     unknown = run_convert("--model", "huge", "--output_dir", str(out), cache=tmp_path / "cache")
     assert_one_line_error(unknown, "unknown --model 'huge'", "small, medium, original, original-5.5b")
     missing = run_convert("--options_file", server.url + "/elmo/absent_options.json", "--weight_file",
                           server.url + server.weights_path, "--output_dir", str(out), cache=tmp_path / "cache")
     assert_one_line_error(missing, "absent_options.json", "HTTP 404")
-    assert not out.parent.exists()
+    assert list(out.parent.iterdir()) == []  # nothing written, no temporary folder left either
     assert not any(path.endswith(ORIGINAL.weights_path) for _, path, _ in server.requests)  # options come first
 
 
@@ -391,13 +397,13 @@ def test_no_connection_is_not_retried_and_leaves_nothing_in_the_cache(tmp_path):
 
 @pytest.mark.slow
 def test_no_connection_is_one_line_within_seconds_from_the_command(tmp_path):
-    cache, out = tmp_path / "cache", tmp_path / "outputs" / "elmo"
+    cache, out = tmp_path / "cache", empty_folder(tmp_path / "outputs") / "elmo"
     result = run_convert("--model", "original", "--base_url", closed_port_url("/elmo"), "--output_dir", str(out),
                          cache=cache)
     line = assert_one_line_error(result, "cannot connect to 127.0.0.1", "offline?")
     assert "resuming" not in result.stderr and "WARNING" not in result.stderr, result.stderr
     assert ORIGINAL.options_path in line
-    assert not out.parent.exists()
+    assert list(out.parent.iterdir()) == []  # nothing written, no temporary folder left either
     assert not cache.exists() or list(cache.rglob("*")) == []
 
 
@@ -411,7 +417,7 @@ def test_sigint_during_the_download_keeps_the_bytes_for_the_next_run(server, tmp
     """Ctrl-C while the weights arrive: exit 130, one line saying what is kept, no traceback, nothing written; the
     next run asks for the rest with a Range request."""
     server.pause_at[server.weights_path] = 60_000
-    cache, out = tmp_path / "cache", tmp_path / "outputs" / "elmo"
+    cache, out = tmp_path / "cache", empty_folder(tmp_path / "outputs") / "elmo"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", ELMO_HF_CACHE=str(cache),
                PYTHONNOUSERSITE="1")
@@ -440,7 +446,7 @@ def test_sigint_during_the_download_keeps_the_bytes_for_the_next_run(server, tmp
     for fragment in ("interrupted (SIGINT)", f"{out} was not written", f"60,000 bytes of {weights_name} are kept",
                      "the same command resumes the download"):
         assert fragment in lines[0], (fragment, lines[0])
-    assert not out.parent.exists()
+    assert list(out.parent.iterdir()) == []  # nothing written, no temporary folder left either
     assert partial.stat().st_size == 60_000
 
     server.resume.set()
