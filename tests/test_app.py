@@ -8,6 +8,7 @@ to their 4 decimals (DISPLAYED, below)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import re
 import signal
@@ -247,6 +248,10 @@ def test_the_examples_use_the_words_of_the_models_vocabulary(demo_like_model, se
     per_sentence = [split_words(line, split).count(word) for line in text.splitlines()]
     assert per_sentence == [1, 1, 1, 1]
     assert examples_for(session.tokenizer) == (GENERAL, None)  # no vocabulary: the general examples
+    if importlib.util.find_spec("jieba") is not None:  # a Chinese model without a vocabulary opens on Chinese
+        chinese, _ = examples_for(ElmoTokenizer(word_split="jieba"))
+        assert chinese.similarity[0] == ["他在银行工作。\n这家银行的利率很高。\n河岸边有很多树。", "银行", "jieba"]
+        assert chinese.split == "jieba" and "银行" in split_words(chinese.query, "jieba")
     summary = server.model_summary(demo)
     assert "<br>Trained by elmo-demo on its generated English corpus of 20,000 sentences, 500 steps" in summary
     assert "a word vocabulary of 222 words" in summary

@@ -103,6 +103,15 @@ DEMO_CHINESE = Examples(
 
 CANDIDATES = (GENERAL, DEMO_ENGLISH, DEMO_CHINESE)  # GENERAL first: it is kept when no other set fits better
 
+# A model that splits raw text with jieba reads Chinese (a converted ELMoForManyLangs zh model has no word
+# vocabulary to choose by): the general set with its Chinese examples first, and a Chinese corpus of jieba words.
+GENERAL_CHINESE = Examples(
+    "general Chinese (the model splits words with jieba)",
+    [GENERAL.similarity[3], GENERAL.similarity[2], *GENERAL.similarity[:2]],
+    DEMO_CHINESE.corpus,
+    "张伟向银行借了两万元。", "银行", split="jieba",
+)
+
 
 def known_fraction(examples: Examples, vocabulary: set[str]) -> float:
     """The fraction of the examples' words (as the model reads them) that are in `vocabulary`."""
@@ -111,11 +120,12 @@ def known_fraction(examples: Examples, vocabulary: set[str]) -> float:
 
 
 def examples_for(tokenizer) -> tuple[Examples, float | None]:
-    """The example set whose words the tokenizer's word vocabulary holds most of (GENERAL on a tie, and without a
-    vocabulary), and that fraction (None without a vocabulary)."""
+    """The example set whose words the tokenizer's word vocabulary holds most of (GENERAL on a tie; without a
+    vocabulary GENERAL, or GENERAL_CHINESE for a tokenizer that splits with jieba), and that fraction (None without
+    a vocabulary)."""
     vocabulary = set(getattr(tokenizer, "word_vocab", None) or ())
     if not vocabulary:
-        return GENERAL, None
+        return (GENERAL_CHINESE if getattr(tokenizer, "word_split", None) == "jieba" else GENERAL), None
     scored = [(known_fraction(examples, vocabulary), examples) for examples in CANDIDATES]
     best = max(scored, key=lambda pair: pair[0])  # the first of the best: GENERAL on a tie
     return best[1], best[0]
