@@ -69,8 +69,9 @@ COMMANDS = {
                             CONVERT_OPTIONS, more_inputs=_original_weights, weights="weights"),
     "elmo-demo": Command(("--train_file", "{input}", "--output_dir", "{output}", "--max_steps", "1",
                           "--per_device_batch_size", "2", "--unroll_steps", "4", "--disable_tqdm", "true")),
-    "elmo-app": Command(("--model", "{input}", "--port", "7999"), input_is_model=True),  # serves nothing: every
-}                                                                                        # case stops it first
+    # elmo-app serves nothing here: every case stops it before the server starts
+    "elmo-app": Command(("--model", "{input}", "--port", "7999"), input_is_model=True),
+}
 
 
 @dataclass(frozen=True)
