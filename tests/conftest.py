@@ -162,6 +162,20 @@ def run_isolated(code: str, cwd: Path, timeout: int = 300) -> subprocess.Complet
     return result
 
 
+@pytest.fixture
+def one_thread_unless_numerics(request):
+    """One thread for a test of tiny models (faster, and no fight with other processes for the cores); a numerics
+    test keeps the threads it is given (`make test-numerics` runs them on two, to find bounds that hold on one only).
+    For a file: `pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")`."""
+    if request.node.get_closest_marker("numerics"):
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 PYTEST_OWN_VARIABLE = "PYTEST_CURRENT_TEST"  # pytest sets it for each test, and removes it after
 
 

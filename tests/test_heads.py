@@ -33,18 +33,7 @@ BOS_ROW = [259, 257, 260] + [261] * 47
 EOS_ROW = [259, 258, 260] + [261] * 47
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(request):
-    """Tiny models run faster on one thread, and do not fight other processes for the cores. The numerics
-    tests keep the threads they are given: `make test-numerics` runs them on two, to find bounds that hold on
-    one only."""
-    if request.node.get_closest_marker("numerics"):
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")
 
 
 def head_config(**overrides) -> ElmoConfig:

@@ -27,17 +27,7 @@ def tok() -> ElmoTokenizer:
     return ElmoTokenizer()
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(request):
-    """Tiny models run faster on one thread, and do not fight other processes for the cores; the numerics tests keep
-    the threads they are given (`make test-numerics` runs them on two)."""
-    if request.node.get_closest_marker("numerics"):
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")
 
 
 def pair_model(**overrides) -> ElmoForSequenceClassification:
