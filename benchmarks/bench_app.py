@@ -18,15 +18,10 @@ import contextlib
 import json
 import os
 import random
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -35,45 +30,16 @@ import httpx
 from train.sense_corpus import generate_probes
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the tests' helper that starts elmo-app
+
+from app_browser import running_app  # noqa: E402  (after the path)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
 def served(model: str, threads: int | None, timeout: float = 300):
-    """`elmo-app --model MODEL` on a free port: yields its url; SIGTERM at the end."""
-    port = free_port()
-    command = shutil.which("elmo-app", path=str(Path(sys.executable).parent)) or "elmo-app"
-    env = dict(os.environ)
-    if threads:
-        env["OMP_NUM_THREADS"] = str(threads)
-    process = subprocess.Popen([command, "--model", model, "--port", str(port)], cwd=REPO, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"elmo-app exited with {process.returncode}: {process.stderr.read()[-2000:]}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    if response.status == 200:
-                        break
-            if time.monotonic() > deadline:
-                raise SystemExit(f"elmo-app did not answer on {url} within {timeout:.0f} s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    """`elmo-app --model MODEL` on a free port (the tests' `running_app`, with OMP_NUM_THREADS=threads where given):
+    a context that yields (url, process)."""
+    env = dict(os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
+    return running_app(model, env=env, timeout=timeout)
 
 
 def similarity_event(url: str) -> tuple[int, int]:
@@ -157,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of the server it starts")
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:
-        url = args.url or stack.enter_context(served(args.model, args.threads))
+        url = args.url or stack.enter_context(served(args.model, args.threads))[0]
         fn_index, trigger = similarity_event(url)
         for data in inputs(2, seed=10_000):  # warm-up: the first forward pass and figure of the process
             seconds, error = ask(url, fn_index, trigger, data)
