@@ -59,6 +59,7 @@ from .checkpoints import (
     agreed_stop,
     find_checkpoint,
     interrupted_message,
+    resolve_auto_resume,
     resume,
     save_checkpoint,
 )
@@ -103,6 +104,7 @@ def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
     is_main = os.environ.get("RANK", "0") == "0"  # until Accelerate says so
     check_model_options(args)
     try:
+        resolve_auto_resume(args)
         check_output_dir(args)
         train_files = resolve_files(args.train_file)
         valid_files = resolve_files(args.validation_file) if args.validation_file else None
