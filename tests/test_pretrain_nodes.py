@@ -46,7 +46,7 @@ def single_node(corpus, tmp_path_factory) -> Path:
 
 def start_nodes(out: Path, *args: str, max_restarts: int = 0) -> list[tuple[subprocess.Popen, Path]]:
     """Two torchrun launchers, as two machines would start them, meeting at a c10d rendezvous on 127.0.0.1 (c10d
-    gives the ranks by arrival, so either launcher may hold rank 0). Their output goes to files beside `out`."""
+    numbers the launchers itself, so either may hold rank 0). Their output goes to files beside `out`."""
     port = free_port()
     # Without this, torch 2.13's launchers share one store between restarts, and the restarted workers read the
     # previous attempt's addresses from it (gloo: "connection refused"); pytorch/pytorch#135712.
