@@ -594,3 +594,61 @@ def test_a_vocabulary_of_unsegmented_chinese_is_warned_about(caplog):
     caplog.clear()
     warn_if_unsegmented(["<S>", "</S>", "<UNK>", "北京", "天安门", "我", "the", "bank"], "jieba")
     assert not caplog.text
+
+
+def test_resume_auto_is_latest_when_there_is_a_checkpoint(tmp_path):
+    """`--resume_from_checkpoint auto`, the one command line a launcher can restart as it is: a fresh start in a
+    folder without a checkpoint (an unfinished `.tmp-*` one does not count), the newest checkpoint once there is one."""
+    from train.checkpoints import resolve_auto_resume
+    from train.pretrain import PretrainArguments
+
+    def resolved(value):
+        args = PretrainArguments(train_file=["a.txt"], output_dir=str(tmp_path), resume_from_checkpoint=value)
+        resolve_auto_resume(args)
+        return args.resume_from_checkpoint
+
+    assert resolved("auto") is None
+    (tmp_path / "checkpoints" / ".tmp-step-00000002").mkdir(parents=True)
+    assert resolved("auto") is None
+    (tmp_path / "checkpoints" / "step-00000002").mkdir()
+    assert resolved("auto") == "latest"
+    assert resolved(None) is None and resolved("latest") == "latest" and resolved("some/folder") == "some/folder"
+
+
+def test_resume_auto_without_a_checkpoint_in_a_used_folder(tmp_path):
+    """What an attempt killed before its first checkpoint leaves (its vocabulary) is refused in one line, as any
+    folder in use; --overwrite_output_dir lets `auto` start afresh there, and is not needed once there is a
+    checkpoint (which it then never deletes: the run resumes)."""
+    from train.checkpoints import resolve_auto_resume
+    from train.pretrain import PretrainArguments
+    from train.pretrain_run import check_output_dir
+
+    (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\n")
+
+    def check(**fields):
+        args = PretrainArguments(train_file=["a.txt"], output_dir=str(tmp_path), resume_from_checkpoint="auto",
+                                 **fields)
+        resolve_auto_resume(args)
+        check_output_dir(args, auto=True)
+        return args.resume_from_checkpoint
+
+    with pytest.raises(FileExistsError, match="holds no checkpoint for --resume_from_checkpoint auto; add "
+                                              "--overwrite_output_dir") as error:
+        check()
+    assert "\n" not in str(error.value)
+    assert check(overwrite_output_dir=True) is None
+    (tmp_path / "checkpoints" / "step-00000002").mkdir(parents=True)
+    assert check() == "latest" and check(overwrite_output_dir=True) == "latest"
+
+
+def test_a_resumed_run_drops_the_log_lines_after_its_checkpoint(tmp_path):
+    """The stopped run logged steps 4 and 5 after its checkpoint of step 3 (and was killed halfway through a line):
+    the resumed run keeps steps 1-3 and logs 4 and 5 again, once."""
+    from train.checkpoints import drop_log_lines_after
+
+    log = tmp_path / "train_log.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in range(1, 6)) + '{"step": 6, "lo')
+    drop_log_lines_after(log, 3)
+    assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [1, 2, 3]
+    drop_log_lines_after(tmp_path / "absent.jsonl", 3)  # a run that logged nothing yet
+    assert not (tmp_path / "absent.jsonl").exists()

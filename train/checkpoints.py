@@ -94,6 +94,15 @@ def checkpoints(output_dir: Path) -> list[Path]:
     return sorted(p for p in (output_dir / "checkpoints").glob("step-*") if p.is_dir())
 
 
+def resolve_auto_resume(args: Any) -> None:
+    """`--resume_from_checkpoint auto` becomes `latest` when `--output_dir` holds a checkpoint, else None (a fresh
+    start): one command line that a launcher can restart as it is (`torchrun --max_restarts`, a requeued job). Every
+    process decides alone, before the processes meet; they decide alike because no process of the run is writing a
+    checkpoint then (a launcher stops all the workers of an attempt before it starts the next)."""
+    if args.resume_from_checkpoint == "auto":
+        args.resume_from_checkpoint = "latest" if checkpoints(Path(args.output_dir)) else None
+
+
 def find_checkpoint(output_dir: Path, resume_from_checkpoint: str) -> Path:
     if resume_from_checkpoint == "latest":
         kept = checkpoints(output_dir)
@@ -114,7 +123,21 @@ def resume(run: Any, checkpoint: Path) -> None:
     if saved["lstm_state"] is not None:
         run.lstm_state = tuple(t.to(run.accelerator.device) for t in saved["lstm_state"])
     run.saved_step = run.progress.step
+    if run.accelerator.is_main_process:
+        drop_log_lines_after(run.output_dir / "train_log.jsonl", run.progress.step)
     logger.info("resumed from %s at step %d", checkpoint, run.progress.step)
+
+
+def drop_log_lines_after(log: Path, step: int) -> None:
+    """The lines of train_log.jsonl up to `step`: the run that stopped may have logged steps after its last
+    checkpoint, which the resumed run trains and logs again (and a process killed while writing leaves half a
+    line, always the last)."""
+    if not log.exists():
+        return
+    lines = log.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if line.endswith("\n") and json.loads(line)["step"] <= step]
+    if len(kept) != len(lines):
+        log.write_text("".join(kept))
 
 
 def interrupted_message(stop: Interrupted, output_dir: Path, finished: bool) -> str:

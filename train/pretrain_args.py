@@ -68,7 +68,9 @@ class PretrainArguments:
     save_steps: int = field(default=0, metadata={"help": "Checkpoint every N steps (0: only at the end)."})
     save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept."})
     resume_from_checkpoint: str | None = field(
-        default=None, metadata={"help": "A checkpoint folder, or 'latest' for the newest in output_dir/checkpoints."}
+        default=None, metadata={"help": "A checkpoint folder, 'latest' for the newest in output_dir/checkpoints, or "
+                                        "'auto': the newest if there is one, else a fresh start (for a launcher that "
+                                        "restarts its workers, torchrun --max_restarts, or a requeued job)."}
     )
     report_to: str = field(default="auto", metadata={"help": "Accelerate tracker: auto (tensorboard if installed), none, ..."})
     overwrite_output_dir: bool = field(default=False)

@@ -59,6 +59,7 @@ from .checkpoints import (
     agreed_stop,
     find_checkpoint,
     interrupted_message,
+    resolve_auto_resume,
     resume,
     save_checkpoint,
 )
@@ -103,7 +104,9 @@ def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
     is_main = os.environ.get("RANK", "0") == "0"  # until Accelerate says so
     check_model_options(args)
     try:
-        check_output_dir(args)
+        auto = args.resume_from_checkpoint == "auto"
+        resolve_auto_resume(args)
+        check_output_dir(args, auto=auto)
         train_files = resolve_files(args.train_file)
         valid_files = resolve_files(args.validation_file) if args.validation_file else None
         check_decodes(train_files + (valid_files or []), args.encoding)
@@ -130,8 +133,9 @@ def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-def check_output_dir(args: PretrainArguments) -> None:
-    """--output_dir can be written (its parent exists and takes files) and holds no other run (unless told)."""
+def check_output_dir(args: PretrainArguments, auto: bool = False) -> None:
+    """--output_dir can be written (its parent exists and takes files) and holds no other run (unless told). `auto`:
+    `--resume_from_checkpoint auto` found no checkpoint there (`args.resume_from_checkpoint` is then None)."""
     output_dir = Path(args.output_dir)
     check_writable_folder(output_dir, "--output_dir")  # a ValueError in one line
     if (
@@ -140,6 +144,9 @@ def check_output_dir(args: PretrainArguments) -> None:
         and any(output_dir.iterdir())
         and not args.overwrite_output_dir
     ):
+        if auto:  # e.g. an attempt killed before its first checkpoint left its vocabulary and logs
+            raise FileExistsError(f"{output_dir} exists, is not empty and holds no checkpoint for "
+                                  "--resume_from_checkpoint auto; add --overwrite_output_dir to start afresh there")
         raise FileExistsError(
             f"{output_dir} exists and is not empty; use --overwrite_output_dir, or --resume_from_checkpoint latest"
         )
