@@ -75,12 +75,16 @@ AUTO_CLASSES = {
 # config.json, so that `pipeline(task, model=folder, trust_remote_code=True)` runs the class that travels with the
 # model, the project installed or not. A task here is one whose stock pipeline cannot read ELMo's character ids (or
 # that transformers no longer ships). A new pipeline is a class in a file of this folder and a row here.
-CUSTOM_PIPELINES: dict[str, dict] = {}
+CUSTOM_PIPELINES: dict[str, dict] = {
+    "token-classification": {"impl": "pipeline_token_classification_elmo.ElmoTokenClassificationPipeline",
+                             "pt": ["AutoModelForTokenClassification"], "tf": [], "type": "text"},
+}
 
 
 def _custom_pipelines(saved: dict) -> dict:
-    """The `custom_pipelines` of a config: what a saved config holds, with the table's entries written now."""
-    return {**saved, **CUSTOM_PIPELINES}
+    """The `custom_pipelines` of a config: what a saved config holds, with the table's entries written now. Copies:
+    transformers' `pipeline()` turns an entry's class names into classes in place, which would reach the table."""
+    return {**saved, **copy.deepcopy(CUSTOM_PIPELINES)}
 
 
 def _auto_map(saved: dict) -> dict:
