@@ -37,7 +37,8 @@ SAMPLE_TEXT = ("The bank raised its rates this spring .\nWe sat on the river ban
 
 def cache_dir() -> Path:
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "elmo-hf" / f"transformers-{transformers.__version__}-test-sources"
+    # a folder named "tests", as in transformers' tree: its `get_tests_dir()` climbs up to one (forever, without)
+    return root / "elmo-hf" / f"transformers-{transformers.__version__}" / "tests"
 
 
 def _fetch(folder: Path) -> str | None:
