@@ -186,3 +186,18 @@ def test_pre_split_words_batches_and_stride(both_ways):
         [(kind, word, word) for kind, word in EXPECTED["english"]]
     assert installed["batched"] == [installed["results"][name]["simple"] for name in TEXTS]  # batch of 2 = alone
     assert "reads a text of any length in one pass" in installed["stride"]
+
+
+def test_predicting_with_the_crf_switched_off_is_refused_in_one_line(crf_tagger, tmp_path):
+    from train import finetune_ner
+    from train.finetune_cli import InputError
+
+    (tmp_path / "new.txt").write_text("John Smith works for Google in Paris .\n")
+    with pytest.raises(InputError, match=r"--use_crf False \(trained: True\): without --train_file") as caught:
+        finetune_ner.main(["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"), "--crf", "false",
+                           "--output_dir", str(tmp_path / "out")])
+    assert "\n" not in str(caught.value) and not (tmp_path / "out").exists()
+    finetune_ner.main(["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"),
+                       "--output_dir", str(tmp_path / "out")])
+    assert (tmp_path / "out" / "predictions.txt").read_text().split() == \
+        ["B-PER", "I-PER", "O", "O", "B-ORG", "O", "B-LOC", "O"]  # the Viterbi tags: the model's argmax logits

@@ -59,10 +59,10 @@ def sorted_labels(labels: Iterable[str]) -> list[str]:
 
 
 def head_options(data_args) -> dict:
-    """The config fields --crf and --crf_constraints set (they win over a saved head's)."""
+    """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's)."""
     options = {}
-    if data_args.crf is not None:
-        options["use_crf"] = data_args.crf
+    if data_args.use_crf is not None:
+        options["use_crf"] = data_args.use_crf
     if data_args.crf_constraints is not None:
         if data_args.crf_constraints not in CRF_CONSTRAINTS:
             raise InputError(f"--crf_constraints must be one of {', '.join(CRF_CONSTRAINTS)}, got "
@@ -74,7 +74,7 @@ def head_options(data_args) -> dict:
 def head_settings(sentences: list[dict], data_args) -> dict:
     """With --crf, the training tags must follow the scheme the CRF is held to: a gold sequence it forbids could
     never be learned (its likelihood is nil), so it is refused in one line naming the sentence and the way out."""
-    if data_args.crf:
+    if data_args.use_crf:
         check_crf_tags(sentences, tag_list(tag for s in sentences for tag in s["tags"]),
                        data_args.crf_constraints or "auto", f"--train_file {data_args.train_file}")
     return {}
