@@ -50,6 +50,10 @@ PRESETS: dict[str, dict] = {
     ),
 }
 
+# The transition rules `ElmoForTokenClassification`'s CRF may follow (`crf_elmo.allowed_transitions`): "auto" reads
+# them from the label names. Declared here, not imported: the configuration imports nothing of the model.
+CRF_CONSTRAINTS = ("auto", "bio", "bioes", "none")
+
 # How `ElmoForSequenceClassification` combines the pooled vectors u, v of a pair's two sentences, and how many of
 # them the combination is wide: [u; v; |u - v|; u * v] and [u; v].
 PAIR_COMBINATIONS = {"concat_diff_product": 4, "concat": 2}
@@ -74,12 +78,17 @@ AUTO_CLASSES = {
 CUSTOM_PIPELINES: dict[str, dict] = {
     "text-generation": {"impl": "pipeline_text_generation_elmo.ElmoTextGenerationPipeline",
                         "pt": ["AutoModelForPreTraining"], "tf": [], "type": "text"},
+    "token-classification": {"impl": "pipeline_token_classification_elmo.ElmoTokenClassificationPipeline",
+                             "pt": ["AutoModelForTokenClassification"], "tf": [], "type": "text"},
+    # transformers' alias of token-classification: custom tasks are looked up before aliases are resolved
+    "ner": {"impl": "pipeline_token_classification_elmo.ElmoTokenClassificationPipeline",
+            "pt": ["AutoModelForTokenClassification"], "tf": [], "type": "text"},
 }
 
 
 def _custom_pipelines(saved: dict) -> dict:
     """The `custom_pipelines` of a config: what a saved config holds, with the table's entries written now. Copies:
-    transformers' `pipeline()` replaces the class names of an entry with the classes, in place."""
+    transformers' `pipeline()` turns an entry's class names into classes in place, which would reach the table."""
     return copy.deepcopy({**saved, **CUSTOM_PIPELINES})
 
 
@@ -356,6 +365,14 @@ class ElmoConfig(PretrainedConfig):
             `"attention"` (trainable attention pooling: a softmax over the tokens of learned scores).
         token_classifier_encoder (`str`): `"none"` (linear tagger on the mixed vectors) or `"lstm"` (a trainable
             biLSTM between the mix and the tagger, as in Peters et al.'s NER model).
+        use_crf (`bool`): `ElmoForTokenClassification` ends in a linear-chain CRF (`crf_elmo.ElmoCRF`; the output
+            layer of Peters et al.'s NER model): the loss is the negative log-likelihood of the gold tag sequence,
+            and the logits at each word are the scores of the best tag sequence with each tag there (max-marginals),
+            so that their argmax is the Viterbi sequence. Default False: a softmax per word.
+        crf_constraints (`str`): transitions the CRF never takes: `"bio"` (`I-X` only after `B-X`/`I-X`, no
+            sentence starting with `I-`), `"bioes"` (also: `B-X`/`I-X` only before `I-X`/`E-X`, no sentence ending
+            in `B-`/`I-`), `"none"`, or `"auto"` (default): BIOES when some labels are `E-`/`S-`, BIO when all are
+            `O`/`B-`/`I-` names, none otherwise.
         head_hidden_size (`int`, *optional*): size of the head's biLSTM (per direction) or attention layer;
             defaults to `projection_dim`.
         pair_combination (`str`, *optional*): makes `ElmoForSequenceClassification` a classifier of sentence pairs
@@ -406,6 +423,8 @@ class ElmoConfig(PretrainedConfig):
     word_embedding_buckets: Annotated[int, _integer(1), _at_least(2, "row 0 is padding")] = 65536
     classifier_pooling: Annotated[str, _one_of(("mean", "max", "lstm", "attention"))] = "mean"
     token_classifier_encoder: Annotated[str, _one_of(("none", "lstm"))] = "none"
+    use_crf: Annotated[bool, _flag] = False
+    crf_constraints: Annotated[str, _one_of(CRF_CONSTRAINTS)] = "auto"
     head_hidden_size: Annotated[int | None, _optional(_integer(1))] = None  # None: projection_dim
     pair_combination: Annotated[str | None, _optional(_one_of(tuple(PAIR_COMBINATIONS)))] = None  # None: single sentences
 

@@ -21,6 +21,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import real_token_mask
 from .configuration_elmo import PAIR_COMBINATIONS, ElmoConfig
+from .crf_elmo import ElmoCRF, allowed_transitions
 from .downstream_elmo import (
     ElmoHashedWordEmbedding,
     ElmoRepresentationsOutput,
@@ -30,6 +31,7 @@ from .downstream_elmo import (
     pool,
     run_lstm,
     scalar_mixes,
+    sentence_boundary_mask,
     sequence_classification_loss,
     split_pair,
     word_mask_of,
@@ -106,6 +108,9 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
             values = torch.empty_like(module.weight).normal_(std=1.0 / math.sqrt(module.weight.shape[1]))
             values[0] = 0.0  # padding row
             init.copy_(module.weight, values)  # one guarded write: a loaded table is left as it is
+        elif isinstance(module, ElmoCRF):  # no transition preferred before training
+            for parameter in (module.transitions, module.start_transitions, module.end_transitions):
+                init.zeros_(parameter)
         elif isinstance(module, nn.LSTM):  # the heads' biLSTM: torch's default
             bound = 1.0 / math.sqrt(module.hidden_size)
             for parameter in module.parameters():
@@ -278,6 +283,12 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
     """ELMo with a tagger (NER, POS, chunking): the scalar mix at every token, optionally a trainable biLSTM
     (`config.token_classifier_encoder="lstm"`), then a linear layer. Logits cover every position of `input_ids`;
     labels at `<S>`/`</S>` and padding are -100 (the alignment from `word_ids()` gives that).
+
+    With `config.use_crf` the linear layer's scores are a linear-chain CRF's emissions over the words of each
+    sentence (not `<S>`, `</S>`, padding): the loss is its negative log-likelihood, and the logits at the words are
+    max-marginals (the score of the best tag sequence with each tag at that word), whose argmax is the Viterbi
+    sequence: whatever takes the argmax of the logits (transformers' pipeline, `Trainer`'s metrics) gets the CRF's
+    decoding. `decode()` gives the Viterbi tags themselves, `emission_scores()` the linear layer's scores.
     """
 
     def __init__(self, config: ElmoConfig):
@@ -289,7 +300,33 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
             self.encoder = nn.LSTM(width, self.head_hidden_size, batch_first=True, bidirectional=True)
             width = 2 * self.head_hidden_size
         self.classifier = nn.Linear(width, config.num_labels)
+        self.crf = None
+        if config.use_crf:
+            labels = [config.id2label[i] for i in range(config.num_labels)]
+            self.crf = ElmoCRF(config.num_labels, allowed_transitions(labels, config.crf_constraints))
         self.post_init()
+
+    def emission_scores(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The linear layer's scores (B, T, num_labels), the mask of the word positions (B, T: not `<S>`, `</S>`,
+        padding) and the biLM layers."""
+        x, mask, _, layers = self._task_inputs(input_ids, attention_mask, **kwargs)  # (B, T, D)
+        if self.encoder is not None:
+            # right-padded rows are already left-aligned: the biLSTM reads each sentence, boundaries included
+            x = self.representation_dropout(run_lstm(self.encoder, x, mask.sum(1))[0])  # (B, T, 2H)
+        words = mask & ~sentence_boundary_mask(input_ids, self.config.sentence_boundary_rows).to(mask.device)
+        return self.classifier(x), words, layers
+
+    @torch.no_grad()
+    def decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> list[list[int]]:
+        """The tag ids of the words of every sentence, in order: the CRF's Viterbi sequence, or the argmax of each
+        word's logits without a CRF."""
+        emissions, words, _ = self.emission_scores(input_ids, attention_mask)
+        if self.crf is not None:
+            return self.crf.decode(emissions, words)
+        best = emissions.argmax(-1)
+        return [best[row][words[row]].tolist() for row in range(best.shape[0])]
 
     @can_return_tuple
     def forward(
@@ -310,11 +347,8 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        x, mask, _, layers = self._task_inputs(input_ids, attention_mask, **kwargs)  # (B, T, D)
-        if self.encoder is not None:
-            # right-padded rows are already left-aligned: the biLSTM reads each sentence, boundaries included
-            x = self.representation_dropout(run_lstm(self.encoder, x, mask.sum(1))[0])  # (B, T, 2H)
-        logits = self.classifier(x)  # (B, T, num_labels)
+        emissions, words, layers = self.emission_scores(input_ids, attention_mask, **kwargs)  # (B, T, num_labels)
+        logits = emissions if self.crf is None else self.crf.max_marginals(emissions, words)
 
         loss = None
         if labels is not None:
@@ -322,11 +356,27 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
                 raise ValueError(
                     f"labels must have shape [batch, tokens] = {tuple(logits.shape[:2])}, got {tuple(labels.shape)}"
                 )
-            loss = F.cross_entropy(logits.view(-1, self.num_labels).float(), labels.to(logits.device).view(-1))
+            labels = labels.to(logits.device)
+            if self.crf is None:
+                loss = F.cross_entropy(logits.view(-1, self.num_labels).float(), labels.view(-1))
+            else:
+                loss = self.crf.negative_log_likelihood(emissions, self._crf_labels(labels, words), words)
             loss = self._regularized(loss)
 
         hidden_states = layers if output_hidden_states else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+
+    @staticmethod
+    def _crf_labels(labels: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        """The labels the CRF scores: one at every word (a sequence has no gap), whatever is at `<S>`/`</S>`."""
+        missing = (labels < 0) & words
+        if bool(missing.any()):
+            row, position = missing.nonzero()[0].tolist()
+            raise ValueError(
+                f"with use_crf every word needs a label (the CRF scores whole tag sequences): row {row} has "
+                f"{int(labels[row, position])} at word position {position}; -100 belongs at <S>, </S> and padding only"
+            )
+        return labels.masked_fill(~words, 0)
 
 
 __all__ = ["ElmoPreTrainedModelForTasks", "ElmoForSequenceClassification", "ElmoForTokenClassification"]

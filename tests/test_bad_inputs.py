@@ -131,6 +131,9 @@ CASES = {
     "unwritable output": Case("cannot write in /proc", output="/proc/elmo-out"),
     "output in a missing folder": Case("does not exist", output="{tmp}/no/such/folder/out"),
     "output is the input": Case("is the input file", output="{input}", extra=("--overwrite",)),
+    "tags the CRF forbids": Case("sentence 2 of --train_file {input} starts with I-PER, which BIO tags forbid",
+                                 input="EU B-ORG\nrejects O\n\nPeter I-PER\nBlackburn I-PER\n",
+                                 extra=("--crf", "true")),
 }
 # A case that does not apply to a command, and why.
 NO_ERRORS_OPTION = "reads with --encoding only (no --encoding_errors)"
@@ -141,6 +144,8 @@ NOT_APPLICABLE = {
     **{(command, "nothing to train"): f"{command} trains nothing"
        for command in ("elmo-embed", "elmo-analyze", "elmo-convert", "elmo-app")},
     ("elmo-convert", "non-positive number"): "elmo-convert takes no number",
+    **{(command, "tags the CRF forbids"): f"{command} has no CRF" for command in COMMANDS
+       if command != "elmo-finetune-ner"},
     **{(command, "output is the input"): f"{command} writes a folder, never over a file"
        for command in COMMANDS if command != "elmo-embed"},
     **{(command, case): f"{command} writes nothing" for command in ("elmo-app",)

@@ -1084,3 +1084,14 @@ def test_jieba_is_quiet_unless_debugging():
         jieba.default_logger.removeHandler(caught)
         package_logger.setLevel(level)
         _require_jieba()
+
+
+def test_a_batch_of_pre_split_pairs_encodes_as_the_same_pairs_of_texts(tok):
+    """transformers batches pre-split pairs as `[(words, words), ...]` with is_split_into_words=True; a batch of
+    sentences of two words each stays a batch of sentences."""
+    pairs = tok([(["the", "bank"], ["rose"]), (["we"], ["sat", "down"])], is_split_into_words=True)
+    texts = tok([("the bank", "rose"), ("we", "sat down")])
+    assert pairs["input_ids"] == texts["input_ids"] and pairs["token_type_ids"] == texts["token_type_ids"]
+    assert pairs.word_ids(1) == [None, 0, None, None, 0, 1, None]
+    sentences = tok([["the", "bank"], ["we", "sat"]], is_split_into_words=True)
+    assert "token_type_ids" not in sentences and len(sentences["input_ids"]) == 2

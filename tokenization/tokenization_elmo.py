@@ -1120,14 +1120,23 @@ def _is_pair(item: Any) -> bool:
     return isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)
 
 
+def _is_pair_of_word_lists(item: Any) -> bool:
+    """`(words, words)`: a pair of pre-split sentences, as transformers batches them with is_split_into_words=True."""
+    return isinstance(item, (list, tuple)) and len(item) == 2 and all(
+        isinstance(side, (list, tuple)) and all(isinstance(word, str) for word in side) for side in item
+    )
+
+
 def _as_pair_batch(
     text: Any, text_pair: Any, is_split_into_words: bool, rule: Any
 ) -> tuple[list[list[str]], list[list[str]] | None, bool]:
     """(word lists of the first sentences, of the second ones or None for single sentences, whether the input was a
     batch). Pairs come as `text` and `text_pair` of the same form, or as a list of `[first, second]` pairs of str
-    (transformers' way of batching pairs, which the zero-shot pipeline uses)."""
+    (transformers' way of batching pairs, which the zero-shot pipeline uses), or of `(words, words)` pairs of word
+    lists with `is_split_into_words=True`."""
     if text_pair is None:
-        if not is_split_into_words and isinstance(text, (list, tuple)) and text and all(map(_is_pair, text)):
+        is_pair = _is_pair_of_word_lists if is_split_into_words else _is_pair
+        if isinstance(text, (list, tuple)) and text and all(map(is_pair, text)):
             text, text_pair = [a for a, _ in text], [b for _, b in text]
         else:
             batch, batched = _as_word_batch(text, is_split_into_words, rule)

@@ -158,6 +158,15 @@ class TaggingDataArguments:
                                              "overrides both)."}
     )
     strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
+    use_crf: bool | None = field(
+        default=None, metadata={"help": "End the tagger in a linear-chain CRF (Viterbi decoding, transitions the tags' "
+                                "scheme forbids never taken); default: none for a new head, the saved one's choice "
+                                "for a fine-tuned folder.", "aliases": ["--crf"]}
+    )
+    crf_constraints: str | None = field(
+        default=None, metadata={"help": "Transitions the CRF never takes: auto (from the tag names: BIO or BIOES; the "
+                                "default), bio, bioes or none (IOB1 tags, where I- may open an entity)."}
+    )
 
 
 def wants_help(argv: list[str]) -> str | None:

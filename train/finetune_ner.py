@@ -26,10 +26,12 @@ from collections.abc import Iterable, Sequence
 
 import datasets
 
+from modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
+from modeling_elmo.crf_elmo import allowed_transitions, scheme_of
 from tokenization import LABEL_PAD_ID
 
 from .collators import ElmoDataCollatorForTokenClassification
-from .finetune_cli import run_command_line
+from .finetune_cli import InputError, run_command_line
 from .finetune_data import entity_scores, read_tagging_file, read_words_file, split_text, tag_list
 from .finetune_run import run
 from .predict import predict_tags
@@ -54,6 +56,47 @@ def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
 def sorted_labels(labels: Iterable[str]) -> list[str]:
     """"O" first, then by entity type and prefix (`tag_list`)."""
     return tag_list(labels)
+
+
+def head_options(data_args) -> dict:
+    """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's)."""
+    options = {}
+    if data_args.use_crf is not None:
+        options["use_crf"] = data_args.use_crf
+    if data_args.crf_constraints is not None:
+        if data_args.crf_constraints not in CRF_CONSTRAINTS:
+            raise InputError(f"--crf_constraints must be one of {', '.join(CRF_CONSTRAINTS)}, got "
+                             f"{data_args.crf_constraints!r}")
+        options["crf_constraints"] = data_args.crf_constraints
+    return options
+
+
+def head_settings(sentences: list[dict], data_args) -> dict:
+    """With --crf, the training tags must follow the scheme the CRF is held to: a gold sequence it forbids could
+    never be learned (its likelihood is nil), so it is refused in one line naming the sentence and the way out."""
+    if data_args.use_crf:
+        check_crf_tags(sentences, tag_list(tag for s in sentences for tag in s["tags"]),
+                       data_args.crf_constraints or "auto", f"--train_file {data_args.train_file}")
+    return {}
+
+
+def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str) -> None:
+    """One line (`InputError`) for the first sentence whose tags take a transition the CRF's scheme forbids."""
+    scheme = scheme_of(labels, constraints)
+    start, follow, end = allowed_transitions(labels, constraints)
+    index = {label: i for i, label in enumerate(labels)}
+    for number, sentence in enumerate(sentences, 1):
+        ids = [index[tag] for tag in sentence["tags"]]
+        steps = [("starts with", None, ids[0]) if ids and not start[ids[0]] else None]
+        steps += [("has", a, b) for a, b in zip(ids, ids[1:]) if not follow[a][b]]
+        steps += [("ends with", ids[-1], None) if ids and not end[ids[-1]] else None]
+        wrong = next((step for step in steps if step), None)
+        if wrong:
+            verb, before, after = wrong
+            what = (f"{labels[after]} after {labels[before]}" if verb == "has"
+                    else labels[after if after is not None else before])
+            raise InputError(f"--crf: sentence {number} of {where} {verb} {what}, which {scheme.upper()} tags "
+                             "forbid; give IOB2 or BIOES tags, or --crf_constraints none (IOB1 tags)")
 
 
 def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):

@@ -85,8 +85,10 @@ class TaskParts(Protocol):
         """The command, in this process: `run(its task, argv, guard)`."""
 
     # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples
-    # call for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`). Not part of the protocol,
-    # which every task module meets without it.
+    # call for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and
+    # `head_options(data_args) -> dict`: config fields the task's own options set (the tagger's --crf), which win
+    # over a saved config as the shared head options do. Not part of the protocol, which every task module meets
+    # without them.
 
 
 def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
@@ -100,10 +102,11 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
                                                       command_args)
     labels = parts.sorted_labels(label for example in train_examples + eval_examples
                                  for label in parts.labels_of(example)) if train_examples else None
-    settings = getattr(parts, "head_settings", None)
+    settings, options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
     model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
                                  getattr(head_args, row.head_option), command_args.verbose,
-                                 settings(train_examples, data_args) if settings and train_examples else None)
+                                 settings(train_examples, data_args) if settings and train_examples else None,
+                                 options(data_args) if options else None)
     if train_examples:
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
     command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
@@ -276,13 +279,16 @@ HEAD_SHAPE_OPTIONS = ("scalar_mix", "scalar_mix_parameters", "scalar_mix_layer_n
                       "word_embedding_dim", "word_embedding_buckets", "head_hidden_size")
 
 
-def check_predict_only_options(model_args: ModelArguments, head_option: str, head_value) -> None:
+def check_predict_only_options(model_args: ModelArguments, head_option: str, head_value,
+                               options: dict | None = None) -> None:
     """Without --train_file, the saved head predicts as it was trained: an option of `HEAD_SHAPE_OPTIONS` (or the
-    pooling / encoder) other than the saved value is refused in one line."""
+    pooling / encoder, or a config field of the task's own `options`) other than the saved value is refused in one
+    line."""
     saved, defaults = saved_config(model_args), ElmoConfig()
     given = {name: getattr(model_args, name) for name in HEAD_SHAPE_OPTIONS if getattr(model_args, name) is not None}
     if head_value is not None:
         given[head_option] = head_value
+    given.update(options or {})
     changed = [f"--{name} {value} (trained: {saved.get(name, getattr(defaults, name, None))})"
                for name, value in given.items() if value != saved.get(name, getattr(defaults, name, None))]
     if changed:
@@ -292,16 +298,17 @@ def check_predict_only_options(model_args: ModelArguments, head_option: str, hea
 
 
 def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int] | None, head_value,
-              verbose: bool, settings: dict | None = None):
+              verbose: bool, settings: dict | None = None, options: dict | None = None):
     """The head of the task for the labels of `label2id` (None: predicting with the saved ones) and its tokenizer.
     `head_value` (of `row.head_option`: the pooling or encoder) when given, else the saved one for a fine-tuned
     folder, else `row.head_default`. A fine-tuned folder keeps its head when the data's labels are among its own
     (`head_labels`). `settings`: config fields the training data calls for (the task's `head_settings`), where the
-    saved config has none. One INFO line when the head is new instead of transformers' table of initialised
+    saved config has none. `options`: config fields of the task's own options (the task's `head_options`), which
+    win over the saved config. One INFO line when the head is new instead of transformers' table of initialised
     weights."""
     fine_tuned = saved_head(model_args, row)
     if label2id is None:
-        check_predict_only_options(model_args, row.head_option, head_value)
+        check_predict_only_options(model_args, row.head_option, head_value, options)
     elif fine_tuned:
         label2id = head_labels(model_args, row, label2id)
     new_head = not fine_tuned or label2id is not None
@@ -312,6 +319,7 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
         head[row.head_option] = head_value
     saved = saved_config(model_args)
     head.update({key: value for key, value in (settings or {}).items() if saved.get(key) is None})
+    head.update(options or {})
     if new_head and not model_args.ignore_mismatched_sizes:
         # a folder with another task's head (a classifier given to the tagger), or other labels: they do not fit
         model_args = dataclasses.replace(model_args, ignore_mismatched_sizes=True)
