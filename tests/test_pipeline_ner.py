@@ -107,6 +107,7 @@ for name, text in texts.items():
     out["offsets"][name] = encoded["offset_mapping"][0].tolist()
 out["split"] = plain(tagger(texts["english"].split(), is_split_into_words=True, aggregation_strategy="simple")[0])
 out["batched"] = [plain(r) for r in tagger(list(texts.values()), batch_size=2, aggregation_strategy="simple")]
+out["ner"] = plain(pipeline("ner", model=folder, trust_remote_code=True)(texts["english"], aggregation_strategy="simple"))
 try:
     tagger(texts["english"], stride=4, aggregation_strategy="simple")
 except ValueError as error:
@@ -185,6 +186,7 @@ def test_pre_split_words_batches_and_stride(both_ways):
     assert [(e["entity_group"], e["word"], joined[e["start"]:e["end"]]) for e in installed["split"]] == \
         [(kind, word, word) for kind, word in EXPECTED["english"]]
     assert installed["batched"] == [installed["results"][name]["simple"] for name in TEXTS]  # batch of 2 = alone
+    assert installed["ner"] == installed["results"]["english"]["simple"]  # "ner", transformers' alias, too
     assert "reads a text of any length in one pass" in installed["stride"]
 
 

@@ -72,8 +72,7 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
-from transformers.tokenization_utils_base import CharSpan, TokenSpan
-from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
+from transformers.tokenization_utils_base import CharSpan, PaddingStrategy, TokenSpan, TruncationStrategy
 from transformers.utils import TensorType
 
 from .character_ids import (
