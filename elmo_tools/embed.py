@@ -467,6 +467,18 @@ def _check_args(args) -> None:
         )
     if args.overwrite and args.resume:
         raise EmbedError("--overwrite and --resume contradict each other: choose one")
+    if args.num_workers < 1:
+        raise EmbedError(f"--num_workers must be a positive integer, got {args.num_workers}")
+    if args.engine == "ray":
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise EmbedError("--engine ray runs from one process: start it without torchrun / accelerate launch")
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise EmbedError("--engine ray needs Ray: pip install 'elmo-hf[ray]'") from None
+    elif args.ray_address is not None or args.num_workers != 1:
+        option = "--ray_address" if args.ray_address is not None else "--num_workers"
+        raise EmbedError(f"{option} is an option of --engine ray: add --engine ray (or leave {option} out)")
 
 
 def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
@@ -654,7 +666,14 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         embed_window = WindowEmbedder(Embedder(model, tokenizer, args.mode, device, dtype), args, work,
                                       source.is_dataset, progress_bar, guard)
         try:
-            windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
+            if args.engine == "ray":  # the same windows and chunks, embedded by Ray actors (embed_ray.py)
+                from . import embed_ray
+
+                windows, lines_read, embed_window.counts = embed_ray.embed_windows(
+                    _windows(source.lines, args.window, args.max_lines), args, done, work, source.is_dataset,
+                    progress_bar)
+            else:
+                windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
         except EmbedError:  # a bad row: a work folder this run made and kept nothing in would block the next run
             if new_work and processes.world == 1 and not complete_chunks(work, args.format):
                 shutil.rmtree(work, ignore_errors=True)
