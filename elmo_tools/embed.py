@@ -372,7 +372,13 @@ class Processes:
 
     def start(self) -> None:
         if self.world > 1 and not dist.is_initialized():
-            dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=self.timeout_s))
+            timeout = datetime.timedelta(seconds=self.timeout_s)
+            # torchrun --max_restarts starts the processes again on the store of the first attempt, where the
+            # addresses of the processes that died are still written: each attempt keys its own.
+            store, _, _ = next(dist.rendezvous("env://", self.rank, self.world, timeout=timeout))
+            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            dist.init_process_group("gloo", store=dist.PrefixStore(f"elmo-embed/attempt-{attempt}", store),
+                                    rank=self.rank, world_size=self.world, timeout=timeout)
             self._group_owned = True
 
     def stop(self) -> None:
