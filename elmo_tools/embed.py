@@ -705,7 +705,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         output, counts.lines, counts.empty, counts.tokens, elapsed, counts.lines / max(elapsed, 1e-9),
         counts.tokens / max(elapsed, 1e-9), f", {processes.world} processes" if processes.world > 1 else "",
     )
-    cache = model.token_cache_info()
+    cache = model.token_cache_info() if args.engine == "local" else None  # the actors' caches are their own
     if cache:
         logger.info("token cache: %s", cache)
     return output

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from argparse import Namespace
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +76,9 @@ class WindowWorker:
         if pid_folder:
             Path(pid_folder, str(os.getpid())).touch()
 
+    def ready(self) -> bool:
+        return True
+
     def embed(self, window: int, items: list) -> Counts:
         self.window_embedder.counts = Counts()
         self.window_embedder(window, items)
@@ -95,10 +99,16 @@ def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], wor
                   progress_bar) -> tuple[int, int, Counts]:
     """Embed the windows not done on `--num_workers` actors. Returns the input's windows and lines, and the counts
     of what the actors embedded. The chunk files are complete when it returns."""
+    started = time.perf_counter()
     start(args)
     try:
         workers = _start_workers(args, work, is_dataset)
-        return _deal_out(windows, done, workers, progress_bar)
+        ray.get([worker.ready.remote() for worker in workers])  # the model loaded in each
+        ready = time.perf_counter()
+        n_windows, lines_read, sent, counts = _deal_out(windows, done, workers, progress_bar)
+        logger.info("%d window(s) embedded by %d Ray actor(s) in %.1f s, after %.1f s starting Ray and the actors",
+                    sent, len(workers), time.perf_counter() - ready, ready - started)
+        return n_windows, lines_read, counts
     finally:
         ray.shutdown()
 
@@ -117,9 +127,10 @@ def _start_workers(args, work: Path, is_dataset: bool) -> list:
     return [actor_class.remote(settings, str(work.resolve()), is_dataset, pid_folder) for _ in range(args.num_workers)]
 
 
-def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list, progress_bar) -> tuple[int, int, Counts]:
+def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list, progress_bar):
     """Send each window not done to the actor with the fewest windows waiting (at most WINDOWS_AHEAD each), as the
-    input is read; collect the results as they come."""
+    input is read; collect the results as they come. Returns the windows and lines read, the windows sent, and the
+    counts of what the actors embedded."""
     pending: dict = {}  # result ref -> (actor index, lines in the window)
     load = [0] * len(workers)
     gathered = [Counts()]
@@ -149,8 +160,7 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
             collect(block=False)
     while pending:
         collect(block=True)
-    logger.info("%d window(s) embedded by %d Ray actor(s)", sent, len(workers))
-    return n_windows, lines_read, Counts.of_processes(gathered)
+    return n_windows, lines_read, sent, Counts.of_processes(gathered)
 
 
 def _result(ref) -> Counts:
