@@ -85,6 +85,16 @@ tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU
 (`accelerate launch --cpu --num_processes N` starts one process only: use `--multi_gpu` on CPU machines too;
 docs/transformers_traps.md, "Accelerate on CPU".)
 
+`torchrun --max_restarts N` with `--resume` is elastic: the processes started again continue the work folder (each
+attempt keys its own addresses in the launcher's store).
+
+Ray
+---
+`--engine ray` (the extra `elmo-hf[ray]`; `embed_ray.py`) keeps this process as the driver that reads the input and
+merges, and sends the windows to `--num_workers` Ray actors (on a local Ray, or the cluster at `--ray_address`),
+each with the model loaded once, running the same `WindowEmbedder` into the same chunk files; Ray restarts an
+actor that dies and sends its windows again. docs/scaling.md.
+
 Exit status: 0 on success, 130/143 when interrupted by SIGINT/SIGTERM, 2 for bad arguments or inputs (missing, empty
 or unreadable model or input, an unknown or unavailable `--device`, an existing output without
 `--overwrite`/`--resume`, a `--resume` with other settings), 1 when writing fails.
