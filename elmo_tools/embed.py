@@ -102,6 +102,7 @@ or unreadable model or input, an unknown or unavailable `--device`, an existing 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import datetime
@@ -325,6 +326,29 @@ class WindowEmbedder:
             os.kill(os.getpid(), signal.SIGKILL)
         if self.args.debug_batch_delay:
             time.sleep(self.args.debug_batch_delay)
+
+
+class _NoProgress:
+    """The progress bar of a Ray actor: the driver counts the windows."""
+
+    def update(self, _n: int = 1) -> None:
+        pass
+
+
+def window_embedder_for_worker(settings: dict, work: str, is_dataset: bool) -> WindowEmbedder:
+    """The window embedder of one Ray actor (`embed_ray.WindowWorker`), from the driver's arguments: the model loaded
+    once, as `run` loads it, with no progress bar (the driver's counts) and no signal handler (Ray ends actors)."""
+    args = argparse.Namespace(**settings)
+    hf_logging.disable_progress_bar()
+    torch.set_num_threads(args.threads or 1)
+    device = checked_device(args.device)
+    model, tokenizer = load_elmo(args.model, device=device)
+    if args.dtype == "int8":
+        quantize_int8(model)
+    if args.token_cache_size:
+        model.enable_token_cache(args.token_cache_size)
+    embedder = Embedder(model, tokenizer, args.mode, device, _dtype(args.dtype, device))
+    return WindowEmbedder(embedder, args, Path(work), is_dataset, _NoProgress(), InterruptGuard())
 
 
 def _whole_lines(batch: list[Piece], arrays: list[np.ndarray], plan: WindowPlan, waiting: dict) -> list:
@@ -683,11 +707,11 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
                                       source.is_dataset, progress_bar, guard)
         try:
             if args.engine == "ray":  # the same windows and chunks, embedded by Ray actors (embed_ray.py)
-                from . import embed_ray
+                from . import embed_ray  # only with Ray installed
 
                 windows, lines_read, embed_window.counts = embed_ray.embed_windows(
                     _windows(source.lines, args.window, args.max_lines), args, done, work, source.is_dataset,
-                    progress_bar)
+                    progress_bar, window_embedder_for_worker)
             else:
                 windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
         except EmbedError:  # a bad row: a work folder this run made and kept nothing in would block the next run

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from argparse import Namespace
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,40 +38,12 @@ PID_FOLDER_VARIABLE = "ELMO_EMBED_RAY_PID_FOLDER"
 WINDOWS_AHEAD = 2
 
 
-class _NoProgress:
-    """The progress bar of an actor: the driver's own counts the windows."""
-
-    def update(self, _n: int = 1) -> None:
-        pass
-
-
 class WindowWorker:
-    """One actor: loads the model once, then embeds the windows it is sent into their chunk files. Returns each
-    window's counts (the driver adds them up for its log line)."""
+    """One actor: loads the model once (`build`: `embed.window_embedder_for_worker`, passed in by the driver), then
+    embeds the windows it is sent into their chunk files. Returns each window's counts (the driver adds them up)."""
 
-    def __init__(self, settings: dict, work: str, is_dataset: bool, pid_folder: str | None):
-        import torch
-        from transformers.utils import logging as hf_logging
-
-        from modeling_elmo.quantization_elmo import quantize_int8
-
-        from .embed import Embedder, WindowEmbedder, _dtype
-        from .embed_io import checked_device
-        from .interrupts import InterruptGuard
-        from .loading import load_elmo
-
-        args = Namespace(**settings)
-        hf_logging.disable_progress_bar()  # the driver shows the progress
-        torch.set_num_threads(args.threads or 1)
-        device = checked_device(args.device)
-        model, tokenizer = load_elmo(args.model, device=device)
-        if args.dtype == "int8":
-            quantize_int8(model)
-        if args.token_cache_size:
-            model.enable_token_cache(args.token_cache_size)
-        embedder = Embedder(model, tokenizer, args.mode, device, _dtype(args.dtype, device))
-        # InterruptGuard is not installed here: Ray, not a signal handler, ends an actor; its `deferred` is a no-op.
-        self.window_embedder = WindowEmbedder(embedder, args, Path(work), is_dataset, _NoProgress(), InterruptGuard())
+    def __init__(self, build, settings: dict, work: str, is_dataset: bool, pid_folder: str | None):
+        self.window_embedder = build(settings, work, is_dataset)
         if pid_folder:
             Path(pid_folder, str(os.getpid())).touch()
 
@@ -96,13 +67,14 @@ def start(args) -> None:
 
 
 def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], work: Path, is_dataset: bool,
-                  progress_bar) -> tuple[int, int, Counts]:
-    """Embed the windows not done on `--num_workers` actors. Returns the input's windows and lines, and the counts
-    of what the actors embedded. The chunk files are complete when it returns."""
+                  progress_bar, build) -> tuple[int, int, Counts]:
+    """Embed the windows not done on `--num_workers` actors, each holding the window embedder `build(settings,
+    work, is_dataset)` makes. Returns the input's windows and lines, and the counts of what the actors embedded. The
+    chunk files are complete when it returns."""
     started = time.perf_counter()
     start(args)
     try:
-        workers = _start_workers(args, work, is_dataset)
+        workers = _start_workers(args, work, is_dataset, build)
         ray.get([worker.ready.remote() for worker in workers])  # the model loaded in each
         ready = time.perf_counter()
         n_windows, lines_read, sent, counts = _deal_out(windows, done, workers, progress_bar)
@@ -113,7 +85,7 @@ def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], wor
         ray.shutdown()
 
 
-def _start_workers(args, work: Path, is_dataset: bool) -> list:
+def _start_workers(args, work: Path, is_dataset: bool, build) -> list:
     settings = dict(vars(args))
     model = Path(settings["model"])
     if model.exists():  # a local folder: the actors' working folder is not the driver's
@@ -124,7 +96,8 @@ def _start_workers(args, work: Path, is_dataset: bool) -> list:
         max_restarts=-1, max_task_retries=-1,  # a killed actor comes back and its windows are sent again
     )
     pid_folder = os.environ.get(PID_FOLDER_VARIABLE)
-    return [actor_class.remote(settings, str(work.resolve()), is_dataset, pid_folder) for _ in range(args.num_workers)]
+    return [actor_class.remote(build, settings, str(work.resolve()), is_dataset, pid_folder)
+            for _ in range(args.num_workers)]
 
 
 def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list, progress_bar):
