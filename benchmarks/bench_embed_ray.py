@@ -12,7 +12,9 @@ Speed: the real command, `python -m elmo_tools.embed CORPUS OUT --model M --top 
 project's own sense corpus (`train.sense_corpus.generate_corpus`, seed 0). The default engine's time is its log
 line's (after the model is loaded: the windows and the merge); a Ray run's is the time its windows took once Ray and
 its actors were ready, which the driver logs beside the start-up time. The cost Ray adds per window (its unit of
-work: one task per window) is (1 worker's time - the default engine's) / windows.
+work: one call to an actor per window) is measured two ways: (1 worker's time - the default engine's) / windows,
+which the load's noise can swamp, and directly, as the median time of 50 calls that send a window of the corpus to
+an actor that does nothing with it.
 
 Memory: for each preset of a published size (small, medium, original; random weights), a fresh interpreter loads
 the model and embeds one batch of the corpus at the command's defaults (128 sentences, 4096 padded tokens), then
@@ -108,7 +110,43 @@ def speed(args, folder: Path, corpus: Path) -> None:
               f"{startup:.1f} | {loads} |")
     one, two, default = medians["ray, 1 worker"], medians["ray, 2 workers"], medians["default engine (1 process)"]
     print(f"\n2 workers / 1 worker speed-up: {one / two:.2f}; Ray 1 worker / default engine time: {one / default:.3f}; "
-          f"cost per window: {(one - default) / windows * 1000:.0f} ms")
+          f"difference per window: {(one - default) / windows * 1000:.0f} ms")
+    trip = ray_round_trip(folder, corpus, args.window)
+    print(f"a window's call to an actor, without embedding (median of 50): {trip:.1f} ms, load {load()}")
+
+
+ROUND_TRIP = """
+import statistics, sys, time
+import ray
+ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+window = [(i, line) for i, line in enumerate(lines[: int(sys.argv[2])])]
+
+@ray.remote(num_cpus=1)
+class Echo:
+    def embed(self, window, items):  # what an actor's call costs besides the embedding: the window sent, a result back
+        return len(items)
+
+echo = Echo.remote()
+ray.get(echo.embed.remote(0, window))
+times = []
+for _ in range(50):
+    start = time.perf_counter()
+    ray.get(echo.embed.remote(0, window))
+    times.append(time.perf_counter() - start)
+print("ROUND_TRIP_MS", statistics.median(times) * 1000)
+"""
+
+
+def ray_round_trip(folder: Path, corpus: Path, window: int) -> float:
+    """Milliseconds one window's call to an actor costs besides its embedding (median of 50)."""
+    script = folder / "round_trip.py"
+    script.write_text(ROUND_TRIP)
+    result = subprocess.run([sys.executable, str(script), str(corpus), str(window)], cwd=REPO, env=env(),
+                            capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(result.stderr[-2000:])
+    return float(re.search(r"ROUND_TRIP_MS ([\d.]+)", result.stdout).group(1))
 
 
 def memory(args, folder: Path, corpus: Path) -> None:

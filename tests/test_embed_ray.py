@@ -141,7 +141,7 @@ def test_a_killed_worker_is_replaced_and_the_output_is_complete_and_equal(tiny_m
     pids = tmp_path / "pids"
     pids.mkdir()
     command = ray_command(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "2",
-                          "--debug_batch_delay", "0.05")
+                          "--debug_batch_delay", "0.2")
     env = ray_env(ELMO_EMBED_RAY_PID_FOLDER=str(pids))
     with subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True) as process:
         wait_for(lambda: len(list(pids.iterdir())) == 2 and partial.is_dir() and done_windows(partial), process,
@@ -171,7 +171,7 @@ def test_an_interrupted_run_resumes_without_redoing_its_windows(tiny_model_dir, 
     out = tmp_path / "ray.hdf5"
     partial = out.with_name(out.name + ".partial")
     command = ray_command(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "2",
-                          "--debug_batch_delay", "0.05")
+                          "--debug_batch_delay", "0.2")
     with subprocess.Popen(command, cwd=REPO, env=ray_env(), stderr=subprocess.PIPE, text=True) as process:
         wait_for(lambda: partial.is_dir() and len(done_windows(partial)) >= 2, process, "two complete windows")
         process.send_signal(signal.SIGINT)
