@@ -75,7 +75,11 @@ def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], wor
     start(args)
     try:
         workers = _start_workers(args, work, is_dataset, build)
-        ray.get([worker.ready.remote() for worker in workers])  # the model loaded in each
+        try:
+            ray.get([worker.ready.remote() for worker in workers])  # the model loaded in each
+        except ray.exceptions.RayActorError as error:  # its constructor failed: no restart would do better
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            raise EmbedError(f"a Ray actor could not start: {lines[-1] if lines else error}") from None
         ready = time.perf_counter()
         n_windows, lines_read, sent, counts = _deal_out(windows, done, workers, progress_bar)
         logger.info("%d window(s) embedded by %d Ray actor(s) in %.1f s, after %.1f s starting Ray and the actors",
