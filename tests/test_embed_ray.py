@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -183,6 +184,9 @@ def test_an_interrupted_run_resumes_without_redoing_its_windows(tiny_model_dir, 
 
     result = run_ray(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "2", "--resume")
     assert result.returncode == 0, result.stderr[-5000:]
-    assert f"resuming: {len(kept)} window(s)" in result.stderr
-    assert f"{16 - len(kept)} window(s) embedded by 2 Ray actor(s)" in result.stderr  # the kept ones are not
+    # An actor stopped with the driver may still complete the window it was writing (its chunk is then whole):
+    # the windows done are those the resumed run found.
+    found = int(re.search(r"resuming: (\d+) window\(s\)", result.stderr).group(1))
+    assert len(kept) <= found < 16
+    assert f"{16 - found} window(s) embedded by 2 Ray actor(s)" in result.stderr  # the done ones are not
     assert_same_hdf5(out, single)
