@@ -103,6 +103,14 @@ def embed_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run (with the same settings; a complete OUTPUT is left as it is)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--verbose", action="store_true", help="debugging messages too (a segmenter's own among them)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local: this process (or the processes of torchrun / accelerate launch); ray: a pool of "
+                             "Ray actors, on this machine or a cluster (pip install 'elmo-hf[ray]'; docs/scaling.md)")
+    parser.add_argument("--num_workers", type=int, default=1,
+                        help="with --engine ray: actors, each with the model loaded once and --threads threads (1)")
+    parser.add_argument("--ray_address", default=None,
+                        help="with --engine ray: the cluster to join (auto, ray://host:10001 ...; default: start a "
+                             "local Ray)")
     parser.add_argument("--dist_timeout", type=int, default=7200,
                         help="under torchrun / accelerate launch: seconds a process waits for the others (7200)")
     # Testing aid: SIGKILL this process while it writes the chunk after the first K (an interruption on demand).

@@ -85,6 +85,16 @@ tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU
 (`accelerate launch --cpu --num_processes N` starts one process only: use `--multi_gpu` on CPU machines too;
 docs/transformers_traps.md, "Accelerate on CPU".)
 
+`torchrun --max_restarts N` with `--resume` is elastic: the processes started again continue the work folder (each
+attempt keys its own addresses in the launcher's store).
+
+Ray
+---
+`--engine ray` (the extra `elmo-hf[ray]`; `embed_ray.py`) keeps this process as the driver that reads the input and
+merges, and sends the windows to `--num_workers` Ray actors (on a local Ray, or the cluster at `--ray_address`),
+each with the model loaded once, running the same `WindowEmbedder` into the same chunk files; Ray restarts an
+actor that dies and sends its windows again. docs/scaling.md.
+
 Exit status: 0 on success, 130/143 when interrupted by SIGINT/SIGTERM, 2 for bad arguments or inputs (missing, empty
 or unreadable model or input, an unknown or unavailable `--device`, an existing output without
 `--overwrite`/`--resume`, a `--resume` with other settings), 1 when writing fails.
@@ -92,6 +102,7 @@ or unreadable model or input, an unknown or unavailable `--device`, an existing 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import datetime
@@ -318,6 +329,29 @@ class WindowEmbedder:
             time.sleep(self.args.debug_batch_delay)
 
 
+class _NoProgress:
+    """The progress bar of a Ray actor: the driver counts the windows."""
+
+    def update(self, _n: int = 1) -> None:
+        pass
+
+
+def window_embedder_for_worker(settings: dict, work: str, is_dataset: bool) -> WindowEmbedder:
+    """The window embedder of one Ray actor (`embed_ray.WindowWorker`), from the driver's arguments: the model loaded
+    once, as `run` loads it, with no progress bar (the driver's counts) and no signal handler (Ray ends actors)."""
+    args = argparse.Namespace(**settings)
+    hf_logging.disable_progress_bar()
+    torch.set_num_threads(args.threads or 1)
+    device = checked_device(args.device)
+    model, tokenizer = load_elmo(args.model, device=device)
+    if args.dtype == "int8":
+        quantize_int8(model)
+    if args.token_cache_size:
+        model.enable_token_cache(args.token_cache_size)
+    embedder = Embedder(model, tokenizer, args.mode, device, _dtype(args.dtype, device))
+    return WindowEmbedder(embedder, args, Path(work), is_dataset, _NoProgress(), InterruptGuard())
+
+
 def _whole_lines(batch: list[Piece], arrays: list[np.ndarray], plan: WindowPlan, waiting: dict) -> list:
     """The rows (line, words, vectors) that a batch completes: a line cut in pieces is complete when its last
     piece is embedded, its pieces' vectors concatenated in order."""
@@ -373,7 +407,13 @@ class Processes:
 
     def start(self) -> None:
         if self.world > 1 and not dist.is_initialized():
-            dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=self.timeout_s))
+            timeout = datetime.timedelta(seconds=self.timeout_s)
+            # torchrun --max_restarts starts the processes again on the store of the first attempt, where the
+            # addresses of the processes that died are still written: each attempt keys its own.
+            store, _, _ = next(dist.rendezvous("env://", self.rank, self.world, timeout=timeout))
+            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            dist.init_process_group("gloo", store=dist.PrefixStore(f"elmo-embed/attempt-{attempt}", store),
+                                    rank=self.rank, world_size=self.world, timeout=timeout)
             self._group_owned = True
 
     def stop(self) -> None:
@@ -468,6 +508,18 @@ def _check_args(args) -> None:
         )
     if args.overwrite and args.resume:
         raise EmbedError("--overwrite and --resume contradict each other: choose one")
+    if args.num_workers < 1:
+        raise EmbedError(f"--num_workers must be a positive integer, got {args.num_workers}")
+    if args.engine == "ray":
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise EmbedError("--engine ray runs from one process: start it without torchrun / accelerate launch")
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise EmbedError("--engine ray needs Ray: pip install 'elmo-hf[ray]'") from None
+    elif args.ray_address is not None or args.num_workers != 1:
+        option = "--ray_address" if args.ray_address is not None else "--num_workers"
+        raise EmbedError(f"{option} is an option of --engine ray: add --engine ray (or leave {option} out)")
 
 
 def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
@@ -655,7 +707,14 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         embed_window = WindowEmbedder(Embedder(model, tokenizer, args.mode, device, dtype), args, work,
                                       source.is_dataset, progress_bar, guard)
         try:
-            windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
+            if args.engine == "ray":  # the same windows and chunks, embedded by Ray actors (embed_ray.py)
+                from . import embed_ray  # only with Ray installed
+
+                windows, lines_read, embed_window.counts = embed_ray.embed_windows(
+                    _windows(source.lines, args.window, args.max_lines), args, done, work, source.is_dataset,
+                    progress_bar, window_embedder_for_worker)
+            else:
+                windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
         except EmbedError:  # a bad row: a work folder this run made and kept nothing in would block the next run
             if new_work and processes.world == 1 and not complete_chunks(work, args.format):
                 shutil.rmtree(work, ignore_errors=True)
@@ -681,7 +740,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         output, counts.lines, counts.empty, counts.tokens, elapsed, counts.lines / max(elapsed, 1e-9),
         counts.tokens / max(elapsed, 1e-9), f", {processes.world} processes" if processes.world > 1 else "",
     )
-    cache = model.token_cache_info()
+    cache = model.token_cache_info() if args.engine == "local" else None  # the actors' caches are their own
     if cache:
         logger.info("token cache: %s", cache)
     return output

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 import tomllib
 import torch
-from conftest import REPO, clean_env, run_command
+from conftest import REPO, _descendants, clean_env, run_command
 from tolerances import REORDERED, assert_close
 
 from elmo_tools import embed as embed_module
@@ -636,6 +636,41 @@ def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp
     assert got.keys() == expected.keys()
     for k in expected:
         assert_close(got[k], expected[k], REORDERED, what=f"two processes killed, one resumed, line {k}")
+    assert not partial.exists()
+
+
+@pytest.mark.slow
+def test_torchrun_max_restarts_resumes_after_a_killed_process(model_dir, tmp_path):
+    """Elastic: `torchrun --max_restarts 1` with `--resume` from the start. One process SIGKILLed once a window is
+    complete: torchrun stops the other (SIGTERM: it commits what it did) and starts both again; they resume the work
+    folder (each attempt keys its own addresses in the store) and write the one-process output, to the bit."""
+    lines = SENTENCES + generated_lines(150, seed=7)
+    corpus = write_corpus(tmp_path / "in.txt", lines)  # 16 windows of 10
+    common = ["--model", model_dir, "--window", "10", "--batch_size", "4", "--token_cache_size", "0"]
+    single = tmp_path / "single.hdf5"
+    assert embed_main(corpus, single, *common) == 0
+
+    out = tmp_path / "elastic.hdf5"
+    partial = out.with_name(out.name + ".partial")
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "--max_restarts", "1"]
+    command = [*launcher, "-m", "elmo_tools.embed", str(corpus), str(out), *map(str, common), "--resume", "--quiet",
+               "--debug_batch_delay", "0.05", "--dist_timeout", "120"]
+    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    with subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True) as process:
+        deadline = time.monotonic() + 180
+        while not (partial.is_dir() and done_windows(partial)) and process.poll() is None:
+            assert time.monotonic() < deadline, "no complete window in 180 s"
+            time.sleep(0.02)
+        workers = [pid for pid in _descendants(process.pid) if b"torch.distributed.run" not in
+                   Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGKILL)
+        _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-6000:]
+    assert "interrupted (SIGTERM)" in stderr and "resuming:" in stderr  # the other stopped; both started again
+    got, expected = read_hdf5(out), read_hdf5(single)
+    assert got.keys() == expected.keys() and all(np.array_equal(got[k], expected[k]) for k in expected)
     assert not partial.exists()
 
 

@@ -1,0 +1,151 @@
+"""`elmo-embed --engine ray`: the windows of a corpus embedded by a pool of Ray actors, on one machine or a cluster.
+
+Imported only when `--engine ray` is chosen (Ray is the optional extra `elmo-hf[ray]`). The engine reuses the
+single-process machinery unchanged: the driver (the `elmo-embed` process) reads the input in the same windows,
+prepares and checks the same work folder `OUTPUT.partial/`, and merges the same chunk files into OUTPUT; only the
+embedding of each window moves into an actor, which loads the model once and runs the same `WindowEmbedder` (the
+same batches, the same chunk and part files). So the output is the one a single process writes, and a run of either
+engine resumes a run of the other.
+
+Fault tolerance: an actor that dies (a killed process, a lost node) is restarted by Ray and its unfinished windows
+are sent again (`max_restarts`, `max_task_retries`); a window embedded again starts from its committed parts, as a
+resumed run does, and a chunk is renamed into place only when complete, so a death never leaves a chunk that counts
+as done. The driver itself is the one process that must live: if it dies, rerun the command with `--resume`.
+
+The work folder must be reachable under the same path by the driver and every actor: on one machine, always; on a
+cluster (`--ray_address`), a shared file system (NFS, a mounted bucket). See docs/scaling.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import ray
+import ray.exceptions
+
+from .embed_io import Counts, EmbedError
+
+logger = logging.getLogger("elmo-embed")
+
+# Test-only: a folder where each actor leaves a file named by its process id when it has loaded the model, so that a
+# test can SIGKILL a worker in the middle of a run.
+PID_FOLDER_VARIABLE = "ELMO_EMBED_RAY_PID_FOLDER"
+# Windows sent ahead to each actor: one being embedded, one waiting, so that an actor never idles between windows.
+WINDOWS_AHEAD = 2
+
+
+class WindowWorker:
+    """One actor: loads the model once (`build`: `embed.window_embedder_for_worker`, passed in by the driver), then
+    embeds the windows it is sent into their chunk files. Returns each window's counts (the driver adds them up)."""
+
+    def __init__(self, build, settings: dict, work: str, is_dataset: bool, pid_folder: str | None):
+        self.window_embedder = build(settings, work, is_dataset)
+        if pid_folder:
+            Path(pid_folder, str(os.getpid())).touch()
+
+    def ready(self) -> bool:
+        return True
+
+    def embed(self, window: int, items: list) -> Counts:
+        self.window_embedder.counts = Counts()
+        self.window_embedder(window, items)
+        return self.window_embedder.counts
+
+
+def start(args) -> None:
+    """Connect to `--ray_address`, or start a local Ray with room for `--num_workers` actors."""
+    threads = args.threads or 1
+    options = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": True}
+    if args.ray_address:
+        ray.init(address=args.ray_address, **options)
+    else:
+        ray.init(num_cpus=args.num_workers * threads, **options)
+
+
+def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], work: Path, is_dataset: bool,
+                  progress_bar, build) -> tuple[int, int, Counts]:
+    """Embed the windows not done on `--num_workers` actors, each holding the window embedder `build(settings,
+    work, is_dataset)` makes. Returns the input's windows and lines, and the counts of what the actors embedded. The
+    chunk files are complete when it returns."""
+    started = time.perf_counter()
+    start(args)
+    try:
+        workers = _start_workers(args, work, is_dataset, build)
+        try:
+            ray.get([worker.ready.remote() for worker in workers])  # the model loaded in each
+        except ray.exceptions.RayActorError as error:  # its constructor failed: no restart would do better
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            raise EmbedError(f"a Ray actor could not start: {lines[-1] if lines else error}") from None
+        ready = time.perf_counter()
+        n_windows, lines_read, sent, counts = _deal_out(windows, done, workers, progress_bar)
+        logger.info("%d window(s) embedded by %d Ray actor(s) in %.1f s, after %.1f s starting Ray and the actors",
+                    sent, len(workers), time.perf_counter() - ready, ready - started)
+        return n_windows, lines_read, counts
+    finally:
+        ray.shutdown()
+
+
+def _start_workers(args, work: Path, is_dataset: bool, build) -> list:
+    settings = dict(vars(args))
+    model = Path(settings["model"])
+    if model.exists():  # a local folder: the actors' working folder is not the driver's
+        settings["model"] = str(model.resolve())
+    on_gpu = (args.device or "").startswith("cuda")
+    actor_class = ray.remote(WindowWorker).options(
+        num_cpus=args.threads or 1, num_gpus=1 if on_gpu else 0,
+        max_restarts=-1, max_task_retries=-1,  # a killed actor comes back and its windows are sent again
+    )
+    pid_folder = os.environ.get(PID_FOLDER_VARIABLE)
+    return [actor_class.remote(build, settings, str(work.resolve()), is_dataset, pid_folder)
+            for _ in range(args.num_workers)]
+
+
+def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list, progress_bar):
+    """Send each window not done to the actor with the fewest windows waiting (at most WINDOWS_AHEAD each), as the
+    input is read; collect the results as they come. Returns the windows and lines read, the windows sent, and the
+    counts of what the actors embedded."""
+    pending: dict = {}  # result ref -> (actor index, lines in the window)
+    load = [0] * len(workers)
+    gathered = [Counts()]
+    n_windows = lines_read = sent = 0
+
+    def collect(block: bool) -> None:
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if block else 0)
+        for ref in ready:
+            index, lines = pending.pop(ref)
+            load[index] -= 1
+            gathered.append(_result(ref))
+            progress_bar.update(lines)
+
+    for window, items in windows:
+        n_windows += 1
+        lines_read += len(items)
+        if window in done:
+            progress_bar.update(len(items))
+            continue
+        while min(load) >= WINDOWS_AHEAD:
+            collect(block=True)
+        index = load.index(min(load))
+        pending[workers[index].embed.remote(window, items)] = (index, len(items))
+        sent += 1
+        load[index] += 1
+        if pending:
+            collect(block=False)
+    while pending:
+        collect(block=True)
+    return n_windows, lines_read, sent, Counts.of_processes(gathered)
+
+
+def _result(ref) -> Counts:
+    """A window's counts; a bad row found by an actor is the command's one-line error, as in one process."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as error:
+        cause = error.cause if hasattr(error, "cause") else None
+        if isinstance(cause, EmbedError):
+            raise EmbedError(str(cause)) from None
+        raise

@@ -1,0 +1,192 @@
+"""`elmo-embed --engine ray` on a real local Ray (started by the command on 127.0.0.1, two actors on two CPUs).
+
+The engine embeds the same windows into the same chunk files as one process (elmo_tools/embed_ray.py), so its output
+is compared with the default engine's for equality of the bits: both on one thread per process, without the token
+cache (with it, a token's layer 0 may come from a batch of another window: equal to rounding, as in
+tests/test_embed.py). Each Ray run starts its own cluster (seconds on two cores): the cases share runs where one run
+shows two things.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from conftest import REPO, clean_env
+from test_embed import SENTENCES, generated_lines, read_hdf5, read_tokens, write_corpus
+
+from elmo_tools import embed as embed_module
+from elmo_tools.embed_io import done_windows
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="Ray is not installed (pip install 'elmo-hf[ray]')")
+COMMON = ("--window", "10", "--batch_size", "4", "--token_cache_size", "0")
+LINES = SENTENCES + generated_lines(150, seed=7)  # 16 windows of 10
+
+
+def embed_main(*args) -> int:
+    """The default engine in this process on one thread, this process's thread count put back after it."""
+    threads = torch.get_num_threads()
+    try:
+        return embed_module.main([*map(str, args), "--threads", "1", "--quiet"])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def ray_command(*args) -> list[str]:
+    return [sys.executable, "-m", "elmo_tools.embed", *map(str, args), "--engine", "ray", "--threads", "1", "--quiet"]
+
+
+def ray_env(**more: str) -> dict[str, str]:
+    return {**clean_env(), "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", **more}
+
+
+def run_ray(*args, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(ray_command(*args), cwd=REPO, env=ray_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            raise AssertionError(f"the command ended ({process.returncode}) before {what}:\n{process.stderr.read()[-3000:]}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"no {what} in {timeout} s")
+        time.sleep(0.02)
+
+
+def parquet_rows(path: Path) -> dict[int, tuple[list[str], object]]:
+    table = pq.read_table(path)
+    return {line: (tokens, embedding) for line, tokens, embedding in
+            zip(*(table.column(name).to_pylist() for name in ("line", "tokens", "embedding")))}
+
+
+def assert_same_hdf5(got: Path, expected: Path) -> None:
+    want = read_hdf5(expected)
+    have = read_hdf5(got)
+    assert have.keys() == want.keys()
+    assert all(np.array_equal(have[k], want[k]) and have[k].dtype == want[k].dtype for k in want)
+    assert read_tokens(got) == read_tokens(expected)
+    with h5py.File(got, "r") as a, h5py.File(expected, "r") as b:
+        assert a.attrs.keys() == b.attrs.keys()  # the settings, the line count ...
+        assert all(np.array_equal(a.attrs[key], b.attrs[key]) for key in a.attrs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Options (no Ray needed)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_ray_options_are_checked_in_one_line(tiny_model_dir, tmp_path, caplog, monkeypatch):
+    corpus = write_corpus(tmp_path / "in.txt", SENTENCES)
+    out = tmp_path / "out.hdf5"
+    cases = {
+        ("--engine", "ray", "--num_workers", "0"): "--num_workers must be a positive integer, got 0",
+        ("--num_workers", "2"): "--num_workers is an option of --engine ray",
+        ("--ray_address", "auto"): "--ray_address is an option of --engine ray",
+    }
+    for extra, says in cases.items():
+        caplog.clear()
+        assert embed_main(corpus, out, "--model", tiny_model_dir, *extra) == 2
+        assert says in caplog.text and len(caplog.records) == 1
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as where Ray is not installed
+    caplog.clear()
+    assert embed_main(corpus, out, "--model", tiny_model_dir, "--engine", "ray") == 2
+    assert "--engine ray needs Ray: pip install 'elmo-hf[ray]'" in caplog.text
+    assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# Two actors: equality, a killed worker, an interrupted run resumed
+# --------------------------------------------------------------------------------------------------
+
+
+@needs_ray
+@pytest.mark.slow
+def test_two_workers_write_the_one_process_output(tiny_model_dir, tmp_path):
+    corpus = write_corpus(tmp_path / "in.txt", LINES)
+    single = tmp_path / "single.hdf5"
+    assert embed_main(corpus, single, "--model", tiny_model_dir, *COMMON) == 0
+
+    out = tmp_path / "ray.hdf5"
+    result = run_ray(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "2")
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert "16 window(s) embedded by 2 Ray actor(s)" in result.stderr
+    assert_same_hdf5(out, single)
+    assert not out.with_name(out.name + ".partial").exists()
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_killed_worker_is_replaced_and_the_output_is_complete_and_equal(tiny_model_dir, tmp_path):
+    """SIGKILL to one actor's process once a window is complete: Ray restarts it and sends its windows again."""
+    corpus = write_corpus(tmp_path / "in.txt", LINES)
+    single = tmp_path / "single.parquet"
+    assert embed_main(corpus, single, "--model", tiny_model_dir, *COMMON) == 0
+
+    out = tmp_path / "ray.parquet"
+    partial = out.with_name(out.name + ".partial")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    command = ray_command(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "2",
+                          "--debug_batch_delay", "0.2")
+    env = ray_env(ELMO_EMBED_RAY_PID_FOLDER=str(pids))
+    with subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True) as process:
+        wait_for(lambda: len(list(pids.iterdir())) == 2 and partial.is_dir() and done_windows(partial), process,
+                 "two actors and a complete window")
+        victim = int(sorted(pids.iterdir())[0].name)
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=240)
+    assert process.returncode == 0, stderr[-5000:]
+    started = {int(path.name) for path in pids.iterdir()}
+    assert victim in started and len(started) == 3  # the killed actor was started again, once
+    assert not partial.exists()
+    got, expected = parquet_rows(out), parquet_rows(single)
+    assert sorted(got) == list(range(len(LINES)))
+    assert got == expected  # float32 values as Python floats: equal bits
+    assert pq.read_schema(out).metadata == pq.read_schema(single).metadata  # the settings recorded
+
+
+@needs_ray
+@pytest.mark.slow
+def test_an_interrupted_run_resumes_without_redoing_its_windows(tiny_model_dir, tmp_path):
+    """SIGINT to the command: it stops its actors and keeps its complete windows; `--resume` embeds only the others
+    (the driver's log says how many it sends), and the output equals an uninterrupted run's."""
+    corpus = write_corpus(tmp_path / "in.txt", LINES)
+    single = tmp_path / "single.hdf5"
+    assert embed_main(corpus, single, "--model", tiny_model_dir, *COMMON) == 0
+
+    out = tmp_path / "ray.hdf5"
+    partial = out.with_name(out.name + ".partial")
+    command = ray_command(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "2",
+                          "--debug_batch_delay", "0.2")
+    with subprocess.Popen(command, cwd=REPO, env=ray_env(), stderr=subprocess.PIPE, text=True) as process:
+        wait_for(lambda: partial.is_dir() and len(done_windows(partial)) >= 2, process, "two complete windows")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-5000:]
+    assert "--resume" in stderr and not out.exists()
+    kept = done_windows(partial)
+    assert 2 <= len(kept) < 16
+
+    result = run_ray(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "2", "--resume")
+    assert result.returncode == 0, result.stderr[-5000:]
+    # An actor stopped with the driver may still complete the window it was writing (its chunk is then whole):
+    # the windows done are those the resumed run found.
+    found = int(re.search(r"resuming: (\d+) window\(s\)", result.stderr).group(1))
+    assert len(kept) <= found < 16
+    assert f"{16 - found} window(s) embedded by 2 Ray actor(s)" in result.stderr  # the done ones are not
+    assert_same_hdf5(out, single)
