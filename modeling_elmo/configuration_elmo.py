@@ -64,6 +64,7 @@ AUTO_CLASSES = {
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
     "AutoModelForSequenceClassification": "modeling_elmo_heads.ElmoForSequenceClassification",
     "AutoModelForTokenClassification": "modeling_elmo_heads.ElmoForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_elmo_qa.ElmoForQuestionAnswering",
 }
 
 
@@ -340,6 +341,10 @@ class ElmoConfig(PretrainedConfig):
             `"attention"` (trainable attention pooling: a softmax over the tokens of learned scores).
         token_classifier_encoder (`str`): `"none"` (linear tagger on the mixed vectors) or `"lstm"` (a trainable
             biLSTM between the mix and the tagger, as in Peters et al.'s NER model).
+        qa_modeling_layer (`str`): what `ElmoForQuestionAnswering` runs over the passage after the attention between
+            question and passage: `"lstm"` (BiDAF's modelling layer, a trainable biLSTM) or `"none"`.
+        qa_null_answer (`bool`, *optional*): whether `ElmoForQuestionAnswering` was trained with unanswerable
+            questions (SQuAD 2.0): its pipeline and predictions then let "no answer" compete with the best span.
         head_hidden_size (`int`, *optional*): size of the head's biLSTM (per direction) or attention layer;
             defaults to `projection_dim`.
         pair_combination (`str`, *optional*): makes `ElmoForSequenceClassification` a classifier of sentence pairs
@@ -390,6 +395,8 @@ class ElmoConfig(PretrainedConfig):
     word_embedding_buckets: Annotated[int, _integer(1), _at_least(2, "row 0 is padding")] = 65536
     classifier_pooling: Annotated[str, _one_of(("mean", "max", "lstm", "attention"))] = "mean"
     token_classifier_encoder: Annotated[str, _one_of(("none", "lstm"))] = "none"
+    qa_modeling_layer: Annotated[str, _one_of(("none", "lstm"))] = "lstm"
+    qa_null_answer: Annotated[bool | None, _optional(_flag)] = None  # None: not trained for questions
     head_hidden_size: Annotated[int | None, _optional(_integer(1))] = None  # None: projection_dim
     pair_combination: Annotated[str | None, _optional(_one_of(tuple(PAIR_COMBINATIONS)))] = None  # None: single sentences
 
