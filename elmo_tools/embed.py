@@ -265,6 +265,7 @@ class WindowEmbedder:
                     continue  # committed by an interrupted run
                 rows = _whole_lines(batch, self.embedder([p.words for p in batch]), plan, waiting)
                 chunks.write(rows)
+                self.guard.check()  # a signal whose exception a weakref callback swallowed stops the run here
                 self.progress_bar.update(sum(row[0] not in done for row in rows))
                 self._debug_kill()
         except Interrupted:

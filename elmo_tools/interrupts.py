@@ -45,23 +45,44 @@ class InterruptGuard:
 
     def __init__(self):
         self._pending: int | None = None
+        self._raised: int | None = None
         self._depth = 0
 
     def _handler(self, signum, frame) -> None:
         if self._depth:
             self._pending = signum
             return
+        self._raised = signum
         raise Interrupted(signum)
+
+    def check(self) -> None:
+        """Raise `Interrupted` again if a signal's was lost. Python runs the handler between any two bytecodes, also
+        inside a weakref callback or a `__del__`, where an exception is printed ("Exception ignored in ...") and
+        dropped: the command would go on as if never signalled. A loop calls this at each step; a raise that was
+        not lost has left the loop already."""
+        if self._raised is not None:
+            raise Interrupted(self._raised)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[InterruptGuard]:
         previous = {signum: signal.signal(signum, self._handler) for signum in SIGNALS}
+        previous_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable_hook(sys.unraisablehook)
         try:
             yield self
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            self._pending = None
+            sys.unraisablehook = previous_hook
+            self._pending = self._raised = None
+
+    @staticmethod
+    def _unraisable_hook(previous):
+        """Python's report of an exception it had to drop, quiet for ours: `check()` raises it again, so the user
+        sees the command's one line, not a traceback of a weakref callback."""
+        def hook(unraisable) -> None:
+            if not (isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, Interrupted)):
+                previous(unraisable)
+        return hook
 
     @contextlib.contextmanager
     def deferred(self) -> Iterator[None]:

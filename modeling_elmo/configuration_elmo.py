@@ -68,6 +68,18 @@ AUTO_CLASSES = {
 }
 
 
+# Every pipeline of this folder by its task, as transformers' `custom_pipelines` entries: written into every
+# config.json, so that `pipeline(task, model=folder, trust_remote_code=True)` runs the class that travels with the
+# model, the project installed or not. A task here is one whose stock pipeline cannot read ELMo's character ids (or
+# that transformers no longer ships). A new pipeline is a class in a file of this folder and a row here.
+CUSTOM_PIPELINES: dict[str, dict] = {}
+
+
+def _custom_pipelines(saved: dict) -> dict:
+    """The `custom_pipelines` of a config: what a saved config holds, with the table's entries written now."""
+    return {**saved, **CUSTOM_PIPELINES}
+
+
 def _auto_map(saved: dict) -> dict:
     """The `auto_map` of a config: the table's entries, and what a saved config adds. A saved entry naming a file of
     this folder (`modeling_elmo.ElmoForSequenceClassification`, as folders saved before the heads had their own
@@ -412,6 +424,9 @@ class ElmoConfig(PretrainedConfig):
         if self.char_cnn_filters is None:
             self.char_cnn_filters = _as_lists(CNN_FILTERS_2048)
         kwargs["auto_map"] = _auto_map(kwargs.get("auto_map") or {})
+        pipelines = _custom_pipelines(kwargs.get("custom_pipelines") or {})
+        if pipelines:
+            kwargs["custom_pipelines"] = pipelines
         _check_value("num_labels", kwargs.get("num_labels"), [_INHERITED_FIELD_CHECKS["num_labels"]])
         super().__post_init__(**kwargs)
         self.validate()

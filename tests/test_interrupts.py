@@ -7,6 +7,7 @@ import io
 import logging
 import os
 import signal
+import weakref
 
 import pytest
 
@@ -32,6 +33,30 @@ def test_a_signal_while_logging_writes_a_line_stops_the_command():
     finally:
         logger.removeHandler(handler)
     assert stop.value.exit_code == 143 and stop.value.name == "SIGTERM"
+
+
+def test_a_signal_lost_in_a_weakref_callback_is_raised_at_the_next_check(capsys):
+    """Python drops an exception raised inside a weakref callback (printing "Exception ignored in ..."): the
+    command must still stop, at its next check, and print no traceback."""
+
+    class Thing:
+        pass
+
+    def callback(_):
+        os.kill(os.getpid(), signal.SIGINT)  # the handler runs here, inside the callback
+        for _ in range(1000):  # bytecodes for the handler to run between
+            pass
+
+    guard, steps = InterruptGuard(), []
+    with pytest.raises(Interrupted) as stop, guard.installed():
+        thing = Thing()
+        reference = weakref.ref(thing, callback)
+        del thing  # the callback runs: the signal's exception is raised in it and dropped
+        steps.append("went on")
+        guard.check()
+        steps.append("should not get here")
+    assert reference() is None and steps == ["went on"] and stop.value.exit_code == 130
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_a_signal_inside_deferred_waits_for_the_block_to_end():

@@ -462,6 +462,63 @@ def test_word_ids_align_tokens_with_input_words(tok):
         tok.pad([{"input_ids": [BOS_ROW]}]).word_ids(0)
 
 
+# ----- character offsets ------------------------------------------------------------------------------------
+OFFSET_TEXTS = [
+    "John Smith works for Google in Paris.",
+    "It's 3.14, isn't it?  Dr. O'Neill said so...",
+    "我在Google工作了3年。",
+    "café\u0301 👨‍👩‍👧 👍🏽 🇫🇷 done",
+    "  leading and trailing spaces  ",
+]
+
+
+@pytest.mark.parametrize("text", OFFSET_TEXTS)
+def test_offsets_slice_the_text_to_each_token(tok, text):
+    enc = tok(text, return_offsets_mapping=True)
+    tokens = enc.tokens()
+    for position, (start, end) in enumerate(enc["offset_mapping"]):
+        if enc.word_ids()[position] is None:
+            assert (start, end) == (0, 0), tokens[position]
+        else:
+            assert text[start:end] == tokens[position]
+            assert enc.token_to_chars(position) == (start, end)
+            assert enc.char_to_token(start) == enc.char_to_token(end - 1) == position
+            assert enc.word_to_chars(enc.word_ids()[position]) == (start, end)
+    between = [i for i, ch in enumerate(text) if ch.isspace()]
+    assert all(enc.char_to_word(i) is None for i in between)
+
+
+def test_offsets_of_batches_pairs_truncation_and_pre_split_words(tok):
+    batch = tok(OFFSET_TEXTS[:2], padding=True, return_offsets_mapping=True, return_tensors="pt")
+    assert batch["offset_mapping"].shape == (*batch["attention_mask"].shape, 2)
+    for i, text in enumerate(OFFSET_TEXTS[:2]):  # the same offsets as each sentence alone, padding (0, 0)
+        alone = tok(text, return_offsets_mapping=True)["offset_mapping"]
+        assert batch["offset_mapping"][i].tolist() == [list(o) for o in alone] + [[0, 0]] * (
+            batch["offset_mapping"].shape[1] - len(alone))
+    question, passage = "Where does John work?", "John Smith works for Google in Paris."
+    pair = tok(question, passage, return_offsets_mapping=True)
+    for position, (start, end) in enumerate(pair["offset_mapping"]):  # each position's offsets are in its sentence
+        sentence = {0: question, 1: passage}.get(pair.sequence_ids()[position])
+        assert (start, end) == (0, 0) if sentence is None else sentence[start:end] == pair.tokens()[position]
+    assert pair.char_to_token(21, sequence_index=1) == pair.tokens().index("Google")
+    assert pair.word_to_tokens(4, sequence_index=1).start == pair.tokens().index("Google")
+    for side, kept in (("right", "John Smith"), ("left", "in Paris")):
+        cut = ElmoTokenizer(truncation_side=side)("John Smith works in Paris", truncation=True, max_length=4,
+                                                    return_offsets_mapping=True)
+        spans = [o for o, w in zip(cut["offset_mapping"], cut.word_ids()) if w is not None]
+        assert " ".join("John Smith works in Paris"[a:b] for a, b in spans) == kept
+    words = tok([["EU", "rejects"], ["Blackburn"]], is_split_into_words=True, return_offsets_mapping=True)
+    assert words["offset_mapping"] == [[(0, 0), (0, 2), (0, 7), (0, 0)], [(0, 0), (0, 9), (0, 0)]]
+
+
+def test_a_split_that_changes_words_gets_empty_offsets_for_them(caplog):
+    lower = ElmoTokenizer(word_split=lambda text: [w.lower() if w == "Paris" else w for w in text.split()])
+    with caplog.at_level(logging.WARNING):
+        enc = lower("John lives in Paris now", return_offsets_mapping=True)
+    assert enc["offset_mapping"][1:-1] == [(0, 4), (5, 10), (11, 13), (13, 13), (20, 23)]
+    assert "character offsets are empty" in caplog.text
+
+
 # ----- collators and datasets -----------------------------------------------------------------------------------
 def test_pad_in_data_collators(tok):
     features = [dict(tok(t)) for t in ["a b c", "d", "e f"]]

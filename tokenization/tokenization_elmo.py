@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
+from transformers.tokenization_utils_base import CharSpan, TokenSpan
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import TensorType
 
@@ -96,6 +97,7 @@ from .word_splits_elmo import (
     is_import_path,
     split_name,
     split_words,
+    word_spans,
 )
 from .word_vocab_elmo import (
     BOS_TOKEN,
@@ -166,7 +168,7 @@ class ElmoBatchEncoding(BatchEncoding):
     """
 
     def __init__(self, data=None, tensor_type=None, prepend_batch_axis=False, alignment=None, batched=True,
-                 pair_alignment=None):
+                 pair_alignment=None, sources=None):
         super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis,
                          n_sequences=1 if pair_alignment is None else 2)
         # alignment[i] = (words kept, index of the first kept word, has <S>/</S>); pair_alignment[i] the same for
@@ -174,16 +176,22 @@ class ElmoBatchEncoding(BatchEncoding):
         self._alignment = alignment
         self._pair_alignment = pair_alignment
         self._batched = batched
+        # sources[s][i] = (text or None for pre-split words, all its words) of sentence s of row i: the character
+        # spans of its words are worked out when first asked for (`_word_spans`), not on every call
+        self._sources = sources
+        self._spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
     def __getstate__(self):
         return {**super().__getstate__(), "alignment": self._alignment, "batched": self._batched,
-                "pair_alignment": self._pair_alignment}
+                "pair_alignment": self._pair_alignment, "sources": self._sources}
 
     def __setstate__(self, state):
         super().__setstate__(state)
         self._alignment = state.get("alignment")
         self._pair_alignment = state.get("pair_alignment")
         self._batched = state.get("batched", True)
+        self._sources = state.get("sources")
+        self._spans = {}
 
     def _positions(self, batch_index: int) -> list[tuple[int | None, int | None, str]]:
         """(word index, sentence index, token string) of every position of row `batch_index`."""
@@ -215,6 +223,75 @@ class ElmoBatchEncoding(BatchEncoding):
 
     def tokens(self, batch_index: int = 0) -> list[str]:
         return [token for _, _, token in self._positions(batch_index)]
+
+    # ----- characters: transformers' BatchEncoding methods, which read a fast tokenizer's encodings elsewhere ----
+    def _word_spans(self, batch_index: int, sequence: int) -> list[tuple[int, int]]:
+        """The (start, end) characters of every word of sentence `sequence` of row `batch_index` in its text
+        (within each word for pre-split words)."""
+        if self._sources is None:
+            raise ValueError("character offsets are only available on the output of ElmoTokenizer.__call__")
+        key = (batch_index, sequence)
+        if key not in self._spans:
+            text, words = self._sources[sequence][batch_index]
+            if text is None:
+                self._spans[key] = [(0, len(word)) for word in words]
+            else:
+                self._spans[key], found_all = word_spans(text, words)
+                if not found_all:
+                    logger.warning("The word split changed some words of sentence %d: their character offsets "
+                                   "are empty", batch_index)
+        return self._spans[key]
+
+    def offsets(self, batch_index: int = 0) -> list[tuple[int, int]]:
+        """`offset_mapping` of row `batch_index`: each position's characters in its sentence, (0, 0) for `<S>`,
+        `</S>` and padding."""
+        return [(0, 0) if word is None else self._word_spans(batch_index, sequence)[word]
+                for word, sequence, _ in self._positions(batch_index)]
+
+    def _row_and(self, batch_or_index: int, index: int | None) -> tuple[int, int]:
+        """transformers' convention: (batch index, index), or (0, index) when only an index is given."""
+        return (0, batch_or_index) if index is None else (batch_or_index, index)
+
+    def token_to_sequence(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
+        row, token = self._row_and(batch_or_token_index, token_index)
+        return self.sequence_ids(row)[token]
+
+    def token_to_word(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
+        row, token = self._row_and(batch_or_token_index, token_index)
+        return self.word_ids(row)[token]
+
+    def token_to_chars(self, batch_or_token_index: int, token_index: int | None = None) -> CharSpan | None:
+        row, token = self._row_and(batch_or_token_index, token_index)
+        word, sequence, _ = self._positions(row)[token]
+        return None if word is None else CharSpan(*self._word_spans(row, sequence)[word])
+
+    def word_to_tokens(self, batch_or_word_index: int, word_index: int | None = None,
+                       sequence_index: int = 0) -> TokenSpan | None:
+        row, word = self._row_and(batch_or_word_index, word_index)
+        for position, (w, sequence, _) in enumerate(self._positions(row)):
+            if w == word and sequence == sequence_index:
+                return TokenSpan(position, position + 1)
+        return None  # a word cut off by truncation
+
+    def word_to_chars(self, batch_or_word_index: int, word_index: int | None = None,
+                      sequence_index: int = 0) -> CharSpan:
+        row, word = self._row_and(batch_or_word_index, word_index)
+        return CharSpan(*self._word_spans(row, sequence_index)[word])
+
+    def char_to_word(self, batch_or_char_index: int, char_index: int | None = None,
+                     sequence_index: int = 0) -> int | None:
+        row, char = self._row_and(batch_or_char_index, char_index)
+        for word, (start, end) in enumerate(self._word_spans(row, sequence_index)):
+            if start <= char < end:
+                return word
+        return None  # whitespace between words, or past the text
+
+    def char_to_token(self, batch_or_char_index: int, char_index: int | None = None,
+                      sequence_index: int = 0) -> int | None:
+        row, char = self._row_and(batch_or_char_index, char_index)
+        word = self.char_to_word(row, char, sequence_index)
+        span = None if word is None else self.word_to_tokens(row, word, sequence_index)
+        return None if span is None else span.start
 
 
 class ElmoTokenizer(PreTrainedTokenizer):
@@ -605,9 +682,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         kwargs.pop("split_special_tokens", None)
         if kwargs.pop("tokenizer_kwargs", None):
             raise ValueError("tokenizer_kwargs is not supported by ElmoTokenizer: pass the arguments directly")
-        _refuse_unsupported(
-            text, text_pair, text_target, text_pair_target, stride, return_overflowing_tokens, return_offsets_mapping
-        )
+        _refuse_unsupported(text, text_target, text_pair_target, stride, return_overflowing_tokens)
         if kwargs:
             logger.warning("ElmoTokenizer ignores the keyword arguments %s", sorted(kwargs))
         self._check_padding_side(padding_side)
@@ -648,8 +723,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
             data = {k: v.numpy() for k, v in data.items()}
         if not batched and tensor_type is None:
             data = {k: v[0] for k, v in data.items()}
-        return ElmoBatchEncoding(data, alignment=alignments[0], pair_alignment=alignments[1],
-                                 batched=batched or tensor_type is not None)
+        encoding = ElmoBatchEncoding(data, alignment=alignments[0], pair_alignment=alignments[1],
+                                     batched=batched or tensor_type is not None,
+                                     sources=_sentence_sources(text, text_pair, is_split_into_words, batch, pair_batch))
+        if return_offsets_mapping:
+            offsets = [encoding.offsets(i) for i in range(len(batch))]
+            encoding["offset_mapping"] = _offsets_output(offsets, tensor_type, batched)
+        return encoding
 
     def _encode_plus(
         self,
@@ -953,7 +1033,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
 # ---------------------------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------------------------
-def _refuse_unsupported(text, text_pair, text_target, text_pair_target, stride, overflowing, offsets) -> None:
+def _refuse_unsupported(text, text_target, text_pair_target, stride, overflowing) -> None:
     if text is None:
         raise TypeError(
             "ElmoTokenizer needs text: a str, a list of str, or lists of words with is_split_into_words=True; got None"
@@ -966,10 +1046,32 @@ def _refuse_unsupported(text, text_pair, text_target, text_pair_target, stride, 
         raise NotImplementedError(
             "ElmoTokenizer does not return overflowing tokens (stride/return_overflowing_tokens)"
         )
-    if offsets:
-        raise NotImplementedError(
-            "return_offsets_mapping is not available; use word_ids() to align words"
-        )
+
+
+def _sentence_sources(text, text_pair, is_split_into_words: bool, batch: list, pair_batch: list | None) -> list:
+    """For each sentence of the batch (and of the pairs' second sentences): (its text, or None for pre-split words;
+    all its words), from which `ElmoBatchEncoding` works out character offsets."""
+    if text_pair is None and pair_batch is not None:  # a list of [first, second] pairs
+        text, text_pair = [a for a, _ in text], [b for _, b in text]
+
+    def texts(given, count: int) -> list:
+        if is_split_into_words:
+            return [None] * count
+        return [given] if isinstance(given, str) else list(given)
+
+    sources = [list(zip(texts(text, len(batch)), batch, strict=True))]
+    if pair_batch is not None:
+        sources.append(list(zip(texts(text_pair, len(pair_batch)), pair_batch, strict=True)))
+    return sources
+
+
+def _offsets_output(offsets: list[list[tuple[int, int]]], tensor_type: TensorType | None, batched: bool):
+    """`offset_mapping` in the form of the other outputs: a tensor `[batch, tokens, 2]`, an array, or lists."""
+    if tensor_type == TensorType.PYTORCH:
+        return torch.tensor(offsets, dtype=torch.long).reshape(len(offsets), -1, 2)
+    if tensor_type == TensorType.NUMPY:
+        return np.array(offsets, dtype=np.int64).reshape(len(offsets), -1, 2)
+    return offsets if batched else offsets[0]
 
 
 def _check_word(word: Any, where: Any) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import regex
 
@@ -434,3 +434,21 @@ def split_words(text: str, rule: str | WordSplit = "punctuation") -> list[str]:
     if function in _CLEAN_SPLITS:  # a tuple: compared by identity, no hashing needed
         return function(text)
     return _segmenter_words(function, text)
+
+
+def word_spans(text: str, words: Sequence[str]) -> tuple[list[tuple[int, int]], bool]:
+    """Where each of `words` (a split of `text`) lies in `text`: one (start, end) per word, and whether every word
+    was found. The words are looked for in order, each after the one before, so a word that occurs twice gets the
+    span of its own occurrence. Every built-in split keeps the characters of the text, so all its words are found;
+    a word that a custom split changed (lower-cased, normalised) is not, and gets the empty span where the search
+    stands (its neighbours keep theirs)."""
+    spans, cursor, found_all = [], 0, True
+    for word in words:
+        start = text.find(word, cursor)
+        if start < 0:
+            spans.append((cursor, cursor))
+            found_all = False
+            continue
+        cursor = start + len(word)
+        spans.append((start, cursor))
+    return spans, found_all
