@@ -140,8 +140,7 @@ TASKS: dict[str, FineTuningTask] = {
             description="Fine-tune ELMo for extractive question answering (`ElmoForQuestionAnswering`, BiDAF-style "
                         "attention between\nquestion and passage) on SQuAD v1.1/v2.0 JSON or JSON lines with "
                         "`transformers.Trainer`, and answer new\nquestions with it (predictions.json: id -> answer).",
-            card_task="extractive question answering (SQuAD; answer with pipeline(\"question-answering\", "
-                      "trust_remote_code=True))",
+            card_task="extractive question answering (SQuAD)",
         ),
     )
 }

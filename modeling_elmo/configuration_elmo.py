@@ -72,12 +72,17 @@ AUTO_CLASSES = {
 # config.json, so that `pipeline(task, model=folder, trust_remote_code=True)` runs the class that travels with the
 # model, the project installed or not. A task here is one whose stock pipeline cannot read ELMo's character ids (or
 # that transformers no longer ships). A new pipeline is a class in a file of this folder and a row here.
-CUSTOM_PIPELINES: dict[str, dict] = {}
+CUSTOM_PIPELINES: dict[str, dict] = {
+    "question-answering": {"impl": "pipeline_question_answering_elmo.ElmoQuestionAnsweringPipeline",
+                           "pt": ["AutoModelForQuestionAnswering"], "tf": [], "type": "text"},
+}
 
 
 def _custom_pipelines(saved: dict) -> dict:
-    """The `custom_pipelines` of a config: what a saved config holds, with the table's entries written now."""
-    return {**saved, **CUSTOM_PIPELINES}
+    """The `custom_pipelines` of a config: what a saved config holds, with the table's entries written now. Copies:
+    transformers' `pipeline()` replaces an entry's class names by the classes in place (`clean_custom_task`), which
+    in the table itself would put classes into every config made after it (and fail their JSON)."""
+    return {**saved, **{task: dict(entry) for task, entry in CUSTOM_PIPELINES.items()}}
 
 
 def _auto_map(saved: dict) -> dict:

@@ -61,11 +61,15 @@ def read_squad_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[di
 
 
 def _squad_records(data) -> list[dict]:
-    """SQuAD's nesting (articles, paragraphs, questions) flattened into one record per question."""
+    """SQuAD's nesting (articles, paragraphs, questions) flattened into one record per question; flat records
+    under "data" (as `datasets` writes JSON with `field="data"`) are taken as they are."""
     if not isinstance(data, list):
         raise ValueError("'data' must be a list of articles with 'paragraphs'")
     records = []
     for article in data:
+        if isinstance(article, dict) and {"question", "context"} & set(article):
+            records.append(article)  # `datasets`' JSON layout: {"data": [flat records]}
+            continue
         for paragraph in article.get("paragraphs", []) if isinstance(article, dict) else []:
             context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
