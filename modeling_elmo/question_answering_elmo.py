@@ -26,8 +26,14 @@ PAIR_FRAME = 3
 
 
 def word_spans(tokenizer, text: str) -> list[tuple[int, int]]:
-    """The (start, end) character offsets of each word the tokenizer splits `text` into, found left to right (every
-    split of the tokenizer keeps words as they are in the text)."""
+    """The (start, end) character offsets of each word the tokenizer splits `text` into: its offsets mapping, or for
+    a tokenizer without one (a folder saved before it had them), its words found left to right (every split keeps
+    words as they are in the text)."""
+    try:
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [tuple(span) for span in encoded["offset_mapping"]]
+    except (NotImplementedError, TypeError, ValueError, KeyError):
+        pass
     spans, cursor = [], 0
     for word in tokenizer.tokenize(text):
         start = text.find(word, cursor)

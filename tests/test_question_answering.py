@@ -165,7 +165,17 @@ def test_answers_round_trip_through_words_positions_and_characters(tok):
                       is_split_into_words=True)
             assert row.tokens(0)[first: last + 1] == tok.tokenize(text)
     assert held >= len(examples)  # every answer is whole in at least one window
-    assert word_spans(tok, "  Ada,  born in Lisbon!") == [(2, 5), (5, 6), (8, 12), (13, 15), (16, 22), (22, 23)]
+    text = "  Ada,  born in Lisbon!"
+    assert word_spans(tok, text) == [(2, 5), (5, 6), (8, 12), (13, 15), (16, 22), (22, 23)]
+
+    class WordsOnly:  # a tokenizer without an offsets mapping: its words are found in the text
+        def __call__(self, *args, **kwargs):
+            raise NotImplementedError("return_offsets_mapping")
+
+        def tokenize(self, text):
+            return tok.tokenize(text)
+
+    assert word_spans(WordsOnly(), text) == word_spans(tok, text)
 
 
 def test_best_answers_pick_the_best_span_over_windows_and_no_answer_when_asked(tok):
@@ -224,7 +234,8 @@ def test_squad_json_and_flat_json_lines_read_the_same_and_bad_answers_are_refuse
 # --------------------------------------------------------------------------------------------------
 # Chance: a span of the passage's words drawn at random scores an F1 of a few percent on these passages (the
 # answer is one word of 24); answering the passage's first city (or any one of its three) scores 33. The head must
-# find the person the question names. Measured: 98.9 (2 cores, seed 0).
+# find the person the question names. Measured: 98.9 (seed 0; 70 passages instead of 100 stay near 37: the head
+# learns the matching at once after some 300 steps, not gradually).
 HELD_OUT_F1 = 80.0
 TRAINING = ["--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true",
             "--word_embedding_dim", "16", "--word_embedding_buckets", "512", "--representation_dropout", "0.1",
