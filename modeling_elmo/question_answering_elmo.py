@@ -3,15 +3,16 @@ windows of words, each window encoded as a pair with the question, and the best 
 to the passage's characters. One implementation for the fine-tuning command, `Trainer` users and the pipeline
 (`pipeline_question_answering_elmo.py`), so that all three give the same answers.
 
-    windows = encode_windows(tokenizer, [question], [context], max_length=256, stride=32)
-    logits = model(**tokenizer.pad(windows.encodings, return_tensors="pt"))
+    windows = encode_windows(tokenizer, [question], [context], max_length=256, stride=32, padding=True,
+                             return_tensors="pt")
+    logits = model(**windows.encodings)
     answers = best_answers(logits.start_logits, logits.end_logits, windows, top_k=1)[0]
     # [{"score": 0.93, "start": 17, "end": 23, "answer": "Lisbon"}]
 
 ELMo's tokens are words: a window is a run of whole words, and `stride` is how many words consecutive windows share
-(so an answer near a window's edge is whole in the next one). The tokenizer is duck-typed (`tokenize` and
-`__call__` with `is_split_into_words`): this file travels to the Hub as remote code and imports only the standard
-library and numpy.
+(so an answer near a window's edge is whole in the next one). The tokenizer is duck-typed (`__call__` with
+`return_offsets_mapping` and `is_split_into_words`, or `tokenize`): this file travels to the Hub as remote code and
+imports only the standard library and numpy.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def window_starts(num_words: int, per_window: int, stride: int) -> list[int]:
     """The first word of each window of at most `per_window` words over `num_words`, consecutive windows sharing
     `stride` words; one window when the passage fits (also an empty one)."""
     if per_window < 1:
-        raise ValueError(f"no room for the passage: the question and the 4 boundary tokens fill max_length")
+        raise ValueError("no room for the passage: the question and the 4 boundary tokens fill max_length")
     if not 0 <= stride < per_window:
         raise ValueError(f"stride must be at least 0 and less than the {per_window} passage words a window holds, "
                          f"got {stride}")

@@ -15,12 +15,18 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import REPO, clean_env, run_command, run_isolated, tiny_config
+from conftest import clean_env, run_command, run_isolated, tiny_config
 from tolerances import REORDERED, assert_close
 
 from modeling_elmo import ElmoForQuestionAnswering
 from modeling_elmo.modeling_elmo_qa import NOT_IN_PASSAGE
-from modeling_elmo.question_answering_elmo import answer_words, best_answers, encode_windows, window_starts, word_spans
+from modeling_elmo.question_answering_elmo import (
+    answer_words,
+    best_answers,
+    encode_windows,
+    window_starts,
+    word_spans,
+)
 from tokenization import ElmoTokenizer
 from train.squad_data import read_squad_file
 from train.squad_metrics import f1, normalize_answer, squad_scores
@@ -279,7 +285,7 @@ def test_the_command_fine_tunes_a_head_that_answers_held_out_questions(fine_tune
     assert config["architectures"] == ["ElmoForQuestionAnswering"] and config["qa_null_answer"] is False
     for noise in ("WARNING", "LOAD REPORT", "Traceback"):
         assert noise not in fine_tuned["stderr"], fine_tuned["stderr"][-3000:]
-    assert f"predictions.json" in fine_tuned["stderr"]
+    assert "predictions.json" in fine_tuned["stderr"]
     test = read_squad_file(fine_tuned["test"])
     predicted = fine_tuned["predictions"]
     assert sorted(predicted) == sorted(e["id"] for e in test)

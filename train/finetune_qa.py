@@ -22,14 +22,14 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 import torch
+
+from modeling_elmo.question_answering_elmo import best_answers, encode_windows
 
 from .collators import ElmoDataCollatorForQuestionAnswering
 from .finetune_cli import run_command_line
 from .finetune_run import run
 from .squad_data import evaluate_answers, question_answering_features, read_squad_file
-from modeling_elmo.question_answering_elmo import best_answers, encode_windows
 
 logger = logging.getLogger("train.finetune_qa")  # also as __main__ (python -m)
 TASK = "question-answering"
