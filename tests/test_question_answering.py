@@ -348,3 +348,26 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
     metrics = json.loads((fine_tuned["model"] / "eval_results.json").read_text())
     assert scores["f1"] == pytest.approx(metrics["eval_f1"]) and scores["exact_match"] == pytest.approx(
         metrics["eval_exact_match"])
+
+
+def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from train.finetune_arguments import QuestionAnsweringDataArguments
+    from train.finetune_qa import prediction_lines
+
+    examples = squad_examples(4, seed=5)
+    for example in examples[::3]:  # SQuAD 2.0: about a person the passage does not name
+        example.update(question="Where was Zoltan born ?", answers={"text": [], "answer_start": []})
+    data = write_json_lines(tmp_path / "v2.jsonl", examples)
+    out = tmp_path / "model"
+    run_qa_command(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(data), "--validation_file",
+                    str(data), "--do_predict", "--test_file", str(data), "--output_dir", str(out), "--max_steps", "2",
+                    *TRAINING[:7]], tmp_path)
+    assert json.loads((out / "config.json").read_text())["qa_null_answer"] is True
+    assert {"eval_exact_match", "eval_f1"} <= set(json.loads((out / "eval_results.json").read_text()))
+    assert sorted(json.loads((out / "predictions.json").read_text())) == sorted(e["id"] for e in examples)
+    model, tokenizer = AutoModelForQuestionAnswering.from_pretrained(out), AutoTokenizer.from_pretrained(out)
+    spans_only = QuestionAnsweringDataArguments(version_2_with_negative=False, max_seq_length=32, doc_stride=12)
+    lines, count = prediction_lines(model, tokenizer, examples, spans_only, batch_size=4)
+    assert count == len(examples) and "" not in json.loads("\n".join(lines)).values()  # never "no answer"
