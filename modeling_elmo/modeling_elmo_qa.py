@@ -22,7 +22,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import real_token_mask
 from .configuration_elmo import ElmoConfig
-from .downstream_elmo import run_lstm, split_pair
+from .downstream_elmo import place_back, run_lstm, split_pair
 from .modeling_elmo_heads import ElmoPreTrainedModelForTasks
 
 # The logit of every position that cannot start or end an answer (the question, boundaries, padding): low enough
@@ -89,6 +89,7 @@ class ElmoForQuestionAnswering(ElmoPreTrainedModelForTasks):
         token_type_ids: torch.Tensor | None = None,
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
         **kwargs,
     ) -> QuestionAnsweringModelOutput | tuple:
         r"""
@@ -99,11 +100,17 @@ class ElmoForQuestionAnswering(ElmoPreTrainedModelForTasks):
             token_type_ids (`torch.Tensor` of shape `(batch, tokens)`): 0 on the question, 1 on the passage.
             start_positions, end_positions (`torch.LongTensor` of shape `(batch,)`, *optional*): the positions of the
                 answer's first and last word in `input_ids`; 0 for "no answer". Positions past the row are ignored.
+            output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers of each sentence read alone,
+                at its positions of `input_ids`.
         """
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
         length = input_ids.shape[1]
-        (q_ids, q_mask, _), (c_ids, c_mask, c_positions) = self._sides(input_ids, attention_mask, token_type_ids)
-        q, _, q_words, _ = self._task_inputs(q_ids, q_mask.long(), **kwargs)
-        c, _, c_words, _ = self._task_inputs(c_ids, c_mask.long(), **kwargs)
+        (q_ids, q_mask, q_positions), (c_ids, c_mask, c_positions) = self._sides(input_ids, attention_mask,
+                                                                                 token_type_ids)
+        q, _, q_words, q_layers = self._task_inputs(q_ids, q_mask.long(), **kwargs)
+        c, _, c_words, c_layers = self._task_inputs(c_ids, c_mask.long(), **kwargs)
         x = self.attention_flow(c, c_words, q, q_words)  # (B, Tc, 4D)
         if self.modeling is not None:
             # the passage rows are left-aligned: the biLSTM reads each passage, boundaries included
@@ -121,8 +128,12 @@ class ElmoForQuestionAnswering(ElmoPreTrainedModelForTasks):
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = self._regularized(span_loss(start_logits, end_logits, start_positions, end_positions))
+        hidden_states = None
+        if output_hidden_states:
+            hidden_states = tuple(place_back([(ql, q_mask, q_positions), (cl, c_mask, c_positions)], length)
+                                  for ql, cl in zip(q_layers, c_layers))
         return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits.contiguous(),
-                                            end_logits=end_logits.contiguous())
+                                            end_logits=end_logits.contiguous(), hidden_states=hidden_states)
 
 
 def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor,
