@@ -120,6 +120,28 @@ TASKS: dict[str, FineTuningTask] = {
                         "`transformers.Trainer`, and tag new\nsentences with it.",
             card_task="token classification (e.g. NER, POS)",
         ),
+        FineTuningTask(
+            name="question-answering",
+            head_class="ElmoForQuestionAnswering",
+            auto_class="AutoModelForQuestionAnswering",
+            command="elmo-finetune-qa",
+            module="train.finetune_qa",
+            data_arguments="train.finetune_arguments:QuestionAnsweringDataArguments",
+            head_name="question-answering",
+            labels="answers",
+            examples="questions",
+            head_option="qa_modeling_layer",
+            head_default="lstm",
+            head_help="lstm (BiDAF's modelling biLSTM over the passage) or none",
+            # the attention and span layers train fast; a biLSTM over 256-word windows makes every step slow
+            training_defaults=MappingProxyType({"learning_rate": 2e-3, "num_train_epochs": 5.0,
+                                                "per_device_train_batch_size": 16, "warmup_steps": 0.1}),
+            epochs_note="",
+            description="Fine-tune ELMo for extractive question answering (`ElmoForQuestionAnswering`, BiDAF-style "
+                        "attention between\nquestion and passage) on SQuAD v1.1/v2.0 JSON or JSON lines with "
+                        "`transformers.Trainer`, and answer new\nquestions with it (predictions.json: id -> answer).",
+            card_task="extractive question answering (SQuAD)",
+        ),
     )
 }
 

@@ -27,6 +27,7 @@ from .modeling_elmo_heads import (
     ElmoForTokenClassification,
     ElmoPreTrainedModelForTasks,
 )
+from .modeling_elmo_qa import ElmoForQuestionAnswering
 
 
 def _register_auto_classes() -> None:
@@ -60,4 +61,5 @@ __all__ = [
     "ElmoScalarMix",
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
+    "ElmoForQuestionAnswering",
 ]

@@ -68,6 +68,7 @@ AUTO_CLASSES = {
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
     "AutoModelForSequenceClassification": "modeling_elmo_heads.ElmoForSequenceClassification",
     "AutoModelForTokenClassification": "modeling_elmo_heads.ElmoForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_elmo_qa.ElmoForQuestionAnswering",
 }
 
 
@@ -83,6 +84,8 @@ CUSTOM_PIPELINES: dict[str, dict] = {
     # transformers' alias of token-classification: custom tasks are looked up before aliases are resolved
     "ner": {"impl": "pipeline_token_classification_elmo.ElmoTokenClassificationPipeline",
             "pt": ["AutoModelForTokenClassification"], "tf": [], "type": "text"},
+    "question-answering": {"impl": "pipeline_question_answering_elmo.ElmoQuestionAnsweringPipeline",
+                           "pt": ["AutoModelForQuestionAnswering"], "tf": [], "type": "text"},
 }
 
 
@@ -373,6 +376,10 @@ class ElmoConfig(PretrainedConfig):
             sentence starting with `I-`), `"bioes"` (also: `B-X`/`I-X` only before `I-X`/`E-X`, no sentence ending
             in `B-`/`I-`), `"none"`, or `"auto"` (default): BIOES when some labels are `E-`/`S-`, BIO when all are
             `O`/`B-`/`I-` names, none otherwise.
+        qa_modeling_layer (`str`): what `ElmoForQuestionAnswering` runs over the passage after the attention between
+            question and passage: `"lstm"` (BiDAF's modelling layer, a trainable biLSTM) or `"none"`.
+        qa_null_answer (`bool`, *optional*): whether `ElmoForQuestionAnswering` was trained with unanswerable
+            questions (SQuAD 2.0): its pipeline and predictions then let "no answer" compete with the best span.
         head_hidden_size (`int`, *optional*): size of the head's biLSTM (per direction) or attention layer;
             defaults to `projection_dim`.
         pair_combination (`str`, *optional*): makes `ElmoForSequenceClassification` a classifier of sentence pairs
@@ -425,6 +432,8 @@ class ElmoConfig(PretrainedConfig):
     token_classifier_encoder: Annotated[str, _one_of(("none", "lstm"))] = "none"
     use_crf: Annotated[bool, _flag] = False
     crf_constraints: Annotated[str, _one_of(CRF_CONSTRAINTS)] = "auto"
+    qa_modeling_layer: Annotated[str, _one_of(("none", "lstm"))] = "lstm"
+    qa_null_answer: Annotated[bool | None, _optional(_flag)] = None  # None: not trained for questions
     head_hidden_size: Annotated[int | None, _optional(_integer(1))] = None  # None: projection_dim
     pair_combination: Annotated[str | None, _optional(_one_of(tuple(PAIR_COMBINATIONS)))] = None  # None: single sentences
 

@@ -52,6 +52,9 @@ class Command:
     weights: str | None = None
 
 
+SQUAD = json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{
+    "context": "Ada was born in Lisbon .", "qas": [{"id": "q1", "question": "Where was Ada born ?",
+                                                 "answers": [{"text": "Lisbon", "answer_start": 16}]}]}]}]})
 FINE_TUNING = ("--model_name_or_path", "tiny", "--train_file", "{input}", "--output_dir", "{output}", "--max_steps",
                "1", "--per_device_train_batch_size", "2", "--report_to", "none", "--use_cpu", "--disable_tqdm", "true")
 
@@ -65,6 +68,7 @@ COMMANDS = {
     "elmo-finetune-classification": Command(FINE_TUNING, "label\ttext\n1\tthe bank raised its rates\n"
                                                          "0\twe sat on the river bank\n"),
     "elmo-finetune-ner": Command(FINE_TUNING, "EU B-ORG\nrejects O\nit O\n\nPeter B-PER\nBlackburn I-PER\n"),
+    "elmo-finetune-qa": Command(FINE_TUNING, SQUAD),
     "elmo-convert": Command(("--options_file", "{input}", "--weight_file", "{weights}", "--output_dir", "{output}"),
                             CONVERT_OPTIONS, more_inputs=_original_weights, weights="weights"),
     "elmo-demo": Command(("--train_file", "{input}", "--output_dir", "{output}", "--max_steps", "1",
@@ -93,7 +97,7 @@ class Case:
         return says, extra
 
 
-FT = ("elmo-finetune-classification", "elmo-finetune-ner")
+FT = ("elmo-finetune-classification", "elmo-finetune-ner", "elmo-finetune-qa")
 NOT_JSON = "is not valid JSON"  # elmo-convert's input: the options file
 NO_MODEL = "a file, not a folder"  # elmo-app's input: a model folder
 CASES = {
@@ -102,6 +106,7 @@ CASES = {
                           input=None),
     "empty input": Case({"elmo-pretrain": "holds no words", "elmo-demo": "holds no words",
                          "elmo-finetune-classification": "no examples", "elmo-finetune-ner": "no sentences",
+                         "elmo-finetune-qa": "holds no questions",
                          "elmo-convert": NOT_JSON, "elmo-app": NO_MODEL, "*": "empty"}, input=""),
     "input is a folder": Case({"elmo-pretrain": "is a directory", "elmo-demo": "is a directory",
                                **dict.fromkeys(FT, "is a folder"), "elmo-convert": "is a folder",
@@ -134,7 +139,13 @@ CASES = {
     "tags the CRF forbids": Case("sentence 2 of --train_file {input} starts with I-PER, which BIO tags forbid",
                                  input="EU B-ORG\nrejects O\n\nPeter I-PER\nBlackburn I-PER\n",
                                  extra=("--crf", "true")),
+    # question answering's files
+    "not SQuAD JSON": Case("is neither SQuAD JSON", input='{"questions": []}'),
+    "answer_start not at the answer": Case("the answer 'Lisbon' is not in the context at answer_start 3",
+                                           input=SQUAD.replace('"answer_start": 16', '"answer_start": 3')),
+    "no questions": Case("holds no questions", input=json.dumps({"version": "1.1", "data": [{"paragraphs": []}]})),
 }
+QA_CASES = ("not SQuAD JSON", "answer_start not at the answer", "no questions")
 # A case that does not apply to a command, and why.
 NO_ERRORS_OPTION = "reads with --encoding only (no --encoding_errors)"
 NOT_APPLICABLE = {
@@ -146,6 +157,8 @@ NOT_APPLICABLE = {
     ("elmo-convert", "non-positive number"): "elmo-convert takes no number",
     **{(command, "tags the CRF forbids"): f"{command} has no CRF" for command in COMMANDS
        if command != "elmo-finetune-ner"},
+    **{(command, case): f"{command} reads no SQuAD file" for command in COMMANDS if command != "elmo-finetune-qa"
+       for case in QA_CASES},
     **{(command, "output is the input"): f"{command} writes a folder, never over a file"
        for command in COMMANDS if command != "elmo-embed"},
     **{(command, case): f"{command} writes nothing" for command in ("elmo-app",)

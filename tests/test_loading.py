@@ -72,7 +72,8 @@ def test_task_picks_the_class(tiny_model_dir, task, cls):
     for name in ("tiny", tiny_model_dir):
         model, _ = load_elmo(name, task, config_overrides=overrides if task else None)
         assert type(model) is cls
-    assert set(TASKS) == {None, "model", "pre-training", "sequence-classification", "token-classification"}
+    assert set(TASKS) == {None, "model", "pre-training", "sequence-classification", "token-classification",
+                          "question-answering"}
 
 
 def test_overrides_device_and_dtype(tiny_model_dir):

@@ -87,6 +87,14 @@ class ElmoCommonTest(modeling_common.ModelTesterMixin, unittest.TestCase):
 
     def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
         inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
+        if model_class.__name__ == "ElmoForQuestionAnswering":  # pairs (question, passage): the second half passage
+            mask = inputs_dict["attention_mask"]
+            lengths = mask.sum(1, keepdim=True)
+            positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)
+            inputs_dict["token_type_ids"] = ((positions >= lengths // 2) & mask.bool()).long()
+            if return_labels:
+                inputs_dict["start_positions"] = (lengths.squeeze(1) - 1).clamp(min=0)
+                inputs_dict["end_positions"] = (lengths.squeeze(1) - 1).clamp(min=0)
         if return_labels:
             # transformers adds labels for the classes of its own name tables, which registered models are not in
             batch, steps = self.model_tester.batch_size, inputs_dict["input_ids"].shape[1]

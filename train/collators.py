@@ -104,3 +104,16 @@ class ElmoDataCollatorForTokenClassification(_ElmoCollatorBase):
 
     def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         return self._pad(features, token_labels=True)
+
+
+@dataclass
+class ElmoDataCollatorForQuestionAnswering(_ElmoCollatorBase):
+    """Pads the character ids and `token_type_ids` of (question, passage) windows; stacks `start_positions` and
+    `end_positions` when the examples have them."""
+
+    def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = self._pad(features)
+        for key in ("start_positions", "end_positions"):
+            if key in features[0]:
+                batch[key] = torch.tensor([int(f[key]) for f in features], dtype=torch.long)
+        return batch

@@ -169,6 +169,33 @@ class TaggingDataArguments:
     )
 
 
+@dataclass
+class QuestionAnsweringDataArguments:
+    train_file: str | None = field(default=None, metadata={"help": "SQuAD v1.1/v2.0 JSON, or JSON lines with id, "
+                                                            "question, context, answers {text, answer_start}."})
+    validation_file: str | None = field(default=None, metadata={"help": "Same format; exact match and F1 are "
+                                                                 "reported on it."})
+    test_file: str | None = field(
+        default=None, metadata={"help": "Questions to answer with --do_predict (same formats, answers not needed): "
+                                "writes predictions.json, id -> answer text."}
+    )
+    word_split: str | None = field(
+        default=None, metadata={"help": "How questions and passages are cut into words (a name in "
+                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own."}
+    )
+    max_seq_length: int = field(default=256, metadata={"help": "Tokens of a window: the question, a run of the "
+                                                        "passage's words, and 4 <S>/</S>."})
+    doc_stride: int = field(default=32, metadata={"help": "Words that consecutive windows of a long passage share."})
+    max_question_length: int = field(default=64, metadata={"help": "Words of a question kept (its first)."})
+    max_answer_length: int = field(default=30, metadata={"help": "Longest answer predicted, in words."})
+    version_2_with_negative: bool | None = field(
+        default=None, metadata={"help": "Let \"no answer\" compete with the best span (SQuAD 2.0); default: when the "
+                                "training data has unanswerable questions, or the fine-tuned head was trained so."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation questions."})
+
+
 def wants_help(argv: list[str]) -> str | None:
     """"short" for -h/--help, "all" for --help_all, None otherwise."""
     if "--help_all" in argv or "--help-all" in argv:

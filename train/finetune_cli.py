@@ -53,6 +53,11 @@ def ner(argv: Sequence[str] | None = None) -> int:
     return command("token-classification", argv)
 
 
+def qa(argv: Sequence[str] | None = None) -> int:
+    """`elmo-finetune-qa`."""
+    return command("question-answering", argv)
+
+
 def run_command_line(main: Callable, logger: logging.Logger, argv: Sequence[str] | None = None) -> int:
     """Run a fine-tuning command's `main`: bad input is one line on stderr (no traceback) and exit status 2;
     SIGINT/SIGTERM one line saying what was kept and how to resume, exit status 130/143."""

@@ -88,7 +88,9 @@ class TaskParts(Protocol):
     # call for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and
     # `head_options(data_args) -> dict`: config fields the task's own options set (the tagger's --crf), which win
     # over a saved config as the shared head options do. Not part of the protocol, which every task module meets
-    # without them.
+    # without them. A module may give `example_metrics(config, data_args, examples,
+    # dataset)` in place of `metrics` where scores need the examples behind the dataset's rows (question answering:
+    # a question's windows), and `PREDICTIONS_FILE`, the name of its predictions file (default predictions.txt).
 
 
 def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
@@ -119,7 +121,11 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
         train_dataset = parts.encode(train_examples, tokenizer, label2id, data_args) if train_examples else None
         eval_dataset = parts.encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
 
-    compute_metrics, preprocess_logits = parts.metrics(model.config, data_args)
+    # a task whose scores need the examples behind the dataset's rows (question answering's windows) has its own
+    example_metrics = getattr(parts, "example_metrics", None)
+    compute_metrics, preprocess_logits = (
+        example_metrics(model.config, data_args, eval_examples, eval_dataset) if example_metrics and eval_dataset
+        else parts.metrics(model.config, data_args))
     trainer = GuardedTrainer(
         model=model,
         args=training_args,
@@ -636,7 +642,8 @@ def predict_after(trainer, parts: TaskParts, test, data_args, command_args, trai
     model, if trained, is complete and that no predictions were written."""
     if not trainer.is_world_process_zero():
         return
-    path = command_args.predictions_file or os.path.join(training_args.output_dir, "predictions.txt")
+    path = command_args.predictions_file or os.path.join(training_args.output_dir,
+                                                         getattr(parts, "PREDICTIONS_FILE", "predictions.txt"))
     model = trainer.accelerator.unwrap_model(trainer.model)
     try:
         write_predictions(model, trainer.data_collator.tokenizer, parts, test, data_args,
