@@ -91,7 +91,7 @@ def import_transformers_tests(*modules: str) -> tuple[types.ModuleType, ...]:
         for name in (f"{PACKAGE}.{parent}", f"{PACKAGE}.{dotted}"):
             sys.modules.setdefault(name, types.ModuleType(name))
         sys.modules[f"{PACKAGE}.{dotted}"].__dict__.update(names)
-    if importlib.util.find_spec("parameterized") is None:
+    if "parameterized" not in sys.modules and importlib.util.find_spec("parameterized") is None:
         sys.modules["parameterized"] = _parameterized_stand_in()
     with warnings.catch_warnings():  # marks of transformers' own pytest configuration (flash_attn_test, ...)
         warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
