@@ -179,6 +179,16 @@ def split_pair(
     return tuple(sides)
 
 
+def first_empty_side(sides: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> tuple[int, int] | None:
+    """(side, row) of the first row of `split_pair`'s sides that has no token on that side (side 0: the first
+    sentences, 1: the second ones), or None when every row holds both: the caller names what is missing."""
+    for index, (_, side_mask, _) in enumerate(sides):
+        empty = (~side_mask.any(1)).nonzero().flatten().tolist()
+        if empty:
+            return index, empty[0]
+    return None
+
+
 def place_back(sides: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], length: int) -> torch.Tensor:
     """`(values (B, T_side, D), mask, positions)` of each side of `split_pair` -> (B, length, D): every value back at
     its token's position in the pair's row, zeros at padding."""

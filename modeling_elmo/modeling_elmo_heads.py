@@ -27,6 +27,7 @@ from .downstream_elmo import (
     ElmoRepresentationsOutput,
     ElmoScalarMix,
     combine_pair,
+    first_empty_side,
     place_back,
     pool,
     run_lstm,
@@ -255,11 +256,11 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
                 f"it with pair_combination set (one of {sorted(PAIR_COMBINATIONS)}) to classify pairs"
             )
         sides = split_pair(input_ids, mask, second)
-        for name, (_, side_mask, _) in zip(("first", "second"), sides):
-            empty = (~side_mask.any(1)).nonzero().flatten().tolist()
-            if empty:
-                raise ValueError(f"row {empty[0]} of a batch of sentence pairs has no {name} sentence: every row needs "
-                                 "both (token_type_ids 0 on the first, 1 on the second)")
+        missing = first_empty_side(sides)
+        if missing is not None:
+            side, row = missing
+            raise ValueError(f"row {row} of a batch of sentence pairs has no {('first', 'second')[side]} sentence: "
+                             "every row needs both (token_type_ids 0 on the first, 1 on the second)")
         return sides
 
     def _pair_logits(self, sides, length: int, output_hidden_states: bool, **kwargs):

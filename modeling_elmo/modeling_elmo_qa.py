@@ -22,7 +22,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import real_token_mask
 from .configuration_elmo import ElmoConfig
-from .downstream_elmo import place_back, run_lstm, split_pair
+from .downstream_elmo import first_empty_side, place_back, run_lstm, split_pair
 from .modeling_elmo_heads import ElmoPreTrainedModelForTasks
 
 # The logit of every position that cannot start or end an answer (the question, boundaries, padding): low enough
@@ -74,11 +74,11 @@ class ElmoForQuestionAnswering(ElmoPreTrainedModelForTasks):
                              "passage), as tokenizer(question, passage) returns them")
         second = token_type_ids.to(mask.device).bool() & mask
         sides = split_pair(input_ids, mask, second)
-        for name, (_, side_mask, _) in zip(("question", "passage"), sides):
-            empty = (~side_mask.any(1)).nonzero().flatten().tolist()
-            if empty:
-                raise ValueError(f"row {empty[0]} of the batch has no {name}: every row is a pair (question, passage), "
-                                 "token_type_ids 0 on the question and 1 on the passage")
+        missing = first_empty_side(sides)
+        if missing is not None:
+            side, row = missing
+            raise ValueError(f"row {row} of the batch has no {('question', 'passage')[side]}: every row is a pair "
+                             "(question, passage), token_type_ids 0 on the question and 1 on the passage")
         return sides
 
     @can_return_tuple

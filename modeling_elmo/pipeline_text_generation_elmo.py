@@ -126,8 +126,8 @@ def generate_words(model, tokenizer, input_ids: torch.Tensor, max_new_tokens: in
         if word == SENTENCE_END:
             break
         words.append(word)
-        row = torch.tensor([[tokenizer.convert_tokens_to_char_ids(word)]], dtype=step.dtype, device=step.device)
-        step = row
+        # the chosen word alone: the state carries the words before it
+        step = torch.tensor([[tokenizer.convert_tokens_to_char_ids(word)]], dtype=step.dtype, device=step.device)
     return words
 
 
