@@ -23,7 +23,7 @@ Input
 
 Output
 ------
-HDF5 (default; the layout of allennlp's former `elmo` command and bilm-tf's `dump_bilm_embeddings`): one float32
+HDF5 (OUTPUT ending in `.hdf5`/`.h5`/`.hdf`, or without a suffix; the layout of allennlp's former `elmo` command and bilm-tf's `dump_bilm_embeddings`): one float32
 dataset per input line, named by its 0-based line number (`str(line_no)`), with `<S>` and `</S>` removed:
 
 * `--all` (default): `(L + 1, n_tokens, 2P)`: layer 0 (the token embedding, duplicated), then each biLSTM layer;
@@ -97,7 +97,8 @@ actor that dies and sends its windows again. docs/scaling.md.
 
 Exit status: 0 on success, 130/143 when interrupted by SIGINT/SIGTERM, 2 for bad arguments or inputs (missing, empty
 or unreadable model or input, an unknown or unavailable `--device`, an existing output without
-`--overwrite`/`--resume`, a `--resume` with other settings), 1 when writing fails.
+`--overwrite`/`--resume`, a `--resume` with other settings), 1 when writing fails or the run cannot go on (a window
+whose Ray actor died at each of its tries).
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
     EmbedError,
+    EmbedFailed,
     WindowChunks,
     checked_device,
     complete_chunks,
@@ -162,6 +164,7 @@ logger = logging.getLogger("elmo-embed")
 
 MODES = ("all", "top", "average")
 PARQUET_SUFFIXES = (".parquet", ".pq")
+HDF5_SUFFIXES = (".hdf5", ".h5", ".hdf", "")  # "": an output named without a suffix is HDF5
 PROGRESS_VERSION = 2  # 2: the weights' fingerprint
 __all__ = ["DATA_FILE_BUILDERS", "EmbedError", "Embedder", "main", "run"]
 
@@ -620,6 +623,18 @@ class Input:
     counts: Counts  # the reader's counts: undecodable and truncated lines
 
 
+def _format_from_suffix(output: Path) -> str:
+    """The format OUTPUT's name announces. A name that announces another one (`out.txt`, `out.npy`) is refused: HDF5
+    bytes under it would mislead whoever opens the file next."""
+    suffix = output.suffix.lower()
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    if suffix in HDF5_SUFFIXES:
+        return "hdf5"
+    raise EmbedError(f"output {output}: elmo-embed writes HDF5 (.hdf5, .h5) or Parquet (.parquet), not {suffix}: "
+                     "rename it, or pass --format to write that format under this name")
+
+
 def _open_input(args) -> Input:
     source = Path(args.input)
     if not source.exists():
@@ -674,7 +689,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         raise EmbedError(str(error)) from None
     if output.exists() and Path(args.input).exists() and output.resolve() == Path(args.input).resolve():
         raise EmbedError(f"output {output} is the input file: give another output path")  # --overwrite would lose it
-    args.format = args.format or ("parquet" if output.suffix.lower() in PARQUET_SUFFIXES else "hdf5")
+    args.format = args.format or _format_from_suffix(output)
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
     dtype = _dtype(args.dtype, device)
@@ -821,6 +836,10 @@ def main(argv: list[str] | None = None) -> int:
     except EmbedError as error:
         logger.error("%s", error)
         return 2
+    except EmbedFailed as error:
+        logger.error("%s; what is complete is kept in %s: run the same command with --resume to continue", error,
+                     Path(args.output).with_name(Path(args.output).name + ".partial"))
+        return 1
     except OSError as error:
         logger.error("could not write %s: %s", args.output, error)
         return 1

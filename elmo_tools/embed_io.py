@@ -35,6 +35,11 @@ class EmbedError(Exception):
     """A problem with the user's arguments or inputs (exit status 2)."""
 
 
+class EmbedFailed(Exception):
+    """The run cannot go on for a reason that is not the input's (exit status 1): what is complete stays in the work
+    folder for `--resume`."""
+
+
 # --------------------------------------------------------------------------------------------------
 # Reading the input
 # --------------------------------------------------------------------------------------------------

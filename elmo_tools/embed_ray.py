@@ -8,7 +8,8 @@ same batches, the same chunk and part files). So the output is the one a single 
 engine resumes a run of the other.
 
 Fault tolerance: an actor that dies (a killed process, a lost node) is restarted by Ray and its unfinished windows
-are sent again (`max_restarts`, `max_task_retries`); a window embedded again starts from its committed parts, as a
+are sent again; a window is tried at most `WINDOW_TRIES` times (one that kills its actor each time, out of memory
+say, ends the run with exit status 1 rather than going round for ever). A window embedded again starts from its committed parts, as a
 resumed run does, and a chunk is renamed into place only when complete, so a death never leaves a chunk that counts
 as done. The driver itself is the one process that must live: if it dies, rerun the command with `--resume`.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import ray
 import ray.exceptions
 
-from .embed_io import Counts, EmbedError
+from .embed_io import Counts, EmbedError, EmbedFailed
 
 logger = logging.getLogger("elmo-embed")
 
@@ -36,6 +37,9 @@ logger = logging.getLogger("elmo-embed")
 PID_FOLDER_VARIABLE = "ELMO_EMBED_RAY_PID_FOLDER"
 # Windows sent ahead to each actor: one being embedded, one waiting, so that an actor never idles between windows.
 WINDOWS_AHEAD = 2
+# How many times a window is sent to an actor before the run gives up on it: each try that ends with the actor's
+# death (a killed process, a lost node, memory exhausted) restarts the actor and sends the window again.
+WINDOW_TRIES = 3
 
 
 class WindowWorker:
@@ -97,7 +101,8 @@ def _start_workers(args, work: Path, is_dataset: bool, build) -> list:
     on_gpu = (args.device or "").startswith("cuda")
     actor_class = ray.remote(WindowWorker).options(
         num_cpus=args.threads or 1, num_gpus=1 if on_gpu else 0,
-        max_restarts=-1, max_task_retries=-1,  # a killed actor comes back and its windows are sent again
+        # a killed actor comes back, as often as needed; each of its windows is sent again, up to WINDOW_TRIES times
+        max_restarts=-1, max_task_retries=WINDOW_TRIES - 1,
     )
     pid_folder = os.environ.get(PID_FOLDER_VARIABLE)
     return [actor_class.remote(build, settings, str(work.resolve()), is_dataset, pid_folder)
@@ -109,6 +114,7 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
     input is read; collect the results as they come. Returns the windows and lines read, the windows sent, and the
     counts of what the actors embedded."""
     pending: dict = {}  # result ref -> (actor index, lines in the window)
+    lines_of: dict = {}  # result ref -> the first and last line numbers of its window
     load = [0] * len(workers)
     gathered = [Counts()]
     n_windows = lines_read = sent = 0
@@ -118,7 +124,7 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
         for ref in ready:
             index, lines = pending.pop(ref)
             load[index] -= 1
-            gathered.append(_result(ref))
+            gathered.append(_result(ref, lines_of.pop(ref)))
             progress_bar.update(lines)
 
     for window, items in windows:
@@ -130,7 +136,8 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
         while min(load) >= WINDOWS_AHEAD:
             collect(block=True)
         index = load.index(min(load))
-        pending[workers[index].embed.remote(window, items)] = (index, len(items))
+        ref = workers[index].embed.remote(window, items)
+        pending[ref], lines_of[ref] = (index, len(items)), (items[0][0], items[-1][0])
         sent += 1
         load[index] += 1
         if pending:
@@ -140,10 +147,15 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
     return n_windows, lines_read, sent, Counts.of_processes(gathered)
 
 
-def _result(ref) -> Counts:
-    """A window's counts; a bad row found by an actor is the command's one-line error, as in one process."""
+def _result(ref, lines: tuple[int, int]) -> Counts:
+    """A window's counts; a bad row found by an actor is the command's one-line error, as in one process, and a
+    window whose actor died at each of its tries ends the run (`EmbedFailed`)."""
     try:
         return ray.get(ref)
+    except ray.exceptions.RayActorError as error:
+        said = [line for line in str(error).splitlines() if line.strip()]
+        raise EmbedFailed(f"the window of lines {lines[0]}-{lines[1]} (from 0) was sent {WINDOW_TRIES} times and its Ray actor "
+                          f"died each time ({said[-1] if said else type(error).__name__})") from None
     except ray.exceptions.RayTaskError as error:
         cause = error.cause if hasattr(error, "cause") else None
         if isinstance(cause, EmbedError):

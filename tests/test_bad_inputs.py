@@ -136,6 +136,8 @@ CASES = {
     "unwritable output": Case("cannot write in /proc", output="/proc/elmo-out"),
     "output in a missing folder": Case("does not exist", output="{tmp}/no/such/folder/out"),
     "output is the input": Case("is the input file", output="{input}", extra=("--overwrite",)),
+    "output named for another format": Case("writes HDF5 (.hdf5, .h5) or Parquet (.parquet), not .txt",
+                                            output="{tmp}/vectors.txt"),
     "tags the CRF forbids": Case("sentence 2 of --train_file {input} starts with I-PER, which BIO tags forbid",
                                  input="EU B-ORG\nrejects O\n\nPeter I-PER\nBlackburn I-PER\n",
                                  extra=("--crf", "true")),
@@ -159,8 +161,9 @@ NOT_APPLICABLE = {
        if command != "elmo-finetune-ner"},
     **{(command, case): f"{command} reads no SQuAD file" for command in COMMANDS if command != "elmo-finetune-qa"
        for case in QA_CASES},
-    **{(command, "output is the input"): f"{command} writes a folder, never over a file"
-       for command in COMMANDS if command != "elmo-embed"},
+    **{(command, case): f"{command} writes a folder, never over a file"
+       for command in COMMANDS if command != "elmo-embed"
+       for case in ("output is the input", "output named for another format")},
     **{(command, case): f"{command} writes nothing" for command in ("elmo-app",)
        for case in ("unwritable output", "output in a missing folder")},
     **{(command, case): f"{command} loads no saved model" for command in ("elmo-convert", "elmo-demo")

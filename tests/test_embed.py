@@ -456,6 +456,11 @@ def test_bad_arguments_exit_2(model_dir, tmp_path, caplog):
     assert embed_main(corpus, tmp_path / "x.hdf5", "--model", tmp_path / "no-model") == 2
     assert embed_main(corpus, tmp_path / "x.hdf5", "--model", model_dir, "--batch_size", "0") == 2
     assert "not found" in caplog.text
+    # a name announcing another format is refused; --format says the name is meant
+    assert embed_main(corpus, tmp_path / "vectors.txt", "--model", model_dir) == 2 and "not .txt" in caplog.text
+    assert not (tmp_path / "vectors.txt").exists() and not (tmp_path / "vectors.txt.partial").exists()
+    assert embed_main(corpus, tmp_path / "vectors.txt", "--model", model_dir, "--format", "hdf5") == 0
+    assert read_hdf5(tmp_path / "vectors.txt").keys() == read_hdf5(out).keys()
     # the real command: a clear message and status 2
     result = run_embed(corpus, tmp_path / "y.hdf5", "--model", tmp_path / "no-model", check=False)
     assert result.returncode == 2 and "no-model" in result.stderr and "Traceback" not in result.stderr

@@ -162,6 +162,39 @@ def test_a_killed_worker_is_replaced_and_the_output_is_complete_and_equal(tiny_m
 
 @needs_ray
 @pytest.mark.slow
+def test_a_window_whose_actor_dies_at_every_try_ends_the_run_in_one_line(tiny_model_dir, tmp_path):
+    """Each actor SIGKILLed as soon as it has loaded the model (as memory exhausted at every window would): the
+    first window is sent WINDOW_TRIES times, then the command ends with status 1 and one line, not a loop."""
+    from elmo_tools.embed_ray import WINDOW_TRIES
+
+    corpus = write_corpus(tmp_path / "in.txt", LINES[:10])  # one window
+    out = tmp_path / "ray.hdf5"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    command = ray_command(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "1",
+                          "--debug_batch_delay", "1")
+    killed: set[int] = set()
+    with subprocess.Popen(command, cwd=REPO, env=ray_env(ELMO_EMBED_RAY_PID_FOLDER=str(pids)), stderr=subprocess.PIPE,
+                          text=True) as process:
+        deadline = time.monotonic() + 200
+        while process.poll() is None and time.monotonic() < deadline:
+            for pid in {int(path.name) for path in pids.iterdir()} - killed:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.05)
+        process.kill()
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1, stderr[-5000:]
+    # the last try's actor may be started again (Ray restarts it) before the command stops Ray
+    assert WINDOW_TRIES <= len(killed) <= WINDOW_TRIES + 1
+    errors = [line for line in stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and f"lines 0-9 (from 0) was sent {WINDOW_TRIES} times" in errors[0], stderr[-5000:]
+    assert "--resume" in errors[0] and "Traceback" not in stderr
+    assert not out.exists() and out.with_name(out.name + ".partial").is_dir()
+
+
+@needs_ray
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_without_redoing_its_windows(tiny_model_dir, tmp_path):
     """SIGINT to the command: it stops its actors and keeps its complete windows; `--resume` embeds only the others
     (the driver's log says how many it sends), and the output equals an uninterrupted run's."""
