@@ -169,6 +169,15 @@ NOT_APPLICABLE = {
     **{(command, case): f"{command} loads no saved model" for command in ("elmo-convert", "elmo-demo")
        for case in ("corrupted config",) + (("truncated weights",) if command == "elmo-demo" else ())},
 }
+# The fine-tuning commands are rows of one task table that parse their options, load the model and check the output
+# folder in one shared `train.finetune_run.run`: a case that only that shared code sees runs on one of them, in turn,
+# and each of them still meets the cases of its own file reader.
+SHARED_FT_CASES = ("unknown option", "non-positive number", "nothing to train", "corrupted config",
+                   "truncated weights", "unwritable output", "output in a missing folder")
+NOT_APPLICABLE.update({
+    (command, case): f"the fine-tuning commands share the code this case meets (train/finetune_run.py): run on "
+                     f"{FT[i % len(FT)]}"
+    for i, case in enumerate(SHARED_FT_CASES) for command in FT if command != FT[i % len(FT)]})
 
 
 def _saved_model(folder: Path) -> Path:

@@ -203,3 +203,18 @@ def test_predicting_with_the_crf_switched_off_is_refused_in_one_line(crf_tagger,
                        "--output_dir", str(tmp_path / "out")])
     assert (tmp_path / "out" / "predictions.txt").read_text().split() == \
         ["B-PER", "I-PER", "O", "O", "B-ORG", "O", "B-LOC", "O"]  # the Viterbi tags: the model's argmax logits
+
+
+def test_training_a_saved_crf_head_further_checks_its_tags_without_the_flag(crf_tagger, tmp_path):
+    """The saved head's CRF holds its tags to BIO whether or not --crf is given again: a sentence it forbids is
+    refused in one line before anything is written (its loss would be in the thousands and never learned)."""
+    from train import finetune_ner
+    from train.finetune_cli import InputError
+
+    (tmp_path / "more.txt").write_text("John B-PER\nSmith I-PER\n\nParis I-LOC\nis O\n")
+    with pytest.raises(InputError, match=r"^the saved head's CRF: sentence 2 of --train_file \S+more.txt starts "
+                                         r"with I-LOC, which BIO tags forbid") as caught:
+        finetune_ner.main(["--model_name_or_path", str(crf_tagger), "--train_file", str(tmp_path / "more.txt"),
+                           "--output_dir", str(tmp_path / "out"), "--max_steps", "1", "--use_cpu", "--report_to",
+                           "none"])
+    assert "\n" not in str(caught.value) and not (tmp_path / "out").exists()

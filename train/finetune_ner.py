@@ -71,16 +71,17 @@ def head_options(data_args) -> dict:
     return options
 
 
-def head_settings(sentences: list[dict], data_args) -> dict:
-    """With --crf, the training tags must follow the scheme the CRF is held to: a gold sequence it forbids could
-    never be learned (its likelihood is nil), so it is refused in one line naming the sentence and the way out."""
-    if data_args.use_crf:
-        check_crf_tags(sentences, tag_list(tag for s in sentences for tag in s["tags"]),
-                       data_args.crf_constraints or "auto", f"--train_file {data_args.train_file}")
-    return {}
+def check_training_examples(config, sentences: list[dict], data_args) -> None:
+    """A CRF head, new (--crf) or a saved one trained further, must be able to learn every training sentence: a gold
+    sequence its scheme forbids is never learned (each forbidden step costs FORBIDDEN in its score, so the loss is
+    in the thousands and says nothing), so it is refused in one line naming the sentence and the way out."""
+    if config.use_crf:
+        labels = [config.id2label[i] for i in range(config.num_labels)]
+        check_crf_tags(sentences, labels, config.crf_constraints, f"--train_file {data_args.train_file}",
+                       "--crf" if data_args.use_crf else "the saved head's CRF")
 
 
-def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str) -> None:
+def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str, crf: str) -> None:
     """One line (`InputError`) for the first sentence whose tags take a transition the CRF's scheme forbids."""
     scheme = scheme_of(labels, constraints)
     start, follow, end = allowed_transitions(labels, constraints)
@@ -95,7 +96,7 @@ def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, w
             verb, before, after = wrong
             what = (f"{labels[after]} after {labels[before]}" if verb == "has"
                     else labels[after if after is not None else before])
-            raise InputError(f"--crf: sentence {number} of {where} {verb} {what}, which {scheme.upper()} tags "
+            raise InputError(f"{crf}: sentence {number} of {where} {verb} {what}, which {scheme.upper()} tags "
                              "forbid; give IOB2 or BIOES tags, or --crf_constraints none (IOB1 tags)")
 
 

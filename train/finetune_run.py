@@ -87,7 +87,8 @@ class TaskParts(Protocol):
     # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples
     # call for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and
     # `head_options(data_args) -> dict`: config fields the task's own options set (the tagger's --crf), which win
-    # over a saved config as the shared head options do. Not part of the protocol, which every task module meets
+    # over a saved config as the shared head options do, and `check_training_examples(config, examples, data_args)`,
+    # which refuses (InputError) training examples the loaded head cannot learn. Not part of the protocol, which every task module meets
     # without them. A module may give `example_metrics(config, data_args, examples,
     # dataset)` in place of `metrics` where scores need the examples behind the dataset's rows (question answering:
     # a question's windows), and `PREDICTIONS_FILE`, the name of its predictions file (default predictions.txt).
@@ -110,6 +111,9 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
                                  settings(train_examples, data_args) if settings and train_examples else None,
                                  options(data_args) if options else None)
     if train_examples:
+        check_examples = getattr(parts, "check_training_examples", None)
+        if check_examples:  # what the loaded head can learn (a CRF's scheme), before anything is written
+            check_examples(model.config, train_examples, data_args)
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
     command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
                         f", {row.labels} {labels}" if labels else "")  # after the model: a bad one is one line
