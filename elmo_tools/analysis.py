@@ -67,10 +67,10 @@ from transformers.utils import logging as hf_logging
 from tokenization import check_word_split, split_name, split_words
 
 from .command_options import analyze_parser
+from .early_checks import check_analyze_paths
 from .embed_io import tokenizer_word_split
 from .interrupts import Interrupted, InterruptGuard
 from .loading import ModelLoadError, checked_device, load_elmo
-from .output_paths import OutputPathError, check_writable_folder
 from .text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 
 logger = logging.getLogger("elmo-analyze")
@@ -369,13 +369,10 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     guard `main` installs (the outputs are written whole, a signal meanwhile waits for the end)."""
     guard = guard or InterruptGuard()
     _check_args(args)
-    source = Path(args.input)
-    if not source.is_file():
-        raise AnalysisError(f"input {source} not found" if not source.exists() else f"input {source} is not a file")
-    out = Path(args.output_dir)
+    source, out = Path(args.input), Path(args.output_dir)
     try:
-        check_writable_folder(out, "--output_dir")
-    except OutputPathError as error:
+        check_analyze_paths(args)  # the console door checked them already, before importing torch
+    except ValueError as error:
         raise AnalysisError(str(error)) from None
     existing = [name for name in (JSON_NAME, PLOT_NAME) if (out / name).exists()]
     if existing and not args.overwrite:

@@ -138,6 +138,7 @@ from modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_in
 from tokenization import check_word_split, split_words  # noqa: E402
 
 from .command_options import embed_parser  # noqa: E402
+from .early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
@@ -157,14 +158,11 @@ from .embed_io import (  # noqa: E402
 )
 from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
-from .output_paths import OutputPathError, check_writable_file
 from .text_files import UndecodableText  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
 
 MODES = ("all", "top", "average")
-PARQUET_SUFFIXES = (".parquet", ".pq")
-HDF5_SUFFIXES = (".hdf5", ".h5", ".hdf", "")  # "": an output named without a suffix is HDF5
 PROGRESS_VERSION = 2  # 2: the weights' fingerprint
 __all__ = ["DATA_FILE_BUILDERS", "EmbedError", "Embedder", "main", "run"]
 
@@ -623,32 +621,16 @@ class Input:
     counts: Counts  # the reader's counts: undecodable and truncated lines
 
 
-def _format_from_suffix(output: Path) -> str:
-    """The format OUTPUT's name announces. A name that announces another one (`out.txt`, `out.npy`) is refused: HDF5
-    bytes under it would mislead whoever opens the file next."""
-    suffix = output.suffix.lower()
-    if suffix in PARQUET_SUFFIXES:
-        return "parquet"
-    if suffix in HDF5_SUFFIXES:
-        return "hdf5"
-    raise EmbedError(f"output {output}: elmo-embed writes HDF5 (.hdf5, .h5) or Parquet (.parquet), not {suffix}: "
-                     "rename it, or pass --format to write that format under this name")
-
-
 def _open_input(args) -> Input:
-    source = Path(args.input)
-    if not source.exists():
-        raise EmbedError(f"input {source} not found")
+    source = Path(args.input)  # there, and not an empty text file (`check_embed_paths`)
     counts = Counts()
     # A data file (.jsonl, .csv, .parquet ...) is a dataset with its column `text` unless --text_column names another:
     # read as raw text, its syntax would be embedded as words.
-    if source.is_dir() or args.text_column is not None or source.suffix.lower() in DATA_FILE_BUILDERS:
+    if is_dataset_input(source, args.text_column):
         rows, total, fingerprint = open_dataset(source, args.text_column or "text", args.dataset_split, args.encoding)
         lines, is_dataset = enumerate(rows), True
     else:
         stat = source.stat()
-        if stat.st_size == 0:
-            raise EmbedError(f"input {source} is empty: nothing to embed")
         strict = args.encoding if args.encoding_errors == "strict" else None  # checked in the same pass
         try:
             total = count_lines(source, strict, args.max_lines)
@@ -684,12 +666,10 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     _check_args(args)
     output = Path(args.output)
     try:
-        check_writable_file(output, "output")
-    except OutputPathError as error:
+        check_embed_paths(args)  # the console door checked them already, before importing torch
+    except ValueError as error:
         raise EmbedError(str(error)) from None
-    if output.exists() and Path(args.input).exists() and output.resolve() == Path(args.input).resolve():
-        raise EmbedError(f"output {output} is the input file: give another output path")  # --overwrite would lose it
-    args.format = args.format or _format_from_suffix(output)
+    args.format = args.format or embed_output_format(output)
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
     dtype = _dtype(args.dtype, device)

@@ -24,11 +24,10 @@ import torch
 
 from tokenization import WordSplitError, check_word_split, split_name
 
+from .early_checks import DATA_FILE_BUILDERS
 from .loading import ModelLoadError
 from .loading import checked_device as usable_device
 from .text_files import UndecodableText, check_decodes
-
-DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
 
 
 class EmbedError(Exception):

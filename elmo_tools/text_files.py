@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import codecs
-from collections.abc import Iterator
+import glob
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import charset_normalizer
@@ -86,3 +88,17 @@ def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING) ->
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
         for _ in iter_lines(path, encoding):
             pass
+
+
+def resolve_files(patterns: Iterable[str]) -> list[str]:
+    """Expand globs; raise `FileNotFoundError` naming each pattern that matches nothing."""
+    files: list[str] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(os.path.expanduser(pattern)))
+        if not matches:
+            raise FileNotFoundError(f"no file matches {pattern!r}")
+        for match in matches:
+            if os.path.isdir(match):
+                raise IsADirectoryError(f"{match!r} is a directory; give text files (one sentence per line)")
+        files.extend(matches)
+    return files

@@ -552,17 +552,26 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
 @pytest.mark.slow
 @pytest.mark.parametrize("module, options", [("train.pretrain", ["--train_file", "--encoding", "--verbose"]),
                                              ("train.demo", ["--language", "--max_steps"])])
-def test_help_answers_without_loading_torch(module, options):
-    """`--help` in a fresh interpreter: the options, and none of torch, transformers or the model imported."""
+def test_help_answers_without_loading_torch(module, options, tmp_path):
+    """`--help` in a fresh interpreter: the options, and none of torch, transformers or the model imported; nor for a
+    corpus that is not there or an output folder whose parent is missing (exit status 2, one line each)."""
+    (tmp_path / "corpus.txt").write_text("the bank .\n")
+    bad = [["--train_file", "nothing-*.txt", "--output_dir", "out"],
+           ["--train_file", "corpus.txt", "--output_dir", "no/out"]]
     code = (f"import sys\nfrom {module} import main\ntry:\n    main(['--help'])\nexcept SystemExit as end:\n"
             "    assert end.code == 0, end.code\n"
+            f"for argv in {bad!r}:\n    assert main(argv) == 2, argv\n"
             "heavy = {'torch', 'transformers', 'accelerate', 'datasets', 'modeling_elmo', 'tokenization'}\n"
             "print('loaded:', sorted(heavy & set(sys.modules)))")
     env = {**clean_env(), "PYTHONPATH": str(REPO)}
-    result = run_command([sys.executable, "-c", code], cwd=REPO, env=env, timeout=120)
+    result = run_command([sys.executable, "-c", code], cwd=tmp_path, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert all(option in result.stdout for option in options), result.stdout
     assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 2 and "no file matches 'nothing-*.txt'" in errors[0], result.stderr
+    assert "--output_dir no/out: the folder no does not exist" in errors[1], result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]
 
 
 def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):

@@ -64,6 +64,37 @@ def test_installed_scripts_refuse_a_mistyped_option_in_one_line():
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
+def test_bad_paths_answer_without_loading_torch(tmp_path):
+    """elmo-embed and elmo-analyze refuse a missing or empty input and an output they cannot write at the door: one
+    line, exit status 2, nothing written, in a fresh interpreter with nothing heavy imported."""
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "corpus.txt").write_text("the bank .\n")
+    calls = {
+        ("embed", "missing.txt", "out.h5"): "ERROR elmo-embed: input missing.txt not found",
+        ("embed", "empty.txt", "out.h5"): "ERROR elmo-embed: input empty.txt is empty: nothing to embed",
+        ("embed", "corpus.txt", "out.txt"): "ERROR elmo-embed: output out.txt: elmo-embed writes HDF5",
+        ("embed", "corpus.txt", "no/out.h5"): "ERROR elmo-embed: output no/out.h5: the folder no does not exist",
+        ("analyze", "missing.txt", "--output_dir", "out"): "ERROR elmo-analyze: input missing.txt not found",
+        ("analyze", ".", "--output_dir", "out"): "ERROR elmo-analyze: input . is not a file",
+        ("analyze", "corpus.txt", "--output_dir", "no/out"): "ERROR elmo-analyze: --output_dir no/out: the folder no",
+    }
+    code = ("import sys\nfrom elmo_tools import commands\n"
+            f"for door, *argv in {list(calls)!r}:\n"
+            "    assert getattr(commands, door)([*argv, '--model', 'tiny']) == 2, argv\n"
+            "    print(file=sys.stderr)\n"
+            f"print('loaded:', sorted(set({HEAVY!r}) & set(sys.modules)))")
+    before = sorted(tmp_path.iterdir())
+    result = run_command([sys.executable, "-c", code], cwd=tmp_path, env={**clean_env(), "PYTHONPATH": str(REPO)},
+                         timeout=120)
+    assert result.returncode == 0, result.stderr
+    answers = result.stderr.split("\n\n")
+    for (call, says), answer in zip(calls.items(), answers):
+        assert answer.count("\n") == 0 and answer.startswith(says), (call, answer)
+    assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+    assert sorted(tmp_path.iterdir()) == before
+
+
 def test_a_door_runs_its_command_with_the_same_arguments(tmp_path, caplog):
     """Past the light parse, the command itself runs: an unknown published model is its one-line refusal."""
     code = commands.convert(["--model", "no-such-model", "--output_dir", str(tmp_path / "out")])
@@ -73,7 +104,7 @@ def test_a_door_runs_its_command_with_the_same_arguments(tmp_path, caplog):
 
 
 @pytest.mark.parametrize("door", ["embed", "analyze"])
-def test_a_signal_while_a_door_imports_its_command_is_one_line(door, monkeypatch, capsys):
+def test_a_signal_while_a_door_imports_its_command_is_one_line(door, monkeypatch, capsys, tmp_path):
     """SIGINT in the seconds of importing torch (here: when the command's module is looked up): one line and exit
     status 130, not a KeyboardInterrupt traceback."""
     import os
@@ -89,9 +120,11 @@ def test_a_signal_while_a_door_imports_its_command_is_one_line(door, monkeypatch
     module.__getattr__ = attribute
     name = {"embed": "elmo_tools.embed", "analyze": "elmo_tools.analysis"}[door]
     monkeypatch.setitem(sys.modules, name, module)
-    argv = ["in.txt", "out.h5", "--model", "tiny"] if door == "embed" else ["in.txt", "--model", "tiny",
-                                                                           "--output_dir", "out"]
+    corpus, out = tmp_path / "in.txt", tmp_path / "out"
+    corpus.write_text("the bank .\n")  # good paths: the door lets them through to the import
+    argv = [corpus, f"{out}.h5", "--model", "tiny"] if door == "embed" else [corpus, "--model", "tiny",
+                                                                             "--output_dir", out]
     with pytest.raises(SystemExit) as end:
-        getattr(commands, door)(argv)
+        getattr(commands, door)(list(map(str, argv)))
     assert end.value.code == 130
     assert capsys.readouterr().err == "interrupted by SIGINT while starting: nothing was written\n"

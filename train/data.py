@@ -17,12 +17,10 @@ which is how a resumed run finds its place.
 from __future__ import annotations
 
 import functools
-import glob
 import itertools
 import logging
 import math
-import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -60,20 +58,6 @@ def word_splitter(word_split: str) -> Callable[[str], list[str]]:
     from tokenization import split_words
 
     return functools.partial(split_words, rule=word_split)
-
-
-def resolve_files(patterns: Iterable[str]) -> list[str]:
-    """Expand globs; raise `FileNotFoundError` naming each pattern that matches nothing."""
-    files: list[str] = []
-    for pattern in patterns:
-        matches = sorted(glob.glob(os.path.expanduser(pattern)))
-        if not matches:
-            raise FileNotFoundError(f"no file matches {pattern!r}")
-        for match in matches:
-            if os.path.isdir(match):
-                raise IsADirectoryError(f"{match!r} is a directory; give text files (one sentence per line)")
-        files.extend(matches)
-    return files
 
 
 def read_sentences(files: list[str], stats: CorpusStats | None = None, encoding: str = "utf-8") -> Iterator[dict]:

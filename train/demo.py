@@ -29,7 +29,8 @@ The Chinese plot names the characters with a CJK font when matplotlib has one (N
 WenQuanYi, SimHei, ...: any installed font that has the glyphs), and in pinyin with the sense otherwise
 (`háng (bank)` / `xíng (walk)`), so it never shows missing-glyph boxes.
 
-This module is the command's door (its options, `--help` without torch); the demo itself is `train/demo_run.py`.
+This module is the command's door (its options, `--help` and mistyped paths without torch); the demo itself is
+`train/demo_run.py`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ import logging
 import sys
 
 from elmo_tools.interrupts import one_line_if_interrupted_while_starting
+from elmo_tools.output_paths import check_writable_folder
+from elmo_tools.text_files import resolve_files
 
 from .arguments import parse_dataclass
 from .demo_args import DemoArguments
@@ -52,6 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_dataclass(DemoArguments, sys.argv[1:] if argv is None else argv, prog="elmo-demo",
                                description="Train a small ELMo and show what contextual vectors are for.")
+    except (ValueError, OSError) as error:
+        logger.error("%s", error)
+        return 2
+    try:  # a mistyped path answers now, not after the seconds of importing torch; the run checks them again
+        resolve_files((args.train_file or []) + (args.validation_file or []))
+        if args.output_dir is not None:  # the default (outputs/demo) is made with its parent
+            check_writable_folder(args.output_dir, "--output_dir")
     except (ValueError, OSError) as error:
         logger.error("%s", error)
         return 2

@@ -23,12 +23,11 @@ from elmo_tools.analysis import analyze_to_folder
 from elmo_tools.interrupts import Interrupted
 from elmo_tools.loading import load_elmo
 from elmo_tools.output_paths import check_writable_folder
-from elmo_tools.text_files import check_decodes
+from elmo_tools.text_files import check_decodes, resolve_files
 from modeling_elmo import ElmoConfig
 
 from . import sense_corpus, sense_corpus_zh
 from .checkpoints import RESUME_OPTION, StopGuard, interrupted_message
-from .data import resolve_files
 from .demo_args import DemoArguments
 from .pretrain_args import PretrainArguments
 from .pretrain_run import train

@@ -11,7 +11,8 @@ writes a checkpoint of the step reached and ends with exit status 130/143; `--re
 goes on from it.
 
 This module is the command's door: it parses the arguments (`train/pretrain_args.py`, the standard library only) and
-sets up the console, so that `--help` and a bad option answer without loading torch; then it imports the run
+sets up the console, so that `--help`, a bad option and a corpus or output folder that is not there answer without
+loading torch; then it imports the run
 (`train/pretrain_run.py`, torch and Accelerate) and hands it the arguments.
 """
 
@@ -23,6 +24,8 @@ import os
 import sys
 
 from elmo_tools.interrupts import one_line_if_interrupted_while_starting
+from elmo_tools.output_paths import check_writable_folder
+from elmo_tools.text_files import resolve_files
 
 from .arguments import parse_dataclass
 from .pretrain_args import PretrainArguments
@@ -59,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         logger.error("%s", error)
         return 2
     _configure_logging(args.verbose)
+    try:  # a mistyped path answers now, not after the seconds of importing torch; the run checks them again
+        resolve_files(args.train_file + (args.validation_file or []))
+        check_writable_folder(args.output_dir, "--output_dir")
+    except (ValueError, OSError) as error:
+        logger.error("%s", error)
+        return 2
     with one_line_if_interrupted_while_starting():  # importing torch takes seconds
         run = importlib.import_module("train.pretrain_run")
     return run.main(args)

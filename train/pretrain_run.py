@@ -39,7 +39,7 @@ from elmo_tools.hub_utils import HubPushError, push_folder, write_model_card
 from elmo_tools.interrupts import Interrupted
 from elmo_tools.loading import load_elmo
 from elmo_tools.output_paths import check_writable_folder
-from elmo_tools.text_files import check_decodes
+from elmo_tools.text_files import check_decodes, resolve_files
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 from modeling_elmo.configuration_elmo import PRESETS
 from tokenization import (
@@ -70,7 +70,6 @@ from .data import (
     count_batches,
     epoch_batches,
     read_sentences,
-    resolve_files,
     word_splitter,
 )
 from .pretrain_args import PretrainArguments
