@@ -23,8 +23,10 @@ Input
 
 Output
 ------
-HDF5 (OUTPUT ending in `.hdf5`/`.h5`/`.hdf`, or without a suffix; the layout of allennlp's former `elmo` command and bilm-tf's `dump_bilm_embeddings`): one float32
-dataset per input line, named by its 0-based line number (`str(line_no)`), with `<S>` and `</S>` removed:
+HDF5 (OUTPUT ending in `.hdf5`/`.h5`/`.hdf`, or without a suffix; the layout of allennlp's former `elmo` command
+and bilm-tf's `dump_bilm_embeddings`): one float32 dataset per input line, named by its 0-based line number
+(`str(line_no)`), with `<S>` and `</S>` removed. A name that announces another format (`out.txt`) is refused unless
+`--format` is given:
 
 * `--all` (default): `(L + 1, n_tokens, 2P)`: layer 0 (the token embedding, duplicated), then each biLSTM layer;
 * `--top`: `(n_tokens, 2P)`, the top layer; `--average`: `(n_tokens, 2P)`, the mean of the L + 1 layers.

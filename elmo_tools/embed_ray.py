@@ -7,10 +7,10 @@ embedding of each window moves into an actor, which loads the model once and run
 same batches, the same chunk and part files). So the output is the one a single process writes, and a run of either
 engine resumes a run of the other.
 
-Fault tolerance: an actor that dies (a killed process, a lost node) is restarted by Ray and its unfinished windows
-are sent again; a window is tried at most `WINDOW_TRIES` times (one that kills its actor each time, out of memory
-say, ends the run with exit status 1 rather than going round for ever). A window embedded again starts from its committed parts, as a
-resumed run does, and a chunk is renamed into place only when complete, so a death never leaves a chunk that counts
+Fault tolerance: an actor that dies (a killed process, a lost node) is restarted by Ray and its unfinished windows are
+sent again; a window is tried at most `WINDOW_TRIES` times (one that kills its actor each time, out of memory say, ends
+the run with exit status 1 rather than going round for ever). A window embedded again starts from its committed parts,
+as a resumed run does, and a chunk is renamed into place only when complete, so a death never leaves a chunk that counts
 as done. The driver itself is the one process that must live: if it dies, rerun the command with `--resume`.
 
 The work folder must be reachable under the same path by the driver and every actor: on one machine, always; on a
@@ -154,8 +154,8 @@ def _result(ref, lines: tuple[int, int]) -> Counts:
         return ray.get(ref)
     except ray.exceptions.RayActorError as error:
         said = [line for line in str(error).splitlines() if line.strip()]
-        raise EmbedFailed(f"the window of lines {lines[0]}-{lines[1]} (from 0) was sent {WINDOW_TRIES} times and its Ray actor "
-                          f"died each time ({said[-1] if said else type(error).__name__})") from None
+        raise EmbedFailed(f"the window of lines {lines[0]}-{lines[1]} (from 0) was sent {WINDOW_TRIES} times and its "
+                          f"Ray actor died each time ({said[-1] if said else type(error).__name__})") from None
     except ray.exceptions.RayTaskError as error:
         cause = error.cause if hasattr(error, "cause") else None
         if isinstance(cause, EmbedError):

@@ -84,14 +84,14 @@ class TaskParts(Protocol):
     def main(self, argv: Sequence[str] | None = None, guard=None) -> dict:
         """The command, in this process: `run(its task, argv, guard)`."""
 
-    # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples
-    # call for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and
-    # `head_options(data_args) -> dict`: config fields the task's own options set (the tagger's --crf), which win
-    # over a saved config as the shared head options do, and `check_training_examples(config, examples, data_args)`,
-    # which refuses (InputError) training examples the loaded head cannot learn. Not part of the protocol, which every task module meets
-    # without them. A module may give `example_metrics(config, data_args, examples,
-    # dataset)` in place of `metrics` where scores need the examples behind the dataset's rows (question answering:
-    # a question's windows), and `PREDICTIONS_FILE`, the name of its predictions file (default predictions.txt).
+    # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples call
+    # for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and `head_options(data_args) ->
+    # dict`: config fields the task's own options set (the tagger's --crf), which win over a saved config as the shared
+    # head options do, and `check_training_examples(config, examples, data_args)`, which refuses (InputError) training
+    # examples the loaded head cannot learn. Not part of the protocol, which every task module meets without them. A
+    # module may give `example_metrics(config, data_args, examples, dataset)` in place of `metrics` where scores need
+    # the examples behind the dataset's rows (question answering: a question's windows), and `PREDICTIONS_FILE`, the
+    # name of its predictions file (default predictions.txt).
 
 
 def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
