@@ -113,8 +113,7 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
     """Send each window not done to the actor with the fewest windows waiting (at most WINDOWS_AHEAD each), as the
     input is read; collect the results as they come. Returns the windows and lines read, the windows sent, and the
     counts of what the actors embedded."""
-    pending: dict = {}  # result ref -> (actor index, lines in the window)
-    lines_of: dict = {}  # result ref -> the first and last line numbers of its window
+    pending: dict = {}  # result ref -> (actor index, lines in the window, its first and last line numbers)
     load = [0] * len(workers)
     gathered = [Counts()]
     n_windows = lines_read = sent = 0
@@ -122,9 +121,9 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
     def collect(block: bool) -> None:
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if block else 0)
         for ref in ready:
-            index, lines = pending.pop(ref)
+            index, lines, span = pending.pop(ref)
             load[index] -= 1
-            gathered.append(_result(ref, lines_of.pop(ref)))
+            gathered.append(_result(ref, span))
             progress_bar.update(lines)
 
     for window, items in windows:
@@ -136,8 +135,7 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
         while min(load) >= WINDOWS_AHEAD:
             collect(block=True)
         index = load.index(min(load))
-        ref = workers[index].embed.remote(window, items)
-        pending[ref], lines_of[ref] = (index, len(items)), (items[0][0], items[-1][0])
+        pending[workers[index].embed.remote(window, items)] = (index, len(items), (items[0][0], items[-1][0]))
         sent += 1
         load[index] += 1
         if pending:
