@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from elmo_tools.tasks import FineTuningTask
 
+from .time_budget import parse_duration
+
 # A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
 # training set the epochs are raised until it has (`--min_train_steps`).
 MIN_TAGGING_STEPS = 2000
@@ -99,6 +101,14 @@ class CommandArguments:
         default=None, metadata={"help": "Where --do_predict writes (default OUTPUT_DIR/predictions.txt)."}
     )
     verbose: bool = field(default=False, metadata={"help": "Show transformers' own warnings and load reports."})
+    max_train_time: str | None = field(default=None, metadata={
+        "help": "Stop training at the first step boundary once this much time is spent (90s, 20m, 1h30m, 2:30:00, or "
+                "seconds), with a checkpoint of that step; then save, evaluate and predict as at the end. Counted "
+                "over the whole run, resumed runs included (train/time_budget_callback.py)."})
+
+    def __post_init__(self):
+        if self.max_train_time is not None:
+            parse_duration(self.max_train_time)  # a ValueError in one line
 
 
 # A task's data options (its row's `data_arguments`). Every command reads DATA_FIELDS (train/finetune_run.py), and

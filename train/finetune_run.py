@@ -42,6 +42,7 @@ from .finetune_arguments import ModelArguments, command_dataclasses, short_help,
 from .finetune_cli import HelpShown, InputError
 from .finetune_data import limit, load_model, read_input_file
 from .predict import read_test_file, write_predictions
+from .time_budget import parse_duration
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
         data_collator=parts.collator(tokenizer),
         compute_metrics=compute_metrics,
         preprocess_logits_for_metrics=preprocess_logits,
+        callbacks=time_budget(command_args),
         guard=guard,
     )
     results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard,
@@ -502,6 +504,15 @@ class GuardedTrainer(Trainer):
     def _save_checkpoint(self, model, trial):
         with self.guard.deferred() if self.guard is not None else contextlib.nullcontext():
             return super()._save_checkpoint(model, trial)
+
+
+def time_budget(command_args) -> list:
+    """`--max_train_time`: the callback that ends training when the time is spent (none without the option)."""
+    if command_args.max_train_time is None:
+        return []
+    from .time_budget_callback import TimeBudgetCallback
+
+    return [TimeBudgetCallback(parse_duration(command_args.max_train_time))]
 
 
 def raise_epochs_to_min_steps(trainer, training_args, min_steps: int) -> None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from elmo_tools.text_files import checked_encoding
 
+from .time_budget import parse_duration
+
 
 @dataclass
 class PretrainArguments:
@@ -52,6 +54,11 @@ class PretrainArguments:
     per_device_batch_size: int = field(default=32, metadata={"help": "Rows per batch and process."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides num_train_epochs when > 0."})
     num_train_epochs: float = field(default=1.0, metadata={"help": "Passes over the corpus when max_steps <= 0."})
+    max_train_time: str | None = field(default=None, metadata={
+        "help": "Stop at the first step boundary once this much training time is spent (90s, 20m, 1h30m, 8h, "
+                "2:30:00, or seconds), then save, evaluate and write the model folder as at the end. Counted over "
+                "the whole run like --max_steps (a resumed run goes on with the time its checkpoint had spent); "
+                "whichever of --max_train_time, --max_steps and --num_train_epochs comes first ends the run."})
     optimizer: str = field(default="adagrad", metadata={"help": "adagrad (bilm-tf: lr 0.2, accumulator 1.0) or adamw."})
     learning_rate: float | None = field(default=None, metadata={"help": "Default 0.2 for adagrad, 1e-3 for adamw."})
     weight_decay: float = field(default=0.0)
@@ -114,6 +121,8 @@ class PretrainArguments:
             raise ValueError("--unroll_steps must be at least 3 in sentence mode (<S>, a word, </S>)")
         if self.max_steps <= 0 and self.num_train_epochs <= 0:
             raise ValueError("give --max_steps or a positive --num_train_epochs")
+        if self.max_train_time is not None:
+            parse_duration(self.max_train_time)  # a ValueError in one line
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id")
         if self.softmax_weight_file and not self.init_from:

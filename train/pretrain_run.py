@@ -73,6 +73,7 @@ from .data import (
     word_splitter,
 )
 from .pretrain_args import PretrainArguments
+from .time_budget import format_duration, parse_duration
 
 logger = logging.getLogger("train.pretrain")
 
@@ -216,6 +217,7 @@ class Run:
     guard: StopGuard = field(default_factory=StopGuard)  # SIGINT/SIGTERM: the step boundary stops every process
     saved_step: int = -1  # the step of the last checkpoint written or resumed from
     start_step: int = 0  # the step this process started (or resumed) at
+    time_budget: float | None = None  # --max_train_time in seconds
     finished: bool = False  # the model folder is written
 
     @property
@@ -257,6 +259,7 @@ def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_f
     if args.resume_from_checkpoint:
         resume(run, find_checkpoint(output_dir, args.resume_from_checkpoint))
     run.start_step = run.progress.step
+    run.time_budget = parse_duration(args.max_train_time) if args.max_train_time else None
 
     with contextlib.suppress(Exception):
         accelerator.init_trackers("elmo-pretrain", config={k: str(v) for k, v in asdict(args).items()})
@@ -466,9 +469,12 @@ def train_loop(run: Run) -> None:
 
 
 def run_epoch(run: Run, batches) -> bool:
-    """Train on `batches`: True when they ran out (on any process), False when `total_steps` was reached."""
+    """Train on `batches`: True when they ran out (on any process), False when `total_steps` was reached or
+    --max_train_time spent."""
     accelerator, args, progress = run.accelerator, run.args, run.progress
     while progress.step < run.total_steps:
+        if time_spent(run):
+            return False
         batch = next(batches, None)
         # Every process must take the same steps: the epoch ends for all when one shard runs out, and a signal to
         # any process stops all of them here, between two steps.
@@ -491,6 +497,21 @@ def run_epoch(run: Run, batches) -> bool:
             progress.train_seconds = time.perf_counter() - run.started
             save_checkpoint(run)
     return False
+
+
+def time_spent(run: Run) -> bool:
+    """--max_train_time: whether the run's training time (the resumed checkpoint's included) is spent. The processes
+    agree (one collective), so that all of them stop at the same step boundary."""
+    if run.time_budget is None:
+        return False
+    spent = time.perf_counter() - run.started >= run.time_budget
+    if run.accelerator.num_processes > 1:
+        flag = torch.tensor([float(spent)], device=run.accelerator.device)
+        spent = run.accelerator.reduce(flag, reduction="sum").item() > 0
+    if spent:
+        logger.info("--max_train_time %s is spent at step %d: saving, evaluating and writing the model folder",
+                    format_duration(run.time_budget), run.progress.step)
+    return spent
 
 
 def stop(run: Run, signum: int) -> None:

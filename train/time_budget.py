@@ -1,0 +1,46 @@
+"""`--max_train_time`: a training run's budget of wall-clock time, as written on a command line.
+
+The standard library only: the commands' `--help` and their usage errors answer before torch is imported. The
+pretraining loop checks the budget at every step boundary (`train/pretrain_run.py`); the fine-tuning commands
+through a `TrainerCallback` (`train/time_budget_callback.py`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_WITH_UNITS = re.compile(rf"(?:{_NUMBER}[smhd])+")
+_PART = re.compile(rf"({_NUMBER})([smhd])")
+_CLOCK = re.compile(r"(\d+):([0-5]\d)(?::([0-5]\d))?")  # H:MM or H:MM:SS, as schedulers write a job's time
+
+EXAMPLES = "90s, 20m, 1h30m, 8h, 2:30:00 or a number of seconds"
+
+
+def parse_duration(text: str, option: str = "--max_train_time") -> float:
+    """The seconds of `text`: a number of seconds (`5400`), numbers with units s, m, h, d (`90s`, `20m`, `1h30m`,
+    `1.5h`) or a clock time `H:MM[:SS]`. A `ValueError` naming `option` for anything else, zero or less."""
+    value = str(text).strip().lower().replace(" ", "")
+    seconds = None
+    if re.fullmatch(_NUMBER, value):
+        seconds = float(value)
+    elif _WITH_UNITS.fullmatch(value):
+        seconds = sum(float(number) * UNITS[unit] for number, unit in _PART.findall(value))
+    elif clock := _CLOCK.fullmatch(value):
+        hours, minutes, secs = clock.groups()
+        seconds = int(hours) * 3600.0 + int(minutes) * 60.0 + int(secs or 0)
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{option} must be a positive duration ({EXAMPLES}), got {text!r}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """`seconds` for a log line: 45.2s, 20m, 1h30m5s."""
+    if seconds < 60:
+        return f"{seconds:.1f}s".replace(".0s", "s")
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
