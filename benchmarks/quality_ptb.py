@@ -1,0 +1,373 @@
+"""Per minute against the standard recipe: `elmo-pretrain` and pytorch/examples' word_language_model on Penn Treebank.
+
+The two train at the same time for the same minutes, each pinned to its own core (`taskset`) with one thread, so
+that both see the same load from the other jobs of a shared machine; the load average is sampled every 30 s beside
+them. Their recipe is run as it is published (its defaults: 2-layer LSTM of 200 units, SGD at lr 20 divided by 4
+when the validation loss stops falling, dropout 0.2, batch 20 x 35 tokens), from a folder outside this repository,
+stopped with SIGINT when the time is spent (its own handler then tests the best model it saved at an epoch's end).
+Ours stops itself (`--max_train_time`) and saves a checkpoint every `--save_every` steps for the curve.
+
+Perplexity is measured on the same tokens for both: every word of every line and one end-of-sentence token a line
+(`</S>` for ours, `<eos>` for theirs), `<unk>` as in the files; the stream read in 10 contiguous columns, windows of
+35 tokens, the state carried (as their `evaluate`). Our `<S>` after a `</S>` is fed but not scored. Our forward LM
+only: it is the one that predicts the next word.
+
+    python benchmarks/quality_ptb.py run --out RUNS/pair1 --wlm_dir WLM --minutes 20 -- --config_file C.json ...
+    python benchmarks/quality_ptb.py evaluate --out RUNS/pair1          # writes RUNS/pair1/results.json
+    python benchmarks/quality_ptb.py plot RUNS/pair1 RUNS/pair2 --output docs/quality_ptb.png
+    python benchmarks/quality_ptb.py table RUNS/pair1 RUNS/pair2        # the markdown rows of results_quality.md
+
+WLM is a folder holding pytorch/examples' `word_language_model` (main.py, data.py, model.py), e.g. from
+`git clone https://github.com/pytorch/examples`; nothing of it is copied here. Options after `--` go to
+`elmo-pretrain` (our recipe); `--wlm_options` to their main.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "ptb"
+EVAL_COLUMNS, EVAL_WINDOW = 10, 35  # as word_language_model's evaluate (eval_batch_size 10, bptt 35)
+KIM_2016 = {"small (19M)": 92.3, "large": 78.9}  # Kim et al. 2016, char-CNN LSTM, PTB test perplexity
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+# --------------------------------------------------------------------------------------------------
+# run: both recipes at once, pinned
+# --------------------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a running process so far (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sample_load(path: Path, stop: threading.Event, processes: dict, every: float = 30.0) -> None:
+    """Every `every` seconds: the load average and the CPU seconds each recipe has had (a check that both cores
+    gave the two the same share)."""
+    with open(path, "a") as handle:
+        while not stop.is_set():
+            one, five, fifteen = open("/proc/loadavg").read().split()[:3]
+            cpu = {name: cpu_seconds(process.pid) for name, process in processes.items()}
+            handle.write(json.dumps({"time": time.time(), "load1": float(one), "load5": float(five),
+                                     "load15": float(fifteen), "cpu_seconds": cpu}) + "\n")
+            handle.flush()
+            stop.wait(every)
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def wlm_data_folder(out: Path, data: Path) -> Path:
+    """word_language_model reads train.txt, valid.txt and test.txt of a folder: links to the PTB files."""
+    folder = out / "ptb-wlm"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        link = folder / f"{split}.txt"
+        if not link.exists():
+            link.symlink_to(data / f"ptb.{split}.txt")
+    return folder
+
+
+def run(args: argparse.Namespace) -> None:
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=False)
+    data = Path(args.data).resolve()
+    env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(REPO)}
+    seconds = round(args.minutes * 60)
+    commands = {}
+    processes = {}
+    if args.recipes in ("both", "theirs"):
+        wlm = Path(args.wlm_dir).resolve()
+        commands["theirs"] = ["taskset", "-c", str(args.cores[0]), sys.executable, "-u", "main.py", "--data",
+                              str(wlm_data_folder(out, data)), "--save", str(out / "wlm.pt"),
+                              *shlex.split(args.wlm_options)]
+        processes["theirs"] = subprocess.Popen(commands["theirs"], cwd=wlm, env=env,
+                                               stdout=open(out / "theirs.log", "w"), stderr=subprocess.STDOUT)
+    if args.recipes in ("both", "ours"):
+        commands["ours"] = ["taskset", "-c", str(args.cores[-1]), sys.executable, "-m", "train.pretrain",
+                            "--train_file", str(data / "ptb.train.txt"), "--output_dir", str(out / "ours"),
+                            "--max_train_time", f"{seconds}s", "--num_train_epochs", "1000",
+                            "--save_steps", str(args.save_every), "--save_total_limit", "100000", "--use_cpu",
+                            "--disable_tqdm", "--report_to", "none", "--logging_steps", "100", *args.ours]
+        processes["ours"] = subprocess.Popen(commands["ours"], cwd=REPO, env=env,
+                                             stdout=open(out / "ours.log", "w"), stderr=subprocess.STDOUT)
+    started = time.time()
+    (out / "run.json").write_text(json.dumps({
+        "name": args.name or out.name, "minutes": args.minutes, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cpu": cpu_name(), "python": sys.version.split()[0], "torch": _torch_version(),
+        "commands": {k: shlex.join(v) for k, v in commands.items()},
+        "startup_grace_s": args.startup_grace}, indent=2))
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_load, args=(out / "load.jsonl", stop, processes), daemon=True)
+    sampler.start()
+    if "theirs" in processes:  # their loop has no time budget: SIGINT, which their script answers by testing
+        deadline = started + seconds + args.startup_grace
+        while processes["theirs"].poll() is None and time.time() < deadline:
+            time.sleep(1)
+        if processes["theirs"].poll() is None:
+            processes["theirs"].send_signal(signal.SIGINT)
+    for name, process in processes.items():
+        process.wait()
+        print(f"{name}: exit {process.returncode}, log {out / (name + '.log')}", file=sys.stderr)
+    stop.set()
+    sampler.join()
+
+
+def _torch_version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("torch")
+
+
+# --------------------------------------------------------------------------------------------------
+# evaluate: our checkpoints on the same tokens as theirs; their log read
+# --------------------------------------------------------------------------------------------------
+
+
+def token_stream(path: Path) -> list[str]:
+    """<S> w1 .. wn </S> for every non-blank line, one stream."""
+    tokens: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        words = line.split()
+        if words:
+            tokens += ["<S>", *words, "</S>"]
+    return tokens
+
+
+def forward_perplexity(model, tokenizer, tokens: list[str]) -> tuple[float, int]:
+    """The forward LM's perplexity over every next token but `<S>`, the stream cut into EVAL_COLUMNS contiguous
+    columns read in windows of EVAL_WINDOW tokens with the LSTM state carried; (perplexity, tokens scored)."""
+    import torch
+
+    from train.data import BatchEncoder
+
+    encoder = BatchEncoder(tokenizer)
+    inputs, targets = tokens[:-1], tokens[1:]
+    char_rows = torch.tensor(encoder.char_ids(inputs))
+    labels = torch.tensor(encoder.vocab_ids(targets))
+    labels[torch.tensor([t == "<S>" for t in targets])] = -100
+    length = math.ceil(len(inputs) / EVAL_COLUMNS)
+    # the last column is the shortest: its end is filled with </S> rows, read after its last scored token, unscored
+    chars = torch.tensor(encoder.char_ids(["</S>"])).expand(EVAL_COLUMNS, length, -1).clone()
+    wanted = torch.full((EVAL_COLUMNS, length), -100, dtype=torch.long)
+    for column in range(EVAL_COLUMNS):
+        piece = slice(column * length, min((column + 1) * length, len(inputs)))
+        n = piece.stop - piece.start
+        chars[column, :n], wanted[column, :n] = char_rows[piece], labels[piece]
+    model.eval()
+    state, nll, count = None, 0.0, 0
+    with torch.no_grad():
+        for start in range(0, length, EVAL_WINDOW):
+            window = slice(start, start + EVAL_WINDOW)
+            ids, forward_labels = chars[:, window], wanted[:, window]
+            out = model(input_ids=ids, backward_input_ids=ids, forward_labels=forward_labels,
+                        backward_labels=torch.full_like(forward_labels, -100), state=state, use_cache=True)
+            state = out.state
+            nll += float(out.forward_loss) * int(out.forward_tokens)
+            count += int(out.forward_tokens)
+    return math.exp(nll / count), count
+
+
+def our_checkpoints(folder: Path) -> list[tuple[float, int, Path]]:
+    """(training seconds, step, weights file) of every checkpoint, oldest first."""
+    import torch
+
+    found = []
+    for checkpoint in sorted((folder / "checkpoints").glob("step-*")):
+        progress = torch.load(checkpoint / "progress_rank0.pt", weights_only=False)["progress"]
+        found.append((progress["train_seconds"], progress["step"], checkpoint / "model.safetensors"))
+    return found
+
+
+def evaluate_ours(folder: Path, data: Path, every: int) -> dict:
+    import torch
+    from safetensors.torch import load_file
+
+    from modeling_elmo import ElmoForPreTraining
+    from tokenization import ElmoTokenizer
+
+    torch.set_num_threads(1)
+    tokenizer = ElmoTokenizer.from_pretrained(folder)
+    model = ElmoForPreTraining.from_pretrained(folder)
+    valid, test = token_stream(data / "ptb.valid.txt"), token_stream(data / "ptb.test.txt")
+    summary = json.loads((folder / "train_results.json").read_text())
+    curve = []
+    checkpoints = our_checkpoints(folder)
+    for index, (seconds, step, weights) in enumerate(checkpoints):
+        if index % every and index != len(checkpoints) - 1:
+            continue
+        model.load_state_dict(load_file(weights))
+        perplexity, scored = forward_perplexity(model, tokenizer, valid)
+        curve.append({"minutes": seconds / 60, "step": step, "valid_perplexity": perplexity})
+        print(f"ours: step {step} ({seconds / 60:.1f} min): valid {perplexity:.1f}", file=sys.stderr)
+    model = ElmoForPreTraining.from_pretrained(folder)  # the folder: the last step
+    test_perplexity, test_tokens = forward_perplexity(model, tokenizer, test)
+    valid_perplexity, valid_tokens = forward_perplexity(model, tokenizer, valid)
+    return {"curve": curve, "test_perplexity": test_perplexity, "valid_perplexity": valid_perplexity,
+            "test_tokens": test_tokens, "valid_tokens": valid_tokens, "steps": summary["steps"],
+            "train_minutes": summary["train_seconds"] / 60, "tokens_per_second": summary["tokens_per_second"],
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+EPOCH_LINE = re.compile(r"\| end of epoch\s+(\d+) \| time:\s*([\d.]+)s \| valid loss\s*([\d.]+) \| valid ppl\s*([\d.]+)")
+BATCH_LINE = re.compile(r"\| epoch\s+(\d+) \|\s*(\d+)/\s*(\d+) batches \| lr ([\d.]+) \| ms/batch\s*([\d.]+)")
+TEST_LINE = re.compile(r"\| End of training \| test loss\s*([\d.]+) \| test ppl\s*([\d.]+)")
+
+
+def read_theirs(log: Path, batch_tokens: int = 20 * 35) -> dict:
+    """Their log: the validation perplexity at each epoch's end (training minutes so far), the test perplexity
+    of the model their script tests (the best at an epoch's end), and tokens/s from ms/batch."""
+    text = log.read_text()
+    curve, minutes = [], 0.0
+    for epoch, seconds, _, perplexity in EPOCH_LINE.findall(text):
+        minutes += float(seconds) / 60
+        curve.append({"minutes": minutes, "epoch": int(epoch), "valid_perplexity": float(perplexity)})
+    speeds = [batch_tokens / (float(ms) / 1000) for *_, ms in BATCH_LINE.findall(text)]
+    test = TEST_LINE.search(text)
+    batches = BATCH_LINE.findall(text)
+    return {"curve": curve, "test_perplexity": float(test.group(2)) if test else None,
+            "epochs_completed": len(curve), "last_logged_batch": batches[-1][:3] if batches else None,
+            "tokens_per_second": statistics.median(speeds) if speeds else None,
+            "stopped_early": "Exiting from training early" in text}
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    results = {"run": json.loads((out / "run.json").read_text())}
+    loads = [json.loads(line) for line in (out / "load.jsonl").read_text().splitlines()]
+    results["load1"] = {"min": min(r["load1"] for r in loads), "max": max(r["load1"] for r in loads),
+                        "median": statistics.median(r["load1"] for r in loads)}
+    seconds = json.loads((out / "run.json").read_text())["minutes"] * 60
+    within = [r for r in loads if r["time"] - loads[0]["time"] <= seconds + 30]  # the training window
+    results["cpu_seconds"] = {name: max((r["cpu_seconds"].get(name) or 0) for r in within)
+                              for name in within[-1]["cpu_seconds"]}
+    if (out / "theirs.log").exists():
+        results["theirs"] = read_theirs(out / "theirs.log")
+    if (out / "ours").is_dir():
+        results["ours"] = evaluate_ours(out / "ours", Path(args.data), args.every)
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps({k: v for k, v in results.items() if k != "run"}, indent=2))
+
+
+# --------------------------------------------------------------------------------------------------
+# plot, table
+# --------------------------------------------------------------------------------------------------
+
+
+def plot(args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for folder in args.runs:
+        results = json.loads((Path(folder) / "results.json").read_text())
+        name = results["run"]["name"]
+        for recipe, style in (("theirs", "--"), ("ours", "-")):
+            if recipe not in results:
+                continue
+            curve = results[recipe]["curve"]
+            label = f"{name}: " + ("word_language_model (valid)" if recipe == "theirs" else "elmo-pretrain (valid)")
+            line, = axes.plot([p["minutes"] for p in curve], [p["valid_perplexity"] for p in curve], style,
+                              marker="o" if recipe == "theirs" else None, label=label)
+            test = results[recipe]["test_perplexity"]
+            if test:
+                axes.plot([results["run"]["minutes"]], [test], "*", color=line.get_color(), markersize=12)
+    for name, value in KIM_2016.items():
+        axes.axhline(value, color="grey", linewidth=0.8, linestyle=":")
+        axes.text(0.2, value * 1.02, f"Kim et al. 2016 {name}, test: {value}", color="grey", fontsize=8)
+    axes.set_yscale("log")
+    axes.set_ylim(args.ymin, args.ymax)
+    axes.set_xlabel("training minutes (one core each, the same time)")
+    axes.set_ylabel("PTB perplexity (lines: valid; stars: test at the end)")
+    axes.set_title("Penn Treebank, forward LM, perplexity against minutes on one CPU core")
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(args.output, dpi=110)
+    print(f"wrote {args.output}", file=sys.stderr)
+
+
+def table(args: argparse.Namespace) -> None:
+    print("| run | recipe | minutes | steps / epochs | tokens/s | valid ppl | test ppl | load (1-min avg) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for folder in args.runs:
+        results = json.loads((Path(folder) / "results.json").read_text())
+        load = results["load1"]
+        load_text = f"{load['min']:.1f} - {load['max']:.1f} (median {load['median']:.1f})"
+        name, minutes = results["run"]["name"], results["run"]["minutes"]
+        if "theirs" in results:
+            r = results["theirs"]
+            valid = min((p["valid_perplexity"] for p in r["curve"]), default=float("nan"))
+            print(f"| {name} | word_language_model | {minutes:g} | {r['epochs_completed']} epochs | "
+                  f"{r['tokens_per_second'] or float('nan'):.0f} | {valid:.1f} | {r['test_perplexity'] or float('nan'):.1f} | "
+                  f"{load_text} |")
+        if "ours" in results:
+            r = results["ours"]
+            print(f"| {name} | elmo-pretrain | {r['train_minutes']:.1f} | {r['steps']} steps | "
+                  f"{r['tokens_per_second']:.0f} | {r['valid_perplexity']:.1f} | {r['test_perplexity']:.1f} | "
+                  f"{load_text} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    runner = commands.add_parser("run", help="train both recipes at once, pinned, for --minutes")
+    runner.add_argument("--out", required=True, help="a new folder (outside the repository) for logs and models")
+    runner.add_argument("--wlm_dir", help="pytorch/examples' word_language_model folder (for theirs)")
+    runner.add_argument("--minutes", type=float, default=20)
+    runner.add_argument("--recipes", choices=("both", "ours", "theirs"), default="both")
+    runner.add_argument("--cores", type=int, nargs=2, default=[0, 1], help="theirs, ours")
+    runner.add_argument("--save_every", type=int, default=500, help="our checkpoints (the curve's points)")
+    runner.add_argument("--startup_grace", type=float, default=15,
+                        help="seconds theirs gets beyond --minutes for reading the corpus before its loop")
+    runner.add_argument("--wlm_options", default="", help="options for their main.py (default: its defaults)")
+    runner.add_argument("--name", help="the run's name in tables and plots (default: the folder's)")
+    runner.add_argument("--data", default=str(DATA))
+    runner.add_argument("ours", nargs=argparse.REMAINDER, help="after --: options of elmo-pretrain")
+    evaluator = commands.add_parser("evaluate", help="perplexities of a finished run -> OUT/results.json")
+    evaluator.add_argument("--out", required=True)
+    evaluator.add_argument("--data", default=str(DATA))
+    evaluator.add_argument("--every", type=int, default=1, help="evaluate every N-th of our checkpoints")
+    plotter = commands.add_parser("plot", help="perplexity against minutes of runs")
+    plotter.add_argument("runs", nargs="+")
+    plotter.add_argument("--output", default=str(REPO / "docs" / "quality_ptb.png"))
+    plotter.add_argument("--ymin", type=float, default=70)
+    plotter.add_argument("--ymax", type=float, default=1500)
+    tabler = commands.add_parser("table", help="markdown rows of runs")
+    tabler.add_argument("runs", nargs="+")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        args.ours = [a for a in args.ours if a != "--"] if args.ours else []
+        if args.recipes != "ours" and not args.wlm_dir:
+            parser.error("--wlm_dir is needed to run theirs")
+    sys.path.insert(0, str(REPO))
+    {"run": run, "evaluate": evaluate, "plot": plot, "table": table}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
