@@ -96,44 +96,95 @@ def run(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=False)
     data = Path(args.data).resolve()
     env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(REPO)}
-    seconds = round(args.minutes * 60)
     commands = {}
     processes = {}
-    if args.recipes in ("both", "theirs"):
+    if args.against is not None:  # two of ours against each other: the second on the core theirs would have
+        commands["ours_b"] = our_command(args, data, out / "ours_b", args.cores[0], shlex.split(args.against))
+        processes["ours_b"] = subprocess.Popen(commands["ours_b"], cwd=REPO, env=env,
+                                               stdout=open(out / "ours_b.log", "w"), stderr=subprocess.STDOUT)
+    elif args.recipes in ("both", "theirs"):
         wlm = Path(args.wlm_dir).resolve()
-        commands["theirs"] = ["taskset", "-c", str(args.cores[0]), sys.executable, "-u", "main.py", "--data",
-                              str(wlm_data_folder(out, data)), "--save", str(out / "wlm.pt"),
+        commands["theirs"] = ["taskset", "-c", str(args.cores[0]), sys.executable, "-u", str(Path(__file__).resolve()),
+                              "wlm", "--wlm_dir", str(wlm), "--minutes", str(args.minutes), "--snapshot_every",
+                              str(args.snapshot_every), "--snapshots", str(out / "theirs_snapshots"), "--",
+                              "--data", str(wlm_data_folder(out, data)), "--save", str(out / "wlm.pt"),
                               *shlex.split(args.wlm_options)]
         processes["theirs"] = subprocess.Popen(commands["theirs"], cwd=wlm, env=env,
                                                stdout=open(out / "theirs.log", "w"), stderr=subprocess.STDOUT)
     if args.recipes in ("both", "ours"):
-        commands["ours"] = ["taskset", "-c", str(args.cores[-1]), sys.executable, "-m", "train.pretrain",
-                            "--train_file", str(data / "ptb.train.txt"), "--output_dir", str(out / "ours"),
-                            "--max_train_time", f"{seconds}s", "--num_train_epochs", "1000",
-                            "--save_steps", str(args.save_every), "--save_total_limit", "100000", "--use_cpu",
-                            "--disable_tqdm", "--report_to", "none", "--logging_steps", "100", *args.ours]
+        commands["ours"] = our_command(args, data, out / "ours", args.cores[-1], args.ours)
         processes["ours"] = subprocess.Popen(commands["ours"], cwd=REPO, env=env,
                                              stdout=open(out / "ours.log", "w"), stderr=subprocess.STDOUT)
-    started = time.time()
     (out / "run.json").write_text(json.dumps({
-        "name": args.name or out.name, "minutes": args.minutes, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "name": args.name or out.name, "labels": {"ours": args.label, "ours_b": args.label_b},
+        "minutes": args.minutes, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "cpu": cpu_name(), "python": sys.version.split()[0], "torch": _torch_version(),
-        "commands": {k: shlex.join(v) for k, v in commands.items()},
-        "startup_grace_s": args.startup_grace}, indent=2))
+        "commands": {k: shlex.join(v) for k, v in commands.items()}, "wlm_dir": args.wlm_dir,
+        }, indent=2))
     stop = threading.Event()
     sampler = threading.Thread(target=sample_load, args=(out / "load.jsonl", stop, processes), daemon=True)
     sampler.start()
-    if "theirs" in processes:  # their loop has no time budget: SIGINT, which their script answers by testing
-        deadline = started + seconds + args.startup_grace
-        while processes["theirs"].poll() is None and time.time() < deadline:
-            time.sleep(1)
-        if processes["theirs"].poll() is None:
-            processes["theirs"].send_signal(signal.SIGINT)
     for name, process in processes.items():
         process.wait()
         print(f"{name}: exit {process.returncode}, log {out / (name + '.log')}", file=sys.stderr)
     stop.set()
     sampler.join()
+
+
+def wlm_harness(args: argparse.Namespace) -> None:
+    """word_language_model's main.py run as it is, in this process, with its own command line; a timer (every
+    0.5 s, in the main thread between two Python statements) starts the clock when its epoch loop begins, saves a
+    snapshot of the model every --snapshot_every seconds of training, and when --minutes are spent raises
+    KeyboardInterrupt: its own Ctrl-C path, which tests the best model it saved at an epoch's end. When no epoch
+    has ended by then there is none, and the model reached is saved where the script loads it from."""
+    import torch
+
+    wlm = Path(args.wlm_dir).resolve()
+    snapshots = Path(args.snapshots)
+    snapshots.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(wlm))
+    sys.argv = [str(wlm / "main.py"), *[a for a in args.main_options if a != "--"]]
+    scope = {"__name__": "__main__", "__file__": str(wlm / "main.py")}
+    clock = {"start": None, "next": None}
+    budget = args.minutes * 60
+
+    def snapshot(name: str) -> None:
+        torch.save(scope["model"].state_dict(), snapshots / f"{name}.pt")
+
+    def tick(signum, frame) -> None:
+        now = time.perf_counter()
+        if clock["start"] is None:
+            if "best_val_loss" in scope:  # set on the line before the epoch loop
+                clock["start"], clock["next"] = now, now + args.snapshot_every
+                saved = scope["args"]
+                (snapshots / "model.json").write_text(json.dumps({
+                    "model": saved.model, "emsize": saved.emsize, "nhid": saved.nhid, "nlayers": saved.nlayers,
+                    "dropout": saved.dropout, "tied": saved.tied,
+                    "words": scope["corpus"].dictionary.idx2word}))
+            return
+        spent = now - clock["start"]
+        if now >= clock["next"] and spent < budget:
+            snapshot(f"{spent:09.1f}")
+            clock["next"] += args.snapshot_every
+        if spent >= budget:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            snapshot(f"{spent:09.1f}")
+            if not os.path.exists(scope["args"].save):
+                torch.save(scope["model"], scope["args"].save)
+                print("(harness: no epoch ended in the time; the model reached is tested)", flush=True)
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, tick)
+    signal.setitimer(signal.ITIMER_REAL, 0.5, 0.5)
+    source = (wlm / "main.py").read_text()
+    exec(compile(source, str(wlm / "main.py"), "exec"), scope)  # noqa: S102  (their script, unchanged)
+
+
+def our_command(args: argparse.Namespace, data: Path, folder: Path, core: int, options: list[str]) -> list[str]:
+    return ["taskset", "-c", str(core), sys.executable, "-m", "train.pretrain", "--train_file",
+            str(data / "ptb.train.txt"), "--output_dir", str(folder), "--max_train_time", f"{round(args.minutes * 60)}s",
+            "--num_train_epochs", "1000", "--save_steps", str(args.save_every), "--save_total_limit", "100000",
+            "--use_cpu", "--disable_tqdm", "--report_to", "none", "--logging_steps", "100", *options]
 
 
 def _torch_version() -> str:
@@ -232,6 +283,59 @@ def evaluate_ours(folder: Path, data: Path, every: int) -> dict:
             "parameters": sum(p.numel() for p in model.parameters())}
 
 
+def their_perplexity(model, word_ids: dict, tokens: list[str]) -> tuple[float, int]:
+    """Their model on the same tokens and columns as `forward_perplexity`: the stream of words with `<eos>` for
+    `</S>`, one `<eos>` before the first word (what their model has read before every sentence)."""
+    import torch
+
+    stream = ["<eos>"] + [("<eos>" if t == "</S>" else t) for t in tokens if t != "<S>"]
+    ids = torch.tensor([word_ids[t] for t in stream])
+    inputs, targets = ids[:-1], ids[1:]
+    length = math.ceil(len(inputs) / EVAL_COLUMNS)
+    columns = torch.zeros(EVAL_COLUMNS, length, dtype=torch.long)
+    wanted = torch.full((EVAL_COLUMNS, length), -100, dtype=torch.long)
+    for column in range(EVAL_COLUMNS):
+        piece = slice(column * length, min((column + 1) * length, len(inputs)))
+        n = piece.stop - piece.start
+        columns[column, :n], wanted[column, :n] = inputs[piece], targets[piece]
+    model.eval()
+    hidden, nll, count = model.init_hidden(EVAL_COLUMNS), 0.0, 0
+    with torch.no_grad():
+        for start in range(0, length, EVAL_WINDOW):
+            window = slice(start, start + EVAL_WINDOW)
+            log_probs, hidden = model(columns[:, window].t().contiguous(), hidden)  # (T x B, V), time first
+            target = wanted[:, window].t().reshape(-1)
+            scored = target != -100
+            nll += -float(log_probs[scored].gather(1, target[scored, None]).sum())
+            count += int(scored.sum())
+    return math.exp(nll / count), count
+
+
+def evaluate_theirs(snapshots: Path, wlm_dir: Path, data: Path) -> dict:
+    """Their snapshots (seconds of training in the name) on the validation text, the last also on the test text."""
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(wlm_dir))
+    from model import RNNModel  # their model.py
+
+    saved = json.loads((snapshots / "model.json").read_text())
+    word_ids = {word: i for i, word in enumerate(saved["words"])}
+    model = RNNModel(saved["model"], len(word_ids), saved["emsize"], saved["nhid"], saved["nlayers"],
+                     saved["dropout"], saved["tied"])
+    valid, test = token_stream(data / "ptb.valid.txt"), token_stream(data / "ptb.test.txt")
+    curve = []
+    files = sorted(snapshots.glob("*.pt"), key=lambda p: float(p.stem))
+    for path in files:
+        model.load_state_dict(torch.load(path))
+        perplexity, _ = their_perplexity(model, word_ids, valid)
+        curve.append({"minutes": float(path.stem) / 60, "valid_perplexity": perplexity})
+        print(f"theirs: {float(path.stem) / 60:.1f} min: valid {perplexity:.1f}", file=sys.stderr)
+    test_perplexity, test_tokens = their_perplexity(model, word_ids, test)
+    return {"curve": curve, "last_model_test_perplexity": test_perplexity, "test_tokens": test_tokens,
+            "last_model_valid_perplexity": curve[-1]["valid_perplexity"]}
+
+
 EPOCH_LINE = re.compile(r"\| end of epoch\s+(\d+) \| time:\s*([\d.]+)s \| valid loss\s*([\d.]+) \| valid ppl\s*([\d.]+)")
 BATCH_LINE = re.compile(r"\| epoch\s+(\d+) \|\s*(\d+)/\s*(\d+) batches \| lr ([\d.]+) \| ms/batch\s*([\d.]+)")
 TEST_LINE = re.compile(r"\| End of training \| test loss\s*([\d.]+) \| test ppl\s*([\d.]+)")
@@ -241,14 +345,14 @@ def read_theirs(log: Path, batch_tokens: int = 20 * 35) -> dict:
     """Their log: the validation perplexity at each epoch's end (training minutes so far), the test perplexity
     of the model their script tests (the best at an epoch's end), and tokens/s from ms/batch."""
     text = log.read_text()
-    curve, minutes = [], 0.0
+    curve, minutes = [], 0.0  # their own validation figures, at epochs' ends
     for epoch, seconds, _, perplexity in EPOCH_LINE.findall(text):
         minutes += float(seconds) / 60
         curve.append({"minutes": minutes, "epoch": int(epoch), "valid_perplexity": float(perplexity)})
     speeds = [batch_tokens / (float(ms) / 1000) for *_, ms in BATCH_LINE.findall(text)]
     test = TEST_LINE.search(text)
     batches = BATCH_LINE.findall(text)
-    return {"curve": curve, "test_perplexity": float(test.group(2)) if test else None,
+    return {"epoch_curve": curve, "test_perplexity": float(test.group(2)) if test else None,
             "epochs_completed": len(curve), "last_logged_batch": batches[-1][:3] if batches else None,
             "tokens_per_second": statistics.median(speeds) if speeds else None,
             "stopped_early": "Exiting from training early" in text}
@@ -266,8 +370,11 @@ def evaluate(args: argparse.Namespace) -> None:
                               for name in within[-1]["cpu_seconds"]}
     if (out / "theirs.log").exists():
         results["theirs"] = read_theirs(out / "theirs.log")
-    if (out / "ours").is_dir():
-        results["ours"] = evaluate_ours(out / "ours", Path(args.data), args.every)
+        results["theirs"].update(evaluate_theirs(out / "theirs_snapshots", Path(results["run"]["wlm_dir"]),
+                                                 Path(args.data)))
+    for recipe in ("ours", "ours_b"):
+        if (out / recipe).is_dir():
+            results[recipe] = evaluate_ours(out / recipe, Path(args.data), args.every)
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(json.dumps({k: v for k, v in results.items() if k != "run"}, indent=2))
 
@@ -287,14 +394,14 @@ def plot(args: argparse.Namespace) -> None:
     for folder in args.runs:
         results = json.loads((Path(folder) / "results.json").read_text())
         name = results["run"]["name"]
-        for recipe, style in (("theirs", "--"), ("ours", "-")):
-            if recipe not in results:
+        for recipe, style in (("theirs", "--"), ("ours", "-"), ("ours_b", "-.")):
+            if recipe not in results or recipe in args.skip:
                 continue
             curve = results[recipe]["curve"]
-            label = f"{name}: " + ("word_language_model (valid)" if recipe == "theirs" else "elmo-pretrain (valid)")
+            label = f"{name}: {recipe_label(results, recipe)} (valid)"
             line, = axes.plot([p["minutes"] for p in curve], [p["valid_perplexity"] for p in curve], style,
                               marker="o" if recipe == "theirs" else None, label=label)
-            test = results[recipe]["test_perplexity"]
+            test = results[recipe].get("last_model_test_perplexity") or results[recipe].get("test_perplexity")
             if test:
                 axes.plot([results["run"]["minutes"]], [test], "*", color=line.get_color(), markersize=12)
     for name, value in KIM_2016.items():
@@ -311,25 +418,36 @@ def plot(args: argparse.Namespace) -> None:
     print(f"wrote {args.output}", file=sys.stderr)
 
 
+def recipe_label(results: dict, recipe: str) -> str:
+    if recipe == "theirs":
+        return "word_language_model"
+    return (results["run"].get("labels") or {}).get(recipe) or "elmo-pretrain"
+
+
 def table(args: argparse.Namespace) -> None:
-    print("| run | recipe | minutes | steps / epochs | tokens/s | valid ppl | test ppl | load (1-min avg) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| run | recipe | minutes | CPU seconds in them | steps / epochs | tokens/s | valid ppl at the end | "
+          "test ppl at the end | its script's test ppl | load (1-min avg) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for folder in args.runs:
         results = json.loads((Path(folder) / "results.json").read_text())
         load = results["load1"]
         load_text = f"{load['min']:.1f} - {load['max']:.1f} (median {load['median']:.1f})"
         name, minutes = results["run"]["name"], results["run"]["minutes"]
+        cpu = {k: f"{v:.0f}" if v else "?" for k, v in results.get("cpu_seconds", {}).items()}
         if "theirs" in results:
             r = results["theirs"]
-            valid = min((p["valid_perplexity"] for p in r["curve"]), default=float("nan"))
-            print(f"| {name} | word_language_model | {minutes:g} | {r['epochs_completed']} epochs | "
-                  f"{r['tokens_per_second'] or float('nan'):.0f} | {valid:.1f} | {r['test_perplexity'] or float('nan'):.1f} | "
+            script = f"{r['test_perplexity']:.1f}" if r["test_perplexity"] else "-"
+            print(f"| {name} | word_language_model | {minutes:g} | {cpu.get('theirs', '?')} | "
+                  f"{r['epochs_completed']} epochs | {r['tokens_per_second'] or float('nan'):.0f} | "
+                  f"{r['last_model_valid_perplexity']:.1f} | {r['last_model_test_perplexity']:.1f} | {script} | "
                   f"{load_text} |")
-        if "ours" in results:
-            r = results["ours"]
-            print(f"| {name} | elmo-pretrain | {r['train_minutes']:.1f} | {r['steps']} steps | "
-                  f"{r['tokens_per_second']:.0f} | {r['valid_perplexity']:.1f} | {r['test_perplexity']:.1f} | "
-                  f"{load_text} |")
+        for recipe in ("ours", "ours_b"):
+            if recipe not in results:
+                continue
+            r = results[recipe]
+            print(f"| {name} | {recipe_label(results, recipe)} | {r['train_minutes']:.1f} | {cpu.get(recipe, '?')} | "
+                  f"{r['steps']} steps | {r['tokens_per_second']:.0f} | {r['valid_perplexity']:.1f} | "
+                  f"{r['test_perplexity']:.1f} | - | {load_text} |")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -343,12 +461,21 @@ def main(argv: list[str] | None = None) -> None:
     runner.add_argument("--recipes", choices=("both", "ours", "theirs"), default="both")
     runner.add_argument("--cores", type=int, nargs=2, default=[0, 1], help="theirs, ours")
     runner.add_argument("--save_every", type=int, default=500, help="our checkpoints (the curve's points)")
-    runner.add_argument("--startup_grace", type=float, default=15,
-                        help="seconds theirs gets beyond --minutes for reading the corpus before its loop")
+    runner.add_argument("--snapshot_every", type=float, default=120, help="seconds between snapshots of theirs")
     runner.add_argument("--wlm_options", default="", help="options for their main.py (default: its defaults)")
     runner.add_argument("--name", help="the run's name in tables and plots (default: the folder's)")
+    runner.add_argument("--against", help="options of a second elmo-pretrain run on the first core instead of theirs "
+                                          "(two of our recipes compared under the same load)")
+    runner.add_argument("--label", help="our recipe's name in tables and plots")
+    runner.add_argument("--label_b", help="the --against recipe's name")
     runner.add_argument("--data", default=str(DATA))
     runner.add_argument("ours", nargs=argparse.REMAINDER, help="after --: options of elmo-pretrain")
+    harness = commands.add_parser("wlm", help="(used by run) their main.py with a clock, snapshots and a stop")
+    harness.add_argument("--wlm_dir", required=True)
+    harness.add_argument("--minutes", type=float, required=True)
+    harness.add_argument("--snapshot_every", type=float, default=120)
+    harness.add_argument("--snapshots", required=True)
+    harness.add_argument("main_options", nargs=argparse.REMAINDER, help="after --: their main.py's options")
     evaluator = commands.add_parser("evaluate", help="perplexities of a finished run -> OUT/results.json")
     evaluator.add_argument("--out", required=True)
     evaluator.add_argument("--data", default=str(DATA))
@@ -358,15 +485,16 @@ def main(argv: list[str] | None = None) -> None:
     plotter.add_argument("--output", default=str(REPO / "docs" / "quality_ptb.png"))
     plotter.add_argument("--ymin", type=float, default=70)
     plotter.add_argument("--ymax", type=float, default=1500)
+    plotter.add_argument("--skip", nargs="*", default=[], help="recipes left out: theirs, ours, ours_b")
     tabler = commands.add_parser("table", help="markdown rows of runs")
     tabler.add_argument("runs", nargs="+")
     args = parser.parse_args(argv)
     if args.command == "run":
         args.ours = [a for a in args.ours if a != "--"] if args.ours else []
-        if args.recipes != "ours" and not args.wlm_dir:
+        if args.recipes != "ours" and not args.wlm_dir and args.against is None:
             parser.error("--wlm_dir is needed to run theirs")
     sys.path.insert(0, str(REPO))
-    {"run": run, "evaluate": evaluate, "plot": plot, "table": table}[args.command](args)
+    {"run": run, "wlm": wlm_harness, "evaluate": evaluate, "plot": plot, "table": table}[args.command](args)
 
 
 if __name__ == "__main__":

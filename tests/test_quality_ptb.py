@@ -68,6 +68,42 @@ def test_their_log_is_read_as_their_script_writes_it(tmp_path):
         "| end of epoch   2 | time: 60.00s | valid loss  5.10 | valid ppl   164.02\n"
         "Exiting from training early\n" + "=" * 89 + "\n| End of training | test loss  5.05 | test ppl   156.02\n")
     read = quality_ptb.read_theirs(log)
-    assert [(p["minutes"], p["valid_perplexity"]) for p in read["curve"]] == [(2.0, 200.34), (3.0, 164.02)]
+    assert [(p["minutes"], p["valid_perplexity"]) for p in read["epoch_curve"]] == [(2.0, 200.34), (3.0, 164.02)]
     assert read["test_perplexity"] == 156.02 and read["stopped_early"] and read["epochs_completed"] == 2
     assert read["tokens_per_second"] == 10_500  # 20 x 35 tokens in 100 ms and in 50 ms: the median
+
+
+class WordLSTM(torch.nn.Module):
+    """The interface of word_language_model's RNNModel: (T, B) word ids and a state in, (T * B, V) log-probabilities
+    and the state out."""
+
+    def __init__(self, words: int):
+        super().__init__()
+        self.embedding, self.rnn = torch.nn.Embedding(words, 8), torch.nn.LSTM(8, 8)
+        self.decoder = torch.nn.Linear(8, words)
+
+    def forward(self, ids, hidden):
+        output, hidden = self.rnn(self.embedding(ids), hidden)
+        return torch.log_softmax(self.decoder(output), dim=-1).view(-1, self.decoder.out_features), hidden
+
+    def init_hidden(self, batch: int):
+        return torch.zeros(1, batch, 8), torch.zeros(1, batch, 8)
+
+
+def test_their_model_is_scored_on_the_same_tokens(tmp_path, monkeypatch):
+    """Words and one <eos> a line, with <eos> read before the first word; windows with the state carried equal
+    one pass over the whole stream."""
+    (tmp_path / "test.txt").write_text(" a b c\n b c\n c a b a\n")
+    tokens = quality_ptb.token_stream(tmp_path / "test.txt")
+    word_ids = {word: i for i, word in enumerate(["<eos>", "a", "b", "c"])}
+    torch.manual_seed(0)
+    model = WordLSTM(len(word_ids)).eval()
+    monkeypatch.setattr(quality_ptb, "EVAL_COLUMNS", 1)
+    monkeypatch.setattr(quality_ptb, "EVAL_WINDOW", 2)
+    windowed, scored = quality_ptb.their_perplexity(model, word_ids, tokens)
+    assert scored == 9 + 3  # what forward_perplexity scores of the same text
+    stream = torch.tensor([0, 1, 2, 3, 0, 2, 3, 0, 3, 1, 2, 1, 0])
+    with torch.no_grad():
+        log_probs, _ = model(stream[:-1, None], model.init_hidden(1))
+    whole = math.exp(-float(log_probs.gather(1, stream[1:, None]).mean()))
+    assert_close(torch.tensor(windowed), torch.tensor(whole), WINDOWED, what="their perplexity")

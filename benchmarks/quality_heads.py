@@ -1,0 +1,215 @@
+"""The paper's layer ablation at small scale, and task scores before and after domain adaptation.
+
+Task heads on a frozen biLM, trained by the fine-tuning commands on fixed subsets (the first N training examples)
+and scored on the full SST-2 dev set (accuracy) and CoNLL-2003 valid set (entity F1), several seeds each:
+
+* `char`: the character layer only (layer 0, a fixed mix `[1, -9e10, -9e10]`);
+* `top`: the top biLSTM layer only (`--scalar_mix top`);
+* `mix`: the learned scalar mix of all layers (the default head);
+* a randomly initialised biLM of the same configuration (`random-bilm` writes one) under any of these.
+
+    python benchmarks/quality_heads.py random-bilm --like RUNS/p3/ours --out RUNS/random-bilm
+    python benchmarks/quality_heads.py run --out RUNS/heads --bilm ptb=RUNS/p3/ours --bilm random=RUNS/random-bilm \\
+        --variants char,top,mix --seeds 0 1 2
+    python benchmarks/quality_heads.py table RUNS/heads        # mean, spread and each seed, per biLM and variant
+    python benchmarks/quality_heads.py domain-text --task sst2 --out RUNS/sst2-text   # train/held-out sentences
+
+Each run is `python -m train.finetune_classification` or `train.finetune_ner` in its own process, pinned to one
+core with one thread; `--parallel 2` runs two at a time (one a core). A run whose `eval_results.json` exists is
+not run again, so an interrupted benchmark goes on where it stopped. Options after `--` go to every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+VARIANTS = {
+    "char": ["--scalar_mix", "fixed", "--scalar_mix_parameters", "1", "-9e10", "-9e10"],
+    "top": ["--scalar_mix", "top"],
+    "mix": ["--scalar_mix", "learned"],
+}
+TASKS = {
+    "sst2": {"module": "train.finetune_classification", "metric": "eval_accuracy",
+             "files": ["--train_file", "sst2/train.tsv", "--validation_file", "sst2/dev.tsv",
+                       "--word_split", "whitespace"]},
+    "conll": {"module": "train.finetune_ner", "metric": "eval_f1",
+              "files": ["--train_file", "conll2003/train.txt", "--validation_file", "conll2003/valid.txt"]},
+}
+
+
+def job_options(task: str, data: Path, train_samples: int, seed: int, variant: str, bilm: str, out: Path,
+                extra: list[str], task_extra: list[str]) -> list[str]:
+    files = [str(data / value) if value.endswith((".tsv", ".txt")) else value for value in TASKS[task]["files"]]
+    return [*files, "--model_name_or_path", bilm, "--output_dir", str(out), "--max_train_samples", str(train_samples),
+            "--seed", str(seed), *VARIANTS[variant], "--use_cpu", "--save_strategy", "no", "--report_to", "none",
+            "--disable_tqdm", "true", "--per_device_eval_batch_size", "64", *extra, *task_extra]
+
+
+def run_job(command: list[str], out: Path, core: int) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with open(out / "command.log", "w") as log:
+        log.write(" ".join(command) + "\n")
+        log.flush()
+        code = subprocess.call(["taskset", "-c", str(core), *command], cwd=REPO, env=env, stdout=log,
+                               stderr=subprocess.STDOUT)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({code}); see {out / 'command.log'}")
+    return {"wall_seconds": time.time() - started}
+
+
+def run(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bilms = dict(spec.split("=", 1) for spec in args.bilm)
+    jobs = []
+    for (name, path), variant, task, seed in itertools.product(bilms.items(), args.variants.split(","),
+                                                               args.tasks.split(","), args.seeds):
+        folder = out / f"{task}-{name}-{variant}-seed{seed}"
+        if (folder / "eval_results.json").exists():
+            continue
+        samples = args.sst2_train if task == "sst2" else args.conll_train
+        task_extra = args.sst2_options if task == "sst2" else args.conll_options
+        options = job_options(task, Path(args.data), samples, seed, variant, path, folder, args.extra,
+                              task_extra.split())
+        jobs.append(([sys.executable, "-m", TASKS[task]["module"], *options], folder))
+    print(f"{len(jobs)} runs to do", file=sys.stderr)
+    cores = list(range(args.parallel))
+    free = list(cores)
+
+    def one(job):
+        command, folder = job
+        core = free.pop()
+        try:
+            timing = run_job(command, folder, core)
+        finally:
+            free.append(core)
+        (folder / "timing.json").write_text(json.dumps(timing))
+        print(f"done {folder.name} in {timing['wall_seconds']:.0f} s", file=sys.stderr)
+
+    with ThreadPoolExecutor(args.parallel) as pool:
+        list(pool.map(one, jobs))
+
+
+def collect(out: Path) -> dict:
+    """{(task, biLM, variant): [(seed, score, wall seconds)]} of the runs in `out`."""
+    found: dict = {}
+    for folder in sorted(out.iterdir()):
+        if not (folder / "eval_results.json").exists():
+            continue
+        task, rest = folder.name.split("-", 1)
+        bilm, variant, seed = rest.rsplit("-", 2)
+        results = json.loads((folder / "eval_results.json").read_text())
+        timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").exists() else {}
+        found.setdefault((task, bilm, variant), []).append(
+            (int(seed.removeprefix("seed")), results[TASKS[task]["metric"]], timing.get("wall_seconds")))
+    return found
+
+
+def table(args: argparse.Namespace) -> None:
+    found = collect(Path(args.out))
+    print("| task (metric) | biLM | layers | mean | spread (min - max) | seeds | minutes per run |")
+    print("|---|---|---|---|---|---|---|")
+    for (task, bilm, variant), rows in sorted(found.items()):
+        scores = [score for _, score, _ in sorted(rows)]
+        minutes = [w / 60 for *_, w in rows if w]
+        metric = "SST-2 dev accuracy" if task == "sst2" else "CoNLL-2003 valid entity F1"
+        spread = f"{min(scores):.3f} - {max(scores):.3f}" if len(scores) > 1 else "-"
+        print(f"| {metric} | {bilm} | {variant} | {statistics.mean(scores):.3f} | {spread} | "
+              f"{', '.join(f'{s:.3f}' for s in scores)} | {statistics.mean(minutes) if minutes else float('nan'):.1f} |")
+
+
+def random_bilm(args: argparse.Namespace) -> None:
+    """A biLM of the configuration of `--like`, randomly initialised as the model initialises itself, with its
+    tokenizer: the `no pretraining` control."""
+    import torch
+    from transformers import AutoConfig, AutoTokenizer
+
+    from modeling_elmo import ElmoModel
+
+    torch.manual_seed(args.seed)
+    ElmoModel(AutoConfig.from_pretrained(args.like)).save_pretrained(args.out)
+    AutoTokenizer.from_pretrained(args.like).save_pretrained(args.out)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+def domain_text(args: argparse.Namespace) -> None:
+    """A task's sentences as a corpus, one a line, words split as its task reads them: `train.txt` (the training
+    examples, deduplicated, for continuing a biLM) and `heldout.txt` (the dev/valid sentences, for perplexity)."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = Path(args.data)
+    if args.task == "sst2":
+        def read(path):
+            rows = path.read_text(encoding="utf-8").splitlines()[1:]
+            return [row.split("\t", 1)[1].strip() for row in rows if "\t" in row]
+        train, heldout = read(data / "sst2" / "train.tsv"), read(data / "sst2" / "dev.tsv")
+    else:
+        def read(path):
+            sentences, words = [], []
+            for line in path.read_text(encoding="utf-8").splitlines() + [""]:
+                if not line.strip() or line.startswith("-DOCSTART-"):
+                    if words:
+                        sentences.append(" ".join(words))
+                    words = []
+                else:
+                    words.append(line.split()[0])
+            return sentences
+        train, heldout = read(data / "conll2003" / "train.txt"), read(data / "conll2003" / "valid.txt")
+    train = list(dict.fromkeys(train))
+    (out / "train.txt").write_text("\n".join(train) + "\n", encoding="utf-8")
+    (out / "heldout.txt").write_text("\n".join(heldout) + "\n", encoding="utf-8")
+    words = sum(len(s.split()) for s in train)
+    print(f"wrote {out}/train.txt ({len(train)} sentences, {words} words) and heldout.txt ({len(heldout)})",
+          file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    runner = commands.add_parser("run", help="train and score the heads")
+    runner.add_argument("--out", required=True, help="a folder for the runs (outside the repository)")
+    runner.add_argument("--bilm", action="append", required=True, help="NAME=FOLDER, repeatable")
+    runner.add_argument("--variants", default="char,top,mix", help=f"comma-separated of {sorted(VARIANTS)}")
+    runner.add_argument("--tasks", default="sst2,conll")
+    runner.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    runner.add_argument("--sst2_train", type=int, default=5000, help="the first N SST-2 training rows")
+    runner.add_argument("--conll_train", type=int, default=2000, help="the first N CoNLL-2003 training sentences")
+    runner.add_argument("--sst2_options", default="", help="more options for the SST-2 runs only")
+    runner.add_argument("--conll_options", default="", help="more options for the CoNLL runs only")
+    runner.add_argument("--parallel", type=int, default=2, help="runs at a time, one core each")
+    runner.add_argument("--data", default=str(DATA))
+    runner.add_argument("extra", nargs=argparse.REMAINDER, help="after --: options for every run")
+    tabler = commands.add_parser("table", help="the markdown table of a run folder")
+    tabler.add_argument("out")
+    maker = commands.add_parser("random-bilm", help="a random biLM of another's configuration")
+    maker.add_argument("--like", required=True)
+    maker.add_argument("--out", required=True)
+    maker.add_argument("--seed", type=int, default=0)
+    texter = commands.add_parser("domain-text", help="a task's sentences as a corpus for --init_from")
+    texter.add_argument("--task", choices=sorted(TASKS), required=True)
+    texter.add_argument("--out", required=True)
+    texter.add_argument("--data", default=str(DATA))
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        args.extra = [a for a in args.extra if a != "--"]
+    sys.path.insert(0, str(REPO))
+    {"run": run, "table": table, "random-bilm": random_bilm, "domain-text": domain_text}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
