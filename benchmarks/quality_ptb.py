@@ -254,7 +254,14 @@ def our_checkpoints(folder: Path) -> list[tuple[float, int, Path]]:
     return found
 
 
-def evaluate_ours(folder: Path, data: Path, every: int) -> dict:
+def latest_before(times: list[float], minutes: float, slack: float = 2.0) -> int | None:
+    """The index of the last of `times` (seconds, increasing) at most `minutes` in (with `slack` seconds for the
+    timer's granularity), or None."""
+    found = [i for i, seconds in enumerate(times) if seconds <= minutes * 60 + slack]
+    return found[-1] if found else None
+
+
+def evaluate_ours(folder: Path, data: Path, every: int, test_at: list[float]) -> dict:
     import torch
     from safetensors.torch import load_file
 
@@ -275,10 +282,21 @@ def evaluate_ours(folder: Path, data: Path, every: int) -> dict:
         perplexity, scored = forward_perplexity(model, tokenizer, valid)
         curve.append({"minutes": seconds / 60, "step": step, "valid_perplexity": perplexity})
         print(f"ours: step {step} ({seconds / 60:.1f} min): valid {perplexity:.1f}", file=sys.stderr)
+    at = {}
+    for minutes in test_at:  # the last checkpoint within the minutes, on both texts
+        index = latest_before([seconds for seconds, _, _ in checkpoints], minutes)
+        if index is None:
+            continue
+        seconds, step, weights = checkpoints[index]
+        model.load_state_dict(load_file(weights))
+        at[f"{minutes:g}"] = {"minutes": seconds / 60, "step": step,
+                              "valid_perplexity": forward_perplexity(model, tokenizer, valid)[0],
+                              "test_perplexity": forward_perplexity(model, tokenizer, test)[0]}
+        print(f"ours at {minutes:g} min (step {step}): {at[f'{minutes:g}']}", file=sys.stderr)
     model = ElmoForPreTraining.from_pretrained(folder)  # the folder: the last step
     test_perplexity, test_tokens = forward_perplexity(model, tokenizer, test)
     valid_perplexity, valid_tokens = forward_perplexity(model, tokenizer, valid)
-    return {"curve": curve, "test_perplexity": test_perplexity, "valid_perplexity": valid_perplexity,
+    return {"curve": curve, "test_perplexity": test_perplexity, "valid_perplexity": valid_perplexity, "at": at,
             "test_tokens": test_tokens, "valid_tokens": valid_tokens, "steps": summary["steps"],
             "train_minutes": summary["train_seconds"] / 60, "tokens_per_second": summary["tokens_per_second"],
             "parameters": sum(p.numel() for p in model.parameters())}
@@ -312,7 +330,7 @@ def their_perplexity(model, word_ids: dict, tokens: list[str]) -> tuple[float, i
     return math.exp(nll / count), count
 
 
-def evaluate_theirs(snapshots: Path, wlm_dir: Path, data: Path) -> dict:
+def evaluate_theirs(snapshots: Path, wlm_dir: Path, data: Path, test_at: list[float]) -> dict:
     """Their snapshots (seconds of training in the name) on the validation text, the last also on the test text."""
     import torch
 
@@ -333,7 +351,16 @@ def evaluate_theirs(snapshots: Path, wlm_dir: Path, data: Path) -> dict:
         curve.append({"minutes": float(path.stem) / 60, "valid_perplexity": perplexity})
         print(f"theirs: {float(path.stem) / 60:.1f} min: valid {perplexity:.1f}", file=sys.stderr)
     test_perplexity, test_tokens = their_perplexity(model, word_ids, test)
-    return {"curve": curve, "last_model_test_perplexity": test_perplexity, "test_tokens": test_tokens,
+    at = {}
+    for minutes in test_at:
+        index = latest_before([float(path.stem) for path in files], minutes)
+        if index is None:
+            continue
+        model.load_state_dict(torch.load(files[index]))
+        at[f"{minutes:g}"] = {"minutes": float(files[index].stem) / 60, "valid_perplexity": curve[index]["valid_perplexity"],
+                              "test_perplexity": their_perplexity(model, word_ids, test)[0]}
+        print(f"theirs at {minutes:g} min: {at[f'{minutes:g}']}", file=sys.stderr)
+    return {"curve": curve, "last_model_test_perplexity": test_perplexity, "test_tokens": test_tokens, "at": at,
             "last_model_valid_perplexity": curve[-1]["valid_perplexity"]}
 
 
@@ -372,10 +399,10 @@ def evaluate(args: argparse.Namespace) -> None:
     if (out / "theirs.log").exists():
         results["theirs"] = read_theirs(out / "theirs.log")
         results["theirs"].update(evaluate_theirs(out / "theirs_snapshots", Path(results["run"]["wlm_dir"]),
-                                                 Path(args.data)))
+                                                 Path(args.data), args.test_at))
     for recipe in ("ours", "ours_b"):
         if (out / recipe).is_dir():
-            results[recipe] = evaluate_ours(out / recipe, Path(args.data), args.every)
+            results[recipe] = evaluate_ours(out / recipe, Path(args.data), args.every, args.test_at)
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(json.dumps({k: v for k, v in results.items() if k != "run"}, indent=2))
 
@@ -481,6 +508,8 @@ def main(argv: list[str] | None = None) -> None:
     evaluator.add_argument("--out", required=True)
     evaluator.add_argument("--data", default=str(DATA))
     evaluator.add_argument("--every", type=int, default=1, help="evaluate every N-th of our checkpoints")
+    evaluator.add_argument("--test_at", type=float, nargs="*", default=[],
+                           help="minutes at which both are also tested (the last checkpoint or snapshot within them)")
     plotter = commands.add_parser("plot", help="perplexity against minutes of runs")
     plotter.add_argument("runs", nargs="+")
     plotter.add_argument("--output", default=str(REPO / "docs" / "quality_ptb.png"))
