@@ -243,6 +243,69 @@ def forward_perplexity(model, tokenizer, tokens: list[str]) -> tuple[float, int]
     return math.exp(nll / count), count
 
 
+def sentences_of(tokens: list[str]) -> list[list[str]]:
+    """The words of each sentence of a token stream."""
+    sentences, current = [], []
+    for token in tokens:
+        if token == "<S>":
+            current = []
+        elif token == "</S>":
+            sentences.append(current)
+        else:
+            current.append(token)
+    return sentences
+
+
+def forward_perplexity_per_sentence(model, tokenizer, tokens: list[str], batch_size: int = 64) -> float:
+    """The same tokens as `forward_perplexity`, each sentence read from a zero state: what is left when no earlier
+    sentence can help (the difference is what the model learned to take from the sentences before)."""
+    import torch
+
+    from train.data import BatchEncoder
+
+    encoder = BatchEncoder(tokenizer)
+    nll, count = 0.0, 0
+    model.eval()
+    sentences = sentences_of(tokens)
+    with torch.no_grad():
+        for start in range(0, len(sentences), batch_size):
+            rows = [["<S>", *words, "</S>"] for words in sentences[start:start + batch_size]]
+            width = max(len(row) for row in rows)
+            chars = torch.zeros(len(rows), width, encoder.row_width, dtype=torch.long)
+            labels = torch.full((len(rows), width), -100, dtype=torch.long)
+            for i, row in enumerate(rows):
+                chars[i, : len(row)] = torch.tensor(encoder.char_ids(row))
+                labels[i, : len(row)] = torch.tensor(encoder.vocab_ids(row))
+            out = model(input_ids=chars, attention_mask=(labels != -100).long(), labels=labels)
+            nll += float(out.forward_loss) * int(out.forward_tokens)
+            count += int(out.forward_tokens)
+    return math.exp(nll / count)
+
+
+def their_perplexity_per_sentence(model, word_ids: dict, tokens: list[str], batch_size: int = 64) -> float:
+    """`their_perplexity` with each sentence read from a zero state after one `<eos>`."""
+    import torch
+
+    nll, count = 0.0, 0
+    model.eval()
+    sentences = sentences_of(tokens)
+    with torch.no_grad():
+        for start in range(0, len(sentences), batch_size):
+            rows = [[word_ids[w] for w in ["<eos>", *words, "<eos>"]] for words in sentences[start:start + batch_size]]
+            width = max(len(row) for row in rows) - 1
+            inputs = torch.zeros(width, len(rows), dtype=torch.long)
+            targets = torch.full((width, len(rows)), -100, dtype=torch.long)
+            for i, row in enumerate(rows):
+                inputs[: len(row) - 1, i] = torch.tensor(row[:-1])
+                targets[: len(row) - 1, i] = torch.tensor(row[1:])
+            log_probs, _ = model(inputs, model.init_hidden(len(rows)))
+            target = targets.reshape(-1)
+            scored = target != -100
+            nll += -float(log_probs[scored].gather(1, target[scored, None]).sum())
+            count += int(scored.sum())
+    return math.exp(nll / count)
+
+
 def our_checkpoints(folder: Path) -> list[tuple[float, int, Path]]:
     """(training seconds, step, weights file) of every checkpoint, oldest first."""
     import torch
@@ -295,8 +358,10 @@ def evaluate_ours(folder: Path, data: Path, every: int, test_at: list[float]) ->
         print(f"ours at {minutes:g} min (step {step}): {at[f'{minutes:g}']}", file=sys.stderr)
     model = ElmoForPreTraining.from_pretrained(folder)  # the folder: the last step
     test_perplexity, test_tokens = forward_perplexity(model, tokenizer, test)
+    test_per_sentence = forward_perplexity_per_sentence(model, tokenizer, test)
     valid_perplexity, valid_tokens = forward_perplexity(model, tokenizer, valid)
     return {"curve": curve, "test_perplexity": test_perplexity, "valid_perplexity": valid_perplexity, "at": at,
+            "test_perplexity_per_sentence": test_per_sentence,
             "test_tokens": test_tokens, "valid_tokens": valid_tokens, "steps": summary["steps"],
             "train_minutes": summary["train_seconds"] / 60, "tokens_per_second": summary["tokens_per_second"],
             "parameters": sum(p.numel() for p in model.parameters())}
@@ -360,7 +425,9 @@ def evaluate_theirs(snapshots: Path, wlm_dir: Path, data: Path, test_at: list[fl
         at[f"{minutes:g}"] = {"minutes": float(files[index].stem) / 60, "valid_perplexity": curve[index]["valid_perplexity"],
                               "test_perplexity": their_perplexity(model, word_ids, test)[0]}
         print(f"theirs at {minutes:g} min: {at[f'{minutes:g}']}", file=sys.stderr)
+    model.load_state_dict(torch.load(files[-1]))
     return {"curve": curve, "last_model_test_perplexity": test_perplexity, "test_tokens": test_tokens, "at": at,
+            "last_model_test_perplexity_per_sentence": their_perplexity_per_sentence(model, word_ids, test),
             "last_model_valid_perplexity": curve[-1]["valid_perplexity"]}
 
 

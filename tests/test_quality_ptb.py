@@ -107,3 +107,26 @@ def test_their_model_is_scored_on_the_same_tokens(tmp_path, monkeypatch):
         log_probs, _ = model(stream[:-1, None], model.init_hidden(1))
     whole = math.exp(-float(log_probs.gather(1, stream[1:, None]).mean()))
     assert_close(torch.tensor(windowed), torch.tensor(whole), WINDOWED, what="their perplexity")
+
+
+def test_per_sentence_scores_are_each_sentence_read_alone(tmp_path, model_and_tokenizer, monkeypatch):
+    """Batched and padded, each sentence from a zero state: the sentences' streams scored one by one."""
+    model, tokenizer = model_and_tokenizer
+    (tmp_path / "test.txt").write_text(" the cat sat on the mat .\n the dog ran\n <unk> sat .\n")
+    tokens = quality_ptb.token_stream(tmp_path / "test.txt")
+    monkeypatch.setattr(quality_ptb, "EVAL_COLUMNS", 1)
+    alone = [quality_ptb.forward_perplexity(model, tokenizer, ["<S>", *words, "</S>"])
+             for words in quality_ptb.sentences_of(tokens)]
+    expected = math.exp(sum(math.log(p) * n for p, n in alone) / sum(n for _, n in alone))
+    batched = quality_ptb.forward_perplexity_per_sentence(model, tokenizer, tokens, batch_size=2)
+    assert_close(torch.tensor(batched), torch.tensor(expected), WINDOWED, what="ours, per sentence")
+
+    word_ids = {word: i for i, word in enumerate(["<eos>", "the", "cat", "sat", "on", "mat", ".", "dog", "ran",
+                                                  "<unk>"])}
+    torch.manual_seed(0)
+    theirs = WordLSTM(len(word_ids)).eval()
+    alone = [quality_ptb.their_perplexity(theirs, word_ids, ["<S>", *words, "</S>"])
+             for words in quality_ptb.sentences_of(tokens)]
+    expected = math.exp(sum(math.log(p) * n for p, n in alone) / sum(n for _, n in alone))
+    batched = quality_ptb.their_perplexity_per_sentence(theirs, word_ids, tokens, batch_size=2)
+    assert_close(torch.tensor(batched), torch.tensor(expected), WINDOWED, what="theirs, per sentence")
