@@ -57,14 +57,15 @@ def job_options(task: str, data: Path, train_samples: int, seed: int, variant: s
             "--disable_tqdm", "true", "--per_device_eval_batch_size", "64", *extra, *task_extra]
 
 
-def run_job(command: list[str], out: Path, core: int) -> dict:
+def run_job(command: list[str], out: Path, core: int | None) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     with open(out / "command.log", "w") as log:
         log.write(" ".join(command) + "\n")
         log.flush()
-        code = subprocess.call(["taskset", "-c", str(core), *command], cwd=REPO, env=env, stdout=log,
+        pin = [] if core is None else ["taskset", "-c", str(core)]
+        code = subprocess.call([*pin, *command], cwd=REPO, env=env, stdout=log,
                                stderr=subprocess.STDOUT)
     if code != 0:
         raise RuntimeError(f"{' '.join(command)} failed ({code}); see {out / 'command.log'}")
@@ -87,8 +88,7 @@ def run(args: argparse.Namespace) -> None:
                               task_extra.split())
         jobs.append(([sys.executable, "-m", TASKS[task]["module"], *options], folder))
     print(f"{len(jobs)} runs to do", file=sys.stderr)
-    cores = list(range(args.parallel))
-    free = list(cores)
+    free = list(range(args.parallel)) if args.cores is None else list(args.cores) or [None] * args.parallel
 
     def one(job):
         command, folder = job
@@ -192,6 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     runner.add_argument("--sst2_options", default="", help="more options for the SST-2 runs only")
     runner.add_argument("--conll_options", default="", help="more options for the CoNLL runs only")
     runner.add_argument("--parallel", type=int, default=2, help="runs at a time, one core each")
+    runner.add_argument("--cores", type=int, nargs="*", help="the cores to pin runs to (default 0 .. parallel - 1; "
+                                                             "none given with the option: not pinned)")
     runner.add_argument("--data", default=str(DATA))
     runner.add_argument("extra", nargs=argparse.REMAINDER, help="after --: options for every run")
     tabler = commands.add_parser("table", help="the markdown table of a run folder")
