@@ -546,6 +546,25 @@ def table(args: argparse.Namespace) -> None:
                   f"{r['test_perplexity']:.1f} | - | {load_text} |")
 
 
+def perplexity(args: argparse.Namespace) -> None:
+    """The forward LM's perplexity of model folders on text files (one sentence a line), scored as above."""
+    import torch
+
+    from modeling_elmo import ElmoForPreTraining
+    from tokenization import ElmoTokenizer
+
+    torch.set_num_threads(1)
+    results = {}
+    for folder in args.models:
+        model, tokenizer = ElmoForPreTraining.from_pretrained(folder), ElmoTokenizer.from_pretrained(folder)
+        for text in args.texts:
+            value, tokens = forward_perplexity(model, tokenizer, token_stream(Path(text)))
+            results[f"{folder} on {text}"] = {"forward_perplexity": value, "tokens": tokens}
+            print(f"{folder} on {text}: {value:.1f} ({tokens} tokens)", file=sys.stderr)
+    if args.output:
+        Path(args.output).write_text(json.dumps(results, indent=2))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -578,6 +597,10 @@ def main(argv: list[str] | None = None) -> None:
     evaluator.add_argument("--every", type=int, default=1, help="evaluate every N-th of our checkpoints")
     evaluator.add_argument("--test_at", type=float, nargs="*", default=[],
                            help="minutes at which both are also tested (the last checkpoint or snapshot within them)")
+    scorer = commands.add_parser("perplexity", help="forward perplexity of model folders on text files")
+    scorer.add_argument("--models", nargs="+", required=True)
+    scorer.add_argument("--texts", nargs="+", required=True)
+    scorer.add_argument("--output", help="a JSON file for the figures")
     plotter = commands.add_parser("plot", help="perplexity against minutes of runs")
     plotter.add_argument("runs", nargs="+")
     plotter.add_argument("--output", default=str(REPO / "docs" / "quality_ptb.png"))
@@ -592,7 +615,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.recipes != "ours" and not args.wlm_dir and args.against is None:
             parser.error("--wlm_dir is needed to run theirs")
     sys.path.insert(0, str(REPO))
-    {"run": run, "wlm": wlm_harness, "evaluate": evaluate, "plot": plot, "table": table}[args.command](args)
+    {"run": run, "wlm": wlm_harness, "evaluate": evaluate, "perplexity": perplexity, "plot": plot,
+     "table": table}[args.command](args)
 
 
 if __name__ == "__main__":
