@@ -167,6 +167,11 @@ def run_cli(name: str, args, *, cwd=None, env: dict[str, str] | None = None) -> 
     return subprocess.CompletedProcess([name, *map(str, args)], code, stdout.getvalue(), stderr.getvalue())
 
 
+def cli(name: str, args) -> int:
+    """The exit status of `run_cli(name, args)`; its lines reach `caplog` (the records also go to the root logger)."""
+    return run_cli(name, args).returncode
+
+
 # The project is installed in the environment (editable) for its commands; a user who loads a saved model
 # has none of it. This prologue makes the project's packages unimportable in the subprocess, then checks it.
 _NO_PROJECT = """

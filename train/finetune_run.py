@@ -81,8 +81,6 @@ class TaskParts(Protocol):
     def prediction_lines(self, model, tokenizer, test, data_args, batch_size: int) -> tuple[list[str], int]:
         """The lines of the predictions file for `test`, and how many sentences they predict."""
 
-    def main(self, argv: Sequence[str] | None = None, guard=None) -> dict:
-        """The command, in this process: `run(its task, argv, guard)`."""
 
     # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples call
     # for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and `head_options(data_args) ->
