@@ -52,6 +52,7 @@ class Command:
     bad_input: tuple[type[BaseException], ...] = ()
     timestamps: bool = False  # training commands: each line with its time
     quiet: bool = False  # only warnings, errors and the logger's own notices unless --verbose (elmo-convert)
+    download_bars: bool = False  # huggingface_hub's progress bars stay on (the run turns them off after its downloads)
     help: str = ""  # one line for `python -m elmo_cli --help`
     aliases: tuple[str, ...] = field(default=())
 
@@ -81,7 +82,7 @@ def run(command: Command, argv: Sequence[str] | None = None) -> int:
         terminal.quiet_libraries()  # those the run's imports set up
         guard = InterruptGuard()
         try:
-            with guard.installed(), transformers_console(command_verbose(options)):
+            with guard.installed(), transformers_console(command_verbose(options), command.download_bars):
                 result = work(options, guard)
             return result if type(result) is int else 0  # a run returns its exit status, or what it made
         except Interrupted as stop:
@@ -180,22 +181,22 @@ def console(command: Command, verbose: bool) -> Iterator[Console]:
 
 
 @contextlib.contextmanager
-def transformers_console(verbose: bool) -> Iterator[None]:
-    """transformers' own verbosity and progress bars (huggingface_hub's too) for the block, where the run imported
-    transformers, put back afterwards."""
+def transformers_console(verbose: bool, bars: bool = False) -> Iterator[None]:
+    """transformers' own verbosity and progress bars (huggingface_hub's too: off unless `verbose` or `bars`) for the
+    block, where the run imported transformers, put back afterwards."""
     hf_logging = sys.modules.get("transformers.utils.logging")
     if hf_logging is None:
         yield
         return
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    verbosity, enabled = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_info() if verbose else hf_logging.set_verbosity_error()
-    if not verbose:
+    if not (verbose or bars):
         hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar() if bars else hf_logging.disable_progress_bar()
+        hf_logging.enable_progress_bar() if enabled else hf_logging.disable_progress_bar()
 
 
 def end_distributed() -> None:

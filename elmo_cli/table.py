@@ -70,7 +70,7 @@ COMMANDS: dict[str, Command] = {row.name: row for row in (
     Command("elmo-analyze", parse=_parser(AnalyzeOptions, "elmo-analyze"), run="elmo_tools.analysis:run",
             logger="elmo-analyze", checks=early_checks.check_analyze_paths, help="how contextual each layer is"),
     Command("elmo-convert", parse=_parser(ConvertOptions, "elmo-convert"), run="elmo_tools.convert:run",
-            logger="elmo_tools.convert", checks=early_checks.check_convert_paths, quiet=True,
+            logger="elmo_tools.convert", checks=early_checks.check_convert_paths, quiet=True, download_bars=True,
             help="original ELMo weights to a Hugging Face folder"),
     Command("elmo-app", parse=_parser(AppOptions, "elmo-app"), run="elmo_tools.app.server:run", logger="elmo-app",
             help="the demo page"),
