@@ -150,6 +150,7 @@ def run_cli(name: str, args, *, cwd=None, env: dict[str, str] | None = None) -> 
     imports, several processes, loading without the project) runs in a fresh one (`run_command`)."""
     from elmo_cli import run
 
+    assert "--debug_kill_after_chunks" not in map(str, args), "a command that kills its process runs in its own"
     stdout, stderr = io.StringIO(), io.StringIO()
     threads = torch.get_num_threads()
     saved_env = dict(os.environ)
