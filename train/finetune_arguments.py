@@ -157,15 +157,23 @@ def parse_finetune(task: str, argv: Sequence[str]) -> FineTuneOptions:
         sys.stdout.write(short_help(row))
         raise SystemExit(0)
     if asked == "all":
-        from transformers import HfArgumentParser, TrainingArguments
-
-        HfArgumentParser((*command_dataclasses(row), TrainingArguments), prog=command_name(row),
-                         description=row.description).print_help()
+        training_parser(row, with_ours=True).print_help()
         raise SystemExit(0)
     (model, head, data, command), rest = parse_options(
         command_dataclasses(row), argv, known_only=True, prog=command_name(row), description=row.description,
         allow_abbrev=False)
     return FineTuneOptions(task, model, head, data, command, rest)
+
+
+def training_parser(row: FineTuningTask, with_ours: bool = False):
+    """transformers' `HfArgumentParser` of `TrainingArguments` (and of our option dataclasses too, `with_ours`: the
+    help of --help_all), with the task's defaults. Imports transformers (seconds)."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    classes = (*command_dataclasses(row), TrainingArguments) if with_ours else TrainingArguments
+    parser = HfArgumentParser(classes, prog=command_name(row), description=row.description)
+    parser.set_defaults(**row.training_defaults)
+    return parser
 
 
 def wants_help(argv: list[str]) -> str | None:

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 from safetensors import safe_open
-from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+from transformers import Trainer, TrainingArguments, set_seed
 from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss, floats rounded
 
 from elmo_tools.errors import InputError
@@ -38,7 +38,7 @@ from modeling_elmo import ElmoConfig
 from modeling_elmo.configuration_elmo import TASK_CLASSES
 from tokenization import check_word_split
 
-from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune
+from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
 from .finetune_data import limit, read_input_file
 from .predict import read_test_file, write_predictions
 from .tasks import TASKS, FineTuningTask, task_module
@@ -94,8 +94,10 @@ class TaskParts(Protocol):
 
 def run_task(task: str, argv: Sequence[str], guard=None) -> dict:
     """`run` on the command line `argv` of `task`'s command (a key of `TASKS`), in this process: what
-    `elmo-finetune TASK ARGV` does, without the command's console and exit status; returns the metrics."""
-    return run(parse_finetune(task, argv), guard)
+    `elmo-finetune TASK ARGV` does, without the command's console and exit status; returns the metrics. The warnings
+    filters the run sets are put back after it."""
+    with warnings.catch_warnings():
+        return run(parse_finetune(task, argv), guard)
 
 
 def run(options: FineTuneOptions, guard=None) -> dict:
@@ -158,7 +160,7 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
     """transformers' `TrainingArguments` from what `parse_finetune` left (the words of the command line, or the JSON
     file's fields), with the task's defaults (`row.training_defaults`) where the user gave none, and `--output_dir`;
     every option of ours checked too. A mistyped option, or a value transformers refuses: `InputError`, one line."""
-    parser = HfArgumentParser(TrainingArguments, prog=command_name(row))
+    parser = training_parser(row)
     # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
     defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available(),
                 "output_dir": options.command.output_dir}
