@@ -612,7 +612,8 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
             *saving]
     result = run_cli("elmo-finetune-classification", argv)
     assert result.returncode == 130
-    errors = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if " WARNING " in line]
+    errors = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if "interrupted" in line]
+    assert "interrupted" in result.stderr.strip().splitlines()[-1]  # the command's last line
     assert len(errors) == 1 and errors[0].startswith("interrupted by SIGINT at step"), errors
     if checkpoint:
         kept = sorted(p.name for p in out.iterdir())

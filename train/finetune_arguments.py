@@ -90,8 +90,9 @@ class ModelArguments:
 class CommandArguments:
     """What every fine-tuning command reads besides the model, the data and the training loop."""
 
-    output_dir: str = field(metadata={
-        "help": "Where the model, tokenizer, metrics, checkpoints and predictions are written."})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where the model, tokenizer, metrics, checkpoints and predictions are written (a predict-only run "
+                "with --predictions_file needs none)."})
     encoding: str = field(
         default="utf-8", metadata={"help": "Encoding of the input files (default utf-8; e.g. gb18030, big5, latin-1). "
                                    "Bytes that do not decode are refused, naming the file, line and byte."}

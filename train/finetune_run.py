@@ -162,8 +162,9 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
     every option of ours checked too. A mistyped option, or a value transformers refuses: `InputError`, one line."""
     parser = training_parser(row)
     # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
-    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available(),
-                "output_dir": options.command.output_dir}
+    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available()}
+    if options.command.output_dir is not None:
+        defaults["output_dir"] = options.command.output_dir
     parser.set_defaults(**defaults)
     try:
         if isinstance(options.training, dict):  # the other fields of a JSON options file
