@@ -20,9 +20,9 @@ import torch
 from conftest import REPO, run_cli
 
 import modeling_elmo
-from elmo_tools.hub_utils import render_model_card
 from elmo_tools.loading import TASKS as LOADER_TASKS
 from elmo_tools.loading import load_elmo
+from elmo_tools.model_card import render_model_card
 from modeling_elmo import ElmoConfig
 from modeling_elmo.configuration_elmo import TASK_CLASSES, ElmoClass
 from train.collators import ElmoDataCollatorForSequenceClassification

@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 @runtime_checkable
 class TaskParts(Protocol):
     """What a task's module (`train/tasks/<task>.py`: `train.tasks.sequence_classification`, ...) gives the
-    run. `data_args` is the parsed dataclass of the row's `data_arguments`. Readers raise `ValueError` (or
+    run. `data_args` is the parsed dataclass of the task's `data_options`. Readers raise `ValueError` (or
     `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line naming the
     option and the file."""
 

@@ -36,9 +36,10 @@ from transformers.utils import logging as hf_logging
 
 from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
 from elmo_tools.errors import InputError
-from elmo_tools.hub_utils import HubPushError, push_folder, write_model_card
+from elmo_tools.hub_push import HubPushError, push_folder
 from elmo_tools.interrupts import Interrupted, InterruptGuard
 from elmo_tools.loading import load_elmo
+from elmo_tools.model_card import write_model_card
 from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import check_decodes, resolve_files
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
