@@ -316,7 +316,7 @@ def test_fused_equals_reference_without_clipping(overrides):
 
 def test_auto_uses_fused_only_where_exact_and_faster():
     """"auto" takes the fused kernel for unclipped models on CUDA (cuDNN) and for training; CPU inference runs the
-    (faster) loop, and clipped models never take the kernel."""
+    (faster) loop, CUDA inference of clipped models the graph kernel, and clipped models never take the fused one."""
     clipped = tiny_model()
     unclipped = tiny_model(cell_clip=None, proj_clip=None)
     x = torch.zeros(2, 3, 2, 16)
@@ -330,7 +330,7 @@ def test_auto_uses_fused_only_where_exact_and_faster():
     assert unclipped.bilm.layers[0].implementation(cuda_input, state) == "fused"  # training on CUDA: cuDNN
     with torch.no_grad():
         assert unclipped.bilm.layers[0].implementation(cuda_input, state) == "fused"
-        assert clipped.bilm.layers[0].implementation(cuda_input, state) == "loop"
+        assert clipped.bilm.layers[0].implementation(cuda_input, state) == "graph"  # CUDA graphs (test_lstm_graph)
 
 
 def test_fused_refuses_clipping():
@@ -356,7 +356,8 @@ def test_a_registered_lstm_kernel_is_a_configuration_choice(monkeypatch):
     for every layer. "training" is registered but not a configuration's choice."""
     monkeypatch.setattr(ALL_LSTM_FUNCTIONS, "_functions", dict(ALL_LSTM_FUNCTIONS._functions))
     monkeypatch.setattr(ALL_LSTM_FUNCTIONS, "_choices", list(ALL_LSTM_FUNCTIONS._choices))
-    assert set(ALL_LSTM_FUNCTIONS.choices) == {"reference", "loop", "fused", "int8"} and "training" in ALL_LSTM_FUNCTIONS
+    assert set(ALL_LSTM_FUNCTIONS.choices) == {"reference", "loop", "fused", "int8", "graph"}
+    assert "training" in ALL_LSTM_FUNCTIONS
     with pytest.raises(ValueError, match="lstm_implementation must be one of .* got 'training'"):
         ElmoConfig.from_preset("tiny", lstm_implementation="training")
     with pytest.raises(ValueError, match="got 'counted'"):
