@@ -80,13 +80,17 @@ if triton is not None:
         out_gate = _sigmoid(tl.load(gates + 3 * cell, mask=inside).to(tl.float32), PRECISE).to(gate_type)
         state = c_ptr + row.to(tl.int64) * cell + cols
         c_old = tl.load(state, mask=inside)
-        candidate = (in_gate * cell_gate).to(gate_type).to(tl.float32)  # torch.mul of two gate-dtype tensors
-        c_new = c_old.to(tl.float32) * forget_gate.to(tl.float32) + candidate
+        state_type = c_ptr.dtype.element_ty
+        # Every product and sum rounded to the dtype torch gives it (no-ops in float32): i * g in the gates' dtype,
+        # the rest in the state's (float32, or the gates' when the state is in it).
+        candidate = (in_gate * cell_gate).to(gate_type).to(tl.float32)
+        kept = (c_old.to(tl.float32) * forget_gate.to(tl.float32)).to(state_type).to(tl.float32)
+        c_new = (kept + candidate).to(state_type).to(tl.float32)
         if HAS_CLIP:
             c_new = tl.minimum(tl.maximum(c_new, -clip), clip)
-        c_new = c_new.to(c_old.dtype).to(tl.float32)  # the state's dtype, as torch keeps it
-        hidden = _tanh(c_new, PRECISE) * out_gate.to(tl.float32)
-        tl.store(state, c_new.to(c_old.dtype), mask=inside & active)
+        squashed = _tanh(c_new, PRECISE).to(state_type).to(tl.float32)
+        hidden = (squashed * out_gate.to(tl.float32)).to(state_type)
+        tl.store(state, c_new.to(state_type), mask=inside & active)
         tl.store(hidden_ptr + row.to(tl.int64) * cell + cols, hidden.to(hidden_ptr.dtype.element_ty), mask=inside)
 
     @triton.jit
