@@ -508,7 +508,7 @@ GPU_ROUTES = (("loop (before)", "loop", False), ("graph, torch step", "graph", F
 
 
 def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train_batches=(128,),
-                device: torch.device = torch.device("cuda"), peak_size: int = 8192) -> dict:
+                device: str = "cuda", peak_size: int = 8192) -> dict:
     """Inference tokens/s of the clipped original-size model on the GPU: the packed step loop (the path before
     issue 49) against the graph kernel with the torch step and with Triton's, float32 and bfloat16, at each batch
     size (128 is what `elmo-embed` picks for 16-24 words: its defaults are 128 sentences and 4096 tokens), each as a
@@ -518,6 +518,7 @@ def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train
     from modeling_elmo import ElmoModel
     from tokenization import ElmoTokenizer
 
+    device = torch.device(device)
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     peaks = {name: matmul_tflops(dtype, device, peak_size) for name, dtype in dtypes.items()}
     name = torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu"

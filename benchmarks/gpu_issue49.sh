@@ -4,8 +4,11 @@
 #     OUT=/some/folder bash benchmarks/gpu_issue49.sh
 # Wheels the machine lacks (transformers at the pinned version, datasets and its needs) are installed from ../.whl
 # when that folder is there; PTB (for part 4) is read from ./ptb/ptb.{train,valid}.txt[.gz] when there.
-# SMALL=1 rehearses the script on a CPU: tiny sizes, no GPU.
+# SMALL=1 rehearses the script on a CPU: tiny sizes, no GPU. PARTS picks parts (default all:
+# tests,bench,embed,profile,ptb); PTB_BATCH is part 4's batch (default 512).
 set -u -o pipefail
+PARTS=${PARTS:-tests,bench,embed,profile,ptb}
+want() { [[ ",$PARTS," == *",$1,"* ]]; }
 OUT=${OUT:?set OUT to a folder for the logs}
 SMALL=${SMALL:-0}
 TOTAL=${TOTAL:-520}
@@ -26,11 +29,15 @@ transformers.__version__, 'accelerate', accelerate.__version__, 'pyarrow', pyarr
 import importlib.util as u; print('triton', u.find_spec('triton') is not None, 'datasets', u.find_spec('datasets') is not None)" \
     2>&1 | tee "$OUT/env.txt"
 
+if want tests; then
 part "1. exact: tests/test_cuda.py (and the graph kernel's CPU tests)"
 timeout 230 $PY -m pytest -q -p no:randomly -p no:cacheprovider -rs --durations=8 tests/test_cuda.py \
     tests/test_lstm_graph.py -k "not interpreter" 2>&1 | tee "$OUT/tests.log"
 echo "tests exit: $?"
+fi
 
+MODEL=/tmp/g49/original
+if want bench; then
 part "2. fast: bench_speed.py --sections gpu (original size)"
 if [ "$SMALL" = 1 ]; then
     $PY -c "import torch; from modeling_elmo import ElmoModel, ElmoConfig; from tokenization import ElmoTokenizer
@@ -43,10 +50,10 @@ fi
 timeout 200 $PY benchmarks/bench_speed.py --sections gpu $BENCH --json "$OUT/speed.json" 2>"$OUT/speed.log" >/dev/null
 echo "bench exit: $?"
 grep -A40 "matmul peak TFLOP/s:" "$OUT/speed.log" | grep -v "bench_speed:" | head -40
-MODEL=/tmp/g49/original
+fi
 
+if want embed && [ -f ptb/ptb.valid.txt ]; then
 part "2b. the elmo-embed command at its own batch (PTB validation, --top)"
-if [ -f ptb/ptb.valid.txt ]; then
     for dtype in float32 bfloat16; do
         device=cuda; [ "$SMALL" = 1 ] && device=cpu
         s=$(date +%s.%N)
@@ -61,12 +68,18 @@ print(f'elmo-embed $dtype exit $rc: {len(lines)} lines, {tokens} tokens, {$e - $
     done
 fi
 
+if want profile && [ "$SMALL" = 0 ]; then
+part "2c. where a forward's time goes (torch profiler)"
+timeout 120 $PY benchmarks/profile_gpu_forward.py --work_dir /tmp/g49 --batch 128 2>&1 | tee "$OUT/profile.log" \
+    | grep -E "^===|Self CUDA time total|Self CPU time total" 
+fi
+
+if want ptb && [ -f ptb/ptb.train.txt ]; then
 part "4. PTB, preset small, time-boxed"
-if [ -f ptb/ptb.train.txt ]; then
     budget=$(( $(left) - 15 ))
     [ "$SMALL" = 1 ] && budget=40
     if [ "$budget" -gt 30 ]; then
-        preset=small; steps=100000; batch=128; eval_steps=250
+        preset=small; steps=100000; batch=${PTB_BATCH:-512}; eval_steps=200
         [ "$SMALL" = 1 ] && preset=tiny && batch=8 && eval_steps=5
         echo "training for at most $budget s"
         timeout -s INT -k 20 "$budget" $PY -m train.pretrain --train_file ptb/ptb.train.txt \

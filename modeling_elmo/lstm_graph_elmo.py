@@ -11,8 +11,8 @@ outputs. Active rows compute the reference's functions in its order (`lstm_cell_
 results equal the reference to float32 rounding, padding and state included (tests/test_lstm_graph.py).
 
 On CUDA (outside `torch.compile` tracing) each (bucket, dtypes, weights) gets one captured graph with its own static
-input and output buffers; all graphs of a process share one memory pool for their intermediates (they never run at
-once, and every call copies its results out before returning), and a layer keeps its graphs in a bounded LRU cache
+input and output buffers; all graphs on a device share one memory pool for their intermediates (they never run at
+once, and every call copies its results out before returning; the first graph captured is kept to keep the pool), and a layer keeps its graphs in a bounded LRU cache
 (`GraphCache`, at most `GRAPH_CACHE_BYTES` of static buffers per layer), emptied when training starts or the weights
 are loaded. Where Triton is installed the step's pointwise work runs as two fused kernels (`lstm_triton_elmo.py`);
 the torch ops here are the fallback and the reference of those kernels. On the CPU the same loop runs without a graph
@@ -210,7 +210,11 @@ class GraphCache:
         self.entries, self.nbytes, self.weights = collections.OrderedDict(), 0, PackedWeights()
 
 
-_POOLS: dict[int, tuple] = {}  # device index -> the memory pool every graph on it shares
+# Device index -> the first graph captured on it, kept for the life of the process: every later graph shares its
+# memory pool (`pool=anchor.pool()`). A pool lives while a graph that uses it does; were the graphs of a cache all
+# dropped (training clears the cache), the next capture into that pool fails (an internal assert of torch's
+# allocator, seen on torch 2.11): the anchor keeps it alive. It is never replayed, so what it read may be gone.
+_POOL_ANCHORS: dict[int, torch.cuda.CUDAGraph] = {}
 # Calls of this kernel one at a time per process: a graph's static buffers are filled, replayed and read in one call,
 # and a capture must not see another thread's work.
 _CALL_LOCK = threading.Lock()
@@ -238,11 +242,12 @@ def _capture(weights: _Weights, rows: int, steps: int, dtype: torch.dtype, state
         with torch.cuda.stream(side):
             run()  # warm-up outside the capture: cuBLAS handles, Triton's compilation
         torch.cuda.current_stream(device).wait_stream(side)
-        if device.index not in _POOLS:
-            _POOLS[device.index] = torch.cuda.graph_pool_handle()
+        anchor = _POOL_ANCHORS.get(device.index)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=_POOLS[device.index], capture_error_mode="thread_local"):
+        with torch.cuda.graph(graph, pool=anchor.pool() if anchor is not None else None,
+                              capture_error_mode="thread_local"):
             run()
+        _POOL_ANCHORS.setdefault(device.index, graph)
     nbytes = sum(t.numel() * t.element_size() for t in (x, mask, h, c, out))
     return _Graph(graph, x, mask, h, c, out, weights, nbytes)
 

@@ -75,7 +75,8 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
       reference);
     - "graph" (`lstm_graph_elmo.lstm_graph`): inference on a padded layout of fixed shapes per bucket, replayed
       from one CUDA graph per layer and bucket on a GPU (plain torch on the CPU); "auto" takes it for CUDA
-      inference of clipped models (outside `torch.compile` tracing), where the packed loop waits on kernel launches.
+      inference of clipped models in bfloat16 or float16 (outside `torch.compile` tracing), where the packed loop
+      waits on kernel launches.
 
     "auto" takes torch's kernel where it is the faster exact path for unclipped models: on GPU (cuDNN), and for
     training on the CPU (10-20% faster than the autograd loop); CPU inference runs the oneDNN loop, 2x faster than
@@ -101,8 +102,14 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
         return "training"
     if grad_needed:
         return "reference"
-    if choice == "graph" or (choice == "auto" and inputs.device.type == "cuda" and not torch.compiler.is_compiling()):
-        return "graph"  # CUDA inference of clipped layers: the padded loop replayed from CUDA graphs
+    # CUDA inference of clipped layers in bfloat16 or float16: the padded loop replayed from CUDA graphs, 1.7-2.1x the
+    # packed loop at 32-128 sentences on an H200. In float32 the step's multiplies, not the launches, take the time,
+    # and the packed loop (which skips finished rows) measured faster at every batch (benchmarks/results_speed.md).
+    reduced = autocast or getattr(inputs, "dtype", torch.float32) in (torch.bfloat16, torch.float16)
+    if choice == "graph" or (
+        choice == "auto" and inputs.device.type == "cuda" and reduced and not torch.compiler.is_compiling()
+    ):
+        return "graph"
     return "loop"
 
 

@@ -27,10 +27,12 @@ GPU_GRADIENT = Bound(
 )
 
 
+@pytest.mark.parametrize("implementation", ["auto", "graph"])
 @pytest.mark.parametrize("overrides", [dict(), dict(cell_clip=None, proj_clip=None)])
-def test_inference_on_cuda_equals_the_cpu(overrides):
-    """Every layer and the final state, with padding and a state carried in, on the GPU's paths (the batched loop for
-    clipped layers, cuDNN for unclipped ones) against the CPU reference."""
+def test_inference_on_cuda_equals_the_cpu(overrides, implementation):
+    """Every layer and the final state, with padding and a state carried in, on the GPU's paths (float32: the batched
+    loop for clipped layers, cuDNN for unclipped ones; and the graph kernel's CUDA graphs) against the CPU
+    reference."""
     model = tiny_model(**overrides)
     ids = random_char_ids([7, 3, 9, 1], seed=3)
     config = model.config
@@ -39,7 +41,7 @@ def test_inference_on_cuda_equals_the_cpu(overrides):
     with torch.no_grad():
         model.config.lstm_implementation = "reference"
         expected = model(ids, state=state, use_cache=True, output_hidden_states=True)
-        model.config.lstm_implementation = "auto"
+        model.config.lstm_implementation = implementation
         gpu = model.to(CUDA)(ids.to(CUDA), state=tuple(t.to(CUDA) for t in state), use_cache=True,
                              output_hidden_states=True)
     names = [f"layer {i}" for i in range(len(expected.hidden_states))] + ["h", "c"]
@@ -123,7 +125,7 @@ def test_graph_kernel_replays_a_graph_per_bucket_and_equals_the_cpu():
     model = tiny_model()
     batches = [random_char_ids(lengths, seed=i) for i, lengths in enumerate(SHAPES)]
     expected = [reference_on_cpu(model, ids) for ids in batches]
-    model.config.lstm_implementation = "auto"
+    model.config.lstm_implementation = "graph"  # "auto" takes it in bfloat16; float32 tests its arithmetic here
     model.to(CUDA)
     with torch.inference_mode():
         for ids, want in zip(batches, expected):
@@ -135,7 +137,7 @@ def test_graph_kernel_replays_a_graph_per_bucket_and_equals_the_cpu():
 
 
 def test_graph_kernel_follows_weights_changed_in_place():
-    model = tiny_model()
+    model = tiny_model(lstm_implementation="graph")
     ids = random_char_ids([6, 4, 2], seed=8)
     model.to(CUDA)
     with torch.no_grad():
@@ -165,7 +167,7 @@ def test_graph_kernel_triton_step_equals_the_torch_step(dtype, monkeypatch):
 
     if not fused.available(CUDA):
         pytest.skip("Triton is not installed")
-    model = tiny_model().to(CUDA)
+    model = tiny_model(lstm_implementation="graph").to(CUDA)
     ids = random_char_ids([9, 4, 7, 1, 3], seed=9).to(CUDA)
     outputs = {}
     for use_triton in (False, True):
