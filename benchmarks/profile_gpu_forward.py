@@ -49,7 +49,8 @@ def main() -> None:
                 torch.cuda.synchronize()
                 wall = time.perf_counter() - start
         events = profile.key_averages()
-        busy = sum(getattr(e, "self_device_time_total", 0) for e in events) / 1e6
+        kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]  # not the aten ops too
+        busy = sum(e.self_device_time_total for e in kernels) / 1e6
         print(f"\n=== {name}: batch {args.batch}, {tokens} tokens, {1e3 * wall / args.calls:.1f} ms a forward "
               f"({tokens * args.calls / wall:,.0f} tokens/s), GPU busy {1e3 * busy / args.calls:.1f} ms "
               f"({100 * busy / wall:.0f}% of the wall time)")
