@@ -283,10 +283,16 @@ def make_accelerator(args: PretrainArguments):
         log_with = args.report_to
     # Without cpu=True a CPU-only torchrun/accelerate launch silently gives independent single processes.
     cpu = args.use_cpu or not torch.cuda.is_available()
+    # NCCL refuses two processes on one GPU: where this node runs more processes than it has GPUs (Accelerate then
+    # puts several on one), they talk through gloo, which reduces CUDA tensors too (tests/test_cuda.py).
+    shared_gpus = not cpu and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > torch.cuda.device_count()
+    if shared_gpus:  # Accelerate takes LOCAL_RANK for the index of a process's GPU (its device, DDP's, its barriers)
+        os.environ["LOCAL_RANK"] = str(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     handlers = [
         DistributedDataParallelKwargs(find_unused_parameters=args.softmax == "adaptive"),
         # A process that waits for a dead or stuck peer fails after this long instead of hanging.
-        InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=args.ddp_timeout)),
+        InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=args.ddp_timeout),
+                               **({"backend": "gloo"} if shared_gpus else {})),
     ]
     return Accelerator(
         cpu=cpu,
