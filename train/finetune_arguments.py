@@ -131,7 +131,7 @@ def head_arguments(row: FineTuningTask) -> type:
     help_text = (f"{row.head_help} (default: {row.head_default} for a new head, the saved one for a fine-tuned "
                  "folder).")
     return dataclasses.make_dataclass(
-        f"{row.head_name.title().replace(' ', '').replace('-', '')}HeadArguments",
+        f"{row.name.title().replace('-', '')}HeadArguments",
         [(row.head_option, str | None, field(default=None, metadata={"help": help_text}))],
         namespace={"__module__": __name__},
     )

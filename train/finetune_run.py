@@ -261,17 +261,17 @@ def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[
     saved = sorted(saved, key=lambda label: saved[label])  # in id order
     what = row.labels
     if set(label2id) <= set(saved):
-        logger.info("continuing the saved %s head: the data's %s are among its %s", row.head_name, what, saved)
+        logger.info("continuing the saved %s head: the data's %s are among its %s", row.name, what, saved)
         return None
     if all(re.fullmatch(r"LABEL_\d+", str(label)) for label in saved):
         return label2id  # a head saved without label names: nothing of the user's is dropped
     unknown = sorted(set(label2id) - set(saved))
     if model_args.ignore_mismatched_sizes:
         logger.info("the saved %s head has the %s %s, not the data's %s: --ignore_mismatched_sizes, so it is trained "
-                    "for the data's (output weights of another size re-initialised)", row.head_name, what,
+                    "for the data's (output weights of another size re-initialised)", row.name, what,
                     saved, list(label2id))
         return label2id
-    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.head_name} head of the "
+    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.name} head of the "
                      f"{what} {saved}; the data's {what} {unknown} are not among them: add "
                      f"--ignore_mismatched_sizes true to train its output layer anew for the data's {what} "
                      f"{list(label2id)}, or fine-tune the biLM folder it was made from")
@@ -335,7 +335,7 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
         held.release()  # a biLM weight missing, a saved head of this task that does not fit: transformers' report
     elif weights[0]:
         initialised, unused = weights
-        logger.info("initialised the %s head (%d tensors of %s)%s", row.head_name, len(initialised),
+        logger.info("initialised the %s head (%d tensors of %s)%s", row.name, len(initialised),
                     ", ".join(sorted({key.split(".")[0] for key in initialised})),
                     f"; the saved {', '.join(sorted({key.split('.')[0] for key in unused}))} weights of another "
                     "head are not used" if unused else "")

@@ -50,7 +50,6 @@ class MultipleChoiceDataArguments:
 TASK = FineTuningTask(
     name="multiple-choice",
     data_options=MultipleChoiceDataArguments,
-    head_name="multiple-choice",
     labels="choices",
     examples="rows",
     head_option="classifier_pooling",
