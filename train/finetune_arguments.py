@@ -97,6 +97,9 @@ class CommandArguments:
         default="utf-8", metadata={"help": "Encoding of the input files (default utf-8; e.g. gb18030, big5, latin-1). "
                                    "Bytes that do not decode are refused, naming the file, line and byte."}
     )
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace what --output_dir holds (another run's model, metrics, checkpoints), or an existing "
+                "predictions file; without it such a folder is refused."})
     predictions_file: str | None = field(
         default=None, metadata={"help": "Where --do_predict writes (default OUTPUT_DIR/predictions.txt)."}
     )
