@@ -152,9 +152,9 @@ class Console:
         self.quiet_libraries()
 
     def quiet_libraries(self) -> None:
-        existing = logging.root.manager.loggerDict
+        existing = logging.root.manager.loggerDict  # a library imported: its logger, or a placeholder for its modules'
         for name in LIBRARIES:
-            if isinstance(existing.get(name), logging.Logger):
+            if name in existing:
                 self._set(name, logging.DEBUG if self.verbose and self.first else logging.WARNING)
 
     def _set(self, name: str, level: int) -> None:

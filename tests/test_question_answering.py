@@ -354,7 +354,7 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
 def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from train.finetune_arguments import QuestionAnsweringDataArguments
+    from train.tasks.question_answering import QuestionAnsweringDataArguments
     from train.tasks.question_answering import prediction_lines
 
     examples = squad_examples(4, seed=5)
