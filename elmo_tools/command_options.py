@@ -16,7 +16,8 @@ import os
 from .published_models import BASE_URL_ENV, CACHE_ENV, PUBLISHED_MODELS
 
 EMBED_FORMATS = ("hdf5", "parquet")
-EMBED_DTYPES = ("float32", "bfloat16", "float16", "int8")
+EMBED_DTYPES = ("float32", "bfloat16", "float16", "int8", "auto")
+EMBED_BACKENDS = ("torch", "onnxruntime", "openvino", "auto")  # elmo_tools/backends.py
 
 SPLIT_HELP = ("how lines are split into words (default: as the model's tokenizer splits raw text): a split registered "
               "in tokenization.WORD_SPLITTERS (punctuation, jieba, ...; whitespace for already tokenized text), or "
@@ -95,7 +96,12 @@ def embed_parser() -> argparse.ArgumentParser:
                         help="cpu, cuda, cuda:1 ... (default: cuda if available; cuda:LOCAL_RANK under torchrun)")
     parser.add_argument("--dtype", choices=EMBED_DTYPES, default="float32",
                         help="compute dtype of the matrix multiplies (autocast; float16 on CUDA only; int8: the model "
-                             "quantized on the CPU, as ElmoModel.quantize_int8); outputs are float32 (default float32)")
+                             "quantized on the CPU, as ElmoModel.quantize_int8; auto: the fastest within cosine 0.9999 "
+                             "of float32 on this CPU, measured once); outputs are float32 (default float32)")
+    parser.add_argument("--backend", choices=EMBED_BACKENDS, default=None,
+                        help="what runs the model: torch, onnxruntime or openvino (its ONNX graph, exported once; "
+                             "pip install 'elmo-hf[onnx]'), auto (the fastest, measured once on this CPU). Default: "
+                             "torch, or the float32 backend an earlier auto measured faster on this CPU")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--token_cache_size", type=int, default=50_000,
                         help="distinct tokens whose layer-0 vectors are kept (0: off)")
