@@ -16,7 +16,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from . import command_options, early_checks
+from . import command_options, early_checks, export_options
 from .interrupts import one_line_if_interrupted_while_starting
 
 # command -> (the parser of its options, the module whose `main` runs it, the paths it refuses before that import)
@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[Callable, str, Callable | None]] = {
     "elmo-analyze": (command_options.analyze_parser, "elmo_tools.analysis", early_checks.check_analyze_paths),
     "elmo-convert": (command_options.convert_parser, "elmo_tools.convert", None),
     "elmo-app": (command_options.app_parser, "elmo_tools.app.server", None),
+    "elmo-export": (export_options.export_parser, "elmo_tools.onnx_export", None),
 }
 
 
@@ -60,3 +61,7 @@ def convert(argv: Sequence[str] | None = None) -> int:
 
 def app(argv: Sequence[str] | None = None) -> int:
     return run("elmo-app", argv)
+
+
+def export(argv: Sequence[str] | None = None) -> int:
+    return run("elmo-export", argv)

@@ -29,7 +29,7 @@ from torch import nn
 from torch._higher_order_ops import scan
 
 from modeling_elmo.character_ids import real_token_mask
-from modeling_elmo.downstream_elmo import ElmoScalarMix, word_mask_of
+from modeling_elmo.downstream_elmo import ElmoScalarMix, sentence_boundary_mask
 from modeling_elmo.modeling_elmo import ElmoModel, lstm_cell_step
 
 
@@ -147,9 +147,36 @@ class ExportableElmo(nn.Module):
         hidden_states = torch.stack(layers, dim=1)  # (B, L + 1, T, 2P)
         if self.mix is None:
             return hidden_states
-        word_mask = word_mask_of(input_ids, mask, self.config.keep_sentence_boundaries,
-                                 self.config.sentence_boundary_rows)
-        return hidden_states, self.mix(list(hidden_states.unbind(1)), word_mask)
+        return hidden_states, scalar_mix(self.mix, hidden_states, words_to_pool(input_ids, mask, self.config))
+
+
+def words_to_pool(input_ids: torch.Tensor, mask: torch.Tensor, config) -> torch.Tensor:
+    """`downstream_elmo.word_mask_of` with logical operators only (ONNX Runtime has no `Where` on booleans): the real
+    tokens without `<S>`/`</S>` unless kept; a row with no word keeps its boundaries."""
+    if config.keep_sentence_boundaries:
+        return mask
+    words = mask & ~sentence_boundary_mask(input_ids, config.sentence_boundary_rows)
+    empty = ~words.any(1, keepdim=True)
+    return words | (empty & mask)
+
+
+def scalar_mix(mix: ElmoScalarMix, hidden_states: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+    """`ElmoScalarMix.forward` on (B, L + 1, T, D) layers, written with the operators ONNX Runtime has for float64
+    (the layer norm's statistics are float64 sums: `max` where the model clamps, which it has no float64 kernel for)."""
+    weights = mix.normalized_weights()
+    mixed = None
+    for k in range(hidden_states.shape[1]):
+        layer = hidden_states[:, k]
+        if mix.do_layer_norm:
+            x = layer.float()
+            elements = word_mask.unsqueeze(-1).to(torch.float64)  # (B, T, 1)
+            count = torch.maximum(elements.sum((-2, -1), keepdim=True) * x.shape[-1], torch.ones_like(elements[:1, :1]))
+            mean = (x.to(torch.float64) * elements).sum((-2, -1), keepdim=True) / count
+            variance = (((x.to(torch.float64) - mean) * elements) ** 2).sum((-2, -1), keepdim=True) / count
+            layer = ((x - mean.float()) / torch.sqrt(variance + mix.eps).float()).to(layer.dtype)
+        term = weights[k].to(layer.dtype) * layer
+        mixed = term if mixed is None else mixed + term
+    return mix.gamma.to(mixed.dtype) * mixed
 
 
 def padded_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,3 +187,51 @@ def padded_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) 
 
 
 __all__ = ["ExportableElmo", "padded_inputs", "reverse_within_lengths"]
+
+
+def head_unexportable_reason(head) -> str | None:
+    """Why a task head's logits cannot be part of the graph (one line), or None. Exported: sentence classification
+    pooled by mean, max or attention, one sentence a row; token classification by a linear layer."""
+    config = head.config
+    kind = type(head).__name__
+    if kind == "ElmoForSequenceClassification":
+        if config.pair_combination is not None:
+            return "a head of sentence pairs reads each side in its own biLM run (split by data): not exported"
+        if config.classifier_pooling == "lstm":
+            return "LSTM pooling packs each row's words by length (data-dependent): not exported"
+        return None
+    if kind == "ElmoForTokenClassification":
+        if config.token_classifier_encoder == "lstm":
+            return "the tagger's own biLSTM packs rows by length (data-dependent): not exported"
+        if config.use_crf:
+            return "a CRF's logits are max-marginals over tag sequences (a data-dependent dynamic programme): not exported"
+        return None
+    return f"{kind} is not exported (sentence and token classification are)"
+
+
+class ExportableHead(nn.Module):
+    """A task head on `ExportableElmo`: `hidden_states`, the head's first scalar mix `mixed`, and its `logits`
+    ((B, num_labels) for sentence classification, (B, T, num_labels) for token classification), as the head's
+    `forward` computes them in eval mode (`head_unexportable_reason` says which heads)."""
+
+    def __init__(self, head):
+        super().__init__()
+        reason = head_unexportable_reason(head)
+        if reason is not None:
+            raise ValueError(reason)
+        self.head = head.eval()
+        self.bilm = ExportableElmo(head.elmo, head.scalar_mixes[0])
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        hidden_states, mixed = self.bilm(input_ids, attention_mask)
+        head, config = self.head, self.head.config
+        mask = attention_mask.bool()
+        word_mask = words_to_pool(input_ids, mask, config)
+        x = mixed
+        if head.word_embedding is not None:
+            x = torch.cat([x, head.word_embedding(input_ids).to(x.dtype)], dim=-1)
+        if type(head).__name__ == "ElmoForSequenceClassification":
+            logits = head.classifier(head.pool(x, word_mask))
+        else:
+            logits = head.classifier(x)
+        return hidden_states, mixed, logits

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import io
 import json
 import logging
@@ -93,17 +94,31 @@ def random_batch(config, batch: int, length: int, seed: int = 0) -> tuple[torch.
     return ids.long(), mask.long()
 
 
-def export_onnx(model, path: str | os.PathLike, mix=None, check: bool = True) -> Path:
-    """Write the ONNX graph of `model` (an `ElmoModel`, float32, on the CPU) to `path`, with `mix` (an
-    `ElmoScalarMix`) as the second output when given; check it (`check_graph`) unless `check=False`. Written under
-    a temporary name and renamed when checked: `path` is complete or absent."""
+def exportable(model) -> tuple[torch.nn.Module, list[str], str | None]:
+    """The module to export for `model` and its outputs: an `ElmoModel`'s layers; a task head's layers, its first
+    scalar mix and its logits, or without the logits when the head cannot be exported (the reason, one line)."""
+    from .export_module import ExportableHead, head_unexportable_reason
+
+    if not hasattr(model, "scalar_mixes"):
+        return ExportableElmo(model), ["hidden_states"], None
+    reason = head_unexportable_reason(model)
+    if reason is None:
+        return ExportableHead(model), ["hidden_states", "mixed", "logits"], None
+    return ExportableElmo(model.elmo, model.scalar_mixes[0]), ["hidden_states", "mixed"], reason
+
+
+def export_onnx(model, path: str | os.PathLike, check: bool = True) -> Path:
+    """Write the ONNX graph of `model` (an `ElmoModel`, or a task head: `exportable`), float32, to `path`; check it
+    (`check_graph`) unless `check=False`. Written under a temporary name and renamed when checked: `path` is complete
+    or absent."""
     path = Path(path)
     if next(model.parameters()).dtype != torch.float32:
         raise ExportError("the ONNX graph is exported in float32: load the model in float32")
     model = model.cpu().eval()
-    module = ExportableElmo(model, mix)
+    module, outputs, reason = exportable(model)
+    if reason is not None:
+        logger.info("the graph holds the biLM's layers and the head's scalar mix, not its logits: %s", reason)
     input_ids, attention_mask = _example(model)
-    outputs = ["hidden_states"] + (["mixed"] if mix is not None else [])
     batch, length = torch.export.Dim("batch"), torch.export.Dim("length")
     dynamic = {"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +134,7 @@ def export_onnx(model, path: str | os.PathLike, mix=None, check: bool = True) ->
         _set_metadata(proto, model, outputs)
         _save(proto, graph)
         if check:
-            check_graph(graph, model, mix)
+            check_graph(graph, model)
         os.replace(graph, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -188,25 +203,34 @@ def graph_metadata(path: str | os.PathLike) -> dict[str, str]:
             if entry.key.startswith(METADATA_PREFIX)}
 
 
-def check_graph(path: Path, model, mix=None, shapes=CHECK_SHAPES) -> float:
+def reference_outputs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, np.ndarray]:
+    """What the graph of `model` must give, from the model's own forward passes (float32): the layers of its biLM,
+    and for a task head its first mix (`get_elmo_representations`) and its logits."""
+    with torch.no_grad():
+        bilm = model.elmo if hasattr(model, "scalar_mixes") else model
+        out = bilm(input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        expected = {"hidden_states": torch.stack(out.hidden_states, dim=1).numpy()}
+        if hasattr(model, "scalar_mixes"):
+            mixes = model.get_elmo_representations(input_ids, attention_mask)
+            expected["mixed"] = mixes.elmo_representations[0].numpy()
+            expected["logits"] = model(input_ids, attention_mask=attention_mask).logits.numpy()
+    return expected
+
+
+def check_graph(path: Path, model, shapes=CHECK_SHAPES) -> float:
     """Run the graph in ONNX Runtime at `shapes` (batch, length), padded, against the model's own float32 forward;
     returns the largest difference, `ExportError` above 1e-5 of the largest value (the parity bound)."""
     import onnxruntime
 
-    from .export_module import ExportableElmo
-
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    reference = ExportableElmo(model, mix) if mix is not None else None
+    names = [output.name for output in session.get_outputs()]
     worst = 0.0
     for seed, (batch, length) in enumerate(shapes):
         input_ids, attention_mask = random_batch(model.config, batch, length, seed=seed + 1)
-        with torch.no_grad():
-            out = model(input_ids, attention_mask=attention_mask, output_hidden_states=True)
-            expected = [torch.stack(out.hidden_states, dim=1).numpy()]
-            if reference is not None:
-                expected.append(reference(input_ids, attention_mask)[1].numpy())
-        got = session.run(None, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})
-        for name, a, b in zip(("hidden_states", "mixed"), got, expected):
+        expected = reference_outputs(model, input_ids, attention_mask)
+        got = session.run(names, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})
+        for name, a in zip(names, got):
+            b = expected[name]
             if a.shape != b.shape:
                 raise ExportError(f"the exported graph gives {name} of shape {a.shape} at batch {batch}, length "
                                   f"{length}, not {b.shape}: it was traced for one shape only")
@@ -265,3 +289,69 @@ def quantize_int8_graph(graph: Path) -> Path:
     os.replace(tmp, target)
     stamp.write_text(json.dumps({"digest": digest}))
     return target
+
+
+# --------------------------------------------------------------------------------------------------
+# elmo-export
+# --------------------------------------------------------------------------------------------------
+
+
+def _head_task(name: str) -> str | None:
+    """The fine-tuning task whose head a saved folder holds (its config's `architectures`), None for the biLM."""
+    from transformers import AutoConfig
+
+    from .tasks import TASKS
+
+    path = Path(name)
+    if not (path / "config.json").is_file():
+        return None
+    architectures = AutoConfig.from_pretrained(path).architectures or []
+    return next((task.name for task in TASKS.values() if task.head_class in architectures), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`elmo-export MODEL [OUTPUT]`: 0 when written (or up to date), 2 for a bad model, output or missing package."""
+    import sys
+
+    from .export_options import export_parser
+    from .loading import ModelLoadError, load_elmo
+
+    args = export_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    log = logging.getLogger("elmo-export")
+    missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]
+    if missing:
+        log.error("elmo-export needs %s: pip install 'elmo-hf[onnx]'", ", ".join(missing))
+        return 2
+    if args.output is None and not Path(args.model).is_dir():
+        log.error("give OUTPUT (an .onnx file) for %s: only a model folder has a default place", args.model)
+        return 2
+    output = Path(args.output) if args.output is not None else beside_model(args.model)
+    if output.suffix != ".onnx" or output.is_dir():
+        log.error("OUTPUT %s must be an .onnx file", output)
+        return 2
+    try:
+        model, _ = load_elmo(args.model, task=_head_task(args.model))
+    except ModelLoadError as error:
+        log.error("%s", error)
+        return 2
+    if output.exists() and not args.overwrite:
+        if args.output is None and graph_metadata(output).get("digest") == model_digest(model):
+            log.info("%s is up to date (made from these weights)", output)
+        else:
+            log.error("%s exists: pass --overwrite to replace it", output)
+            return 2
+    else:
+        try:
+            export_onnx(model, output, check=args.check)
+        except (ExportError, OSError) as error:
+            log.error("%s", error)
+            return 2
+    meta = graph_metadata(output)
+    log.info("%s: outputs %s; opset %s; written with torch %s, checked with onnxruntime %s%s", output,
+             meta.get("outputs"), meta.get("opset"), meta.get("torch_version"), meta.get("onnxruntime_version"),
+             "" if args.check else " (not checked: --no_check)")
+    if args.int8:
+        log.info("wrote ONNX Runtime's int8 graph %s", quantize_int8_graph(output))
+    return 0
