@@ -125,7 +125,15 @@ class ExportableElmo(nn.Module):
         c0 = inputs[0].new_zeros(batch, layer.cell_size)
         steps_first = [p.transpose(0, 1) for p in projected]  # (T, B, 4C)
         real = mask.transpose(0, 1).unsqueeze(-1)  # (T, B, 1)
-        _, outputs = scan(step, (h0, c0, h0.clone(), c0.clone()), (*steps_first, real))  # (T, B, P) each
+        carry, inputs = (h0, c0, h0.clone(), c0.clone()), (*steps_first, real)
+        if torch.compiler.is_compiling() or torch.compiler.is_exporting():
+            _, outputs = scan(step, carry, inputs)  # (T, B, P) each: the graph's Scan
+        else:  # eager: the same steps in a Python loop (scan would compile the step first, for every new shape)
+            steps = []
+            for t in range(real.shape[0]):
+                carry, out = step(carry, [x[t] for x in inputs])
+                steps.append(out)
+            outputs = [torch.stack(direction) for direction in zip(*steps)]
         return [out.transpose(0, 1) for out in outputs]
 
     # The whole model ------------------------------------------------------------------------------------------
