@@ -186,31 +186,32 @@ def path_runner(backend: str, dtype: str, model, folder, threads: int | None):
 
 
 class TorchPath:
-    """The model itself at a dtype, as `elmo-embed` runs it (int8: `quantize_int8`, undone after each call)."""
+    """The model itself at a dtype, as `elmo-embed` runs it (bfloat16: autocast; int8: `quantize_int8`), on a copy of
+    the model for any dtype but float32: each dtype packs its own copies of the weights, and paths measured in turn on
+    one model would repack them at every call."""
 
     def __init__(self, model, dtype: str):
-        self.model, self.dtype = model, dtype
+        import copy
+
+        from modeling_elmo.quantization_elmo import quantize_int8
+
+        self.model = model if dtype == "float32" else copy.deepcopy(model)
+        self.dtype = dtype
+        if dtype == "int8":
+            quantize_int8(self.model)
 
     def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         import contextlib
 
         import torch
 
-        from modeling_elmo.quantization_elmo import quantize_int8
-
-        saved = self.model.config.lstm_implementation
-        if self.dtype == "int8":
-            quantize_int8(self.model)
         autocast = (torch.autocast("cpu", dtype=getattr(torch, self.dtype)) if self.dtype in ("bfloat16", "float16")
                     else contextlib.nullcontext())
-        try:
-            with torch.inference_mode(), autocast:
-                out = self.model(torch.from_numpy(np.asarray(input_ids, dtype=np.int64)),
-                                 attention_mask=torch.from_numpy(np.asarray(attention_mask, dtype=np.int64)),
-                                 output_hidden_states=True)
-                return torch.stack(out.hidden_states, dim=1).float().numpy()
-        finally:
-            self.model.config.lstm_implementation = saved
+        with torch.inference_mode(), autocast:
+            out = self.model(torch.from_numpy(np.asarray(input_ids, dtype=np.int64)),
+                             attention_mask=torch.from_numpy(np.asarray(attention_mask, dtype=np.int64)),
+                             output_hidden_states=True)
+            return torch.stack(out.hidden_states, dim=1).float().numpy()
 
 
 def measure(paths: list[tuple[str, str]], model, tokenizer, folder=None, threads: int | None = None,
