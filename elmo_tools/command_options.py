@@ -215,6 +215,9 @@ def app_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
                         help="port (default 7860)")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: the CPU)")
+    parser.add_argument("--backend", choices=EMBED_BACKENDS[:3], default=os.environ.get("ELMO_APP_BACKEND", "torch"),
+                        help="what computes the vectors: torch (default; $ELMO_APP_BACKEND), or the model's ONNX graph "
+                             "in onnxruntime or openvino, float32 (pip install 'elmo-hf[onnx]')")
     parser.add_argument("--trust_remote_code", action="store_true", help="let a Hub model run its own code")
     parser.add_argument("--verbose", action="store_true", help="debug logging, and Gradio's own messages")
     return parser

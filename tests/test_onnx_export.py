@@ -312,3 +312,78 @@ def test_backends_refuse_in_one_line(clipped_dir, corpus, tmp_path, caplog, monk
     errors = [r.message for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == ["--backend openvino needs openvino: pip install 'elmo-hf[onnx]'"]
     assert not (tmp_path / "x.hdf5").exists() and not (tmp_path / "x.hdf5.partial").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# Serving: the app, transformers' pipeline, and a deployment without torch
+# --------------------------------------------------------------------------------------------------
+
+
+def test_standalone_character_ids_equal_the_tokenizer():
+    """The torch-free encoder of `onnx_standalone.py` gives ElmoTokenizer's ids and mask (long, non-ASCII, empty)."""
+    from elmo_tools.onnx_standalone import encode
+    from tokenization import ElmoTokenizer
+
+    sentences = [["The", "bank"], ["naïve", "東京", "x" * 70, ""], [], ["a"] * 9]
+    expected = ElmoTokenizer()(sentences, is_split_into_words=True, padding=True, return_tensors="np")
+    ids, mask = encode(sentences)
+    np.testing.assert_array_equal(ids, expected["input_ids"])
+    np.testing.assert_array_equal(mask, expected["attention_mask"])
+
+
+@pytest.mark.slow
+def test_app_and_pipeline_run_on_a_runtime_backend(clipped_dir):
+    from transformers import pipeline
+
+    from elmo_tools.app.session import embed_sentences, load_session
+    from elmo_tools.loading import load_elmo
+    from elmo_tools.runtime_model import ElmoRuntimeModel, on_backend
+
+    sentences = [["the", "bank", "raised", "its", "rates"], ["we", "sat"]]
+    on_torch = embed_sentences(load_session(str(clipped_dir)), sentences)
+    session = load_session(str(clipped_dir), backend="onnxruntime")
+    assert isinstance(session.model, ElmoRuntimeModel)
+    for got, expected in zip(embed_sentences(session, sentences), on_torch):
+        assert_close(got, expected, PARITY_SCALED, "app")
+    model, tokenizer = load_elmo(clipped_dir)
+    text = "The bank raised its rates ."
+    expected = np.array(pipeline("feature-extraction", model=model, tokenizer=tokenizer)(text))
+    runtime = on_backend(model, "onnxruntime", folder=clipped_dir)
+    got = np.array(pipeline("feature-extraction", model=runtime, tokenizer=tokenizer)(text))
+    assert_close(got, expected, PARITY_SCALED, "pipeline")
+
+
+@pytest.mark.slow
+def test_a_deployment_without_torch_gives_the_same_vectors(clipped_dir, tmp_path):
+    """The graph, tokenizer_config.json, word_splits_elmo.py and onnx_standalone.py copied to a folder, read by a
+    fresh interpreter in which torch cannot be imported."""
+    import shutil
+    import subprocess
+    import sys
+
+    import elmo_tools.onnx_standalone as standalone
+    from elmo_tools.loading import load_elmo
+
+    deploy = tmp_path / "deploy"
+    (deploy / "onnx").mkdir(parents=True)
+    shutil.copy(clipped_dir / "onnx" / "model.onnx", deploy / "onnx")
+    for name in ("tokenizer_config.json", "word_splits_elmo.py"):
+        shutil.copy(clipped_dir / name, deploy)
+    shutil.copy(standalone.__file__, deploy)
+    text = ["The bank raised its rates, didn't it?", "We sat on the river bank ."]
+    code = (
+        "import sys, json; sys.modules['torch'] = None; sys.path.insert(0, sys.argv[1])\n"
+        "from onnx_standalone import ElmoOnnx\n"
+        "vectors = ElmoOnnx(sys.argv[1]).embed(json.loads(sys.argv[2]))\n"
+        "assert 'torch' not in sys.modules or sys.modules['torch'] is None\n"
+        "print(json.dumps([v.tolist() for v in vectors]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(deploy), json.dumps(text)], capture_output=True,
+                            text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    got = [np.array(v, dtype=np.float32) for v in json.loads(result.stdout)]
+    model, tokenizer = load_elmo(clipped_dir)
+    for sentence, vectors in zip(text, got):
+        batch = tokenizer([sentence], return_tensors="pt")
+        expected = reference_layers(model, batch["input_ids"], batch["attention_mask"])[0, :, 1:-1]
+        assert_close(vectors, expected, PARITY_SCALED, sentence)

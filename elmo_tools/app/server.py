@@ -321,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name = args.model or default_model()
     try:
-        session = load_session(name, device=args.device, trust_remote_code=args.trust_remote_code)
+        session = load_session(name, device=args.device, trust_remote_code=args.trust_remote_code,
+                               backend=args.backend)
     except ModelLoadError as error:
         logger.error("--model: %s", error)
         return 2
