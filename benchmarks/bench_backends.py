@@ -13,7 +13,8 @@ $ELMO_HF_CACHE) before anything is timed.
 Text: held-out lines, short to long: PTB validation's first `--lines` non-empty lines where ../shared/data is there,
 else generated wikitext-like lines (`backend_choice.sample_sentences`). They are cut into batches as `elmo-embed` cuts
 them (sorted by length, <= 128 sentences and <= 4096 padded tokens), and each path embeds all of them once per round;
-rounds are interleaved (every path in turn) after one warm-up round, and the figures are medians over `--rounds`.
+rounds are interleaved (every path in turn; each path's runner is built for its turn and released after it, untimed,
+with a warm-up call on the first batch), and the figures are medians over `--rounds`.
 torch runs without the token cache here (the runtimes have none), so every path does the whole work.
 
 Ratios: GFLOP/s (204.3 MFLOP per token at the original size, `bench_speed.flops_per_token`; `<S>`/`</S>` count) over the
@@ -27,6 +28,7 @@ beside the table.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -129,40 +131,50 @@ def main(argv: list[str] | None = None) -> int:
     tokens = int(sum(mask.sum() for _, mask in encoded))
     start_load = os.getloadavg()
     wanted = [tuple(p.split(":")) for p in args.paths.split(",")] if args.paths else PATHS
-    runs, skipped = {}, {}
+    paths, skipped = [], {}
     for backend, dtype in wanted:
         reason = torch_reason(dtype) if backend == "torch" else unavailable_reason(backend, dtype)
         if reason is not None:
             skipped[f"{backend} {dtype}"] = reason
-            continue
-        runs[(backend, dtype)] = backend_choice.path_runner(backend, dtype, model, folder, threads)  # exports once
+        else:
+            paths.append((backend, dtype))
+    for backend, dtype in paths:  # every graph exported (and quantized) once, before anything is timed
+        if backend != "torch":
+            backend_choice.path_runner(backend, dtype, model, folder, threads)
+            gc.collect()
     peak = Peak(torch.device("cpu"))
-    reference = [runs[("torch", "float32")](*e) for e in encoded]  # also torch's warm-up
-    outputs = {path: [run(*e) for e in encoded] for path, run in runs.items()}  # every path's warm-up round
-    samples: dict = {path: [] for path in runs}
-    for _ in range(args.rounds):
-        for path, run in runs.items():
+    reference = [backend_choice.TorchPath(model, "float32")(*e) for e in encoded]  # also torch's warm-up
+    samples: dict = {path: [] for path in paths}
+    table: dict = {}
+    for round_number in range(args.rounds):
+        for path in paths:
+            # Built for each round and released after it (untimed): at this size each runtime holds its own copies of
+            # the weights, and all of them at once would not fit beside other work. A warm-up call on the first batch.
+            run = backend_choice.path_runner(*path, model, folder, threads)
+            run(*encoded[0])
             before = peak.mm()
             begin = time.perf_counter()
-            for e in encoded:
-                run(*e)
+            outputs = [run(*e) for e in encoded]
             seconds = time.perf_counter() - begin
             mean_peak = (before + peak.mm()) / 2
             samples[path].append((tokens / seconds, tokens * flops / seconds / 1e9 / mean_peak, mean_peak))
-    table = []
+            if round_number == 0:
+                cos_min, cos_median = cosines(outputs, reference, encoded)
+                table[path] = {"backend": path[0], "dtype": path[1], "cosine_min": cos_min,
+                               "cosine_median": cos_median, "batch_dependence": batch_dependence(run, encoded)}
+            del run, outputs
+            gc.collect()
+            print(f"round {round_number + 1}: {path[0]} {path[1]} {tokens / seconds:.0f} tokens/s", flush=True)
     for path, values in samples.items():
-        cos_min, cos_median = cosines(outputs[path], reference, encoded)
-        table.append({"backend": path[0], "dtype": path[1],
-                      "tokens_per_s": statistics.median(v[0] for v in values),
-                      "tokens_per_s_range": (min(v[0] for v in values), max(v[0] for v in values)),
-                      "share_of_peak": statistics.median(v[1] for v in values),
-                      "peak_gflops": statistics.median(v[2] for v in values),
-                      "cosine_min": cos_min, "cosine_median": cos_median,
-                      "batch_dependence": batch_dependence(runs[path], encoded)})
+        table[path].update({"tokens_per_s": statistics.median(v[0] for v in values),
+                            "tokens_per_s_range": (min(v[0] for v in values), max(v[0] for v in values)),
+                            "share_of_peak": statistics.median(v[1] for v in values),
+                            "peak_gflops": statistics.median(v[2] for v in values)})
+    table = list(table.values())
     base = next(row["tokens_per_s"] for row in table if (row["backend"], row["dtype"]) == ("torch", "float32"))
     auto = None
     if not args.no_auto:
-        measured = backend_choice.measure(list(runs), model, tokenizer, folder, threads)
+        measured = backend_choice.measure(paths, model, tokenizer, folder, threads)
         chosen, alternative = backend_choice.best(measured)
         auto = {"chosen": chosen.name, "alternative": alternative.name if alternative else None,
                 "measured": [vars(m) for m in measured]}

@@ -1,7 +1,7 @@
 """`--backend auto` / `--dtype auto`: the fastest path on this CPU whose vectors stay within cosine 0.9999 of float32.
 
 The paths (a backend of `backends.BACKENDS` and a dtype) are measured once per CPU and model size, on a batch of
-sentences shaped as `elmo-embed` cuts them (wikitext-like lengths), in interleaved rounds, against torch's float32
+sentences shaped as `elmo-embed` cuts them (wikitext-like lengths), one path after the other, against torch's float32
 vectors of the same batch: tokens/s, and the smallest cosine between a vector and its float32 counterpart over every
 token of every layer. The measurements are remembered in `$ELMO_HF_CACHE/backend_choice.json` (default
 `~/.cache/elmo-hf`), keyed by the CPU (its model name and instruction flags), the thread count, the versions of torch
@@ -216,25 +216,29 @@ class TorchPath:
 
 def measure(paths: list[tuple[str, str]], model, tokenizer, folder=None, threads: int | None = None,
             sentences: list[list[str]] | None = None, rounds: int = ROUNDS) -> list[Measurement]:
-    """Tokens/s (median of `rounds` interleaved rounds after one warm-up call) and the smallest cosine to torch
-    float32 of each path, on one batch of `sentences` (default `sample_sentences()`)."""
+    """Tokens/s (median of `rounds` calls after one warm-up call) and the smallest cosine to torch float32 of each
+    path, on one batch of `sentences` (default `sample_sentences()`). One path at a time, each released before the
+    next: at the original size every runtime holds its own copies of the weights (a gigabyte or more each)."""
+    import gc
+
     sentences = sentences or sample_sentences()
     encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="np")
     ids, mask = encoded["input_ids"].astype(np.int64), encoded["attention_mask"].astype(np.int64)
     tokens = int(mask.sum())
     reference = TorchPath(model, "float32")(ids, mask)
-    runners, cosines = {}, {}
-    for path in paths:
-        runners[path] = path_runner(*path, model, folder, threads)
-        cosines[path] = min_cosine(runners[path](ids, mask), reference, mask)  # also the warm-up call
-    times: dict = {path: [] for path in paths}
-    for _ in range(rounds):
-        for path in paths:
+    results = []
+    for backend, dtype in paths:
+        run = path_runner(backend, dtype, model, folder, threads)
+        cosine = min_cosine(run(ids, mask), reference, mask)  # also the warm-up call
+        times = []
+        for _ in range(rounds):
             start = time.perf_counter()
-            runners[path](ids, mask)
-            times[path].append(time.perf_counter() - start)
-    return [Measurement(backend, dtype, tokens / statistics.median(times[(backend, dtype)]), cosines[(backend, dtype)])
-            for backend, dtype in paths]
+            run(ids, mask)
+            times.append(time.perf_counter() - start)
+        results.append(Measurement(backend, dtype, tokens / statistics.median(times), cosine))
+        del run
+        gc.collect()
+    return results
 
 
 def best(measurements: list[Measurement]) -> tuple[Measurement, Measurement | None]:

@@ -19,6 +19,7 @@ COMMANDS = {  # console script: (front door, an option its help must show)
     "elmo-analyze": ("analyze", "--min_count"),
     "elmo-convert": ("convert", "--manylangs_dir"),
     "elmo-app": ("app", "--trust_remote_code"),
+    "elmo-export": ("export", "--int8"),
 }
 HEAVY = ("torch", "transformers", "accelerate", "datasets", "modeling_elmo", "tokenization")
 
