@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import InputError
+
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "onnxruntime", "openvino")
@@ -38,7 +40,7 @@ PACKAGES = {"onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "on
 INSTALL_HINT = "pip install 'elmo-hf[onnx]'"
 
 
-class BackendError(Exception):
+class BackendError(InputError):
     """A backend or dtype that cannot run here (one line, naming what is missing)."""
 
 
@@ -175,3 +177,18 @@ class GraphEmbedder:
             array = layers[:, row, 1 : len(words) + 1]  # boundaries removed
             results.append(np.ascontiguousarray(array if self.mode == "all" else array[0], dtype=np.float32))
         return results
+
+
+def graph_embedder(backend: str, dtype: str, model, tokenizer, mode: str, folder=None) -> GraphEmbedder:
+    """`elmo-embed`'s embedder on `backend`, with this process's thread count; `BackendError` (bad input) when the
+    backend cannot run here, `RunFailed` when the graph cannot be made (an export that fails its check)."""
+    import torch
+
+    from .errors import RunFailed
+    from .onnx_export import ExportError
+
+    try:
+        runner = runner_for(backend, dtype, model, folder, torch.get_num_threads())
+    except ExportError as error:
+        raise RunFailed(f"--backend {backend}: {error}") from None
+    return GraphEmbedder(runner, tokenizer, mode, model)

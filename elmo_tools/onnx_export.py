@@ -297,61 +297,47 @@ def quantize_int8_graph(graph: Path) -> Path:
 
 
 def _head_task(name: str) -> str | None:
-    """The fine-tuning task whose head a saved folder holds (its config's `architectures`), None for the biLM."""
+    """The task whose head a saved folder holds (its config's `architectures`), None for the biLM."""
     from transformers import AutoConfig
 
-    from .tasks import TASKS
+    from modeling_elmo.configuration_elmo import TASK_CLASSES
 
     path = Path(name)
     if not (path / "config.json").is_file():
         return None
     architectures = AutoConfig.from_pretrained(path).architectures or []
-    return next((task.name for task in TASKS.values() if task.head_class in architectures), None)
+    return next((task for task, row in TASK_CLASSES.items() if row.path.rsplit(".", 1)[-1] in architectures), None)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`elmo-export MODEL [OUTPUT]`: 0 when written (or up to date), 2 for a bad model, output or missing package."""
-    import sys
+def run(options, guard=None) -> Path:
+    """`elmo-export MODEL [--output OUT.onnx]` (`export_options.ExportOptions`): the graph written, or found up to
+    date; `InputError` for a bad model, output or a missing package, `RunFailed` for a graph that fails its check."""
+    from .errors import InputError, RunFailed
+    from .loading import load_elmo
 
-    from .export_options import export_parser
-    from .loading import ModelLoadError, load_elmo
-
-    args = export_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     log = logging.getLogger("elmo-export")
     missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]
     if missing:
-        log.error("elmo-export needs %s: pip install 'elmo-hf[onnx]'", ", ".join(missing))
-        return 2
-    if args.output is None and not Path(args.model).is_dir():
-        log.error("give OUTPUT (an .onnx file) for %s: only a model folder has a default place", args.model)
-        return 2
-    output = Path(args.output) if args.output is not None else beside_model(args.model)
-    if output.suffix != ".onnx" or output.is_dir():
-        log.error("OUTPUT %s must be an .onnx file", output)
-        return 2
-    try:
-        model, _ = load_elmo(args.model, task=_head_task(args.model))
-    except ModelLoadError as error:
-        log.error("%s", error)
-        return 2
-    if output.exists() and not args.overwrite:
-        if args.output is None and graph_metadata(output).get("digest") == model_digest(model):
-            log.info("%s is up to date (made from these weights)", output)
-        else:
-            log.error("%s exists: pass --overwrite to replace it", output)
-            return 2
+        raise InputError(f"elmo-export needs {', '.join(missing)}: pip install 'elmo-hf[onnx]'")
+    if options.output is not None and (Path(options.output).suffix != ".onnx" or Path(options.output).is_dir()):
+        raise InputError(f"--output {options.output} must be an .onnx file")
+    model, _ = load_elmo(options.model, task=_head_task(options.model))  # ModelLoadError: an InputError
+    if options.output is None and not Path(options.model).is_dir():
+        raise InputError(f"give --output (an .onnx file) for {options.model}: only a model folder has a default place")
+    output = Path(options.output) if options.output is not None else beside_model(options.model)
+    if output.exists() and not options.overwrite:
+        if options.output is not None or graph_metadata(output).get("digest") != model_digest(model):
+            raise InputError(f"{output} exists: pass --overwrite to replace it")
+        log.info("%s is up to date (made from these weights)", output)
     else:
         try:
-            export_onnx(model, output, check=args.check)
-        except (ExportError, OSError) as error:
-            log.error("%s", error)
-            return 2
+            export_onnx(model, output, check=not options.no_check)
+        except ExportError as error:
+            raise RunFailed(str(error)) from None
     meta = graph_metadata(output)
-    log.info("%s: outputs %s; opset %s; written with torch %s, checked with onnxruntime %s%s", output,
-             meta.get("outputs"), meta.get("opset"), meta.get("torch_version"), meta.get("onnxruntime_version"),
-             "" if args.check else " (not checked: --no_check)")
-    if args.int8:
+    checked = "not checked (--no_check)" if options.no_check else "checked against PyTorch in onnxruntime"
+    log.info("%s: outputs %s; opset %s; written with torch %s, %s %s", output, meta.get("outputs"),
+             meta.get("opset"), meta.get("torch_version"), checked, meta.get("onnxruntime_version"))
+    if options.int8:
         log.info("wrote ONNX Runtime's int8 graph %s", quantize_int8_graph(output))
-    return 0
+    return output

@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import cli, tiny_config
 from tolerances import PARITY_SCALED, REORDERED, assert_close
 
 from elmo_tools.export_module import ExportableElmo
@@ -103,13 +103,12 @@ def cache(tmp_path_factory):
 def clipped_dir(tmp_path_factory, cache):
     """A saved tiny model whose clips bind, with its tokenizer, and its graph written by `elmo-export` beside it."""
     pytest.importorskip("onnxruntime", reason="the ONNX tests need the onnx extra: pip install 'elmo-hf[onnx]'")
-    from elmo_tools.commands import export
     from tokenization import ElmoTokenizer
 
     folder = tmp_path_factory.mktemp("onnx") / "clipped"
     clipped_model(lstm_implementation="auto").save_pretrained(folder)
     ElmoTokenizer().save_pretrained(folder)
-    assert export([str(folder), "--quiet"]) == 0
+    assert cli("elmo-export", [folder]) == 0
     return folder
 
 
@@ -137,7 +136,6 @@ def test_exported_graph_at_every_length_and_batch(clipped_dir):
 
 @pytest.mark.slow
 def test_elmo_export_command_metadata_up_to_date_and_refusals(clipped_dir, tmp_path, caplog):
-    from elmo_tools.commands import export
     from elmo_tools.loading import load_elmo
     from elmo_tools.onnx_export import beside_model, graph_metadata, model_digest
 
@@ -146,13 +144,13 @@ def test_elmo_export_command_metadata_up_to_date_and_refusals(clipped_dir, tmp_p
     assert meta["digest"] == model_digest(model) and meta["opset"] == "18" and meta["outputs"] == "hidden_states"
     assert meta["onnxruntime_version"] and meta["torch_version"] == torch.__version__
     caplog.set_level(logging.INFO)
-    assert export([str(clipped_dir)]) == 0 and "up to date" in caplog.text  # same weights: nothing to do
+    assert cli("elmo-export", [clipped_dir]) == 0 and "up to date" in caplog.text  # same weights: nothing to do
     caplog.clear()
     target = tmp_path / "elmo.onnx"
     target.write_text("not a graph")
-    assert export([str(clipped_dir), str(target)]) == 2 and "--overwrite" in caplog.text
-    assert export([str(clipped_dir), str(tmp_path / "elmo.txt")]) == 2 and ".onnx" in caplog.text
-    assert export([str(tmp_path / "nothing-here")]) == 2
+    assert cli("elmo-export", [clipped_dir, "--output", target]) == 2 and "--overwrite" in caplog.text
+    assert cli("elmo-export", [clipped_dir, "--output", tmp_path / "elmo.txt"]) == 2 and ".onnx" in caplog.text
+    assert cli("elmo-export", [tmp_path / "nothing-here"]) == 2
     assert target.read_text() == "not a graph"  # refused: nothing written
 
 
@@ -162,7 +160,6 @@ def test_heads_export_their_mix_and_logits_or_say_why_not(tmp_path, cache):
     pytest.importorskip("onnxruntime", reason="the ONNX tests need the onnx extra: pip install 'elmo-hf[onnx]'")
     import onnxruntime
 
-    from elmo_tools.commands import export
     from elmo_tools.onnx_export import random_batch, reference_outputs
     from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
     from tokenization import ElmoTokenizer
@@ -172,7 +169,7 @@ def test_heads_export_their_mix_and_logits_or_say_why_not(tmp_path, cache):
                                                      scalar_mix_layer_norm=True)).eval()
     head.save_pretrained(tmp_path / "classifier")
     ElmoTokenizer().save_pretrained(tmp_path / "classifier")
-    assert export([str(tmp_path / "classifier"), "--quiet"]) == 0
+    assert cli("elmo-export", [tmp_path / "classifier"]) == 0
     session = onnxruntime.InferenceSession(str(tmp_path / "classifier" / "onnx" / "model.onnx"))
     input_ids, attention_mask = random_batch(head.config, 5, 12, seed=3)
     got = session.run(["hidden_states", "mixed", "logits"],
@@ -201,14 +198,8 @@ def test_heads_export_their_mix_and_logits_or_say_why_not(tmp_path, cache):
 
 
 def embed(*args) -> int:
-    """`elmo-embed` in this process on one thread, this process's thread count put back after it."""
-    from elmo_tools import embed as embed_module
-
-    threads = torch.get_num_threads()
-    try:
-        return embed_module.main([*map(str, args), "--threads", "1", "--quiet", "--overwrite"])
-    finally:
-        torch.set_num_threads(threads)
+    """`elmo-embed` in this process through its frame, on one thread (`run_cli` puts the thread count back)."""
+    return cli("elmo-embed", [*args, "--threads", "1", "--quiet", "--overwrite"])
 
 
 def read(path) -> dict[str, np.ndarray]:
