@@ -145,20 +145,34 @@ def export_onnx(model, path: str | os.PathLike, check: bool = True) -> Path:
 @contextlib.contextmanager
 def _quiet_exporter():
     """The exporter's progress lines (stdout), its notes (warnings) and its passes' INFO logs are not the user's
-    business: a command shows one line for the export."""
-    loggers = [logging.getLogger(name) for name in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo",
-                                                     "torch.export", "torch._export")]
-    loggers.append(logging.getLogger())  # ONNX Runtime's quantizer logs to the root logger
-    levels = [each.level for each in loggers]
+    business: a command shows one line for the export. torch's tracing also resets some of its own loggers
+    (`torch.__trace`): every logger of torch and of the ONNX tools is put back as it was."""
+    def ours(name: str) -> bool:
+        return name.split(".")[0] in ("torch", "onnxscript", "onnx_ir")
+
+    manager = logging.root.manager
+    saved = {name: (item.level, list(item.handlers), item.propagate, item.disabled)
+             for name, item in list(manager.loggerDict.items()) if isinstance(item, logging.Logger) and ours(name)}
+    root_level = logging.root.level
+    quiet = [logging.getLogger(name) for name in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo",
+                                                   "torch.export", "torch._export")]
     try:
-        for each in loggers:
+        for each in quiet:
             each.setLevel(logging.ERROR)
+        logging.root.setLevel(max(root_level, logging.WARNING))  # ONNX Runtime's quantizer logs to the root logger
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
-        for each, level in zip(loggers, levels):
-            each.setLevel(level)
+        logging.root.setLevel(root_level)
+        for name, item in list(manager.loggerDict.items()):
+            if isinstance(item, logging.Logger) and ours(name):
+                level, handlers, propagate, disabled = saved.get(name, (logging.NOTSET, [], True, False))
+                if name not in saved and name not in {each.name for each in quiet}:
+                    continue  # a logger the export created: its library's own set-up
+                item.setLevel(level)
+                item.handlers[:] = handlers
+                item.propagate, item.disabled = propagate, disabled
 
 
 def _drop_initializer_shapes(proto) -> None:
