@@ -304,6 +304,7 @@ print(json.dumps({{e["id"]: a["answer"] for e, a in zip(examples, answers)}}))
 """
 
 
+@pytest.mark.slow
 def test_the_pipeline_answers_as_the_command_predicted_in_fresh_interpreters(fine_tuned):
     code = PIPELINE.format(test=str(fine_tuned["test"]), model=str(fine_tuned["model"]))
     hidden = run_isolated(code, cwd=fine_tuned["root"])  # the project cannot be imported: remote code

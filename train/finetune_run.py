@@ -32,6 +32,7 @@ from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss,
 from elmo_tools.errors import InputError
 from elmo_tools.interrupts import Interrupted
 from elmo_tools.loading import ModelLoadError, load_elmo
+from elmo_tools.output_folders import owned, run_lock
 from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import checked_encoding
 from modeling_elmo import ElmoConfig
@@ -49,7 +50,7 @@ logger = logging.getLogger(__name__)
 @runtime_checkable
 class TaskParts(Protocol):
     """What a task's module (`train/tasks/<task>.py`: `train.tasks.sequence_classification`, ...) gives the
-    run. `data_args` is the parsed dataclass of the row's `data_arguments`. Readers raise `ValueError` (or
+    run. `data_args` is the parsed dataclass of the task's `data_options`. Readers raise `ValueError` (or
     `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line naming the
     option and the file."""
 
@@ -104,25 +105,55 @@ def run(options: FineTuneOptions, guard=None) -> dict:
     """Fine-tune, evaluate and predict as the command of `options.task` does; returns the metrics. `guard`: the
     command's `InterruptGuard`, if any (checkpoints and files written whole)."""
     row = TASKS[options.task]
+    training_args = training_arguments(row, options)
+    with output_claimed(row, options, training_args):
+        return fine_tune(row, options, training_args, guard)
+
+
+def output_claimed(row: FineTuningTask, options: FineTuneOptions, training_args):
+    """What the run may write (`elmo_tools.output_folders`): a run that trains or evaluates owns `--output_dir`
+    (another run's files refused, or removed with `--overwrite_output_dir`; its own checkpoints kept when it resumes
+    from one); a run that only predicts writes its predictions file, an existing one refused unless
+    `--overwrite_output_dir`. Either holds the folder's lock while it runs."""
+    data_args, command_args = options.data, options.command
+    overwrite = command_args.overwrite_output_dir
+    if data_args.train_file or data_args.validation_file:
+        return owned(Path(training_args.output_dir), command_name(row), overwrite,
+                     resuming=training_args.resume_from_checkpoint is not None)
+    path = Path(predictions_path(task_module(row.name), command_args, training_args))
+    if path.exists() and not overwrite:
+        raise InputError(f"{path} exists (the predictions of another run): give another --output_dir or "
+                         "--predictions_file, or --overwrite_output_dir to replace it")
+    return run_lock(path.parent if command_args.predictions_file else Path(training_args.output_dir),
+                    command_name(row))
+
+
+def predictions_path(parts, command_args, training_args) -> str:
+    return command_args.predictions_file or os.path.join(training_args.output_dir,
+                                                         getattr(parts, "PREDICTIONS_FILE", "predictions.txt"))
+
+
+def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guard=None) -> dict:
+    """The run in its output folder: read, load, train, evaluate, predict."""
     parts: TaskParts = task_module(options.task)
     model_args, head_args, data_args, command_args = options.model, options.head, options.data, options.command
-    training_args = training_arguments(row, options)
     train_examples, eval_examples, test = read_inputs(row, parts, model_args, data_args, training_args,
                                                       command_args)
     labels = parts.sorted_labels(label for example in train_examples + eval_examples
                                  for label in parts.labels_of(example)) if train_examples else None
-    settings, options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
+    settings, task_options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
     model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
                                  getattr(head_args, row.head_option), command_args.verbose,
                                  settings(train_examples, data_args) if settings and train_examples else None,
-                                 options(data_args) if options else None)
+                                 task_options(data_args) if task_options else None)
     if train_examples:
         check_examples = getattr(parts, "check_training_examples", None)
         if check_examples:  # what the loaded head can learn (a CRF's scheme), before anything is written
             check_examples(model.config, train_examples, data_args)
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
-    logging.getLogger(parts.__name__).info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
-                        f", {row.labels} {labels}" if labels else "")  # after the model: a bad one is one line
+    logging.getLogger(parts.__name__).info(  # after the model: a bad one is one line
+        "%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
+        f", {row.labels} {labels}" if labels else "")
     before_training(model, tokenizer, row, data_args, training_args)
     label2id = model.config.label2id
     check_known_labels((label for example in eval_examples for label in parts.labels_of(example)), label2id,
@@ -162,8 +193,9 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
     every option of ours checked too. A mistyped option, or a value transformers refuses: `InputError`, one line."""
     parser = training_parser(row)
     # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
-    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available(),
-                "output_dir": options.command.output_dir}
+    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available()}
+    if options.command.output_dir is not None:
+        defaults["output_dir"] = options.command.output_dir
     parser.set_defaults(**defaults)
     try:
         if isinstance(options.training, dict):  # the other fields of a JSON options file
@@ -260,17 +292,17 @@ def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[
     saved = sorted(saved, key=lambda label: saved[label])  # in id order
     what = row.labels
     if set(label2id) <= set(saved):
-        logger.info("continuing the saved %s head: the data's %s are among its %s", row.head_name, what, saved)
+        logger.info("continuing the saved %s head: the data's %s are among its %s", row.name, what, saved)
         return None
     if all(re.fullmatch(r"LABEL_\d+", str(label)) for label in saved):
         return label2id  # a head saved without label names: nothing of the user's is dropped
     unknown = sorted(set(label2id) - set(saved))
     if model_args.ignore_mismatched_sizes:
         logger.info("the saved %s head has the %s %s, not the data's %s: --ignore_mismatched_sizes, so it is trained "
-                    "for the data's (output weights of another size re-initialised)", row.head_name, what,
+                    "for the data's (output weights of another size re-initialised)", row.name, what,
                     saved, list(label2id))
         return label2id
-    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.head_name} head of the "
+    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.name} head of the "
                      f"{what} {saved}; the data's {what} {unknown} are not among them: add "
                      f"--ignore_mismatched_sizes true to train its output layer anew for the data's {what} "
                      f"{list(label2id)}, or fine-tune the biLM folder it was made from")
@@ -334,7 +366,7 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
         held.release()  # a biLM weight missing, a saved head of this task that does not fit: transformers' report
     elif weights[0]:
         initialised, unused = weights
-        logger.info("initialised the %s head (%d tensors of %s)%s", row.head_name, len(initialised),
+        logger.info("initialised the %s head (%d tensors of %s)%s", row.name, len(initialised),
                     ", ".join(sorted({key.split(".")[0] for key in initialised})),
                     f"; the saved {', '.join(sorted({key.split('.')[0] for key in unused}))} weights of another "
                     "head are not used" if unused else "")
@@ -661,8 +693,7 @@ def predict_after(trainer, parts: TaskParts, test, data_args, command_args, trai
     model, if trained, is complete and that no predictions were written."""
     if not trainer.is_world_process_zero():
         return
-    path = command_args.predictions_file or os.path.join(training_args.output_dir,
-                                                         getattr(parts, "PREDICTIONS_FILE", "predictions.txt"))
+    path = predictions_path(parts, command_args, training_args)
     model = trainer.accelerator.unwrap_model(trainer.model)
     try:
         write_predictions(model, trainer.data_collator.tokenizer, parts, test, data_args,
