@@ -25,7 +25,7 @@ from elmo_tools.export_options import ExportOptions
 from train.demo_args import DemoArguments
 from train.finetune_arguments import parse_finetune
 from train.pretrain_args import PretrainArguments
-from train.tasks import TASKS
+from train.tasks import TASKS, module_name
 
 from .frame import Command
 
@@ -62,7 +62,7 @@ def _finetune_checks(options) -> None:
 def _task_command(task: str) -> Command:
     return Command(
         TASKS[task].command, parse=lambda argv: parse_finetune(task, argv), run="train.finetune_run:run",
-        logger=f"train.tasks.{task.replace('-', '_')}", checks=_finetune_checks, timestamps=True,
+        logger=module_name(task), checks=_finetune_checks, timestamps=True,
         help=f"elmo-finetune {task}",
     )
 
