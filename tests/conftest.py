@@ -259,12 +259,13 @@ def _restore_logging_state(state: dict) -> None:
         hf_logging.enable_progress_bar() if bars else hf_logging.disable_progress_bar()
 
 
-def _same_logging(before: dict, after: dict) -> list[str]:
+def _same_logging(before: dict, after: dict, imported: bool = False) -> list[str]:
     """What changed between two `_logging_state`s. Loggers created in between are new, not changed: a library sets
     up its own when first imported (datasets, transformers)."""
     changed = [name or "root" for name, value in before["loggers"].items() if after["loggers"].get(name) != value
                and not name.startswith("torch.")]  # torch sets its own up again at its first compile or export
-    if before["warnings filters"] != after["warnings filters"]:
+    # a library first imported in between (`imported`) may add filters of its own (Ray, Selenium): not a leak
+    if before["warnings filters"] != after["warnings filters"] and not imported:
         changed.append("warnings filters")
     if before["transformers"] is not None and before["transformers"] != after["transformers"]:
         changed.append("transformers verbosity")
@@ -283,6 +284,7 @@ def _process_state() -> dict:
     return {
         "task heads": dict(TASK_CLASSES),
         "logging": _logging_state(),
+        "modules imported": len(sys.modules),  # not compared: whether a library was first imported in between
         "torch threads": torch.get_num_threads(),
         "torch default dtype": torch.get_default_dtype(),
         "torch grad enabled": torch.is_grad_enabled(),
@@ -343,8 +345,10 @@ def _unchanged_since(before: dict, what: str, warnings_filters: bool = True) -> 
     after = _process_state()
     if not warnings_filters:
         after["logging"]["warnings filters"] = before["logging"]["warnings filters"]
-    changed = [name for name, value in before.items() if name != "logging" and after[name] != value]
-    logging_changes = _same_logging(before["logging"], after["logging"])
+    changed = [name for name, value in before.items()
+               if name not in ("logging", "modules imported") and after[name] != value]
+    logging_changes = _same_logging(before["logging"], after["logging"],
+                                    imported=after["modules imported"] != before["modules imported"])
     if logging_changes:
         changed.append(f"logging ({', '.join(logging_changes)})")
     if changed:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import random_char_ids, tiny_model
-from test_embed import SENTENCES, embed_main, generated_lines, read_hdf5, torchrun_embed, write_corpus
-from test_fast_paths import BFLOAT16_COSINE, BFLOAT16_ROUTES
-from tolerances import EPS, REORDERED, Bound, assert_close
 
-from modeling_elmo import ElmoConfig, ElmoForPreTraining
+if not torch.cuda.is_available():  # one skip for the file, not one per test
+    pytest.skip("needs a CUDA GPU (none is visible here)", allow_module_level=True)
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none is visible here)")
+from conftest import random_char_ids, tiny_model  # noqa: E402
+from test_embed import SENTENCES, embed_main, generated_lines, read_hdf5, torchrun_embed, write_corpus  # noqa: E402
+from test_fast_paths import BFLOAT16_COSINE, BFLOAT16_ROUTES  # noqa: E402
+from tolerances import EPS, REORDERED, Bound, assert_close  # noqa: E402
+
+from modeling_elmo import ElmoConfig, ElmoForPreTraining  # noqa: E402
+
 CUDA = torch.device("cuda")
 # GRADIENT's 84 EPS was not measured on a GPU (none where these bounds were written): the GPU's backward
 # pass also adds with atomics (the character embedding's rows, in whatever order threads finish), so the bound
