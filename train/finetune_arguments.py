@@ -95,6 +95,15 @@ class CommandArguments:
         default="utf-8", metadata={"help": "Encoding of the input files (default utf-8; e.g. gb18030, big5, latin-1). "
                                    "Bytes that do not decode are refused, naming the file, line and byte."}
     )
+    train_encoding: str | None = field(
+        default=None, metadata={"help": "Encoding of --train_file alone, where the files of a run differ (default: "
+                                "--encoding)."}
+    )
+    validation_encoding: str | None = field(
+        default=None, metadata={"help": "Encoding of --validation_file alone (default: --encoding)."}
+    )
+    test_encoding: str | None = field(default=None, metadata={"help": "Encoding of --test_file alone (default: "
+                                                             "--encoding)."})
     predictions_file: str | None = field(
         default=None, metadata={"help": "Where --do_predict writes (default OUTPUT_DIR/predictions.txt)."}
     )
@@ -127,6 +136,11 @@ class ClassificationDataArguments:
                                 "a number and some are not integers."}
     )
     label_column: str | None = field(default=None, metadata={"help": "Label column (default: label)."})
+    column_names: str | None = field(
+        default=None, metadata={"help": "The columns of a TSV or CSV file without a header line, in order, separated "
+                                "by commas (e.g. label,question1,question2,id); a file whose first line looks like "
+                                "data is refused without it."}
+    )
     word_split: str | None = field(
         default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2), punctuation, or another "
                                 "split registered in tokenization.WORD_SPLITTERS; default: the tokenizer's own."}
@@ -146,7 +160,12 @@ class TaggingDataArguments:
     )
     word_split: str | None = field(
         default=None, metadata={"help": "How a .txt --test_file's lines are cut into words (a name in "
-                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own."}
+                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own. Checked against the "
+                                "training file's words."}
+    )
+    test_format: str | None = field(
+        default=None, metadata={"help": "How --test_file is read: conll (a word a line, a blank line between "
+                                "sentences) or lines (a sentence a line); default: told from the file, and said."}
     )
     max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training sentences."})
@@ -188,6 +207,11 @@ class QuestionAnsweringDataArguments:
     doc_stride: int = field(default=32, metadata={"help": "Words that consecutive windows of a long passage share."})
     max_question_length: int = field(default=64, metadata={"help": "Words of a question kept (its first)."})
     max_answer_length: int = field(default=30, metadata={"help": "Longest answer predicted, in words."})
+    scoring: str | None = field(
+        default=None, metadata={"help": "How answers are scored: words (SQuAD's rule) or characters (CMRC 2018's, for "
+                                "text without spaces between words); default auto: characters when the validation "
+                                "passages are mostly CJK characters. Said in the results (eval_scoring)."}
+    )
     version_2_with_negative: bool | None = field(
         default=None, metadata={"help": "Let \"no answer\" compete with the best span (SQuAD 2.0); default: when the "
                                 "training data has unanswerable questions, or the fine-tuned head was trained so."}

@@ -27,8 +27,9 @@ import datasets
 import numpy as np
 
 from .collators import ElmoDataCollatorForSequenceClassification
-from .finetune_cli import run_command_line
+from .finetune_cli import InputError, run_command_line
 from .finetune_data import (
+    PAIR_COLUMNS,
     accuracy,
     label_list,
     pearson,
@@ -36,6 +37,7 @@ from .finetune_data import (
     read_texts_file,
     spearman,
     split_text,
+    warn_if_cut,
 )
 from .finetune_run import run
 from .predict import predict_logits
@@ -52,7 +54,7 @@ def read_file(path: str, encoding: str, data_args) -> list[dict]:
     """`[{"text": ..., "label": ...}, ...]` of a TSV, CSV or JSON-lines file (`read_classification_file`), with
     `"text_pair"` for sentence pairs; for a regression, `"label"` is `SCORE_LABEL` and `"score"` the number."""
     examples = read_classification_file(path, data_args.text_column, data_args.label_column, encoding,
-                                        data_args.text_pair_column)
+                                        data_args.text_pair_column, data_args.column_names)
     if is_regression([example["label"] for example in examples], data_args.problem_type):
         for example in examples:
             example["score"], example["label"] = float(example["label"]), SCORE_LABEL
@@ -103,10 +105,17 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
     """Examples -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask`, `labels` (via `map`)."""
 
     pairs, scores = "text_pair" in examples[0], "score" in examples[0]
+    room = data_args.max_seq_length - (4 if pairs else 2)  # words beside each sentence's <S> and </S>
+    if room < (2 if pairs else 1):
+        raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> take "
+                         f"{4 if pairs else 2} tokens{' (two of each for a pair)' if pairs else ''}; give at least "
+                         f"{6 if pairs else 3} (default 128)")
+    lengths = []
 
     def tokenize(batch):
         words = [[split_text(text, tokenizer, data_args.word_split) for text in batch[column]]
                  for column in (("text", "text_pair") if pairs else ("text",))]
+        lengths.extend(sum(len(column[i]) for column in words) for i in range(len(words[0])))
         # pairs: longest_first truncation, both sentences counted in max_seq_length
         encoded = tokenizer(*words, is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
         return {
@@ -125,8 +134,11 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
         }
     )
     dataset = datasets.Dataset.from_list(examples)
-    return dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
-                       desc="Tokenizing")
+    dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
+                          desc="Tokenizing", load_from_cache_file=False)
+    warn_if_cut(examples, lengths, room, "the longer sentence of each pair loses its last words until the two hold "
+                "{room}" if pairs else "each is cut to its first {room} words")
+    return dataset
 
 
 def collator(tokenizer) -> ElmoDataCollatorForSequenceClassification:
@@ -156,15 +168,31 @@ def metrics(config, data_args):
 def read_test_file(path: str, encoding: str, data_args) -> list[str] | list[tuple[str, str]]:
     """Sentences one a line (a blank line stays, as ""), or the text column of the training formats (pairs as
     `(first, second)`)."""
-    return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column)
+    return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column, data_args.column_names)
+
+
+def prepare_test(model, tokenizer, texts: list, data_args) -> list:
+    """A pair head predicts pairs and a single-sentence head single sentences: one line naming the test file
+    otherwise, before anything is trained or written."""
+    check_test_kind(model, texts, f"--test_file {data_args.test_file}: ")
+    return texts
+
+
+def check_test_kind(model, texts: list, where: str = "") -> None:
+    pairs = bool(texts) and isinstance(texts[0], tuple)
+    if pairs != (model.config.pair_combination is not None):
+        head = "pairs of sentences" if not pairs else "single sentences"
+        held = ("pairs (a second text column: " + ", ".join(b for _, b in PAIR_COLUMNS) + ")" if pairs
+                else "single sentences")
+        raise InputError(f"{where}the head classifies {head}, the file holds {held}; give a file of "
+                         f"{head}" + (" (with a header naming both sentences' columns, or --text_pair_column)"
+                                      if not pairs else ""))
 
 
 def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) -> tuple[list[str], int]:
     """One label per text or pair ("" for a blank one; a regression's score), and how many were labelled."""
     pairs = bool(texts) and isinstance(texts[0], tuple)
-    if pairs != (model.config.pair_combination is not None):
-        raise ValueError(f"the head of {model.name_or_path} classifies {'pairs' if not pairs else 'single sentences'}, "
-                         f"the file holds {'pairs' if pairs else 'single sentences'}")
+    check_test_kind(model, texts)
     kept = [i for i, text in enumerate(texts) if (all(text) if pairs else text)]
     columns = zip(*(texts[i] for i in kept)) if pairs else [[texts[i] for i in kept]]
     words = [[split_text(text, tokenizer, data_args.word_split) for text in column] for column in columns]
