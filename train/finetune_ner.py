@@ -14,8 +14,10 @@ recall and F1 (conlleval rules, or strict IOB2 with `--strict_iob2`) and token a
 tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), `train_results.json`,
 `eval_results.json`, `all_results.json`, and with `--do_predict` the tags of the test file (`predictions.txt`: a
 CoNLL file's lines with the predicted tag appended as a last column, CoNLL-2003's layout plus the prediction, what
-conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, one line of tags per
-sentence, one tag per word, separated by spaces) to `--output_dir`.
+conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, each word beside its tag,
+a word a line, a blank line after each sentence) to `--output_dir`. Which layout a text test file has is told by
+`train.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
+training file's words (`check_word_units`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ of their passages for `Trainer`, and `Trainer`'s logits turned back into answers
 Files: SQuAD v1.1 / v2.0 JSON (`data` -> `paragraphs` -> `context`, `qas` with `id`, `question`, `answers` of
 `text` and `answer_start`, and in v2.0 `is_impossible`), or JSON lines (or a JSON array) of flat records as the
 `datasets` SQuAD sets have them: `id`, `question`, `context`, `answers` {"text": [...], "answer_start": [...]}.
-Each answer's text must be the passage's at its `answer_start`.
+Each answer's text must be the passage's at its `answer_start` (a whole number), each question's id unique, and a
+question without answers is unanswerable only where the file says so (SQuAD 2.0's `is_impossible`, an empty answers
+list of a flat record) or `version_2_with_negative` does: see `read_squad_file`.
 """
 
 from __future__ import annotations
