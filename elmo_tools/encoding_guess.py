@@ -93,9 +93,9 @@ def guess_encodings(path, bad_line: bytes = b"", exclude: str | None = None) -> 
     best = readings[0][0]
     close = [r for r in readings if r[0] >= max(UNLIKELY, best - MARGIN)][:3]
     if best >= SURE and len(close) == 1:
-        return [Reading(close[0][1], min(best, 1.0), _words_at(close[0][2], _first_non_ascii(close[0][2])))]
+        return [Reading(close[0][1], min(best, 1.0), words_at(close[0][2], first_non_ascii(close[0][2])))]
     where = _first_difference([text for _, _, text in close])
-    return [Reading(encoding, min(score, 1.0), _words_at(text, where)) for score, encoding, text in close]
+    return [Reading(encoding, min(score, 1.0), words_at(text, where)) for score, encoding, text in close]
 
 
 def plausibility(text: str, encoding: str) -> float:
@@ -164,7 +164,7 @@ def _cjk(c: str, encoding: str) -> bool | None:
     return None
 
 
-def _first_non_ascii(text: str) -> int:
+def first_non_ascii(text: str) -> int:
     return next((i for i, c in enumerate(text) if not c.isascii()), 0)
 
 
@@ -173,10 +173,10 @@ def _first_difference(texts: list[str]) -> int:
     character for character; otherwise, their first non-ASCII character)."""
     if len({len(text) for text in texts}) == 1:
         return next((i for i, chars in enumerate(zip(*texts)) if len(set(chars)) > 1), 0)
-    return _first_non_ascii(texts[0])
+    return first_non_ascii(texts[0])
 
 
-def _words_at(text: str, position: int, most: int = 24) -> str:
+def words_at(text: str, position: int, most: int = 24) -> str:
     """The words of `text` from the one at `position` (at most `most` characters, within its line)."""
     start = max(text.rfind(separator, 0, position) for separator in " \t\n") + 1
     end = text.find("\n", position)

@@ -17,8 +17,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .command_options import checked_encoding  # declared there: parsing needs it before any import
-from .encoding_guess import guess_encodings
+from .command_options import checked_encoding  # noqa: F401  (declared there: parsing needs it before any import)
+from .encoding_guess import first_non_ascii, guess_encodings, words_at
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
@@ -81,12 +81,40 @@ def iter_lines(path: str | Path, encoding: str = DEFAULT_ENCODING, option: str =
             yield decode_line(raw, encoding, path, number, option)
 
 
+class MisreadText(UndecodableText):
+    """A file given in a legacy encoding (gbk, cp1252, ...) that is valid UTF-8 with characters beyond ASCII: UTF-8
+    text, which the legacy encoding reads too, into other characters ("北京" into "鍖椾含" in gbk)."""
+
+    def __init__(self, path: str | Path, line_number: int, line: bytes, encoding: str, option: str):
+        readings = (line.decode(name) for name in ("utf-8", encoding))
+        as_utf8, as_given = (words_at(text, first_non_ascii(text)) for text in readings)
+        ValueError.__init__(self, f"{path} is UTF-8 text (line {line_number} reads as {as_utf8!r}), which {encoding} "
+                                  f"misreads (as {as_given!r}): {option} utf-8")
+        self.path, self.line_number, self.byte = str(path), line_number, None
+
+
+def _utf8_encoding(encoding: str) -> bool:
+    return codecs.lookup(encoding).name in ("utf-8", "utf-8-sig", "ascii")
+
+
 def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, option: str = "--encoding") -> None:
     """Raises `UndecodableText` for the first line of `paths` that does not decode: one pass, nothing kept. `option`:
-    the option that names their encoding."""
+    the option that names their encoding. A file in a legacy `encoding` that is valid UTF-8 beyond ASCII (which
+    legacy text practically never is) is refused too (`MisreadText`): it decodes, but into other characters."""
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        for _ in iter_lines(path, encoding, option):
-            pass
+        utf8, first = not _utf8_encoding(encoding), None  # still a candidate for UTF-8; its first line beyond ASCII
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                decode_line(raw, encoding, path, number, option)
+                if utf8 and not raw.isascii():
+                    try:
+                        raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        utf8 = False
+                    else:
+                        first = first or (number, raw)
+        if utf8 and first is not None:
+            raise MisreadText(path, first[0], first[1].rstrip(b"\r\n"), encoding, option)
 
 
 def resolve_files(patterns: Iterable[str]) -> list[str]:

@@ -129,6 +129,16 @@ def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path, capsys
             f"words (the longest, {train} line 2, has 20 words)") in stderr, stderr[-3000:]
 
 
+def test_numbers_for_tags_and_an_output_under_a_file_are_one_line(tmp_path, capsys):
+    """datasets' ner_tags are ids: read as names, "0" (O) would be an entity type and the F1 meaningless."""
+    ids = write(tmp_path, "train.jsonl", json.dumps({"tokens": ["EU", "rejects"], "ner_tags": [3, 0]}) + "\n")
+    refused(TAG, [*ONE_STEP, "--train_file", ids, "--output_dir", tmp_path / "out"], tmp_path, capsys,
+            f"--train_file {ids}: line 1: the tags are numbers ([3, 0]), ids of tag names the file does not give")
+    train, file = write(tmp_path, "train.tsv", SENTENCES), write(tmp_path, "notadir", "")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", file / "out"], tmp_path, capsys,
+            f"--output_dir {file / 'out'}: {file} is a file, not a folder")
+
+
 # --------------------------------------------------------------------------------------------------
 # Encodings
 # --------------------------------------------------------------------------------------------------
@@ -140,8 +150,8 @@ def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words
     line = refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path, capsys,
                    "is not valid utf-8; the file reads as cp1252: --encoding cp1252")
     assert line.endswith("--encoding cp1252")
-    from train.finetune_classification import read_file
     from train.finetune_arguments import ClassificationDataArguments
+    from train.finetune_classification import read_file
 
     texts = [e["text"] for e in read_file(str(train), "cp1252", ClassificationDataArguments(train_file=str(train)))]
     assert texts == ["une crème brûlée", "un café naïf"]

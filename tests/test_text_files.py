@@ -99,3 +99,21 @@ def test_readings_alike_are_listed_with_the_words_as_each_reads_them(tmp_path):
     assert ("the file reads as cp1252 ('niño comió piñata') or as cp1250 ('nińo comió pińata'): give "
             "--validation_encoding with the one that shows the words right, --validation_encoding cp1252 or "
             "--validation_encoding cp1250") in message, message
+
+
+def test_utf8_text_named_as_a_legacy_encoding_is_refused_not_misread(tmp_path):
+    """gbk and cp1252 decode UTF-8 bytes too, into other characters ("café" as "caf茅"): a file that is valid UTF-8
+    beyond ASCII is UTF-8, and is refused in the encoding named, with the words as each reads them."""
+    from elmo_tools.text_files import MisreadText
+
+    path = tmp_path / "utf8.tsv"
+    path.write_text("label\ttext\n1\tcafé au lait\n", encoding="utf-8")
+    for encoding, misread in (("gbk", "caf茅 au lait"), ("cp1252", "cafÃ© au lait")):
+        with pytest.raises(MisreadText) as caught:
+            check_decodes(path, encoding, option="--test_encoding")
+        assert str(caught.value) == (f"{path} is UTF-8 text (line 2 reads as 'café au lait'), which {encoding} misreads "
+                                     f"(as {misread!r}): --test_encoding utf-8")
+    check_decodes(path, "utf-8")
+    legacy = tmp_path / "gbk.txt"
+    legacy.write_bytes("银行 贷款\ncafé\n".encode("gbk"))  # real GBK text is not valid UTF-8: read as named
+    check_decodes(legacy, "gbk")

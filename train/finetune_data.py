@@ -329,6 +329,13 @@ def read_tagging_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[
     sentences = []
     for number, (row, line) in enumerate(zip(rows, lines), start=1):
         tokens, tags = row[token_name], row[tag_name]
+        if not isinstance(tokens, list) or not isinstance(tags, list):
+            raise ValueError(f"{path}: {'line ' + str(line) if line else 'example ' + str(number)}: {token_name!r} "
+                             f"and {tag_name!r} must be lists")
+        if any(isinstance(tag, (int, float)) and not isinstance(tag, bool) for tag in tags):
+            raise ValueError(f"{path}: {'line ' + str(line) if line else 'example ' + str(number)}: the tags are "
+                             f"numbers ({tags[:5]}), ids of tag names the file does not give (datasets' ner_tags): "
+                             "write the names (O, B-PER, ...), as features['ner_tags'].feature.names has them")
         sentence = example_at({"tokens": [str(t) for t in tokens], "tags": [str(t).strip() for t in tags]}, path,
                               line, number)
         if len(tokens) != len(tags):

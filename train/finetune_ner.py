@@ -34,7 +34,14 @@ from tokenization import LABEL_PAD_ID
 
 from .collators import ElmoDataCollatorForTokenClassification
 from .finetune_cli import InputError, run_command_line
-from .finetune_data import entity_scores, read_tagging_file, read_words_file, split_text, tag_list, warn_if_cut
+from .finetune_data import (
+    entity_scores,
+    read_tagging_file,
+    read_words_file,
+    split_text,
+    tag_list,
+    warn_if_cut,
+)
 from .finetune_run import run
 from .predict import predict_tags
 from .tagging_inputs import CONLL, LAYOUTS, LINES, split_mismatch, test_file_layout
