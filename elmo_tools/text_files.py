@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import glob
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from .encoding_guess import first_non_ascii, guess_encodings, words_at
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
+_C1_CONTROLS = re.compile("[\x80-\x9f]")
 
 
 class UndecodableText(ValueError):
@@ -93,27 +95,46 @@ class MisreadText(UndecodableText):
         self.path, self.line_number, self.byte = str(path), line_number, None
 
 
+class ControlCharacters(UndecodableText):
+    """A line that decodes into C1 control characters (U+0080 to U+009F), which text does not hold: Latin-1 decodes
+    every byte, and reads Windows' curly quotes, dashes and euro sign (cp1252's 0x80 to 0x9f) so."""
+
+    def __init__(self, path: str | Path, line_number: int, raw: bytes, encoding: str, option: str):
+        text = raw.decode(encoding)
+        first = _C1_CONTROLS.search(text).start()
+        hint = encoding_hint(path, raw.rstrip(b"\r\n"), encoding, option)
+        ValueError.__init__(self, f"{path}: line {line_number}, character {first + 1} is the control character "
+                                  f"U+{ord(text[first]):04X} in {encoding}, which text does not hold; {hint}")
+        self.path, self.line_number, self.byte = str(path), line_number, None
+
+
 def _utf8_encoding(encoding: str) -> bool:
     return codecs.lookup(encoding).name in ("utf-8", "utf-8-sig", "ascii")
 
 
 def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, option: str = "--encoding") -> None:
     """Raises `UndecodableText` for the first line of `paths` that does not decode: one pass, nothing kept. `option`:
-    the option that names their encoding. A file in a legacy `encoding` that is valid UTF-8 beyond ASCII (which
-    legacy text practically never is) is refused too (`MisreadText`): it decodes, but into other characters."""
+    the option that names their encoding. In a legacy `encoding`, a file that is valid UTF-8 beyond ASCII (which
+    legacy text practically never is: `MisreadText`) or that decodes into C1 control characters (Windows' quotes read
+    as Latin-1: `ControlCharacters`) is refused too: it decodes, but into other characters."""
+    legacy = not _utf8_encoding(encoding)
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        utf8, first = not _utf8_encoding(encoding), None  # still a candidate for UTF-8; its first line beyond ASCII
+        maybe_utf8, first = legacy, None  # whether the file is still valid UTF-8; its first line beyond ASCII
         with open(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):
-                decode_line(raw, encoding, path, number, option)
-                if utf8 and not raw.isascii():
+                text = decode_line(raw, encoding, path, number, option)
+                if not legacy or raw.isascii():
+                    continue
+                if _C1_CONTROLS.search(text):
+                    raise ControlCharacters(path, number, raw, encoding, option)
+                if maybe_utf8:
                     try:
                         raw.decode("utf-8")
                     except UnicodeDecodeError:
-                        utf8 = False
+                        maybe_utf8 = False
                     else:
                         first = first or (number, raw)
-        if utf8 and first is not None:
+        if maybe_utf8 and first is not None:
             raise MisreadText(path, first[0], first[1].rstrip(b"\r\n"), encoding, option)
 
 

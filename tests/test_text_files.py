@@ -117,3 +117,14 @@ def test_utf8_text_named_as_a_legacy_encoding_is_refused_not_misread(tmp_path):
     legacy = tmp_path / "gbk.txt"
     legacy.write_bytes("银行 贷款\ncafé\n".encode("gbk"))  # real GBK text is not valid UTF-8: read as named
     check_decodes(legacy, "gbk")
+
+
+def test_windows_quotes_read_as_latin_1_control_characters_are_refused(tmp_path):
+    """Latin-1 decodes every byte: cp1252's curly quotes, dashes and euro sign become C1 control characters."""
+    path = tmp_path / "quotes.tsv"
+    path.write_bytes("label\ttext\n1\t“quoted” café – 5 €\n".encode("cp1252"))
+    with pytest.raises(UndecodableText) as caught:
+        check_decodes(path, "latin-1")
+    assert str(caught.value) == (f"{path}: line 2, character 3 is the control character U+0093 in latin-1, which text "
+                                 "does not hold; the file reads as cp1252: --encoding cp1252")
+    check_decodes(path, "cp1252")

@@ -305,7 +305,29 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
         sentences.append(example_at({"tokens": tokens, "tags": tags}, path, start, len(sentences) + 1))
     if not sentences:
         raise ValueError(f"{path}: no sentences")
+    if tag_column == -1 and columns and columns > 2:
+        _check_tag_column(path, encoding, columns, {tag for sentence in sentences for tag in sentence["tags"]})
     return sentences
+
+
+def _is_tag(tag: str) -> bool:
+    """An entity tag of IOB/BIOES: O, or a prefix B/I/E/S/L/U and a type (B-PER, I_LOC)."""
+    return tag == "O" or (len(tag) > 2 and tag[0] in "BIESLU" and tag[1] in "-_")
+
+
+def _check_tag_column(path, encoding: str, columns: int, last: set[str]) -> None:
+    """The tag is the last column (CoNLL-2003's `word POS chunk NER`): where no value of the last column is an entity
+    tag but another column holds only tags (a file of `word NER POS`), it is refused rather than trained on codes."""
+    if any(_is_tag(tag) for tag in last):
+        return
+    with open(path, encoding=encoding) as f:
+        rows = [line.split() for line in f if line.split() and not line.startswith("-DOCSTART-")]
+    for column in range(1, columns - 1):
+        values = {row[column] for row in rows}
+        if all(_is_tag(value) for value in values) and "O" in values:
+            raise ValueError(f"{path}: the tags are the last column, but no value of it is an entity tag "
+                             f"({sorted(last)[:5]}) while column {column + 1} holds them ({sorted(values)[:5]}): put "
+                             "the tags last (word ... tag)")
 
 
 def _check_token_line(line: str, path, number: int) -> None:

@@ -147,7 +147,10 @@ def _checked(record, number: int, place: str, rule: _UnanswerableRule) -> dict:
     if not isinstance(answers, dict):
         raise ValueError(f"{name}: answers must be {{\"text\": [...], \"answer_start\": [...]}} or a list of "
                          f"{{\"text\", \"answer_start\"}}, got {answers!r:.60}")
-    texts, starts = list(answers.get("text") or []), list(answers.get("answer_start") or [])
+    texts, starts = answers.get("text") or [], answers.get("answer_start") or []
+    if not isinstance(texts, list) or not isinstance(starts, list):
+        raise ValueError(f"{name}: answers' text and answer_start must be lists (as datasets' SQuAD has them), got "
+                         f"{answers!r:.80}")
     if len(texts) != len(starts):
         raise ValueError(f"{name}: {len(texts)} answer texts but {len(starts)} answer_start values")
     context = record["context"]
