@@ -387,3 +387,14 @@ def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_pat
     predicted = json.loads((out / "predictions.json").read_text())
     scores = squad_scores(predicted, {q["id"]: [q["answers"][0]["text"]] for q in qas}, "characters")
     assert (results["eval_exact_match"], results["eval_f1"]) == pytest.approx((scores["exact_match"], scores["f1"]))
+
+
+def test_lines_elmo_analyze_cuts_at_max_tokens_are_said_with_their_line(tmp_path, caplog):
+    from elmo_tools.analysis import count_words
+
+    path = write(tmp_path, "corpus.txt", "a short line\n\none two three four five six\nx y\n")
+    with caplog.at_level("WARNING"):
+        counts, sentences = count_words(path, "whitespace", 3)
+    assert sentences == 3 and counts["four"] == 0 and counts["three"] == 1
+    assert ("1 line(s) have more than --max_tokens 3 words: each is cut to its first 3 (the longest, line 3, has 6 "
+            "words; the first is line 3)") in caplog.text
