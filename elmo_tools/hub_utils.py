@@ -36,10 +36,8 @@ from huggingface_hub.utils import filter_repo_objects
 from transformers import AutoModel, AutoModelForPreTraining, PretrainedConfig
 from transformers.utils import logging
 
-from modeling_elmo.configuration_elmo import PRESETS, ElmoConfig
+from modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES, ElmoConfig
 from modeling_elmo.remote_code_elmo import module_with_siblings
-
-from .tasks import TASKS
 
 logger = logging.get_logger(__name__)
 
@@ -99,6 +97,27 @@ outputs = model(**tokenizer(["A sentence ."], return_tensors="pt"), output_hidde
 
 Peters et al., 2018. Deep Contextualized Word Representations. NAACL. https://aclanthology.org/N18-1202
 """
+
+# The card's example for a head whose examples are sentences with one label each, by its Auto class; `{auto_class}`
+# and `{model_id}` are filled in.
+CARD_EXAMPLES = {"AutoModelForSequenceClassification": """\
+from transformers import {auto_class}, AutoTokenizer, Trainer, TrainingArguments
+
+tokenizer = AutoTokenizer.from_pretrained("{model_id}", trust_remote_code=True)
+model = {auto_class}.from_pretrained("{model_id}", trust_remote_code=True, num_labels=2)
+
+def encode(batch):
+    return tokenizer(batch["text"], truncation=True, max_length=128)
+
+train_dataset = dataset["train"].map(encode, batched=True)  # a datasets.Dataset with "text" and "label"
+trainer = Trainer(
+    model=model,
+    args=TrainingArguments(output_dir="elmo-finetuned", learning_rate=1e-3, num_train_epochs=3),
+    train_dataset=train_dataset,
+    processing_class=tokenizer,
+)
+trainer.train()
+"""}
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -309,15 +328,15 @@ def _tokenizer(config: ElmoConfig, word_split: str | None) -> str:
 
 def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
     auto_map = getattr(config, "auto_map", None) or {}
-    # the task heads: the rows of the fine-tuning tasks (elmo_tools.tasks.TASKS) whose Auto class the auto_map names
-    heads = [row for row in TASKS.values() if row.auto_class in auto_map]
+    # the task heads of ELMO_CLASSES whose Auto class the auto_map names
+    heads = [row for row in TASK_CLASSES.values() if row.auto_class in auto_map]
     if not heads:
         return (
             "Train a task model on the features above (the scalar-mix weights and gamma are learned with the task), "
             "or fine-tune the biLM end to end with your own head and `transformers.Trainer`."
         )
-    listed = ", ".join(f"`{row.auto_class}` for {row.card_task}" for row in heads)
-    example = next((row for row in heads if row.card_example), None)
+    listed = ", ".join(f"`{row.auto_class}` for {row.description}" for row in heads)
+    example = next((row for row in heads if row.auto_class in CARD_EXAMPLES), None)
     mixing = "The head reads an ELMo scalar mix of the biLM layers, learned with the task, as in the paper."
     if hasattr(config, "freeze_bilm") and hasattr(config, "scalar_mix"):
         mixing = (
@@ -328,8 +347,8 @@ def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
         )
     if example is None:
         return f"The task heads load with the Auto classes: {listed}.\n\n{mixing}"
-    code = example.card_example.format(auto_class=example.auto_class, model_id=model_id)
-    return f"""The task heads load with the Auto classes: {listed}. For {example.card_task}:
+    code = CARD_EXAMPLES[example.auto_class].format(auto_class=example.auto_class, model_id=model_id)
+    return f"""The task heads load with the Auto classes: {listed}. For {example.description}:
 
 ```python
 {code}```
@@ -647,7 +666,7 @@ def push_folder(
     if (folder / "config.json").is_file() and not code:
         logger.warning("%s/config.json has no auto_map: the repository will only open where this project is installed",
                        folder)
-    # A pretraining folder also holds its run (train.pretrain's checkpoints/ with optimizer and RNG state, its
+    # A pretraining folder also holds its run (elmo-pretrain's checkpoints/ with optimizer and RNG state, its
     # logs): the Hub gets the model, tokenizer, card and code only.
     run_state = ("checkpoints/*", "logs/*", "runs/*", "train_log.jsonl")
     operations = _folder_operations(folder, [*run_state, *(ignore_patterns or [])])

@@ -20,13 +20,14 @@ from pathlib import Path
 
 from .command_options import checked_encoding  # noqa: F401  (declared there: parsing needs it before any import)
 from .encoding_guess import first_non_ascii, guess_encodings, words_at
+from .errors import InputError
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
 _C1_CONTROLS = re.compile("[\x80-\x9f]")
 
 
-class UndecodableText(ValueError):
+class UndecodableText(InputError):
     """A line of a text file is not valid in the encoding it is read with; the message names the encoding the file
     reads in where one can be told, or the candidates with the words as each reads them (`guess_encodings`).
     `option`: the option that names the file's encoding (a command that reads several files may have one each)."""

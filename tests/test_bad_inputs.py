@@ -1,23 +1,22 @@
-"""Every console command x every class of bad input, run as users run them: exit status 2, one line naming the file or
+"""Every console command x every class of bad input that applies to it: exit status 2, one line naming the file or
 option (no traceback), and nothing left behind. A command joins by one row of `COMMANDS`; a class of bad input by one
-entry of `CASES`.
+entry of `CASES`; a pair that cannot apply is listed in `NOT_APPLICABLE` with its reason, and is not a test.
 
-Each case runs the installed console script in a fresh interpreter, from an empty folder whose good input files the
-case spoils in its own way; what the folder holds afterwards must be what it held before (no output, no work
-folder, no partial file).
+Each case runs the command through its own frame (`elmo_cli.run`, what the console script runs), in this process,
+from an empty folder whose good input files the case spoils in its own way; what the folder holds afterwards must be
+what it held before (no output, no work folder, no partial file). The scripts themselves, in fresh interpreters, are
+tested in tests/test_commands.py (one bad input each: exit status 2 and one line, before torch is imported).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, run_command
+from conftest import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -146,7 +145,7 @@ CASES = {
     "answer_start not at the answer": Case("the answer 'Lisbon' is not in the context at answer_start 3",
                                            input=SQUAD.replace('"answer_start": 16', '"answer_start": 3')),
     "no questions": Case("holds no questions", input=json.dumps({"version": "1.1", "data": [{"paragraphs": []}]})),
-    **{  # issue 46: inputs that trained silently; tests/test_silent_results.py has their twins in process, and more
+    **{  # issue 46: inputs that trained silently; tests/test_silent_results.py has these and more, with the results
         "empty label": Case("line 3: the label (column 'label') is empty", input="label\ttext\n1\tgood film\n\tno label\n"),
         "duplicate question ids": Case("the question id 'q1' is at article 1, paragraph 1, question 1 and again at "
                                        "article 1, paragraph 1, question 2",
@@ -236,11 +235,11 @@ def _folder_state(folder: Path) -> set[str]:
     return {str(path.relative_to(folder)) for path in folder.rglob("*")}
 
 
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("command", COMMANDS)
+APPLICABLE = [(command, case) for command in COMMANDS for case in CASES if (command, case) not in NOT_APPLICABLE]
+
+
+@pytest.mark.parametrize("command, case", APPLICABLE)
 def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path):
-    if (command, case) in NOT_APPLICABLE:
-        pytest.skip(NOT_APPLICABLE[command, case])
     spec, bad = COMMANDS[command], CASES[case]
     says, extra = bad.of(command)
     source = tmp_path / ("input.tsv" if command == "elmo-finetune-classification" else "input.txt")
@@ -266,8 +265,7 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path
     if model is not None and not spec.input_is_model:
         args = _with_model(args, model)
     before = _folder_state(tmp_path)
-    script = shutil.which(command, path=str(Path(sys.executable).parent))
-    result = run_command([script, *args], cwd=tmp_path, env=clean_env(), timeout=300)
+    result = run_cli(command, args, cwd=tmp_path)
     lines = [line for line in result.stderr.splitlines() if line.strip() and " WARNING " not in f" {line} "]
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -635,7 +635,7 @@ def test_model_card_without_results_and_the_fallback_template(monkeypatch, caplo
 
 
 def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
-    """What train.pretrain gives: run facts, perplexities with a token count, a local folder as starting point."""
+    """What elmo-pretrain gives: run facts, perplexities with a token count, a local folder as starting point."""
     local_start = tmp_path / "previous-run"
     local_start.mkdir()
     card = render_model_card(
@@ -744,7 +744,7 @@ def test_converter_pushes_with_its_model_card(hub, tmp_path):
         pytest.skip(f"shared data file {options} is absent")
     weights = options.parent / "lm_weights.hdf5"
     out = tmp_path / "converted"
-    command = [sys.executable, "-m", "elmo_tools.convert_allennlp_elmo", "--options_file", str(options),
+    command = [str(Path(sys.executable).parent / "elmo-convert"), "--options_file", str(options),
                "--weight_file", str(weights), "--output_dir", str(out), "--push_to_hub", "elmo-org/converted-fixture"]
     result = subprocess.run(command, env=_command_env(hub, tmp_path), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -767,7 +767,7 @@ def test_pretraining_pushes_its_output_folder(hub, tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(f"the cat number {i % 7} sat on the mat ." for i in range(120)) + "\n")
     out = tmp_path / "trained"
-    command = [sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir", str(out),
+    command = [str(Path(sys.executable).parent / "elmo-pretrain"), "--train_file", str(corpus), "--output_dir", str(out),
                "--preset", "tiny", "--max_steps", "2", "--per_device_batch_size", "4", "--unroll_steps", "8",
                "--report_to", "none", "--disable_tqdm", "--push_to_hub", "--hub_model_id", "elmo-org/pretrained"]
     result = subprocess.run(command, env=_command_env(hub, tmp_path), capture_output=True, text=True, timeout=300)

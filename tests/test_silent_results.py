@@ -1,19 +1,20 @@
 """Inputs that gave a wrong result with exit status 0 (issue 46): each now gives the right result, checked against the
 run that wrote it, or one line and exit status 2 with the folder as it was.
 
-The commands run in this process through their console scripts' own frame (`train.finetune_cli.command`: the exit
-status, the one ERROR line), on the `tiny` preset for a step or two: what is tested is what they read and write, not
-the process. tests/test_bad_inputs.py runs a few of the same refusals as fresh processes.
+The commands run in this process through their console scripts' own frame (`conftest.run_cli`: the exit status,
+the one ERROR line), on the `tiny` preset for a step or two: what is tested is what they read and write, not
+the process. Three of the refusals are rows of tests/test_bad_inputs.py's table too.
 """
 
 from __future__ import annotations
 
 import json
-import logging
+import re
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_cli
 
 CLASSIFY, TAG, ANSWER = "sequence-classification", "token-classification", "question-answering"
 ONE_STEP = ["--model_name_or_path", "tiny", "--use_cpu", "--report_to", "none", "--save_strategy", "no",
@@ -26,36 +27,23 @@ def folder_state(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def console(capsys, caplog):
-    """What a console script run in this process says: its stderr, and (for a line logged before the command sets up
-    its logging, which pytest's handlers then take) the records. A command run by an earlier test left its console
-    handler on the root logger, writing to that test's captured stderr, which is closed: it is taken off."""
-    root = logging.getLogger()
-    for handler in [handler for handler in root.handlers if type(handler) is logging.StreamHandler]:
-        root.removeHandler(handler)
-    return capsys, caplog
+COMMANDS = {CLASSIFY: "elmo-finetune-classification", TAG: "elmo-finetune-ner", ANSWER: "elmo-finetune-qa"}
 
 
-def command(task: str, args: list, console) -> tuple[int, list[str], str]:
-    """The console script of `task` on `args`, in this process: its exit status, its ERROR lines and its stderr."""
-    from train.finetune_cli import command as console_script
-
-    capsys, caplog = console
-    capsys.readouterr()
-    caplog.clear()
-    status = console_script(task, [str(arg) for arg in args])
-    stderr = capsys.readouterr().err
-    errors = [line for line in stderr.splitlines() if " ERROR " in line] or \
-        [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
-    return status, errors, stderr
+def command(task: str, args: list) -> tuple[int, list[str], str]:
+    """The console script of `task` on `args`, in this process through its frame: its exit status, its ERROR lines
+    and its stderr."""
+    result = run_cli(COMMANDS[task], args)
+    errors = [line for line in result.stderr.splitlines() if re.match(r"(\S+ \S+ )?ERROR ", line)]
+    return result.returncode, errors, result.stderr
 
 
-def refused(task: str, args: list, folder: Path, console, says: str) -> str:
+def refused(task: str, args: list, folder: Path, says: str) -> str:
     """The command refuses `args` in one line (exit status 2) that says `says`, and leaves `folder` as it was."""
     before = folder_state(folder)
-    status, errors, stderr = command(task, args, console)
+    status, errors, stderr = command(task, args)
     assert status == 2 and len(errors) == 1 and says in errors[0], stderr[-3000:]
+    assert stderr.rstrip().endswith(errors[0]), stderr[-3000:]  # the last line
     assert "Traceback" not in stderr and folder_state(folder) == before, stderr[-3000:]
     return errors[0]
 
@@ -82,25 +70,25 @@ def write(folder: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
      "the first line ('1', 'How do I learn Python ?', 'How can I learn Python fast ?', '11') looks like data, not a "
      "header of column names: give the columns' names in order with --column_names"),
 ])
-def test_rows_that_trained_silently_are_refused_naming_their_line(tmp_path, console, case, train, says):
+def test_rows_that_trained_silently_are_refused_naming_their_line(tmp_path, case, train, says):
     path = write(tmp_path, "train.tsv", train)
-    refused(CLASSIFY, [*ONE_STEP, "--train_file", path, "--output_dir", tmp_path / "out"], tmp_path, console, says)
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", path, "--output_dir", tmp_path / "out"], tmp_path, says)
 
 
-def test_a_label_only_the_validation_file_has_is_refused_and_a_tag_too(tmp_path, console):
+def test_a_label_only_the_validation_file_has_is_refused_and_a_tag_too(tmp_path):
     """A new head's labels are the training file's: a label seen only in validation would be an output never
     trained (eval_accuracy 0 on it, without a word)."""
     train, dev = write(tmp_path, "train.tsv", SENTENCES), write(tmp_path, "dev.tsv", "label\ttext\n1\tok\n2\tnew\n")
     refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--validation_file", dev, "--output_dir", tmp_path / "out"],
-            tmp_path, console, f"--validation_file {dev}: line 3 has the label '2', which no example of --train_file "
+            tmp_path, f"--validation_file {dev}: line 3 has the label '2', which no example of --train_file "
                               f"{train} has (the head's labels: ['0', '1'])")
     train = write(tmp_path, "train.conll", "EU B-ORG\nrejects O\n\nPeter B-PER\n")
     dev = write(tmp_path, "dev.conll", "EU B-ORG\n\nin O\nParis B-LOC\n")
     refused(TAG, [*ONE_STEP, "--train_file", train, "--validation_file", dev, "--output_dir", tmp_path / "out"],
-            tmp_path, console, "line 3 has the tag 'B-LOC', which no example of --train_file")
+            tmp_path, "line 3 has the tag 'B-LOC', which no example of --train_file")
 
 
-def test_a_headerless_file_trains_with_column_names_as_a_headed_one_does(tmp_path, console):
+def test_a_headerless_file_trains_with_column_names_as_a_headed_one_does(tmp_path):
     """--column_names reads every line as an example: the same head, labels and metrics as the file with a header
     line (nothing dropped)."""
     rows = "1\tHow do I learn Python ?\tHow can I learn Python fast ?\t11\n0\tWhat is AI ?\tWho is Ada ?\t12\n" * 2
@@ -108,8 +96,8 @@ def test_a_headerless_file_trains_with_column_names_as_a_headed_one_does(tmp_pat
     headed = write(tmp_path, "headed.tsv", "label\tquestion1\tquestion2\tid\n" + rows)
     common = [*ONE_STEP, "--validation_file"]
     assert command(CLASSIFY, [*common, headerless, "--train_file", headerless, "--column_names",
-                              "label,question1,question2,id", "--output_dir", tmp_path / "a"], console)[0] == 0
-    assert command(CLASSIFY, [*common, headed, "--train_file", headed, "--output_dir", tmp_path / "b"], console)[0] == 0
+                              "label,question1,question2,id", "--output_dir", tmp_path / "a"])[0] == 0
+    assert command(CLASSIFY, [*common, headed, "--train_file", headed, "--output_dir", tmp_path / "b"])[0] == 0
     results = [json.loads((tmp_path / name / "all_results.json").read_text()) for name in ("a", "b")]
     assert results[0]["train_samples"] == results[1]["train_samples"] == 4 and results[0]["eval_samples"] == 4
     assert results[0]["eval_accuracy"] == results[1]["eval_accuracy"]
@@ -117,10 +105,10 @@ def test_a_headerless_file_trains_with_column_names_as_a_headed_one_does(tmp_pat
     assert configs[0]["pair_combination"] == "concat_diff_product" and configs[0]["id2label"] == configs[1]["id2label"]
 
 
-def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_training(tmp_path, console):
+def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_training(tmp_path):
     pairs, single = write(tmp_path, "pairs.tsv", PAIRS), write(tmp_path, "single.txt", "A man sleeps .\n")
     refused(CLASSIFY, [*ONE_STEP, "--train_file", pairs, "--test_file", single, "--output_dir", tmp_path / "out"],
-            tmp_path, console, f"--test_file {single}: the head classifies pairs of sentences, the file holds single "
+            tmp_path, f"--test_file {single}: the head classifies pairs of sentences, the file holds single "
                               "sentences")
 
 
@@ -130,16 +118,16 @@ def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_traini
     (ANSWER, 6, "--max_seq_length 6 leaves no room for the passage beside question 'q1' (5 words, and 4 <S>/</S>): "
                 "give at least 10"),
 ])
-def test_a_max_seq_length_without_room_for_words_is_one_line(tmp_path, console, task, length, says):
+def test_a_max_seq_length_without_room_for_words_is_one_line(tmp_path, task, length, says):
     train = write(tmp_path, "train.tsv", SENTENCES) if task == CLASSIFY else squad_file(tmp_path)
     refused(task, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out", "--max_seq_length", length],
-            tmp_path, console, says)
+            tmp_path, says)
 
 
-def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path, console):
+def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path):
     train = write(tmp_path, "train.tsv", "label\ttext\n1\t" + "word " * 20 + "\n0\tshort one\n")
     status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out",
-                                           "--max_seq_length", "8"], console)
+                                           "--max_seq_length", "8"])
     assert status == 0
     assert (f"1 of 2 examples have more words than --max_seq_length leaves room for (6): each is cut to its first 6 "
             f"words (the longest, {train} line 2, has 20 words)") in stderr, stderr[-3000:]
@@ -157,15 +145,15 @@ def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path, consol
                                         "answers": {"text": "Lisbon", "answer_start": 16}}),
      "question q1 (line 1): answers' text and answer_start must be lists"),
 ])
-def test_columns_and_fields_of_another_shape_are_one_line(tmp_path, console, task, name, text, says):
+def test_columns_and_fields_of_another_shape_are_one_line(tmp_path, task, name, text, says):
     train = write(tmp_path, name, text + "\n")
-    refused(task, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path, console,
+    refused(task, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
             f"--train_file {train}: {says}")
 
 
-def test_an_output_folder_under_a_file_is_said_so(tmp_path, console):
+def test_an_output_folder_under_a_file_is_said_so(tmp_path):
     train, file = write(tmp_path, "train.tsv", SENTENCES), write(tmp_path, "notadir", "")
-    refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", file / "out"], tmp_path, console,
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", file / "out"], tmp_path,
             f"--output_dir {file / 'out'}: {file} is a file, not a folder")
 
 
@@ -174,20 +162,19 @@ def test_an_output_folder_under_a_file_is_said_so(tmp_path, console):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words(tmp_path, console):
+def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words(tmp_path):
     """The hint used to be cp1250, which reads "crème brûlée" as "crčme brűlée" and trains on it."""
     train = write(tmp_path, "train.tsv", "label\ttext\n1\tune crème brûlée\n0\tun café naïf\n", "latin-1")
-    line = refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path, console,
+    line = refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
                    "is not valid utf-8; the file reads as cp1252: --encoding cp1252")
     assert line.endswith("--encoding cp1252")
-    from train.finetune_arguments import ClassificationDataArguments
-    from train.finetune_classification import read_file
+    from train.tasks.sequence_classification import SequenceClassificationDataArguments, read_file
 
-    texts = [e["text"] for e in read_file(str(train), "cp1252", ClassificationDataArguments(train_file=str(train)))]
+    texts = [e["text"] for e in read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
     assert texts == ["une crème brûlée", "un café naïf"]
 
 
-def test_each_file_of_a_run_has_its_own_encoding(tmp_path, console):
+def test_each_file_of_a_run_has_its_own_encoding(tmp_path):
     """A GBK training file with a UTF-8 validation file: --encoding gbk alone is refused for the validation file, with
     the per-file option in the hint; --validation_encoding reads each right, and the words of a GBK test file come
     back in predictions.txt as written."""
@@ -198,10 +185,10 @@ def test_each_file_of_a_run_has_its_own_encoding(tmp_path, console):
     test = write(tmp_path, "test.txt", "鲁迅在北京\n", "gbk")
     args = [*ONE_STEP, "--train_file", train, "--validation_file", dev, "--test_file", test, "--output_dir",
             tmp_path / "out"]
-    refused(TAG, [*args, "--encoding", "gbk"], tmp_path, console,
+    refused(TAG, [*args, "--encoding", "gbk"], tmp_path,
             f"--validation_file {dev}: line 1, byte 3 of the line (0x81) is not valid gbk; the file reads as utf-8: "
             "--validation_encoding utf-8")
-    status, _, stderr = command(TAG, [*args, "--encoding", "gbk", "--validation_encoding", "utf-8"], console)
+    status, _, stderr = command(TAG, [*args, "--encoding", "gbk", "--validation_encoding", "utf-8"])
     assert status == 0, stderr[-3000:]
     written = (tmp_path / "out" / "predictions.txt").read_text(encoding="utf-8").split("\n")
     assert [line.split(" ")[0] for line in written if line] == list("鲁迅在北京")
@@ -234,13 +221,13 @@ def expected_tags(folder: Path, sentences: list[list[str]]) -> list[list[str]]:
     return tags
 
 
-def test_chinese_sentences_with_a_blank_line_are_tagged_word_by_word_with_the_words(tmp_path, console):
+def test_chinese_sentences_with_a_blank_line_are_tagged_word_by_word_with_the_words(tmp_path):
     """Read as CoNLL columns, each sentence was one "word" with one tag (exit 0). Now the layout is told and said,
     and predictions.txt holds each character beside its tag, a blank line after each sentence."""
     test = write(tmp_path, "new.txt", "鲁迅出生在绍兴。\n\n北京是首都。\n")
     out = tmp_path / "out"
     status, _, stderr = command(TAG, [*ONE_STEP, "--train_file", character_conll(tmp_path), "--test_file", test,
-                                      "--output_dir", out], console)
+                                      "--output_dir", out])
     assert status == 0, stderr[-3000:]
     assert f"--test_file {test}: read as sentences, one a line (a sentence a line" in stderr, stderr[-3000:]
     sentences = [list("鲁迅出生在绍兴。"), [], list("北京是首都。")]
@@ -261,11 +248,10 @@ def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, tex
     from types import SimpleNamespace
 
     from tokenization import ElmoTokenizer
-    from train.finetune_arguments import TaggingDataArguments
-    from train.finetune_ner import prepare_test, read_test_file
+    from train.tasks.token_classification import TokenClassificationDataArguments, prepare_test, read_test_file
 
     path = write(tmp_path, "test.txt", text)
-    data_args = TaggingDataArguments(test_file=str(path))
+    data_args = TokenClassificationDataArguments(test_file=str(path))
     model = SimpleNamespace(config=SimpleNamespace(label2id={"O": 0, "B-ORG": 1, "B-PER": 2}))
     with caplog.at_level("INFO"):
         kind, _ = prepare_test(model, ElmoTokenizer(), read_test_file(str(path), "utf-8", data_args), data_args)
@@ -273,11 +259,11 @@ def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, tex
     assert f"read as {layout}" in caplog.text
 
 
-def test_a_word_split_that_cuts_other_units_than_the_training_words_is_refused(tmp_path, console):
+def test_a_word_split_that_cuts_other_units_than_the_training_words_is_refused(tmp_path):
     """Characters trained with --word_split jieba: the tagger learned characters and would tag jieba's words."""
     train = character_conll(tmp_path)
     line = refused(TAG, [*ONE_STEP, "--train_file", train, "--word_split", "jieba", "--output_dir", tmp_path / "out"],
-                   tmp_path, console, f"--word_split jieba: --train_file {train}: the word split jieba cuts the training "
+                   tmp_path, f"--word_split jieba: --train_file {train}: the word split jieba cuts the training "
                                      "sentences into")
     assert "into ['鲁迅', '出生'" in line and line.endswith("; --word_split punctuation cuts text as the file does")
 
@@ -308,9 +294,9 @@ def squad_file(folder: Path, qas: list | None = None, version: str = "1.1", name
      "question q1 (article 1, paragraph 1, question 1): the answer 'Lisbon': answer_start must be a whole number of "
      "characters, got '16' (a string)"),
 ])
-def test_squad_files_that_trained_silently_are_refused_naming_the_question(tmp_path, console, case, qas, says):
+def test_squad_files_that_trained_silently_are_refused_naming_the_question(tmp_path, case, qas, says):
     train = squad_file(tmp_path, qas)
-    refused(ANSWER, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path, console, says)
+    refused(ANSWER, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path, says)
 
 
 def test_a_v2_file_and_the_option_read_questions_without_answers_as_unanswerable(tmp_path):
@@ -328,7 +314,7 @@ def test_a_v2_file_and_the_option_read_questions_without_answers_as_unanswerable
     assert read_squad_file(v1, answers_needed=False)[0]["id"] == "q1"  # a file to predict needs no answers
 
 
-def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(tmp_path, console, tiny_model_dir):
+def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(tmp_path, tiny_model_dir):
     """Nine short questions and a long one: batches of 8 windows padded to different widths crashed the prediction
     (exit 1, an empty folder). Their answers are those of one batch of all, and of the pipeline."""
     short = "Ada was born in Lisbon ."
@@ -338,12 +324,12 @@ def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(
     test = write(tmp_path, "test.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     model = tmp_path / "qa"
     assert command(ANSWER, [*[str(tiny_model_dir) if a == "tiny" else a for a in ONE_STEP],
-                            "--train_file", squad_file(tmp_path), "--output_dir", model], console)[0] == 0
+                            "--train_file", squad_file(tmp_path), "--output_dir", model])[0] == 0
     answers = []
     for batch in (8, 64):
         out = tmp_path / f"batch-{batch}"
         status, _, stderr = command(ANSWER, ["--model", model, "--do_predict", "--test_file", test, "--output_dir",
-                                             out, "--per_device_eval_batch_size", batch, "--use_cpu"], console)
+                                             out, "--per_device_eval_batch_size", batch, "--use_cpu"])
         assert status == 0, stderr[-3000:]
         assert "Wrote the predictions of 10 questions" in stderr and "0 training and 0 validation" not in stderr
         answers.append(json.loads((out / "predictions.json").read_text()))
@@ -364,7 +350,7 @@ def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(
         qa(question="Where ?", context=short, max_answer_len=0)
 
 
-def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_path, console):
+def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_path):
     """F1 on words is 0 for "深圳市" against "广东省深圳市龙岗区" (no spaces: one word each); CMRC 2018 scores characters,
     and drops Chinese punctuation too. The run's eval_f1 is that of its own predictions.json, on characters."""
     from train.squad_metrics import character_exact_match, character_f1, f1, squad_scores
@@ -379,7 +365,7 @@ def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_pat
         {"paragraphs": [{"context": context, "qas": qas}]}]}, ensure_ascii=False))
     out = tmp_path / "out"
     status, _, stderr = command(ANSWER, [*ONE_STEP, "--train_file", data, "--validation_file", data, "--do_predict",
-                                         "--test_file", data, "--output_dir", out], console)
+                                         "--test_file", data, "--output_dir", out])
     assert status == 0, stderr[-3000:]
     results = json.loads((out / "eval_results.json").read_text())
     assert results["eval_scoring"] == "characters (CMRC 2018)" and "scored on characters (CMRC 2018)" in stderr

@@ -2,9 +2,10 @@
 checked, the head loaded quietly, a `Trainer` whose checkpoints are never cut in half by Ctrl-C, training and
 evaluation with the metrics files, predictions, and the one line an interrupt ends with.
 
-What differs between tasks is in the task's row of `elmo_tools.tasks.TASKS` (names, defaults, the head option) and
-in its module (`row.module`), which gives the parts of `TaskParts`; nothing here branches on a task's name. A task
-module's `main(argv, guard)` is `run(its task, argv, guard)`.
+What differs between tasks is in the task's module under `train/tasks/` (`TASK`: names, defaults, the head option, the
+data options; and the parts of `TaskParts`); nothing here branches on a task's name. The command layer parses the
+options (`train.finetune_arguments.parse_finetune`) and calls `run(options, guard)`; `run_task(task, argv)` does both,
+for callers in Python.
 """
 
 from __future__ import annotations
@@ -12,43 +13,42 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib
 import json
 import logging
 import math
 import os
 import re
 import shutil
-import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
-import transformers
 from safetensors import safe_open
-from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+from transformers import Trainer, TrainingArguments, set_seed
 from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss, floats rounded
 
+from elmo_tools.errors import InputError
 from elmo_tools.interrupts import Interrupted
-from elmo_tools.output_paths import OutputPathError, check_writable_folder
-from elmo_tools.tasks import TASKS, FineTuningTask
+from elmo_tools.loading import ModelLoadError, load_elmo
+from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import checked_encoding
 from modeling_elmo import ElmoConfig
+from modeling_elmo.configuration_elmo import TASK_CLASSES
 from tokenization import check_word_split
 
-from .finetune_arguments import ModelArguments, command_dataclasses, short_help, wants_help
-from .finetune_cli import HelpShown, InputError
-from .finetune_data import limit, load_model, read_input_file
+from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
+from .finetune_data import limit, read_input_file
 from .predict import read_test_file, write_predictions
+from .tasks import TASKS, FineTuningTask, task_module
 
 logger = logging.getLogger(__name__)
 
 
 @runtime_checkable
 class TaskParts(Protocol):
-    """What a task's module (its row's `module`: `train.finetune_classification`, `train.finetune_ner`) gives the
+    """What a task's module (`train/tasks/<task>.py`: `train.tasks.sequence_classification`, ...) gives the
     run. `data_args` is the parsed dataclass of the row's `data_arguments`. Readers raise `ValueError` (or
     `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line naming the
     option and the file."""
@@ -81,8 +81,6 @@ class TaskParts(Protocol):
     def prediction_lines(self, model, tokenizer, test, data_args, batch_size: int) -> tuple[list[str], int]:
         """The lines of the predictions file for `test`, and how many sentences they predict."""
 
-    def main(self, argv: Sequence[str] | None = None, guard=None) -> dict:
-        """The command, in this process: `run(its task, argv, guard)`."""
 
     # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples call
     # for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and `head_options(data_args) ->
@@ -96,13 +94,21 @@ class TaskParts(Protocol):
     # `PREDICTIONS_FILE`, the name of its predictions file (default predictions.txt).
 
 
-def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
-    """Fine-tune, evaluate and predict as the command of `task` (a key of `TASKS`) does with `argv`; returns the
-    metrics. `guard`: the `InterruptGuard` of the command line, if any (checkpoints and files written whole)."""
-    row = TASKS[task]
-    parts: TaskParts = importlib.import_module(row.module)
-    command_logger = logging.getLogger(row.module)
-    model_args, head_args, data_args, command_args, training_args = parse_arguments(row, argv, command_logger)
+def run_task(task: str, argv: Sequence[str], guard=None) -> dict:
+    """`run` on the command line `argv` of `task`'s command (a key of `TASKS`), in this process: what
+    `elmo-finetune TASK ARGV` does, without the command's console and exit status; returns the metrics. The warnings
+    filters the run sets are put back after it."""
+    with warnings.catch_warnings():
+        return run(parse_finetune(task, argv), guard)
+
+
+def run(options: FineTuneOptions, guard=None) -> dict:
+    """Fine-tune, evaluate and predict as the command of `options.task` does; returns the metrics. `guard`: the
+    command's `InterruptGuard`, if any (checkpoints and files written whole)."""
+    row = TASKS[options.task]
+    parts: TaskParts = task_module(options.task)
+    model_args, head_args, data_args, command_args = options.model, options.head, options.data, options.command
+    training_args = training_arguments(row, options)
     train_examples, eval_examples, test = read_inputs(row, parts, model_args, data_args, training_args,
                                                       command_args)
     # a new head's labels are the training file's: one only the validation file has would never be learned
@@ -122,8 +128,9 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
     if test is not None and prepare_test is not None:  # what the loaded head can predict, before anything is written
         test = prepare_test(model, tokenizer, test, data_args)
     if train_examples or eval_examples:  # after the model: a bad one is one line
-        command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples),
-                            row.examples, f", {row.labels} {labels}" if labels else "")
+        logging.getLogger(parts.__name__).info("%d training and %d validation %s%s", len(train_examples),
+                                               len(eval_examples), row.examples,
+                                               f", {row.labels} {labels}" if labels else "")
     before_training(model, tokenizer, row, data_args, training_args)
     label2id = model.config.label2id
     check_known_labels(eval_examples, parts, label2id, row.labels, data_args, bool(train_examples))
@@ -157,42 +164,39 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
 # ---------------------------------------------------------------------------------------------------------------
 # The command line
 # ---------------------------------------------------------------------------------------------------------------
-def parse_arguments(row: FineTuningTask, argv: Sequence[str] | None, command_logger: logging.Logger) -> tuple:
-    """Parse the command line (or a single JSON file) into the task's dataclasses (`command_dataclasses`) and a
-    `TrainingArguments` (last), with the task's defaults (`row.training_defaults`) where the user gave none; set up
-    a quiet, rank-aware console. `--help` is answered from the dataclasses alone (`HelpShown`)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    asked = wants_help(argv)
-    if asked == "short":
-        sys.stdout.write(short_help(row))
-        raise HelpShown
-    parser = HfArgumentParser((*command_dataclasses(row), TrainingArguments), prog=row.command,
-                              description=row.description)
+def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> TrainingArguments:
+    """transformers' `TrainingArguments` from what `parse_finetune` left (the words of the command line, or the JSON
+    file's fields), with the task's defaults (`row.training_defaults`) where the user gave none, and `--output_dir`;
+    every option of ours checked too. A mistyped option, or a value transformers refuses: `InputError`, one line."""
+    parser = training_parser(row)
     # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
-    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available()}
+    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available(),
+                "output_dir": options.command.output_dir}
     parser.set_defaults(**defaults)
-    if asked == "all":
-        parser.print_help()
-        raise HelpShown
     try:
-        if len(argv) == 1 and argv[0].endswith(".json"):
-            with open(os.path.abspath(argv[0]), encoding="utf-8") as f:
-                parsed = parser.parse_dict({**defaults, **json.load(f)})
+        if isinstance(options.training, dict):  # the other fields of a JSON options file
+            (training_args,) = parser.parse_dict({**defaults, **options.training})
         else:
-            *parsed, unknown = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+            training_args, unknown = parser.parse_args_into_dataclasses(list(options.training),
+                                                                        return_remaining_strings=True)
             if unknown:
-                raise InputError(f"unrecognized arguments: {' '.join(unknown)} ({row.command} --help lists the "
+                raise InputError(f"unrecognized arguments: {' '.join(unknown)} ({command_name(row)} --help lists the "
                                  "options)")
     except ValueError as error:  # a dataclass's own check (TrainingArguments' __post_init__): its first line
         raise InputError(str(error).strip().splitlines()[0]) from None
+    if not options.verbose:  # torch's warning on every data loader of a machine without an accelerator
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")
+    parsed = (options.model, options.head, options.data, options.command, training_args)
     _check_encoding(parsed)
-    _check_training_numbers(parsed[-1], parsed)
-    try:
-        check_writable_folder(Path(parsed[-1].output_dir), "--output_dir")
-    except OutputPathError as error:
-        raise InputError(str(error)) from None
-    _set_up_logging(parsed[-1], any(getattr(p, "verbose", False) for p in parsed), command_logger)
-    return tuple(parsed)
+    _check_training_numbers(training_args, parsed)
+    check_writable_folder(Path(training_args.output_dir), "--output_dir")
+    _log_processes(training_args, logging.getLogger(parts_logger_name(row)))
+    return training_args
+
+
+def parts_logger_name(row: FineTuningTask) -> str:
+    """The logger of the task's command lines ("train.tasks.token_classification")."""
+    return task_module(row.name).__name__
 
 
 def _check_training_numbers(training_args, parsed) -> None:
@@ -219,24 +223,9 @@ def _check_encoding(parsed) -> None:
                     raise InputError(f"--{name}: {error}") from None
 
 
-def _set_up_logging(training_args, verbose: bool, command_logger: logging.Logger) -> None:
-    """INFO lines from the commands; transformers and torch say only what a user can act on, unless `verbose`.
-    Several processes: each line names its rank, and every process says its rank and the world size."""
-    several = training_args.world_size > 1
-    rank = f" [rank {training_args.process_index}]" if several else ""
-    logging.basicConfig(
-        format=f"%(asctime)s %(levelname)s{rank} %(name)s: %(message)s",
-        level=logging.DEBUG if verbose else logging.INFO if training_args.should_log else logging.WARNING,
-        force=True,
-    )
-    if verbose:
-        transformers.logging.set_verbosity_info()
-    else:
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()  # loading and writing a small model: no bar needed
-        # Trainer sets transformers' verbosity from --log_level ("passive" keeps the one set here).
-        warnings.filterwarnings("ignore", message=".*pin_memory.*")
-    if several:
+def _log_processes(training_args, command_logger: logging.Logger) -> None:
+    """Several processes: every process says its rank and the world size."""
+    if training_args.world_size > 1:
         command_logger.warning("Process rank %d of world size %d (device %s)",
                                training_args.process_index, training_args.world_size, training_args.device)
     else:
@@ -262,7 +251,12 @@ def saved_config(model_args: ModelArguments) -> dict:
 def saved_head(model_args: ModelArguments, row: FineTuningTask) -> bool:
     """Whether `model_name_or_path` is a local folder that already holds a head of the task (its config.json says
     so): then its own pooling or encoder is kept rather than the command's default for a new head."""
-    return row.head_class in (saved_config(model_args).get("architectures") or [])
+    return head_class_name(row) in (saved_config(model_args).get("architectures") or [])
+
+
+def head_class_name(row: FineTuningTask) -> str:
+    """The head's class, from its row of `ELMO_CLASSES`: "ElmoForTokenClassification"."""
+    return TASK_CLASSES[row.name].path.rsplit(".", 1)[1]
 
 
 def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int]) -> dict[str, int] | None:
@@ -354,6 +348,28 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
                     f"; the saved {', '.join(sorted({key.split('.')[0] for key in unused}))} weights of another "
                     "head are not used" if unused else "")
     return model, tokenizer
+
+
+def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None,
+               output_loading_info: bool = False):
+    """`(model, tokenizer)`: the head of `task` (a key of `TASKS`: "sequence-classification", "token-classification", ...) on the biLM of `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by
+    `elmo_tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
+    config. `seed`: of a preset's random weights (None: the generators as `set_seed` left them).
+    `output_loading_info`: `(model, tokenizer, info)`, with `load_elmo`'s loading info."""
+    try:
+        return load_elmo(
+            model_args.model_name_or_path,
+            task,
+            seed=seed,
+            config_overrides={**model_args.config_overrides(), **head_overrides},
+            trust_remote_code=model_args.trust_remote_code,
+            tokenizer_name=model_args.tokenizer_name,
+            ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+            output_loading_info=output_loading_info,
+        )
+    except ModelLoadError as error:
+        raise InputError(f"--model_name_or_path: {error}") from None
+
 
 
 class _HeldLoadReport(logging.Filter):
@@ -624,7 +640,7 @@ def check_mode(data_args, training_args, model_args, row: FineTuningTask) -> boo
                              "--validation_file FILE) with an already fine-tuned --model_name_or_path folder")
         if not saved_head(model_args, row):
             raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds no fine-tuned "
-                             f"{row.head_class}: without --train_file there is nothing to predict with; "
+                             f"{head_class_name(row)}: without --train_file there is nothing to predict with; "
                              "fine-tune it first")
     return bool(data_args.test_file)
 

@@ -15,8 +15,6 @@ import statistics
 import unicodedata
 from collections.abc import Sequence
 
-from tokenization import WORD_SPLITTERS, split_words
-
 CONLL, LINES = "conll", "lines"
 LAYOUTS = (CONLL, LINES)
 # A tag or a code of a CoNLL column (POS, chunk, entity): printable ASCII without lower-case letters (NNP, B-NP,
@@ -51,6 +49,8 @@ def test_file_layout(lines: Sequence[str], split, labels: Sequence[str]) -> tupl
         if all(_CODE.fullmatch(field) for field in rest):
             return CONLL, f"the columns after the first of its {columns} hold codes (upper case), not words"
         return LINES, f"the other words of its lines of {columns} words are words, not tags or codes"
+    from tokenization import split_words  # transformers: imported by the run, not by a command's --help
+
     units = statistics.median(len(split_words(line, split)) for line in filled)
     if units <= 2:
         return CONLL, f"a word a line (the split cuts the median line into {units:g} units)"
@@ -74,6 +74,8 @@ def joined(words: Sequence[str]) -> str:
 def units_ratio(sentences: Sequence[dict], split) -> tuple[float, tuple[list[str], list[str]] | None]:
     """How many words `split` cuts the sentences' text into per word of the file (their first `UNITS_SAMPLE`), and
     the first sentence it cuts otherwise: `(file words, split words)`."""
+    from tokenization import split_words
+
     words = units = 0
     example = None
     for sentence in sentences[:UNITS_SAMPLE]:
@@ -87,6 +89,8 @@ def units_ratio(sentences: Sequence[dict], split) -> tuple[float, tuple[list[str
 
 def fitting_splits(sentences: Sequence[dict]) -> list[str]:
     """The registered splits (their packages installed) that cut the sentences' text into the file's words."""
+    from tokenization import WORD_SPLITTERS
+
     fitting = []
     for name in WORD_SPLITTERS:
         try:
