@@ -248,7 +248,11 @@ def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, tex
     from types import SimpleNamespace
 
     from tokenization import ElmoTokenizer
-    from train.tasks.token_classification import TokenClassificationDataArguments, prepare_test, read_test_file
+    from train.tasks.token_classification import (
+        TokenClassificationDataArguments,
+        prepare_test,
+        read_test_file,
+    )
 
     path = write(tmp_path, "test.txt", text)
     data_args = TokenClassificationDataArguments(test_file=str(path))
