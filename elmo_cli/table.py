@@ -53,7 +53,8 @@ def _finetune(argv: Sequence[str]):
 def _finetune_checks(options) -> None:
     for option in ("train_file", "validation_file", "test_file"):
         early_checks.check_input_file(getattr(options.data, option, None), option)
-    early_checks.check_writable_folder(options.command.output_dir, "--output_dir")
+    if options.command.output_dir is not None:
+        early_checks.check_writable_folder(options.command.output_dir, "--output_dir")
 
 
 def _task_command(task: str) -> Command:

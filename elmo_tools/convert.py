@@ -19,7 +19,7 @@ from pathlib import Path
 from . import convert_allennlp_elmo, convert_elmoformanylangs
 from .command_options import ConvertOptions
 from .convert_common import ConversionError, hide_write_progress, interrupted_line, notice
-from .hub_utils import HubPushError, push_folder
+from .hub_push import HubPushError, push_folder
 from .interrupts import Interrupted, InterruptGuard
 from .output_paths import check_writable_folder
 
@@ -60,7 +60,7 @@ def _push(out: Path, args: ConvertOptions) -> None:
                            commit_message="Upload ELMo converted with elmo-convert")
     except Interrupted as stop:
         stop.report = (f"interrupted ({stop.name}) while pushing: the conversion is in {out}; push it with "
-                       "elmo_tools.hub_utils.push_folder or run the command again")
+                       "elmo_tools.hub_push.push_folder or run the command again")
         raise
     except (HubPushError, FileNotFoundError) as error:
         raise ConversionError(f"the conversion is in {out}, but the push failed: {error}") from None

@@ -26,8 +26,8 @@ from modeling_elmo.modeling_elmo import ElmoModel
 from tokenization import check_word_split
 
 from .errors import InputError
-from .hub_utils import render_model_card
 from .interrupts import Interrupted, written_whole
+from .model_card import render_model_card
 
 logger = logging.getLogger(__name__)
 # What a conversion command says without --verbose: where it wrote the model, and advice a user can act on.

@@ -85,6 +85,8 @@ ELMO_CLASSES = (
               "token-classification", "token classification (e.g. NER, POS)"),
     ElmoClass("AutoModelForQuestionAnswering", "modeling_elmo_qa.ElmoForQuestionAnswering",
               "question-answering", "extractive question answering (SQuAD)"),
+    ElmoClass("AutoModelForMultipleChoice", "modeling_elmo_multiple_choice.ElmoForMultipleChoice",
+              "multiple-choice", "multiple choice (SWAG-style: a context and its possible endings)"),
 )
 AUTO_CLASSES = {row.auto_class: row.path for row in ELMO_CLASSES}  # "AutoModel": "modeling_elmo.ElmoModel", ...
 TASK_CLASSES = {row.task: row for row in ELMO_CLASSES if row.task}  # the task heads, by task

@@ -270,7 +270,7 @@ def test_finetune_classification_command_end_to_end(tmp_path, tiny_model_dir):
     )
     assert f"to {out}" in result.stderr  # says where it wrote
     # quiet: a line for the new head instead of transformers' table; nothing a user cannot act on
-    assert "initialised the classification head" in result.stderr
+    assert "initialised the sequence-classification head" in result.stderr
     for noise in ("WARNING", "LOAD REPORT", "PAD/BOS/EOS", "pin_memory", "rank 0", "Traceback"):
         assert noise not in result.stderr, (noise, result.stderr[-3000:])
     metrics = json.loads((out / "eval_results.json").read_text())
@@ -612,7 +612,8 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
             *saving]
     result = run_cli("elmo-finetune-classification", argv)
     assert result.returncode == 130
-    errors = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if " WARNING " in line]
+    errors = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if "interrupted" in line]
+    assert "interrupted" in result.stderr.strip().splitlines()[-1]  # the command's last line
     assert len(errors) == 1 and errors[0].startswith("interrupted by SIGINT at step"), errors
     if checkpoint:
         kept = sorted(p.name for p in out.iterdir())
@@ -736,7 +737,7 @@ def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one
     assert "metrics *****" not in said.stdout and " INFO train.finetune_run: train metrics: epoch " in said.stderr
     (tmp_path / "three.tsv").write_text("label\ttext\n0\tawful\n1\tgreat\n2\tso so\n")
     out = tmp_path / "three"
-    with pytest.raises(InputError, match=r"holds a classification head of the labels \['0', '1'\]; the data's labels "
+    with pytest.raises(InputError, match=r"holds a sequence-classification head of the labels \['0', '1'\]; the data's labels "
                                          r"\['2'\] are not among them: add --ignore_mismatched_sizes true") as caught:
         classify([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out)])
     assert "\n" not in str(caught.value) and not out.exists()

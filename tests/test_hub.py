@@ -42,8 +42,9 @@ from huggingface_hub import ModelCard
 from tolerances import REORDERED, assert_close
 
 import modeling_elmo
-from elmo_tools import hub_utils
-from elmo_tools.hub_utils import HubPushError, push_folder, render_model_card, write_model_card
+from elmo_tools import model_card
+from elmo_tools.hub_push import HubPushError, push_folder
+from elmo_tools.model_card import render_model_card, write_model_card
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 from tokenization import ElmoTokenizer
 
@@ -626,7 +627,7 @@ def test_model_card_without_results_and_the_fallback_template(monkeypatch, caplo
     card = render_model_card(_tiny_config())
     assert "No evaluation results were recorded" in card and "model-index" not in card
     assert ModelCard(card).data.eval_results is None
-    monkeypatch.setattr(hub_utils, "TEMPLATE_LOCATIONS", (Path("/nonexistent/model_card.md"),))
+    monkeypatch.setattr(model_card, "TEMPLATE_LOCATIONS", (Path("/nonexistent/model_card.md"),))
     with caplog.at_level("WARNING"):
         fallback = render_model_card(_tiny_config(), model_id="a/b", results={"perplexity": 12.0})
     assert "model_card.md was not found" in caplog.text
@@ -655,7 +656,7 @@ def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
 
 
 def test_model_card_template_is_the_repository_file():
-    found = hub_utils.find_model_card_template()
+    found = model_card.find_model_card_template()
     assert found is not None and found.resolve() == (REPO / "model_card.md").resolve()
     assert found.read_text() == (REPO / "model_card.md").read_text()
 

@@ -247,7 +247,7 @@ def _run_fresh(names: dict[str, str], out: Path, env: dict[str, str], cwd: Path)
 def fresh_vectors(kind_dirs, tmp_path_factory) -> dict[str, list[np.ndarray]]:
     """Every kind pushed to a Hub on 127.0.0.1, then loaded as remote code by folder and by repository id in a
     fresh interpreter that cannot import this project."""
-    from elmo_tools.hub_utils import push_folder
+    from elmo_tools.hub_push import push_folder
 
     work = tmp_path_factory.mktemp("fresh")
     server = HubServer(work / "hub", token=TOKEN).start()

@@ -20,9 +20,9 @@ import torch
 from conftest import REPO, run_cli
 
 import modeling_elmo
-from elmo_tools.hub_utils import render_model_card
 from elmo_tools.loading import TASKS as LOADER_TASKS
 from elmo_tools.loading import load_elmo
+from elmo_tools.model_card import render_model_card
 from modeling_elmo import ElmoConfig
 from modeling_elmo.configuration_elmo import TASK_CLASSES, ElmoClass
 from train.collators import ElmoDataCollatorForSequenceClassification
@@ -161,7 +161,6 @@ def toy_module() -> types.ModuleType:
 TOY_ROW = FineTuningTask(
     name=TOY,
     data_options=ToyDataArguments,
-    head_name="toy",
     labels="flags",
     examples="lines",
     head_option="classifier_pooling",
@@ -211,7 +210,7 @@ def test_a_task_added_as_a_row_and_a_module_trains_saves_and_predicts(toy_task, 
     assert result.returncode == 0
     shown = result.stdout
     assert shown == short_help(toy_task)
-    for text in ("usage: elmo-finetune toy-flag ", "--separator", "ToyHeadArguments", "mean or max (default: mean for a "
+    for text in ("usage: elmo-finetune toy-flag ", "--separator", "ToyFlagHeadArguments", "mean or max (default: mean for a "
                  "new head", "Epochs (default 3 (a toy)).", "Peak learning rate (default 0.05)."):
         assert text in shown, text
 
@@ -223,7 +222,7 @@ def test_a_task_added_as_a_row_and_a_module_trains_saves_and_predicts(toy_task, 
     assert result.returncode == 0, result.stderr
     said = result.stderr
     assert f"INFO {TOY_MODULE}: 24 training and 24 validation lines, flags ['no', 'yes']" in said
-    assert "INFO train.finetune_run: initialised the toy head (4 tensors of classifier, scalar_mixes)" in said
+    assert "INFO train.finetune_run: initialised the toy-flag head (4 tensors of classifier, scalar_mixes)" in said
     assert "LOAD REPORT" not in said and "WARNING" not in said, said
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["ElmoForSequenceClassification"] and config["classifier_pooling"] == "mean"

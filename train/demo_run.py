@@ -1,6 +1,34 @@
-"""The demo itself (`elmo-demo`, whose door and options are `train/demo.py`): the corpus, the pretraining, the sense
-scores and their plot, the contextuality analysis, and the one line an interrupt ends with. What it does, step by
-step: the door's docstring."""
+"""The main job, `elmo-demo`: train a small ELMo, reload it, and show what contextual vectors are for.
+
+    elmo-demo                              # generated corpus, a few minutes on 2 CPU cores
+    elmo-demo --train_file my_corpus.txt   # your own corpus (one sentence per line)
+    elmo-demo --language zh                # the same on a generated Chinese corpus, per character
+
+1. Writes a generated corpus in which "bank", "bat", "plant" and "spring" occur in two senses each
+   (`train/sense_corpus.py`), unless `--train_file` is given. With `--language zh`, a Chinese corpus in which
+   行, 长, 花, 打, 还, 好, 觉 and 乐 do (`train/sense_corpus_zh.py`: 银行 háng "bank" / 行走 xíng "walk", ...).
+2. Pretrains a biLM on it with `train.pretrain_run.train` (the same code as any pretraining run).
+3. Reloads the result with `load_elmo` (the feature model, as `AutoModel` loads it), embeds held-out sentences,
+   and scores how well the vectors of each ambiguous word separate its senses: leave-one-out nearest-centroid
+   accuracy, for the context-free layer 0 (which gives every occurrence of a word the same vector, so it cannot
+   beat chance) and for the contextual biLSTM layers.
+4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `elmo_tools/analysis.py`:
+   self-similarity, intra-sentence similarity and maximum explainable variance per layer, Ethayarajh 2019).
+5. Writes `sense_scores.json`, the plot `senses.png`, `contextuality.json` and its plot `contextuality.png`, and
+   says where they are.
+
+Ctrl-C (SIGINT) or SIGTERM ends the demo with one line saying what was kept and how to go on, exit status 130/143:
+during pretraining a checkpoint of the step reached is kept (as in `elmo-pretrain`); the same command with
+`--resume_from_checkpoint latest` continues from it, or, once the model is trained, only scores it again.
+
+The model's tokenizer splits raw text with the default rule, `punctuation` (`tokenization.split_words`); the
+generated corpus is already tokenized (spaces around punctuation), so both rules give it the same words. The
+same rule makes every Chinese ideograph a token of its own, so the Chinese model is trained per character.
+
+The Chinese plot names the characters with a CJK font when matplotlib has one (Noto Sans CJK, Source Han Sans,
+WenQuanYi, SimHei, ...: any installed font that has the glyphs), and in pinyin with the sense otherwise
+(`háng (bank)` / `xíng (walk)`), so it never shows missing-glyph boxes. Its options are `train/demo_args.py`.
+"""
 
 from __future__ import annotations
 

@@ -90,8 +90,9 @@ class ModelArguments:
 class CommandArguments:
     """What every fine-tuning command reads besides the model, the data and the training loop."""
 
-    output_dir: str = field(metadata={
-        "help": "Where the model, tokenizer, metrics, checkpoints and predictions are written."})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where the model, tokenizer, metrics, checkpoints and predictions are written (a predict-only run "
+                "with --predictions_file needs none)."})
     encoding: str = field(
         default="utf-8", metadata={"help": "Encoding of the input files (default utf-8; e.g. gb18030, big5, latin-1). "
                                    "Bytes that do not decode are refused, naming the file, line and byte."}
@@ -139,7 +140,7 @@ def head_arguments(row: FineTuningTask) -> type:
     help_text = (f"{row.head_help} (default: {row.head_default} for a new head, the saved one for a fine-tuned "
                  "folder).")
     return dataclasses.make_dataclass(
-        f"{row.head_name.title().replace(' ', '').replace('-', '')}HeadArguments",
+        f"{row.name.title().replace('-', '')}HeadArguments",
         [(row.head_option, str | None, field(default=None, metadata={"help": help_text}))],
         namespace={"__module__": __name__},
     )

@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 @runtime_checkable
 class TaskParts(Protocol):
     """What a task's module (`train/tasks/<task>.py`: `train.tasks.sequence_classification`, ...) gives the
-    run. `data_args` is the parsed dataclass of the row's `data_arguments`. Readers raise `ValueError` (or
+    run. `data_args` is the parsed dataclass of the task's `data_options`. Readers raise `ValueError` (or
     `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line naming the
     option and the file."""
 
@@ -170,8 +170,9 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
     every option of ours checked too. A mistyped option, or a value transformers refuses: `InputError`, one line."""
     parser = training_parser(row)
     # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
-    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available(),
-                "output_dir": options.command.output_dir}
+    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available()}
+    if options.command.output_dir is not None:
+        defaults["output_dir"] = options.command.output_dir
     parser.set_defaults(**defaults)
     try:
         if isinstance(options.training, dict):  # the other fields of a JSON options file
@@ -269,17 +270,17 @@ def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[
     saved = sorted(saved, key=lambda label: saved[label])  # in id order
     what = row.labels
     if set(label2id) <= set(saved):
-        logger.info("continuing the saved %s head: the data's %s are among its %s", row.head_name, what, saved)
+        logger.info("continuing the saved %s head: the data's %s are among its %s", row.name, what, saved)
         return None
     if all(re.fullmatch(r"LABEL_\d+", str(label)) for label in saved):
         return label2id  # a head saved without label names: nothing of the user's is dropped
     unknown = sorted(set(label2id) - set(saved))
     if model_args.ignore_mismatched_sizes:
         logger.info("the saved %s head has the %s %s, not the data's %s: --ignore_mismatched_sizes, so it is trained "
-                    "for the data's (output weights of another size re-initialised)", row.head_name, what,
+                    "for the data's (output weights of another size re-initialised)", row.name, what,
                     saved, list(label2id))
         return label2id
-    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.head_name} head of the "
+    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.name} head of the "
                      f"{what} {saved}; the data's {what} {unknown} are not among them: add "
                      f"--ignore_mismatched_sizes true to train its output layer anew for the data's {what} "
                      f"{list(label2id)}, or fine-tune the biLM folder it was made from")
@@ -343,7 +344,7 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
         held.release()  # a biLM weight missing, a saved head of this task that does not fit: transformers' report
     elif weights[0]:
         initialised, unused = weights
-        logger.info("initialised the %s head (%d tensors of %s)%s", row.head_name, len(initialised),
+        logger.info("initialised the %s head (%d tensors of %s)%s", row.name, len(initialised),
                     ", ".join(sorted({key.split(".")[0] for key in initialised})),
                     f"; the saved {', '.join(sorted({key.split('.')[0] for key in unused}))} weights of another "
                     "head are not used" if unused else "")

@@ -36,9 +36,10 @@ from transformers.utils import logging as hf_logging
 
 from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
 from elmo_tools.errors import InputError
-from elmo_tools.hub_utils import HubPushError, push_folder, write_model_card
+from elmo_tools.hub_push import HubPushError, push_folder
 from elmo_tools.interrupts import Interrupted, InterruptGuard
 from elmo_tools.loading import load_elmo
+from elmo_tools.model_card import write_model_card
 from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import check_decodes, resolve_files
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
@@ -282,10 +283,16 @@ def make_accelerator(args: PretrainArguments):
         log_with = args.report_to
     # Without cpu=True a CPU-only torchrun/accelerate launch silently gives independent single processes.
     cpu = args.use_cpu or not torch.cuda.is_available()
+    # NCCL refuses two processes on one GPU: where this node runs more processes than it has GPUs (Accelerate then
+    # puts several on one), they talk through gloo, which reduces CUDA tensors too (tests/test_cuda.py).
+    shared_gpus = not cpu and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > torch.cuda.device_count()
+    if shared_gpus:  # Accelerate takes LOCAL_RANK for the index of a process's GPU (its device, DDP's, its barriers)
+        os.environ["LOCAL_RANK"] = str(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     handlers = [
         DistributedDataParallelKwargs(find_unused_parameters=args.softmax == "adaptive"),
         # A process that waits for a dead or stuck peer fails after this long instead of hanging.
-        InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=args.ddp_timeout)),
+        InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=args.ddp_timeout),
+                               **({"backend": "gloo"} if shared_gpus else {})),
     ]
     return Accelerator(
         cpu=cpu,

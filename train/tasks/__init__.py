@@ -31,7 +31,6 @@ class FineTuningTask:
 
     name: str  # the task as transformers names it, and `load_elmo(task=...)` takes it: "sequence-classification"
     data_options: type  # the dataclass of its data options (--train_file, ...), standard library only
-    head_name: str  # what the messages call the head: "classification"
     labels: str  # what its labels are called in messages: "labels", "tags"
     examples: str  # what its examples are called: "examples", "sentences"
     head_option: str  # the config field that shapes a new head, also an option: "classifier_pooling"

@@ -66,7 +66,6 @@ class QuestionAnsweringDataArguments:
 TASK = FineTuningTask(
     name="question-answering",
     data_options=QuestionAnsweringDataArguments,
-    head_name="question-answering",
     labels="answers",
     examples="questions",
     head_option="qa_modeling_layer",

@@ -78,7 +78,6 @@ class SequenceClassificationDataArguments:
 TASK = FineTuningTask(
     name="sequence-classification",
     data_options=SequenceClassificationDataArguments,
-    head_name="classification",
     labels="labels",
     examples="examples",
     head_option="classifier_pooling",

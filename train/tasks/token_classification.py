@@ -88,7 +88,6 @@ class TokenClassificationDataArguments:
 TASK = FineTuningTask(
     name="token-classification",
     data_options=TokenClassificationDataArguments,
-    head_name="tagging",
     labels="tags",
     examples="sentences",
     head_option="token_classifier_encoder",
