@@ -307,6 +307,7 @@ print(json.dumps({{e["id"]: a["answer"] for e, a in zip(examples, answers)}}))
 """
 
 
+@pytest.mark.slow
 def test_the_pipeline_answers_as_the_command_predicted_in_fresh_interpreters(fine_tuned):
     code = PIPELINE.format(test=str(fine_tuned["test"]), model=str(fine_tuned["model"]))
     hidden = run_isolated(code, cwd=fine_tuned["root"])  # the project cannot be imported: remote code
@@ -356,7 +357,7 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
 def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from train.finetune_arguments import QuestionAnsweringDataArguments
+    from train.tasks.question_answering import QuestionAnsweringDataArguments
     from train.tasks.question_answering import prediction_lines
 
     examples = squad_examples(4, seed=5)
