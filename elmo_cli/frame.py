@@ -23,7 +23,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from elmo_tools.errors import InputError, RunFailed
 from elmo_tools.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
@@ -42,7 +42,8 @@ class Command:
     `parse(argv)` returns the options (a dataclass; argparse exits 2 for a usage error and 0 after --help, and a
     `ValueError` from a field's own check is a usage error too). `checks(options)` refuses bad paths before the run is
     imported (`ValueError`, one line). `run` names the function, "module:function", called as `run(options, guard)`;
-    an int it returns is the exit status (the app's), anything else (the output's path, the metrics) means 0. `bad_input`: exceptions besides `InputError` that mean bad input (exit 2)."""
+    an int it returns is the exit status (the app's), anything else (the output's path, the metrics) means 0.
+    `bad_input`: exceptions besides `InputError` that mean bad input (exit 2)."""
 
     name: str
     parse: Callable[[list[str]], object]
@@ -54,7 +55,6 @@ class Command:
     quiet: bool = False  # only warnings, errors and the logger's own notices unless --verbose (elmo-convert)
     download_bars: bool = False  # huggingface_hub's progress bars stay on (the run turns them off after its downloads)
     help: str = ""  # one line for `python -m elmo_cli --help`
-    aliases: tuple[str, ...] = field(default=())
 
 
 def run(command: Command, argv: Sequence[str] | None = None) -> int:
@@ -152,9 +152,9 @@ class Console:
         self.quiet_libraries()
 
     def quiet_libraries(self) -> None:
-        existing = logging.root.manager.loggerDict
+        existing = logging.root.manager.loggerDict  # a library imported: its logger, or a placeholder for its modules'
         for name in LIBRARIES:
-            if isinstance(existing.get(name), logging.Logger):
+            if name in existing:
                 self._set(name, logging.DEBUG if self.verbose and self.first else logging.WARNING)
 
     def _set(self, name: str, level: int) -> None:

@@ -71,6 +71,7 @@ from .embed_io import tokenizer_word_split
 from .errors import InputError, RunFailed
 from .interrupts import Interrupted, InterruptGuard
 from .loading import ModelLoadError, checked_device, load_elmo
+from .output_folders import run_lock
 from .text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 
 logger = logging.getLogger("elmo-analyze")
@@ -376,7 +377,8 @@ def run(args: AnalyzeOptions, guard: InterruptGuard | None = None) -> Path:
     interrupt guard (the outputs are written whole, a signal meanwhile waits for the end; an interruption carries the
     line saying what was kept as its `report`)."""
     try:
-        return _run(args, guard or InterruptGuard())
+        with run_lock(Path(args.output_dir), "elmo-analyze"):
+            return _run(args, guard or InterruptGuard())
     except Interrupted as stop:
         kept = "the outputs were written first" if getattr(stop, "after_writing", False) else "nothing was written"
         stop.report = f"interrupted by {stop.name}: {kept}"

@@ -21,6 +21,7 @@ from .command_options import ConvertOptions
 from .convert_common import ConversionError, hide_write_progress, interrupted_line, notice
 from .hub_push import HubPushError, push_folder
 from .interrupts import Interrupted, InterruptGuard
+from .output_folders import run_lock
 from .output_paths import check_writable_folder
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ def run(args: ConvertOptions, guard: InterruptGuard | None = None) -> None:
     says what was kept (`report`)."""
     check_writable_folder(Path(args.output_dir), "--output_dir")  # before any work: one line, no folder made
     try:
-        out = _convert(args)
+        with run_lock(Path(args.output_dir), "elmo-convert"):
+            out = _convert(args)
     except Interrupted as stop:
         stop.report = interrupted_line(stop, args.output_dir)
         raise

@@ -159,6 +159,7 @@ from .embed_io import (  # noqa: E402
 from .embed_processes import Processes  # noqa: E402
 from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
+from .output_folders import run_lock  # noqa: E402
 from .text_files import UndecodableText  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
@@ -620,7 +621,8 @@ def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
     says what was kept as its `report`). Raises `EmbedError` for bad input, `EmbedFailed` when the run cannot go on."""
     output = Path(args.output)
     try:
-        return _run(args, guard or InterruptGuard())
+        with run_lock(output, "elmo-embed", "output"):
+            return _run(args, guard or InterruptGuard())
     except Interrupted as stop:
         stop.report = _interrupted_line(stop, output)
         raise

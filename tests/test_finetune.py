@@ -830,3 +830,22 @@ def test_training_words_the_bilm_never_saw_are_said_in_one_warning(caplog):
     warn_if_unseen([{"text": "the river bank", "label": "0"}], sequence_classification, tokenizer, data_args, config)
     warn_if_unseen(unseen, sequence_classification, tokenizer, data_args, SimpleNamespace(word_embedding_dim=32))
     assert not caplog.text
+
+
+def test_a_second_run_into_a_folder_replaces_the_first_and_leaves_no_stale_result(tmp_path, tiny_model_dir):
+    """--overwrite_output_dir empties the folder first: the second run's results are its own (no eval_results.json of
+    the first run beside its training metrics), and no lock is left behind."""
+    write_sst2_files(tmp_path, train=8, dev=4)
+    out = tmp_path / "out"
+    args = ["--model_name_or_path", tiny_model_dir, *ONE_STEP, "--train_file", tmp_path / "train.tsv",
+            "--output_dir", out]
+    first = run_cli("elmo-finetune-classification", [*args, "--validation_file", tmp_path / "dev.tsv"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (out / "eval_results.json").exists()
+    refused = run_cli("elmo-finetune-classification", args)
+    assert refused.returncode == 2 and "--overwrite_output_dir" in refused.stderr.splitlines()[-1]
+    second = run_cli("elmo-finetune-classification", [*args, "--overwrite_output_dir"])
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert not (out / "eval_results.json").exists()
+    assert not any(key.startswith("eval_") for key in json.loads((out / "all_results.json").read_text()))
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []  # no lock left

@@ -204,6 +204,7 @@ assert torch.equal(h_a, h_b) and torch.equal(out_a[:, 1], out_b[:, 1]) and out_b
 """
 
 
+@pytest.mark.slow
 @pytest.mark.numerics
 def test_triton_step_equals_the_torch_step_in_the_interpreter(tmp_path):
     """The fused cell step and tail (lstm_triton_elmo.py) under Triton's CPU interpreter, float32: indexing, masks

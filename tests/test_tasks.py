@@ -67,6 +67,7 @@ def test_every_task_module_exposes_the_protocol(name):
     assert set(DATA_FIELDS) <= {item.name for item in dataclasses.fields(row.data_options)}, name
 
 
+@pytest.mark.slow
 def test_the_tasks_and_every_commands_help_import_no_torch():
     """train.tasks and the task modules import nothing heavy at their top; each task's --help (its data options
     included) comes before torch."""

@@ -47,6 +47,7 @@ from matplotlib.ft2font import FT2Font, LoadFlags
 from elmo_tools.analysis import analyze_to_folder
 from elmo_tools.interrupts import Interrupted, InterruptGuard
 from elmo_tools.loading import load_elmo
+from elmo_tools.output_folders import run_lock
 from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import check_decodes, resolve_files
 from modeling_elmo import ElmoConfig
@@ -227,7 +228,8 @@ def run(args: DemoArguments, guard: InterruptGuard | None = None) -> None:
     outputs = DemoOutputs(args)
     existed = outputs.out.exists()
     try:
-        run_demo(args, outputs, guard)
+        with run_lock(outputs.out, "elmo-demo"):
+            run_demo(args, outputs, guard)
     except Interrupted as stop:
         stop.report = outputs.interrupted_line(stop)  # pretraining's own line names its command, not the demo's
         raise

@@ -106,6 +106,9 @@ class CommandArguments:
     )
     test_encoding: str | None = field(default=None, metadata={"help": "Encoding of --test_file alone (default: "
                                                              "--encoding)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace what --output_dir holds (another run's model, metrics, checkpoints), or an existing "
+                "predictions file; without it such a folder is refused."})
     predictions_file: str | None = field(
         default=None, metadata={"help": "Where --do_predict writes (default OUTPUT_DIR/predictions.txt)."}
     )

@@ -32,6 +32,7 @@ from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss,
 from elmo_tools.errors import InputError
 from elmo_tools.interrupts import Interrupted
 from elmo_tools.loading import ModelLoadError, load_elmo
+from elmo_tools.output_folders import owned, run_lock
 from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import checked_encoding
 from modeling_elmo import ElmoConfig
@@ -106,19 +107,48 @@ def run(options: FineTuneOptions, guard=None) -> dict:
     """Fine-tune, evaluate and predict as the command of `options.task` does; returns the metrics. `guard`: the
     command's `InterruptGuard`, if any (checkpoints and files written whole)."""
     row = TASKS[options.task]
+    training_args = training_arguments(row, options)
+    with output_claimed(row, options, training_args):
+        return fine_tune(row, options, training_args, guard)
+
+
+def output_claimed(row: FineTuningTask, options: FineTuneOptions, training_args):
+    """What the run may write (`elmo_tools.output_folders`): a run that trains or evaluates owns `--output_dir`
+    (another run's files refused, or removed with `--overwrite_output_dir`; its own checkpoints kept when it resumes
+    from one); a run that only predicts writes its predictions file, an existing one refused unless
+    `--overwrite_output_dir`. Either holds the folder's lock while it runs."""
+    data_args, command_args = options.data, options.command
+    overwrite = command_args.overwrite_output_dir
+    if data_args.train_file or data_args.validation_file:
+        return owned(Path(training_args.output_dir), command_name(row), overwrite,
+                     resuming=training_args.resume_from_checkpoint is not None)
+    path = Path(predictions_path(task_module(row.name), command_args, training_args))
+    if path.exists() and not overwrite:
+        raise InputError(f"{path} exists (the predictions of another run): give another --output_dir or "
+                         "--predictions_file, or --overwrite_output_dir to replace it")
+    return run_lock(path.parent if command_args.predictions_file else Path(training_args.output_dir),
+                    command_name(row))
+
+
+def predictions_path(parts, command_args, training_args) -> str:
+    return command_args.predictions_file or os.path.join(training_args.output_dir,
+                                                         getattr(parts, "PREDICTIONS_FILE", "predictions.txt"))
+
+
+def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guard=None) -> dict:
+    """The run in its output folder: read, load, train, evaluate, predict."""
     parts: TaskParts = task_module(options.task)
     model_args, head_args, data_args, command_args = options.model, options.head, options.data, options.command
-    training_args = training_arguments(row, options)
     train_examples, eval_examples, test = read_inputs(row, parts, model_args, data_args, training_args,
                                                       command_args)
     # a new head's labels are the training file's: one only the validation file has would never be learned
     labels = parts.sorted_labels(label for example in train_examples
                                  for label in parts.labels_of(example)) if train_examples else None
-    settings, options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
+    settings, task_options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
     model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
                                  getattr(head_args, row.head_option), command_args.verbose,
                                  settings(train_examples, data_args) if settings and train_examples else None,
-                                 options(data_args) if options else None)
+                                 task_options(data_args) if task_options else None)
     if train_examples:
         check_examples = getattr(parts, "check_training_examples", None)
         if check_examples:  # what the loaded head can learn (a CRF's scheme, its words), before anything is written
@@ -128,9 +158,9 @@ def run(options: FineTuneOptions, guard=None) -> dict:
     if test is not None and prepare_test is not None:  # what the loaded head can predict, before anything is written
         test = prepare_test(model, tokenizer, test, data_args)
     if train_examples or eval_examples:  # after the model: a bad one is one line
-        logging.getLogger(parts.__name__).info("%d training and %d validation %s%s", len(train_examples),
-                                               len(eval_examples), row.examples,
-                                               f", {row.labels} {labels}" if labels else "")
+        logging.getLogger(parts.__name__).info(
+            "%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
+            f", {row.labels} {labels}" if labels else "")
     before_training(model, tokenizer, row, data_args, training_args)
     label2id = model.config.label2id
     check_known_labels(eval_examples, parts, label2id, row.labels, data_args, bool(train_examples))
@@ -708,8 +738,7 @@ def predict_after(trainer, parts: TaskParts, test, data_args, command_args, trai
     model, if trained, is complete and that no predictions were written."""
     if not trainer.is_world_process_zero():
         return
-    path = command_args.predictions_file or os.path.join(training_args.output_dir,
-                                                         getattr(parts, "PREDICTIONS_FILE", "predictions.txt"))
+    path = predictions_path(parts, command_args, training_args)
     model = trainer.accelerator.unwrap_model(trainer.model)
     try:
         write_predictions(model, trainer.data_collator.tokenizer, parts, test, data_args,

@@ -40,6 +40,7 @@ from elmo_tools.hub_push import HubPushError, push_folder
 from elmo_tools.interrupts import Interrupted, InterruptGuard
 from elmo_tools.loading import load_elmo
 from elmo_tools.model_card import write_model_card
+from elmo_tools.output_folders import run_lock
 from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import check_decodes, resolve_files
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
@@ -718,8 +719,10 @@ def _push(output_dir: Path, args) -> None:
 
 
 def run(args: PretrainArguments, guard: InterruptGuard | None = None) -> None:
-    """`elmo-pretrain`: `train`, with a failed push said as what it is (the model folder is written)."""
+    """`elmo-pretrain`: `train`, holding its output folder's lock (a second run of the folder is refused), with a
+    failed push said as what it is (the model folder is written)."""
     try:
-        train(args, guard)
+        with run_lock(Path(args.output_dir), "elmo-pretrain"):
+            train(args, guard)
     except HubPushError as error:
         raise InputError(f"the model folder is in {args.output_dir}, but the push failed: {error}") from None
