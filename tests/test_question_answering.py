@@ -357,8 +357,7 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
 def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from train.tasks.question_answering import QuestionAnsweringDataArguments
-    from train.tasks.question_answering import prediction_lines
+    from train.tasks.question_answering import QuestionAnsweringDataArguments, prediction_lines
 
     examples = squad_examples(4, seed=5)
     for example in examples[::3]:  # SQuAD 2.0: about a person the passage does not name
