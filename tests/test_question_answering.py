@@ -280,6 +280,7 @@ def fine_tuned(tmp_path_factory, tiny_model_dir):
             "predictions": json.loads((root / "predictions" / "predictions.json").read_text())}
 
 
+@pytest.mark.slow
 def test_the_command_fine_tunes_a_head_that_answers_held_out_questions(fine_tuned):
     metrics = json.loads((fine_tuned["model"] / "eval_results.json").read_text())
     assert metrics["eval_f1"] >= HELD_OUT_F1 and metrics["eval_exact_match"] >= HELD_OUT_F1 - 5, metrics
@@ -318,6 +319,7 @@ def test_the_pipeline_answers_as_the_command_predicted_in_fresh_interpreters(fin
     assert json.loads(installed.stdout) == fine_tuned["predictions"]
 
 
+@pytest.mark.slow
 def test_a_long_passage_in_windows_gives_the_answer_of_the_whole_passage(fine_tuned):
     from transformers import pipeline
 
@@ -334,6 +336,7 @@ def test_a_long_passage_in_windows_gives_the_answer_of_the_whole_passage(fine_tu
         assert example["context"][whole["start"]: whole["end"]] == whole["answer"]
 
 
+@pytest.mark.slow
 def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, Trainer, TrainingArguments
 
