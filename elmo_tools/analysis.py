@@ -90,10 +90,10 @@ class AnalysisError(InputError):
 
 
 def read_sentences(path: Path, split, max_tokens: int, max_lines: int | None = None,
-                   encoding: str = DEFAULT_ENCODING) -> Iterator[list[str]]:
+                   encoding: str = DEFAULT_ENCODING, cut: list | None = None) -> Iterator[list[str]]:
     """The words of every non-blank line of `path` (of its first `max_lines` lines), in order; a line is cut after
-    `max_tokens` words. `split`: a word split's name or a function; `UndecodableText` at a line that does not
-    decode."""
+    `max_tokens` words (`cut`, a list: each such line's number and words are appended to it). `split`: a word
+    split's name or a function; `UndecodableText` at a line that does not decode."""
     if split == "whitespace":
         splitter = str.split
     else:
@@ -101,8 +101,10 @@ def read_sentences(path: Path, split, max_tokens: int, max_lines: int | None = N
         def splitter(text: str) -> list[str]:
             return split_words(text, split)
 
-    for line in itertools.islice(iter_lines(path, encoding), max_lines):
+    for number, line in enumerate(itertools.islice(iter_lines(path, encoding), max_lines), start=1):
         words = splitter(line)
+        if cut is not None and len(words) > max_tokens:
+            cut.append((number, len(words)))
         if words:
             yield words[:max_tokens]
 
@@ -112,10 +114,15 @@ def count_words(path: Path, split, max_tokens: int, max_lines: int | None = None
     """(occurrences of each word type, number of sentences): the first pass over the corpus, which also finds a line
     that does not decode before anything is written."""
     counts: Counter = Counter()
-    sentences = 0
-    for words in read_sentences(path, split, max_tokens, max_lines, encoding):
+    sentences, cut = 0, []
+    for words in read_sentences(path, split, max_tokens, max_lines, encoding, cut):
         counts.update(words)
         sentences += 1
+    if cut:
+        number, length = max(cut, key=lambda item: item[1])
+        logger.warning("%d line(s) have more than --max_tokens %d words: each is cut to its first %d (the longest, "
+                       "line %d, has %d words; the first is line %d)", len(cut), max_tokens, max_tokens, number, length,
+                       cut[0][0])
     return counts, sentences
 
 

@@ -163,6 +163,7 @@ from .output_folders import run_lock  # noqa: E402
 from .text_files import UndecodableText  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
+LONG_LINES_SAID = 3  # lines cut into pieces or truncated that are named as they are met (all are counted at the end)
 
 MODES = ("all", "top", "average")
 PROGRESS_VERSION = 2  # 2: the weights' fingerprint
@@ -262,6 +263,7 @@ class WindowEmbedder:
         self.layers, self.width = config.num_layers + 1, config.hidden_size
         self.counts = Counts()
         self.written = 0
+        self.long_lines_said = 0
 
     def __call__(self, window: int, items: list[tuple[int, str | list | None]]) -> None:
         plan = self.plan(items)
@@ -310,9 +312,21 @@ class WindowEmbedder:
             n_pieces = math.ceil(len(words) / max_tokens)
             if n_pieces > 1:
                 plan.pieces_of[line_no] = n_pieces
+                self._say_long_line(line_no, len(words), n_pieces)
             for k in range(n_pieces):
                 plan.pieces.append(Piece(line_no, k, words[k * max_tokens : (k + 1) * max_tokens]))
         return plan
+
+    def _say_long_line(self, line_no: int, words: int, pieces: int) -> None:
+        """A line longer than the model's window (`--max_tokens` words) is said at once, with its number and how it is
+        cut: it may take long, and the progress bar counts lines. The first `LONG_LINES_SAID`; the summary counts all."""
+        self.long_lines_said += 1
+        if self.long_lines_said <= LONG_LINES_SAID:
+            logger.warning("line %d has %d words, more than --max_tokens %d: it is embedded in %d pieces of at most %d "
+                           "words (each with its own <S> </S>), their vectors concatenated%s", line_no + 1, words,
+                           self.args.max_tokens, pieces, self.args.max_tokens,
+                           "; further such lines are counted at the end" if self.long_lines_said == LONG_LINES_SAID
+                           else "")
 
     def _count(self, plan: WindowPlan, done: set[int]) -> None:
         """Count the lines this run embeds (not those an interrupted run committed)."""

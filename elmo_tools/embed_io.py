@@ -45,6 +45,9 @@ class EmbedFailed(RunFailed):
 # --------------------------------------------------------------------------------------------------
 
 
+TRUNCATED_LINES_SAID = 3  # lines cut at --max_line_chars that are named as they are read
+
+
 @dataclass
 class Counts:
     """What happened to special lines, for the log and the output's metadata."""
@@ -146,6 +149,12 @@ def read_text_lines(path: Path, max_chars: int, encoding: str, errors: str,
             if too_long or len(text) > max_chars:
                 counts.truncated += 1
                 text = text[:max_chars]
+                if counts.truncated <= TRUNCATED_LINES_SAID:  # named as met; the summary counts them all
+                    logging.getLogger("elmo-embed").warning(
+                        "line %d is longer than --max_line_chars %d characters: only its first %d are read%s",
+                        line_no + 1, max_chars, max_chars,
+                        "; further such lines are counted at the end" if counts.truncated == TRUNCATED_LINES_SAID
+                        else "")
             yield line_no, text
             line_no += 1
 

@@ -148,15 +148,16 @@ def best_answers(start_logits, end_logits, windows: Windows, top_k: int = 1, max
     """Per example, its `top_k` answers over all its windows, best first: `{"score", "start", "end", "answer"}` with
     character offsets into its passage, as transformers' question-answering pipeline gave them. With
     `handle_impossible_answer`, "no answer" (`answer` "", start = end = 0) is a candidate too, with the lowest
-    "no answer" probability of its windows. `start_logits`/`end_logits`: (windows, positions), rows as long as
-    each window's or longer."""
-    start_logits, end_logits = np.asarray(start_logits, dtype=np.float64), np.asarray(end_logits, dtype=np.float64)
+    "no answer" probability of its windows. `start_logits`/`end_logits`: (windows, positions), an array or a
+    sequence of rows, each as long as its window's or longer (batches padded to different widths need not be padded
+    again to one)."""
     found: list[dict[tuple[int, int], float]] = [{} for _ in windows.contexts]
     nulls = [1.0 for _ in windows.contexts]
     for w in range(len(windows)):
         example = windows.example[w]
-        null, spans = window_candidates(start_logits[w], end_logits[w], windows.offset[w], windows.num_words[w],
-                                        max_answer_words, top_k)
+        starts, ends = (np.asarray(logits[w], dtype=np.float64) for logits in (start_logits, end_logits))
+        null, spans = window_candidates(starts, ends, windows.offset[w], windows.num_words[w], max_answer_words,
+                                        top_k)
         nulls[example] = min(nulls[example], null)
         for score, first, last in spans:
             key = (windows.first_word[w] + first, windows.first_word[w] + last)

@@ -156,7 +156,18 @@ CASES = {
     "answer_start not at the answer": Case("the answer 'Lisbon' is not in the context at answer_start 3",
                                            input=SQUAD.replace('"answer_start": 16', '"answer_start": 3')),
     "no questions": Case("holds no questions", input=json.dumps({"version": "1.1", "data": [{"paragraphs": []}]})),
+    **{  # issue 46: inputs that trained silently; tests/test_silent_results.py has these and more, with the results
+        "empty label": Case("line 3: the label (column 'label') is empty", input="label\ttext\n1\tgood film\n\tno label\n"),
+        "duplicate question ids": Case("the question id 'q1' is at article 1, paragraph 1, question 1 and again at "
+                                       "article 1, paragraph 1, question 2",
+                                       input=SQUAD.replace('"qas": [', '"qas": [' + json.dumps(
+                                           json.loads(SQUAD)["data"][0]["paragraphs"][0]["qas"][0]) + ", ")),
+        "Latin-1 text": Case("is not valid utf-8; the file reads as cp1252: --encoding cp1252",
+                             input="label\ttext\n1\tune crème brûlée naïve\n".encode("latin-1")),
+    },
 }
+ISSUE_46_CASES = {"empty label": "elmo-finetune-classification", "duplicate question ids": "elmo-finetune-qa",
+                  "Latin-1 text": "elmo-finetune-classification"}  # each on the command whose reader it meets
 QA_CASES = ("not SQuAD JSON", "answer_start not at the answer", "no questions")
 # A case that does not apply to a command, and why.
 NO_ERRORS_OPTION = "reads with --encoding only (no --encoding_errors)"
@@ -185,6 +196,8 @@ NOT_APPLICABLE = {
     **{(command, case): f"{command} loads no saved model" for command in ("elmo-convert", "elmo-demo")
        for case in ("corrupted config",) + (("truncated weights",) if command == "elmo-demo" else ())},
 }
+NOT_APPLICABLE.update({(command, case): f"run on {only}, whose reader it meets (issue 46)"
+                       for case, only in ISSUE_46_CASES.items() for command in COMMANDS if command != only})
 # The fine-tuning commands are rows of one task table that parse their options, load the model and check the output
 # folder in one shared `train.finetune_run.run`: a case that only that shared code sees runs on one of them, in turn,
 # and each of them still meets the cases of its own file reader.

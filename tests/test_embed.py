@@ -406,6 +406,9 @@ def test_bad_lines_long_truncated_undecodable(model_dir, reference, tmp_path, ca
     messages = caplog.text
     assert "not valid utf-8 and were decoded with U+FFFD" in messages and "truncated" in messages
     assert "in pieces" in messages
+    # named as they are met, with their line numbers (a long line takes a while; the progress bar counts lines)
+    assert "line 2 has 12 words, more than --max_tokens 5: it is embedded in 3 pieces of at most 5 words" in messages
+    assert "line 4 is longer than --max_line_chars 100 characters: only its first 100 are read" in messages
 
     skipped = tmp_path / "skipped.hdf5"
     assert embed_main(corpus, skipped, *common, "--encoding_errors", "skip") == 0

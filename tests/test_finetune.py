@@ -331,7 +331,7 @@ BAD_INPUTS = [
     ("elmo-finetune-classification", "missing_file", "no such file"),
     ("elmo-finetune-classification", "empty_file", "no examples"),
     ("elmo-finetune-classification", "binary_file", "a binary file, not text"),
-    ("elmo-finetune-classification", "malformed_file", "cannot tell the label column"),
+    ("elmo-finetune-classification", "malformed_file", "looks like data, not a header"),
     ("elmo-finetune-ner", "sentences_not_conll", "not CoNLL columns"),
     ("elmo-finetune-ner", "malformed_json", "not a JSON object"),
 ]
@@ -677,7 +677,8 @@ def test_validation_labels_the_model_does_not_have_are_one_line_and_nothing_is_w
     out = tmp_path / "out"
     args = [a for a in COMMON if a != "tiny"]
     args[args.index("--model_name_or_path") + 1:args.index("--model_name_or_path") + 1] = [str(tmp_path / "head")]
-    with pytest.raises(InputError, match=r"--validation_file .*dev.tsv: labels \['2'\] are not among") as caught:
+    with pytest.raises(InputError, match=r"--validation_file .*dev.tsv: line 2 has the label '2', which is not "
+                                         r"among the model's") as caught:
         classify([*args, "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out)])
     assert "\n" not in str(caught.value) and not out.exists()
 

@@ -97,6 +97,15 @@ class CommandArguments:
         default="utf-8", metadata={"help": "Encoding of the input files (default utf-8; e.g. gb18030, big5, latin-1). "
                                    "Bytes that do not decode are refused, naming the file, line and byte."}
     )
+    train_encoding: str | None = field(
+        default=None, metadata={"help": "Encoding of --train_file alone, where the files of a run differ (default: "
+                                "--encoding)."}
+    )
+    validation_encoding: str | None = field(
+        default=None, metadata={"help": "Encoding of --validation_file alone (default: --encoding)."}
+    )
+    test_encoding: str | None = field(default=None, metadata={"help": "Encoding of --test_file alone (default: "
+                                                             "--encoding)."})
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Replace what --output_dir holds (another run's model, metrics, checkpoints), or an existing "
                 "predictions file; without it such a folder is refused."})

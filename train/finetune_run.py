@@ -86,11 +86,13 @@ class TaskParts(Protocol):
     # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples call
     # for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and `head_options(data_args) ->
     # dict`: config fields the task's own options set (the tagger's --crf), which win over a saved config as the shared
-    # head options do, and `check_training_examples(config, examples, data_args)`, which refuses (InputError) training
-    # examples the loaded head cannot learn. Not part of the protocol, which every task module meets without them. A
-    # module may give `example_metrics(config, data_args, examples, dataset)` in place of `metrics` where scores need
-    # the examples behind the dataset's rows (question answering: a question's windows), and `PREDICTIONS_FILE`, the
-    # name of its predictions file (default predictions.txt).
+    # head options do, and `check_training_examples(config, examples, data_args, tokenizer=...)`, which refuses
+    # (InputError) training examples the loaded head cannot learn, and `prepare_test(model, tokenizer, test, data_args)
+    # -> test`, which refuses a test file the loaded head cannot predict (pairs for a single-sentence head) or settles
+    # how it is read, before anything is trained or written. Not part of the protocol, which every task module meets
+    # without them. A module may give `example_metrics(config, data_args, examples, dataset)` in place of `metrics`
+    # where scores need the examples behind the dataset's rows (question answering: a question's windows), and
+    # `PREDICTIONS_FILE`, the name of its predictions file (default predictions.txt).
 
 
 def run_task(task: str, argv: Sequence[str], guard=None) -> dict:
@@ -139,7 +141,8 @@ def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guar
     model_args, head_args, data_args, command_args = options.model, options.head, options.data, options.command
     train_examples, eval_examples, test = read_inputs(row, parts, model_args, data_args, training_args,
                                                       command_args)
-    labels = parts.sorted_labels(label for example in train_examples + eval_examples
+    # a new head's labels are the training file's: one only the validation file has would never be learned
+    labels = parts.sorted_labels(label for example in train_examples
                                  for label in parts.labels_of(example)) if train_examples else None
     settings, task_options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
     model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
@@ -148,16 +151,19 @@ def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guar
                                  task_options(data_args) if task_options else None)
     if train_examples:
         check_examples = getattr(parts, "check_training_examples", None)
-        if check_examples:  # what the loaded head can learn (a CRF's scheme), before anything is written
-            check_examples(model.config, train_examples, data_args)
+        if check_examples:  # what the loaded head can learn (a CRF's scheme, its words), before anything is written
+            check_examples(model.config, train_examples, data_args, tokenizer=tokenizer)
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
-    logging.getLogger(parts.__name__).info(  # after the model: a bad one is one line
-        "%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
-        f", {row.labels} {labels}" if labels else "")
+    prepare_test = getattr(parts, "prepare_test", None)
+    if test is not None and prepare_test is not None:  # what the loaded head can predict, before anything is written
+        test = prepare_test(model, tokenizer, test, data_args)
+    if train_examples or eval_examples:  # after the model: a bad one is one line
+        logging.getLogger(parts.__name__).info(
+            "%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
+            f", {row.labels} {labels}" if labels else "")
     before_training(model, tokenizer, row, data_args, training_args)
     label2id = model.config.label2id
-    check_known_labels((label for example in eval_examples for label in parts.labels_of(example)), label2id,
-                       row.labels, data_args.validation_file)
+    check_known_labels(eval_examples, parts, label2id, row.labels, data_args, bool(train_examples))
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = parts.encode(train_examples, tokenizer, label2id, data_args) if train_examples else None
         eval_dataset = parts.encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
@@ -178,9 +184,10 @@ def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guar
         guard=guard,
     )
     results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard,
-                                 min_train_steps=getattr(data_args, "min_train_steps", 0))
+                                 min_train_steps=getattr(data_args, "min_train_steps", 0),
+                                 example_counts=(len(train_examples), len(eval_examples)))
     if test is not None:
-        predict_after(trainer, parts, test, data_args, command_args, training_args)
+        predict_after(trainer, parts, test, data_args, command_args, training_args, row.examples)
     return results
 
 
@@ -239,11 +246,12 @@ def _check_training_numbers(training_args, parsed) -> None:
 
 def _check_encoding(parsed) -> None:
     for arguments in parsed:
-        if hasattr(arguments, "encoding"):
-            try:
-                arguments.encoding = checked_encoding(arguments.encoding)
-            except argparse.ArgumentTypeError as error:
-                raise InputError(f"--encoding: {error}") from None
+        for name in ("encoding", "train_encoding", "validation_encoding", "test_encoding"):
+            if getattr(arguments, name, None) is not None:
+                try:
+                    setattr(arguments, name, checked_encoding(getattr(arguments, name)))
+                except argparse.ArgumentTypeError as error:
+                    raise InputError(f"--{name}: {error}") from None
 
 
 def _log_processes(training_args, command_logger: logging.Logger) -> None:
@@ -567,10 +575,19 @@ def raise_epochs_to_min_steps(trainer, training_args, min_steps: int) -> None:
     training_args.num_train_epochs = float(epochs)
 
 
-def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard, min_train_steps: int = 0) -> dict:
+def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard, min_train_steps: int = 0,
+                       example_counts: tuple[int, int] | None = None) -> dict:
     """Train (when there is a training set), save the model, config and tokenizer, evaluate, write the metrics
-    files, and say where everything went. `min_train_steps`: see `raise_epochs_to_min_steps`. An interrupt ends
-    with `Interrupted.report`: what was kept, how to resume, and nothing half-written."""
+    files, and say where everything went. `min_train_steps`: see `raise_epochs_to_min_steps`. `example_counts`: the
+    training and validation examples, the `*_samples` of the metrics (a question read in several windows is one
+    sample; its windows, the dataset's rows, are `*_windows` then). An interrupt ends with `Interrupted.report`:
+    what was kept, how to resume, and nothing half-written."""
+    def samples(split: str, dataset, count: int | None) -> dict:
+        if count is None or count == len(dataset):
+            return {f"{split}_samples": len(dataset)}
+        return {f"{split}_samples": count, f"{split}_windows": len(dataset)}
+
+    counts = example_counts or (None, None)
     results = {}
     if train_dataset is not None:
         raise_epochs_to_min_steps(trainer, training_args, min_train_steps)
@@ -580,7 +597,7 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
     try:
         if train_dataset is not None:
             train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-            metrics = {**train_result.metrics, "train_samples": len(train_dataset),
+            metrics = {**train_result.metrics, **samples("train", train_dataset, counts[0]),
                        "world_size": training_args.world_size}
             stage = "saving"
             with guard.deferred() if guard is not None else contextlib.nullcontext():
@@ -592,7 +609,7 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
         if eval_dataset is not None:
             stage = "evaluating"
             metrics = trainer.evaluate()
-            metrics["eval_samples"] = len(eval_dataset)
+            metrics.update(samples("eval", eval_dataset, counts[1]))
             log_metrics(trainer, "eval", metrics)
             trainer.save_metrics("eval", metrics)
             results.update(metrics)
@@ -667,28 +684,56 @@ def read_inputs(row: FineTuningTask, parts: TaskParts, model_args, data_args, tr
     set_seed(training_args.seed)
     check_split_option(data_args.word_split)
     predicting = check_mode(data_args, training_args, model_args, row)
-    encoding = command_args.encoding
+    encodings = file_encodings(command_args, data_args, predicting)
 
-    def read(path: str | None, option: str, count: int | None) -> list[dict]:
+    def read(path: str | None, kind: str, count: int | None) -> list[dict]:
         if not path:
             return []
-        return limit(read_input_file(lambda p, e: parts.read_file(p, e, data_args), path, option, encoding), count)
+        return limit(read_input_file(lambda p, e: parts.read_file(p, e, data_args), path, f"{kind}_file",
+                                     *encodings[kind]), count)
 
-    train = read(data_args.train_file, "train_file", data_args.max_train_samples)
-    evaluation = read(data_args.validation_file, "validation_file", data_args.max_eval_samples)
-    test = read_test_file(parts, data_args, encoding) if predicting else None
+    train = read(data_args.train_file, "train", data_args.max_train_samples)
+    evaluation = read(data_args.validation_file, "validation", data_args.max_eval_samples)
+    test = read_test_file(parts, data_args, *encodings["test"]) if predicting else None
     return train, evaluation, test
 
 
-def check_known_labels(found, label2id: dict, what: str, validation_file: str) -> None:
-    """The labels (`what`: "labels", "tags") of the validation file must be among the model's: one line otherwise."""
-    unknown = sorted(set(found) - set(label2id))
-    if unknown:
-        raise InputError(f"--validation_file {validation_file}: {what} {unknown} are not among the model's "
-                         f"{sorted(label2id)}")
+def file_encodings(command_args, data_args, predicting: bool) -> dict[str, tuple[str, str]]:
+    """For "train", "validation" and "test": the encoding its file is read in (`--train_encoding`, ..., else
+    `--encoding`) and the option that a hint for it names: `--encoding` where the run reads one file, the file's
+    own option where it reads several (a hint to the one would misread the others)."""
+    files = [kind for kind in ("train", "validation", "test") if getattr(data_args, f"{kind}_file", None)
+             and (kind != "test" or predicting)]
+    encodings = {}
+    for kind in ("train", "validation", "test"):
+        own = getattr(command_args, f"{kind}_encoding", None)
+        option = f"--{kind}_encoding" if own is not None or len(files) > 1 else "--encoding"
+        encodings[kind] = (own or command_args.encoding, option)
+    return encodings
 
 
-def predict_after(trainer, parts: TaskParts, test, data_args, command_args, training_args) -> None:
+def check_known_labels(examples: list, parts: TaskParts, label2id: dict, what: str, data_args,
+                       training: bool) -> None:
+    """The labels (`what`: "labels", "tags") of the validation file must be among the model's, which a new head
+    takes from the training file (`training`): one line otherwise, naming the first example with another one."""
+    for example in examples:
+        unknown = [label for label in parts.labels_of(example) if label not in label2id]
+        if not unknown:
+            continue
+        where = example.where() if hasattr(example, "where") else f"example {examples.index(example) + 1}"
+        others = sorted({label for e in examples for label in parts.labels_of(e)} - set(label2id) - {unknown[0]})
+        found = f"the {what[:-1]} {unknown[0]!r}" + (f" (and {len(others)} more: {others[:5]})" if others else "")
+        if training:
+            raise InputError(f"--validation_file {data_args.validation_file}: {where} has {found}, which no example "
+                             f"of --train_file {data_args.train_file} has (the head's {what}: {sorted(label2id)}): a "
+                             f"head cannot learn a {what[:-1]} it has no example of; give training examples of it, or "
+                             "leave such examples out of the validation file")
+        raise InputError(f"--validation_file {data_args.validation_file}: {where} has {found}, which is not among "
+                         f"the model's {sorted(label2id)}")
+
+
+def predict_after(trainer, parts: TaskParts, test, data_args, command_args, training_args,
+                  examples: str = "sentences") -> None:
     """`--do_predict`: write the predictions of the test file (main process only); an interrupt says that the
     model, if trained, is complete and that no predictions were written."""
     if not trainer.is_world_process_zero():
@@ -697,7 +742,7 @@ def predict_after(trainer, parts: TaskParts, test, data_args, command_args, trai
     model = trainer.accelerator.unwrap_model(trainer.model)
     try:
         write_predictions(model, trainer.data_collator.tokenizer, parts, test, data_args,
-                          training_args.per_device_eval_batch_size, path)
+                          training_args.per_device_eval_batch_size, path, examples)
     except Interrupted as interrupted:
         kept = f"the fine-tuned model in {os.path.abspath(training_args.output_dir)} is complete; " \
             if data_args.train_file else ""

@@ -18,12 +18,17 @@ text) to `--output_dir`.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elmo_tools.errors import InputError
+
+from ..squad_metrics import SCORING_NAMES, scoring_for
 from . import FineTuningTask
 
+logger = logging.getLogger(__name__)
 
 @dataclass
 class QuestionAnsweringDataArguments:
@@ -44,6 +49,11 @@ class QuestionAnsweringDataArguments:
     doc_stride: int = field(default=32, metadata={"help": "Words that consecutive windows of a long passage share."})
     max_question_length: int = field(default=64, metadata={"help": "Words of a question kept (its first)."})
     max_answer_length: int = field(default=30, metadata={"help": "Longest answer predicted, in words."})
+    scoring: str | None = field(
+        default=None, metadata={"help": "How answers are scored: words (SQuAD's rule) or characters (CMRC 2018's, for "
+                                "text without spaces between words); default auto: characters when the validation "
+                                "passages are mostly CJK characters. Said in the results (eval_scoring)."}
+    )
     version_2_with_negative: bool | None = field(
         default=None, metadata={"help": "Let \"no answer\" compete with the best span (SQuAD 2.0); default: when the "
                                 "training data has unanswerable questions, or the fine-tuned head was trained so."}
@@ -78,7 +88,7 @@ PREDICTIONS_FILE = "predictions.json"
 def read_file(path: str, encoding: str, data_args) -> list[dict]:
     from ..squad_data import read_squad_file
 
-    return read_squad_file(path, encoding)
+    return read_squad_file(path, encoding, data_args.version_2_with_negative)
 
 
 def labels_of(example: dict) -> Sequence[str]:
@@ -101,8 +111,31 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
     """The windows of the questions' passages (`question_answering_features`)."""
     from ..squad_data import question_answering_features
 
+    check_windows(examples, tokenizer, data_args)
     return question_answering_features(examples, tokenizer, max_length=data_args.max_seq_length,
                                        stride=data_args.doc_stride, max_question_words=data_args.max_question_length)
+
+
+def check_windows(examples: Sequence[dict], tokenizer, data_args) -> None:
+    """Every question leaves a window room for passage words, more than `--doc_stride` of them: one line naming the
+    option and the question with the longest question otherwise."""
+    for name in ("max_seq_length", "max_question_length", "max_answer_length"):
+        if getattr(data_args, name) < 1:
+            raise InputError(f"--{name} must be a positive integer, got {getattr(data_args, name)}")
+    if data_args.doc_stride < 0:
+        raise InputError(f"--doc_stride must be 0 or more, got {data_args.doc_stride}")
+    asked, example = max((min(len(tokenizer.tokenize(e["question"])), data_args.max_question_length), -i)
+                         for i, e in enumerate(examples))
+    example = examples[-example]
+    room = data_args.max_seq_length - asked - 4  # the question's words, and <S> and </S> around each sentence
+    named = f"question {example['id']!r} ({asked} words, and 4 <S>/</S>)"
+    if room < 1:
+        raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for the passage beside {named}: "
+                         f"give at least {asked + 5}, or a smaller --max_question_length")
+    if data_args.doc_stride >= room:
+        raise InputError(f"--doc_stride {data_args.doc_stride} must be less than the {room} passage words a window of "
+                         f"--max_seq_length {data_args.max_seq_length} holds beside {named}: give a smaller "
+                         "--doc_stride or a larger --max_seq_length")
 
 
 def collator(tokenizer):
@@ -126,19 +159,38 @@ def metrics(config, data_args):
 
 
 def example_metrics(config, data_args, examples: list[dict], dataset):
-    """SQuAD's exact match and F1 of the best answers over each question's windows."""
+    """Exact match and F1 of the best answers over each question's windows, on words (SQuAD) or, for passages
+    mostly of CJK characters or with `--scoring characters`, on characters (CMRC 2018), said in the results
+    (`scoring`) and in a line."""
     from ..squad_data import evaluate_answers
 
     null = with_null(data_args, config, examples)
+    try:
+        scoring = scoring_for((example["context"] for example in examples), data_args.scoring)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    if data_args.scoring in (None, "auto") and scoring == "characters":
+        logger.info("answers are scored on %s: the validation passages are mostly CJK characters (--scoring words "
+                    "scores them on words)", SCORING_NAMES[scoring])
 
-    def compute_metrics(eval_prediction) -> dict[str, float]:
-        return evaluate_answers(eval_prediction.predictions, dataset, examples, data_args.max_answer_length, null)
+    def compute_metrics(eval_prediction) -> dict:
+        scores = evaluate_answers(eval_prediction.predictions, dataset, examples, data_args.max_answer_length, null,
+                                  scoring)
+        return {**scores, "scoring": SCORING_NAMES[scoring]}
 
     return compute_metrics, None
 
 
 def read_test_file(path: str, encoding: str, data_args) -> list[dict]:
-    return read_file(path, encoding, data_args)
+    from ..squad_data import read_squad_file
+
+    return read_squad_file(path, encoding, answers_needed=False)
+
+
+def prepare_test(model, tokenizer, examples: list[dict], data_args) -> list[dict]:
+    """Every question of the test file fits a window (`check_windows`), before anything is trained or written."""
+    check_windows(examples, tokenizer, data_args)
+    return examples
 
 
 def predict_answers(model, tokenizer, examples: Sequence[dict], data_args, batch_size: int) -> list[dict]:

@@ -23,7 +23,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elmo_tools.errors import InputError
+
 from ..finetune_data import (
+    PAIR_COLUMNS,
     accuracy,
     label_list,
     pearson,
@@ -31,6 +34,7 @@ from ..finetune_data import (
     read_texts_file,
     spearman,
     split_text,
+    warn_if_cut,
 )
 from . import FineTuningTask
 
@@ -56,6 +60,11 @@ class SequenceClassificationDataArguments:
                                 "a number and some are not integers."}
     )
     label_column: str | None = field(default=None, metadata={"help": "Label column (default: label)."})
+    column_names: str | None = field(
+        default=None, metadata={"help": "The columns of a TSV or CSV file without a header line, in order, separated "
+                                "by commas (e.g. label,question1,question2,id); a file whose first line looks like "
+                                "data is refused without it."}
+    )
     word_split: str | None = field(
         default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2), punctuation, or another "
                                 "split registered in tokenization.WORD_SPLITTERS; default: the tokenizer's own."}
@@ -91,7 +100,7 @@ def read_file(path: str, encoding: str, data_args) -> list[dict]:
     """`[{"text": ..., "label": ...}, ...]` of a TSV, CSV or JSON-lines file (`read_classification_file`), with
     `"text_pair"` for sentence pairs; for a regression, `"label"` is `SCORE_LABEL` and `"score"` the number."""
     examples = read_classification_file(path, data_args.text_column, data_args.label_column, encoding,
-                                        data_args.text_pair_column)
+                                        data_args.text_pair_column, data_args.column_names)
     if is_regression([example["label"] for example in examples], data_args.problem_type):
         for example in examples:
             example["score"], example["label"] = float(example["label"]), SCORE_LABEL
@@ -143,10 +152,17 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
     import datasets
 
     pairs, scores = "text_pair" in examples[0], "score" in examples[0]
+    room = data_args.max_seq_length - (4 if pairs else 2)  # words beside each sentence's <S> and </S>
+    if room < (2 if pairs else 1):
+        raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> take "
+                         f"{4 if pairs else 2} tokens{' (two of each for a pair)' if pairs else ''}; give at least "
+                         f"{6 if pairs else 3} (default 128)")
+    lengths = []
 
     def tokenize(batch):
         words = [[split_text(text, tokenizer, data_args.word_split) for text in batch[column]]
                  for column in (("text", "text_pair") if pairs else ("text",))]
+        lengths.extend(sum(len(column[i]) for column in words) for i in range(len(words[0])))
         # pairs: longest_first truncation, both sentences counted in max_seq_length
         encoded = tokenizer(*words, is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
         return {
@@ -165,8 +181,11 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
         }
     )
     dataset = datasets.Dataset.from_list(examples)
-    return dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
-                       desc="Tokenizing")
+    dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
+                          desc="Tokenizing", load_from_cache_file=False)
+    warn_if_cut(examples, lengths, room, "the longer sentence of each pair loses its last words until the two hold "
+                "{room}" if pairs else "each is cut to its first {room} words")
+    return dataset
 
 
 def collator(tokenizer):
@@ -198,7 +217,25 @@ def metrics(config, data_args):
 def read_test_file(path: str, encoding: str, data_args) -> list[str] | list[tuple[str, str]]:
     """Sentences one a line (a blank line stays, as ""), or the text column of the training formats (pairs as
     `(first, second)`)."""
-    return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column)
+    return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column, data_args.column_names)
+
+
+def prepare_test(model, tokenizer, texts: list, data_args) -> list:
+    """A pair head predicts pairs and a single-sentence head single sentences: one line naming the test file
+    otherwise, before anything is trained or written."""
+    check_test_kind(model, texts, f"--test_file {data_args.test_file}: ")
+    return texts
+
+
+def check_test_kind(model, texts: list, where: str = "") -> None:
+    pairs = bool(texts) and isinstance(texts[0], tuple)
+    if pairs != (model.config.pair_combination is not None):
+        head = "pairs of sentences" if not pairs else "single sentences"
+        held = ("pairs (a second text column: " + ", ".join(b for _, b in PAIR_COLUMNS) + ")" if pairs
+                else "single sentences")
+        raise InputError(f"{where}the head classifies {head}, the file holds {held}; give a file of "
+                         f"{head}" + (" (with a header naming both sentences' columns, or --text_pair_column)"
+                                      if not pairs else ""))
 
 
 def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) -> tuple[list[str], int]:
@@ -206,9 +243,7 @@ def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) 
     from ..predict import predict_logits
 
     pairs = bool(texts) and isinstance(texts[0], tuple)
-    if pairs != (model.config.pair_combination is not None):
-        raise ValueError(f"the head of {model.name_or_path} classifies {'pairs' if not pairs else 'single sentences'}, "
-                         f"the file holds {'pairs' if pairs else 'single sentences'}")
+    check_test_kind(model, texts)
     kept = [i for i, text in enumerate(texts) if (all(text) if pairs else text)]
     columns = zip(*(texts[i] for i in kept)) if pairs else [[texts[i] for i in kept]]
     words = [[split_text(text, tokenizer, data_args.word_split) for text in column] for column in columns]

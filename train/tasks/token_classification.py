@@ -14,21 +14,33 @@ recall and F1 (conlleval rules, or strict IOB2 with `--strict_iob2`) and token a
 tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), `train_results.json`,
 `eval_results.json`, `all_results.json`, and with `--do_predict` the tags of the test file (`predictions.txt`: a
 CoNLL file's lines with the predicted tag appended as a last column, CoNLL-2003's layout plus the prediction, what
-conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, one line of tags per
-sentence, one tag per word, separated by spaces) to `--output_dir`.
+conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, each word beside its tag,
+a word a line, a blank line after each sentence) to `--output_dir`. Which layout a text test file has is told by
+`train.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
+training file's words (`check_word_units`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from elmo_tools.errors import InputError
 
-from ..finetune_data import entity_scores, read_tagging_file, read_words_file, split_text, tag_list
+from ..finetune_data import (
+    entity_scores,
+    read_tagging_file,
+    read_words_file,
+    split_text,
+    tag_list,
+    warn_if_cut,
+)
+from ..tagging_inputs import CONLL, LAYOUTS, LINES, split_mismatch, test_file_layout
 from . import FineTuningTask
 
+logger = logging.getLogger(__name__)
 # A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
 # training set the epochs are raised until it has (`--min_train_steps`).
 MIN_TAGGING_STEPS = 2000
@@ -44,7 +56,12 @@ class TokenClassificationDataArguments:
     )
     word_split: str | None = field(
         default=None, metadata={"help": "How a .txt --test_file's lines are cut into words (a name in "
-                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own."}
+                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own. Checked against the "
+                                "training file's words."}
+    )
+    test_format: str | None = field(
+        default=None, metadata={"help": "How --test_file is read: conll (a word a line, a blank line between "
+                                "sentences) or lines (a sentence a line); default: told from the file, and said."}
     )
     max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training sentences."})
@@ -119,14 +136,31 @@ def head_options(data_args) -> dict:
     return options
 
 
-def check_training_examples(config, sentences: list[dict], data_args) -> None:
+def check_training_examples(config, sentences: list[dict], data_args, tokenizer=None) -> None:
     """A CRF head, new (--crf) or a saved one trained further, must be able to learn every training sentence: a gold
     sequence its scheme forbids is never learned (each forbidden step costs FORBIDDEN in its score, so the loss is
-    in the thousands and says nothing), so it is refused in one line naming the sentence and the way out."""
+    in the thousands and says nothing), so it is refused in one line naming the sentence and the way out.
+    With the `tokenizer`: the word split saved with the tagger (which cuts the text it tags later) must cut the
+    training sentences into the file's words (`check_word_units`)."""
+    if tokenizer is not None:
+        check_word_units(sentences, tokenizer, data_args)
     if config.use_crf:
         labels = [config.id2label[i] for i in range(config.num_labels)]
         check_crf_tags(sentences, labels, config.crf_constraints, f"--train_file {data_args.train_file}",
                        "--crf" if data_args.use_crf else "the saved head's CRF")
+
+
+def check_word_units(sentences: list[dict], tokenizer, data_args) -> None:
+    """A word split that cuts the training text into other units than the file's words (characters under jieba, say)
+    makes a tagger that tags units it never learned: refused in one line when --word_split names it, a warning when
+    it is the tokenizer's own (the split a training run saves, and the pipeline and --test_file use)."""
+    split = data_args.word_split or getattr(tokenizer, "word_split", None) or "punctuation"
+    mismatch = split_mismatch(sentences, split)
+    if mismatch is None:
+        return
+    if data_args.word_split:
+        raise InputError(f"--word_split {split}: --train_file {data_args.train_file}: {mismatch}")
+    logger.warning("--train_file %s: %s", data_args.train_file, mismatch)
 
 
 def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str, crf: str) -> None:
@@ -156,6 +190,11 @@ def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
 
     from tokenization import LABEL_PAD_ID
 
+    room = data_args.max_seq_length - 2  # words beside <S> and </S>
+    if room < 1:
+        raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> take 2 "
+                         "tokens; give at least 3 (default 256)")
+
     def tokenize(batch):
         encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
                             max_length=data_args.max_seq_length)
@@ -173,8 +212,11 @@ def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
         }
     )
     dataset = datasets.Dataset.from_list(sentences)
-    return dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
-                       desc="Tokenizing")
+    dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
+                          desc="Tokenizing")
+    warn_if_cut(sentences, [len(sentence["tokens"]) for sentence in sentences], room,
+                "each is cut to its first {room} words, the rest neither tagged nor scored")
+    return dataset
 
 
 def collator(tokenizer):
@@ -214,13 +256,34 @@ def metrics(config, data_args):
 
 
 def read_test_file(path: str, encoding: str, data_args) -> tuple[str, list]:
-    """`(kind, items)` of `read_words_file`: CoNLL columns, JSON lines with tokens, or sentences one a line."""
+    """`(kind, items)` of `read_words_file`: CoNLL columns, JSON lines with tokens, or sentences one a line (the
+    layout of a text file is settled by `prepare_test`, which knows the tagger)."""
     return read_words_file(path, encoding)
 
 
+def prepare_test(model, tokenizer, test: tuple[str, list], data_args) -> tuple[str, list]:
+    """The layout of a text --test_file: `--test_format`, or told from the file (`test_file_layout`: the tagger's tags
+    and word split help), said in one line with its reason."""
+    kind, items = test
+    if kind == "json":
+        return test
+    if data_args.test_format is not None:
+        if data_args.test_format not in LAYOUTS:
+            raise InputError(f"--test_format must be one of {', '.join(LAYOUTS)}, got {data_args.test_format!r}")
+        layout, why = data_args.test_format, "--test_format"
+    else:
+        split = data_args.word_split or getattr(tokenizer, "word_split", None) or "punctuation"
+        layout, why = test_file_layout(items, split, list(model.config.label2id))
+    logger.info("--test_file %s: read as %s (%s)%s", data_args.test_file,
+                "CoNLL columns, the word first" if layout == CONLL else "sentences, one a line", why,
+                "" if data_args.test_format else f"; --test_format {LINES if layout == CONLL else CONLL} reads it "
+                "the other way")
+    return layout, items
+
+
 def prediction_lines(model, tokenizer, test: tuple[str, list], data_args, batch_size: int) -> tuple[list[str], int]:
-    """The CoNLL lines with the predicted tag appended, or one line of tags per sentence (module docstring), and
-    how many sentences were tagged."""
+    """The CoNLL lines with the predicted tag appended, or each word and its tag on a line, a blank line after each
+    sentence (module docstring), and how many sentences were tagged."""
     from ..predict import predict_tags
 
     kind, items = test
@@ -234,8 +297,8 @@ def prediction_lines(model, tokenizer, test: tuple[str, list], data_args, batch_
     tags = iter(predict_tags(model, tokenizer, [s for s in sentences if s], batch_size))
     predicted = [[model.config.id2label[t] for t in next(tags)] if words else [] for words in sentences]
     if kind != "conll":
-        lines = [" ".join(row) for row in predicted]
-        return lines, sum(1 for line in lines if line.strip())
+        lines = [line for words, row in zip(sentences, predicted) for line in [*map(" ".join, zip(words, row)), ""]]
+        return lines, sum(1 for words in sentences if words)
     appended = {i: tag for group, row in zip(groups, predicted) for i, tag in zip(group, row)}
     lines = [_append_column(line, appended.get(i, "O")) if line.strip() else line for i, line in enumerate(items)]
     return lines, len(groups)
