@@ -2,10 +2,11 @@
 
 Every fenced `python` and `bash` block of a page runs, in the page's order, in one fresh Python started in an empty
 temporary folder: Python blocks share one namespace (a reader pastes them in order, later blocks use earlier
-variables) and each bash block runs with `bash -e`, with this environment's scripts first on PATH and no network. A
-bash block made only of the project's commands (`elmo-embed ...`, one a line, no shell syntax) runs them through
-their own frame in that Python (`elmo_cli.run`: what the script runs, without starting a Python for each); the exit
-status of each must be 0, as `bash -e` requires.
+variables) and each bash block runs with `bash -e`, with this environment's scripts first on PATH and no network. In
+a bash block whose lines keep no shell state for the next (no cd, export or variable), each line of the project's
+commands (`elmo-embed ...`, without shell syntax) runs through its own frame in that Python (`elmo_cli.run`: what the
+script runs, without starting a Python for each) and every other line with bash, in order; each must end with status
+0, as `bash -e` requires.
 A block that cannot run here (it downloads, needs a GPU or several processes, or is the set-up itself) carries a
 one-line HTML comment just before its fence, `<!-- not run: the reason -->`; exactly those are skipped.
 
@@ -67,12 +68,16 @@ import json, re, shlex, subprocess, sys
 blocks = json.load(open(sys.argv[1], encoding="utf-8"))
 namespace = {"__name__": "__main__"}
 
-def commands(code):
+def steps(code):
+    # The block's lines, each a project command run through its frame here, or a shell line for bash; None (the
+    # whole block to bash) where a line keeps shell state for the next (cd, export, a variable, a loop).
     lines = [line.strip() for line in code.replace("\\\n", " ").splitlines()]
     lines = [line for line in lines if line and not line.startswith("#")]
-    simple = all(re.match(r"elmo-[a-z-]+( |$)", line) and not re.search(r"[|&;<>$`*?\[\]{}~]", line.split(" #")[0])
-                 for line in lines)
-    return [shlex.split(line, comments=True) for line in lines] if lines and simple else None
+    if any(re.match(r"(cd|export|source|for|while|if|function)\b|\w+=", line) or "$" in line for line in lines):
+        return None
+    return [("cli", shlex.split(line, comments=True))
+            if re.match(r"elmo-[a-z-]+( |$)", line) and not re.search(r"[|&;<>`*?\[\]{}~]", line.split(" #")[0])
+            else ("bash", line) for line in lines]
 
 for block in blocks:
     where = f"{block['page']}:{block['line']}"
@@ -81,17 +86,18 @@ for block in blocks:
         exec(compile(block["code"], where, "exec"), namespace)
         continue
     sys.stdout.flush()
-    in_process = commands(block["code"])
-    if in_process is None:
+    lines = steps(block["code"])
+    if lines is None:
         done = subprocess.run(["bash", "-e", "-c", block["code"]])
         if done.returncode:
             sys.exit(f"the bash block at {where} exited with status {done.returncode}")
         continue
     from elmo_cli import run
-    for name, *args in in_process:
-        status = run(name, args)
+    for kind, step in lines:
+        status = run(step[0], step[1:]) if kind == "cli" else subprocess.run(["bash", "-e", "-c", step]).returncode
+        sys.stdout.flush()
         if status:
-            sys.exit(f"{name} in the bash block at {where} exited with status {status}")
+            sys.exit(f"{step if kind == 'bash' else step[0]} in the bash block at {where} exited with status {status}")
 """
 
 
