@@ -3,6 +3,7 @@ reads each sentence of a pair on its own, and the transformers pipelines on top 
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -138,6 +139,41 @@ def test_pair_truncation_keeps_the_side_it_is_told_and_says_when_it_cannot(tok):
     batch = tok(["a b c d e", "a b"], ["x y", "w v u t s"], truncation=True, max_length=8, padding="max_length")
     assert [batch.tokens(i)[:8] for i in range(2)] == [
         ["<S>", "a", "b", "</S>", "<S>", "x", "y", "</S>"], ["<S>", "a", "b", "</S>", "<S>", "w", "v", "</S>"]]
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_pair_truncation_keeps_what_transformers_own_rule_keeps_and_says_nothing(side):
+    """Every length of both sentences and every max_length: the words kept are those transformers'
+    `truncate_sequences` keeps of the word lists (a sentence too short for only_first/only_second is refused instead),
+    and transformers' notice that slow tokenizers return no overflowing tokens is not logged for every pair."""
+    import logging
+
+    tok = ElmoTokenizer(truncation_side=side)
+    cases = []  # (first, second, max_length, strategy, the words kept or None where refused)
+    for a, b, max_length in itertools.product(range(5), range(5), range(4, 13)):
+        first, second = [f"a{i}" for i in range(a)], [f"b{i}" for i in range(b)]
+        over = max(0, a + b + 4 - max_length)
+        for strategy in ("longest_first", "only_first", "only_second"):
+            cut = {"only_first": a, "only_second": b}.get(strategy)
+            expected = (tok.truncate_sequences(first, second, num_tokens_to_remove=over, truncation_strategy=strategy)[:2]
+                        if over else (first, second))
+            cases.append((first, second, max_length, strategy, None if cut is not None and cut < over else expected))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        for first, second, max_length, strategy, expected in cases:
+            arguments = {"is_split_into_words": True, "truncation": strategy, "max_length": max_length}
+            if expected is None:
+                with pytest.raises(ValueError, match="too short"):
+                    tok([first], [second], **arguments)
+            else:
+                kept = tok([first], [second], **arguments).tokens(0)
+                assert kept == ["<S>", *expected[0], "</S>", "<S>", *(expected[1] or []), "</S>"]
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert [r.getMessage() for r in records] == []
 
 
 def test_pairs_of_mismatched_forms_are_refused_in_one_line(tok):

@@ -737,8 +737,9 @@ def test_save_and_load_round_trip(tmp_path, vocab_file):
     files = tok.save_pretrained(tmp_path / "tok")
     names = sorted(os.listdir(tmp_path / "tok"))
     assert names == [
-        "character_ids.py", "padding_elmo.py", "tokenization_elmo.py",
-        "tokenizer_config.json", "vocab.txt", "word_splits_elmo.py", "word_vocab_elmo.py",
+        "batch_encoding_elmo.py", "character_ids.py", "padding_elmo.py", "row_cache_elmo.py", "text_inputs_elmo.py",
+        "tokenization_elmo.py", "tokenizer_config.json", "truncation_elmo.py", "vocab.txt", "word_splits_elmo.py",
+        "word_vocab_elmo.py",
     ], files
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
     assert config["tokenizer_class"] == "ElmoTokenizer"
@@ -1012,7 +1013,7 @@ def test_cache_is_bounded_and_correct():
         == first
     )
     tok(["a"], is_split_into_words=True)
-    assert len(tok.cache["index"]) <= 10
+    assert len(tok.cache["rows"]) <= 10
 
 
 def test_pickle_deepcopy_and_threads():
