@@ -48,8 +48,9 @@ class ElmoTokenizerCommonTest(tokenization_common.TokenizerTesterMixin, unittest
 FIXED_SPECIAL_TOKENS = ("<S>, </S> and the padding <pad> are fixed by the ELMo format (the character ids the published "
                         "models were trained with): other special tokens are refused")
 TOO_LONG = ("a text longer than model_max_length gets the project's own one-line warning (logger "
-            "tokenization.tokenization_elmo), not transformers' message under its logger; overflowing tokens and "
-            "stride are refused (the biLM reads any length at once)")
+            "tokenization.tokenization_elmo), not transformers' message under its logger; overflowing tokens come "
+            "back as windows, rows with overflow_to_sample_mapping, as transformers' fast tokenizers give them "
+            "(tests/test_windows.py), not as the overflowing_tokens lists of its slow tokenizers that the test reads")
 SKIPPED = {
     "test_batch_encode_plus_padding": "padding on the left is refused: the biLM reads </S> right after the last word",
     "test_bos_token_with_add_bos_token_false": FIXED_SPECIAL_TOKENS,

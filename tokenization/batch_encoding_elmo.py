@@ -40,7 +40,7 @@ class ElmoBatchEncoding(BatchEncoding):
     """
 
     def __init__(self, data=None, tensor_type=None, prepend_batch_axis=False, alignment=None, batched=True,
-                 pair_alignment=None, sources=None):
+                 pair_alignment=None, sources=None, samples=None):
         super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis,
                          n_sequences=1 if pair_alignment is None else 2)
         # alignment[i] = (words kept, index of the first kept word, has <S>/</S>); pair_alignment[i] the same for
@@ -48,14 +48,16 @@ class ElmoBatchEncoding(BatchEncoding):
         self._alignment = alignment
         self._pair_alignment = pair_alignment
         self._batched = batched
-        # sources[s][i] = (text or None for pre-split words, all its words) of sentence s of row i: the character
-        # spans of its words are worked out when first asked for (`_word_spans`), not on every call
+        # sources[s][k] = (text or None for pre-split words, all its words) of sentence s of sample k, samples[i] the
+        # sample of row i (windows of one sample are rows of their own): the character spans of its words are worked
+        # out when first asked for (`_word_spans`), once per sample, not on every call
         self._sources = sources
+        self._samples = samples
         self._spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
     def __getstate__(self):
         return {**super().__getstate__(), "alignment": self._alignment, "batched": self._batched,
-                "pair_alignment": self._pair_alignment, "sources": self._sources}
+                "pair_alignment": self._pair_alignment, "sources": self._sources, "samples": self._samples}
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -63,6 +65,7 @@ class ElmoBatchEncoding(BatchEncoding):
         self._pair_alignment = state.get("pair_alignment")
         self._batched = state.get("batched", True)
         self._sources = state.get("sources")
+        self._samples = state.get("samples")
         self._spans = {}
 
     def _positions(self, batch_index: int) -> list[tuple[int | None, int | None, str]]:
@@ -102,16 +105,17 @@ class ElmoBatchEncoding(BatchEncoding):
         (within each word for pre-split words)."""
         if self._sources is None:
             raise ValueError("character offsets are only available on the output of ElmoTokenizer.__call__")
-        key = (batch_index, sequence)
+        sample = batch_index if self._samples is None else self._samples[batch_index]
+        key = (sample, sequence)
         if key not in self._spans:
-            text, words = self._sources[sequence][batch_index]
+            text, words = self._sources[sequence][sample]
             if text is None:
                 self._spans[key] = [(0, len(word)) for word in words]
             else:
                 self._spans[key], found_all = word_spans(text, words)
                 if not found_all:
                     logger.warning("The word split changed some words of sentence %d: their character offsets "
-                                   "are empty", batch_index)
+                                   "are empty", sample)
         return self._spans[key]
 
     def offsets(self, batch_index: int = 0) -> list[tuple[int, int]]:

@@ -14,7 +14,7 @@ from transformers.utils import TensorType
 from .word_splits_elmo import split_words
 
 
-def refuse_unsupported(text, text_target, text_pair_target, stride, overflowing) -> None:
+def refuse_unsupported(text, text_target, text_pair_target) -> None:
     if text is None:
         raise TypeError(
             "ElmoTokenizer needs text: a str, a list of str, or lists of words with is_split_into_words=True; got None"
@@ -22,10 +22,6 @@ def refuse_unsupported(text, text_target, text_pair_target, stride, overflowing)
     if text_target is not None or text_pair_target is not None:
         raise ValueError(
             "ElmoTokenizer encodes the model's inputs only: text_target/text_pair_target are not supported"
-        )
-    if overflowing or stride:
-        raise NotImplementedError(
-            "ElmoTokenizer does not return overflowing tokens (stride/return_overflowing_tokens)"
         )
 
 

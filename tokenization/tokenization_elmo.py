@@ -104,7 +104,7 @@ from .padding_elmo import (
 )
 from .row_cache_elmo import CACHED_BOS, CACHED_EOS, RowCache
 from .text_inputs_elmo import as_pair_batch, check_word, refuse_unsupported, tensor_type_of
-from .truncation_elmo import kept_spans
+from .truncation_elmo import kept_spans, windows
 from .word_splits_elmo import CJK_CHARACTER, CUSTOM_SPLIT_PREFIX, check_saved_split, split_name, split_words
 from .word_vocab_elmo import (
     BOS_TOKEN,
@@ -511,7 +511,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         kwargs.pop("split_special_tokens", None)
         if kwargs.pop("tokenizer_kwargs", None):
             raise ValueError("tokenizer_kwargs is not supported by ElmoTokenizer: pass the arguments directly")
-        refuse_unsupported(text, text_target, text_pair_target, stride, return_overflowing_tokens)
+        refuse_unsupported(text, text_target, text_pair_target)
         if kwargs:
             logger.warning("ElmoTokenizer ignores the keyword arguments %s", sorted(kwargs))
         self._check_padding_side(padding_side)
@@ -525,12 +525,21 @@ class ElmoTokenizer(PreTrainedTokenizer):
             pad_to_multiple_of=pad_to_multiple_of,
             verbose=verbose,
         )
-        spans = kept_spans(self.truncate_sequences, truncation_strategy, max_length, add_special_tokens,
-                           [len(words) for words in batch], None if pair_batch is None else list(map(len, pair_batch)))
+        lengths = [len(words) for words in batch], None if pair_batch is None else list(map(len, pair_batch))
+        if return_overflowing_tokens:  # rows: windows of each sample, as transformers' fast tokenizers give them
+            rows = windows(truncation_strategy, max_length, stride, self.truncation_side == "left",
+                           add_special_tokens, *lengths)
+        else:
+            spans = kept_spans(self.truncate_sequences, truncation_strategy, max_length, add_special_tokens, *lengths)
+            rows = [(i, *kept) for i, kept in enumerate(spans)]
+        samples = [sample for sample, _, _ in rows]
         input_ids, lengths, target, alignments = self._encode_words(
-            (batch, pair_batch), spans, add_special_tokens, (padding_strategy, max_length, pad_to_multiple_of),
-            tensor_type, verbose and truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE,
+            ([batch[i] for i in samples], None if pair_batch is None else [pair_batch[i] for i in samples]),
+            [(first, second) for _, first, second in rows], add_special_tokens,
+            (padding_strategy, max_length, pad_to_multiple_of), tensor_type,
+            verbose and truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE,
         )
+        batched = batched or return_overflowing_tokens  # windows are rows of a batch, also of one text
 
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
@@ -546,15 +555,17 @@ class ElmoTokenizer(PreTrainedTokenizer):
             "input_ids": input_ids,
             **position_outputs(wanted, lengths, target, (add_special_tokens, first_lengths), vocab_rows, tensor_type),
         }
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = samples if tensor_type is None else torch.tensor(samples)
         if tensor_type == TensorType.NUMPY:
             data = {k: v.numpy() for k, v in data.items()}
         if not batched and tensor_type is None:
             data = {k: v[0] for k, v in data.items()}
         encoding = ElmoBatchEncoding(data, alignment=alignments[0], pair_alignment=alignments[1],
-                                     batched=batched or tensor_type is not None,
+                                     batched=batched or tensor_type is not None, samples=samples,
                                      sources=sentence_sources(text, text_pair, is_split_into_words, batch, pair_batch))
         if return_offsets_mapping:
-            offsets = [encoding.offsets(i) for i in range(len(batch))]
+            offsets = [encoding.offsets(i) for i in range(len(samples))]
             encoding["offset_mapping"] = offsets_output(offsets, tensor_type, batched)
         return encoding
 
