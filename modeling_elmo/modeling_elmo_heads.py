@@ -15,11 +15,10 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils.generic import can_return_tuple
 
 from .character_ids import real_token_mask
+from .compat_elmo import can_return_tuple, init
 from .configuration_elmo import PAIR_COMBINATIONS, ElmoConfig
 from .crf_elmo import ElmoCRF, allowed_transitions
 from .downstream_elmo import (
@@ -38,6 +37,23 @@ from .downstream_elmo import (
     word_mask_of,
 )
 from .modeling_elmo import ElmoModel, ElmoPreTrainedModel
+
+# isort: split
+# transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it loads by
+# name with the files that module imports itself, not the files those import in turn. So this module names every
+# sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
+from .char_cnn_kernels_elmo import char_cnn_implementation  # noqa: F401
+from .inputs_elmo import check_inputs  # noqa: F401
+from .kernels_elmo import ALL_LSTM_FUNCTIONS  # noqa: F401
+from .lstm_inference_elmo import packed_index  # noqa: F401
+from .lstm_training_elmo import lstm_training  # noqa: F401
+from .matmul_elmo import needs_grad  # noqa: F401
+from .push_to_hub_elmo import PLUGIN_GROUP  # noqa: F401
+from .quantization_elmo import quantize_int8  # noqa: F401
+from .remote_code_elmo import model_code_files  # noqa: F401
+from .softmax_elmo import ElmoSoftmax  # noqa: F401
+from .token_cache_elmo import ElmoTokenCache  # noqa: F401
+from .word_char_encoder import ElmoWordCharEncoder  # noqa: F401
 
 
 class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
@@ -104,7 +120,7 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, ElmoScalarMix):
             init.copy_(module.scalar_parameters, torch.tensor(module.initial_scalar_parameters))
-            init.ones_(module.gamma)
+            init.ones_(module.scale)
         elif isinstance(module, ElmoHashedWordEmbedding):
             values = torch.empty_like(module.weight).normal_(std=1.0 / math.sqrt(module.weight.shape[1]))
             values[0] = 0.0  # padding row

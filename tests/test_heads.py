@@ -333,7 +333,7 @@ def test_frozen_bilm_has_no_gradients_and_no_dropout():
     assert not any(p.requires_grad for p in model.elmo.parameters())
     assert not model.elmo.training and model.training
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-    assert trainable == {"scalar_mixes.0.scalar_parameters", "scalar_mixes.0.gamma", "classifier.weight",
+    assert trainable == {"scalar_mixes.0.scalar_parameters", "scalar_mixes.0.scale", "classifier.weight",
                          "classifier.bias"}
     tuned = ElmoForSequenceClassification(head_config(freeze_bilm=False)).train()
     assert all(p.requires_grad for p in tuned.elmo.parameters()) and tuned.elmo.training
