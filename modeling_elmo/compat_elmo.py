@@ -36,9 +36,9 @@ except ImportError:  # 4.x: torch's own; 4.x calls `_init_weights` only on modul
 
     init = _TorchInit()
 
-try:  # transformers >= 4.52
+try:  # transformers >= 4.51
     from transformers.utils.generic import can_return_tuple
-except ImportError:  # 4.46 - 4.51: the same decorator, as 4.52 wrote it
+except ImportError:  # 4.46 - 4.50: the same decorator, as 4.51 wrote it
 
     def can_return_tuple(forward):
         """`forward` gives a tuple (its output's `to_tuple()`) when `return_dict=False` is passed or configured."""
@@ -62,12 +62,12 @@ except ImportError:  # 4.46 - 4.51: the same decorator, as 4.52 wrote it
 INITIALIZE_WEIGHTS_ARGS = (False,) if "is_custom_code" in inspect.signature(
     PreTrainedModel._initialize_weights).parameters else ()
 
-# transformers >= 4.51 renames a checkpoint's weights as it loads them by the `key_mapping` given to `from_pretrained`
-# (regular expression -> replacement); 4.46 - 4.50 know no such argument (and pass it on to the model's `__init__`).
+# transformers >= 4.50 renames a checkpoint's weights as it loads them by the `key_mapping` given to `from_pretrained`
+# (regular expression -> replacement); 4.46 - 4.49 know no such argument (and pass it on to the model's `__init__`).
 try:
     FROM_PRETRAINED_TAKES_KEY_MAPPING = "key_mapping" in inspect.getsource(PreTrainedModel.from_pretrained)
 except (OSError, TypeError):  # no source to read (a frozen installation): by the version
-    FROM_PRETRAINED_TAKES_KEY_MAPPING = tuple(map(int, re.findall(r"\d+", transformers.__version__)[:2])) >= (4, 51)
+    FROM_PRETRAINED_TAKES_KEY_MAPPING = tuple(map(int, re.findall(r"\d+", transformers.__version__)[:2])) >= (4, 50)
 
 # transformers >= 5.0 keeps the renamings a checkpoint was loaded with and undoes them when saving, unless
 # `save_original_format=False` (a keyword 4.x does not know): the project's renamings of old names are never undone.

@@ -50,7 +50,7 @@ class ElmoScalarMix(nn.Module):
         trainable (`bool`): learn `scalar_parameters` and `gamma`. Otherwise both are fixed buffers (gamma 1), as
             allennlp's `scalar_mix_parameters`; e.g. `[-9e10, 1, -9e10]` selects layer 1 exactly.
 
-    The paper's gamma is the weight `scale` (`gamma` reads it): transformers before 4.53 renames any weight whose name
+    The paper's gamma is the weight `scale` (`gamma` reads it): transformers up to 4.48 renames any weight whose name
     holds "gamma" as it loads a checkpoint, as it renames an old LayerNorm's. Checkpoints that name it `gamma` (saved
     before) load through `OLD_WEIGHT_NAMES`.
     """

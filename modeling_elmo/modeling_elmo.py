@@ -372,13 +372,13 @@ class ElmoBiLm(nn.Module):
 
 def _refuse_old_weight_names(loading_info: dict, name) -> None:
     """A checkpoint whose weights carry names of `OLD_WEIGHT_NAMES`, loaded by a transformers that cannot rename
-    them (4.46 - 4.50, which also renames every weight named gamma to weight), would leave them untrained: an OSError
+    them (4.46 - 4.49; up to 4.48 it also renames every weight named gamma to weight), would leave them untrained: an OSError
     in one line instead."""
     old = [key for key in loading_info.get("unexpected_keys", [])
            if re.search(r"scalar_mixes\.\d+\.(gamma|weight)$", key)]
     if old:
         raise OSError(f"{name} was saved by an earlier release, which named the scale of its scalar mix gamma ({old[0]}): "
-                      "transformers 4.51 and later load it; or load it there and save it again for this one")
+                      "transformers 4.50 and later load it; or load it there and save it again for this one")
 
 
 class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
@@ -523,6 +523,15 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
 
     def get_input_embeddings(self) -> nn.Module:
         return self.char_encoder.char_embedding
+
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Module:
+        """The input embeddings as they are: ELMo's input ids are characters, and every word, one added to the tokenizer
+        too, is read from its bytes (`ElmoTokenizer.add_tokens` adds nothing), so no row is ever missing. flair asks
+        for a resize after adding its separator token."""
+        if new_num_tokens is not None and new_num_tokens != self.get_input_embeddings().num_embeddings:
+            logger.info("resize_token_embeddings(%d) leaves ELMo's input embeddings as they are: its ids are "
+                        "characters, and every token is read from its bytes", new_num_tokens)
+        return self.get_input_embeddings()
 
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.char_encoder.char_embedding = value

@@ -132,15 +132,17 @@ def test_scalar_vocabulary_is_the_character_table(tok):
     assert tok.convert_ids_to_tokens(98) == "<0x61>"
     with pytest.raises(ValueError, match="convert_tokens_to_char_ids"):
         tok.convert_tokens_to_ids("hello")
-    with pytest.raises(NotImplementedError):
-        tok.add_tokens(["new"])
+    assert tok.add_tokens(["[NEW]"]) == 0 and len(tok) == 262  # every word is read from its bytes: nothing to add
+    assert tok(["[NEW]"], is_split_into_words=True)["input_ids"][0] == [tok.convert_tokens_to_char_ids(w)
+                                                                      for w in ("<S>", "[NEW]", "</S>")]
 
 
 def test_decode_round_trip(tok):
     enc = tok(["Hello, world!", "naïve 😀"], padding=True, return_tensors="pt")
     assert tok.decode(enc["input_ids"], skip_special_tokens=True) == ["Hello , world !", "naïve 😀"]
     assert tok.decode(enc["input_ids"][1]) == "<S> naïve 😀 </S>"
-    assert tok.convert_ids_to_tokens(enc["input_ids"][1].tolist()) == ["<S>", "naïve", "😀", "</S>"]
+    assert tok.convert_ids_to_tokens(enc["input_ids"][1].tolist()) == ["<S>", "naïve", "😀", "</S>", "<pad>", "<pad>"]
+    assert tok.convert_ids_to_tokens(enc["input_ids"][1], skip_special_tokens=True) == ["naïve", "😀"]
     assert tok.batch_decode(enc["input_ids"].numpy(), skip_special_tokens=True)[0] == "Hello , world !"
 
 

@@ -23,7 +23,7 @@ if _reason is not None:
 (tokenization_common,) = import_transformers_tests("test_tokenization_common")
 
 ROWS = "input_ids are rows of 50 character ids per word, not one id per token"
-NO_VOCABULARY = "ElmoTokenizer has no vocabulary of tokens: any word is encoded from its bytes (add_tokens refuses)"
+NO_VOCABULARY = "ElmoTokenizer has no vocabulary of tokens: any word is encoded from its bytes (add_tokens adds none)"
 
 
 class ElmoTokenizerCommonTest(tokenization_common.TokenizerTesterMixin, unittest.TestCase):

@@ -327,6 +327,14 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return ()
         return (write_vocab(self._word_vocab.tokens, path),)
 
+    @property
+    def is_fast(self) -> bool:
+        """True. Libraries read `is_fast` as "gives `offset_mapping`, `word_ids()` and windows with
+        `overflow_to_sample_mapping`" (flair takes a token's vectors by `word_ids()` only then; transformers' pipelines
+        and whole-word masking ask it before asking for offsets), and this tokenizer gives all of them itself. It has no
+        Rust backend (`backend_tokenizer`): transformers' code that needs one asks by class, not by this flag."""
+        return True
+
     # ----- character vocabulary (the scalar ids transformers knows about) -----------------------------------------
     @property
     def vocab_size(self) -> int:
@@ -352,8 +360,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
             raise ValueError(f"character id must be in [0, {NUM_CHARACTER_IDS}), got {index}")
         return _CHARACTER_NAMES[index]
 
-    def add_tokens(self, *args, **kwargs) -> int:
-        raise NotImplementedError("ElmoTokenizer encodes any word from its bytes: there are no tokens to add")
+    def add_tokens(self, new_tokens, special_tokens: bool = False, **kwargs) -> int:
+        """Adds nothing and returns 0: every word is encoded from its bytes, so any token is one this tokenizer has
+        (flair adds its context separator this way; transformers' `add_special_tokens` still records special ones)."""
+        return 0
 
     # ----- rows: hooks for a tokenizer with another id layout (ElmoManyLangsTokenizer) -------------------------------
     _ROW_DTYPE = torch.int16  # of the cached rows: byte ids < 262
@@ -378,19 +388,18 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return [self._token_row(check_word(t, i)) for i, t in enumerate(tokens)]
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
-        """Character ids -> names (an int or a list of ints), or rows of 50 ids -> words (padding rows dropped)."""
+        """Character ids -> names (an int or a list of ints), or rows of 50 ids -> words, a padding row `<pad>` (one
+        string per row, as transformers' tokenizers give one per id: spaCy counts them). `skip_special_tokens` leaves out
+        padding and the `<S>`/`</S>` the tokenizer adds."""
         ids = to_list(ids)
         if isinstance(ids, int):
             return self._convert_id_to_token(ids)
         if ids and isinstance(ids[0], list):
-            return [
-                word
-                for row in ids
-                if (word := self._row_to_token(row)) is not None
-                and not (
-                    skip_special_tokens and word in (BOS_TOKEN, EOS_TOKEN) and self._is_boundary_row(row)
-                )
-            ]
+            words = [(row, self._row_to_token(row)) for row in ids]
+            if skip_special_tokens:
+                return [word for row, word in words
+                        if word is not None and not (word in (BOS_TOKEN, EOS_TOKEN) and self._is_boundary_row(row))]
+            return [PAD_TOKEN if word is None else word for _, word in words]
         skip = {PADDING_ID, BOS_CHAR_ID, EOS_CHAR_ID} if skip_special_tokens else set()
         return [self._convert_id_to_token(int(i)) for i in ids if int(i) not in skip]
 
@@ -422,7 +431,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return self._row_to_token(ids) or ""
         if is_batch_of_sentences(ids):
             return [self.decode(seq, skip_special_tokens=skip_special_tokens) for seq in ids]
-        return " ".join(self.convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens))
+        rows = [row for row in ids if any(row)]  # padding rows dropped
+        return " ".join(self.convert_ids_to_tokens(rows, skip_special_tokens=skip_special_tokens)) if rows else ""
 
     def batch_decode(self, sequences, skip_special_tokens: bool = False, **kwargs) -> list[str]:
         out = self.decode(sequences, skip_special_tokens=skip_special_tokens)
