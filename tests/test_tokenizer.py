@@ -133,7 +133,7 @@ def test_scalar_vocabulary_is_the_character_table(tok):
     with pytest.raises(ValueError, match="convert_tokens_to_char_ids"):
         tok.convert_tokens_to_ids("hello")
     assert tok.add_tokens(["[NEW]"]) == 0 and len(tok) == 262  # every word is read from its bytes: nothing to add
-    assert tok(["[NEW]"], is_split_into_words=True)["input_ids"][0] == [tok.convert_tokens_to_char_ids(w)
+    assert tok([["[NEW]"]], is_split_into_words=True)["input_ids"][0] == [tok.convert_tokens_to_char_ids(w)
                                                                       for w in ("<S>", "[NEW]", "</S>")]
 
 
