@@ -193,7 +193,11 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
     tokenizer gives them for `text_pair`): the biLM is stateless, and reads each sentence of a pair on its own, as
     ESIM + ELMo did, so that a sentence's vectors never depend on its partner: all first sentences in one run, all
     second ones in another, each side with its own padding. Each side is pooled as a single sentence, and the two
-    vectors combined (`[u; v; |u - v|; u * v]`) before the classifier.
+    vectors combined (`[u; v; |u - v|; u * v]`) before the classifier. A head built without `pair_combination` (as
+    `AutoModelForSequenceClassification.from_pretrained(folder, num_labels=3)` builds it in transformers' GLUE recipe)
+    reads a pair as one sequence, the row as the tokenizer gives it (`<S> first </S> <S> second </S>`): the biLM carries
+    each sentence into its reading of the other, and the words of both are pooled together (docs/finetuning.md,
+    "Sentence pairs").
     """
 
     def __init__(self, config: ElmoConfig):
@@ -255,7 +259,8 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
 
     def _pair_sides(self, input_ids, attention_mask, token_type_ids) -> tuple | None:
-        """The two sides of a batch of pairs (`split_pair`), or None for single sentences (no token type 1)."""
+        """The two sides of a batch of pairs (`split_pair`), or None for rows read as one sequence: single sentences
+        (no token type 1), and pairs for a head without `pair_combination`."""
         mask = attention_mask.bool() if attention_mask is not None else real_token_mask(input_ids)
         second = None if token_type_ids is None else token_type_ids.to(mask.device).bool() & mask
         combination = self.config.pair_combination
@@ -267,10 +272,7 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
                 )
             return None
         if combination is None:
-            raise ValueError(
-                "got sentence pairs (token_type_ids 1 on the second sentences) for a head of single sentences: build "
-                f"it with pair_combination set (one of {sorted(PAIR_COMBINATIONS)}) to classify pairs"
-            )
+            return None  # a pair read as one sequence
         sides = split_pair(input_ids, mask, second)
         missing = first_empty_side(sides)
         if missing is not None:

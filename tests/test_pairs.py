@@ -278,10 +278,36 @@ def test_single_sentences_are_untouched_by_token_types_of_zeros(tok):
     assert torch.equal(model(**batch).logits, model(batch["input_ids"], batch["attention_mask"]).logits)
 
 
+def test_a_head_without_pair_combination_reads_a_pair_as_one_sequence(tok):
+    """transformers' GLUE recipe builds the head without pair_combination: each row, both sentences with their <S>
+    and </S>, is read by the biLM as one sequence and its words pooled; the biLM carries each sentence into its
+    reading of the other, so the pair's logits are not those of either sentence, nor of the two alone."""
+    model = ElmoForSequenceClassification(tiny_config(num_labels=2, classifier_pooling="max")).eval()
+    with torch.no_grad():
+        model.classifier.weight.normal_()
+    pairs = tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")
+    read = model(**pairs).logits
+    # the same rows with their token types dropped: one sequence either way
+    assert torch.equal(read, model(pairs["input_ids"], pairs["attention_mask"]).logits)
+    for i, (premise, hypothesis) in enumerate(zip(PREMISES, HYPOTHESES)):
+        alone = model(**tok(premise, hypothesis, return_tensors="pt")).logits[0]
+        assert_close(read[i], alone, REORDERED)  # a pair's logits do not depend on its batch
+        assert not torch.allclose(alone, model(**tok(premise, return_tensors="pt")).logits[0])
+    # and it trains: the loss goes down on one batch
+    model.train()
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
+    labels = torch.tensor([0, 1, 0])
+    losses = []
+    for _ in range(5):
+        loss = model(**pairs, labels=labels).loss
+        losses.append(float(loss))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert losses[-1] < losses[0]
+
+
 def test_pairs_and_heads_that_do_not_fit_are_refused_in_one_line(tok):
-    single = ElmoForSequenceClassification(tiny_config(num_labels=2)).eval()
-    with pytest.raises(ValueError, match="head of single sentences: build it with pair_combination"):
-        single(**tok("a", "b", return_tensors="pt"))
     pairs = pair_model()
     with pytest.raises(ValueError, match="classifies sentence pairs"):
         pairs(**tok("a b", return_tensors="pt"))
