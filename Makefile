@@ -8,13 +8,27 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What each target installs, once (a stamp file says it is done; pyproject.toml or constraints.txt changing redoes it):
+# the demo the runtime and the training extras, the app those and the page's, the tests everything (`dev`).
+DEMO_STAMP := $(VENV)/.installed-demo
+APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast test-numerics test-compat lint clean anchors browser app
 
-$(STAMP): pyproject.toml constraints.txt
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[train]"
+	touch $(DEMO_STAMP)
+
+$(APP_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[train,app]"
+	touch $(APP_STAMP)
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
 	$(MAKE) anchors
 	$(MAKE) browser
@@ -41,10 +55,10 @@ browser:
 	then echo "installed $(BROWSER_PACKAGES) (apt-get) for the browser test of tests/test_app.py"; \
 	else echo "$(BROWSER_PACKAGES) (for tests/test_app.py's browser test) could not be installed with apt-get: that test will skip"; fi
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/elmo-demo $(ARGS)
 
-app: $(STAMP)
+app: $(APP_STAMP)
 	$(BIN)/elmo-app $(ARGS)
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file to a process: most tests wait on commands,

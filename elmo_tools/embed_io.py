@@ -25,16 +25,17 @@ import torch
 from tokenization import WordSplitError, check_word_split, split_name
 
 from .early_checks import DATA_FILE_BUILDERS
+from .errors import InputError, RunFailed
 from .loading import ModelLoadError
 from .loading import checked_device as usable_device
 from .text_files import UndecodableText, check_decodes
 
 
-class EmbedError(Exception):
+class EmbedError(InputError):
     """A problem with the user's arguments or inputs (exit status 2)."""
 
 
-class EmbedFailed(Exception):
+class EmbedFailed(RunFailed):
     """The run cannot go on for a reason that is not the input's (exit status 1): what is complete stays in the work
     folder for `--resume`."""
 

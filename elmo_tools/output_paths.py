@@ -6,8 +6,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from .errors import InputError
 
-class OutputPathError(ValueError):
+
+class OutputPathError(InputError):
     """An output path a command cannot write; the message is one line naming the option and the path."""
 
 

@@ -21,13 +21,14 @@ from pathlib import Path
 import charset_normalizer
 
 from .command_options import checked_encoding  # declared there: parsing needs it before any import
+from .errors import InputError
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
 _SAMPLE_BYTES = 1 << 16  # what the encoding is guessed from
 
 
-class UndecodableText(ValueError):
+class UndecodableText(InputError):
     """A line of a text file is not valid in the encoding it is read with; the message names the encoding the file
     reads in where one can be told (`likely_encoding`)."""
 

@@ -38,6 +38,7 @@ from .compat_elmo import (
 from .configuration_elmo import ElmoConfig
 from .inputs_elmo import check_inputs, check_state
 from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
+from .lstm_graph_elmo import lstm_graph  # noqa: F401  (imported for its registration: the "graph" kernel)
 from .lstm_inference_elmo import lstm_implementation, packed_index
 from .lstm_training_elmo import lstm_training  # noqa: F401  (imported for its registration: the "training" kernel)
 from .matmul_elmo import PackedWeights, float32_cudnn, forget_inference_copies, needs_grad

@@ -42,8 +42,9 @@ from huggingface_hub import ModelCard
 from tolerances import REORDERED, assert_close
 
 import modeling_elmo
-from elmo_tools import hub_utils
-from elmo_tools.hub_utils import HubPushError, push_folder, render_model_card, write_model_card
+from elmo_tools import model_card
+from elmo_tools.hub_push import HubPushError, push_folder
+from elmo_tools.model_card import render_model_card, write_model_card
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 from tokenization import ElmoTokenizer
 
@@ -627,7 +628,7 @@ def test_model_card_without_results_and_the_fallback_template(monkeypatch, caplo
     card = render_model_card(_tiny_config())
     assert "No evaluation results were recorded" in card and "model-index" not in card
     assert ModelCard(card).data.eval_results is None
-    monkeypatch.setattr(hub_utils, "TEMPLATE_LOCATIONS", (Path("/nonexistent/model_card.md"),))
+    monkeypatch.setattr(model_card, "TEMPLATE_LOCATIONS", (Path("/nonexistent/model_card.md"),))
     with caplog.at_level("WARNING"):
         fallback = render_model_card(_tiny_config(), model_id="a/b", results={"perplexity": 12.0})
     assert "model_card.md was not found" in caplog.text
@@ -636,7 +637,7 @@ def test_model_card_without_results_and_the_fallback_template(monkeypatch, caplo
 
 
 def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
-    """What train.pretrain gives: run facts, perplexities with a token count, a local folder as starting point."""
+    """What elmo-pretrain gives: run facts, perplexities with a token count, a local folder as starting point."""
     local_start = tmp_path / "previous-run"
     local_start.mkdir()
     card = render_model_card(
@@ -656,7 +657,7 @@ def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
 
 
 def test_model_card_template_is_the_repository_file():
-    found = hub_utils.find_model_card_template()
+    found = model_card.find_model_card_template()
     assert found is not None and found.resolve() == (REPO / "model_card.md").resolve()
     assert found.read_text() == (REPO / "model_card.md").read_text()
 
@@ -745,7 +746,7 @@ def test_converter_pushes_with_its_model_card(hub, tmp_path):
         pytest.skip(f"shared data file {options} is absent")
     weights = options.parent / "lm_weights.hdf5"
     out = tmp_path / "converted"
-    command = [sys.executable, "-m", "elmo_tools.convert_allennlp_elmo", "--options_file", str(options),
+    command = [str(Path(sys.executable).parent / "elmo-convert"), "--options_file", str(options),
                "--weight_file", str(weights), "--output_dir", str(out), "--push_to_hub", "elmo-org/converted-fixture"]
     result = subprocess.run(command, env=_command_env(hub, tmp_path), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -768,7 +769,7 @@ def test_pretraining_pushes_its_output_folder(hub, tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(f"the cat number {i % 7} sat on the mat ." for i in range(120)) + "\n")
     out = tmp_path / "trained"
-    command = [sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir", str(out),
+    command = [str(Path(sys.executable).parent / "elmo-pretrain"), "--train_file", str(corpus), "--output_dir", str(out),
                "--preset", "tiny", "--max_steps", "2", "--per_device_batch_size", "4", "--unroll_steps", "8",
                "--report_to", "none", "--disable_tqdm", "--push_to_hub", "--hub_model_id", "elmo-org/pretrained"]
     result = subprocess.run(command, env=_command_env(hub, tmp_path), capture_output=True, text=True, timeout=300)

@@ -445,7 +445,7 @@ def test_the_reader_finds_the_columns_of_pairs(tmp_path):
 
 
 def test_scores_are_read_as_a_regression_and_integer_labels_as_classes():
-    from train.finetune_classification import is_regression
+    from train.tasks.sequence_classification import is_regression
 
     assert is_regression(["3.8", "0.0", "5"], None)
     assert not is_regression(["0", "1", "1"], None) and not is_regression(["pos", "1.5"], None)
@@ -500,17 +500,14 @@ def write_pair_files(folder, regression: bool):
 @pytest.mark.slow
 @pytest.mark.parametrize("regression", [False, True])
 def test_finetune_classification_trains_a_pair_head(tmp_path, tiny_model_dir, regression):
-    import sys
-
-    from conftest import REPO, clean_env, run_command
+    from conftest import REPO, run_cli
 
     train, test = write_pair_files(tmp_path, regression)
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "train.finetune_classification", "--model_name_or_path", str(tiny_model_dir), "--use_cpu",
-            "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--num_train_epochs", "2",
-            "--per_device_train_batch_size", "4", "--train_file", str(train), "--validation_file", str(train),
-            "--do_predict", "--test_file", str(test), "--output_dir", str(out)]
-    result = run_command(args, cwd=REPO, env={**clean_env(), "OMP_NUM_THREADS": "1"}, timeout=300)
+    args = ["--model_name_or_path", tiny_model_dir, "--use_cpu", "--report_to", "none", "--save_strategy", "no",
+            "--disable_tqdm", "true", "--num_train_epochs", "2", "--per_device_train_batch_size", "4", "--train_file",
+            train, "--validation_file", train, "--do_predict", "--test_file", test, "--output_dir", out]
+    result = run_cli("elmo-finetune-classification", args, cwd=REPO)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Traceback" not in result.stderr and "WARNING" not in result.stderr, result.stderr[-3000:]
     saved = json.loads((out / "config.json").read_text())

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import clean_env, run_command, run_isolated, tiny_config
+from conftest import clean_env, run_cli, run_command, run_isolated, tiny_config
 from tolerances import REORDERED, assert_close
 
 from modeling_elmo import ElmoForQuestionAnswering
@@ -242,9 +242,9 @@ TRAINING = ["--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disa
 # question's answer learns "no answer" (so that, later, a window without the person asked about scores low).
 
 
-def run_qa_command(args: list[str], cwd: Path, timeout: int = 300):
-    result = run_command([str(Path(sys.executable).parent / "elmo-finetune-qa"), *args], cwd=cwd,
-                         env={**clean_env(), "OMP_NUM_THREADS": "1"}, timeout=timeout)
+def run_qa_command(args: list[str], cwd: Path):
+    """`elmo-finetune-qa ARGS` through its frame, in this process."""
+    result = run_cli("elmo-finetune-qa", args, cwd=cwd)
     if result.returncode != 0:
         raise AssertionError(f"{args} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
     return result
@@ -295,6 +295,7 @@ print(json.dumps({{e["id"]: a["answer"] for e, a in zip(examples, answers)}}))
 """
 
 
+@pytest.mark.slow
 def test_the_pipeline_answers_as_the_command_predicted_in_fresh_interpreters(fine_tuned):
     code = PIPELINE.format(test=str(fine_tuned["test"]), model=str(fine_tuned["model"]))
     hidden = run_isolated(code, cwd=fine_tuned["root"])  # the project cannot be imported: remote code
@@ -344,8 +345,8 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
 def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from train.finetune_arguments import QuestionAnsweringDataArguments
-    from train.finetune_qa import prediction_lines
+    from train.tasks.question_answering import QuestionAnsweringDataArguments
+    from train.tasks.question_answering import prediction_lines
 
     examples = squad_examples(4, seed=5)
     for example in examples[::3]:  # SQuAD 2.0: about a person the passage does not name

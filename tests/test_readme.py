@@ -2,7 +2,10 @@
 
 Every fenced `python` and `bash` block of a page runs, in the page's order, in one fresh Python started in an empty
 temporary folder: Python blocks share one namespace (a reader pastes them in order, later blocks use earlier
-variables) and each bash block runs with `bash -e`, with this environment's scripts first on PATH and no network.
+variables) and each bash block runs with `bash -e`, with this environment's scripts first on PATH and no network. A
+bash block made only of the project's commands (`elmo-embed ...`, one a line, no shell syntax) runs them through
+their own frame in that Python (`elmo_cli.run`: what the script runs, without starting a Python for each); the exit
+status of each must be 0, as `bash -e` requires.
 A block that cannot run here (it downloads, needs a GPU or several processes, or is the set-up itself) carries a
 one-line HTML comment just before its fence, `<!-- not run: the reason -->`; exactly those are skipped.
 
@@ -20,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -56,21 +60,38 @@ def code_blocks(path: Path) -> list[dict]:
     return blocks
 
 
-# Runs a page's blocks in order in one interpreter: Python blocks by exec in one namespace, bash blocks with bash -e.
+# Runs a page's blocks in order in one interpreter: Python blocks by exec in one namespace, bash blocks with bash -e,
+# or, when they are only the project's commands, each through its frame in this interpreter.
 DRIVER = r"""
-import json, subprocess, sys
+import json, re, shlex, subprocess, sys
 blocks = json.load(open(sys.argv[1], encoding="utf-8"))
 namespace = {"__name__": "__main__"}
+
+def commands(code):
+    lines = [line.strip() for line in code.replace("\\\n", " ").splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    simple = all(re.match(r"elmo-[a-z-]+( |$)", line) and not re.search(r"[|&;<>$`*?\[\]{}~]", line.split(" #")[0])
+                 for line in lines)
+    return [shlex.split(line, comments=True) for line in lines] if lines and simple else None
+
 for block in blocks:
     where = f"{block['page']}:{block['line']}"
     print(f"\n=== {where} ({block['language']})", flush=True)
     if block["language"] == "python":
         exec(compile(block["code"], where, "exec"), namespace)
-    else:
-        sys.stdout.flush()
+        continue
+    sys.stdout.flush()
+    in_process = commands(block["code"])
+    if in_process is None:
         done = subprocess.run(["bash", "-e", "-c", block["code"]])
         if done.returncode:
             sys.exit(f"the bash block at {where} exited with status {done.returncode}")
+        continue
+    from elmo_cli import run
+    for name, *args in in_process:
+        status = run(name, args)
+        if status:
+            sys.exit(f"{name} in the bash block at {where} exited with status {status}")
 """
 
 
@@ -108,11 +129,10 @@ def demo_outputs(tmp_path_factory) -> Path:
     corpus.mkdir(parents=True)
     (corpus / "train.txt").write_text("\n".join(generate_corpus(400, seed=0)) + "\n", encoding="utf-8")
     (corpus / "valid.txt").write_text("\n".join(generate_corpus(200, seed=1000)) + "\n", encoding="utf-8")
-    command = [str(Path(sys.executable).parent / "elmo-pretrain"), "--train_file", str(corpus / "train.txt"),
-               "--validation_file", str(corpus / "valid.txt"), "--output_dir", str(demo / "model"),
-               "--preset", "tiny", "--word_split", "punctuation", "--max_steps", "3", "--per_device_batch_size", "8",
-               "--max_eval_batches", "2", "--use_cpu", "--disable_tqdm", "--report_to", "none"]
-    done = subprocess.run(command, env=block_env(), capture_output=True, text=True, timeout=600)
+    done = run_cli("elmo-pretrain", [
+        "--train_file", corpus / "train.txt", "--validation_file", corpus / "valid.txt", "--output_dir",
+        demo / "model", "--preset", "tiny", "--word_split", "punctuation", "--max_steps", "3",
+        "--per_device_batch_size", "8", "--max_eval_batches", "2", "--use_cpu", "--disable_tqdm", "--report_to", "none"])
     assert done.returncode == 0, done.stderr[-4000:]
     return demo
 

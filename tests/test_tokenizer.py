@@ -788,6 +788,7 @@ print(json.dumps({{
 """
 
 
+@pytest.mark.slow
 def test_remote_code_loads_in_a_fresh_process_without_the_project(tmp_path, vocab_file):
     tok = ElmoTokenizer(vocab_file=str(vocab_file))
     folder = tmp_path / "hub-folder"
@@ -917,6 +918,7 @@ def _has_jieba() -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_chinese_per_character_in_a_fresh_process_without_the_project(tmp_path, vocab_file):
     """Remote code in a fresh interpreter splits Chinese per ideograph, as the tokenizer that was saved."""
     tok = ElmoTokenizer(vocab_file=str(vocab_file))

@@ -1,4 +1,6 @@
-"""Shared pieces of the fine-tuning tasks (`train.finetune_classification`, `train.finetune_ner`).
+"""Shared pieces of the fine-tuning tasks (`train/tasks/`): their files and metrics, with the standard library (and
+numpy, in the metrics that use it) only: a task's module imports them at its top, and a command's --help reads
+that module.
 
 * Readers of the task files: SST-2 style TSV (`label<TAB>sentence`, a header line, CRLF or LF), CSV and JSON lines
   with `text`/`label` columns for classification, and a second sentence for pairs (`text_pair`, or GLUE's
@@ -8,8 +10,6 @@
   conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on seqeval.
 * Readers of the files to predict (`--test_file`): sentences (one a line, or a text column) and words (CoNLL
   columns, the word first; JSON lines with `tokens`; or sentences one a line, cut by the word split).
-* The loading of a head and its tokenizer (folder, Hub id or preset name) through
-  `elmo_tools.loading.load_elmo`.
 """
 
 from __future__ import annotations
@@ -22,14 +22,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import numpy as np
-
-from elmo_tools.loading import ModelLoadError, load_elmo
+from elmo_tools.errors import InputError
 from elmo_tools.text_files import check_decodes
-from tokenization import split_words
-
-from .finetune_arguments import ModelArguments
-from .finetune_cli import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -322,14 +316,18 @@ def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
     """Pearson's correlation (NaN when either side is constant, as scipy gives it)."""
+    import numpy as np
+
     x, y = np.asarray(predictions, dtype=np.float64), np.asarray(references, dtype=np.float64)
     x, y = x - x.mean(), y - y.mean()
     scale = math.sqrt(float((x * x).sum() * (y * y).sum()))
     return float((x * y).sum() / scale) if scale > 0 else math.nan
 
 
-def ranks(values: Sequence[float]) -> np.ndarray:
+def ranks(values: Sequence[float]):
     """1-based ranks, ties sharing their average rank (scipy's `rankdata`)."""
+    import numpy as np
+
     _, inverse, counts = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True, return_counts=True)
     return (np.cumsum(counts) - (counts - 1) / 2)[inverse]
 
@@ -433,33 +431,10 @@ def entity_scores(
     return scores
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Model and tokenizer
-# ---------------------------------------------------------------------------------------------------------------
-def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None,
-               output_loading_info: bool = False):
-    """`(model, tokenizer)`: the head of `task` (a key of `elmo_tools.tasks.TASKS`: "sequence-classification",
-    "token-classification") on the biLM of `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by
-    `elmo_tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
-    config. `seed`: of a preset's random weights (None: the generators as `set_seed` left them).
-    `output_loading_info`: `(model, tokenizer, info)`, with `load_elmo`'s loading info."""
-    try:
-        return load_elmo(
-            model_args.model_name_or_path,
-            task,
-            seed=seed,
-            config_overrides={**model_args.config_overrides(), **head_overrides},
-            trust_remote_code=model_args.trust_remote_code,
-            tokenizer_name=model_args.tokenizer_name,
-            ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
-            output_loading_info=output_loading_info,
-        )
-    except ModelLoadError as error:
-        raise InputError(f"--model_name_or_path: {error}") from None
-
-
 def split_text(text: str, tokenizer, word_split: str | None) -> list[str]:
     """Words of `text`: with `word_split` (a name in `tokenization.WORD_SPLITTERS`), or the tokenizer's own rule."""
+    from tokenization import split_words  # transformers: imported by the run, not by a command's --help
+
     return split_words(text, word_split or getattr(tokenizer, "word_split", "punctuation"))
 
 

@@ -1,7 +1,7 @@
 """`--do_predict`: the labels of a file of new sentences from a fine-tuned head, written whole or not at all.
 
 What the file holds and what is written for it is the task's (its module's `read_test_file` and `prediction_lines`:
-`train.finetune_classification`, `train.finetune_ner`); the argmax of a batch of sentences or words, and the writing,
+`train/tasks/`); the argmax of a batch of sentences or words, and the writing,
 are here.
 """
 

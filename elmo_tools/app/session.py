@@ -20,6 +20,7 @@ import torch
 from modeling_elmo.configuration_elmo import PRESETS
 from tokenization import WORD_SPLITTERS, check_word_split, split_words
 
+from ..errors import InputError
 from ..loading import load_elmo
 from ..text_files import UndecodableText, check_decodes, checked_encoding
 from .examples import training_line
@@ -31,7 +32,7 @@ DEMO_MODEL = "outputs/demo/model"
 FALLBACK_PRESET = "small"
 
 
-class AppInputError(ValueError):
+class AppInputError(InputError):
     """A request the app cannot answer: one line for the page (empty text, a word not found, a binary file ...)."""
 
 

@@ -1,6 +1,6 @@
 """Fine-tune ELMo for extractive question answering (`ElmoForQuestionAnswering`) on SQuAD-format files with
-`transformers.Trainer`, and answer new questions with it: the parts of the task "question-answering"
-(`train.finetune_run.TaskParts`; its row of `elmo_tools.tasks.TASKS` holds its names and defaults).
+`transformers.Trainer`, and answer new questions with it: the task "question-answering" (`TASK`, its options, and the
+parts of `train.finetune_run.TaskParts`).
 
     elmo-finetune-qa --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file train-v1.1.json --validation_file dev-v1.1.json --output_dir out/squad
@@ -18,21 +18,57 @@ text) to `--output_dir`.
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
-import torch
+from . import FineTuningTask
 
-from modeling_elmo.question_answering_elmo import best_answers, encode_windows
 
-from .collators import ElmoDataCollatorForQuestionAnswering
-from .finetune_cli import run_command_line
-from .finetune_run import run
-from .squad_data import evaluate_answers, question_answering_features, read_squad_file
+@dataclass
+class QuestionAnsweringDataArguments:
+    train_file: str | None = field(default=None, metadata={"help": "SQuAD v1.1/v2.0 JSON, or JSON lines with id, "
+                                                            "question, context, answers {text, answer_start}."})
+    validation_file: str | None = field(default=None, metadata={"help": "Same format; exact match and F1 are "
+                                                                 "reported on it."})
+    test_file: str | None = field(
+        default=None, metadata={"help": "Questions to answer with --do_predict (same formats, answers not needed): "
+                                "writes predictions.json, id -> answer text."}
+    )
+    word_split: str | None = field(
+        default=None, metadata={"help": "How questions and passages are cut into words (a name in "
+                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own."}
+    )
+    max_seq_length: int = field(default=256, metadata={"help": "Tokens of a window: the question, a run of the "
+                                                        "passage's words, and 4 <S>/</S>."})
+    doc_stride: int = field(default=32, metadata={"help": "Words that consecutive windows of a long passage share."})
+    max_question_length: int = field(default=64, metadata={"help": "Words of a question kept (its first)."})
+    max_answer_length: int = field(default=30, metadata={"help": "Longest answer predicted, in words."})
+    version_2_with_negative: bool | None = field(
+        default=None, metadata={"help": "Let \"no answer\" compete with the best span (SQuAD 2.0); default: when the "
+                                "training data has unanswerable questions, or the fine-tuned head was trained so."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation questions."})
 
-logger = logging.getLogger("train.finetune_qa")  # also as __main__ (python -m)
-TASK = "question-answering"
+
+
+TASK = FineTuningTask(
+    name="question-answering",
+    data_options=QuestionAnsweringDataArguments,
+    labels="answers",
+    examples="questions",
+    head_option="qa_modeling_layer",
+    head_default="lstm",
+    head_help="lstm (BiDAF's modelling biLSTM over the passage) or none",
+    # the attention and span layers train fast; a biLSTM over 256-word windows makes every step slow
+    training_defaults=MappingProxyType({"learning_rate": 2e-3, "num_train_epochs": 5.0,
+                                        "per_device_train_batch_size": 16, "warmup_steps": 0.1}),
+    description="Fine-tune ELMo for extractive question answering (`ElmoForQuestionAnswering`, BiDAF-style "
+                "attention between\nquestion and passage) on SQuAD v1.1/v2.0 JSON or JSON lines with "
+                "`transformers.Trainer`, and answer new\nquestions with it (predictions.json: id -> answer text).",
+    command="elmo-finetune-qa",
+)
 # The one "label" of every question: the run's label machinery (a fine-tuned head continues on data of its labels)
 # sees a head that extracts spans.
 SPAN = "span"
@@ -40,6 +76,8 @@ PREDICTIONS_FILE = "predictions.json"
 
 
 def read_file(path: str, encoding: str, data_args) -> list[dict]:
+    from ..squad_data import read_squad_file
+
     return read_squad_file(path, encoding)
 
 
@@ -61,11 +99,15 @@ def unanswerable(examples: Sequence[dict]) -> bool:
 
 def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
     """The windows of the questions' passages (`question_answering_features`)."""
+    from ..squad_data import question_answering_features
+
     return question_answering_features(examples, tokenizer, max_length=data_args.max_seq_length,
                                        stride=data_args.doc_stride, max_question_words=data_args.max_question_length)
 
 
-def collator(tokenizer) -> ElmoDataCollatorForQuestionAnswering:
+def collator(tokenizer):
+    from ..collators import ElmoDataCollatorForQuestionAnswering
+
     return ElmoDataCollatorForQuestionAnswering(tokenizer)
 
 
@@ -85,6 +127,8 @@ def metrics(config, data_args):
 
 def example_metrics(config, data_args, examples: list[dict], dataset):
     """SQuAD's exact match and F1 of the best answers over each question's windows."""
+    from ..squad_data import evaluate_answers
+
     null = with_null(data_args, config, examples)
 
     def compute_metrics(eval_prediction) -> dict[str, float]:
@@ -94,12 +138,17 @@ def example_metrics(config, data_args, examples: list[dict], dataset):
 
 
 def read_test_file(path: str, encoding: str, data_args) -> list[dict]:
-    return read_squad_file(path, encoding)
+    return read_file(path, encoding, data_args)
 
 
-@torch.no_grad()
 def predict_answers(model, tokenizer, examples: Sequence[dict], data_args, batch_size: int) -> list[dict]:
     """The best answer (`{"score", "start", "end", "answer"}`) of each question, its windows run by batches."""
+    import torch
+
+    from modeling_elmo.question_answering_elmo import best_answers, encode_windows
+
+    from ..collators import ElmoDataCollatorForQuestionAnswering
+
     model.eval()
     windows = encode_windows(tokenizer, [e["question"] for e in examples], [e["context"] for e in examples],
                              max_length=data_args.max_seq_length, stride=data_args.doc_stride,
@@ -109,7 +158,8 @@ def predict_answers(model, tokenizer, examples: Sequence[dict], data_args, batch
     starts, ends = [], []
     for first in range(0, len(rows), batch_size):
         batch = {key: value.to(model.device) for key, value in pad(rows[first: first + batch_size]).items()}
-        output = model(**batch)
+        with torch.no_grad():
+            output = model(**batch)
         starts += list(output.start_logits.float().cpu().numpy())
         ends += list(output.end_logits.float().cpu().numpy())
     best = best_answers(starts, ends, windows, max_answer_words=data_args.max_answer_length,
@@ -128,18 +178,3 @@ def head_settings(examples: list[dict], data_args) -> dict:
     """A head trained with unanswerable questions says so in its config: predictions then let "no answer" win."""
     chosen = data_args.version_2_with_negative
     return {"qa_null_answer": unanswerable(examples) if chosen is None else chosen}
-
-
-def main(argv: list[str] | None = None, guard=None) -> dict:
-    """The command in this process (`python -m train.finetune_qa`, tests, benchmarks)."""
-    return run(TASK, argv, guard)
-
-
-def cli() -> int:
-    """The command line: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143.
-    (The console script starts at `train.finetune_cli.qa`, which answers --help before torch loads.)"""
-    return run_command_line(main, logger)
-
-
-if __name__ == "__main__":
-    sys.exit(cli())

@@ -1,11 +1,11 @@
 """Fine-tune an ELMo tagger (`ElmoForTokenClassification`), e.g. for NER, with `transformers.Trainer`, and tag new
-sentences with it: the parts of the task "token-classification" (`train.finetune_run.TaskParts`; its row of
-`elmo_tools.tasks.TASKS` holds its names and defaults).
+sentences with it: the task "token-classification" (`TASK`, its options, and the parts of
+`train.finetune_run.TaskParts`).
 
     elmo-finetune-ner --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file conll2003/train.txt --validation_file conll2003/valid.txt --output_dir out/conll
     elmo-finetune-ner --model_name_or_path out/conll --do_predict --test_file conll2003/test.txt --output_dir out/test
-    torchrun --nproc_per_node 2 -m train.finetune_ner ... --use_cpu                # DDP, also on CPU
+    torchrun --nproc_per_node 2 -m elmo_cli finetune-ner ... --use_cpu                # DDP, also on CPU
 
 Files: CoNLL columns (`word POS chunk NER`, blank line between sentences, `-DOCSTART-` skipped; the tag is the
 last column) or JSON lines with `tokens` and `tags`. Tags in IOB1, IOB2 or IOBES. Labels are aligned to the
@@ -20,24 +20,70 @@ sentence, one tag per word, separated by spaces) to `--output_dir`.
 
 from __future__ import annotations
 
-import logging
-import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
-import datasets
+from elmo_tools.errors import InputError
 
-from modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
-from modeling_elmo.crf_elmo import allowed_transitions, scheme_of
-from tokenization import LABEL_PAD_ID
+from ..finetune_data import entity_scores, read_tagging_file, read_words_file, split_text, tag_list
+from . import FineTuningTask
 
-from .collators import ElmoDataCollatorForTokenClassification
-from .finetune_cli import InputError, run_command_line
-from .finetune_data import entity_scores, read_tagging_file, read_words_file, split_text, tag_list
-from .finetune_run import run
-from .predict import predict_tags
+# A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
+# training set the epochs are raised until it has (`--min_train_steps`).
+MIN_TAGGING_STEPS = 2000
 
-logger = logging.getLogger("train.finetune_ner")  # also as __main__ (python -m)
-TASK = "token-classification"
+
+@dataclass
+class TokenClassificationDataArguments:
+    train_file: str | None = field(default=None, metadata={"help": "CoNLL columns or JSON lines with tokens/tags."})
+    validation_file: str | None = field(default=None, metadata={"help": "Same format; entity F1 is reported on it."})
+    test_file: str | None = field(
+        default=None, metadata={"help": "Sentences to tag with --do_predict: CoNLL columns (the word first; tags not "
+                                "needed), JSON lines with tokens, or one sentence a line (.txt)."}
+    )
+    word_split: str | None = field(
+        default=None, metadata={"help": "How a .txt --test_file's lines are cut into words (a name in "
+                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own."}
+    )
+    max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training sentences."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation sentences."})
+    min_train_steps: int = field(
+        default=MIN_TAGGING_STEPS, metadata={"help": "Train at least this many optimizer steps: when the epochs give "
+                                             "fewer (a small training set), more whole epochs, as few as reach it "
+                                             f"(default {MIN_TAGGING_STEPS}; 0: the epochs alone; --max_steps "
+                                             "overrides both)."}
+    )
+    strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
+    use_crf: bool | None = field(
+        default=None, metadata={"help": "End the tagger in a linear-chain CRF (Viterbi decoding, transitions the tags' "
+                                "scheme forbids never taken); default: none for a new head, the saved one's choice "
+                                "for a fine-tuned folder.", "aliases": ["--crf"]}
+    )
+    crf_constraints: str | None = field(
+        default=None, metadata={"help": "Transitions the CRF never takes: auto (from the tag names: BIO or BIOES; the "
+                                "default), bio, bioes or none (IOB1 tags, where I- may open an entity)."}
+    )
+
+
+
+TASK = FineTuningTask(
+    name="token-classification",
+    data_options=TokenClassificationDataArguments,
+    labels="tags",
+    examples="sentences",
+    head_option="token_classifier_encoder",
+    head_default="lstm",
+    head_help="none (linear) or lstm (biLSTM)",
+    # a tagger's biLSTM needs more updates before it tags anything but O: 20 epochs of 8 sentences
+    training_defaults=MappingProxyType({"learning_rate": 1e-2, "num_train_epochs": 20.0,
+                                        "per_device_train_batch_size": 8, "warmup_steps": 0.1}),
+    epochs_note="; more on a small training set: --min_train_steps",
+    description="Fine-tune an ELMo tagger (`ElmoForTokenClassification`), e.g. for NER, with "
+                "`transformers.Trainer`, and tag new\nsentences with it.",
+    command="elmo-finetune-ner",
+)
 
 
 def read_file(path: str, encoding: str, data_args) -> list[dict]:
@@ -60,6 +106,8 @@ def sorted_labels(labels: Iterable[str]) -> list[str]:
 
 def head_options(data_args) -> dict:
     """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's)."""
+    from modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
+
     options = {}
     if data_args.use_crf is not None:
         options["use_crf"] = data_args.use_crf
@@ -83,6 +131,8 @@ def check_training_examples(config, sentences: list[dict], data_args) -> None:
 
 def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str, crf: str) -> None:
     """One line (`InputError`) for the first sentence whose tags take a transition the CRF's scheme forbids."""
+    from modeling_elmo.crf_elmo import allowed_transitions, scheme_of
+
     scheme = scheme_of(labels, constraints)
     start, follow, end = allowed_transitions(labels, constraints)
     index = {label: i for i, label in enumerate(labels)}
@@ -102,6 +152,9 @@ def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, w
 
 def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
     """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask` and aligned `labels`."""
+    import datasets
+
+    from tokenization import LABEL_PAD_ID
 
     def tokenize(batch):
         encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
@@ -124,11 +177,15 @@ def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
                        desc="Tokenizing")
 
 
-def collator(tokenizer) -> ElmoDataCollatorForTokenClassification:
+def collator(tokenizer):
+    from ..collators import ElmoDataCollatorForTokenClassification
+
     return ElmoDataCollatorForTokenClassification(tokenizer)
 
 
 def make_compute_metrics(id2label: dict[int, str], strict: bool):
+    from tokenization import LABEL_PAD_ID
+
     def compute_metrics(eval_prediction) -> dict[str, float]:
         predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
         if predictions.ndim == 3:  # logits, unless preprocess_logits_for_metrics took the argmax
@@ -164,6 +221,8 @@ def read_test_file(path: str, encoding: str, data_args) -> tuple[str, list]:
 def prediction_lines(model, tokenizer, test: tuple[str, list], data_args, batch_size: int) -> tuple[list[str], int]:
     """The CoNLL lines with the predicted tag appended, or one line of tags per sentence (module docstring), and
     how many sentences were tagged."""
+    from ..predict import predict_tags
+
     kind, items = test
     if kind == "conll":
         groups = _conll_sentences(items)
@@ -199,18 +258,3 @@ def _conll_sentences(lines: list[str]) -> list[list[int]]:
 
 def _append_column(line: str, tag: str) -> str:
     return f"{line}{chr(9) if chr(9) in line else ' '}{tag}"
-
-
-def main(argv: list[str] | None = None, guard=None) -> dict:
-    """The command in this process (`python -m train.finetune_ner`, tests, benchmarks)."""
-    return run(TASK, argv, guard)
-
-
-def cli() -> int:
-    """The command line: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143.
-    (The console script starts at `train.finetune_cli.ner`, which answers --help before torch loads.)"""
-    return run_command_line(main, logger)
-
-
-if __name__ == "__main__":
-    sys.exit(cli())
