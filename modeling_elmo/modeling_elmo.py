@@ -49,6 +49,12 @@ from .softmax_elmo import ElmoSoftmax, shifted_targets
 from .token_cache_elmo import ElmoTokenCache, ElmoTokenCacheMixin
 from .word_char_encoder import ElmoWordCharEncoder
 
+# isort: split
+# transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it loads by
+# name with the files that module imports itself, not the files those import in turn. So this module names every
+# sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
+from .lstm_triton_elmo import available  # noqa: F401
+
 logger = logging.get_logger(__name__)
 
 # The weights checkpoints saved by earlier releases name otherwise (regular expression -> today's name): the scalar

@@ -45,8 +45,10 @@ from .modeling_elmo import ElmoModel, ElmoPreTrainedModel
 from .char_cnn_kernels_elmo import char_cnn_implementation  # noqa: F401
 from .inputs_elmo import check_inputs  # noqa: F401
 from .kernels_elmo import ALL_LSTM_FUNCTIONS  # noqa: F401
+from .lstm_graph_elmo import lstm_graph  # noqa: F401
 from .lstm_inference_elmo import packed_index  # noqa: F401
 from .lstm_training_elmo import lstm_training  # noqa: F401
+from .lstm_triton_elmo import available  # noqa: F401
 from .matmul_elmo import needs_grad  # noqa: F401
 from .push_to_hub_elmo import PLUGIN_GROUP  # noqa: F401
 from .quantization_elmo import quantize_int8  # noqa: F401

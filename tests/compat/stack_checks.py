@@ -75,6 +75,18 @@ def _forward(tokenizer, models) -> dict:
         }
 
 
+def _multiple_choice(transformers, tokenizer, folders: Path) -> dict:
+    """A multiple-choice head on the base folder (`AutoModelForMultipleChoice`): rows of N endings, N logits each."""
+    import torch
+
+    model = transformers.AutoModelForMultipleChoice.from_pretrained(folders / "base", **TRUST).eval()
+    contexts, endings = ["A man sits down .", "A man sits down ."], ["He eats .", "He flies ."]
+    encoded = tokenizer(contexts, endings, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**{key: value.unsqueeze(0) for key, value in encoded.items()}).logits
+    return {"multiple_choice_shape": list(logits.shape)}
+
+
 def _pipelines(transformers, folders: Path) -> dict:
     pipeline = transformers.pipeline
     features = pipeline("feature-extraction", model=str(folders / "base"), **TRUST)
@@ -137,6 +149,7 @@ def _checks(folders: Path) -> dict:
     assert modules == {"transformers_modules" if TRUST else "modeling_elmo"}, modules  # remote code, or installed
     results = {"transformers": transformers.__version__}
     results.update(_forward(tokenizer, models))
+    results.update(_multiple_choice(transformers, tokenizer, folders))
     results.update(_pipelines(transformers, folders))
     results.update(_windows(tokenizer))
     results.update(_train_save_reload(transformers, tokenizer, folders))
