@@ -1,6 +1,7 @@
 """Every console command of the project, a row each: its options, the checks before torch is imported, its run.
 
     elmo-embed, elmo-analyze, elmo-convert, elmo-app      the tools (`elmo_tools`)
+    elmo-export                                          the ONNX graph of a saved model (`elmo_tools.onnx_export`)
     elmo-pretrain, elmo-demo                             pretraining (`train.pretrain_run`, `train.demo_run`)
     elmo-finetune TASK                                   fine-tuning, for every task of `train.tasks.TASKS`
     elmo-finetune-classification, -ner, -qa              the same for the tasks that have a command of their own
@@ -20,10 +21,11 @@ from collections.abc import Callable, Sequence
 from elmo_tools import early_checks
 from elmo_tools.arguments import parse_options
 from elmo_tools.command_options import AnalyzeOptions, AppOptions, ConvertOptions, EmbedOptions
+from elmo_tools.export_options import ExportOptions
 from train.demo_args import DemoArguments
 from train.finetune_arguments import parse_finetune
 from train.pretrain_args import PretrainArguments
-from train.tasks import TASKS
+from train.tasks import TASKS, module_name
 
 from .frame import Command
 
@@ -60,7 +62,7 @@ def _finetune_checks(options) -> None:
 def _task_command(task: str) -> Command:
     return Command(
         TASKS[task].command, parse=lambda argv: parse_finetune(task, argv), run="train.finetune_run:run",
-        logger=f"train.tasks.{task.replace('-', '_')}", checks=_finetune_checks, timestamps=True,
+        logger=module_name(task), checks=_finetune_checks, timestamps=True,
         help=f"elmo-finetune {task}",
     )
 
@@ -75,6 +77,8 @@ COMMANDS: dict[str, Command] = {row.name: row for row in (
             help="original ELMo weights to a Hugging Face folder"),
     Command("elmo-app", parse=_parser(AppOptions, "elmo-app"), run="elmo_tools.app.server:run", logger="elmo-app",
             help="the demo page"),
+    Command("elmo-export", parse=_parser(ExportOptions, "elmo-export"), run="elmo_tools.onnx_export:run",
+            logger="elmo-export", help="the ONNX graph of a saved model (ONNX Runtime, OpenVINO)"),
     Command("elmo-pretrain", parse=_parser(PretrainArguments, "elmo-pretrain",
                                            "Pretrain an ELMo biLM on a text corpus (docs/pretraining.md)."),
             run="train.pretrain_run:run", logger="train.pretrain", timestamps=True, bad_input=FILE_ERRORS,

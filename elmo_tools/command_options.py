@@ -18,7 +18,8 @@ from .arguments import flag, positional
 from .published_models import BASE_URL_ENV, CACHE_ENV, PUBLISHED_MODELS
 
 EMBED_FORMATS = ("hdf5", "parquet")
-EMBED_DTYPES = ("float32", "bfloat16", "float16", "int8")
+EMBED_DTYPES = ("float32", "bfloat16", "float16", "int8", "auto")
+EMBED_BACKENDS = ("torch", "onnxruntime", "openvino", "auto")  # elmo_tools/backends.py
 ENCODING_HELP = ("encoding of {what} (default utf-8; e.g. gb18030, big5, shift_jis, latin-1). Bytes that do not "
                  "decode are refused, naming the file, line and byte")
 WORD_SPLIT_HELP = ("how lines are split into words (default: as the model's tokenizer splits raw text): a split "
@@ -92,7 +93,12 @@ class EmbedOptions:
         "help": "cpu, cuda, cuda:1 ... (default: cuda if available; cuda:LOCAL_RANK under torchrun)"})
     dtype: str = field(default="float32", metadata={
         "help": "compute dtype of the matrix multiplies (autocast; float16 on CUDA only; int8: the model quantized on "
-                "the CPU, as ElmoModel.quantize_int8); outputs are float32", "choices": EMBED_DTYPES})
+                "the CPU, as ElmoModel.quantize_int8; auto: the fastest within cosine 0.9999 of float32 on this CPU, "
+                "measured once); outputs are float32", "choices": EMBED_DTYPES})
+    backend: str | None = field(default=None, metadata={
+        "help": "what runs the model: torch, onnxruntime or openvino (its ONNX graph, exported once; pip install "
+                "'elmo-hf[onnx]'), auto (the fastest, measured once on this CPU). Default: torch, or the float32 "
+                "backend an earlier auto measured faster on this CPU", "choices": EMBED_BACKENDS})
     threads: int | None = field(default=None, metadata={"help": "CPU threads for torch"})
     token_cache_size: int = field(default=50_000, metadata={
         "help": "distinct tokens whose layer-0 vectors are kept (0: off)"})
@@ -191,6 +197,9 @@ class AppOptions:
     port: int = field(default_factory=lambda: int(os.environ.get("GRADIO_SERVER_PORT", 7860)), metadata={
         "help": "port (default 7860)"})
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 ... (default: the CPU)"})
+    backend: str = field(default_factory=lambda: os.environ.get("ELMO_APP_BACKEND", "torch"), metadata={
+        "help": "what computes the vectors: torch (default; $ELMO_APP_BACKEND), or the model's ONNX graph in "
+                "onnxruntime or openvino, float32 (pip install 'elmo-hf[onnx]')", "choices": EMBED_BACKENDS[:3]})
     trust_remote_code: bool = flag("let a Hub model run its own code")
     verbose: bool = flag("debug logging, and Gradio's own messages")
 

@@ -347,11 +347,11 @@ def window_embedder_for_worker(settings: dict, work: str, is_dataset: bool) -> W
     torch.set_num_threads(args.threads or 1)
     device = checked_device(args.device)
     model, tokenizer = load_elmo(args.model, device=device)
-    if args.dtype == "int8":
+    if args.dtype == "int8" and args.backend == "torch":
         quantize_int8(model)
-    if args.token_cache_size:
+    if args.token_cache_size and args.backend == "torch":
         model.enable_token_cache(args.token_cache_size)
-    embedder = Embedder(model, tokenizer, args.mode, device, _dtype(args.dtype, device))
+    embedder = _embedder(args, model, tokenizer, device, _dtype(args.dtype, device))
     return WindowEmbedder(embedder, args, Path(work), is_dataset, _NoProgress(), InterruptGuard())
 
 
@@ -487,6 +487,7 @@ def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
         "encoding": args.encoding,
         "encoding_errors": args.encoding_errors,
         "dtype": args.dtype,
+        **({"backend": args.backend} if args.backend not in (None, "torch") else {}),
     }
 
 
@@ -600,6 +601,34 @@ def _dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
+def _backend_and_dtype(args, model, tokenizer, device: torch.device) -> tuple[str, str]:
+    """The backend and dtype this run takes (`backend_choice.resolve`: auto measured once and remembered; the default
+    float32 on the backend remembered as fastest, named in one line); `BackendError` (bad input) when it cannot run."""
+    from .backend_choice import resolve
+
+    def torch_reason(name: str) -> str | None:
+        try:
+            _dtype(name, device)
+        except EmbedError as error:
+            return str(error)
+        return None
+
+    choice = resolve(args.backend, args.dtype, model, tokenizer, args.model, torch.get_num_threads(), device.type,
+                     torch_reason)
+    if choice.line:
+        logger.info("%s", choice.line)
+    return choice.backend, choice.dtype
+
+
+def _embedder(args, model, tokenizer, device: torch.device, dtype: torch.dtype):
+    """The model on torch (`Embedder`), or its ONNX graph in ONNX Runtime or OpenVINO (`backends.GraphEmbedder`)."""
+    if args.backend in (None, "torch"):
+        return Embedder(model, tokenizer, args.mode, device, dtype)
+    from .backends import graph_embedder
+
+    return graph_embedder(args.backend, args.dtype, model, tokenizer, args.mode, args.model)
+
+
 def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
     """Embed `args.input` into `args.output` (see the module docstring); returns the output path (complete on
     process 0 when it returns; the other processes of a multi-process run return before the merge). `guard`: the
@@ -629,7 +658,8 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     args.format = args.format or embed_output_format(output)
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
-    dtype = _dtype(args.dtype, device)
+    if args.dtype != "auto":
+        _dtype(args.dtype, device)  # refused before the model loads
     source = _open_input(args)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -641,10 +671,12 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
         args.word_split = args.word_split or tokenizer_word_split(tokenizer, args.model)
     except ValueError as error:
         raise EmbedError(str(error)) from None
+    args.backend, args.dtype = _backend_and_dtype(args, model, tokenizer, device)  # auto: measured once, remembered
+    dtype = _dtype(args.dtype, device)
     settings = _settings(args, source.fingerprint, model, weights_fingerprint(model))  # before int8 changes them
-    if args.dtype == "int8":
+    if args.dtype == "int8" and args.backend == "torch":
         quantize_int8(model)
-    if args.token_cache_size:
+    if args.token_cache_size and args.backend == "torch":
         model.enable_token_cache(args.token_cache_size)
     work = output.with_name(output.name + ".partial")
     start = time.perf_counter()
@@ -656,7 +688,7 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
             logger.info("%s is complete already: nothing to do", output)
             return output
         progress_bar = _progress_bar(source.total, args.quiet or processes.rank != 0)
-        embed_window = WindowEmbedder(Embedder(model, tokenizer, args.mode, device, dtype), args, work,
+        embed_window = WindowEmbedder(_embedder(args, model, tokenizer, device, dtype), args, work,
                                       source.is_dataset, progress_bar, guard)
         try:
             if args.engine == "ray":  # the same windows and chunks, embedded by Ray actors (embed_ray.py)
@@ -692,7 +724,7 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
         output, counts.lines, counts.empty, counts.tokens, elapsed, counts.lines / max(elapsed, 1e-9),
         counts.tokens / max(elapsed, 1e-9), f", {processes.world} processes" if processes.world > 1 else "",
     )
-    cache = model.token_cache_info() if args.engine == "local" else None  # the actors' caches are their own
+    cache = model.token_cache_info() if args.engine == "local" and args.backend == "torch" else None  # actors: theirs
     if cache:
         logger.info("token cache: %s", cache)
     return output

@@ -548,7 +548,7 @@ def write_model_card(
     text = render_model_card(folder if config is None else config, **kwargs)
     path = folder / "README.md"
     path.write_text(text, encoding="utf-8")
-    logger.info("Wrote the model card %s", path)
+    logger.debug("wrote the model card %s", path)
     return path
 
 

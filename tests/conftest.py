@@ -262,7 +262,8 @@ def _restore_logging_state(state: dict) -> None:
 def _same_logging(before: dict, after: dict) -> list[str]:
     """What changed between two `_logging_state`s. Loggers created in between are new, not changed: a library sets
     up its own when first imported (datasets, transformers)."""
-    changed = [name or "root" for name, value in before["loggers"].items() if after["loggers"].get(name) != value]
+    changed = [name or "root" for name, value in before["loggers"].items() if after["loggers"].get(name) != value
+               and not name.startswith("torch.")]  # torch sets its own up again at its first compile or export
     if before["warnings filters"] != after["warnings filters"]:
         changed.append("warnings filters")
     if before["transformers"] is not None and before["transformers"] != after["transformers"]:

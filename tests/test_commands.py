@@ -24,7 +24,7 @@ HEAVY = ("torch", "transformers", "accelerate", "datasets", "modeling_elmo", "to
 HELP_SHOWS = {"elmo-embed": "--resume", "elmo-analyze": "--min_count", "elmo-convert": "--manylangs_dir",
               "elmo-app": "--trust_remote_code", "elmo-pretrain": "--unroll_steps", "elmo-demo": "--language",
               "elmo-finetune": "question-answering", "elmo-finetune-classification": "--text_pair_column",
-              "elmo-finetune-ner": "--crf_constraints", "elmo-finetune-qa": "--doc_stride"}
+              "elmo-finetune-ner": "--crf_constraints", "elmo-finetune-qa": "--doc_stride", "elmo-export": "--int8"}
 
 
 def test_the_console_scripts_are_the_rows_of_the_table():
@@ -105,6 +105,7 @@ def test_each_installed_script_refuses_bad_input_in_one_line(name, tmp_path):
     if not script.exists():
         pytest.skip(f"{name} is not installed next to this Python (pip install -e . installs it)")
     argv = ["--port", "70000"] if name == "elmo-app" else ["no-such-task"] if name == "elmo-finetune" else \
+        ["./no-such-model"] if name == "elmo-export" else \
         ["missing.txt", "out.h5", "--model", "tiny"] if name == "elmo-embed" else \
         ["missing.txt", "--model", "tiny", "--output_dir", "out"] if name == "elmo-analyze" else \
         ["--options_file", "missing.json", "--weight_file", "w.hdf5", "--output_dir", "out"] \

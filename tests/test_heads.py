@@ -389,6 +389,7 @@ def test_auto_map_lists_every_head():
     auto_map = head_config().auto_map
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo_heads.ElmoForSequenceClassification"
     assert auto_map["AutoModelForTokenClassification"] == "modeling_elmo_heads.ElmoForTokenClassification"
+    assert auto_map["AutoModelForMultipleChoice"] == "modeling_elmo_multiple_choice.ElmoForMultipleChoice"
 
 
 def test_auto_map_of_an_older_folder_names_the_files_written_now():
@@ -396,11 +397,11 @@ def test_auto_map_of_an_older_folder_names_the_files_written_now():
     modeling_elmo_heads.py, so the entry must follow. Another repository's code (`owner/repo--...`) is kept."""
     old = {"AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
            "AutoModelForTokenClassification": "owner/repo--modeling_elmo.ElmoForTokenClassification",
-           "AutoModelForMultipleChoice": "my_heads.MyElmoChoice"}
+           "AutoModelForMaskedLM": "my_heads.MyElmoMasked"}
     auto_map = head_config(auto_map=old).auto_map
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo_heads.ElmoForSequenceClassification"
     assert auto_map["AutoModelForTokenClassification"] == old["AutoModelForTokenClassification"]
-    assert auto_map["AutoModelForMultipleChoice"] == "my_heads.MyElmoChoice"  # not a head of the table: kept
+    assert auto_map["AutoModelForMaskedLM"] == "my_heads.MyElmoMasked"  # not a head of the table: kept
     assert type(AutoModelForTokenClassification.from_config(head_config())) is ElmoForTokenClassification
 
 

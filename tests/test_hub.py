@@ -309,6 +309,7 @@ def test_push_uploads_weights_config_code_and_tokenizer(hub, round_trip):
     assert len(ids) == 4
 
 
+@pytest.mark.slow
 def test_interrupted_push_leaves_the_repository_as_it_was(hub, round_trip):
     pushed = round_trip["pushed"]
     refused, dropped = pushed["interrupted"]
@@ -318,6 +319,7 @@ def test_interrupted_push_leaves_the_repository_as_it_was(hub, round_trip):
     assert all(c["message"] != "must not land" for c in hub.commits(REPO_ID))
 
 
+@pytest.mark.slow
 def test_load_by_repo_id_with_remote_code_only(round_trip):
     out, ref = round_trip["outputs"], round_trip["reference"]
     classes = round_trip["loaded"]["classes"]
@@ -356,12 +358,14 @@ def test_model_loaded_as_remote_code_pushes_again(hub, round_trip):
     assert json.loads(hub.read(target, "config.json"))["auto_map"]["AutoModel"].endswith("modeling_elmo.ElmoModel")
 
 
+@pytest.mark.slow
 def test_pinned_revision_loads_that_commit(round_trip):
     out, ref = round_trip["outputs"], round_trip["reference"]
     assert_close(out["pinned_hidden"], ref["v1_hidden"], REORDERED, what="revision pinned to the first commit")
     assert (out["pinned_hidden"] - out["main_hidden"]).abs().max() > 1e-3  # the two versions differ
 
 
+@pytest.mark.slow
 def test_load_touches_only_read_endpoints(round_trip):
     methods = {(method, status) for method, _, status in round_trip["load_requests"]}
     assert all(method in ("GET", "HEAD", "POST") for method, _ in methods)

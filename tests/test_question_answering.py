@@ -268,6 +268,7 @@ def fine_tuned(tmp_path_factory, tiny_model_dir):
             "predictions": json.loads((root / "predictions" / "predictions.json").read_text())}
 
 
+@pytest.mark.slow
 def test_the_command_fine_tunes_a_head_that_answers_held_out_questions(fine_tuned):
     metrics = json.loads((fine_tuned["model"] / "eval_results.json").read_text())
     assert metrics["eval_f1"] >= HELD_OUT_F1 and metrics["eval_exact_match"] >= HELD_OUT_F1 - 5, metrics
@@ -306,6 +307,7 @@ def test_the_pipeline_answers_as_the_command_predicted_in_fresh_interpreters(fin
     assert json.loads(installed.stdout) == fine_tuned["predictions"]
 
 
+@pytest.mark.slow
 def test_a_long_passage_in_windows_gives_the_answer_of_the_whole_passage(fine_tuned):
     from transformers import pipeline
 
@@ -322,6 +324,7 @@ def test_a_long_passage_in_windows_gives_the_answer_of_the_whole_passage(fine_tu
         assert example["context"][whole["start"]: whole["end"]] == whole["answer"]
 
 
+@pytest.mark.slow
 def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, Trainer, TrainingArguments
 
@@ -345,8 +348,7 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
 def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from train.tasks.question_answering import QuestionAnsweringDataArguments
-    from train.tasks.question_answering import prediction_lines
+    from train.tasks.question_answering import QuestionAnsweringDataArguments, prediction_lines
 
     examples = squad_examples(4, seed=5)
     for example in examples[::3]:  # SQuAD 2.0: about a person the passage does not name

@@ -1,4 +1,4 @@
-"""transformers' own common model tests (`ModelTesterMixin`, `ConfigTester`) on every Elmo class of `AUTO_CLASSES`.
+"""transformers' own common model tests (`ModelTesterMixin`, `ConfigTester`) on every Elmo class of `ELMO_CLASSES`.
 
 Every model inside transformers passes `tests/test_modeling_common.py` and `tests/test_configuration_common.py`: the
 ecosystem's definition of "follows the PreTrainedModel API" (save/load, safetensors, loading info, determinism,
@@ -87,6 +87,10 @@ class ElmoCommonTest(modeling_common.ModelTesterMixin, unittest.TestCase):
 
     def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
         inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
+        if model_class.__name__ == "ElmoForMultipleChoice":  # as the mixin expands its own multiple-choice inputs
+            inputs_dict = {key: value.unsqueeze(1).expand(-1, 2, *value.shape[1:]).contiguous()
+                           if isinstance(value, torch.Tensor) and value.ndim > 1 else value
+                           for key, value in inputs_dict.items()}
         if model_class.__name__ == "ElmoForQuestionAnswering":  # pairs (question, passage): the second half passage
             mask = inputs_dict["attention_mask"]
             lengths = mask.sum(1, keepdim=True)
@@ -97,12 +101,13 @@ class ElmoCommonTest(modeling_common.ModelTesterMixin, unittest.TestCase):
                 inputs_dict["end_positions"] = (lengths.squeeze(1) - 1).clamp(min=0)
         if return_labels:
             # transformers adds labels for the classes of its own name tables, which registered models are not in
-            batch, steps = self.model_tester.batch_size, inputs_dict["input_ids"].shape[1]
+            batch, steps = self.model_tester.batch_size, inputs_dict["input_ids"].shape[-2]
             generator = torch.Generator().manual_seed(0)  # the same labels at every call: tests compare two runs
             shapes = {
                 "ElmoForPreTraining": (self.model_tester.vocab_size, (batch, steps)),
                 "ElmoForSequenceClassification": (self.model_tester.num_labels, (batch,)),
                 "ElmoForTokenClassification": (self.model_tester.num_labels, (batch, steps)),
+                "ElmoForMultipleChoice": (2, (batch,)),  # the index of one of 2 choices
             }
             if model_class.__name__ in shapes:
                 high, shape = shapes[model_class.__name__]

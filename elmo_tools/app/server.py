@@ -316,7 +316,8 @@ def run(args: AppOptions, guard=None) -> int:
             logging.getLogger(noisy).setLevel(logging.WARNING)
     name = args.model or default_model()
     try:
-        session = load_session(name, device=args.device, trust_remote_code=args.trust_remote_code)
+        session = load_session(name, device=args.device, trust_remote_code=args.trust_remote_code,
+                               backend=args.backend)
     except ModelLoadError as error:
         raise ModelLoadError(f"--model: {error}") from None
     demo = build_app(session)
