@@ -14,7 +14,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-numerics lint clean anchors browser app
+.PHONY: demo test test-fast test-numerics test-compat lint clean anchors browser app
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,13 +67,21 @@ TEST_WORKERS ?= 2
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=20 $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=20 -m "not compat" $(PYTEST_WORKERS) $(PYTEST_ARGS)
 	$(MAKE) test-numerics
 
 # The tests marked `numerics` again, each on two threads and on older CPUs' kernels (tests/run_numerics.py): a bound
 # that holds only on one thread or on this CPU's own kernels fails here, not for a user. About a minute.
 test-numerics: $(STAMP)
 	$(BIN)/python tests/run_numerics.py
+
+# The compatibility matrix (tests/test_compat.py, tests/test_ecosystem.py, marked `compat`): the same folders on
+# transformers 4.46, 4.53 and 5.16, flair 0.15.1 and spacy-transformers 1.4, each in a virtual environment of its own
+# that pip builds from the registry (tests/compat/requirements/) and that is cached in ~/.cache/elmo-hf/compat
+# (ELMO_COMPAT_CACHE): built once, again only when its requirements or the project's dependencies change.
+test-compat: $(STAMP)
+	$(BIN)/python tests/compat/environments.py build
+	$(BIN)/python -m pytest -q -m compat $(PYTEST_WORKERS) tests/test_compat.py tests/test_ecosystem.py
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_WORKERS) $(PYTEST_ARGS)

@@ -401,6 +401,7 @@ def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwri
     _suggest_word_split(words, word_split)
     tokenizer = _make_tokenizer(config, chars, words, word_split)
     config.sentence_boundary_rows = tokenizer.sentence_boundary_rows  # their <bos>/<eos>, for the task heads
+    config.tokenizer_class = type(tokenizer).__name__
     config.validate()
     model = build_model(config, state)
     card = {

@@ -40,9 +40,10 @@ _CLASS_NAMES = _register_elmo_classes()
 
 # The tokenizers live one level down (`tokenization` imports nothing from this package); they are registered here,
 # against ElmoConfig, so that `import modeling_elmo` is enough for every Auto class. Both classes must be found by
-# name (tokenizer_config.json names one); the last registration is the default for ElmoConfig.
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+# name (tokenizer_config.json names one); the last registration is the default for ElmoConfig. `slow_tokenizer_class` is
+# the keyword of every transformers from 4.46 on (5.x names it `tokenizer_class` and still takes this one, the same way).
+AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
+AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 __all__ = [
     "AUTO_CLASSES",

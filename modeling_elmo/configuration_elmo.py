@@ -24,6 +24,7 @@ from typing import Annotated, get_args, get_origin
 from transformers import PretrainedConfig
 from transformers.utils import logging
 
+from .compat_elmo import config_fields, finish_config
 from .kernels_elmo import ALL_LSTM_FUNCTIONS
 
 logger = logging.get_logger(__name__)
@@ -311,6 +312,7 @@ def _as_lists(value):
     return [_as_lists(item) for item in value] if isinstance(value, (list, tuple)) else value
 
 
+@config_fields
 class ElmoConfig(PretrainedConfig):
     r"""Configuration of an ELMo biLM (Peters et al. 2018).
 
@@ -473,7 +475,9 @@ class ElmoConfig(PretrainedConfig):
         if pipelines:
             kwargs["custom_pipelines"] = pipelines
         _check_value("num_labels", kwargs.get("num_labels"), [_INHERITED_FIELD_CHECKS["num_labels"]])
-        super().__post_init__(**kwargs)
+        finish_config(self, kwargs)
+        if getattr(self, "tokenizer_class", None) is None:  # transformers 4.x's pipeline() loads no tokenizer for remote code without it
+            self.tokenizer_class = "ElmoTokenizer"
         self.validate()
 
     @classmethod

@@ -78,17 +78,17 @@ class ElmoQuestionAnsweringPipeline(Pipeline):
             raise ValueError(f"`doc_stride` ({doc_stride}) is larger than `max_seq_len` ({max_seq_len})")
         return preprocess, {}, postprocess
 
-    def preprocess(self, item, max_length: int = 256, stride: int = 32, max_question_words: int = 64):
+    def preprocess(self, item, max_length: int = 256, stride: int = 32, max_question_words: int = 64, **kwargs):
         windows = encode_windows(self.tokenizer, [item["question"]], [item["context"]], max_length=max_length,
                                  stride=stride, max_question_words=max_question_words, padding=True,
                                  return_tensors="pt")
         return {"model_inputs": dict(windows.encodings), "windows": windows}
 
-    def _forward(self, inputs):
+    def _forward(self, inputs, **kwargs):
         output = self.model(**inputs["model_inputs"])
         return {"start_logits": output.start_logits, "end_logits": output.end_logits, "windows": inputs["windows"]}
 
-    def postprocess(self, outputs, top_k=None, max_answer_words: int = 30, handle_impossible_answer=None):
+    def postprocess(self, outputs, top_k=None, max_answer_words: int = 30, handle_impossible_answer=None, **kwargs):
         if handle_impossible_answer is None:  # as the model was trained: with unanswerable questions or not
             handle_impossible_answer = bool(getattr(self.model.config, "qa_null_answer", None))
         answers = best_answers(outputs["start_logits"].float().numpy(), outputs["end_logits"].float().numpy(),

@@ -22,11 +22,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from transformers.dynamic_module_utils import get_relative_import_files
-from transformers.utils import logging
+from transformers.utils import TRANSFORMERS_DYNAMIC_MODULE_NAME, logging
 
 logger = logging.get_logger(__name__)
 
 HERE = Path(__file__).resolve().parent
+
+
+def is_remote_code(cls: type) -> bool:
+    """Whether `cls` was loaded as remote code (from the module transformers makes of a folder's files)."""
+    return cls.__module__.startswith(TRANSFORMERS_DYNAMIC_MODULE_NAME + ".")
 
 
 def model_code_files(folder: Path = HERE) -> list[Path]:

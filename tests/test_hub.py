@@ -59,7 +59,8 @@ HEADS = [
 # siblings it imports (tests/test_layout.py proves the saving side of it).
 REMOTE_CODE = sorted(
     {path.name for path in (REPO / "modeling_elmo").glob("*.py")} - {"__init__.py"}
-    | {"tokenization_elmo.py", "character_ids.py", "padding_elmo.py", "word_splits_elmo.py", "word_vocab_elmo.py"}
+    | {"tokenization_elmo.py", "batch_encoding_elmo.py", "character_ids.py", "padding_elmo.py", "row_cache_elmo.py",
+       "text_inputs_elmo.py", "truncation_elmo.py", "word_splits_elmo.py", "word_vocab_elmo.py"}
 )
 
 

@@ -198,9 +198,46 @@ def test_the_kernel_registry_imports_nothing_of_the_package():
 def test_the_configuration_imports_nothing_of_the_model():
     """As transformers' configs import nothing of their model, `configuration_elmo` imports no kernel and no model
     file: only the kernel registry, which declares the built-in kernels' names for the check of
-    `lstm_implementation`."""
+    `lstm_implementation`, and what transformers versions name differently (`compat_elmo`, which imports nothing of
+    the package)."""
     graph = _graph()
-    assert graph["modeling_elmo.configuration_elmo"] == {"modeling_elmo.kernels_elmo"}
+    assert graph["modeling_elmo.configuration_elmo"] == {"modeling_elmo.kernels_elmo", "modeling_elmo.compat_elmo"}
+    assert graph["modeling_elmo.compat_elmo"] == set()
+
+
+def _loaded_by_name() -> set[str]:
+    """The travelling modules transformers loads by name: the configuration's, every class of the model's and the
+    tokenizer's `auto_map`, every pipeline of `custom_pipelines`, and sentence-transformers' pooling module."""
+    from modeling_elmo.configuration_elmo import AUTO_CLASSES, CUSTOM_PIPELINES
+
+    names = {"configuration_elmo", "tokenization_elmo", "tokenization_elmo_manylangs", "elmo_sentence_pooling"}
+    names |= {path.split(".")[0] for path in AUTO_CLASSES.values()}
+    names |= {entry["impl"].split(".")[0] for entry in CUSTOM_PIPELINES.values()}
+    return names
+
+
+def test_a_module_loaded_by_name_imports_every_sibling_it_needs_itself():
+    """transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it
+    loads by name, with the siblings that module imports itself, not those they import in turn (5.x follows them
+    all). So each module loaded by name imports, itself, every sibling it needs at any depth."""
+    graph = _graph()
+    travelling = {_module_name(path).split(".")[-1]: _module_name(path) for path in _travelling_files()}
+
+    def needed(module: str, seen: set[str]) -> set[str]:
+        for sibling in graph[module]:
+            if sibling not in seen and sibling.split(".")[-1] in travelling:
+                seen.add(sibling)
+                needed(sibling, seen)
+        return seen
+
+    short = {}
+    for name in _loaded_by_name():
+        module = travelling[name]
+        missing = needed(module, set()) - graph[module]
+        if missing:
+            short[name] = sorted(m.split(".")[-1] for m in missing)
+    assert short == {}, (f"modules loaded by name that leave siblings they need to their imports: {short}; name each "
+                         "in the module's block under '# isort: split' (`from .x import a_name  # noqa: F401`)")
 
 
 def test_the_model_folder_is_exactly_what_a_saved_model_carries(tmp_path):

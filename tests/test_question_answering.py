@@ -24,7 +24,6 @@ from modeling_elmo.question_answering_elmo import (
     answer_words,
     best_answers,
     encode_windows,
-    window_starts,
     word_spans,
 )
 from tokenization import ElmoTokenizer
@@ -144,14 +143,6 @@ def test_a_batch_without_passage_or_token_types_is_refused_in_one_line(tok):
 # --------------------------------------------------------------------------------------------------
 # Windows, characters, scores, files
 # --------------------------------------------------------------------------------------------------
-def test_windows_share_stride_words_and_cover_the_passage():
-    assert window_starts(10, 20, 5) == [0] and window_starts(0, 20, 5) == [0]
-    starts = window_starts(100, 30, 8)
-    assert starts == [0, 22, 44, 66, 88]  # consecutive windows share 8 words; the last ends at word 100
-    with pytest.raises(ValueError, match="stride"):
-        window_starts(100, 30, 30)
-
-
 def test_answers_round_trip_through_words_positions_and_characters(tok):
     examples = squad_examples(6, seed=3)
     windows = encode_windows(tok, [e["question"] for e in examples], [e["context"] for e in examples],

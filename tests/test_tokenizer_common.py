@@ -23,7 +23,7 @@ if _reason is not None:
 (tokenization_common,) = import_transformers_tests("test_tokenization_common")
 
 ROWS = "input_ids are rows of 50 character ids per word, not one id per token"
-NO_VOCABULARY = "ElmoTokenizer has no vocabulary of tokens: any word is encoded from its bytes (add_tokens refuses)"
+NO_VOCABULARY = "ElmoTokenizer has no vocabulary of tokens: any word is encoded from its bytes (add_tokens adds none)"
 
 
 class ElmoTokenizerCommonTest(tokenization_common.TokenizerTesterMixin, unittest.TestCase):
@@ -48,8 +48,9 @@ class ElmoTokenizerCommonTest(tokenization_common.TokenizerTesterMixin, unittest
 FIXED_SPECIAL_TOKENS = ("<S>, </S> and the padding <pad> are fixed by the ELMo format (the character ids the published "
                         "models were trained with): other special tokens are refused")
 TOO_LONG = ("a text longer than model_max_length gets the project's own one-line warning (logger "
-            "tokenization.tokenization_elmo), not transformers' message under its logger; overflowing tokens and "
-            "stride are refused (the biLM reads any length at once)")
+            "tokenization.tokenization_elmo), not transformers' message under its logger; overflowing tokens come "
+            "back as windows, rows with overflow_to_sample_mapping, as transformers' fast tokenizers give them "
+            "(tests/test_windows.py), not as the overflowing_tokens lists of its slow tokenizers that the test reads")
 # The mixin's tests that cannot apply to ELMo's tokenizer, and why: removed from the class (not collected), so that a
 # skip in the suite means a missing optional thing, not a test that never applies.
 NOT_APPLICABLE = {
