@@ -8,13 +8,27 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What each target installs, once (a stamp file says it is done; pyproject.toml or constraints.txt changing redoes it):
+# the demo the runtime and the training extras, the app those and the page's, the tests everything (`dev`).
+DEMO_STAMP := $(VENV)/.installed-demo
+APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-numerics lint clean anchors browser app
+.PHONY: demo test test-fast test-numerics test-compat lint clean anchors browser app
 
-$(STAMP): pyproject.toml constraints.txt
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[train]"
+	touch $(DEMO_STAMP)
+
+$(APP_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[train,app]"
+	touch $(APP_STAMP)
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
 	$(MAKE) anchors
 	$(MAKE) browser
@@ -41,10 +55,10 @@ browser:
 	then echo "installed $(BROWSER_PACKAGES) (apt-get) for the browser test of tests/test_app.py"; \
 	else echo "$(BROWSER_PACKAGES) (for tests/test_app.py's browser test) could not be installed with apt-get: that test will skip"; fi
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/elmo-demo $(ARGS)
 
-app: $(STAMP)
+app: $(APP_STAMP)
 	$(BIN)/elmo-app $(ARGS)
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file to a process: most tests wait on commands,
@@ -53,13 +67,21 @@ TEST_WORKERS ?= 2
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=20 $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=20 -m "not compat" $(PYTEST_WORKERS) $(PYTEST_ARGS)
 	$(MAKE) test-numerics
 
 # The tests marked `numerics` again, each on two threads and on older CPUs' kernels (tests/run_numerics.py): a bound
 # that holds only on one thread or on this CPU's own kernels fails here, not for a user. About a minute.
 test-numerics: $(STAMP)
 	$(BIN)/python tests/run_numerics.py
+
+# The compatibility matrix (tests/test_compat.py, tests/test_ecosystem.py, marked `compat`): the same folders on
+# transformers 4.46, 4.53 and 5.16, flair 0.15.1 and spacy-transformers 1.4, each in a virtual environment of its own
+# that pip builds from the registry (tests/compat/requirements/) and that is cached in ~/.cache/elmo-hf/compat
+# (ELMO_COMPAT_CACHE): built once, again only when its requirements or the project's dependencies change.
+test-compat: $(STAMP)
+	$(BIN)/python tests/compat/environments.py build
+	$(BIN)/python -m pytest -q -m compat $(PYTEST_WORKERS) tests/test_compat.py tests/test_ecosystem.py
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_WORKERS) $(PYTEST_ARGS)

@@ -5,7 +5,7 @@ Usage:
     python benchmarks/bench_embed_memory.py                          # 5,000 and 25,000 lines, window 1,000
     python benchmarks/bench_embed_memory.py --lines 5000 25000 100000 --window 1000 --model FOLDER
 
-Each corpus size runs `python -m elmo_tools.embed CORPUS OUT --all --window W --threads 1 --quiet` in a fresh
+Each corpus size runs `python -m elmo_cli embed CORPUS OUT --all --window W --threads 1 --quiet` in a fresh
 interpreter that prints its own VmHWM from /proc/self/status at the end (ru_maxrss would survive exec and start at
 the parent's peak), so Linux only. The corpus is generated (random words from a 3,005-word vocabulary, 0-15 words a
 line, seed 3: the lines `tests/test_embed.py` generates); the model is the `tiny` preset with seed 0 (the tests'

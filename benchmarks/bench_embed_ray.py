@@ -6,7 +6,7 @@ Usage:
     python benchmarks/bench_embed_ray.py --lines 3000 --repeats 1 --model FOLDER
     python benchmarks/bench_embed_ray.py --memory_only      # the memory table only
 
-Speed: the real command, `python -m elmo_tools.embed CORPUS OUT --model M --top --window W --threads 1
+Speed: the real command, `python -m elmo_cli embed CORPUS OUT --model M --top --window W --threads 1
 --token_cache_size 0 --quiet`, run by the default engine (one process) and by `--engine ray --num_workers 1` and
 `2` (each actor on one thread), each case `--repeats` times in turn; the figures are medians. The corpus is the
 project's own sense corpus (`train.sense_corpus.generate_corpus`, seed 0). The default engine's time is its log

@@ -70,7 +70,7 @@ def write_tasks(folder: Path, size: int) -> None:
 
 
 def run(task: str, model: str, data: Path, out: Path, options: list[str], seed: int = 0) -> tuple[float, float, list[str]]:
-    from train import finetune_classification, finetune_ner
+    from train.finetune_run import run_task
 
     suffix = "tsv" if task == "classification" else "conll"
     argv = ["--model_name_or_path", model, "--train_file", str(data / f"train.{suffix}"),
@@ -78,9 +78,8 @@ def run(task: str, model: str, data: Path, out: Path, options: list[str], seed: 
             "--save_strategy", "no", "--disable_tqdm", "true", "--seed", str(seed), "--word_split", "whitespace", *options]
     if task == "tagging":
         argv.remove("--word_split"), argv.remove("whitespace")
-    command = finetune_classification if task == "classification" else finetune_ner
     start = time.perf_counter()
-    results = command.main(argv)
+    results = run_task("sequence-classification" if task == "classification" else "token-classification", argv)
     score = results["eval_accuracy"] if task == "classification" else results["eval_f1"]
     return score, time.perf_counter() - start, argv
 

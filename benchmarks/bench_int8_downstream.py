@@ -2,7 +2,7 @@
 
 Issue 24's last int8 goal: the predictions of a fine-tuned classifier and tagger agree on at least 99% of the
 examples whether the biLM runs in float32 or int8. For each task this script fine-tunes a head with the command's
-defaults (`train.finetune_classification` / `train.finetune_ner`, called in this process as `bench_finetune.py`
+defaults (`elmo-finetune-classification` / `elmo-finetune-ner`, called in this process as `bench_finetune.py`
 does), reloads the saved folder, predicts the held-out set with the model as saved (float32), then calls
 `model.quantize_int8()` on the whole model (biLM + head; the head's own layers stay float32) and predicts again.
 
@@ -50,7 +50,7 @@ TASKS = ("sense-cls", "sense-tag", "sst2", "conll")
 
 def pretrain_tiny(folder: Path, steps: int, seed: int) -> Path:
     """`elmo-pretrain --preset tiny` on a generated sense corpus; returns the model folder."""
-    from train.pretrain import main as pretrain
+    from elmo_cli import run
     from train.sense_corpus import generate_corpus
 
     model_dir = folder / "model"
@@ -67,7 +67,7 @@ def pretrain_tiny(folder: Path, steps: int, seed: int) -> Path:
             "--per_device_batch_size", "64", "--logging_steps", "100", "--report_to", "none", "--use_cpu",
             "--disable_tqdm", "--overwrite_output_dir", "--seed", str(seed)]
     logger.info("elmo-pretrain %s", " ".join(argv))
-    if pretrain(argv) != 0:
+    if run("elmo-pretrain", argv) != 0:
         raise SystemExit("pretraining failed (see the log above)")
     return model_dir
 

@@ -1,6 +1,6 @@
 """Pretraining benchmarks on CPU: training tokens/s at the `small` preset, and PTB perplexity after a fixed budget.
 
-    python -m benchmarks.bench_pretrain speed      # tokens/s of train.pretrain, preset small, 2 threads
+    python -m benchmarks.bench_pretrain speed      # tokens/s of elmo-pretrain, preset small, 2 threads
     python -m benchmarks.bench_pretrain compare    # two variants alternating (default: auto against reference)
     python -m benchmarks.bench_pretrain compare --variants auto,baseline --baseline_repo /tmp/elmo_before
                                                    # this checkout against another (a `git worktree` of a commit)
@@ -8,7 +8,7 @@
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
     python -m benchmarks.bench_pretrain optimizer  # one optimizer step, torch's default against its fused CPU kernel
 
-`speed` and `compare` run the real command (`train.pretrain`, through its `main`) in a subprocess that times every
+`speed` and `compare` run the real command (`elmo-pretrain`, through its frame) in a subprocess that times every
 call of its `training_step` (forward, backward, optimizer step; not the data loading, logging or saving) in
 wall-clock and CPU seconds, and report tokens/s from the steps after two warm-up steps: the median step's, the
 fastest step's (on a shared machine the least disturbed) and tokens per CPU-second. `ptb` reads what the command
@@ -52,15 +52,15 @@ REPO = Path(__file__).resolve().parents[1]
 PTB = REPO.parent / "shared" / "data" / "ptb"
 
 
-# Runs train.pretrain (`main`), timing every call of its `training_step` (forward, backward, optimizer step: no data
+# Runs elmo-pretrain (through its frame), timing every call of its `training_step` (forward, backward, optimizer step: no data
 # loading, logging or saving) in wall-clock and process CPU seconds, written as JSON to the file named by argv[1].
 # With argv[2] == "autograd_lstm", the dispatch is as before issue 15: "training" (the written-out LSTM backward)
 # -> "reference", nothing else changes.
 TIMED_PRETRAIN = """
 import json, sys, time
 import modeling_elmo.modeling_elmo as modeling
-import train.pretrain as pretrain
-import train.pretrain_run as pretrain_run  # the run's loop calls training_step from here
+from elmo_cli import run
+import elmo-pretrain_run as pretrain_run  # the run's loop calls training_step from here
 times_file, variant, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 if variant == "autograd_lstm":
     choose = modeling.lstm_implementation
@@ -73,14 +73,14 @@ def timed_step(run, batch):
     steps.append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "tokens": tokens})
     return out
 pretrain_run.training_step = timed_step
-code = pretrain.main(argv)
+code = run("elmo-pretrain", argv)
 json.dump(steps, open(times_file, "w"))
 sys.exit(code)
 """
 
 
 def run_pretrain(args: list[str], threads: int, variant: str = "auto", repo: Path = REPO) -> list[dict]:
-    """`train.pretrain` with `args` and the code of the checkout `repo` (this one by default); returns the wall-clock
+    """`elmo-pretrain` with `args` and the code of the checkout `repo` (this one by default); returns the wall-clock
     and CPU seconds and the tokens of every training step."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(repo)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,7 +138,7 @@ def model_config(name: str, implementation: str):
 
 
 def training_corpus(data: str, folder: Path) -> Path:
-    """PTB's training text, or (`demo`) the corpus `python -m train.demo` generates (20,000 sentences, 222 words)."""
+    """PTB's training text, or (`demo`) the corpus `python -m elmo_cli demo` generates (20,000 sentences, 222 words)."""
     if data == "demo":
         from train.sense_corpus import generate_corpus
 
@@ -153,7 +153,7 @@ def training_corpus(data: str, folder: Path) -> Path:
 
 def speed(steps: int, threads: int, batch: int, softmax: str, implementation: str = "auto",
           preset: str = "small", baseline_repo: Path | None = None, data: str = "ptb") -> dict:
-    """Training tokens/s of train.pretrain at the `small` preset (or `demo`), from the time of each training step after
+    """Training tokens/s of elmo-pretrain at the `small` preset (or `demo`), from the time of each training step after
     the first two (warm-up): the median step's, the fastest step's (on a shared machine, the least disturbed), and
     tokens per CPU-second of the process (both threads). `implementation` is the config's `lstm_implementation`,
     "autograd_lstm", "bf16" or "baseline" (see the module's docstring)."""
@@ -172,7 +172,7 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
         config = Path(tmp) / "config.json"
         model_config(preset, implementation).to_json_file(config)
         out = Path(tmp) / "out"
-        # the demo's optimizer on its corpus (train/demo_run.py), else train.pretrain's defaults
+        # the demo's optimizer on its corpus (train/demo_run.py), else elmo-pretrain's defaults
         optimizer = ["--optimizer", "adamw", "--learning_rate", "3e-3"] if data == "demo" else []
         timed = run_pretrain(["--train_file", str(train), "--output_dir", str(out), "--config_file", str(config),
                               "--max_steps", str(steps + 2), "--per_device_batch_size", str(batch),
@@ -225,7 +225,7 @@ def compare(steps: int, threads: int, batch: int, softmax: str, rounds: int, var
 
 def optimizer_steps(threads: int, steps: int = 15) -> dict:
     """Milliseconds of one optimizer step (median of `steps`) on the parameters of ElmoForPreTraining at the `small`
-    preset (10,002-word softmax) and at the demo size (222 words): Adagrad and AdamW as train.pretrain makes them,
+    preset (10,002-word softmax) and at the demo size (222 words): Adagrad and AdamW as elmo-pretrain makes them,
     torch's default implementation against `fused=True`."""
     import torch
 
@@ -279,13 +279,13 @@ def main() -> None:
                         help="`compare`: comma-separated reference, autograd_lstm, auto, bf16, baseline; the first over "
                         "the second")
     parser.add_argument("--baseline_repo", type=Path, default=None,
-                        help="the variant `baseline`: train.pretrain (default settings) from this checkout")
+                        help="the variant `baseline`: elmo-pretrain (default settings) from this checkout")
     parser.add_argument("--config", default="small", choices=["small", "demo"],
                         help="the `small` preset, or train/demo_run.py's model")
     parser.add_argument("--data", default="ptb", choices=["ptb", "demo"],
                         help="`speed`/`compare`: train on PTB, or on the demo's generated corpus with its optimizer")
     parser.add_argument("--output_dir", default="outputs/ptb-elmo")
-    parser.add_argument("extra", nargs="*", help="more train.pretrain arguments for `ptb` (after --)")
+    parser.add_argument("extra", nargs="*", help="more elmo-pretrain arguments for `ptb` (after --)")
     args = parser.parse_args()
     if args.what == "speed":
         result = speed(args.steps or 30, args.threads, args.batch, args.softmax, preset=args.config, data=args.data)

@@ -31,8 +31,10 @@ Sections:
     scaling  time per token and peak extra memory over batch sizes x sentence lengths (fast path).
     anchor   allennlp 2.10.1's own `Elmo` (the optional anchor, `make anchors`) against this model's default path on
              the same weights and batch as `model`, interleaved, with the largest difference of their top layers.
-    gpu      (--device cuda) inference and training tokens/s; the training step is forward + backward of the biLM
-             loss-free sum of the top layer (no softmax), with the loop and, for an unclipped copy, cuDNN.
+    gpu      (--device cuda) inference tokens/s at batches of 32, 128 (what elmo-embed picks) and 512 sentences,
+             float32 and bfloat16: the packed step loop against the "graph" kernel (CUDA graphs) with the torch
+             step and with Triton's, each as a share of the same run's matmul peak in its dtype; training tokens/s
+             (forward + backward of a loss-free sum of the top layer, no softmax).
 """
 
 from __future__ import annotations
@@ -484,51 +486,115 @@ def section_scaling(model, tokenizer, device, repeats: int) -> list[dict]:
     return rows
 
 
-def section_gpu(model_dir: Path, repeats: int) -> dict:
+def matmul_tflops(dtype: torch.dtype, device: torch.device, size: int = 8192, repeats: int = 10) -> float:
+    """TFLOP/s of a size^3 `torch.mm` in `dtype` (random data; float32 without TF32, as the model runs it): the
+    median of `repeats` products after 3 warm-ups, each synchronized."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    times = []
+    for i in range(3 + repeats):
+        sync()
+        start = time.perf_counter()
+        torch.mm(a, b)
+        sync()
+        if i >= 3:
+            times.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(times) / 1e12
+
+
+# The LSTM routes of the gpu section: (name, lstm_implementation, Triton's fused step on)
+GPU_ROUTES = (("loop (before)", "loop", False), ("graph, torch step", "graph", False), ("graph, Triton step", "graph", True))
+
+
+def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train_batches=(128,),
+                device: str = "cuda", peak_size: int = 8192) -> dict:
+    """Inference tokens/s of the clipped original-size model on the GPU: the packed step loop (the path before
+    issue 49) against the graph kernel with the torch step and with Triton's, float32 and bfloat16, at each batch
+    size (128 is what `elmo-embed` picks for 16-24 words: its defaults are 128 sentences and 4096 tokens), each as a
+    share of the same run's matmul peak in its dtype; the largest difference of the float32 top layer to the loop's;
+    training (forward + backward + SGD step of a loss-free sum of the top layer) tokens/s."""
+    import modeling_elmo.lstm_graph_elmo as graph
     from modeling_elmo import ElmoModel
     from tokenization import ElmoTokenizer
 
-    device = torch.device("cuda")
+    device = torch.device(device)
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    peaks = {name: matmul_tflops(dtype, device, peak_size) for name, dtype in dtypes.items()}
+    name = torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu"
+    results: dict = {"device": name, "matmul_peak_tflops": peaks, "inference": [],
+                     "training": []}
+    logger.info("matmul peak TFLOP/s: %s", peaks)
     tokenizer = ElmoTokenizer.from_pretrained(model_dir)
-    results = {}
-    for batch_size in (32, 256):
+    model = ElmoModel.from_pretrained(model_dir).to(device).eval()
+    flops = flops_per_token(model.config)
+    for batch_size in batch_sizes:
         batch = tokenizer(sentences(16, 24, batch_size), is_split_into_words=True, padding=True,
                           return_tensors="pt").to(device)
         tokens = int(batch["attention_mask"].sum())
-        for clipped in (True, False):
-            overrides = {} if clipped else {"cell_clip": None, "proj_clip": None}
-            model = ElmoModel.from_pretrained(model_dir, **overrides).to(device)
-            for dtype in (torch.float32, torch.bfloat16):
-                name = f"batch {batch_size}, {'clipped (loop)' if clipped else 'unclipped (cuDNN)'}, {dtype}"
-                autocast = torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32)
-                model.eval()
+        for dtype_name, dtype in dtypes.items():
+            reference = None
+            for route, implementation, use_triton in GPU_ROUTES:
+                model.config.lstm_implementation = implementation
+                graph.USE_TRITON = use_triton
+                autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
                 with torch.inference_mode(), autocast:
+                    top = model(**batch).last_hidden_state.float()  # warm-up: captures the graphs
                     model(**batch)
                     sync()
                     start = time.perf_counter()
                     for _ in range(repeats):
                         model(**batch)
                     sync()
-                inference = tokens * repeats / (time.perf_counter() - start)
-                model.train()
-                optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
-                start = None
-                for step in range(repeats + 1):
-                    if step == 1:
-                        sync()
-                        start = time.perf_counter()
-                    with autocast:
-                        loss = model(**batch).last_hidden_state.float().pow(2).mean()
-                    loss.backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-                sync()
-                training = tokens * repeats / (time.perf_counter() - start)
-                results[name] = {"inference_tokens_per_s": inference, "training_tokens_per_s": training}
-                logger.info("%s: %s", name, results[name])
-            del model
-            torch.cuda.empty_cache()
+                seconds = (time.perf_counter() - start) / repeats
+                reference = top if reference is None else reference
+                row = {"batch": batch_size, "tokens": tokens, "dtype": dtype_name, "route": route,
+                       "tokens_per_s": tokens / seconds, "ms_per_batch": 1e3 * seconds,
+                       "share_of_peak": tokens / seconds * flops / (peaks[dtype_name] * 1e12),
+                       "max_difference_to_loop": float((top - reference).abs().max())}
+                results["inference"].append(row)
+                logger.info("inference %s", row)
+    model.config.lstm_implementation = "auto"
+    graph.USE_TRITON = True
+    for batch_size in train_batches:
+        batch = tokenizer(sentences(16, 24, batch_size), is_split_into_words=True, padding=True,
+                          return_tensors="pt").to(device)
+        tokens = int(batch["attention_mask"].sum())
+        for dtype_name, dtype in dtypes.items():
+            model.train()
+            optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
+            autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
+            for step in range(repeats + 1):
+                if step == 1:
+                    sync()
+                    start = time.perf_counter()
+                with autocast:
+                    loss = model(**batch).last_hidden_state.float().pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            sync()
+            seconds = (time.perf_counter() - start) / repeats
+            row = {"batch": batch_size, "tokens": tokens, "dtype": dtype_name, "tokens_per_s": tokens / seconds,
+                   "share_of_peak": 3 * tokens / seconds * flops / (peaks[dtype_name] * 1e12)}
+            results["training"].append(row)
+            logger.info("training %s", row)
+    model.eval()
     return results
+
+
+def gpu_table(results: dict) -> str:
+    """The gpu section as a markdown table (printed last, for the record)."""
+    lines = [f"{results['device']}; matmul peak TFLOP/s: " + ", ".join(f"{k} {v:.0f}" for k, v in
+                                                                       results["matmul_peak_tflops"].items()),
+             "| batch | dtype | route | tokens/s | % of peak | max diff to loop |", "|---|---|---|---|---|---|"]
+    for r in results["inference"]:
+        lines.append(f"| {r['batch']} | {r['dtype']} | {r['route']} | {r['tokens_per_s']:,.0f} | "
+                     f"{100 * r['share_of_peak']:.1f}% | {r['max_difference_to_loop']:.2g} |")
+    for r in results["training"]:
+        lines.append(f"| {r['batch']} | {r['dtype']} | training step | {r['tokens_per_s']:,.0f} | "
+                     f"{100 * r['share_of_peak']:.1f}% | |")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -547,6 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bulk_lines", type=int, default=400, help="PTB validation lines for the bulk section")
     parser.add_argument("--command_lines", type=int, default=2000, help="PTB validation lines for the command")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--gpu_batches", default="32,128,512",
+                        help="gpu section: sentences per batch (training runs the second)")
+    parser.add_argument("--peak_size", type=int, default=8192, help="gpu section: the matmul peak's size")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
@@ -560,7 +629,10 @@ def main(argv: list[str] | None = None) -> int:
     sections = args.sections.split(",")
     results = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M"), "model": str(model_dir)}
     if "gpu" in sections:
-        results["gpu"] = section_gpu(model_dir, args.repeats)
+        batches = [int(b) for b in args.gpu_batches.split(",")]
+        results["gpu"] = section_gpu(model_dir, args.repeats, batches, batches[1:2] or batches, device,
+                                     args.peak_size)
+        print(gpu_table(results["gpu"]), file=sys.stderr)
     else:
         from modeling_elmo import ElmoModel
         from tokenization import ElmoTokenizer

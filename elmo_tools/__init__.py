@@ -3,7 +3,7 @@
 (`commands`, with their options in `command_options`), the converters of the original weights (`convert`,
 `convert_allennlp_elmo`, `convert_elmoformanylangs`, sharing `convert_common`), the downloads of the published models
 (`download`, `published_models`), bulk embedding (`embed`, `embed_io`), the contextuality measures (`analysis`),
-sentence vectors (`sentence_vectors`), publishing on the Hub (`hub_utils`) and the demo page (`app/`).
+sentence vectors (`sentence_vectors`), the model card and the Hub push (`model_card`, `hub_push`) and the demo page (`app/`).
 
 None of it travels to the Hub as remote code: it sits beside `modeling_elmo/` (the model, which travels) and imports
 it, never the other way round. This file imports nothing, so that a command's options are parsed before torch loads.

@@ -1,7 +1,7 @@
 """`elmo-analyze`: how contextual is each layer of an ELMo model?
 
     elmo-analyze CORPUS --model MODEL --output_dir DIR [--min_count 5] [--max_occurrences 100] [--seed 0]
-    python -m elmo_tools.analysis ...  (the same)
+    python -m elmo_cli analyze ...  (the same)
 
 The measures of Ethayarajh (2019), "How Contextual are Contextualized Word Representations? Comparing the Geometry
 of BERT, ELMo, and GPT-2 Embeddings" (EMNLP), computed for every layer l = 0..L of `hidden_states` (layer 0 is the
@@ -49,12 +49,12 @@ while the outputs were being written: they are finished first).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import logging
 import os
 import random
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,15 +62,16 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers.utils import logging as hf_logging
 
 from tokenization import check_word_split, split_name, split_words
 
-from .command_options import analyze_parser
+from .command_options import AnalyzeOptions
 from .early_checks import check_analyze_paths
 from .embed_io import tokenizer_word_split
+from .errors import InputError, RunFailed
 from .interrupts import Interrupted, InterruptGuard
 from .loading import ModelLoadError, checked_device, load_elmo
+from .output_folders import run_lock
 from .text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 
 logger = logging.getLogger("elmo-analyze")
@@ -79,7 +80,7 @@ JSON_NAME = "contextuality.json"
 PLOT_NAME = "contextuality.png"
 
 
-class AnalysisError(Exception):
+class AnalysisError(InputError):
     """A problem with the user's arguments or inputs (exit status 2)."""
 
 
@@ -89,10 +90,10 @@ class AnalysisError(Exception):
 
 
 def read_sentences(path: Path, split, max_tokens: int, max_lines: int | None = None,
-                   encoding: str = DEFAULT_ENCODING) -> Iterator[list[str]]:
+                   encoding: str = DEFAULT_ENCODING, cut: list | None = None) -> Iterator[list[str]]:
     """The words of every non-blank line of `path` (of its first `max_lines` lines), in order; a line is cut after
-    `max_tokens` words. `split`: a word split's name or a function; `UndecodableText` at a line that does not
-    decode."""
+    `max_tokens` words (`cut`, a list: each such line's number and words are appended to it). `split`: a word
+    split's name or a function; `UndecodableText` at a line that does not decode."""
     if split == "whitespace":
         splitter = str.split
     else:
@@ -100,8 +101,10 @@ def read_sentences(path: Path, split, max_tokens: int, max_lines: int | None = N
         def splitter(text: str) -> list[str]:
             return split_words(text, split)
 
-    for line in itertools.islice(iter_lines(path, encoding), max_lines):
+    for number, line in enumerate(itertools.islice(iter_lines(path, encoding), max_lines), start=1):
         words = splitter(line)
+        if cut is not None and len(words) > max_tokens:
+            cut.append((number, len(words)))
         if words:
             yield words[:max_tokens]
 
@@ -111,10 +114,15 @@ def count_words(path: Path, split, max_tokens: int, max_lines: int | None = None
     """(occurrences of each word type, number of sentences): the first pass over the corpus, which also finds a line
     that does not decode before anything is written."""
     counts: Counter = Counter()
-    sentences = 0
-    for words in read_sentences(path, split, max_tokens, max_lines, encoding):
+    sentences, cut = 0, []
+    for words in read_sentences(path, split, max_tokens, max_lines, encoding, cut):
         counts.update(words)
         sentences += 1
+    if cut:
+        number, length = max(cut, key=lambda item: item[1])
+        logger.warning("%d line(s) have more than --max_tokens %d words: each is cut to its first %d (the longest, "
+                       "line %d, has %d words; the first is line %d)", len(cut), max_tokens, max_tokens, number, length,
+                       cut[0][0])
     return counts, sentences
 
 
@@ -210,9 +218,9 @@ def anisotropy(sample: torch.Tensor) -> torch.Tensor:
 
 
 def _check_args(args) -> None:
-    if args.split is not None:
+    if args.word_split is not None:
         try:  # registered (an import path is imported), and its package (jieba ...) installed
-            check_word_split(args.split, "--word_split", allow_import=True)
+            check_word_split(args.word_split, "--word_split", allow_import=True)
         except ValueError as error:
             raise AnalysisError(str(error)) from None
     if args.min_count < 2:
@@ -364,10 +372,22 @@ def plot(results: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def run(args, guard: InterruptGuard | None = None) -> Path:
-    """Analyse `args.input` with `args.model` and write the outputs; returns the JSON's path. `guard`: the interrupt
-    guard `main` installs (the outputs are written whole, a signal meanwhile waits for the end)."""
-    guard = guard or InterruptGuard()
+def run(args: AnalyzeOptions, guard: InterruptGuard | None = None) -> Path:
+    """Analyse `args.input` with `args.model` and write the outputs; returns the JSON's path. `guard`: the command's
+    interrupt guard (the outputs are written whole, a signal meanwhile waits for the end; an interruption carries the
+    line saying what was kept as its `report`)."""
+    try:
+        with run_lock(Path(args.output_dir), "elmo-analyze"):
+            return _run(args, guard or InterruptGuard())
+    except Interrupted as stop:
+        kept = "the outputs were written first" if getattr(stop, "after_writing", False) else "nothing was written"
+        stop.report = f"interrupted by {stop.name}: {kept}"
+        raise
+    except OSError as error:
+        raise RunFailed(f"could not write to {args.output_dir}: {error}") from None
+
+
+def _run(args: AnalyzeOptions, guard: InterruptGuard) -> Path:
     _check_args(args)
     source, out = Path(args.input), Path(args.output_dir)
     try:
@@ -385,12 +405,13 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         model, tokenizer = load_elmo(args.model, device=device, seed=args.seed)
     except ModelLoadError as error:
         raise AnalysisError(f"--model: {error}") from None
-    if args.split is None:  # the tokenizer's own split, never imported from its saved file
+    if args.word_split is None:  # the tokenizer's own split, never imported from its saved file
         try:
             tokenizer_word_split(tokenizer, args.model)
         except ValueError as error:
             raise AnalysisError(str(error)) from None
     options = {name: getattr(args, name) for name in ANALYZE_OPTIONS}
+    options["split"] = args.word_split
     try:
         return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet,
                                  protect=lambda: _written_whole(guard), **options)
@@ -399,7 +420,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
 
 
 # The options of `analyze` that the command exposes, recorded in the JSON.
-ANALYZE_OPTIONS = ("split", "min_count", "max_occurrences", "max_words", "anisotropy_pairs", "seed", "batch_size",
+ANALYZE_OPTIONS = ("min_count", "max_occurrences", "max_words", "anisotropy_pairs", "seed", "batch_size",
                    "max_tokens", "max_lines", "encoding")
 
 
@@ -410,9 +431,9 @@ def analyze_to_folder(model, tokenizer, source: Path, out: Path, model_name: str
     if options.get("split") is None:
         options["split"] = tokenizer.word_split
     results = analyze(model, tokenizer, Path(source), quiet=quiet, **options)
-    defaults = analyze_parser().parse_args(["-", "--model", "-", "--output_dir", "-"])
-    settings = {name: options.get(name, getattr(defaults, name)) for name in ANALYZE_OPTIONS}
-    settings["split"] = split_name(settings["split"])
+    defaults = {item.name: item.default for item in dataclasses.fields(AnalyzeOptions)}
+    settings = {"split": split_name(options["split"]),
+                **{name: options.get(name, defaults[name]) for name in ANALYZE_OPTIONS}}
     settings = {"model": model_name, "input": str(source), **settings,
                 "reference": "Ethayarajh (2019), How Contextual are Contextualized Word Representations?, EMNLP"}
     title = f"How contextual is each layer? {model_name} on {Path(source).name}"
@@ -454,33 +475,3 @@ def write_outputs(results: dict, out: Path, title: str) -> Path:
 
 def _short(values: list) -> str:
     return "[" + ", ".join("nan" if v is None else f"{v:.3f}" for v in values) + "]"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
-    args = analyze_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    if args.verbose:
-        for name in ("elmo_tools", "modeling_elmo", "tokenization"):
-            logging.getLogger(name).setLevel(logging.DEBUG)
-
-    hf_logging.disable_progress_bar()
-    guard = InterruptGuard()
-    try:
-        with guard.installed():
-            run(args, guard)
-    except Interrupted as stop:
-        kept = "the outputs were written first" if getattr(stop, "after_writing", False) else "nothing was written"
-        logger.error("interrupted by %s: %s", stop.name, kept)
-        return stop.exit_code
-    except AnalysisError as error:
-        logger.error("%s", error)
-        return 2
-    except OSError as error:
-        logger.error("could not write to %s: %s", args.output_dir, error)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

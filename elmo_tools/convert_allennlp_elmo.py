@@ -3,7 +3,6 @@
     elmo-convert --model original --output_dir OUT        # a published model: downloaded, verified, cached
     elmo-convert --options_file OPTIONS --weight_file WEIGHTS \
         --output_dir OUT [--vocab_file VOCAB] [--overwrite]   # your files (paths or http(s) URLs)
-    python -m elmo_tools.convert_allennlp_elmo ...    # the same, without --manylangs_dir
 
 writes OUT/config.json, OUT/model.safetensors, the tokenizer files and the remote code, so that
 `AutoModel.from_pretrained(OUT, trust_remote_code=True)` works without this project installed.
@@ -21,8 +20,7 @@ import argparse
 import json
 import logging
 import os
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,22 +31,15 @@ from tokenization import ElmoTokenizer
 from tokenization.word_vocab_elmo import WORD_VOCAB_SPECIALS
 
 from . import download
-from .command_options import convert_parser
 from .convert_common import (
-    INTERRUPTS,
     ConversionError,
-    Interrupted,
     build_model,
     check_input_file,
     check_output_dir,
     checked_word_split,
-    configure_logging,
     hide_write_progress,
-    notice,
-    run_guarded,
     write_converted,
 )
-from .hub_utils import HubPushError, push_folder
 
 logger = logging.getLogger(__name__)
 
@@ -636,48 +627,14 @@ def _optional(vocab_file: str | None, args: argparse.Namespace) -> Path | None:
     return None if vocab_file is None else download.resolve(vocab_file, "vocab", args.cache_dir)
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
-    parser = convert_parser("python -m elmo_tools.convert_allennlp_elmo", with_manylangs_dir=False)
-    args = parser.parse_args(None if argv is None else list(argv))
-    configure_logging(args.verbose)
-    return run(args)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Convert what the parsed options of `command_options.convert_parser` name (and push it when asked); returns the exit code."""
-
-    def work() -> Path:
-        _check_sources(args)
-        checked_word_split(args.word_split)
-        # Before any download: a refused output_dir must not cost a 374 MB transfer.
-        check_output_dir(args.output_dir, args.overwrite, [p for p in (args.options_file, args.weight_file,
-                         args.vocab_file) if p is not None and not download.is_url(p)])
-        options_file, weight_file, vocab_file = _local_sources(args)
-        hide_write_progress()  # after the downloads, whose bars are useful
-        return convert(options_file, weight_file, args.output_dir, vocab_file, args.overwrite, args.word_split)
-
-    code = run_guarded(work, args.output_dir, errors=(download.DownloadError,))
-    if code or not args.push_to_hub:
-        return code
-    return _push(Path(args.output_dir).absolute(), args)
-
-
-def _push(out: Path, args: argparse.Namespace) -> int:
-    try:
-        with INTERRUPTS.installed():
-            info = push_folder(out, args.push_to_hub, private=args.hub_private_repo or None,
-                               commit_message="Upload ELMo converted with elmo-convert")
-    except Interrupted as stop:
-        logger.warning("interrupted (%s) while pushing: the conversion is in %s; push it with "
-                       "elmo_tools.hub_utils.push_folder or run the command again", stop.name, out)
-        return stop.exit_code
-    except (HubPushError, FileNotFoundError) as error:
-        logger.error("the conversion is in %s, but the push failed: %s", out, error)
-        return 2
-    notice.info("pushed %s to %s (commit %s)", out, args.push_to_hub, info.oid)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def convert_sources(args) -> Path:
+    """Convert what the options of `elmo-convert` (`command_options.ConvertOptions`) name: a published model
+    (downloaded and checked) or bilm-tf / AllenNLP files or URLs. Returns the folder written."""
+    _check_sources(args)
+    checked_word_split(args.word_split)
+    # Before any download: a refused output_dir must not cost a 374 MB transfer.
+    check_output_dir(args.output_dir, args.overwrite, [p for p in (args.options_file, args.weight_file,
+                     args.vocab_file) if p is not None and not download.is_url(p)])
+    options_file, weight_file, vocab_file = _local_sources(args)
+    hide_write_progress()  # after the downloads, whose bars are useful
+    return convert(options_file, weight_file, args.output_dir, vocab_file, args.overwrite, args.word_split)

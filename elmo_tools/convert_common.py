@@ -14,9 +14,8 @@ import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -26,16 +25,13 @@ from modeling_elmo.configuration_elmo import ElmoConfig
 from modeling_elmo.modeling_elmo import ElmoModel
 from tokenization import check_word_split
 
-from .hub_utils import render_model_card
-from .interrupts import Interrupted, InterruptGuard
-from .output_paths import OutputPathError, check_writable_folder
+from .errors import InputError
+from .interrupts import Interrupted, written_whole
+from .model_card import render_model_card
 
 logger = logging.getLogger(__name__)
 # What a conversion command says without --verbose: where it wrote the model, and advice a user can act on.
 notice = logging.getLogger("elmo_tools.convert")
-# The conversion commands' SIGINT/SIGTERM guard: `run_guarded` installs it, `staged_output_dir` defers a signal while
-# the finished folder is put in place (outside a command it changes nothing).
-INTERRUPTS = InterruptGuard()
 
 # The files every converted folder holds, so that remote code loads it where this project is not installed.
 REQUIRED_FILES = (
@@ -47,7 +43,7 @@ REQUIRED_FILES = (
 )
 
 
-class ConversionError(ValueError):
+class ConversionError(InputError):
     """The inputs of a converter cannot be converted; the message names the file, dataset or field."""
 
 
@@ -158,7 +154,7 @@ def staged_output_dir(output_dir: Path, required_files: Iterable[str] = ()):
         check_written(tmp, required_files)
         for file in tmp.iterdir():  # some writers create private (0600) files; the output is shared like any
             os.chmod(file, 0o666 & ~_umask())
-        with INTERRUPTS.deferred():  # never half-placed: the old folder moved aside and the new one not yet in
+        with written_whole():  # never half-placed: the old folder moved aside and the new one not yet in
             _place(tmp, output_dir)
             placed = True
     except BaseException as error:
@@ -217,38 +213,10 @@ def _place(tmp: Path, output_dir: Path) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def configure_logging(verbose: bool) -> None:
-    """Quiet by default: warnings, errors and the `notice` lines; everything with `verbose`."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    notice.setLevel(logging.INFO)
-
-
 def hide_write_progress() -> None:
     """No progress bar for writing the weights (one bar per shard of a file written in seconds). Called by the
     commands once their downloads are done: transformers' switch turns huggingface_hub's bars off too."""
     hf_logging.disable_progress_bar()
-
-
-def run_guarded(work: Callable[[], Path], output_dir: str | os.PathLike, errors: tuple = ()) -> int:
-    """Run a conversion (`work` returns the folder it wrote) as a command: the exit code, with one line for each
-    outcome. `ConversionError` and `errors` are bad inputs (exit 2), OSError a failed write (exit 1), SIGINT and
-    SIGTERM end with one line saying what was kept (exit 130 / 143), never a traceback."""
-    try:
-        check_writable_folder(Path(output_dir), "--output_dir")  # before any work: one line, no folder made
-        with INTERRUPTS.installed():
-            out = work()
-    except Interrupted as stop:
-        logger.warning("%s", interrupted_line(stop, output_dir))
-        return stop.exit_code
-    except (ConversionError, OutputPathError, *errors) as error:
-        logger.error("%s", error)
-        return 2
-    except OSError as error:  # writing the output failed (disk full, permissions): nothing was left behind
-        logger.error("could not write %s: %s", output_dir, error)
-        return 1
-    notice.info("wrote %s", out)
-    return 0
 
 
 def interrupted_line(stop: Interrupted, output_dir: str | os.PathLike) -> str:

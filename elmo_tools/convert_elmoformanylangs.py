@@ -1,8 +1,6 @@
 """Convert an ELMoForManyLangs model folder (HIT-SCIR, 44 languages) to a Hugging Face folder.
 
-    python -m elmo_tools.convert_elmoformanylangs --model_dir DIR --output_dir OUT [--overwrite]
-        [--word_split jieba] [--verbose]
-    elmo-convert --manylangs_dir DIR --output_dir OUT [--word_split jieba]
+    elmo-convert --manylangs_dir DIR --output_dir OUT [--word_split jieba] [--overwrite] [--verbose]
 
 DIR is a model folder as HIT-SCIR publish it (unzipped from the NLPL repository): `config.json` (training options;
 its `config_path` names the network config), the network config (e.g. `cnn_50_100_512_4096_sample.json`),
@@ -25,15 +23,13 @@ docs/original_model.md ("ELMoForManyLangs") and docs/weight_layout.md ("ELMoForM
 
 from __future__ import annotations
 
-import argparse
 import codecs
 import json
 import logging
 import os
 import pickle
 import re
-import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -41,19 +37,15 @@ import torch
 from modeling_elmo.configuration_elmo import ElmoConfig
 from tokenization import ElmoManyLangsTokenizer
 
-from .command_options import add_conversion_arguments
 from .convert_common import (
     ConversionError,
-    Interrupted,
     build_model,
     check_output_dir,
     checked_word_split,
-    configure_logging,
-    hide_write_progress,
     notice,
-    run_guarded,
     write_converted,
 )
+from .interrupts import Interrupted
 
 logger = logging.getLogger(__name__)
 
@@ -409,47 +401,15 @@ def convert(model_dir: str | os.PathLike, output_dir: str | os.PathLike, overwri
     _suggest_word_split(words, word_split)
     tokenizer = _make_tokenizer(config, chars, words, word_split)
     config.sentence_boundary_rows = tokenizer.sentence_boundary_rows  # their <bos>/<eos>, for the task heads
+    config.tokenizer_class = type(tokenizer).__name__
     config.validate()
     model = build_model(config, state)
     card = {
         "description": "Converted from an ELMoForManyLangs model (HIT-SCIR, Che et al. 2018) with "
-        "`python -m elmo_tools.convert_elmoformanylangs`; the training data and procedure are theirs.",
+        "`elmo-convert --manylangs_dir`; the training data and procedure are theirs.",
         "model_dir": Path(model_dir).name,
         "network_config": Path(source).name,
     }
     return write_converted(output_dir, model, tokenizer, card, CONVERTER_PARITY, REMOTE_CODE_FILES)
 
 
-# --------------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------------
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m elmo_tools.convert_elmoformanylangs",
-        description="Convert an ELMoForManyLangs model folder (config.json, the network config, char.dic, word.dic, "
-        "token_embedder.pkl, encoder.pkl) to a Hugging Face folder.",
-    )
-    parser.add_argument("--model_dir", required=True, help="the unzipped model folder, as HIT-SCIR publish it")
-    parser.add_argument("--output_dir", required=True, help="folder to write (must not exist or be empty)")
-    parser.add_argument("--overwrite", action="store_true", help="replace output_dir if it exists and is not empty")
-    add_conversion_arguments(parser)
-    return parser
-
-
-def run(model_dir: str, output_dir: str, overwrite: bool = False, word_split: str | None = None) -> int:
-    """The conversion as a command (`convert_common.run_guarded`): the exit code, one line per outcome."""
-    hide_write_progress()
-    return run_guarded(lambda: convert(model_dir, output_dir, overwrite, word_split), output_dir)
-
-
-def main(argv: Iterable[str] | None = None) -> int:
-    """Command-line entry point; returns the exit code (2 for bad inputs, with the reason on stderr)."""
-    args = _parser().parse_args(None if argv is None else list(argv))
-    configure_logging(args.verbose)
-    return run(args.model_dir, args.output_dir, args.overwrite, args.word_split)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

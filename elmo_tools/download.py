@@ -29,6 +29,7 @@ from huggingface_hub import constants
 from huggingface_hub.utils import get_session
 from huggingface_hub.utils import tqdm as hf_tqdm
 
+from .errors import InputError
 from .interrupts import Interrupted
 from .published_models import (
     BASE_URL_ENV,
@@ -43,7 +44,7 @@ from .published_models import (
 logger = logging.getLogger(__name__)
 
 
-class DownloadError(Exception):
+class DownloadError(InputError):
     """A file could not be downloaded or is not what it should be; the message names the URL or the file."""
 
 

@@ -1,17 +1,19 @@
-"""What `elmo-embed` and `elmo-analyze` refuse before they import torch and transformers (seconds): a path that is
-not there, an empty input, an output that cannot be written or whose name announces another format.
+"""What the commands refuse before they import torch and transformers (seconds): a path that is not there, an
+empty input, an output that cannot be written or whose name announces another format.
 
-The console doors (`elmo_tools.commands`) call these checks right after parsing the options, so a mistyped path
-answers in the time Python takes to start; each command's `run` calls the same check again for callers in Python.
-Only cheap checks belong here (a `stat`, a temporary file): reading a whole corpus (its decoding) stays in the run,
-which reads it once. Standard library only.
+The command layer (`elmo_cli`, each command's row) calls these checks right after parsing the options, so a mistyped
+path answers in the time Python takes to start; each command's run calls the same checks again for callers in
+Python. Only cheap checks belong here (a `stat`, a temporary file): reading a whole corpus (its decoding) stays in the
+run, which reads it once. Standard library only, and the light `text_files`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import InputError
 from .output_paths import check_writable_file, check_writable_folder
+from .text_files import resolve_files
 
 # Input files read as a dataset (`datasets`' builder by suffix), never as raw text: their syntax would be embedded.
 DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
@@ -57,3 +59,27 @@ def check_analyze_paths(args) -> None:
     if not source.is_file():
         raise ValueError(f"input {source} not found" if not source.exists() else f"input {source} is not a file")
     check_writable_folder(Path(args.output_dir), "--output_dir")
+
+
+def check_convert_paths(args) -> None:
+    """elmo-convert's output folder can be made or written."""
+    check_writable_folder(Path(args.output_dir), "--output_dir")
+
+
+def check_corpus_paths(train_file: list[str] | None, validation_file: list[str] | None,
+                       output_dir: str | None) -> None:
+    """elmo-pretrain's and elmo-demo's corpus files (globs) each match a file, and the output folder can be made or
+    written (the demo's default folder is made with its parent: None skips it)."""
+    resolve_files((train_file or []) + (validation_file or []))  # FileNotFoundError, IsADirectoryError
+    if output_dir is not None:
+        check_writable_folder(Path(output_dir), "--output_dir")
+
+
+def check_input_file(path: str | None, option: str) -> None:
+    """A file a fine-tuning command reads (`--train_file`, ...): given or not, but not a folder nor missing."""
+    if path is None:
+        return
+    if Path(path).is_dir():
+        raise InputError(f"--{option} {path} is a folder, not a file")
+    if not Path(path).is_file():
+        raise InputError(f"--{option} {path}: no such file")

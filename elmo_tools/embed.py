@@ -1,7 +1,7 @@
 """`elmo-embed`: ELMo vectors of a whole corpus, to HDF5 or Parquet, streamed, resumable.
 
     elmo-embed INPUT OUTPUT --model MODEL [--all | --top | --average] [options]
-    python -m elmo_tools.embed ...  (the same)
+    python -m elmo_cli embed ...  (the same)
 
 This module is not imported by the model files (it does not travel as remote code), so it may use h5py, pyarrow,
 datasets and tqdm.
@@ -81,8 +81,8 @@ rounding). The processes exchange only these few messages, over `torch.distribut
 tensor travels), waiting at most `--dist_timeout` seconds. Each process on a GPU node uses `cuda:LOCAL_RANK`.
 `--resume` works whatever the number of processes of the interrupted run: a chunk is a window's, not a process's.
 
-    torchrun --nproc_per_node 4 -m elmo_tools.embed corpus.txt out.hdf5 --model MODEL        # 4 GPUs (or CPU)
-    accelerate launch --multi_gpu --num_processes 4 -m elmo_tools.embed corpus.txt out.hdf5 --model MODEL
+    torchrun --nproc_per_node 4 -m elmo_cli embed corpus.txt out.hdf5 --model MODEL        # 4 GPUs (or CPU)
+    accelerate launch --multi_gpu --num_processes 4 -m elmo_cli embed corpus.txt out.hdf5 --model MODEL
 
 (`accelerate launch --cpu --num_processes N` starts one process only: use `--multi_gpu` on CPU machines too;
 docs/transformers_traps.md, "Accelerate on CPU".)
@@ -108,7 +108,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import datetime
 import hashlib
 import itertools
 import json
@@ -132,14 +131,13 @@ os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "128")
 os.environ.setdefault("LRU_CACHE_CAPACITY", "128")
 
 import torch  # noqa: E402
-import torch.distributed as dist
 from tqdm.auto import tqdm
 from transformers.utils import logging as hf_logging
 
 from modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from tokenization import check_word_split, split_words  # noqa: E402
 
-from .command_options import embed_parser  # noqa: E402
+from .command_options import EmbedOptions  # noqa: E402
 from .early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
@@ -158,15 +156,18 @@ from .embed_io import (  # noqa: E402
     tokenizer_word_split,
     weights_fingerprint,
 )
+from .embed_processes import Processes  # noqa: E402
 from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
+from .output_folders import run_lock  # noqa: E402
 from .text_files import UndecodableText  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
+LONG_LINES_SAID = 3  # lines cut into pieces or truncated that are named as they are met (all are counted at the end)
 
 MODES = ("all", "top", "average")
 PROGRESS_VERSION = 2  # 2: the weights' fingerprint
-__all__ = ["DATA_FILE_BUILDERS", "EmbedError", "Embedder", "main", "run"]
+__all__ = ["DATA_FILE_BUILDERS", "EmbedError", "Embedder", "run"]
 
 # --------------------------------------------------------------------------------------------------
 # Embedding
@@ -262,6 +263,7 @@ class WindowEmbedder:
         self.layers, self.width = config.num_layers + 1, config.hidden_size
         self.counts = Counts()
         self.written = 0
+        self.long_lines_said = 0
 
     def __call__(self, window: int, items: list[tuple[int, str | list | None]]) -> None:
         plan = self.plan(items)
@@ -299,7 +301,7 @@ class WindowEmbedder:
                 plan.skipped.append(line_no)
                 continue
             try:
-                words = _words(text, self.args.split)
+                words = _words(text, self.args.word_split)
             except _NotWords as error:
                 column = self.args.text_column or "text"
                 raise EmbedError(f"{self.args.input}: row {line_no} of column {column!r} {error}") from None
@@ -310,9 +312,21 @@ class WindowEmbedder:
             n_pieces = math.ceil(len(words) / max_tokens)
             if n_pieces > 1:
                 plan.pieces_of[line_no] = n_pieces
+                self._say_long_line(line_no, len(words), n_pieces)
             for k in range(n_pieces):
                 plan.pieces.append(Piece(line_no, k, words[k * max_tokens : (k + 1) * max_tokens]))
         return plan
+
+    def _say_long_line(self, line_no: int, words: int, pieces: int) -> None:
+        """A line longer than the model's window (`--max_tokens` words) is said at once, with its number and how it is
+        cut: it may take long, and the progress bar counts lines. The first `LONG_LINES_SAID`; the summary counts all."""
+        self.long_lines_said += 1
+        if self.long_lines_said <= LONG_LINES_SAID:
+            logger.warning("line %d has %d words, more than --max_tokens %d: it is embedded in %d pieces of at most %d "
+                           "words (each with its own <S> </S>), their vectors concatenated%s", line_no + 1, words,
+                           self.args.max_tokens, pieces, self.args.max_tokens,
+                           "; further such lines are counted at the end" if self.long_lines_said == LONG_LINES_SAID
+                           else "")
 
     def _count(self, plan: WindowPlan, done: set[int]) -> None:
         """Count the lines this run embeds (not those an interrupted run committed)."""
@@ -347,11 +361,11 @@ def window_embedder_for_worker(settings: dict, work: str, is_dataset: bool) -> W
     torch.set_num_threads(args.threads or 1)
     device = checked_device(args.device)
     model, tokenizer = load_elmo(args.model, device=device)
-    if args.dtype == "int8":
+    if args.dtype == "int8" and args.backend == "torch":
         quantize_int8(model)
-    if args.token_cache_size:
+    if args.token_cache_size and args.backend == "torch":
         model.enable_token_cache(args.token_cache_size)
-    embedder = Embedder(model, tokenizer, args.mode, device, _dtype(args.dtype, device))
+    embedder = _embedder(args, model, tokenizer, device, _dtype(args.dtype, device))
     return WindowEmbedder(embedder, args, Path(work), is_dataset, _NoProgress(), InterruptGuard())
 
 
@@ -390,68 +404,8 @@ def _words(text: str | list | None, rule: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Several processes (torchrun, accelerate launch)
+# Several processes (torchrun, accelerate launch: `embed_processes.Processes`)
 # --------------------------------------------------------------------------------------------------
-
-
-class Processes:
-    """This process's place among those a launcher started (`torchrun` and `accelerate launch` set `WORLD_SIZE`,
-    `RANK` and `LOCAL_RANK`); one process without a launcher. The processes exchange only small Python objects
-    (the windows done, an error, the counts), so gloo serves on GPU nodes too. On a CPU machine, use
-    `accelerate launch --multi_gpu --num_processes N` (`--cpu` starts one process; docs/transformers_traps.md,
-    "Accelerate on CPU")."""
-
-    def __init__(self, timeout_s: float):
-        self.world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.timeout_s = timeout_s
-        self._group_owned = False
-
-    def start(self) -> None:
-        if self.world > 1 and not dist.is_initialized():
-            timeout = datetime.timedelta(seconds=self.timeout_s)
-            # torchrun --max_restarts starts the processes again on the store of the first attempt, where the
-            # addresses of the processes that died are still written: each attempt keys its own.
-            store, _, _ = next(dist.rendezvous("env://", self.rank, self.world, timeout=timeout))
-            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-            dist.init_process_group("gloo", store=dist.PrefixStore(f"elmo-embed/attempt-{attempt}", store),
-                                    rank=self.rank, world_size=self.world, timeout=timeout)
-            self._group_owned = True
-
-    def stop(self) -> None:
-        """Destroy the process group (ours only) once no collective is pending, not at interpreter exit, where
-        a gloo thread still running can hang the exit."""
-        if self._group_owned and dist.is_initialized():
-            dist.destroy_process_group()
-        self._group_owned = False
-
-    def from_first(self, task):
-        """`task()` run by process 0 only, its result sent to every process; an EmbedError it raises is raised by
-        every process (all exit 2 with the same message)."""
-        if self.world == 1:
-            return task()
-
-        message: list = [None]
-        if self.rank == 0:
-            try:
-                message = [("result", task())]
-            except EmbedError as error:
-                message = [("error", str(error))]
-        dist.broadcast_object_list(message, src=0)
-        kind, value = message[0]
-        if kind == "error":
-            raise EmbedError(value)
-        return value
-
-    def gather(self, value) -> list:
-        """Every process's `value`, in rank order; also the barrier after which all chunks are complete."""
-        if self.world == 1:
-            return [value]
-
-        gathered: list = [None] * self.world
-        dist.all_gather_object(gathered, value)
-        return gathered
 
 
 def _windows(lines: Iterator, size: int, max_lines: int | None) -> Iterator[tuple[int, list]]:
@@ -490,9 +444,9 @@ def _embed_share(lines: Iterator, args, done: set[int], processes: Processes, em
 
 
 def _check_args(args) -> None:
-    if args.split is not None:
+    if args.word_split is not None:
         try:  # registered (an import path is imported), and its package (jieba ...) installed
-            check_word_split(args.split, "--word_split", allow_import=True)
+            check_word_split(args.word_split, "--word_split", allow_import=True)
         except ValueError as error:
             raise EmbedError(str(error)) from None
     for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout", "threads"):
@@ -539,7 +493,7 @@ def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
         "model_weights": weights,
         "mode": args.mode,
         "format": args.format,
-        "split": args.split,
+        "split": args.word_split,
         "window": args.window,
         "max_tokens": args.max_tokens,
         "max_line_chars": args.max_line_chars,
@@ -547,6 +501,7 @@ def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
         "encoding": args.encoding,
         "encoding_errors": args.encoding_errors,
         "dtype": args.dtype,
+        **({"backend": args.backend} if args.backend not in (None, "torch") else {}),
     }
 
 
@@ -660,11 +615,54 @@ def _dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
-def run(args, guard: InterruptGuard | None = None) -> Path:
+def _backend_and_dtype(args, model, tokenizer, device: torch.device) -> tuple[str, str]:
+    """The backend and dtype this run takes (`backend_choice.resolve`: auto measured once and remembered; the default
+    float32 on the backend remembered as fastest, named in one line); `BackendError` (bad input) when it cannot run."""
+    from .backend_choice import resolve
+
+    def torch_reason(name: str) -> str | None:
+        try:
+            _dtype(name, device)
+        except EmbedError as error:
+            return str(error)
+        return None
+
+    choice = resolve(args.backend, args.dtype, model, tokenizer, args.model, torch.get_num_threads(), device.type,
+                     torch_reason)
+    if choice.line:
+        logger.info("%s", choice.line)
+    return choice.backend, choice.dtype
+
+
+def _embedder(args, model, tokenizer, device: torch.device, dtype: torch.dtype):
+    """The model on torch (`Embedder`), or its ONNX graph in ONNX Runtime or OpenVINO (`backends.GraphEmbedder`)."""
+    if args.backend in (None, "torch"):
+        return Embedder(model, tokenizer, args.mode, device, dtype)
+    from .backends import graph_embedder
+
+    return graph_embedder(args.backend, args.dtype, model, tokenizer, args.mode, args.model)
+
+
+def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
     """Embed `args.input` into `args.output` (see the module docstring); returns the output path (complete on
     process 0 when it returns; the other processes of a multi-process run return before the merge). `guard`: the
-    interrupt guard `main` installs (SIGINT/SIGTERM raise `Interrupted` after committing what is done)."""
-    guard = guard or InterruptGuard()
+    command's interrupt guard (SIGINT/SIGTERM raise `Interrupted` after committing what is done, with the line that
+    says what was kept as its `report`). Raises `EmbedError` for bad input, `EmbedFailed` when the run cannot go on."""
+    output = Path(args.output)
+    try:
+        with run_lock(output, "elmo-embed", "output"):
+            return _run(args, guard or InterruptGuard())
+    except Interrupted as stop:
+        stop.report = _interrupted_line(stop, output)
+        raise
+    except EmbedFailed as error:
+        raise EmbedFailed(f"{error}; what is complete is kept in {output.with_name(output.name + '.partial')}: run "
+                          "the same command with --resume to continue") from None
+    except OSError as error:
+        raise EmbedFailed(f"could not write {output}: {error}") from None
+
+
+def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     _check_args(args)
     output = Path(args.output)
     try:
@@ -674,7 +672,8 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     args.format = args.format or embed_output_format(output)
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
-    dtype = _dtype(args.dtype, device)
+    if args.dtype != "auto":
+        _dtype(args.dtype, device)  # refused before the model loads
     source = _open_input(args)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -683,13 +682,15 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
     except ModelLoadError as error:
         raise EmbedError(f"--model: {error}") from None
     try:
-        args.split = args.split or tokenizer_word_split(tokenizer, args.model)
+        args.word_split = args.word_split or tokenizer_word_split(tokenizer, args.model)
     except ValueError as error:
         raise EmbedError(str(error)) from None
+    args.backend, args.dtype = _backend_and_dtype(args, model, tokenizer, device)  # auto: measured once, remembered
+    dtype = _dtype(args.dtype, device)
     settings = _settings(args, source.fingerprint, model, weights_fingerprint(model))  # before int8 changes them
-    if args.dtype == "int8":
+    if args.dtype == "int8" and args.backend == "torch":
         quantize_int8(model)
-    if args.token_cache_size:
+    if args.token_cache_size and args.backend == "torch":
         model.enable_token_cache(args.token_cache_size)
     work = output.with_name(output.name + ".partial")
     start = time.perf_counter()
@@ -701,7 +702,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
             logger.info("%s is complete already: nothing to do", output)
             return output
         progress_bar = _progress_bar(source.total, args.quiet or processes.rank != 0)
-        embed_window = WindowEmbedder(Embedder(model, tokenizer, args.mode, device, dtype), args, work,
+        embed_window = WindowEmbedder(_embedder(args, model, tokenizer, device, dtype), args, work,
                                       source.is_dataset, progress_bar, guard)
         try:
             if args.engine == "ray":  # the same windows and chunks, embedded by Ray actors (embed_ray.py)
@@ -737,7 +738,7 @@ def run(args, guard: InterruptGuard | None = None) -> Path:
         output, counts.lines, counts.empty, counts.tokens, elapsed, counts.lines / max(elapsed, 1e-9),
         counts.tokens / max(elapsed, 1e-9), f", {processes.world} processes" if processes.world > 1 else "",
     )
-    cache = model.token_cache_info() if args.engine == "local" else None  # the actors' caches are their own
+    cache = model.token_cache_info() if args.engine == "local" and args.backend == "torch" else None  # actors: theirs
     if cache:
         logger.info("token cache: %s", cache)
     return output
@@ -748,7 +749,7 @@ def _merge(args, work: Path, output: Path, windows: int, lines_read: int, layers
     chunks = complete_chunks(work, args.format)
     if done_windows(work) != set(range(windows)):  # a bug, or the work folder was tampered with
         raise RuntimeError(f"{work} holds {len(done_windows(work))} complete chunks for {windows} windows")
-    attrs = {"model": args.model, "mode": args.mode, "split": args.split, "dtype": args.dtype, "layers": layers,
+    attrs = {"model": args.model, "mode": args.mode, "split": args.word_split, "dtype": args.dtype, "layers": layers,
              "lines": lines_read, "settings": json.dumps(settings)}
     tmp = output.with_name(output.name + ".tmp")
     logger.info("merging %d chunk(s) into %s", len(chunks), output)
@@ -780,53 +781,16 @@ def _release_free_memory() -> None:
             pass
 
 
-def _log_interrupted(stop: Interrupted, output: Path) -> None:
+def _interrupted_line(stop: Interrupted, output: Path) -> str:
     """The one line of an interrupted run: what it kept and how to go on."""
     work = output.with_name(output.name + ".partial")
     if not work.is_dir():
-        logger.warning("interrupted (%s) before any work was kept", stop.name)
-        return
+        return f"interrupted ({stop.name}) before any work was kept"
     parts = len(list(work.glob("chunk-*-part*")))
-    logger.warning("interrupted (%s): %d complete window(s) and %d committed part(s) of windows in progress are "
-                   "kept in %s; run the same command with --resume to continue", stop.name, len(done_windows(work)),
-                   parts, work)
+    return (f"interrupted ({stop.name}): {len(done_windows(work))} complete window(s) and {parts} committed part(s) "
+            f"of windows in progress are kept in {work}; run the same command with --resume to continue")
 
 
 def _progress_bar(total: int | None, quiet: bool):
     return tqdm(total=total, unit="sent", desc="elmo-embed", disable=quiet, dynamic_ncols=True, mininterval=1.0,
                 smoothing=0.1)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
-    args = embed_parser().parse_args(argv)
-    first_process = os.environ.get("RANK", "0") == "0"  # the others of a multi-process run log only problems
-    logging.basicConfig(level=logging.INFO if first_process else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    if args.verbose:
-        for name in ("elmo_tools", "modeling_elmo", "tokenization"):
-            logging.getLogger(name).setLevel(logging.DEBUG)
-
-    hf_logging.disable_progress_bar()
-    guard = InterruptGuard()
-    try:
-        with guard.installed():
-            run(args, guard)
-    except Interrupted as stop:
-        _log_interrupted(stop, Path(args.output))
-        return stop.exit_code
-    except EmbedError as error:
-        logger.error("%s", error)
-        return 2
-    except EmbedFailed as error:
-        logger.error("%s; what is complete is kept in %s: run the same command with --resume to continue", error,
-                     Path(args.output).with_name(Path(args.output).name + ".partial"))
-        return 1
-    except OSError as error:
-        logger.error("could not write %s: %s", args.output, error)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -25,16 +25,17 @@ import torch
 from tokenization import WordSplitError, check_word_split, split_name
 
 from .early_checks import DATA_FILE_BUILDERS
+from .errors import InputError, RunFailed
 from .loading import ModelLoadError
 from .loading import checked_device as usable_device
 from .text_files import UndecodableText, check_decodes
 
 
-class EmbedError(Exception):
+class EmbedError(InputError):
     """A problem with the user's arguments or inputs (exit status 2)."""
 
 
-class EmbedFailed(Exception):
+class EmbedFailed(RunFailed):
     """The run cannot go on for a reason that is not the input's (exit status 1): what is complete stays in the work
     folder for `--resume`."""
 
@@ -42,6 +43,9 @@ class EmbedFailed(Exception):
 # --------------------------------------------------------------------------------------------------
 # Reading the input
 # --------------------------------------------------------------------------------------------------
+
+
+TRUNCATED_LINES_SAID = 3  # lines cut at --max_line_chars that are named as they are read
 
 
 @dataclass
@@ -145,6 +149,12 @@ def read_text_lines(path: Path, max_chars: int, encoding: str, errors: str,
             if too_long or len(text) > max_chars:
                 counts.truncated += 1
                 text = text[:max_chars]
+                if counts.truncated <= TRUNCATED_LINES_SAID:  # named as met; the summary counts them all
+                    logging.getLogger("elmo-embed").warning(
+                        "line %d is longer than --max_line_chars %d characters: only its first %d are read%s",
+                        line_no + 1, max_chars, max_chars,
+                        "; further such lines are counted at the end" if counts.truncated == TRUNCATED_LINES_SAID
+                        else "")
             yield line_no, text
             line_no += 1
 

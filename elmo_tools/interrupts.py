@@ -41,14 +41,18 @@ class Interrupted(BaseException):
 
 
 class InterruptGuard:
-    """Turns SIGINT/SIGTERM into `Interrupted` while installed, held back inside `deferred()` blocks."""
+    """Turns SIGINT/SIGTERM into `Interrupted` while installed, held back inside `deferred()` blocks. `received` is
+    the last signal received: a training loop running inside `deferred()` sees a stop request there at its next step
+    boundary (and agrees on it with its other processes: `train.checkpoints.agreed_stop`)."""
 
     def __init__(self):
         self._pending: int | None = None
         self._raised: int | None = None
         self._depth = 0
+        self.received: int | None = None
 
     def _handler(self, signum, frame) -> None:
+        self.received = signum
         if self._depth:
             self._pending = signum
             return
@@ -67,9 +71,11 @@ class InterruptGuard:
     def installed(self) -> Iterator[InterruptGuard]:
         previous = {signum: signal.signal(signum, self._handler) for signum in SIGNALS}
         previous_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable_hook(sys.unraisablehook)
+        _INSTALLED.append(self)
         try:
             yield self
         finally:
+            _INSTALLED.remove(self)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             sys.unraisablehook = previous_hook
@@ -94,6 +100,15 @@ class InterruptGuard:
         if not self._depth and self._pending is not None:
             signum, self._pending = self._pending, None
             raise Interrupted(signum)
+
+
+_INSTALLED: list[InterruptGuard] = []  # the guards installed now, innermost last
+
+
+def written_whole() -> contextlib.AbstractContextManager:
+    """`deferred()` of the guard installed now (a command's), so that what the block writes is whole; a plain block
+    where none is installed (a caller in Python, whose Ctrl-C is its own)."""
+    return _INSTALLED[-1].deferred() if _INSTALLED else contextlib.nullcontext()
 
 
 @contextlib.contextmanager

@@ -37,10 +37,10 @@ import torch
 import transformers
 from safetensors import SafetensorError
 
-from modeling_elmo.configuration_elmo import PRESETS, ElmoConfig
+from modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES, ElmoConfig
 from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, WordSplitError
 
-from . import tasks
+from .errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +51,11 @@ MODEL_TASKS: dict[str | None, str] = {None: "AutoModel", "model": "AutoModel", "
 
 class _Tasks(Mapping):
     """task -> the name of the Auto class that loads it (registered for ElmoConfig by `import modeling_elmo`):
-    `MODEL_TASKS`, then one per row of `elmo_tools.tasks.TASKS` ("sequence-classification",
-    "token-classification"), read at each use, so that a task added to that table loads here too."""
+    `MODEL_TASKS`, then one per task head of `modeling_elmo.configuration_elmo.ELMO_CLASSES`
+    ("sequence-classification", "token-classification", ...), read at each use (`TASK_CLASSES`)."""
 
     def _table(self) -> dict[str | None, str]:
-        return {**MODEL_TASKS, **{name: row.auto_class for name, row in tasks.TASKS.items()}}
+        return {**MODEL_TASKS, **{name: row.auto_class for name, row in TASK_CLASSES.items()}}
 
     def __getitem__(self, task: str | None) -> str:
         return self._table()[task]
@@ -74,7 +74,7 @@ TASKS: Mapping[str | None, str] = _Tasks()
 _ERRORS = (OSError, ValueError, TypeError, KeyError)  # what from_pretrained raises for files it cannot use
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(InputError):
     """`load_elmo` cannot load what it was given: one line naming it and what is accepted."""
 
 
@@ -96,7 +96,7 @@ def load_elmo(
     Args:
         name_or_path: a model folder, a preset name (random weights) or a Hub id.
         task: None or "model" (`ElmoModel`), "pre-training" (`ElmoForPreTraining`), or a fine-tuning task of
-            `elmo_tools.tasks.TASKS` ("sequence-classification", "token-classification"): `TASKS` here.
+            `ELMO_CLASSES` ("sequence-classification", "token-classification", ...): `TASKS` here.
         device, dtype: where and in which dtype the model is put (default: as loaded, on the CPU); `dtype` a
             `torch.dtype` or its name ("bfloat16", "torch.bfloat16"). A device this torch cannot use (`"cuda"`
             without a GPU) is refused before anything is loaded.

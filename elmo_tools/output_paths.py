@@ -6,8 +6,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from .errors import InputError
 
-class OutputPathError(ValueError):
+
+class OutputPathError(InputError):
     """An output path a command cannot write; the message is one line naming the option and the path."""
 
 
@@ -29,6 +31,8 @@ def check_writable_file(path: Path, option: str) -> None:
 
 
 def _check_takes_files(where: Path, named: str) -> None:
+    if where.exists() and not where.is_dir():
+        raise OutputPathError(f"{named}: {where} is a file, not a folder")
     if not where.is_dir():
         raise OutputPathError(f"{named}: the folder {where} does not exist")
     try:

@@ -11,48 +11,47 @@ refused by `checked_encoding`, with the conversion to use.
 
 from __future__ import annotations
 
-import argparse
 import codecs
 import glob
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import charset_normalizer
-
-from .command_options import checked_encoding  # declared there: parsing needs it before any import
+from .command_options import checked_encoding  # noqa: F401  (declared there: parsing needs it before any import)
+from .encoding_guess import first_non_ascii, guess_encodings, words_at
+from .errors import InputError
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
-_SAMPLE_BYTES = 1 << 16  # what the encoding is guessed from
+_C1_CONTROLS = re.compile("[\x80-\x9f]")
 
 
-class UndecodableText(ValueError):
+class UndecodableText(InputError):
     """A line of a text file is not valid in the encoding it is read with; the message names the encoding the file
-    reads in where one can be told (`likely_encoding`)."""
+    reads in where one can be told, or the candidates with the words as each reads them (`guess_encodings`).
+    `option`: the option that names the file's encoding (a command that reads several files may have one each)."""
 
-    def __init__(self, path: str | Path, line_number: int, error: UnicodeDecodeError, encoding: str):
+    def __init__(self, path: str | Path, line_number: int, error: UnicodeDecodeError, encoding: str,
+                 option: str = "--encoding"):
         bad = error.object[error.start: error.start + 1]
         value = f" (0x{bad[0]:02x})" if bad else ""
-        likely = likely_encoding(path)
-        hint = f"the file reads as {likely}: --encoding {likely}" if likely not in (None, codecs.lookup(encoding).name) \
-            else "give the file's encoding with --encoding (gb18030 for simplified Chinese, big5 for traditional)"
-        super().__init__(
-            f"{path}: line {line_number}, byte {error.start + 1} of the line{value} is not valid {encoding}; {hint}")
+        super().__init__(f"{path}: line {line_number}, byte {error.start + 1} of the line{value} is not valid "
+                         f"{encoding}; {encoding_hint(path, bytes(error.object), encoding, option)}")
         self.path, self.line_number, self.byte = str(path), line_number, error.start + 1
 
 
-def likely_encoding(path: str | Path) -> str | None:
-    """The encoding the start of `path` most plausibly is (charset-normalizer's guess, which tells Big5 from GB18030
-    by how common the characters they decode to are), among those read line by line here; None where it cannot tell
-    (no guess with any coherence: a few CJK characters among ASCII fit many encodings alike)."""
-    try:
-        with open(path, "rb") as handle:
-            sample = handle.read(_SAMPLE_BYTES)
-        guess = charset_normalizer.from_bytes(sample).best()
-        return checked_encoding(guess.encoding) if guess is not None and guess.coherence > 0 else None
-    except (OSError, LookupError, argparse.ArgumentTypeError):
-        return None
+def encoding_hint(path: str | Path, bad_line: bytes, encoding: str, option: str = "--encoding") -> str:
+    """What to give `option` for the file at `path`, whose line `bad_line` did not decode in `encoding`: the
+    encoding it reads in, or the candidates with the words of the line as each reads them, or the usual ones."""
+    readings = guess_encodings(path, bad_line, exclude=codecs.lookup(encoding).name)
+    if len(readings) == 1:
+        return f"the file reads as {readings[0].encoding}: {option} {readings[0].encoding}"
+    if readings:
+        candidates = " or as ".join(f"{r.encoding} ({r.words!r})" for r in readings)
+        return (f"the file reads as {candidates}: give {option} with the one that shows the words right, "
+                f"{' or '.join(f'{option} {r.encoding}' for r in readings)}")
+    return f"give the file's encoding with {option} (gb18030 for simplified Chinese, big5 for traditional)"
 
 
 class BinaryText(UndecodableText):
@@ -63,31 +62,81 @@ class BinaryText(UndecodableText):
         self.path, self.line_number, self.byte = str(path), line_number, None
 
 
-def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int) -> str:
-    """One line's bytes as text (its line ending removed; a byte-order mark at the start of the file too)."""
+def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int, option: str = "--encoding") -> str:
+    """One line's bytes as text (its line ending removed; a byte-order mark at the start of the file too).
+    `option`: the option that names the file's encoding, for the hint of `UndecodableText`."""
     if b"\x00" in raw:
         raise BinaryText(path, line_number)
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as error:
-        raise UndecodableText(path, line_number, error, encoding) from None
+        raise UndecodableText(path, line_number, error, encoding, option) from None
     if line_number == 1 and text.startswith(_BOM):
         text = text[1:]
     return text.rstrip("\r\n")
 
 
-def iter_lines(path: str | Path, encoding: str = DEFAULT_ENCODING) -> Iterator[str]:
-    """The lines of `path` decoded with `encoding`, line endings removed; `UndecodableText` at the first bad line."""
+def iter_lines(path: str | Path, encoding: str = DEFAULT_ENCODING, option: str = "--encoding") -> Iterator[str]:
+    """The lines of `path` decoded with `encoding`, line endings removed; `UndecodableText` at the first bad line
+    (its hint names `option`)."""
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            yield decode_line(raw, encoding, path, number)
+            yield decode_line(raw, encoding, path, number, option)
 
 
-def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING) -> None:
-    """Raises `UndecodableText` for the first line of `paths` that does not decode: one pass, nothing kept."""
+class MisreadText(UndecodableText):
+    """A file given in a legacy encoding (gbk, cp1252, ...) that is valid UTF-8 with characters beyond ASCII: UTF-8
+    text, which the legacy encoding reads too, into other characters ("北京" into "鍖椾含" in gbk)."""
+
+    def __init__(self, path: str | Path, line_number: int, line: bytes, encoding: str, option: str):
+        readings = (line.decode(name) for name in ("utf-8", encoding))
+        as_utf8, as_given = (words_at(text, first_non_ascii(text)) for text in readings)
+        ValueError.__init__(self, f"{path} is UTF-8 text (line {line_number} reads as {as_utf8!r}), which {encoding} "
+                                  f"misreads (as {as_given!r}): {option} utf-8")
+        self.path, self.line_number, self.byte = str(path), line_number, None
+
+
+class ControlCharacters(UndecodableText):
+    """A line that decodes into C1 control characters (U+0080 to U+009F), which text does not hold: Latin-1 decodes
+    every byte, and reads Windows' curly quotes, dashes and euro sign (cp1252's 0x80 to 0x9f) so."""
+
+    def __init__(self, path: str | Path, line_number: int, raw: bytes, encoding: str, option: str):
+        text = raw.decode(encoding)
+        first = _C1_CONTROLS.search(text).start()
+        hint = encoding_hint(path, raw.rstrip(b"\r\n"), encoding, option)
+        ValueError.__init__(self, f"{path}: line {line_number}, character {first + 1} is the control character "
+                                  f"U+{ord(text[first]):04X} in {encoding}, which text does not hold; {hint}")
+        self.path, self.line_number, self.byte = str(path), line_number, None
+
+
+def _utf8_encoding(encoding: str) -> bool:
+    return codecs.lookup(encoding).name in ("utf-8", "utf-8-sig", "ascii")
+
+
+def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, option: str = "--encoding") -> None:
+    """Raises `UndecodableText` for the first line of `paths` that does not decode: one pass, nothing kept. `option`:
+    the option that names their encoding. In a legacy `encoding`, a file that is valid UTF-8 beyond ASCII (which
+    legacy text practically never is: `MisreadText`) or that decodes into C1 control characters (Windows' quotes read
+    as Latin-1: `ControlCharacters`) is refused too: it decodes, but into other characters."""
+    legacy = not _utf8_encoding(encoding)
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        for _ in iter_lines(path, encoding):
-            pass
+        maybe_utf8, first = legacy, None  # whether the file is still valid UTF-8; its first line beyond ASCII
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                text = decode_line(raw, encoding, path, number, option)
+                if not legacy or raw.isascii():
+                    continue
+                if _C1_CONTROLS.search(text):
+                    raise ControlCharacters(path, number, raw, encoding, option)
+                if maybe_utf8:
+                    try:
+                        raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        maybe_utf8 = False
+                    else:
+                        first = first or (number, raw)
+        if maybe_utf8 and first is not None:
+            raise MisreadText(path, first[0], first[1].rstrip(b"\r\n"), encoding, option)
 
 
 def resolve_files(patterns: Iterable[str]) -> list[str]:

@@ -2,7 +2,8 @@
 
 Importing this package registers the Elmo classes and the tokenizers with the transformers Auto classes
 (in-library), and marks the models for remote code, so that `save_pretrained` copies the modeling files and
-writes `auto_map`. Which class goes with which Auto class is written once, in `configuration_elmo.AUTO_CLASSES`.
+writes `auto_map`. Which class goes with which Auto class is written once, in `configuration_elmo.ELMO_CLASSES`,
+and every class there is exported from here.
 Dependencies run one way: `modeling_elmo` -> `tokenization`, never back.
 """
 
@@ -13,53 +14,46 @@ from transformers import AutoConfig, AutoTokenizer
 
 from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
 
-from .configuration_elmo import AUTO_CLASSES, ElmoConfig
+from .configuration_elmo import AUTO_CLASSES, ELMO_CLASSES, ElmoConfig
 from .downstream_elmo import ElmoRepresentationsOutput, ElmoScalarMix
-from .modeling_elmo import (
-    ElmoForPreTraining,
-    ElmoForPreTrainingOutput,
-    ElmoModel,
-    ElmoModelOutput,
-    ElmoPreTrainedModel,
-)
-from .modeling_elmo_heads import (
-    ElmoForSequenceClassification,
-    ElmoForTokenClassification,
-    ElmoPreTrainedModelForTasks,
-)
-from .modeling_elmo_qa import ElmoForQuestionAnswering
+from .modeling_elmo import ElmoForPreTrainingOutput, ElmoModelOutput, ElmoPreTrainedModel
+from .modeling_elmo_heads import ElmoPreTrainedModelForTasks
 
 
-def _register_auto_classes() -> None:
-    """Every row of `AUTO_CLASSES`: the class with its Auto class (in-library), and marked for remote code."""
+def _register_elmo_classes() -> list[str]:
+    """Every row of `ELMO_CLASSES`: the class with its Auto class (in-library), marked for remote code, and exported
+    from this package; returns their names."""
     AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
     ElmoConfig.register_for_auto_class()
-    for auto_name, path in AUTO_CLASSES.items():
-        module, name = path.split(".")
+    names = []
+    for row in ELMO_CLASSES:
+        module, name = row.path.split(".")
         model_class = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        getattr(transformers, auto_name).register(ElmoConfig, model_class, exist_ok=True)
-        model_class.register_for_auto_class(auto_name)
+        getattr(transformers, row.auto_class).register(ElmoConfig, model_class, exist_ok=True)
+        model_class.register_for_auto_class(row.auto_class)
+        globals()[name] = model_class
+        names.append(name)
+    return names
 
 
-_register_auto_classes()
+_CLASS_NAMES = _register_elmo_classes()
 
 # The tokenizers live one level down (`tokenization` imports nothing from this package); they are registered here,
 # against ElmoConfig, so that `import modeling_elmo` is enough for every Auto class. Both classes must be found by
-# name (tokenizer_config.json names one); the last registration is the default for ElmoConfig.
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+# name (tokenizer_config.json names one); the last registration is the default for ElmoConfig. `slow_tokenizer_class` is
+# the keyword of every transformers from 4.46 on (5.x names it `tokenizer_class` and still takes this one, the same way).
+AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
+AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 __all__ = [
+    "AUTO_CLASSES",
+    "ELMO_CLASSES",
     "ElmoConfig",
-    "ElmoModel",
     "ElmoModelOutput",
-    "ElmoForPreTraining",
     "ElmoForPreTrainingOutput",
     "ElmoPreTrainedModel",
     "ElmoPreTrainedModelForTasks",
     "ElmoRepresentationsOutput",
     "ElmoScalarMix",
-    "ElmoForSequenceClassification",
-    "ElmoForTokenClassification",
-    "ElmoForQuestionAnswering",
+    *_CLASS_NAMES,  # ElmoModel, ElmoForPreTraining and the task heads, from ELMO_CLASSES
 ]

@@ -1,4 +1,4 @@
-"""ELMo configuration, and the table of the Elmo classes by Auto class (`AUTO_CLASSES`).
+"""ELMo configuration, and the table of the Elmo classes (`ELMO_CLASSES`: Auto class, file, task).
 
 The configuration is a declaration, in the manner of transformers' own configs: every field with its type, its
 default and its checks beside it (`Annotated[type, check, ...]`, the way huggingface_hub's typed dicts declare a
@@ -18,11 +18,13 @@ import functools
 import inspect
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, get_args, get_origin
 
 from transformers import PretrainedConfig
 from transformers.utils import logging
 
+from .compat_elmo import config_fields, finish_config
 from .kernels_elmo import ALL_LSTM_FUNCTIONS
 
 logger = logging.get_logger(__name__)
@@ -58,18 +60,37 @@ CRF_CONSTRAINTS = ("auto", "bio", "bioes", "none")
 # them the combination is wide: [u; v; |u - v|; u * v] and [u; v].
 PAIR_COMBINATIONS = {"concat_diff_product": 4, "concat": 2}
 
-# Every Elmo model class by its Auto class, as "module.Class" of the files that travel: the one list of them.
-# `import modeling_elmo` registers each with its Auto class; every config.json gets them all in its `auto_map`,
-# and a model's `save_pretrained` copies every travelling file (`remote_code_elmo.py`), so that a folder saved from
-# any one class opens with every Auto class through remote code (transformers alone records and copies only the
-# class saved). A new head is a class in a file of this folder and a row here.
-AUTO_CLASSES = {
-    "AutoModel": "modeling_elmo.ElmoModel",
-    "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
-    "AutoModelForSequenceClassification": "modeling_elmo_heads.ElmoForSequenceClassification",
-    "AutoModelForTokenClassification": "modeling_elmo_heads.ElmoForTokenClassification",
-    "AutoModelForQuestionAnswering": "modeling_elmo_qa.ElmoForQuestionAnswering",
-}
+@dataclass(frozen=True)
+class ElmoClass:
+    """One Elmo model class: its Auto class, where it is ("module.Class" of the files that travel), and for a task
+    head, the task as transformers names it (the fine-tuning command's task, `train/tasks/<task>.py`, and
+    `load_elmo(task=...)`) and what the head is for, in a few words (the model card's list of heads)."""
+
+    auto_class: str
+    path: str
+    task: str | None = None
+    description: str | None = None
+
+
+# Every Elmo model class, the one list of them. `import modeling_elmo` registers each with its Auto class and exports
+# it; every config.json gets them all in its `auto_map`, and a model's `save_pretrained` copies every travelling file
+# (`remote_code_elmo.py`), so that a folder saved from any one class opens with every Auto class through remote code
+# (transformers alone records and copies only the class saved). A new head is a class in a file of this folder and
+# a row here (docs/architecture.md, "A new head").
+ELMO_CLASSES = (
+    ElmoClass("AutoModel", "modeling_elmo.ElmoModel"),
+    ElmoClass("AutoModelForPreTraining", "modeling_elmo.ElmoForPreTraining"),
+    ElmoClass("AutoModelForSequenceClassification", "modeling_elmo_heads.ElmoForSequenceClassification",
+              "sequence-classification", "text classification"),
+    ElmoClass("AutoModelForTokenClassification", "modeling_elmo_heads.ElmoForTokenClassification",
+              "token-classification", "token classification (e.g. NER, POS)"),
+    ElmoClass("AutoModelForQuestionAnswering", "modeling_elmo_qa.ElmoForQuestionAnswering",
+              "question-answering", "extractive question answering (SQuAD)"),
+    ElmoClass("AutoModelForMultipleChoice", "modeling_elmo_multiple_choice.ElmoForMultipleChoice",
+              "multiple-choice", "multiple choice (SWAG-style: a context and its possible endings)"),
+)
+AUTO_CLASSES = {row.auto_class: row.path for row in ELMO_CLASSES}  # "AutoModel": "modeling_elmo.ElmoModel", ...
+TASK_CLASSES = {row.task: row for row in ELMO_CLASSES if row.task}  # the task heads, by task
 
 
 # Every pipeline of this folder by its task, as transformers' `custom_pipelines` entries: written into every
@@ -291,6 +312,7 @@ def _as_lists(value):
     return [_as_lists(item) for item in value] if isinstance(value, (list, tuple)) else value
 
 
+@config_fields
 class ElmoConfig(PretrainedConfig):
     r"""Configuration of an ELMo biLM (Peters et al. 2018).
 
@@ -453,7 +475,9 @@ class ElmoConfig(PretrainedConfig):
         if pipelines:
             kwargs["custom_pipelines"] = pipelines
         _check_value("num_labels", kwargs.get("num_labels"), [_INHERITED_FIELD_CHECKS["num_labels"]])
-        super().__post_init__(**kwargs)
+        finish_config(self, kwargs)
+        if getattr(self, "tokenizer_class", None) is None:  # transformers 4.x's pipeline() loads no tokenizer for remote code without it
+            self.tokenizer_class = "ElmoTokenizer"
         self.validate()
 
     @classmethod

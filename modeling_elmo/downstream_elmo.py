@@ -49,6 +49,10 @@ class ElmoScalarMix(nn.Module):
             absent, as allennlp and bilm-tf start.
         trainable (`bool`): learn `scalar_parameters` and `gamma`. Otherwise both are fixed buffers (gamma 1), as
             allennlp's `scalar_mix_parameters`; e.g. `[-9e10, 1, -9e10]` selects layer 1 exactly.
+
+    The paper's gamma is the weight `scale` (`gamma` reads it): transformers up to 4.48 renames any weight whose name
+    holds "gamma" as it loads a checkpoint, as it renames an old LayerNorm's. Checkpoints that name it `gamma` (saved
+    before) load through `OLD_WEIGHT_NAMES`.
     """
 
     def __init__(
@@ -72,13 +76,18 @@ class ElmoScalarMix(nn.Module):
         self.trainable = trainable
         self.eps = eps
         scalar_parameters = torch.tensor(self.initial_scalar_parameters)
-        gamma = torch.ones(1)
+        scale = torch.ones(1)
         if trainable:
             self.scalar_parameters = nn.Parameter(scalar_parameters)
-            self.gamma = nn.Parameter(gamma)
+            self.scale = nn.Parameter(scale)
         else:  # fixed: saved with the model, never trained (and never reset to trainable by loading)
             self.register_buffer("scalar_parameters", scalar_parameters)
-            self.register_buffer("gamma", gamma)
+            self.register_buffer("scale", scale)
+
+    @property
+    def gamma(self) -> torch.Tensor:
+        """The paper's gamma, the weight `scale`."""
+        return self.scale
 
     def normalized_weights(self) -> torch.Tensor:
         """The softmax-normalised layer weights s, shape (L + 1,)."""

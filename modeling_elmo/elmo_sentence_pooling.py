@@ -14,6 +14,12 @@ from sentence_transformers.base.modules.module import Module
 
 from .downstream_elmo import mean_pool
 
+# isort: split
+# transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it loads by
+# name with the files that module imports itself, not the files those import in turn. So this module names every
+# sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
+from .character_ids import PADDING_ID  # noqa: F401
+
 
 class ElmoSentencePooling(Module):
     """Features in: `input_ids` (B, T, 50), `attention_mask`, `token_embeddings` (the top layer) and, unless

@@ -15,8 +15,8 @@ and registers it:
 (Written as a session so that no line of this docstring starts with `from`: the import checks that read remote code
 line by line, transformers' and tests/test_modeling.py's, would take it for an import.)
 
-Where each built-in kernel lives: "reference", "loop", "fused" in `lstm_inference_elmo.py`, "training" in
-`lstm_training_elmo.py`; "reference", "onednn", "distinct" in `char_cnn_kernels_elmo.py`, "cached" in
+Where each built-in kernel lives: "reference", "loop", "fused" in `lstm_inference_elmo.py`, "graph" (padded, CUDA
+graphs) in `lstm_graph_elmo.py`, "training" in `lstm_training_elmo.py`; "reference", "onednn", "distinct" in `char_cnn_kernels_elmo.py`, "cached" in
 `token_cache_elmo.py`; "int8" of both kinds in `quantization_elmo.py`. docs/architecture.md ("Fast paths") says how one is chosen.
 
 This module imports nothing of the package, so that every file may import it without a circle. It travels to the
@@ -71,7 +71,8 @@ class KernelRegistry(Mapping):
 
 
 # fn(layer: ElmoBiLstmLayer, inputs (2, N, P) packed, batch_sizes: list[int], state (h, c)) -> (outputs, (h, c))
-# The built-in choices: "loop", "fused", "reference" (lstm_inference_elmo.py) and "int8" (quantization_elmo.py).
-ALL_LSTM_FUNCTIONS = KernelRegistry("lstm", built_in_choices=("loop", "fused", "reference", "int8"))
+# The built-in choices: "loop", "fused", "reference" (lstm_inference_elmo.py), "int8" (quantization_elmo.py) and
+# "graph" (lstm_graph_elmo.py).
+ALL_LSTM_FUNCTIONS = KernelRegistry("lstm", built_in_choices=("loop", "fused", "reference", "int8", "graph"))
 # fn(encoder: ElmoCharacterEncoder, char_ids (N, max_characters_per_token)) -> (N, P)
 ALL_CHAR_CNN_FUNCTIONS = KernelRegistry("character CNN")

@@ -72,12 +72,17 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
     - "fused" (`lstm_fused`): torch's LSTM kernel (cuDNN on GPU), gradients included; exact only without clipping;
     - "training" (`lstm_training_elmo.lstm_training`): the reference as one autograd function with its backward
       pass written out, for training clipped models ("auto" only; autocast and `torch.compile` tracing keep the
-      reference).
+      reference);
+    - "graph" (`lstm_graph_elmo.lstm_graph`): inference on a padded layout of fixed shapes per bucket, replayed
+      from one CUDA graph per layer and bucket on a GPU (plain torch on the CPU); "auto" takes it for CUDA
+      inference of clipped models in bfloat16 or float16 (outside `torch.compile` tracing), where the packed loop
+      waits on kernel launches.
 
     "auto" takes torch's kernel where it is the faster exact path for unclipped models: on GPU (cuDNN), and for
     training on the CPU (10-20% faster than the autograd loop); CPU inference runs the oneDNN loop, 2x faster than
     the kernel at the original size (benchmarks/results_speed.md). Clipping is read from the layers (it can be
-    switched off on a live model). Any other name a configuration gives (a kernel its user registered) runs as named.
+    switched off on a live model). "loop" and "graph" fall back to the reference where gradients are needed. Any
+    other name a configuration gives (a kernel its user registered) runs as named.
     """
     choice = getattr(config, "lstm_implementation", "auto")
     grad_needed = needs_grad(inputs, *state, *(p for layer in layers for p in layer.parameters()))
@@ -89,13 +94,23 @@ def lstm_implementation(config, inputs: torch.Tensor, state, layers) -> str:
                 f"cell_clip={clipped[0].cell_clip!r}, proj_clip={clipped[0].proj_clip!r}"
             )
         return "fused"
-    if choice not in ("auto", "loop"):  # "reference", or a kernel registered by its user: runs as named
+    if choice not in ("auto", "loop", "graph"):  # "reference", or a kernel registered by its user: runs as named
         return choice
     autocast = inputs.device.type in ("cpu", "cuda") and torch.is_autocast_enabled(inputs.device.type)
     cpu = inputs.device.type == "cpu"  # on a GPU the autograd loop measured faster (benchmarks/results_pretrain.md)
     if grad_needed and choice == "auto" and cpu and not autocast and not torch.compiler.is_compiling():
         return "training"
-    return "reference" if grad_needed else "loop"
+    if grad_needed:
+        return "reference"
+    # CUDA inference of clipped layers in bfloat16 or float16: the padded loop replayed from CUDA graphs, 1.7-2.1x the
+    # packed loop at 32-128 sentences on an H200. In float32 the step's multiplies, not the launches, take the time,
+    # and the packed loop (which skips finished rows) measured faster at every batch (benchmarks/results_speed.md).
+    reduced = autocast or getattr(inputs, "dtype", torch.float32) in (torch.bfloat16, torch.float16)
+    if choice == "graph" or (
+        choice == "auto" and inputs.device.type == "cuda" and reduced and not torch.compiler.is_compiling()
+    ):
+        return "graph"
+    return "loop"
 
 
 def lstm_reference(

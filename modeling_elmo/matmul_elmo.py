@@ -201,3 +201,5 @@ def forget_inference_copies(*modules) -> None:
             module._int8_weights.clear()
         if getattr(module, "token_cache", None) is not None:
             module.token_cache.clear()
+        if module.__dict__.get("_lstm_graphs") is not None:  # the "graph" kernel's CUDA graphs (lstm_graph_elmo.py)
+            module._lstm_graphs.clear()

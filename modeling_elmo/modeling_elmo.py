@@ -15,6 +15,7 @@ This file travels to the Hub as remote code with its siblings: it imports only t
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,26 +24,42 @@ import torch.nn.functional as F
 from safetensors import SafetensorError
 from torch import nn
 from transformers import PreTrainedModel
-from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
-from transformers.utils.generic import can_return_tuple
 
 from .char_cnn_kernels_elmo import char_cnn_implementation
 from .character_ids import real_token_mask
+from .compat_elmo import (
+    FROM_PRETRAINED_TAKES_KEY_MAPPING,
+    INITIALIZE_WEIGHTS_ARGS,
+    SAVE_PRETRAINED_KEEPS_NAMES,
+    can_return_tuple,
+    init,
+)
 from .configuration_elmo import ElmoConfig
 from .inputs_elmo import check_inputs, check_state
 from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
+from .lstm_graph_elmo import lstm_graph  # noqa: F401  (imported for its registration: the "graph" kernel)
 from .lstm_inference_elmo import lstm_implementation, packed_index
 from .lstm_training_elmo import lstm_training  # noqa: F401  (imported for its registration: the "training" kernel)
 from .matmul_elmo import PackedWeights, float32_cudnn, forget_inference_copies, needs_grad
 from .push_to_hub_elmo import ElmoPushToHubMixin
 from .quantization_elmo import quantize_int8
-from .remote_code_elmo import copy_model_code
+from .remote_code_elmo import copy_model_code, is_remote_code
 from .softmax_elmo import ElmoSoftmax, shifted_targets
 from .token_cache_elmo import ElmoTokenCache, ElmoTokenCacheMixin
 from .word_char_encoder import ElmoWordCharEncoder
 
+# isort: split
+# transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it loads by
+# name with the files that module imports itself, not the files those import in turn. So this module names every
+# sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
+from .lstm_triton_elmo import available  # noqa: F401
+
 logger = logging.get_logger(__name__)
+
+# The weights checkpoints saved by earlier releases name otherwise (regular expression -> today's name): the scalar
+# mixes' scale was `gamma` (`downstream_elmo.ElmoScalarMix`).
+OLD_WEIGHT_NAMES = {r"(scalar_mixes\.\d+)\.gamma$": r"\1.scale"}
 
 # `state` is a pair (h, c): h of shape (L, 2, B, P), c of shape (L, 2, B, C); index 1 is the direction
 # (0 = forward, 1 = backward), index 2 the batch row. The LSTM state, asked for with `return_state=True` or its
@@ -360,6 +377,17 @@ class ElmoBiLm(nn.Module):
 # --------------------------------------------------------------------------------------------------
 
 
+def _refuse_old_weight_names(loading_info: dict, name) -> None:
+    """A checkpoint whose weights carry names of `OLD_WEIGHT_NAMES`, loaded by a transformers that cannot rename
+    them (4.46 - 4.49; up to 4.48 it also renames every weight named gamma to weight), would leave them untrained: an OSError
+    in one line instead."""
+    old = [key for key in loading_info.get("unexpected_keys", [])
+           if re.search(r"scalar_mixes\.\d+\.(gamma|weight)$", key)]
+    if old:
+        raise OSError(f"{name} was saved by an earlier release, which named the scale of its scalar mix gamma ({old[0]}): "
+                      "transformers 4.50 and later load it; or load it there and save it again for this one")
+
+
 class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
     config_class = ElmoConfig
     base_model_prefix = "elmo"
@@ -373,6 +401,11 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
     def from_pretrained(cls, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`; a weight file it cannot read (truncated by an interrupted copy or
         download) is an `OSError` naming it, as a missing file is, not safetensors' own error."""
+        wants_info = kwargs.get("output_loading_info", False)
+        if FROM_PRETRAINED_TAKES_KEY_MAPPING:
+            kwargs["key_mapping"] = {**OLD_WEIGHT_NAMES, **(kwargs.get("key_mapping") or {})}
+        else:
+            kwargs["output_loading_info"] = True  # to refuse a checkpoint of old names, which this transformers renames
         try:
             loaded = super().from_pretrained(*args, **kwargs)
         except SafetensorError as error:
@@ -382,6 +415,9 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
             raise OSError(f"cannot read the weights of {name} ({where}): {str(error).splitlines()[0]}; the file is "
                           "damaged or incomplete (an interrupted copy or download?)") from None
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a pair
+        if not FROM_PRETRAINED_TAKES_KEY_MAPPING:
+            _refuse_old_weight_names(loaded[1], args[0] if args else kwargs.get("pretrained_model_name_or_path"))
+            loaded = loaded if wants_info else model
         # Weights memory-mapped from safetensors can sit at addresses that make the BLAS kernels take another
         # path, which changes results in the last bit. Copying them makes a loaded model give exactly the
         # outputs of the model that was saved.
@@ -394,11 +430,13 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, after checking the configuration (a field may have been set to a bad
         value since loading: a refused save writes nothing), with every travelling file of the model copied first
-        where the class is registered for remote code (`import modeling_elmo` does it): `remote_code_elmo.py`.
-        config.json then names only Auto classes whose files the folder holds."""
+        (`remote_code_elmo.py`): the class is registered for remote code (`import modeling_elmo` does it) or was
+        loaded as remote code (which transformers 4.x does not mark so). config.json then names only Auto classes
+        whose files the folder holds."""
         self.config.validate()
+        kwargs = {**SAVE_PRETRAINED_KEEPS_NAMES, **kwargs}  # today's weight names, also after loading old ones
         target = Path(save_directory)
-        if self._auto_class is None or target.is_file():  # a file: transformers refuses it
+        if self._auto_class is None and not is_remote_code(type(self)) or target.is_file():  # a file: refused
             return super().save_pretrained(save_directory, *args, **kwargs)
         saved_map = self.config.auto_map or {}
         left_out = copy_model_code(target, saved_map, origin=getattr(self.config, "_name_or_path", None))
@@ -417,12 +455,11 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
         float32: docs/models.md ("int8 inference")."""
         return quantize_int8(self)
 
-    def _initialize_weights(self, module, is_custom_code: bool = False):
-        # transformers skips `_init_weights` for a module of remote code that has no parameters of its own
-        # (ElmoCharacterEncoder, ElmoHighway), so their initialisation below would never run. Every write in
-        # `_init_weights` goes through `transformers.initialization`, which leaves loaded tensors alone, so
-        # the remote-code shortcut is not needed.
-        super()._initialize_weights(module, is_custom_code=False)
+    def _initialize_weights(self, module, *args, **kwargs):
+        # transformers 5 skips `_init_weights` for a module of custom code that has no parameters of its own
+        # (ElmoCharacterEncoder, ElmoHighway), so their initialisation below would never run: without that shortcut
+        # (`INITIALIZE_WEIGHTS_ARGS`), since every write in `_init_weights` leaves loaded tensors alone.
+        super()._initialize_weights(module, *INITIALIZE_WEIGHTS_ARGS)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -493,6 +530,15 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
 
     def get_input_embeddings(self) -> nn.Module:
         return self.char_encoder.char_embedding
+
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Module:
+        """The input embeddings as they are: ELMo's input ids are characters, and every word, one added to the tokenizer
+        too, is read from its bytes (`ElmoTokenizer.add_tokens` adds nothing), so no row is ever missing. flair asks
+        for a resize after adding its separator token."""
+        if new_num_tokens is not None and new_num_tokens != self.get_input_embeddings().num_embeddings:
+            logger.info("resize_token_embeddings(%d) leaves ELMo's input embeddings as they are: its ids are "
+                        "characters, and every token is read from its bytes", new_num_tokens)
+        return self.get_input_embeddings()
 
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.char_encoder.char_embedding = value

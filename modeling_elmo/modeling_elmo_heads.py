@@ -15,11 +15,10 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils.generic import can_return_tuple
 
 from .character_ids import real_token_mask
+from .compat_elmo import can_return_tuple, init
 from .configuration_elmo import PAIR_COMBINATIONS, ElmoConfig
 from .crf_elmo import ElmoCRF, allowed_transitions
 from .downstream_elmo import (
@@ -38,6 +37,25 @@ from .downstream_elmo import (
     word_mask_of,
 )
 from .modeling_elmo import ElmoModel, ElmoPreTrainedModel
+
+# isort: split
+# transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it loads by
+# name with the files that module imports itself, not the files those import in turn. So this module names every
+# sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
+from .char_cnn_kernels_elmo import char_cnn_implementation  # noqa: F401
+from .inputs_elmo import check_inputs  # noqa: F401
+from .kernels_elmo import ALL_LSTM_FUNCTIONS  # noqa: F401
+from .lstm_graph_elmo import lstm_graph  # noqa: F401
+from .lstm_inference_elmo import packed_index  # noqa: F401
+from .lstm_training_elmo import lstm_training  # noqa: F401
+from .lstm_triton_elmo import available  # noqa: F401
+from .matmul_elmo import needs_grad  # noqa: F401
+from .push_to_hub_elmo import PLUGIN_GROUP  # noqa: F401
+from .quantization_elmo import quantize_int8  # noqa: F401
+from .remote_code_elmo import model_code_files  # noqa: F401
+from .softmax_elmo import ElmoSoftmax  # noqa: F401
+from .token_cache_elmo import ElmoTokenCache  # noqa: F401
+from .word_char_encoder import ElmoWordCharEncoder  # noqa: F401
 
 
 class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
@@ -104,7 +122,7 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, ElmoScalarMix):
             init.copy_(module.scalar_parameters, torch.tensor(module.initial_scalar_parameters))
-            init.ones_(module.gamma)
+            init.ones_(module.scale)
         elif isinstance(module, ElmoHashedWordEmbedding):
             values = torch.empty_like(module.weight).normal_(std=1.0 / math.sqrt(module.weight.shape[1]))
             values[0] = 0.0  # padding row
@@ -177,7 +195,11 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
     tokenizer gives them for `text_pair`): the biLM is stateless, and reads each sentence of a pair on its own, as
     ESIM + ELMo did, so that a sentence's vectors never depend on its partner: all first sentences in one run, all
     second ones in another, each side with its own padding. Each side is pooled as a single sentence, and the two
-    vectors combined (`[u; v; |u - v|; u * v]`) before the classifier.
+    vectors combined (`[u; v; |u - v|; u * v]`) before the classifier. A head built without `pair_combination` (as
+    `AutoModelForSequenceClassification.from_pretrained(folder, num_labels=3)` builds it in transformers' GLUE recipe)
+    reads a pair as one sequence, the row as the tokenizer gives it (`<S> first </S> <S> second </S>`): the biLM carries
+    each sentence into its reading of the other, and the words of both are pooled together (docs/finetuning.md,
+    "Sentence pairs").
     """
 
     def __init__(self, config: ElmoConfig):
@@ -239,7 +261,8 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
 
     def _pair_sides(self, input_ids, attention_mask, token_type_ids) -> tuple | None:
-        """The two sides of a batch of pairs (`split_pair`), or None for single sentences (no token type 1)."""
+        """The two sides of a batch of pairs (`split_pair`), or None for rows read as one sequence: single sentences
+        (no token type 1), and pairs for a head without `pair_combination`."""
         mask = attention_mask.bool() if attention_mask is not None else real_token_mask(input_ids)
         second = None if token_type_ids is None else token_type_ids.to(mask.device).bool() & mask
         combination = self.config.pair_combination
@@ -251,10 +274,7 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
                 )
             return None
         if combination is None:
-            raise ValueError(
-                "got sentence pairs (token_type_ids 1 on the second sentences) for a head of single sentences: build "
-                f"it with pair_combination set (one of {sorted(PAIR_COMBINATIONS)}) to classify pairs"
-            )
+            return None  # a pair read as one sequence
         sides = split_pair(input_ids, mask, second)
         missing = first_empty_side(sides)
         if missing is not None:

@@ -18,12 +18,33 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
-from transformers.utils.generic import can_return_tuple
 
 from .character_ids import real_token_mask
+from .compat_elmo import can_return_tuple
 from .configuration_elmo import ElmoConfig
 from .downstream_elmo import first_empty_side, place_back, run_lstm, split_pair
 from .modeling_elmo_heads import ElmoPreTrainedModelForTasks
+
+# isort: split
+# transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it loads by
+# name with the files that module imports itself, not the files those import in turn. So this module names every
+# sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
+from .char_cnn_kernels_elmo import char_cnn_implementation  # noqa: F401
+from .crf_elmo import ElmoCRF  # noqa: F401
+from .inputs_elmo import check_inputs  # noqa: F401
+from .kernels_elmo import ALL_LSTM_FUNCTIONS  # noqa: F401
+from .lstm_graph_elmo import lstm_graph  # noqa: F401
+from .lstm_inference_elmo import packed_index  # noqa: F401
+from .lstm_training_elmo import lstm_training  # noqa: F401
+from .lstm_triton_elmo import available  # noqa: F401
+from .matmul_elmo import needs_grad  # noqa: F401
+from .modeling_elmo import ElmoModel  # noqa: F401
+from .push_to_hub_elmo import PLUGIN_GROUP  # noqa: F401
+from .quantization_elmo import quantize_int8  # noqa: F401
+from .remote_code_elmo import model_code_files  # noqa: F401
+from .softmax_elmo import ElmoSoftmax  # noqa: F401
+from .token_cache_elmo import ElmoTokenCache  # noqa: F401
+from .word_char_encoder import ElmoWordCharEncoder  # noqa: F401
 
 # The logit of every position that cannot start or end an answer (the question, boundaries, padding): low enough
 # that softmax gives it nothing, and finite in float16.

@@ -39,6 +39,8 @@ class ElmoQuestionAnsweringPipeline(Pipeline):
             inputs = args[0]
         elif "question" in kwargs and "context" in kwargs:
             question, context = kwargs.pop("question"), kwargs.pop("context")
+            for name, value in (("question", question), ("context", context)):
+                _check_text(name, value, allow_list=True)
             if isinstance(question, str) and isinstance(context, str):
                 inputs = {"question": question, "context": context}
             else:
@@ -50,8 +52,12 @@ class ElmoQuestionAnsweringPipeline(Pipeline):
         else:
             raise ValueError("give question= and context=, or a dict {'question': ..., 'context': ...} (or a list)")
         for item in inputs if isinstance(inputs, list) else [inputs]:
-            if not isinstance(item, dict) or not {"question", "context"} <= set(item):
-                raise ValueError(f"each input is a dict with 'question' and 'context', got {item!r}")
+            if not isinstance(item, dict):
+                raise ValueError(f"each input is a dict with 'question' and 'context', got {item!r:.100}")
+            for name in ("question", "context"):  # as transformers' question-answering pipeline checks them
+                if name not in item:
+                    raise KeyError("You need to provide a dictionary with keys {question:..., context:...}")
+                _check_text(name, item[name])
         kwargs["batch_size"] = 1  # an example's windows are its batch
         return super().__call__(inputs, **kwargs)
 
@@ -62,27 +68,48 @@ class ElmoQuestionAnsweringPipeline(Pipeline):
         postprocess = {key: value for key, value in (("top_k", top_k), ("max_answer_words", max_answer_len),
                                                      ("handle_impossible_answer", handle_impossible_answer))
                        if value is not None}
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        for name, value in (("top_k", top_k), ("max_answer_len", max_answer_len), ("max_seq_len", max_seq_len),
+                            ("max_question_len", max_question_len)):
+            if value is not None and not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} parameter should be >= 1 (got {value})")
+        if doc_stride is not None and not (isinstance(doc_stride, int) and doc_stride >= 0):
+            raise ValueError(f"doc_stride parameter should be >= 0 (got {doc_stride})")
+        if doc_stride is not None and max_seq_len is not None and doc_stride > max_seq_len:
+            raise ValueError(f"`doc_stride` ({doc_stride}) is larger than `max_seq_len` ({max_seq_len})")
         return preprocess, {}, postprocess
 
-    def preprocess(self, item, max_length: int = 256, stride: int = 32, max_question_words: int = 64):
+    def preprocess(self, item, max_length: int = 256, stride: int = 32, max_question_words: int = 64, **kwargs):
         windows = encode_windows(self.tokenizer, [item["question"]], [item["context"]], max_length=max_length,
                                  stride=stride, max_question_words=max_question_words, padding=True,
                                  return_tensors="pt")
         return {"model_inputs": dict(windows.encodings), "windows": windows}
 
-    def _forward(self, inputs):
+    def _forward(self, inputs, **kwargs):
         output = self.model(**inputs["model_inputs"])
         return {"start_logits": output.start_logits, "end_logits": output.end_logits, "windows": inputs["windows"]}
 
-    def postprocess(self, outputs, top_k=None, max_answer_words: int = 30, handle_impossible_answer=None):
+    def postprocess(self, outputs, top_k=None, max_answer_words: int = 30, handle_impossible_answer=None, **kwargs):
         if handle_impossible_answer is None:  # as the model was trained: with unanswerable questions or not
             handle_impossible_answer = bool(getattr(self.model.config, "qa_null_answer", None))
         answers = best_answers(outputs["start_logits"].float().numpy(), outputs["end_logits"].float().numpy(),
                                outputs["windows"], top_k=top_k or 1, max_answer_words=max_answer_words,
                                handle_impossible_answer=handle_impossible_answer)[0]
         return answers if top_k is not None else answers[0]
+
+
+def _check_text(name: str, value, allow_list: bool = False) -> None:
+    """A question or a context: a non-empty string (or, given by keyword, a list of them), as transformers'
+    question-answering pipeline requires; its errors' words."""
+    if value is None:
+        raise ValueError(f"`{name}` cannot be None")
+    if allow_list and isinstance(value, (list, tuple)):
+        for item in value:
+            _check_text(name, item)
+        return
+    if not isinstance(value, str):
+        raise ValueError(f"`{name}` must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"`{name}` cannot be empty")
 
 
 __all__ = ["ElmoQuestionAnsweringPipeline"]

@@ -51,7 +51,7 @@ class ElmoTextGenerationPipeline(Pipeline):
         post = {} if return_full_text is None else {"return_full_text": return_full_text}
         return {}, {key: value for key, value in choices.items() if value is not None}, post
 
-    def preprocess(self, prompt):
+    def preprocess(self, prompt, **kwargs):
         if not isinstance(prompt, str):
             raise TypeError(f"text-generation takes a prompt str (or a list of them), got {type(prompt).__name__}")
         _word_vocab(self.tokenizer)
@@ -60,7 +60,8 @@ class ElmoTextGenerationPipeline(Pipeline):
         # from the last word
         return {"input_ids": encoded["input_ids"][:, :-1], "prompt": prompt}
 
-    def _forward(self, model_inputs, max_new_tokens=20, do_sample=False, temperature=1.0, top_k=None, seed=None):
+    def _forward(self, model_inputs, max_new_tokens=20, do_sample=False, temperature=1.0, top_k=None, seed=None,
+                 **kwargs):
         generator = None
         if seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -68,7 +69,7 @@ class ElmoTextGenerationPipeline(Pipeline):
         words = generate_words(self.model, self.tokenizer, model_inputs["input_ids"], max_new_tokens, choose)
         return {"prompt": model_inputs["prompt"], "words": words}
 
-    def postprocess(self, model_outputs, return_full_text=True):
+    def postprocess(self, model_outputs, return_full_text=True, **kwargs):
         new = " ".join(model_outputs["words"])
         if not return_full_text:
             return [{"generated_text": new}]

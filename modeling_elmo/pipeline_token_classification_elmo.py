@@ -10,12 +10,13 @@ Every entity's `word` is the text between its `start` and `end` (transformers jo
 `convert_tokens_to_string`, which would put spaces between the ideographs of a Chinese name). Tags may be IOB2 or
 BIOES (`S-X` opens and closes an entity, `E-X` ends one).
 
-This file travels to the Hub as remote code: it imports only numpy and transformers, and uses the tokenizer through
+This file travels to the Hub as remote code: it imports only torch and transformers, and uses the tokenizer through
 the methods every ELMo tokenizer has (duck-typed: the tokenizer's own code travels in its own files).
 """
 
 from __future__ import annotations
 
+import torch
 from transformers.pipelines.token_classification import AggregationStrategy, TokenClassificationPipeline
 
 
@@ -35,14 +36,16 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
     """
 
     def _sanitize_parameters(self, ignore_labels=None, aggregation_strategy=None, offset_mapping=None,
-                             is_split_into_words: bool = False, stride=None, delimiter=None):
+                             is_split_into_words: bool = False, stride=None, delimiter=None, **kwargs):
         if stride is not None:
             raise ValueError(f"stride={stride}: an ELMo tagger reads a text of any length in one pass (its biLM has no "
                              "window to slide), so the pipeline takes whole texts; leave stride out")
+        # transformers' part with the arguments every version takes (4.46 knows neither is_split_into_words nor
+        # delimiter: `preprocess` reads them)
         preprocess, forward, postprocess = super()._sanitize_parameters(
-            ignore_labels=ignore_labels, offset_mapping=offset_mapping, is_split_into_words=is_split_into_words,
-            delimiter=delimiter,
+            ignore_labels=ignore_labels, offset_mapping=offset_mapping, **kwargs
         )
+        preprocess.update(is_split_into_words=is_split_into_words, delimiter=" " if delimiter is None else delimiter)
         if aggregation_strategy is not None:
             # transformers refuses first/average/max for tokenizers that are not "fast" because it cannot tell
             # subwords apart; an ELMo token is a whole word, so they apply (and agree with "simple")
@@ -71,26 +74,25 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
         inputs = self.tokenizer(text, is_split_into_words=is_split_into_words, return_tensors="pt",
                                 return_special_tokens_mask=True, return_offsets_mapping=True)
         model_inputs = {key: value for key, value in inputs.items()}
+        if word_to_chars_map is not None:  # pre-split words: offsets within each word -> within the joined text
+            shifts = [0 if word is None else word_to_chars_map[word][0] for word in inputs.word_ids(0)]
+            model_inputs["offset_mapping"] = inputs["offset_mapping"] + torch.tensor(shifts).reshape(1, -1, 1)
         if offset_mapping is not None:  # the caller's own offsets win, as in transformers' pipeline
             model_inputs["offset_mapping"] = offset_mapping
         model_inputs["sentence"] = sentence
         model_inputs["is_last"] = True
-        if word_to_chars_map is not None:
-            model_inputs["word_ids"] = inputs.word_ids(0)
-            model_inputs["word_to_chars_map"] = word_to_chars_map
         yield model_inputs
 
     def gather_pre_entities(self, sentence, input_ids, scores, offset_mapping, special_tokens_mask,
-                            aggregation_strategy, word_ids=None, word_to_chars_map=None) -> list[dict]:
-        """One entry per word of the text (not `<S>`, `</S>`, padding): its scores, its characters in `sentence`."""
+                            aggregation_strategy, *args, **kwargs) -> list[dict]:
+        """One entry per word of the text (not `<S>`, `</S>`, padding): its scores, its characters in `sentence`
+        (`offset_mapping`, shifted by `preprocess` for pre-split words; transformers 5 also passes word ids,
+        not needed then)."""
         pre_entities = []
         for index, token_scores in enumerate(scores):
             if special_tokens_mask[index]:
                 continue
             start, end = (int(value) for value in offset_mapping[index])
-            if word_ids is not None and word_to_chars_map is not None and word_ids[index] is not None:
-                shift = word_to_chars_map[word_ids[index]][0]  # pre-split words: offsets are within each word
-                start, end = start + shift, end + shift
             pre_entities.append({"word": sentence[start:end], "scores": token_scores, "start": start, "end": end,
                                  "index": index, "is_subword": False})
         return pre_entities
@@ -103,9 +105,9 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
             return ("B" if prefix == "S" else "I"), kind
         return super().get_tag(entity_name)
 
-    def postprocess(self, all_outputs, aggregation_strategy=AggregationStrategy.NONE, ignore_labels=None):
+    def postprocess(self, all_outputs, aggregation_strategy=AggregationStrategy.NONE, ignore_labels=None, **kwargs):
         entities = super().postprocess(all_outputs, aggregation_strategy=aggregation_strategy,
-                                       ignore_labels=ignore_labels)
+                                       ignore_labels=ignore_labels, **kwargs)
         sentence = all_outputs[0]["sentence"]
         for entity in entities:  # the text itself, not words joined by spaces
             entity["word"] = sentence[entity["start"] : entity["end"]]

@@ -10,9 +10,10 @@ to the passage's characters. One implementation for the fine-tuning command, `Tr
     # [{"score": 0.93, "start": 17, "end": 23, "answer": "Lisbon"}]
 
 ELMo's tokens are words: a window is a run of whole words, and `stride` is how many words consecutive windows share
-(so an answer near a window's edge is whole in the next one). The tokenizer is duck-typed (`__call__` with
-`return_offsets_mapping` and `is_split_into_words`, or `tokenize`): this file travels to the Hub as remote code and
-imports only the standard library and numpy.
+(so an answer near a window's edge is whole in the next one). The windows are the tokenizer's own, as transformers'
+SQuAD recipe asks for them (`truncation="only_second"`, `stride`, `return_overflowing_tokens=True`: one row per
+window, `overflow_to_sample_mapping`, `sequence_ids`, `word_ids`). The tokenizer is duck-typed: this file travels to
+the Hub as remote code and imports only the standard library and numpy.
 """
 
 from __future__ import annotations
@@ -51,20 +52,6 @@ def answer_words(spans: Sequence[tuple[int, int]], start: int, end: int) -> tupl
     return (inside[0], inside[-1]) if inside else None
 
 
-def window_starts(num_words: int, per_window: int, stride: int) -> list[int]:
-    """The first word of each window of at most `per_window` words over `num_words`, consecutive windows sharing
-    `stride` words; one window when the passage fits (also an empty one)."""
-    if per_window < 1:
-        raise ValueError("no room for the passage: the question and the 4 boundary tokens fill max_length")
-    if not 0 <= stride < per_window:
-        raise ValueError(f"stride must be at least 0 and less than the {per_window} passage words a window holds, "
-                         f"got {stride}")
-    starts = [0]
-    while starts[-1] + per_window < num_words:
-        starts.append(starts[-1] + per_window - stride)
-    return starts
-
-
 @dataclass
 class Windows:
     """The windows of a batch of (question, passage) examples: `encodings` (the tokenizer's `input_ids`,
@@ -97,30 +84,31 @@ class Windows:
 def encode_windows(tokenizer, questions: Sequence[str], contexts: Sequence[str], max_length: int = 256,
                    stride: int = 32, max_question_words: int = 64, **tokenizer_kwargs) -> Windows:
     """Each (question, context) as windows of the context's words that fit with the question (its first
-    `max_question_words` words) into `max_length` tokens, consecutive windows sharing `stride` words.
-    `tokenizer_kwargs` (`padding=True, return_tensors="pt"`) go to the tokenizer."""
+    `max_question_words` words) into `max_length` tokens, consecutive windows sharing `stride` words: the tokenizer's
+    windows of the pairs of word lists. `tokenizer_kwargs` (`padding=True, return_tensors="pt"`) go to the
+    tokenizer."""
     windows = Windows()
-    firsts, seconds = [], []
+    asked, passages = [], []
     for index, (question, context) in enumerate(zip(questions, contexts, strict=True)):
-        asked = tokenizer.tokenize(question)[:max_question_words]
-        if not asked:
+        words = tokenizer.tokenize(question)[:max_question_words]
+        if not words:
             raise ValueError(f"question {index} has no words: {question!r}")
         spans = word_spans(tokenizer, context)
-        words = [context[a:b] for a, b in spans]
-        per_window = max_length - len(asked) - 2 * 2  # each sentence has its <S> and </S>
-        for start in window_starts(len(words), per_window, stride):
-            part = words[start: start + per_window]
-            firsts.append(asked)
-            seconds.append(part)
-            windows.example.append(index)
-            windows.first_word.append(start)
-            windows.num_words.append(len(part))
-            windows.offset.append(len(asked) + PAIR_FRAME)
+        asked.append(words)
+        passages.append([context[a:b] for a, b in spans])
         windows.spans.append(spans)
         windows.contexts.append(context)
-    if firsts:
-        encoded = tokenizer(firsts, seconds, is_split_into_words=True, return_token_type_ids=True, **tokenizer_kwargs)
-        windows.encodings = {key: encoded[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
+    if not asked:
+        return windows
+    encoded = tokenizer(asked, passages, is_split_into_words=True, truncation="only_second", max_length=max_length,
+                        stride=stride, return_overflowing_tokens=True, return_token_type_ids=True, **tokenizer_kwargs)
+    for row, example in enumerate(encoded["overflow_to_sample_mapping"]):
+        passage = [position for position, sequence in enumerate(encoded.sequence_ids(row)) if sequence == 1]
+        windows.example.append(int(example))
+        windows.first_word.append(encoded.word_ids(row)[passage[0]] if passage else 0)
+        windows.num_words.append(len(passage))
+        windows.offset.append(passage[0] if passage else len(asked[int(example)]) + PAIR_FRAME)
+    windows.encodings = {key: encoded[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
     return windows
 
 
@@ -148,15 +136,16 @@ def best_answers(start_logits, end_logits, windows: Windows, top_k: int = 1, max
     """Per example, its `top_k` answers over all its windows, best first: `{"score", "start", "end", "answer"}` with
     character offsets into its passage, as transformers' question-answering pipeline gave them. With
     `handle_impossible_answer`, "no answer" (`answer` "", start = end = 0) is a candidate too, with the lowest
-    "no answer" probability of its windows. `start_logits`/`end_logits`: (windows, positions), rows as long as
-    each window's or longer."""
-    start_logits, end_logits = np.asarray(start_logits, dtype=np.float64), np.asarray(end_logits, dtype=np.float64)
+    "no answer" probability of its windows. `start_logits`/`end_logits`: (windows, positions), an array or a
+    sequence of rows, each as long as its window's or longer (batches padded to different widths need not be padded
+    again to one)."""
     found: list[dict[tuple[int, int], float]] = [{} for _ in windows.contexts]
     nulls = [1.0 for _ in windows.contexts]
     for w in range(len(windows)):
         example = windows.example[w]
-        null, spans = window_candidates(start_logits[w], end_logits[w], windows.offset[w], windows.num_words[w],
-                                        max_answer_words, top_k)
+        starts, ends = (np.asarray(logits[w], dtype=np.float64) for logits in (start_logits, end_logits))
+        null, spans = window_candidates(starts, ends, windows.offset[w], windows.num_words[w], max_answer_words,
+                                        top_k)
         nulls[example] = min(nulls[example], null)
         for score, first, last in spans:
             key = (windows.first_word[w] + first, windows.first_word[w] + last)

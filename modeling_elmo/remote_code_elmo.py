@@ -3,7 +3,7 @@
 Every file of this folder but `__init__.py` travels: `save_pretrained` of an Elmo model copies them all next to the
 weights (transformers alone copies only the file of the class saved and what it imports), so that a folder saved
 from any one class opens with every Auto class of its `auto_map` through `trust_remote_code=True`, and with
-sentence-transformers' pooling module (`elmo_sentence_pooling.py`). The Hub push (`elmo_tools.hub_utils`) and the
+sentence-transformers' pooling module (`elmo_sentence_pooling.py`). The Hub push (`elmo_tools.hub_push`) and the
 sentence-transformers export (`elmo_tools.sentence_vectors`) take their lists from here too.
 
 A model that was itself loaded as remote code has only the files transformers fetched for it, in a folder of its own
@@ -22,11 +22,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from transformers.dynamic_module_utils import get_relative_import_files
-from transformers.utils import logging
+from transformers.utils import TRANSFORMERS_DYNAMIC_MODULE_NAME, logging
 
 logger = logging.get_logger(__name__)
 
 HERE = Path(__file__).resolve().parent
+
+
+def is_remote_code(cls: type) -> bool:
+    """Whether `cls` was loaded as remote code (from the module transformers makes of a folder's files)."""
+    return cls.__module__.startswith(TRANSFORMERS_DYNAMIC_MODULE_NAME + ".")
 
 
 def model_code_files(folder: Path = HERE) -> list[Path]:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import os
 import signal
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -129,6 +133,46 @@ def run_command(args: list[str], *, cwd, env: dict[str, str], timeout: int) -> s
     return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
 
 
+@contextlib.contextmanager
+def _working_directory(path) -> Iterator[None]:
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def run_cli(name: str, args, *, cwd=None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """A console command run in this process through its own frame (`elmo_cli.run`: the options, the checks, the
+    console, the exit status, as the installed script runs them), from `cwd`, with `env`'s variables set for it, and
+    its output captured. For what a test checks of a command's work; what only a process shows (signals, start-up
+    imports, several processes, loading without the project) runs in a fresh one (`run_command`)."""
+    from elmo_cli import run
+
+    assert "--debug_kill_after_chunks" not in map(str, args), "a command that kills its process runs in its own"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    threads = torch.get_num_threads()
+    saved_env = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        with _working_directory(cwd or os.getcwd()), contextlib.redirect_stdout(stdout), \
+                contextlib.redirect_stderr(stderr):
+            code = run(name, [str(arg) for arg in args])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        torch.set_num_threads(threads)  # --threads sets the process's
+        if "accelerate.state" in sys.modules:  # Accelerate keeps its process-wide state (a run's device, ...)
+            sys.modules["accelerate.state"].AcceleratorState._reset_state(reset_partial_state=True)
+    return subprocess.CompletedProcess([name, *map(str, args)], code, stdout.getvalue(), stderr.getvalue())
+
+
+def cli(name: str, args) -> int:
+    """The exit status of `run_cli(name, args)`; its lines reach `caplog` (the records also go to the root logger)."""
+    return run_cli(name, args).returncode
+
+
 # The project is installed in the environment (editable) for its commands; a user who loads a saved model
 # has none of it. This prologue makes the project's packages unimportable in the subprocess, then checks it.
 _NO_PROJECT = """
@@ -180,17 +224,67 @@ def one_thread_unless_numerics(request):
 PYTEST_OWN_VARIABLE = "PYTEST_CURRENT_TEST"  # pytest sets it for each test, and removes it after
 
 
+def _logging_state() -> dict:
+    """The handlers and levels of the root logger and of every logger created so far, the `warnings` filters, and
+    transformers' verbosity and progress bars: what a command run in this process (through `elmo_cli.run`) sets for
+    itself and must put back."""
+    loggers = {name: logger for name, logger in logging.root.manager.loggerDict.items()
+               if isinstance(logger, logging.Logger)}
+    state = {name: (logger.level, _own_handlers(logger), logger.propagate, logger.disabled)
+             for name, logger in loggers.items()}
+    state[""] = (logging.root.level, _own_handlers(logging.root), True, logging.root.disabled)
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    transformers_state = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()) if hf_logging else None
+    return {"loggers": state, "warnings filters": list(warnings.filters), "transformers": transformers_state}
+
+
+def _own_handlers(logger: logging.Logger) -> tuple:
+    """The handlers of `logger` but pytest's own (it adds capturing handlers to the root for each phase of a test)."""
+    return tuple(handler for handler in logger.handlers if not type(handler).__module__.startswith("_pytest"))
+
+
+def _restore_logging_state(state: dict) -> None:
+    for name, (level, handlers, propagate, disabled) in state["loggers"].items():
+        logger = logging.getLogger(name) if name else logging.root
+        logger.setLevel(level)
+        pytest_own = [handler for handler in logger.handlers if handler not in _own_handlers(logger)]
+        logger.handlers[:] = list(handlers) + pytest_own
+        logger.propagate, logger.disabled = propagate, disabled
+    warnings.filters[:] = state["warnings filters"]
+    warnings._filters_mutated()
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    if hf_logging and state["transformers"]:
+        verbosity, bars = state["transformers"]
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar() if bars else hf_logging.disable_progress_bar()
+
+
+def _same_logging(before: dict, after: dict, imported: bool = False) -> list[str]:
+    """What changed between two `_logging_state`s. Loggers created in between are new, not changed: a library sets
+    up its own when first imported (datasets, transformers)."""
+    changed = [name or "root" for name, value in before["loggers"].items() if after["loggers"].get(name) != value
+               and not name.startswith("torch.")]  # torch sets its own up again at its first compile or export
+    # a library first imported in between (`imported`) may add filters of its own (Ray, Selenium): not a leak
+    if before["warnings filters"] != after["warnings filters"] and not imported:
+        changed.append("warnings filters")
+    if before["transformers"] is not None and before["transformers"] != after["transformers"]:
+        changed.append("transformers verbosity")
+    return changed
+
+
 def _process_state() -> dict:
     """What one test could change for every test after it: torch's threads and global switches, the kernel switches
-    and registries of the model, the word-split registry, the table of fine-tuning tasks, the environment. (Not the random generators: every test
-    starts from `torch.manual_seed(0)`.)"""
-    from elmo_tools.tasks import TASKS
+    and registries of the model, the word-split registry, the table of fine-tuning tasks, logging, the environment.
+    (Not the random generators: every test starts from `torch.manual_seed(0)`.)"""
     from modeling_elmo import matmul_elmo
+    from modeling_elmo.configuration_elmo import TASK_CLASSES
     from modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
     from tokenization import WORD_SPLITTERS
 
     return {
-        "fine-tuning tasks": dict(TASKS),
+        "task heads": dict(TASK_CLASSES),
+        "logging": _logging_state(),
+        "modules imported": len(sys.modules),  # not compared: whether a library was first imported in between
         "torch threads": torch.get_num_threads(),
         "torch default dtype": torch.get_default_dtype(),
         "torch grad enabled": torch.is_grad_enabled(),
@@ -207,13 +301,14 @@ def _process_state() -> dict:
 
 
 def _restore_process_state(state: dict) -> None:
-    from elmo_tools.tasks import TASKS
     from modeling_elmo import matmul_elmo
+    from modeling_elmo.configuration_elmo import TASK_CLASSES
     from modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
     from tokenization import WORD_SPLITTERS
 
-    TASKS.clear()
-    TASKS.update(state["fine-tuning tasks"])
+    TASK_CLASSES.clear()
+    TASK_CLASSES.update(state["task heads"])
+    _restore_logging_state(state["logging"])
     torch.set_num_threads(state["torch threads"])
     torch.set_default_dtype(state["torch default dtype"])
     torch.set_grad_enabled(state["torch grad enabled"])
@@ -242,12 +337,20 @@ def _probes_filled() -> None:
         matmul_elmo.use_onednn(torch.device("cpu"), dtype)
 
 
-def _unchanged_since(before: dict, what: str) -> None:
+def _unchanged_since(before: dict, what: str, warnings_filters: bool = True) -> None:
     """Put back what changed since `before`; fail, naming it, unless only the environment changed (libraries set
     variables for themselves when first imported: tokenizers' TOKENIZERS_PARALLELISM, gradio's
-    HF_HUB_DISABLE_TELEMETRY, OpenMP's KMP_*)."""
+    HF_HUB_DISABLE_TELEMETRY, OpenMP's KMP_*). `warnings_filters`: whether they count (pytest sets its own around
+    each test, so a test file's start and end see different ones)."""
     after = _process_state()
-    changed = [name for name, value in before.items() if after[name] != value]
+    if not warnings_filters:
+        after["logging"]["warnings filters"] = before["logging"]["warnings filters"]
+    changed = [name for name, value in before.items()
+               if name not in ("logging", "modules imported") and after[name] != value]
+    logging_changes = _same_logging(before["logging"], after["logging"],
+                                    imported=after["modules imported"] != before["modules imported"])
+    if logging_changes:
+        changed.append(f"logging ({', '.join(logging_changes)})")
     if changed:
         _restore_process_state(before)
         if changed != ["environment"]:
@@ -259,7 +362,7 @@ def _same_process_state_for_every_module(_probes_filled):
     """A test file may set up state for its own tests (a module-scoped fixture), and must put it back by its end."""
     before = _process_state()
     yield
-    _unchanged_since(before, "the test file (a module-scoped fixture)")
+    _unchanged_since(before, "the test file (a module-scoped fixture)", warnings_filters=False)
 
 
 @pytest.fixture(autouse=True)

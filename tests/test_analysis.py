@@ -1,6 +1,6 @@
 """`elmo-analyze`: the contextuality measures against a brute-force computation on a tiny model, the sampling cap,
-and bad input (one line, exit 2, nothing written), with the command run in subprocesses (its `main` in this process
-for the bad inputs, and once as the real command).
+and bad input (one line, exit 2, nothing written), with the command run through its own frame in this process
+(`run_cli`).
 
 The measures (cosines, variance explained) are O(1) statistics of float32 vectors, compared to STATISTIC
 (tests/tolerances.py); what the JSON file holds is rounded to 8 decimals (JSON_DECIMALS, below)."""
@@ -10,12 +10,11 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, cli, run_cli
 from tolerances import STATISTIC, Bound, assert_close
 
 from elmo_tools import analysis
@@ -48,8 +47,7 @@ def model_dir(tiny_model_dir) -> Path:
 
 
 def run_analyze(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "elmo_tools.analysis", *map(str, args), "--quiet"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    return run_cli("elmo-analyze", [*args, "--quiet"], cwd=REPO)
 
 
 def brute_force(model_dir: Path, lines: list[str], min_count: int) -> dict:
@@ -194,7 +192,7 @@ def _bad_input(case: str, model_dir: Path, tmp_path: Path) -> list[str]:
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, model_dir, tmp_path, caplog):
     """Through `main` in this process; test_the_command_refuses_in_one_line runs the real command on one of them."""
-    assert analysis.main([*_bad_input(case, model_dir, tmp_path), "--quiet"]) == 2
+    assert cli("elmo-analyze", [*_bad_input(case, model_dir, tmp_path), "--quiet"]) == 2
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
     assert len(errors) == 1 and BAD_INPUTS[case] in errors[0] and "\n" not in errors[0], errors
     assert not (tmp_path / "out").exists()
@@ -218,7 +216,7 @@ def test_existing_outputs_need_overwrite(tmp_path, caplog):
     out = tmp_path / "out"
     out.mkdir()
     (out / "contextuality.json").write_text("{}")
-    assert analysis.main([str(corpus), "--model", "tiny", "--output_dir", str(out), "--min_count", "2", "--quiet"]) == 2
+    assert cli("elmo-analyze", [str(corpus), "--model", "tiny", "--output_dir", str(out), "--min_count", "2", "--quiet"]) == 2
     assert "--overwrite" in caplog.text
     assert (out / "contextuality.json").read_text() == "{}"
 
@@ -236,13 +234,13 @@ def test_a_registered_word_split_reaches_the_command_and_a_missing_package_is_on
     WORD_SPLITTERS.register("needs_pkg", str.split, requires=missing)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(LINES) + "\n")
-    assert analysis.main([str(corpus), "--model", str(model_dir), "--output_dir", str(tmp_path / "out"),
+    assert cli("elmo-analyze", [str(corpus), "--model", str(model_dir), "--output_dir", str(tmp_path / "out"),
                           "--split", "by_comma", "--quiet", "--min_count", "2"]) == 0
     saved = json.loads((tmp_path / "out" / analysis.JSON_NAME).read_text())
     assert saved["split"] == "by_comma"
     assert saved["words"]["the"]["count"] == sum(line.split().count("the") for line in LINES)
     caplog.clear()
-    assert analysis.main([str(corpus), "--model", str(model_dir), "--output_dir", str(tmp_path / "none"),
+    assert cli("elmo-analyze", [str(corpus), "--model", str(model_dir), "--output_dir", str(tmp_path / "none"),
                           "--split", "needs_pkg", "--quiet"]) == 2
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
     assert len(errors) == 1 and "pip install" in errors[0] and "\n" not in errors[0], errors
@@ -265,26 +263,26 @@ def test_default_split_is_the_tokenizers_and_undecodable_text_is_one_line(model_
     corpus.write_bytes("\n".join(raw).encode("gb18030"))
     options = ["--model", str(model_dir), "--quiet", "--min_count", "2"]
     caplog.set_level("INFO")
-    assert analysis.main([str(corpus), "--output_dir", str(tmp_path / "none"), *options]) == 2
+    assert cli("elmo-analyze", [str(corpus), "--output_dir", str(tmp_path / "none"), *options]) == 2
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
     assert len(errors) == 1 and "\n" not in errors[0], errors  # the hint after it: text_files' tests
     assert errors[0].startswith(f"{corpus}: line 3, byte 1 of the line (0xd2) is not valid utf-8; ") and \
         "--encoding" in errors[0], errors
     assert not (tmp_path / "none").exists()
 
-    assert analysis.main([str(corpus), "--output_dir", str(tmp_path / "own"), "--encoding", "gb18030", *options]) == 0
+    assert cli("elmo-analyze", [str(corpus), "--output_dir", str(tmp_path / "own"), "--encoding", "gb18030", *options]) == 0
     own = json.loads((tmp_path / "own" / analysis.JSON_NAME).read_text())
     assert own["split"] == "punctuation" and own["encoding"] == "gb18030"
     assert own["tokens"] == 19 and own["words"]["bank"]["count"] == 4 and own["words"]["."]["count"] == 3
 
     corpus.write_text("\n".join(raw), encoding="utf-8")
-    assert analysis.main([str(corpus), "--output_dir", str(tmp_path / "ws"), "--split", "whitespace", *options]) == 0
+    assert cli("elmo-analyze", [str(corpus), "--output_dir", str(tmp_path / "ws"), "--split", "whitespace", *options]) == 0
     spaces = json.loads((tmp_path / "ws" / analysis.JSON_NAME).read_text())
     # on whitespace, "bank," and "river." are words of their own
     assert spaces["split"] == "whitespace" and spaces["tokens"] == 13 and spaces["words"]["bank"]["count"] == 2
 
     corpus.write_text("the|bank|of the river\nthe|bank\n", encoding="utf-8")
-    assert analysis.main([str(corpus), "--output_dir", str(tmp_path / "bars"), "--split", "test_analysis:bar_words",
+    assert cli("elmo-analyze", [str(corpus), "--output_dir", str(tmp_path / "bars"), "--split", "test_analysis:bar_words",
                           *options]) == 0
     bars = json.loads((tmp_path / "bars" / analysis.JSON_NAME).read_text())
     assert bars["split"] == "test_analysis:bar_words" and bars["tokens"] == 5 and bars["words"]["bank"]["count"] == 2
@@ -306,9 +304,9 @@ def test_a_signal_mid_run_and_a_bad_device_are_one_line_and_write_nothing(model_
 
     with monkeypatch.context() as patch:
         patch.setattr(analysis.Collector, "add_batch", signalled)
-        assert analysis.main(options) == 130
-    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
-    assert errors == ["interrupted by SIGINT: nothing was written"] and not out.exists()
+        assert cli("elmo-analyze", options) == 130
+    said = [record.getMessage() for record in caplog.records if record.levelname in ("WARNING", "ERROR")]
+    assert said == ["interrupted by SIGINT: nothing was written"] and not out.exists()
     real_plot = analysis.plot
 
     def plot_signalled(*args, **kwargs):  # the signal lands while the outputs are written: they are finished
@@ -318,7 +316,7 @@ def test_a_signal_mid_run_and_a_bad_device_are_one_line_and_write_nothing(model_
     with monkeypatch.context() as patch:
         patch.setattr(analysis, "plot", plot_signalled)
         caplog.clear()
-        assert analysis.main([*options, "--output_dir", str(tmp_path / "written")]) == 143
+        assert cli("elmo-analyze", [*options, "--output_dir", str(tmp_path / "written")]) == 143
     assert "interrupted by SIGTERM: the outputs were written first" in caplog.text
     assert json.loads((tmp_path / "written" / analysis.JSON_NAME).read_text())["layers"] == [0, 1, 2]
     assert sorted(path.name for path in (tmp_path / "written").iterdir()) == [analysis.JSON_NAME, analysis.PLOT_NAME]
@@ -327,7 +325,7 @@ def test_a_signal_mid_run_and_a_bad_device_are_one_line_and_write_nothing(model_
         devices["cuda"] = "--device cuda: "
     for device, expected in devices.items():
         caplog.clear()
-        assert analysis.main([*options, "--device", device]) == 2
+        assert cli("elmo-analyze", [*options, "--device", device]) == 2
         errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
         assert len(errors) == 1 and errors[0].startswith(expected), errors
         assert not out.exists()

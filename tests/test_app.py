@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from app_browser import browser_missing, chromium, element, fill, run_view, running_app
-from conftest import tiny_model
+from conftest import cli, tiny_model
 from PIL import Image
 from tolerances import FLOAT64, REORDERED, STATISTIC, Bound, assert_close
 
@@ -322,9 +322,9 @@ def test_page_builds_every_view(session):
 
 def test_command_refuses_a_model_it_cannot_load(caplog, tmp_path):
     with caplog.at_level(logging.ERROR):
-        assert server.main(["--model", str(tmp_path / "missing"), "--port", "7999"]) == 2
+        assert cli("elmo-app", ["--model", tmp_path / "missing", "--port", "7999"]) == 2
     assert "--model: model" in caplog.text and "not found" in caplog.text
-    assert server.main(["--model", "tiny", "--port", "0"]) == 2
+    assert cli("elmo-app", ["--model", "tiny", "--port", "0"]) == 2
 
 
 def _shown(html_text: str, attribute: str) -> dict[str, float]:

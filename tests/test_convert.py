@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, SHARED_DATA, clean_env, run_isolated, shared_file
+from conftest import REPO, SHARED_DATA, clean_env, run_cli, run_isolated, shared_file
 from numpy.lib.stride_tricks import sliding_window_view
 from original_layout import FIXTURE_SIZED, options_for, write_original_layout
 from tolerances import PARITY, PARITY_SCALED, REORDERED, assert_close
@@ -61,16 +61,9 @@ def encode(sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
     return batch["input_ids"], batch["attention_mask"]
 
 
-def run_converter(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """The real command, `python -m elmo_tools.convert_allennlp_elmo ...`, from the repository root."""
-    return subprocess.run(
-        [sys.executable, "-m", "elmo_tools.convert_allennlp_elmo", *args],
-        cwd=REPO,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def run_converter(*args: str) -> subprocess.CompletedProcess:
+    """`elmo-convert ...` through its own frame, in this process, from the repository root."""
+    return run_cli("elmo-convert", args, cwd=REPO)
 
 
 @pytest.fixture(scope="module")
@@ -452,6 +445,7 @@ _MEMORY_PROBE = """
 import json, sys
 import h5py, safetensors.torch, torch, transformers
 import tokenization
+from elmo_cli import run
 from elmo_tools import convert_allennlp_elmo
 def peak_kib():
     # VmHWM: this process's own peak RSS. ru_maxrss would also do on Linux, except that it is kept across
@@ -459,7 +453,7 @@ def peak_kib():
     with open("/proc/self/status") as status:
         return int(next(line for line in status if line.startswith("VmHWM:")).split()[1])
 before = peak_kib()
-code = convert_allennlp_elmo.main(sys.argv[1:])
+code = run("elmo-convert", sys.argv[1:])
 after = peak_kib()
 print(json.dumps({"rc": code, "before_kib": before, "after_kib": after}))
 """
@@ -470,7 +464,7 @@ def test_small_size_converts_within_memory_and_runs(tmp_path):
     """Peak RSS growth of the converter, in its own process, stays under twice the weight file.
 
     The probe imports everything the converter uses first, then reads its peak RSS (VmHWM) before and after
-    `main()`: the difference is what the conversion itself costs.
+    the command: the difference is what the conversion itself costs.
     """
     if not Path("/proc/self/status").exists():
         pytest.skip("peak RSS is read from /proc/self/status (Linux)")
@@ -791,12 +785,12 @@ def test_word_split_and_the_model_card_of_a_bilm_tf_model(tmp_path):
 
 
 # A conversion paused in the middle of its work (the staged folder written but not yet in place), so that the signal
-# reaches the real command at a known point; main() is elmo-convert's own.
+# reaches the real command at a known point; run() is elmo-convert's own frame.
 _PAUSED_CONVERSION = """
 import sys, time
 from pathlib import Path
 import elmo_tools.convert_common as common
-from elmo_tools.convert import main
+from elmo_cli import run
 
 write = common._write_tokenizer
 def paused(folder, tokenizer):
@@ -804,7 +798,7 @@ def paused(folder, tokenizer):
     Path({ready!r}).touch()
     time.sleep(300)
 common._write_tokenizer = paused
-sys.exit(main({argv!r}))
+sys.exit(run("elmo-convert", {argv!r}))
 """
 
 

@@ -13,19 +13,17 @@ remote-code copy against the local model (the same arithmetic by another route) 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import manylangs_fixture
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, clean_env, run_isolated
+from conftest import REPO, cli, run_cli, run_isolated
 from tolerances import PARITY_SCALED, REORDERED, assert_close
 
 from elmo_tools.convert_common import ConversionError
-from elmo_tools.convert_elmoformanylangs import convert, main, read_dictionary, read_network_config
+from elmo_tools.convert_elmoformanylangs import convert, read_dictionary, read_network_config
 
 # Chinese and Latin, lengths 1 to 10 (padding in every batch), unknown words and characters, a word longer than
 # max_characters_per_token - 2 characters (cut, as theirs), a whitespace character (their "\u3000" entry), and the
@@ -216,22 +214,17 @@ print(json.dumps({{"module": type(model).__module__, "tokenizer": type(tokenizer
 # --------------------------------------------------------------------------------------------------
 
 
-def _run(*args: str, module: str = "elmo_tools.convert_elmoformanylangs") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO, env=clean_env() | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
-    )
+def main(argv: list[str]) -> int:
+    """`elmo-convert --manylangs_dir DIR ...` in this process (`--model_dir` is read as --manylangs_dir)."""
+    return cli("elmo-convert", ["--manylangs_dir" if arg == "--model_dir" else arg for arg in argv])
 
 
 @pytest.mark.slow
 def test_command_converts_and_refuses_a_bad_folder(package, tmp_path, caplog):
-    """The real command converts; the refusals are its `main` in this process (the other bad folders: below)."""
-    from elmo_tools import convert as convert_command
-
+    """The command converts; and refuses in one line (the other bad folders: below)."""
     theirs = manylangs_fixture.write_model(tmp_path / "theirs")
     # elmo-convert --manylangs_dir (elmo_tools.convert) hands the folder to this converter
-    result = _run("--manylangs_dir", str(theirs), "--output_dir", str(tmp_path / "out"),
-                  module="elmo_tools.convert")
+    result = run_cli("elmo-convert", ["--manylangs_dir", theirs, "--output_dir", tmp_path / "out"], cwd=REPO)
     assert result.returncode == 0, result.stderr
     # quiet: how to split its Chinese words (its word.dic holds words of several ideographs), and where it wrote
     notice, wrote = result.stderr.splitlines()
@@ -239,7 +232,7 @@ def test_command_converts_and_refuses_a_bad_folder(package, tmp_path, caplog):
     assert (tmp_path / "out" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "out" / "config.json").read_text())["token_encoder"] == "word_char"
     both = ["--manylangs_dir", str(theirs), "--model", "original", "--output_dir", str(tmp_path / "both")]
-    assert convert_command.main(both) == 2
+    assert cli("elmo-convert", both) == 2
     assert "drop --model" in caplog.text and not (tmp_path / "both").exists()
 
     (theirs / "char.dic").unlink()
@@ -258,8 +251,8 @@ def test_elmo_embed_reads_a_converted_folder(package, converted, tmp_path):
     theirs_folder, ours_folder = converted["char+word"]
     sentences = [SENTENCES[0], SENTENCES[1]]
     (tmp_path / "in.txt").write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
-    result = _run(str(tmp_path / "in.txt"), str(tmp_path / "out.h5"), "--model", str(ours_folder), "--split",
-                  "whitespace", module="elmo_tools.embed")  # the lines hold words already split
+    result = run_cli("elmo-embed", [tmp_path / "in.txt", tmp_path / "out.h5", "--model", ours_folder, "--split",
+                                    "whitespace"], cwd=REPO)  # the lines hold words already split
     assert result.returncode == 0, result.stderr
     theirs = _theirs(package, theirs_folder, -2, sentences)
     with h5py.File(tmp_path / "out.h5") as out:
@@ -339,7 +332,7 @@ def test_a_pickle_that_runs_code_is_refused_not_run(tmp_path):
     marker = tmp_path / "pwned"
     torch.save({"projection.weight": _CreatesAFile(marker)}, folder / "token_embedder.pkl")
 
-    result = _run("--model_dir", str(folder), "--output_dir", str(tmp_path / "out"))
+    result = run_cli("elmo-convert", ["--manylangs_dir", folder, "--output_dir", tmp_path / "out"], cwd=REPO)
     assert result.returncode == 2, result.stderr
     assert "token_embedder.pkl" in result.stderr and "refused" in result.stderr
     assert "Traceback" not in result.stderr

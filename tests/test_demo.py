@@ -1,4 +1,5 @@
-"""The README's main job, `python -m train.demo`, run for real on a small budget."""
+"""The README's main job, `elmo-demo`, run for real on a small budget: through its own frame in this process, and
+as the installed script in a fresh process where a signal is what is tested."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, clean_env
+from conftest import REPO, clean_env, run_cli
 from tolerances import STATISTIC, assert_close
 
 from train.sense_corpus import SENSES, generate_corpus, generate_probes
@@ -37,18 +38,17 @@ def test_generated_text_splits_the_same_with_the_default_rule():
 
 
 def run_demo(*args) -> subprocess.CompletedProcess:
-    """`python -m train.demo ARGS --disable_tqdm` in a fresh Python with one thread; its output captured."""
-    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "train.demo", *map(str, args), "--disable_tqdm"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
+    """`elmo-demo ARGS --disable_tqdm` in this process; its output captured."""
+    return run_cli("elmo-demo", [*args, "--disable_tqdm"], cwd=REPO)
 
 
 def interrupt_demo(*args) -> tuple[int, str]:
     """Start the demo with a pretraining it would not finish, and send SIGINT to its process group (as Ctrl-C in a
     terminal does) once its progress bar has counted a step (tqdm's carriage returns read as line ends). Returns
     (exit status, stderr)."""
-    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "train.demo", *map(str, args), "--max_steps", "100000"],
+    env = {**clean_env(), "OMP_NUM_THREADS": "1"}
+    script = Path(sys.executable).parent / "elmo-demo"
+    process = subprocess.Popen([str(script), *map(str, args), "--max_steps", "100000"],
                                cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     seen, deadline = [], time.monotonic() + 240

@@ -21,10 +21,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
-from conftest import REPO, run_command
+from conftest import REPO, run_cli
 from original_layout import FIXTURE_SIZED, write_original_layout
 
 pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-hf[convert]'")
@@ -160,26 +161,14 @@ def reference(fixture_files, tmp_path_factory) -> dict[str, torch.Tensor]:
     return load_file(out / "model.safetensors")
 
 
-# The command with the wait between two attempts of a download (`download.RETRY_WAIT_S`, 1 s) set to 10 ms: the
-# attempts and what they leave are the same, without the seconds of waiting.
-_SHORT_RETRY_WAIT = """
-import runpy, sys
-from elmo_tools import download
-download.RETRY_WAIT_S = 0.01
-sys.argv = ["elmo-convert", *sys.argv[1:]]
-runpy.run_module("elmo_tools.convert_allennlp_elmo", run_name="__main__")
-"""
-
-
-def run_convert(*args: str, cache: Path, timeout: int = 300, short_retry_wait: bool = False
-                ) -> subprocess.CompletedProcess:
-    """The real command, with a network environment (not offline) that reaches 127.0.0.1 without a proxy."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", ELMO_HF_CACHE=str(cache),
-               PYTHONNOUSERSITE="1")
-    env.pop(download.BASE_URL_ENV, None)
-    start = ["-c", _SHORT_RETRY_WAIT] if short_retry_wait else ["-m", "elmo_tools.convert_allennlp_elmo"]
-    return run_command([sys.executable, *start, *args], cwd=REPO, env=env, timeout=timeout)
+def run_convert(*args: str, cache: Path, short_retry_wait: bool = False) -> subprocess.CompletedProcess:
+    """`elmo-convert ARGS` in this process, its downloads cached in `cache`, reaching 127.0.0.1 without a proxy. With
+    `short_retry_wait`, the wait between two attempts of a download (`download.RETRY_WAIT_S`, 1 s) is 10 ms: the
+    attempts and what they leave are the same, without the seconds of waiting."""
+    assert download.BASE_URL_ENV not in os.environ
+    env = {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "ELMO_HF_CACHE": str(cache)}
+    with mock.patch.object(download, "RETRY_WAIT_S", 0.01 if short_retry_wait else download.RETRY_WAIT_S):
+        return run_cli("elmo-convert", args, cwd=REPO, env=env)
 
 
 def assert_same_model(folder: Path, reference: dict[str, torch.Tensor]) -> None:
@@ -422,7 +411,7 @@ def test_sigint_during_the_download_keeps_the_bytes_for_the_next_run(server, tmp
     env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", ELMO_HF_CACHE=str(cache),
                PYTHONNOUSERSITE="1")
     process = subprocess.Popen(
-        [sys.executable, "-m", "elmo_tools.convert", "--model", "original", "--base_url", server.base,
+        [str(Path(sys.executable).parent / "elmo-convert"), "--model", "original", "--base_url", server.base,
          "--output_dir", str(out)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     partial = download.cache_path(server.url + server.weights_path, cache)
     partial = partial.with_name(partial.name + ".incomplete")

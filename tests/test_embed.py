@@ -28,13 +28,13 @@ import h5py
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import tomllib
 import torch
-from conftest import REPO, _descendants, clean_env, run_command
+from conftest import REPO, _descendants, clean_env, cli, run_cli, run_command
 from tolerances import REORDERED, assert_close
 
 from elmo_tools import embed as embed_module
-from elmo_tools.command_options import embed_parser
+from elmo_tools.arguments import parse_options
+from elmo_tools.command_options import EmbedOptions
 from elmo_tools.embed_io import done_windows
 from modeling_elmo import ElmoModel
 from tokenization import ElmoTokenizer, split_words
@@ -86,12 +86,15 @@ def reference(model_dir):
     return layers
 
 
-def run_embed(*args, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "elmo_tools.embed", *map(str, args), "--threads", "1", "--quiet"]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+def run_embed(*args, check: bool = True) -> subprocess.CompletedProcess:
+    """`elmo-embed ARGS --threads 1 --quiet` through its frame in this process, from the repository root."""
+    result = run_cli("elmo-embed", [*args, "--threads", "1", "--quiet"], cwd=REPO)
     if check and result.returncode != 0:
         raise AssertionError(f"elmo-embed failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return result
+
+
+ELMO_EMBED = str(Path(sys.executable).parent / "elmo-embed")  # the installed script, where its process is tested
 
 
 def read_hdf5(path: Path) -> dict[str, np.ndarray]:
@@ -201,9 +204,8 @@ def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog)
     # 1. killed (SIGKILL) while writing its third chunk, on demand
     out = tmp_path / "out.hdf5"
     partial = tmp_path / "out.hdf5.partial"
-    killed = run_embed(
-        corpus, out, "--model", model_dir, "--window", "50", "--debug_kill_after_chunks", "2", *no_cache, check=False
-    )
+    killed = run_command([ELMO_EMBED, corpus, out, "--model", model_dir, "--window", "50", "--debug_kill_after_chunks",
+                          "2", *no_cache, "--threads", "1", "--quiet"], cwd=REPO, env=clean_env(), timeout=300)
     assert killed.returncode == -signal.SIGKILL
     assert not out.exists()
     assert len(list(partial.glob("chunk-*.h5"))) == 2 and list(partial.glob("*.tmp"))
@@ -222,8 +224,8 @@ def test_resume_after_kill_equals_uninterrupted_run(model_dir, tmp_path, caplog)
 
     # 2. killed from outside at an arbitrary moment after its first chunk was complete
     out.unlink()
-    command = [sys.executable, "-m", "elmo_tools.embed", str(corpus), str(out), "--model", str(model_dir),
-               "--window", "50", "--threads", "1", "--quiet"]
+    command = [ELMO_EMBED, str(corpus), str(out), "--model", str(model_dir), "--window", "50", "--threads", "1",
+               "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not list(partial.glob("chunk-*.h5")) and process.poll() is None and time.monotonic() < deadline:
@@ -256,8 +258,7 @@ def test_sigint_commits_what_is_done_and_resume_completes_it(model_dir, tmp_path
     assert embed_main(corpus, whole, *common) == 0
     out = tmp_path / "out.hdf5"
     partial = out.with_name(out.name + ".partial")
-    command = [sys.executable, "-m", "elmo_tools.embed", str(corpus), str(out), *map(str, common),
-               "--commit_seconds", "0.1", "--debug_batch_delay", "0.05", "--threads", "1", "--quiet"]
+    command = [ELMO_EMBED, str(corpus), str(out), *map(str, common), "--commit_seconds", "0.1", "--debug_batch_delay", "0.05", "--threads", "1", "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not list(partial.glob("chunk-*-part*.h5")) and process.poll() is None and time.monotonic() < deadline:
@@ -356,18 +357,14 @@ def test_command_streams_in_windows(model_dir, tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------------
-# Bad input (in process: `main` is the command's entry point)
+# Bad input (in process: through the command's frame)
 # --------------------------------------------------------------------------------------------------
 
 
 def embed_main(*args) -> int:
-    """The command in this process, on one thread (--threads 1), with this process's thread count put back after it
-    (the tests after it, on two threads in `make test-numerics`, start from the session's count)."""
-    threads = torch.get_num_threads()
-    try:
-        return embed_module.main([*map(str, args), "--threads", "1", "--quiet"])
-    finally:
-        torch.set_num_threads(threads)
+    """The command in this process, on one thread (--threads 1; `run_cli` puts this process's thread count back
+    after it: the tests after it, on two threads in `make test-numerics`, start from the session's count)."""
+    return cli("elmo-embed", [*args, "--threads", "1", "--quiet"])
 
 
 def test_bad_lines_long_truncated_undecodable(model_dir, reference, tmp_path, caplog):
@@ -409,6 +406,9 @@ def test_bad_lines_long_truncated_undecodable(model_dir, reference, tmp_path, ca
     messages = caplog.text
     assert "not valid utf-8 and were decoded with U+FFFD" in messages and "truncated" in messages
     assert "in pieces" in messages
+    # named as they are met, with their line numbers (a long line takes a while; the progress bar counts lines)
+    assert "line 2 has 12 words, more than --max_tokens 5: it is embedded in 3 pieces of at most 5 words" in messages
+    assert "line 4 is longer than --max_line_chars 100 characters: only its first 100 are read" in messages
 
     skipped = tmp_path / "skipped.hdf5"
     assert embed_main(corpus, skipped, *common, "--encoding_errors", "skip") == 0
@@ -501,18 +501,6 @@ def test_dataset_inputs(model_dir, reference, tmp_path):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_command_is_declared_and_runs(tmp_path):
-    """The script installed for the declaration answers --help (the module form, python -m elmo_tools.embed, is the
-    command the tests above run)."""
-    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["elmo-embed"] == "elmo_tools.commands:embed"  # its options parsed before torch loads
-    command = shutil.which("elmo-embed", path=str(Path(sys.executable).parent))
-    assert command, f"elmo-embed is not installed next to {sys.executable} (pip install -e .)"
-    result = subprocess.run([command, "--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": ""})
-    assert result.returncode == 0 and "--resume" in result.stdout and "--average" in result.stdout
-
-
 @pytest.mark.numerics
 def test_feature_extraction_pipeline(model_dir):
     from transformers import pipeline
@@ -586,7 +574,7 @@ def test_float16_needs_cuda(model_dir, tmp_path, caplog):
 def test_windows_left_are_dealt_out_evenly_after_a_resume(monkeypatch):
     """Windows 0-2 done by an interrupted run: two processes share the 5 left (3, 5, 7 and 4, 6)."""
     lines = [(i, f"line {i}") for i in range(80)]
-    args = embed_parser().parse_args(["in", "out", "--model", "m", "--window", "10"])
+    args = parse_options(EmbedOptions, ["in", "out", "--model", "m", "--window", "10"])
     shares = {}
     for rank in (0, 1):
         monkeypatch.setenv("WORLD_SIZE", "2")
@@ -604,7 +592,7 @@ def test_windows_left_are_dealt_out_evenly_after_a_resume(monkeypatch):
 def torchrun_embed(*args, processes: int = 2) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    command = [*launcher, "-m", "elmo_tools.embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
+    command = [*launcher, "-m", "elmo_cli", "embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
     return run_command(command, cwd=REPO, env=env, timeout=300)
 
 
@@ -659,7 +647,7 @@ def test_torchrun_max_restarts_resumes_after_a_killed_process(model_dir, tmp_pat
     partial = out.with_name(out.name + ".partial")
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                 "--max_restarts", "1"]
-    command = [*launcher, "-m", "elmo_tools.embed", str(corpus), str(out), *map(str, common), "--resume", "--quiet",
+    command = [*launcher, "-m", "elmo_cli", "embed", str(corpus), str(out), *map(str, common), "--resume", "--quiet",
                "--debug_batch_delay", "0.05", "--dist_timeout", "120"]
     env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     with subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True) as process:
@@ -846,6 +834,6 @@ def test_max_lines_reads_no_further_and_threads_must_be_positive(model_dir, tmp_
     assert sorted(read_hdf5(out)) == ["0", "1"]
     for threads in ("0", "-1"):
         caplog.clear()
-        assert embed_module.main([str(corpus), str(tmp_path / "t.hdf5"), "--model", str(model_dir), "--quiet",
+        assert cli("elmo-embed", [corpus, tmp_path / "t.hdf5", "--model", model_dir, "--quiet",
                                   "--threads", threads]) == 2
         assert f"--threads must be a positive integer, got {threads}" in caplog.text

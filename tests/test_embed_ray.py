@@ -22,11 +22,9 @@ import h5py
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import torch
-from conftest import REPO, clean_env
+from conftest import REPO, clean_env, cli
 from test_embed import SENTENCES, generated_lines, read_hdf5, read_tokens, write_corpus
 
-from elmo_tools import embed as embed_module
 from elmo_tools.embed_io import done_windows
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
@@ -37,15 +35,13 @@ LINES = SENTENCES + generated_lines(150, seed=7)  # 16 windows of 10
 
 def embed_main(*args) -> int:
     """The default engine in this process on one thread, this process's thread count put back after it."""
-    threads = torch.get_num_threads()
-    try:
-        return embed_module.main([*map(str, args), "--threads", "1", "--quiet"])
-    finally:
-        torch.set_num_threads(threads)
+    return cli("elmo-embed", [*args, "--threads", "1", "--quiet"])
 
 
 def ray_command(*args) -> list[str]:
-    return [sys.executable, "-m", "elmo_tools.embed", *map(str, args), "--engine", "ray", "--threads", "1", "--quiet"]
+    """The installed script with the Ray engine: Ray's actors, and the signals the tests send, need a process."""
+    return [str(Path(sys.executable).parent / "elmo-embed"), *map(str, args), "--engine", "ray", "--threads", "1",
+            "--quiet"]
 
 
 def ray_env(**more: str) -> dict[str, str]:

@@ -8,23 +8,24 @@ import subprocess
 import sys
 
 import pytest
-import tomllib
 import torch
-from conftest import REPO, clean_env, run_command, shared_file
+from conftest import REPO, clean_env, run_cli, run_command, shared_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
 
 import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes: the tests load without remote code)
+from elmo_tools.errors import InputError
 from train.collators import ElmoDataCollatorForSequenceClassification, ElmoDataCollatorForTokenClassification
+from train.finetune_arguments import ModelArguments
 from train.finetune_data import (
-    ModelArguments,
     entity_scores,
     get_entities,
     label_list,
-    load_model,
     read_classification_file,
     read_tagging_file,
     tag_list,
 )
+from train.finetune_run import load_model, run_task
+from train.tasks import sequence_classification
 
 # --------------------------------------------------------------------------------------------------
 # Entity-level scoring (conlleval / seqeval rules)
@@ -238,9 +239,19 @@ COMMON = ["--model_name_or_path", "tiny", "--use_cpu", "--report_to", "none", "-
           "--word_embedding_dim", "16", "--word_embedding_buckets", "512", "--representation_dropout", "0.1"]
 
 
-def run_finetune(args: list[str], cwd, timeout=300) -> subprocess.CompletedProcess:
-    env = {**clean_env(), "OMP_NUM_THREADS": "1"}  # offline; tiny models gain nothing from more threads
-    result = run_command(args, cwd=cwd, env=env, timeout=timeout)
+def classify(argv: list[str]) -> dict:
+    """`elmo-finetune-classification ARGV`'s run in this process, without the frame: bad input raises `InputError`."""
+    return run_task("sequence-classification", argv)
+
+
+def run_finetune(args: list[str], cwd) -> subprocess.CompletedProcess:
+    """A fine-tuning command (`args[0]`) through its frame in this process; several processes (`torchrun ...`) in
+    their own."""
+    if args[0].startswith("elmo-"):
+        result = run_cli(args[0], args[1:], cwd=cwd)
+    else:
+        env = {**clean_env(), "OMP_NUM_THREADS": "1"}  # offline; tiny models gain nothing from more threads
+        result = run_command(args, cwd=cwd, env=env, timeout=300)
     if result.returncode != 0:
         raise AssertionError(f"{args} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
     return result
@@ -252,14 +263,14 @@ def test_finetune_classification_command_end_to_end(tmp_path, tiny_model_dir):
     out = tmp_path / "out"
     common = [str(tiny_model_dir) if a == "tiny" else a for a in COMMON]
     result = run_finetune(
-        [sys.executable, "-m", "train.finetune_classification", *common, "--train_file", str(tmp_path / "train.tsv"),
+        ["elmo-finetune-classification", *common, "--train_file", str(tmp_path / "train.tsv"),
          "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out), "--num_train_epochs", "6",
          "--classifier_pooling", "max", "--word_split", "whitespace", "--max_eval_samples", "60"],
         cwd=REPO,
     )
     assert f"to {out}" in result.stderr  # says where it wrote
     # quiet: a line for the new head instead of transformers' table; nothing a user cannot act on
-    assert "initialised the classification head" in result.stderr
+    assert "initialised the sequence-classification head" in result.stderr
     for noise in ("WARNING", "LOAD REPORT", "PAD/BOS/EOS", "pin_memory", "rank 0", "Traceback"):
         assert noise not in result.stderr, (noise, result.stderr[-3000:])
     metrics = json.loads((out / "eval_results.json").read_text())
@@ -277,7 +288,7 @@ def test_finetune_ner_command_end_to_end(tmp_path):
     write_conll_files(tmp_path)
     out = tmp_path / "out"
     run_finetune(
-        [sys.executable, "-m", "train.finetune_ner", *COMMON, "--train_file", str(tmp_path / "train.txt"),
+        ["elmo-finetune-ner", *COMMON, "--train_file", str(tmp_path / "train.txt"),
          "--validation_file", str(tmp_path / "valid.txt"), "--output_dir", str(out), "--num_train_epochs", "6",
          "--token_classifier_encoder", "none", "--min_train_steps", "0"],  # the 6 epochs alone: 78 steps
         cwd=REPO,
@@ -298,7 +309,7 @@ def test_finetune_classification_with_two_processes(tmp_path):
     out = tmp_path / "out"
     result = run_finetune(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "train.finetune_classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
+         "-m", "elmo_cli", "finetune-classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
          "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out), "--num_train_epochs", "1"],
         cwd=REPO,
     )
@@ -316,13 +327,13 @@ def test_finetune_classification_with_two_processes(tmp_path):
 
 
 BAD_INPUTS = [
-    ("finetune_classification", "missing_model", "--model_name_or_path"),
-    ("finetune_classification", "missing_file", "no such file"),
-    ("finetune_classification", "empty_file", "no examples"),
-    ("finetune_classification", "binary_file", "a binary file, not text"),
-    ("finetune_classification", "malformed_file", "cannot tell the label column"),
-    ("finetune_ner", "sentences_not_conll", "not CoNLL columns"),
-    ("finetune_ner", "malformed_json", "not a JSON object"),
+    ("elmo-finetune-classification", "missing_model", "--model_name_or_path"),
+    ("elmo-finetune-classification", "missing_file", "no such file"),
+    ("elmo-finetune-classification", "empty_file", "no examples"),
+    ("elmo-finetune-classification", "binary_file", "a binary file, not text"),
+    ("elmo-finetune-classification", "malformed_file", "looks like data, not a header"),
+    ("elmo-finetune-ner", "sentences_not_conll", "not CoNLL columns"),
+    ("elmo-finetune-ner", "malformed_json", "not a JSON object"),
 ]
 
 
@@ -351,29 +362,14 @@ def bad_input_arguments(tmp_path, problem: str) -> tuple[list[str], str]:
 
 
 @pytest.mark.parametrize("command, problem, message", BAD_INPUTS)
-def test_finetuning_commands_refuse_bad_input_in_one_line(tmp_path, capsys, command, problem, message):
-    """In-process: status 2, one ERROR line naming the file or value, nothing written."""
-    import importlib
-
-    module = importlib.import_module(f"train.{command}")
+def test_finetuning_commands_refuse_bad_input_in_one_line(tmp_path, command, problem, message):
+    """Status 2, one ERROR line naming the file or value, nothing written (the scripts' own processes:
+    tests/test_commands.py)."""
     argv, named = bad_input_arguments(tmp_path, problem)
-    assert module.run_command_line(module.main, module.logger, argv) == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if " ERROR " in line]
-    assert len(errors) == 1 and message in errors[0] and named in errors[0], errors
-    assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("command, problem, message", [BAD_INPUTS[0], BAD_INPUTS[5]])
-def test_finetuning_commands_refuse_bad_input_in_a_real_process(tmp_path, command, problem, message):
-    """The console commands: exit status 2, one line, no traceback, nothing written."""
-    argv, named = bad_input_arguments(tmp_path, problem)
-    env = {**clean_env(), "OMP_NUM_THREADS": "1"}
-    result = run_command([sys.executable, "-m", f"train.{command}", *argv], cwd=REPO, env=env, timeout=300)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    result = run_cli(command, argv)
+    assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
-    assert len(errors) == 1 and message in errors[0] and named in errors[0], result.stderr[-3000:]
+    assert len(errors) == 1 and message in errors[0] and named in errors[0], errors
     assert not (tmp_path / "out").exists()
 
 
@@ -463,12 +459,11 @@ def test_manylangs_models_fine_tune_and_predict(manylangs_models, variant, tmp_p
     """Both commands on a converted ELMoForManyLangs folder (rows of characters and a word id): the loss goes down,
     the labels are the files' own, and the predictions of --test_file are the argmax of the model's own forward."""
     from elmo_tools.loading import load_elmo
-    from train import finetune_classification, finetune_ner
 
     write_manylangs_task_files(tmp_path)
     model_dir = str(manylangs_models[variant])
     out = tmp_path / "classifier"
-    finetune_classification.main(["--model_name_or_path", model_dir, "--train_file", str(tmp_path / "train.tsv"),
+    run_task("sequence-classification", ["--model_name_or_path", model_dir, "--train_file", str(tmp_path / "train.tsv"),
                                   "--test_file", str(tmp_path / "test.txt"), "--output_dir", str(out), *FAST])
     losses = logged_losses(out)
     assert losses[-1] < losses[0], losses
@@ -482,7 +477,7 @@ def test_manylangs_models_fine_tune_and_predict(manylangs_models, variant, tmp_p
     assert (out / "predictions.txt").read_text().split("\n") == [expected[0], "", expected[1], ""]
 
     out = tmp_path / "tagger"
-    finetune_ner.main(["--model_name_or_path", model_dir, "--train_file", str(tmp_path / "train.conll"),
+    run_task("token-classification", ["--model_name_or_path", model_dir, "--train_file", str(tmp_path / "train.conll"),
                        "--test_file", str(tmp_path / "test.conll"), "--output_dir", str(out), *FAST])
     losses = logged_losses(out)
     assert losses[-1] < losses[0], losses
@@ -506,25 +501,23 @@ def test_manylangs_models_fine_tune_and_predict(manylangs_models, variant, tmp_p
 @pytest.fixture(scope="module")
 def fine_tuned_classifier(tmp_path_factory):
     """A classifier fine-tuned in-process for a few steps on the SST-2 style files (whitespace split)."""
-    from train import finetune_classification
 
     folder = tmp_path_factory.mktemp("fine-tuned")
     write_sst2_files(folder, train=64, dev=16)
-    finetune_classification.main([*COMMON, "--train_file", str(folder / "train.tsv"), "--output_dir",
+    run_task("sequence-classification", [*COMMON, "--train_file", str(folder / "train.tsv"), "--output_dir",
                                   str(folder / "model"), "--max_steps", "8", "--word_split", "whitespace"])
     return folder / "model"
 
 
 def test_predict_only_from_a_fine_tuned_folder_equals_the_models_argmax(fine_tuned_classifier, tmp_path):
     from elmo_tools.loading import load_elmo
-    from train import finetune_classification
 
     sentences = ["a great film", "", "an awful movie , really", "the plot was great"]
     (tmp_path / "new.txt").write_text("\n".join(sentences) + "\n")
     (tmp_path / "new.jsonl").write_text("".join(json.dumps({"text": s}) + "\n" for s in sentences if s))
-    finetune_classification.main(["--model", str(fine_tuned_classifier), "--do_predict", "--test_file",
+    run_task("sequence-classification", ["--model", str(fine_tuned_classifier), "--do_predict", "--test_file",
                                   str(tmp_path / "new.txt"), "--output_dir", str(tmp_path / "out")])
-    finetune_classification.main(["--model", str(fine_tuned_classifier), "--do_predict", "--test_file",
+    run_task("sequence-classification", ["--model", str(fine_tuned_classifier), "--do_predict", "--test_file",
                                   str(tmp_path / "new.jsonl"), "--predictions_file", str(tmp_path / "json.txt")])
     model, tokenizer = load_elmo(fine_tuned_classifier, "sequence-classification")
     expected = []
@@ -540,33 +533,29 @@ def test_predict_only_from_a_fine_tuned_folder_equals_the_models_argmax(fine_tun
 
 
 def test_predict_only_refuses_a_folder_without_a_head(tiny_model_dir, tmp_path):
-    from train import finetune_classification
-    from train.finetune_cli import InputError
 
     (tmp_path / "new.txt").write_text("a sentence\n")
     with pytest.raises(InputError, match="holds no fine-tuned ElmoForSequenceClassification"):
-        finetune_classification.main(["--model_name_or_path", str(tiny_model_dir), "--do_predict", "--test_file",
+        run_task("sequence-classification", ["--model_name_or_path", str(tiny_model_dir), "--do_predict", "--test_file",
                                       str(tmp_path / "new.txt"), "--output_dir", str(tmp_path / "out")])
     with pytest.raises(InputError, match="--do_predict needs --test_file"):
-        finetune_classification.main(["--model_name_or_path", str(tiny_model_dir), "--do_predict",
+        run_task("sequence-classification", ["--model_name_or_path", str(tiny_model_dir), "--do_predict",
                                       "--output_dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
 
 
 def test_encoding_option_reads_gbk_and_refuses_undecodable_bytes(fine_tuned_classifier, tmp_path):
-    from train import finetune_classification, finetune_ner
-    from train.finetune_cli import InputError
 
     (tmp_path / "gbk.txt").write_bytes("银行 great\n太阳 awful\n".encode("gbk"))
     with pytest.raises(InputError, match=r"gbk.txt: line 1, byte 1 of the line \(0xd2\) is not valid utf-8"):
-        finetune_classification.main(["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
+        run_task("sequence-classification", ["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
                                       "--output_dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
-    finetune_classification.main(["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
+    run_task("sequence-classification", ["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
                                   "--output_dir", str(tmp_path / "out"), "--encoding", "gbk"])
     assert len((tmp_path / "out" / "predictions.txt").read_text().split()) == 2
     with pytest.raises(InputError, match="--encoding: unknown encoding 'no-such'"):
-        finetune_ner.main(["--model", str(fine_tuned_classifier), "--train_file", str(tmp_path / "gbk.txt"),
+        run_task("token-classification", ["--model", str(fine_tuned_classifier), "--train_file", str(tmp_path / "gbk.txt"),
                            "--output_dir", str(tmp_path / "out2"), "--encoding", "no-such"])
 
 
@@ -575,8 +564,6 @@ def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_acce
 
     for registry in ("_functions", "_requirements"):  # the split registered below is the test's own
         monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
-    from train.finetune_classification import main
-    from train.finetune_cli import InputError
     from train.finetune_data import split_text
 
     assert split_text("rates, too", ElmoTokenizer(word_split="whitespace"), None) == ["rates,", "too"]
@@ -585,7 +572,7 @@ def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_acce
     assert {"whitespace", "punctuation"} <= set(WORD_SPLITTERS)
     write_sst2_files(tmp_path, train=8, dev=2)
     with pytest.raises(InputError, match="--word_split"):
-        main([*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(tmp_path / "out"),
+        classify([*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(tmp_path / "out"),
               "--word_split", "no-such-split"])
     assert not (tmp_path / "out").exists()
     # a function of the user's, named module:function, is imported and registered as the other commands do
@@ -606,7 +593,6 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
     import os
     import signal
 
-    from train import finetune_classification
     from train.finetune_run import GuardedTrainer
 
     step = {"count": 0}
@@ -624,10 +610,10 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
     saving = ["--save_strategy", "steps", "--save_steps", "2"] if checkpoint else []
     argv = [*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(out), "--max_steps", "50",
             *saving]
-    status = finetune_classification.run_command_line(finetune_classification.main, finetune_classification.logger,
-                                                      argv)
-    assert status == 130
-    errors = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if " ERROR " in line]
+    result = run_cli("elmo-finetune-classification", argv)
+    assert result.returncode == 130
+    errors = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if "interrupted" in line]
+    assert "interrupted" in result.stderr.strip().splitlines()[-1]  # the command's last line
     assert len(errors) == 1 and errors[0].startswith("interrupted by SIGINT at step"), errors
     if checkpoint:
         kept = sorted(p.name for p in out.iterdir())
@@ -682,52 +668,37 @@ def test_the_load_report_is_held_and_let_through_when_it_says_more():
         reporter.removeHandler(handler)
 
 
-def test_help_answers_without_torch():
-    """The console scripts as pyproject.toml names them (the doors of train/finetune_cli.py)."""
-    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    doors = [scripts[name].split(":") for name in ("elmo-finetune-classification", "elmo-finetune-ner")]
-    code = ("import importlib, sys\n"
-            f"for module, door in {doors!r}:\n"
-            "    sys.argv = ['x', '--help']\n    assert getattr(importlib.import_module(module), door)() == 0\n"
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, sorted(sys.modules)\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "--test_file" in result.stdout and "--encoding" in result.stdout and "--learning_rate" in result.stdout
-    assert "--help_all" in result.stdout
-
-
 def test_validation_labels_the_model_does_not_have_are_one_line_and_nothing_is_written(tmp_path):
-    from train.finetune_classification import main
-    from train.finetune_cli import InputError
 
     (tmp_path / "train.tsv").write_text("label\ttext\n0\tthe bank\n1\tthe river\n", encoding="utf-8")
     (tmp_path / "dev.tsv").write_text("label\ttext\n2\ta third label\n", encoding="utf-8")
-    main([*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(tmp_path / "head"),
+    classify([*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(tmp_path / "head"),
           "--max_steps", "1", "--classifier_pooling", "mean"])
     out = tmp_path / "out"
     args = [a for a in COMMON if a != "tiny"]
     args[args.index("--model_name_or_path") + 1:args.index("--model_name_or_path") + 1] = [str(tmp_path / "head")]
-    with pytest.raises(InputError, match=r"--validation_file .*dev.tsv: labels \['2'\] are not among") as caught:
-        main([*args, "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out)])
+    with pytest.raises(InputError, match=r"--validation_file .*dev.tsv: line 2 has the label '2', which is not "
+                                         r"among the model's") as caught:
+        classify([*args, "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out)])
     assert "\n" not in str(caught.value) and not out.exists()
 
 
-def test_tagger_trains_whole_epochs_until_min_train_steps_and_max_steps_overrides_it(tmp_path, tiny_model_dir, capsys):
+def test_tagger_trains_whole_epochs_until_min_train_steps_and_max_steps_overrides_it(tmp_path, tiny_model_dir):
     """8 sentences in batches of 4 are 2 steps an epoch: 1 epoch is fewer than --min_train_steps 5, so 3 epochs
     (6 steps) are trained, said in one line; with --max_steps, or epochs enough, the rule changes nothing."""
     from types import SimpleNamespace
 
-    from train import finetune_ner
     from train.finetune_run import raise_epochs_to_min_steps
 
     write_conll_files(tmp_path, train=8, valid=0)
-    finetune_ner.main(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.txt"),
-                       "--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true",
-                       "--per_device_train_batch_size", "4", "--num_train_epochs", "1", "--min_train_steps", "5",
-                       "--output_dir", str(tmp_path / "rule")])
+    result = run_cli("elmo-finetune-ner", [
+        "--model_name_or_path", tiny_model_dir, "--train_file", tmp_path / "train.txt", "--use_cpu", "--report_to",
+        "none", "--save_strategy", "no", "--disable_tqdm", "true", "--per_device_train_batch_size", "4",
+        "--num_train_epochs", "1", "--min_train_steps", "5", "--output_dir", tmp_path / "rule"])
+    assert result.returncode == 0, result.stderr
     state = json.loads((tmp_path / "rule" / "trainer_state.json").read_text())
     assert (state["global_step"], state["num_train_epochs"]) == (6, 3), state
-    said = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if "--min_train_steps" in line]
+    said = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if "--min_train_steps" in line]
     assert said == ["1 epochs of 2 steps would train 2 steps, fewer than --min_train_steps 5: training 3 epochs "
                     "(6 steps)"], said
 
@@ -753,26 +724,24 @@ def saved_labels(folder) -> dict:
     return json.loads((folder / "config.json").read_text())["id2label"]
 
 
-def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one_line(fine_tuned_classifier, tmp_path,
-                                                                                      capsys):
+def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one_line(fine_tuned_classifier, tmp_path):
     """Labels among the saved ones: the head goes on with its label ids; others: one line naming both sets and
     the way out, nothing written; with --ignore_mismatched_sizes, a head for the data's labels."""
-    from train.finetune_classification import main
-    from train.finetune_cli import InputError
 
     model = ["--model", str(fine_tuned_classifier), *ONE_STEP]
     (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n")
-    main([*model, "--train_file", str(tmp_path / "one.tsv"), "--output_dir", str(tmp_path / "kept")])
+    said = run_cli("elmo-finetune-classification", [*model, "--train_file", tmp_path / "one.tsv", "--output_dir",
+                                                     tmp_path / "kept"])
+    assert said.returncode == 0, said.stderr
     assert saved_labels(tmp_path / "kept") == {"0": "0", "1": "1"}
-    said = capsys.readouterr()
-    assert "metrics *****" not in said.out and " INFO train.finetune_run: train metrics: epoch " in said.err  # a line
+    assert "metrics *****" not in said.stdout and " INFO train.finetune_run: train metrics: epoch " in said.stderr
     (tmp_path / "three.tsv").write_text("label\ttext\n0\tawful\n1\tgreat\n2\tso so\n")
     out = tmp_path / "three"
-    with pytest.raises(InputError, match=r"holds a classification head of the labels \['0', '1'\]; the data's labels "
+    with pytest.raises(InputError, match=r"holds a sequence-classification head of the labels \['0', '1'\]; the data's labels "
                                          r"\['2'\] are not among them: add --ignore_mismatched_sizes true") as caught:
-        main([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out)])
+        classify([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out)])
     assert "\n" not in str(caught.value) and not out.exists()
-    main([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out),
+    classify([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out),
           "--ignore_mismatched_sizes", "true"])
     assert saved_labels(out) == {"0": "0", "1": "1", "2": "2"}
 
@@ -781,14 +750,12 @@ def test_a_wrong_resume_from_checkpoint_is_one_line_before_anything_is_written(f
     import shutil
 
     from elmo_tools.loading import load_elmo
-    from train.finetune_classification import main
-    from train.finetune_cli import InputError
     from train.finetune_run import check_resume
 
     (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n")
     out = tmp_path / "out"
     with pytest.raises(InputError, match="--resume_from_checkpoint .*absent: no such folder"):
-        main(["--model", str(fine_tuned_classifier), *ONE_STEP, "--train_file", str(tmp_path / "one.tsv"),
+        classify(["--model", str(fine_tuned_classifier), *ONE_STEP, "--train_file", str(tmp_path / "one.tsv"),
               "--output_dir", str(out), "--resume_from_checkpoint", str(tmp_path / "absent")])
     assert not out.exists()
     model, _ = load_elmo(fine_tuned_classifier, "sequence-classification")
@@ -817,32 +784,29 @@ def test_the_saved_tokenizer_keeps_the_word_split_it_was_trained_with(fine_tuned
     assert AutoTokenizer.from_pretrained(fine_tuned_classifier).word_split == "whitespace"
 
 
-def test_a_folder_saved_for_int8_inference_fine_tunes_its_bilm_in_float32(fine_tuned_classifier, tmp_path, capsys):
+def test_a_folder_saved_for_int8_inference_fine_tunes_its_bilm_in_float32(fine_tuned_classifier, tmp_path):
     import shutil
 
-    from train.finetune_classification import main
 
     folder = tmp_path / "int8"
     shutil.copytree(fine_tuned_classifier, folder)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "lstm_implementation": "int8"}))  # quantize_int8()
     (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n0\tan awful film\n")
-    main(["--model", str(folder), *ONE_STEP, "--train_file", str(tmp_path / "one.tsv"), "--freeze_bilm", "false",
-          "--output_dir", str(tmp_path / "out")])
-    assert "saved for int8 inference: training in float32" in capsys.readouterr().err
+    result = run_cli("elmo-finetune-classification", ["--model", folder, *ONE_STEP, "--train_file", tmp_path / "one.tsv",
+                                                       "--freeze_bilm", "false", "--output_dir", tmp_path / "out"])
+    assert "saved for int8 inference: training in float32" in result.stderr
     assert json.loads((tmp_path / "out" / "config.json").read_text())["lstm_implementation"] == "auto"
 
 
 def test_predict_only_refuses_options_that_change_the_trained_head(fine_tuned_classifier, tmp_path):
-    from train.finetune_classification import main
-    from train.finetune_cli import InputError
 
     (tmp_path / "new.txt").write_text("a great film\n")
     out = tmp_path / "out"
     for option, message in ((["--classifier_pooling", "mean"], r"--classifier_pooling mean \(trained: lstm\)"),
                             (["--head_hidden_size", "8"], r"--head_hidden_size 8 \(trained: None\)")):
         with pytest.raises(InputError, match=message + ": without --train_file the fine-tuned head") as caught:
-            main(["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "new.txt"),
+            classify(["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "new.txt"),
                   "--output_dir", str(out), *option])
         assert "\n" not in str(caught.value) and not out.exists()
 
@@ -853,17 +817,35 @@ def test_training_words_the_bilm_never_saw_are_said_in_one_warning(caplog):
     from types import SimpleNamespace
 
     from tokenization import ElmoTokenizer
-    from train import finetune_classification
     from train.finetune_run import warn_if_unseen
 
     tokenizer = ElmoTokenizer(word_vocab=["<S>", "</S>", "<UNK>", "the", "bank", "river"])
     data_args = SimpleNamespace(word_split=None)
     config = SimpleNamespace(word_embedding_dim=0)
     unseen = [{"text": "a truly wonderful film", "label": "1"}, {"text": "the bank", "label": "0"}]
-    warn_if_unseen(unseen, finetune_classification, tokenizer, data_args, config)
+    warn_if_unseen(unseen, sequence_classification, tokenizer, data_args, config)
     assert "67% of the training words are not in the biLM's pretraining vocabulary" in caplog.text
     assert "--word_embedding_dim 32" in caplog.text
     caplog.clear()
-    warn_if_unseen([{"text": "the river bank", "label": "0"}], finetune_classification, tokenizer, data_args, config)
-    warn_if_unseen(unseen, finetune_classification, tokenizer, data_args, SimpleNamespace(word_embedding_dim=32))
+    warn_if_unseen([{"text": "the river bank", "label": "0"}], sequence_classification, tokenizer, data_args, config)
+    warn_if_unseen(unseen, sequence_classification, tokenizer, data_args, SimpleNamespace(word_embedding_dim=32))
     assert not caplog.text
+
+
+def test_a_second_run_into_a_folder_replaces_the_first_and_leaves_no_stale_result(tmp_path, tiny_model_dir):
+    """--overwrite_output_dir empties the folder first: the second run's results are its own (no eval_results.json of
+    the first run beside its training metrics), and no lock is left behind."""
+    write_sst2_files(tmp_path, train=8, dev=4)
+    out = tmp_path / "out"
+    args = ["--model_name_or_path", tiny_model_dir, *ONE_STEP, "--train_file", tmp_path / "train.tsv",
+            "--output_dir", out]
+    first = run_cli("elmo-finetune-classification", [*args, "--validation_file", tmp_path / "dev.tsv"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (out / "eval_results.json").exists()
+    refused = run_cli("elmo-finetune-classification", args)
+    assert refused.returncode == 2 and "--overwrite_output_dir" in refused.stderr.splitlines()[-1]
+    second = run_cli("elmo-finetune-classification", [*args, "--overwrite_output_dir"])
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert not (out / "eval_results.json").exists()
+    assert not any(key.startswith("eval_") for key in json.loads((out / "all_results.json").read_text()))
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []  # no lock left

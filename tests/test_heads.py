@@ -333,7 +333,7 @@ def test_frozen_bilm_has_no_gradients_and_no_dropout():
     assert not any(p.requires_grad for p in model.elmo.parameters())
     assert not model.elmo.training and model.training
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-    assert trainable == {"scalar_mixes.0.scalar_parameters", "scalar_mixes.0.gamma", "classifier.weight",
+    assert trainable == {"scalar_mixes.0.scalar_parameters", "scalar_mixes.0.scale", "classifier.weight",
                          "classifier.bias"}
     tuned = ElmoForSequenceClassification(head_config(freeze_bilm=False)).train()
     assert all(p.requires_grad for p in tuned.elmo.parameters()) and tuned.elmo.training
@@ -389,6 +389,7 @@ def test_auto_map_lists_every_head():
     auto_map = head_config().auto_map
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo_heads.ElmoForSequenceClassification"
     assert auto_map["AutoModelForTokenClassification"] == "modeling_elmo_heads.ElmoForTokenClassification"
+    assert auto_map["AutoModelForMultipleChoice"] == "modeling_elmo_multiple_choice.ElmoForMultipleChoice"
 
 
 def test_auto_map_of_an_older_folder_names_the_files_written_now():
@@ -396,11 +397,11 @@ def test_auto_map_of_an_older_folder_names_the_files_written_now():
     modeling_elmo_heads.py, so the entry must follow. Another repository's code (`owner/repo--...`) is kept."""
     old = {"AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
            "AutoModelForTokenClassification": "owner/repo--modeling_elmo.ElmoForTokenClassification",
-           "AutoModelForMultipleChoice": "my_heads.MyElmoChoice"}
+           "AutoModelForMaskedLM": "my_heads.MyElmoMasked"}
     auto_map = head_config(auto_map=old).auto_map
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo_heads.ElmoForSequenceClassification"
     assert auto_map["AutoModelForTokenClassification"] == old["AutoModelForTokenClassification"]
-    assert auto_map["AutoModelForMultipleChoice"] == "my_heads.MyElmoChoice"  # not a head of the table: kept
+    assert auto_map["AutoModelForMaskedLM"] == "my_heads.MyElmoMasked"  # not a head of the table: kept
     assert type(AutoModelForTokenClassification.from_config(head_config())) is ElmoForTokenClassification
 
 
@@ -572,3 +573,22 @@ def test_fine_tuning_changes_the_bilm(tmp_path):
     train_with_trainer(model, rows, ElmoDataCollatorForSequenceClassification(tokenizer), tmp_path, epochs=1)
     changed = [name for name, p in model.elmo.named_parameters() if not torch.equal(p, before[name])]
     assert "char_encoder.char_embedding.weight" in changed and any(n.startswith("bilm.layers") for n in changed)
+
+
+def test_a_checkpoint_of_older_weight_names_loads_its_scale_and_saves_todays_names(tmp_path):
+    """Folders saved before the scalar mix's scale was named `scale` hold `scalar_mixes.0.gamma`: they load with their
+    trained scale (transformers' `key_mapping`), and save it under today's name."""
+    from safetensors.torch import load_file, save_file
+
+    model = ElmoForSequenceClassification(tiny_config(num_labels=2))
+    with torch.no_grad():
+        model.scalar_mixes[0].scale.fill_(1.7)
+    model.save_pretrained(tmp_path / "old")
+    weights = load_file(tmp_path / "old" / "model.safetensors")
+    weights["scalar_mixes.0.gamma"] = weights.pop("scalar_mixes.0.scale")
+    save_file(weights, tmp_path / "old" / "model.safetensors", metadata={"format": "pt"})
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "old")
+    assert float(loaded.scalar_mixes[0].gamma) == pytest.approx(1.7)
+    loaded.save_pretrained(tmp_path / "new")
+    names = set(load_file(tmp_path / "new" / "model.safetensors"))
+    assert "scalar_mixes.0.scale" in names and not any("gamma" in name for name in names)

@@ -42,8 +42,9 @@ from huggingface_hub import ModelCard
 from tolerances import REORDERED, assert_close
 
 import modeling_elmo
-from elmo_tools import hub_utils
-from elmo_tools.hub_utils import HubPushError, push_folder, render_model_card, write_model_card
+from elmo_tools import model_card
+from elmo_tools.hub_push import HubPushError, push_folder
+from elmo_tools.model_card import render_model_card, write_model_card
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
 from tokenization import ElmoTokenizer
 
@@ -58,7 +59,8 @@ HEADS = [
 # siblings it imports (tests/test_layout.py proves the saving side of it).
 REMOTE_CODE = sorted(
     {path.name for path in (REPO / "modeling_elmo").glob("*.py")} - {"__init__.py"}
-    | {"tokenization_elmo.py", "character_ids.py", "padding_elmo.py", "word_splits_elmo.py", "word_vocab_elmo.py"}
+    | {"tokenization_elmo.py", "batch_encoding_elmo.py", "character_ids.py", "padding_elmo.py", "row_cache_elmo.py",
+       "text_inputs_elmo.py", "truncation_elmo.py", "word_splits_elmo.py", "word_vocab_elmo.py"}
 )
 
 
@@ -307,6 +309,7 @@ def test_push_uploads_weights_config_code_and_tokenizer(hub, round_trip):
     assert len(ids) == 4
 
 
+@pytest.mark.slow
 def test_interrupted_push_leaves_the_repository_as_it_was(hub, round_trip):
     pushed = round_trip["pushed"]
     refused, dropped = pushed["interrupted"]
@@ -316,6 +319,7 @@ def test_interrupted_push_leaves_the_repository_as_it_was(hub, round_trip):
     assert all(c["message"] != "must not land" for c in hub.commits(REPO_ID))
 
 
+@pytest.mark.slow
 def test_load_by_repo_id_with_remote_code_only(round_trip):
     out, ref = round_trip["outputs"], round_trip["reference"]
     classes = round_trip["loaded"]["classes"]
@@ -354,12 +358,14 @@ def test_model_loaded_as_remote_code_pushes_again(hub, round_trip):
     assert json.loads(hub.read(target, "config.json"))["auto_map"]["AutoModel"].endswith("modeling_elmo.ElmoModel")
 
 
+@pytest.mark.slow
 def test_pinned_revision_loads_that_commit(round_trip):
     out, ref = round_trip["outputs"], round_trip["reference"]
     assert_close(out["pinned_hidden"], ref["v1_hidden"], REORDERED, what="revision pinned to the first commit")
     assert (out["pinned_hidden"] - out["main_hidden"]).abs().max() > 1e-3  # the two versions differ
 
 
+@pytest.mark.slow
 def test_load_touches_only_read_endpoints(round_trip):
     methods = {(method, status) for method, _, status in round_trip["load_requests"]}
     assert all(method in ("GET", "HEAD", "POST") for method, _ in methods)
@@ -626,7 +632,7 @@ def test_model_card_without_results_and_the_fallback_template(monkeypatch, caplo
     card = render_model_card(_tiny_config())
     assert "No evaluation results were recorded" in card and "model-index" not in card
     assert ModelCard(card).data.eval_results is None
-    monkeypatch.setattr(hub_utils, "TEMPLATE_LOCATIONS", (Path("/nonexistent/model_card.md"),))
+    monkeypatch.setattr(model_card, "TEMPLATE_LOCATIONS", (Path("/nonexistent/model_card.md"),))
     with caplog.at_level("WARNING"):
         fallback = render_model_card(_tiny_config(), model_id="a/b", results={"perplexity": 12.0})
     assert "model_card.md was not found" in caplog.text
@@ -635,7 +641,7 @@ def test_model_card_without_results_and_the_fallback_template(monkeypatch, caplo
 
 
 def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
-    """What train.pretrain gives: run facts, perplexities with a token count, a local folder as starting point."""
+    """What elmo-pretrain gives: run facts, perplexities with a token count, a local folder as starting point."""
     local_start = tmp_path / "previous-run"
     local_start.mkdir()
     card = render_model_card(
@@ -655,7 +661,7 @@ def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
 
 
 def test_model_card_template_is_the_repository_file():
-    found = hub_utils.find_model_card_template()
+    found = model_card.find_model_card_template()
     assert found is not None and found.resolve() == (REPO / "model_card.md").resolve()
     assert found.read_text() == (REPO / "model_card.md").read_text()
 
@@ -744,7 +750,7 @@ def test_converter_pushes_with_its_model_card(hub, tmp_path):
         pytest.skip(f"shared data file {options} is absent")
     weights = options.parent / "lm_weights.hdf5"
     out = tmp_path / "converted"
-    command = [sys.executable, "-m", "elmo_tools.convert_allennlp_elmo", "--options_file", str(options),
+    command = [str(Path(sys.executable).parent / "elmo-convert"), "--options_file", str(options),
                "--weight_file", str(weights), "--output_dir", str(out), "--push_to_hub", "elmo-org/converted-fixture"]
     result = subprocess.run(command, env=_command_env(hub, tmp_path), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -767,7 +773,7 @@ def test_pretraining_pushes_its_output_folder(hub, tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(f"the cat number {i % 7} sat on the mat ." for i in range(120)) + "\n")
     out = tmp_path / "trained"
-    command = [sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir", str(out),
+    command = [str(Path(sys.executable).parent / "elmo-pretrain"), "--train_file", str(corpus), "--output_dir", str(out),
                "--preset", "tiny", "--max_steps", "2", "--per_device_batch_size", "4", "--unroll_steps", "8",
                "--report_to", "none", "--disable_tqdm", "--push_to_hub", "--hub_model_id", "elmo-org/pretrained"]
     result = subprocess.run(command, env=_command_env(hub, tmp_path), capture_output=True, text=True, timeout=300)

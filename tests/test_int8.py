@@ -19,10 +19,9 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import random_char_ids, run_isolated, shared_file, tiny_config, tiny_model
+from conftest import cli, random_char_ids, run_isolated, shared_file, tiny_config, tiny_model
 from tolerances import REORDERED, assert_close
 
-from elmo_tools import embed as embed_module
 from modeling_elmo import ElmoConfig, ElmoModel, quantization_elmo
 from tokenization import ElmoTokenizer
 
@@ -230,7 +229,7 @@ def test_missing_engine_is_refused_in_one_line(no_fbgemm, tiny_model_dir, tmp_pa
     corpus = tmp_path / "in.txt"
     corpus.write_text("a b c\n")
     out = tmp_path / "out.hdf5"
-    code = embed_module.main([str(corpus), str(out), "--model", str(tiny_model_dir), "--dtype", "int8", "--quiet"])
+    code = cli("elmo-embed", [corpus, out, "--model", tiny_model_dir, "--dtype", "int8", "--quiet"])
     assert code == 2 and "--dtype int8: int8 inference needs torch's fbgemm quantized engine" in caplog.text
     assert not out.exists() and not out.with_name(out.name + ".partial").exists()
 
@@ -253,7 +252,7 @@ def test_elmo_embed_int8_equals_the_quantized_model_sentence_by_sentence(
     for dtype in ("float32", "int8"):
         outputs[dtype] = tmp_path / f"{dtype}.hdf5"
         argv = [str(corpus), str(outputs[dtype]), "--model", str(tiny_model_dir), "--dtype", dtype, "--threads", "1"]
-        assert embed_module.main([*argv, "--quiet"]) == 0
+        assert cli("elmo-embed", [*argv, "--quiet"]) == 0
     torch.set_num_threads(1)  # as the command ran (--threads 1): the same bits are the same computation
     model = ElmoModel.from_pretrained(tiny_model_dir).eval().quantize_int8()
     tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)

@@ -1,6 +1,10 @@
-"""The shape of the house, checked from the source: what travels to the Hub as remote code, file sizes, import
-circles. Nothing is imported or run: every module is read with `ast`, so an import hidden inside a function counts
-as much as one at the top of a file.
+"""The shape of the house, checked from the source: the layers, what travels to the Hub as remote code, file sizes,
+import circles, the places that build a command-line parser. Nothing is imported or run: every module is read with
+`ast`, so an import hidden inside a function counts as much as one at the top of a file.
+
+* The packages are layers, each above the ones before it (`LAYERS`, docs/architecture.md "Package layout"): a module
+  imports its own layer and those below, never one above, and names none above in a string (a "module:function" or
+  "package.module" a caller would import).
 
 * The files flat in `modeling_elmo/` and in `tokenization/` (not their `__init__.py`) are what `save_pretrained`
   copies next to a saved model: they import only the standard library, torch, numpy, transformers and each other.
@@ -13,13 +17,17 @@ as much as one at the top of a file.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("modeling_elmo", "tokenization", "elmo_tools", "train")
+# The layers, bottom first: the tokenizer, the model (remote code), the tools on the model and what every run needs,
+# the tasks and training, the command layer.
+LAYERS = ("tokenization", "modeling_elmo", "elmo_tools", "train", "elmo_cli")
+PACKAGES = LAYERS
 MAX_LINES = 800
 # The exemption, for a file holding one class: it may run to ONE_CLASS_MAX_LINES where all but MAX_LINES of them are
 # that class. One class is one concept: transformers' own model and tokenizer files run to 1,400 lines, and a class
@@ -31,6 +39,9 @@ ONE_CLASS_MAX_LINES = 1400
 REMOTE_CODE_MAY_IMPORT = {"torch", "transformers", "numpy", "safetensors", "huggingface_hub", "__future__"}
 # Travelling files that reach outside, each for a reason written at the import:
 EXCEPTIONS = {
+    # Triton, for the optional fused step of the "graph" LSTM kernel: imported in a try block (transformers' import
+    # check skips those), and the torch ops run where it is absent.
+    ("modeling_elmo.lstm_triton_elmo", "triton"),
     # The sentence-transformers module copied into saved folders: it is loaded only by sentence-transformers.
     ("modeling_elmo.elmo_sentence_pooling", "sentence_transformers"),
     # Grapheme clusters (`\X`) for the word splits: `regex` is a dependency of transformers, so it is wherever
@@ -187,9 +198,46 @@ def test_the_kernel_registry_imports_nothing_of_the_package():
 def test_the_configuration_imports_nothing_of_the_model():
     """As transformers' configs import nothing of their model, `configuration_elmo` imports no kernel and no model
     file: only the kernel registry, which declares the built-in kernels' names for the check of
-    `lstm_implementation`."""
+    `lstm_implementation`, and what transformers versions name differently (`compat_elmo`, which imports nothing of
+    the package)."""
     graph = _graph()
-    assert graph["modeling_elmo.configuration_elmo"] == {"modeling_elmo.kernels_elmo"}
+    assert graph["modeling_elmo.configuration_elmo"] == {"modeling_elmo.kernels_elmo", "modeling_elmo.compat_elmo"}
+    assert graph["modeling_elmo.compat_elmo"] == set()
+
+
+def _loaded_by_name() -> set[str]:
+    """The travelling modules transformers loads by name: the configuration's, every class of the model's and the
+    tokenizer's `auto_map`, every pipeline of `custom_pipelines`, and sentence-transformers' pooling module."""
+    from modeling_elmo.configuration_elmo import AUTO_CLASSES, CUSTOM_PIPELINES
+
+    names = {"configuration_elmo", "tokenization_elmo", "tokenization_elmo_manylangs", "elmo_sentence_pooling"}
+    names |= {path.split(".")[0] for path in AUTO_CLASSES.values()}
+    names |= {entry["impl"].split(".")[0] for entry in CUSTOM_PIPELINES.values()}
+    return names
+
+
+def test_a_module_loaded_by_name_imports_every_sibling_it_needs_itself():
+    """transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it
+    loads by name, with the siblings that module imports itself, not those they import in turn (5.x follows them
+    all). So each module loaded by name imports, itself, every sibling it needs at any depth."""
+    graph = _graph()
+    travelling = {_module_name(path).split(".")[-1]: _module_name(path) for path in _travelling_files()}
+
+    def needed(module: str, seen: set[str]) -> set[str]:
+        for sibling in graph[module]:
+            if sibling not in seen and sibling.split(".")[-1] in travelling:
+                seen.add(sibling)
+                needed(sibling, seen)
+        return seen
+
+    short = {}
+    for name in _loaded_by_name():
+        module = travelling[name]
+        missing = needed(module, set()) - graph[module]
+        if missing:
+            short[name] = sorted(m.split(".")[-1] for m in missing)
+    assert short == {}, (f"modules loaded by name that leave siblings they need to their imports: {short}; name each "
+                         "in the module's block under '# isort: split' (`from .x import a_name  # noqa: F401`)")
 
 
 def test_the_model_folder_is_exactly_what_a_saved_model_carries(tmp_path):
@@ -207,3 +255,45 @@ def test_the_model_folder_is_exactly_what_a_saved_model_carries(tmp_path):
     tiny_model().save_pretrained(tmp_path)
     ElmoTokenizer().save_pretrained(tmp_path)
     assert {path.name for path in tmp_path.glob("*.py")} == model_files | tokenizer_files
+
+
+def _layer(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
+def _strings(path: Path) -> list[str]:
+    """The string constants of `path` that are not docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_no_module_imports_or_names_a_higher_layer():
+    modules = _project_modules()
+    upward = []
+    for name, targets in _graph().items():
+        upward += [f"{name} imports {target}" for target in sorted(targets) if _layer(target) > _layer(name)]
+    # "train.tasks.multiple_choice", "elmo_cli:embed" (a bare "train" is a dataset's split, not a module)
+    names_a_module = re.compile(rf"^({'|'.join(LAYERS)})((\.\w+)+(:\w+)?|:\w+)$")
+    for name, path in modules.items():
+        for text in _strings(path):
+            match = names_a_module.match(text)
+            if match and _layer(text) > _layer(name):
+                upward.append(f"{name} names {text!r}")
+    assert not upward, "a layer reaches up:\n" + "\n".join(upward)
+
+
+def test_at_most_two_places_build_a_command_line_parser():
+    """The options of every command are dataclasses read by `elmo_tools.arguments`; transformers' own parser reads
+    its `TrainingArguments`, for the fine-tuning commands only."""
+    places = []
+    for name, path in _project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if called in ("ArgumentParser", "HfArgumentParser"):
+                    places.append(f"{name}:{node.lineno}")
+    assert len(places) <= 2, places

@@ -18,7 +18,7 @@ from modeling_elmo import (
     ElmoForTokenClassification,
     ElmoModel,
 )
-from modeling_elmo.configuration_elmo import PRESETS
+from modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES
 from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
 
 
@@ -72,8 +72,8 @@ def test_task_picks_the_class(tiny_model_dir, task, cls):
     for name in ("tiny", tiny_model_dir):
         model, _ = load_elmo(name, task, config_overrides=overrides if task else None)
         assert type(model) is cls
-    assert set(TASKS) == {None, "model", "pre-training", "sequence-classification", "token-classification",
-                          "question-answering"}
+    assert set(TASKS) == {None, "model", "pre-training", *TASK_CLASSES}  # one per task head of ELMO_CLASSES
+    assert {"sequence-classification", "token-classification", "question-answering", "multiple-choice"} <= set(TASKS)
 
 
 def test_overrides_device_and_dtype(tiny_model_dir):

@@ -12,7 +12,6 @@ doors that need a fresh interpreter (remote code, the pipeline, the Hub) run eve
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,11 +21,10 @@ import huggingface_hub.constants
 import numpy as np
 import pytest
 import torch
-from conftest import _NO_PROJECT, REPO, clean_env, run_command, tiny_config
+from conftest import _NO_PROJECT, REPO, clean_env, cli, run_cli, tiny_config
 from hub_server import HubServer
 from tolerances import REORDERED, STATISTIC, assert_close
 
-from elmo_tools import convert as convert_command
 from elmo_tools.loading import load_elmo
 from modeling_elmo import ElmoForPreTraining
 from tokenization import ElmoTokenizer
@@ -74,7 +72,7 @@ def test_the_readme_names_every_kind_door_and_refusal():
 # The kinds of model
 # --------------------------------------------------------------------------------------------------
 def _convert(*args: str) -> None:
-    code = convert_command.main(list(args))
+    code = cli("elmo-convert", list(args))
     assert code == 0, f"elmo-convert {' '.join(args)} exited {code}"
 
 
@@ -116,24 +114,20 @@ def _corpus(path: Path, lines: int) -> Path:
 
 def _pretrained(root: Path) -> Path:
     corpus = _corpus(root / "corpus.txt", 60)
-    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    result = run_command([sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir",
-                          str(root / "run"), "--preset", "tiny", "--max_steps", "4", "--per_device_batch_size", "4",
-                          "--unroll_steps", "8", "--disable_tqdm", "--report_to", "none"],
-                         cwd=REPO, env=env, timeout=300)
+    result = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", root / "run", "--preset", "tiny",
+                                       "--max_steps", "4", "--per_device_batch_size", "4", "--unroll_steps", "8",
+                                       "--disable_tqdm", "--report_to", "none"], cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     return root / "run"
 
 
 def _finetuned(root: Path) -> Path:
-    from train import finetune_classification
-
     base = _allennlp(root / "base")
     data = root / "train.tsv"
     data.write_text("label\ttext\n" + "".join(f"{i % 2}\t{line}\n" for i, line in enumerate(RAW_SENTENCES * 3)))
-    finetune_classification.main(["--model_name_or_path", str(base), "--train_file", str(data), "--output_dir",
-                                  str(root / "model"), "--max_steps", "2", "--report_to", "none", "--use_cpu",
-                                  "--disable_tqdm", "true", "--save_strategy", "no"])
+    assert cli("elmo-finetune-classification", [
+        "--model_name_or_path", base, "--train_file", data, "--output_dir", root / "model", "--max_steps", "2",
+        "--report_to", "none", "--use_cpu", "--disable_tqdm", "true", "--save_strategy", "no"]) == 0
     return root / "model"
 
 
@@ -253,7 +247,7 @@ def _run_fresh(names: dict[str, str], out: Path, env: dict[str, str], cwd: Path)
 def fresh_vectors(kind_dirs, tmp_path_factory) -> dict[str, list[np.ndarray]]:
     """Every kind pushed to a Hub on 127.0.0.1, then loaded as remote code by folder and by repository id in a
     fresh interpreter that cannot import this project."""
-    from elmo_tools.hub_utils import push_folder
+    from elmo_tools.hub_push import push_folder
 
     work = tmp_path_factory.mktemp("fresh")
     server = HubServer(work / "hub", token=TOKEN).start()
@@ -360,12 +354,10 @@ def raw_text(tmp_path_factory) -> Path:
 def test_embed_command(kind, cache, kind_dirs, raw_text, tmp_path):
     import h5py
 
-    from elmo_tools import embed
-
     folder = _folder(kind_dirs, kind)
     out = tmp_path / "vectors.hdf5"
     options = ["--token_cache_size", "0"] if cache == "no_cache" else []
-    assert embed.main([str(raw_text), str(out), "--model", str(folder), "--quiet", *options, *_split_options(kind)]) == 0
+    assert cli("elmo-embed", [raw_text, out, "--model", folder, "--quiet", *options, *_split_options(kind)]) == 0
     model, tokenizer = load_elmo(str(folder))
     with h5py.File(out, "r") as stored:
         for number, line in enumerate(RAW_SENTENCES):
@@ -377,12 +369,10 @@ def test_embed_command(kind, cache, kind_dirs, raw_text, tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_analyze_command(kind, kind_dirs, raw_text, tmp_path):
-    from elmo_tools import analysis
-
     folder = _folder(kind_dirs, kind)
     out = tmp_path / "analysis"
-    assert analysis.main([str(raw_text), "--model", str(folder), "--output_dir", str(out), "--min_count", "2",
-                          "--anisotropy_pairs", "10", "--quiet", *_split_options(kind)]) == 0
+    assert cli("elmo-analyze", [raw_text, "--model", folder, "--output_dir", out, "--min_count", "2",
+                                "--anisotropy_pairs", "10", "--quiet", *_split_options(kind)]) == 0
     got = json.loads((out / "contextuality.json").read_text())["words"]["bank"]["self_similarity"]
     # "bank" twice in one line: its self-similarity is the cosine of its two vectors, layer by layer
     model, tokenizer = load_elmo(str(folder))
@@ -417,15 +407,13 @@ def _finetune_options(kind: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_finetune_classification_command(kind, kind_dirs, tmp_path):
-    from train import finetune_classification
-
     folder = _folder(kind_dirs, kind)
     train, test = tmp_path / "train.tsv", tmp_path / "test.txt"
     examples = [(int("bank" in line), line) for line in RAW_SENTENCES + SENTENCES] * 2
     train.write_text("label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in examples), encoding="utf-8")
     test.write_text("\n".join(RAW_SENTENCES) + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    finetune_classification.main(_finetune_args(folder, train, out, test) + _finetune_options(kind))
+    assert cli("elmo-finetune-classification", _finetune_args(folder, train, out, test) + _finetune_options(kind)) == 0
     losses = _losses(out)
     assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
     model, tokenizer = load_elmo(str(out), task="sequence-classification")
@@ -437,8 +425,6 @@ def test_finetune_classification_command(kind, kind_dirs, tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_finetune_ner_command(kind, kind_dirs, tmp_path):
-    from train import finetune_ner
-
     folder = _folder(kind_dirs, kind)
     train, test = tmp_path / "train.conll", tmp_path / "test.txt"
     train.write_text("\n".join(f"{w} {t}" for w, t in TAGGED) * 1 + "\n\n" + "\n".join(
@@ -446,7 +432,7 @@ def test_finetune_ner_command(kind, kind_dirs, tmp_path):
     sentence = " ".join(w for w, _ in TAGGED)
     test.write_text(sentence + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    finetune_ner.main(_finetune_args(folder, train, out, test) + _finetune_options(kind))
+    assert cli("elmo-finetune-ner", _finetune_args(folder, train, out, test) + _finetune_options(kind)) == 0
     losses = _losses(out)
     assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
     model, tokenizer = load_elmo(str(out), task="token-classification")
@@ -454,7 +440,8 @@ def test_finetune_ner_command(kind, kind_dirs, tmp_path):
     with torch.no_grad():
         ids = model(**batch).logits[0].argmax(-1).tolist()
     want = [model.config.id2label[ids[i]] for i, w in enumerate(batch.word_ids(0)) if w is not None]
-    assert (out / "predictions.txt").read_text(encoding="utf-8").split() == want
+    written = [line.split(" ") for line in (out / "predictions.txt").read_text(encoding="utf-8").splitlines() if line]
+    assert [tag for _, tag in written] == want  # each word (as the split gives it) beside its tag
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -462,13 +449,11 @@ def test_continued_pretraining(kind, kind_dirs, tmp_path):
     folder = _folder(kind_dirs, kind)
     refusal = REFUSED.get((kind, "continue"))
     corpus = _corpus(tmp_path / "corpus.txt", 40)
-    env = {**clean_env(), "PYTHONPATH": f"{REPO}{os.pathsep}{TESTS}", "OMP_NUM_THREADS": "1"}
     out = tmp_path / "continued"
-    result = run_command([sys.executable, "-m", "train.pretrain", "--train_file", str(corpus), "--output_dir", str(out),
-                          "--init_from", str(folder), "--max_steps", "3", "--per_device_batch_size", "4",
-                          "--unroll_steps", "8", "--disable_tqdm", "--report_to", "none", "--logging_steps", "1",
-                          *_split_options(kind)],
-                         cwd=REPO, env=env, timeout=300)
+    result = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", out, "--init_from", folder,
+                                       "--max_steps", "3", "--per_device_batch_size", "4", "--unroll_steps", "8",
+                                       "--disable_tqdm", "--report_to", "none", "--logging_steps", "1",
+                                       *_split_options(kind)], cwd=REPO)
     if refusal is not None:
         assert result.returncode == 2 and not out.exists(), result.stderr[-2000:]
         last = result.stderr.strip().splitlines()[-1]

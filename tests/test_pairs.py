@@ -3,6 +3,7 @@ reads each sentence of a pair on its own, and the transformers pipelines on top 
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -140,6 +141,41 @@ def test_pair_truncation_keeps_the_side_it_is_told_and_says_when_it_cannot(tok):
         ["<S>", "a", "b", "</S>", "<S>", "x", "y", "</S>"], ["<S>", "a", "b", "</S>", "<S>", "w", "v", "</S>"]]
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_pair_truncation_keeps_what_transformers_own_rule_keeps_and_says_nothing(side):
+    """Every length of both sentences and every max_length: the words kept are those transformers'
+    `truncate_sequences` keeps of the word lists (a sentence too short for only_first/only_second is refused instead),
+    and transformers' notice that slow tokenizers return no overflowing tokens is not logged for every pair."""
+    import logging
+
+    tok = ElmoTokenizer(truncation_side=side)
+    cases = []  # (first, second, max_length, strategy, the words kept or None where refused)
+    for a, b, max_length in itertools.product(range(5), range(5), range(4, 13)):
+        first, second = [f"a{i}" for i in range(a)], [f"b{i}" for i in range(b)]
+        over = max(0, a + b + 4 - max_length)
+        for strategy in ("longest_first", "only_first", "only_second"):
+            cut = {"only_first": a, "only_second": b}.get(strategy)
+            expected = (tok.truncate_sequences(first, second, num_tokens_to_remove=over, truncation_strategy=strategy)[:2]
+                        if over else (first, second))
+            cases.append((first, second, max_length, strategy, None if cut is not None and cut < over else expected))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        for first, second, max_length, strategy, expected in cases:
+            arguments = {"is_split_into_words": True, "truncation": strategy, "max_length": max_length}
+            if expected is None:
+                with pytest.raises(ValueError, match="too short"):
+                    tok([first], [second], **arguments)
+            else:
+                kept = tok([first], [second], **arguments).tokens(0)
+                assert kept == ["<S>", *expected[0], "</S>", "<S>", *(expected[1] or []), "</S>"]
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert [r.getMessage() for r in records] == []
+
+
 def test_pairs_of_mismatched_forms_are_refused_in_one_line(tok):
     with pytest.raises(ValueError, match="text is a batch of 2 and text_pair a batch of 1"):
         tok(["a", "b"], ["c"])
@@ -242,10 +278,36 @@ def test_single_sentences_are_untouched_by_token_types_of_zeros(tok):
     assert torch.equal(model(**batch).logits, model(batch["input_ids"], batch["attention_mask"]).logits)
 
 
+def test_a_head_without_pair_combination_reads_a_pair_as_one_sequence(tok):
+    """transformers' GLUE recipe builds the head without pair_combination: each row, both sentences with their <S>
+    and </S>, is read by the biLM as one sequence and its words pooled; the biLM carries each sentence into its
+    reading of the other, so the pair's logits are not those of either sentence, nor of the two alone."""
+    model = ElmoForSequenceClassification(tiny_config(num_labels=2, classifier_pooling="max")).eval()
+    with torch.no_grad():
+        model.classifier.weight.normal_()
+    pairs = tok(PREMISES, HYPOTHESES, padding=True, return_tensors="pt")
+    read = model(**pairs).logits
+    # the same rows with their token types dropped: one sequence either way
+    assert torch.equal(read, model(pairs["input_ids"], pairs["attention_mask"]).logits)
+    for i, (premise, hypothesis) in enumerate(zip(PREMISES, HYPOTHESES)):
+        alone = model(**tok(premise, hypothesis, return_tensors="pt")).logits[0]
+        assert_close(read[i], alone, REORDERED)  # a pair's logits do not depend on its batch
+        assert not torch.allclose(alone, model(**tok(premise, return_tensors="pt")).logits[0])
+    # and it trains: the loss goes down on one batch
+    model.train()
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
+    labels = torch.tensor([0, 1, 0])
+    losses = []
+    for _ in range(5):
+        loss = model(**pairs, labels=labels).loss
+        losses.append(float(loss))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert losses[-1] < losses[0]
+
+
 def test_pairs_and_heads_that_do_not_fit_are_refused_in_one_line(tok):
-    single = ElmoForSequenceClassification(tiny_config(num_labels=2)).eval()
-    with pytest.raises(ValueError, match="head of single sentences: build it with pair_combination"):
-        single(**tok("a", "b", return_tensors="pt"))
     pairs = pair_model()
     with pytest.raises(ValueError, match="classifies sentence pairs"):
         pairs(**tok("a b", return_tensors="pt"))
@@ -383,7 +445,7 @@ def test_the_reader_finds_the_columns_of_pairs(tmp_path):
 
 
 def test_scores_are_read_as_a_regression_and_integer_labels_as_classes():
-    from train.finetune_classification import is_regression
+    from train.tasks.sequence_classification import is_regression
 
     assert is_regression(["3.8", "0.0", "5"], None)
     assert not is_regression(["0", "1", "1"], None) and not is_regression(["pos", "1.5"], None)
@@ -438,17 +500,14 @@ def write_pair_files(folder, regression: bool):
 @pytest.mark.slow
 @pytest.mark.parametrize("regression", [False, True])
 def test_finetune_classification_trains_a_pair_head(tmp_path, tiny_model_dir, regression):
-    import sys
-
-    from conftest import REPO, clean_env, run_command
+    from conftest import REPO, run_cli
 
     train, test = write_pair_files(tmp_path, regression)
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "train.finetune_classification", "--model_name_or_path", str(tiny_model_dir), "--use_cpu",
-            "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--num_train_epochs", "2",
-            "--per_device_train_batch_size", "4", "--train_file", str(train), "--validation_file", str(train),
-            "--do_predict", "--test_file", str(test), "--output_dir", str(out)]
-    result = run_command(args, cwd=REPO, env={**clean_env(), "OMP_NUM_THREADS": "1"}, timeout=300)
+    args = ["--model_name_or_path", tiny_model_dir, "--use_cpu", "--report_to", "none", "--save_strategy", "no",
+            "--disable_tqdm", "true", "--num_train_epochs", "2", "--per_device_train_batch_size", "4", "--train_file",
+            train, "--validation_file", train, "--do_predict", "--test_file", test, "--output_dir", out]
+    result = run_cli("elmo-finetune-classification", args, cwd=REPO)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Traceback" not in result.stderr and "WARNING" not in result.stderr, result.stderr[-3000:]
     saved = json.loads((out / "config.json").read_text())

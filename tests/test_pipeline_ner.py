@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import sys
 from pathlib import Path
 
@@ -62,8 +61,7 @@ def crf_tagger(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("pipeline-ner")
     write_templated_ner(folder / "train.jsonl", 160, seed=0)
     write_templated_ner(folder / "valid.jsonl", 40, seed=1)
-    command = shutil.which("elmo-finetune-ner", path=str(Path(sys.executable).parent))
-    run_finetune([command, *COMMON, "--train_file", str(folder / "train.jsonl"), "--validation_file",
+    run_finetune(["elmo-finetune-ner", *COMMON, "--train_file", str(folder / "train.jsonl"), "--validation_file",
                   str(folder / "valid.jsonl"), "--output_dir", str(folder / "model"), "--num_train_epochs", "8",
                   "--token_classifier_encoder", "none", "--min_train_steps", "0", "--crf", "true"], cwd=folder)
     return folder / "model"
@@ -191,30 +189,30 @@ def test_pre_split_words_batches_and_stride(both_ways):
 
 
 def test_predicting_with_the_crf_switched_off_is_refused_in_one_line(crf_tagger, tmp_path):
-    from train import finetune_ner
-    from train.finetune_cli import InputError
+    from elmo_tools.errors import InputError
+    from train.finetune_run import run_task
 
     (tmp_path / "new.txt").write_text("John Smith works for Google in Paris .\n")
     with pytest.raises(InputError, match=r"--use_crf False \(trained: True\): without --train_file") as caught:
-        finetune_ner.main(["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"), "--crf", "false",
+        run_task("token-classification", ["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"), "--crf", "false",
                            "--output_dir", str(tmp_path / "out")])
     assert "\n" not in str(caught.value) and not (tmp_path / "out").exists()
-    finetune_ner.main(["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"),
+    run_task("token-classification", ["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"),
                        "--output_dir", str(tmp_path / "out")])
-    assert (tmp_path / "out" / "predictions.txt").read_text().split() == \
-        ["B-PER", "I-PER", "O", "O", "B-ORG", "O", "B-LOC", "O"]  # the Viterbi tags: the model's argmax logits
+    assert (tmp_path / "out" / "predictions.txt").read_text().split()[1::2] == \
+        ["B-PER", "I-PER", "O", "O", "B-ORG", "O", "B-LOC", "O"]  # the Viterbi tags (beside their words)
 
 
 def test_training_a_saved_crf_head_further_checks_its_tags_without_the_flag(crf_tagger, tmp_path):
     """The saved head's CRF holds its tags to BIO whether or not --crf is given again: a sentence it forbids is
     refused in one line before anything is written (its loss would be in the thousands and never learned)."""
-    from train import finetune_ner
-    from train.finetune_cli import InputError
+    from elmo_tools.errors import InputError
+    from train.finetune_run import run_task
 
     (tmp_path / "more.txt").write_text("John B-PER\nSmith I-PER\n\nParis I-LOC\nis O\n")
     with pytest.raises(InputError, match=r"^the saved head's CRF: sentence 2 of --train_file \S+more.txt starts "
                                          r"with I-LOC, which BIO tags forbid") as caught:
-        finetune_ner.main(["--model_name_or_path", str(crf_tagger), "--train_file", str(tmp_path / "more.txt"),
+        run_task("token-classification", ["--model_name_or_path", str(crf_tagger), "--train_file", str(tmp_path / "more.txt"),
                            "--output_dir", str(tmp_path / "out"), "--max_steps", "1", "--use_cpu", "--report_to",
                            "none"])
     assert "\n" not in str(caught.value) and not (tmp_path / "out").exists()

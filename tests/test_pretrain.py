@@ -1,4 +1,5 @@
-"""`python -m train.pretrain` end to end: real commands in subprocesses on a small generated corpus.
+"""`elmo-pretrain` end to end on a small generated corpus: through its frame in this process, and as real processes
+where signals, several processes (torchrun, accelerate launch) or the Hub push are what is tested.
 
 A softmax initialised from layer-0 vectors is compared with the model's own character CNN to REORDERED
 (tests/tolerances.py); a resumed run with the run never stopped to RESUMED, below."""
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, clean_env, run_command
+from conftest import REPO, clean_env, run_cli, run_command
 from tolerances import REORDERED, Bound, assert_close
 
 import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes)
@@ -48,12 +49,21 @@ def corpus(tmp_path_factory):
     return write_corpus(folder / "train.txt", 400, 0), write_corpus(folder / "valid.txt", 40, 1)
 
 
+ELMO_PRETRAIN = str(Path(sys.executable).parent / "elmo-pretrain")
+
+
+def command_line(args, launcher: list[str] | None) -> list[str]:
+    """The installed script, or a launcher (`torchrun ... -m`) running the command layer's module."""
+    return [*launcher, "elmo_cli", "pretrain", *map(str, args)] if launcher else [ELMO_PRETRAIN, *map(str, args)]
+
+
 def pretrain(*args: str, launcher: list[str] | None = None, check: bool = True, cwd: Path | None = None):
-    command = (launcher or [sys.executable, "-m"]) + ["train.pretrain", *args]
-    env = clean_env()
-    env["PYTHONPATH"] = str(REPO)
-    env["OMP_NUM_THREADS"] = "1"
-    result = run_command(command, cwd=cwd or REPO, env=env, timeout=300)
+    """`elmo-pretrain ARGS` in this process (through its frame), or under `launcher` in processes of their own."""
+    if launcher is None:
+        result = run_cli("elmo-pretrain", args, cwd=cwd or REPO)
+    else:
+        env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        result = run_command(command_line(args, launcher), cwd=cwd or REPO, env=env, timeout=300)
     if check and result.returncode != 0:
         raise AssertionError(f"pretrain failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
     return result
@@ -76,8 +86,7 @@ def interrupt_after_first_checkpoint(*args: str, signum: int, launcher: list[str
     process group, as Ctrl-C in a terminal does (torchrun passes it on to its workers). Returns (exit status,
     stderr)."""
     out = Path(args[args.index("--output_dir") + 1])
-    command = (launcher or [sys.executable, "-m"]) + ["train.pretrain", *args, "--max_steps", "100000",
-                                                      "--save_steps", "2"]
+    command = command_line([*args, "--max_steps", "100000", "--save_steps", "2"], launcher)
     env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
@@ -227,9 +236,8 @@ def test_sigterm_before_the_first_checkpoint_leaves_nothing(corpus, tmp_path):
     """SIGTERM (a scheduler's stop) during the set-up: exit 143, one line, the output folder never made."""
     train, _ = corpus
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "train.pretrain", "--train_file", str(train), "--output_dir", str(out), *COMMON,
-               "--max_steps", "5"]
-    env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    command = [ELMO_PRETRAIN, "--train_file", str(train), "--output_dir", str(out), *COMMON, "--max_steps", "5"]
+    env = {**clean_env(), "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
     first = process.stderr.readline()  # the set-up's first line: the vocabulary it built, before the output folder
     assert "a vocabulary of" in first, first + process.communicate()[1][-3000:]
@@ -247,7 +255,7 @@ def test_sigterm_before_the_first_checkpoint_leaves_nothing(corpus, tmp_path):
 def test_encoding_gbk_corpus(tmp_path):
     """A GBK file: refused under the default utf-8 (one line naming file, line and byte; exit 2; no folder), trained
     on with --encoding gbk (its words, not U+FFFD, in the vocabulary)."""
-    from train.pretrain import PretrainArguments
+    from train.pretrain_args import PretrainArguments
     from train.pretrain_run import train
 
     rng = random.Random(0)
@@ -368,7 +376,7 @@ def pretrain_in_process():
     """`train.pretrain.train` in this process, with Accelerate's process-wide state reset after it."""
     from accelerate.state import AcceleratorState
 
-    from train.pretrain import PretrainArguments
+    from train.pretrain_args import PretrainArguments
     from train.pretrain_run import train
 
     yield lambda **fields: train(PretrainArguments(**{
@@ -525,7 +533,7 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
     import huggingface_hub.constants
     from hub_server import HubServer
 
-    from elmo_tools.hub_utils import push_folder
+    from elmo_tools.hub_push import push_folder
 
     token = "hf_test_token_for_the_local_hub"
     train, _ = corpus
@@ -534,7 +542,7 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
     with HubServer(tmp_path / "hub", token=token) as hub:
         env.update(HF_ENDPOINT=hub.url, HF_TOKEN=token, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1",
                    HF_HUB_DISABLE_TELEMETRY="1", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-        command = [sys.executable, "-m", "train.pretrain", "--train_file", str(train), "--output_dir", str(out),
+        command = [ELMO_PRETRAIN, "--train_file", str(train), "--output_dir", str(out),
                    "--max_steps", "2", "--save_steps", "1", *COMMON, "--push_to_hub", "--hub_model_id", "org/run"]
         result = run_command(command, cwd=REPO, env=env, timeout=300)
         assert result.returncode == 0, result.stderr[-4000:]
@@ -549,36 +557,11 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
             assert not [f for f in files if f.startswith(("checkpoints/", "logs/")) or f == "train_log.jsonl"], files
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("module, options", [("train.pretrain", ["--train_file", "--encoding", "--verbose"]),
-                                             ("train.demo", ["--language", "--max_steps"])])
-def test_help_answers_without_loading_torch(module, options, tmp_path):
-    """`--help` in a fresh interpreter: the options, and none of torch, transformers or the model imported; nor for a
-    corpus that is not there or an output folder whose parent is missing (exit status 2, one line each)."""
-    (tmp_path / "corpus.txt").write_text("the bank .\n")
-    bad = [["--train_file", "nothing-*.txt", "--output_dir", "out"],
-           ["--train_file", "corpus.txt", "--output_dir", "no/out"]]
-    code = (f"import sys\nfrom {module} import main\ntry:\n    main(['--help'])\nexcept SystemExit as end:\n"
-            "    assert end.code == 0, end.code\n"
-            f"for argv in {bad!r}:\n    assert main(argv) == 2, argv\n"
-            "heavy = {'torch', 'transformers', 'accelerate', 'datasets', 'modeling_elmo', 'tokenization'}\n"
-            "print('loaded:', sorted(heavy & set(sys.modules)))")
-    env = {**clean_env(), "PYTHONPATH": str(REPO)}
-    result = run_command([sys.executable, "-c", code], cwd=tmp_path, env=env, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert all(option in result.stdout for option in options), result.stdout
-    assert result.stdout.strip().splitlines()[-1] == "loaded: []"
-    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
-    assert len(errors) == 2 and "no file matches 'nothing-*.txt'" in errors[0], result.stderr
-    assert "--output_dir no/out: the folder no does not exist" in errors[1], result.stderr
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]
-
-
 def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):
     """The dataclass parser behind the fast --help: lists, optional values, flags with or without a value, dashes,
     a JSON file; unknown or missing JSON fields in one line."""
-    from train.arguments import parse_dataclass
-    from train.pretrain import PretrainArguments
+    from elmo_tools.arguments import parse_options as parse_dataclass
+    from train.pretrain_args import PretrainArguments
 
     args = parse_dataclass(PretrainArguments, ["--train_file", "a.txt", "b.txt", "--output-dir", "out", "--disable_tqdm",
                                                "--verbose", "false", "--dropout", "0.25", "--encoding", "GBK"])
@@ -609,7 +592,7 @@ def test_resume_auto_is_latest_when_there_is_a_checkpoint(tmp_path):
     """`--resume_from_checkpoint auto`, the one command line a launcher can restart as it is: a fresh start in a
     folder without a checkpoint (an unfinished `.tmp-*` one does not count), the newest checkpoint once there is one."""
     from train.checkpoints import resolve_auto_resume
-    from train.pretrain import PretrainArguments
+    from train.pretrain_args import PretrainArguments
 
     def resolved(value):
         args = PretrainArguments(train_file=["a.txt"], output_dir=str(tmp_path), resume_from_checkpoint=value)
@@ -629,7 +612,7 @@ def test_resume_auto_without_a_checkpoint_in_a_used_folder(tmp_path):
     folder in use; --overwrite_output_dir lets `auto` start afresh there, and is not needed once there is a
     checkpoint (which it then never deletes: the run resumes)."""
     from train.checkpoints import resolve_auto_resume
-    from train.pretrain import PretrainArguments
+    from train.pretrain_args import PretrainArguments
     from train.pretrain_run import check_output_dir
 
     (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\n")

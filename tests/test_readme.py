@@ -2,7 +2,11 @@
 
 Every fenced `python` and `bash` block of a page runs, in the page's order, in one fresh Python started in an empty
 temporary folder: Python blocks share one namespace (a reader pastes them in order, later blocks use earlier
-variables) and each bash block runs with `bash -e`, with this environment's scripts first on PATH and no network.
+variables) and each bash block runs with `bash -e`, with this environment's scripts first on PATH and no network. In
+a bash block whose lines keep no shell state for the next (no cd, export or variable), each line of the project's
+commands (`elmo-embed ...`, without shell syntax) runs through its own frame in that Python (`elmo_cli.run`: what the
+script runs, without starting a Python for each) and every other line with bash, in order; each must end with status
+0, as `bash -e` requires.
 A block that cannot run here (it downloads, needs a GPU or several processes, or is the set-up itself) carries a
 one-line HTML comment just before its fence, `<!-- not run: the reason -->`; exactly those are skipped.
 
@@ -20,12 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 # The pages whose blocks run here, in addition to the README.
 DOC_PAGES = ["models", "tokenizer", "converting", "pretraining", "finetuning", "embedding", "analysis", "sharing",
-             "tests", "app", "scaling"]
+             "tests", "app", "scaling", "deployment", "ecosystem"]
 RUN_LANGUAGES = {"python", "bash"}
 FENCE = re.compile(r"^(`{3,})(\S*)\s*$")  # a fence of three or more backticks, then the language
 NOT_RUN = re.compile(r"^<!-- not run: (.*\S) -->$")
@@ -56,21 +61,43 @@ def code_blocks(path: Path) -> list[dict]:
     return blocks
 
 
-# Runs a page's blocks in order in one interpreter: Python blocks by exec in one namespace, bash blocks with bash -e.
+# Runs a page's blocks in order in one interpreter: Python blocks by exec in one namespace, bash blocks with bash -e,
+# or, when they are only the project's commands, each through its frame in this interpreter.
 DRIVER = r"""
-import json, subprocess, sys
+import json, re, shlex, subprocess, sys
 blocks = json.load(open(sys.argv[1], encoding="utf-8"))
 namespace = {"__name__": "__main__"}
+
+def steps(code):
+    # The block's lines, each a project command run through its frame here, or a shell line for bash; None (the
+    # whole block to bash) where a line keeps shell state for the next (cd, export, a variable, a loop).
+    lines = [line.strip() for line in code.replace("\\\n", " ").splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if any(re.match(r"(cd|export|source|for|while|if|function)\b|\w+=", line) or "$" in line for line in lines):
+        return None
+    return [("cli", shlex.split(line, comments=True))
+            if re.match(r"elmo-[a-z-]+( |$)", line) and not re.search(r"[|&;<>`*?\[\]{}~]", line.split(" #")[0])
+            else ("bash", line) for line in lines]
+
 for block in blocks:
     where = f"{block['page']}:{block['line']}"
     print(f"\n=== {where} ({block['language']})", flush=True)
     if block["language"] == "python":
         exec(compile(block["code"], where, "exec"), namespace)
-    else:
-        sys.stdout.flush()
+        continue
+    sys.stdout.flush()
+    lines = steps(block["code"])
+    if lines is None:
         done = subprocess.run(["bash", "-e", "-c", block["code"]])
         if done.returncode:
             sys.exit(f"the bash block at {where} exited with status {done.returncode}")
+        continue
+    from elmo_cli import run
+    for kind, step in lines:
+        status = run(step[0], step[1:]) if kind == "cli" else subprocess.run(["bash", "-e", "-c", step]).returncode
+        sys.stdout.flush()
+        if status:
+            sys.exit(f"{step if kind == 'bash' else step[0]} in the bash block at {where} exited with status {status}")
 """
 
 
@@ -108,11 +135,10 @@ def demo_outputs(tmp_path_factory) -> Path:
     corpus.mkdir(parents=True)
     (corpus / "train.txt").write_text("\n".join(generate_corpus(400, seed=0)) + "\n", encoding="utf-8")
     (corpus / "valid.txt").write_text("\n".join(generate_corpus(200, seed=1000)) + "\n", encoding="utf-8")
-    command = [str(Path(sys.executable).parent / "elmo-pretrain"), "--train_file", str(corpus / "train.txt"),
-               "--validation_file", str(corpus / "valid.txt"), "--output_dir", str(demo / "model"),
-               "--preset", "tiny", "--word_split", "punctuation", "--max_steps", "3", "--per_device_batch_size", "8",
-               "--max_eval_batches", "2", "--use_cpu", "--disable_tqdm", "--report_to", "none"]
-    done = subprocess.run(command, env=block_env(), capture_output=True, text=True, timeout=600)
+    done = run_cli("elmo-pretrain", [
+        "--train_file", corpus / "train.txt", "--validation_file", corpus / "valid.txt", "--output_dir",
+        demo / "model", "--preset", "tiny", "--word_split", "punctuation", "--max_steps", "3",
+        "--per_device_batch_size", "8", "--max_eval_batches", "2", "--use_cpu", "--disable_tqdm", "--report_to", "none"])
     assert done.returncode == 0, done.stderr[-4000:]
     return demo
 

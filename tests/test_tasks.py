@@ -1,12 +1,11 @@
-"""The table of fine-tuning tasks (`elmo_tools.tasks.TASKS`): every row is a head of `AUTO_CLASSES` with a module of
-the parts every command runs (`train.finetune_run.TaskParts`), options that `--help` reads without torch, and a console
-script; and a task added through the table alone (a row and its own module, here a throwaway one registered with
-monkeypatch) trains, saves, predicts and loads end to end."""
+"""The fine-tuning tasks (`train.tasks.TASKS`): every task head of `ELMO_CLASSES` has its module under `train/tasks/`
+with the parts every command runs (`train.finetune_run.TaskParts`) and options that `--help` reads without torch, and
+every module its head; and a task added as a row and a module alone (here a throwaway one, registered with
+monkeypatch) trains, saves, predicts and loads end to end through `elmo-finetune TASK`."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import json
 import random
@@ -17,27 +16,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import pytest
-import tomllib
 import torch
-from conftest import REPO
+from conftest import REPO, run_cli
 
 import modeling_elmo
-from elmo_tools import tasks
-from elmo_tools.hub_utils import render_model_card
 from elmo_tools.loading import TASKS as LOADER_TASKS
 from elmo_tools.loading import load_elmo
-from elmo_tools.tasks import TASKS, FineTuningTask
+from elmo_tools.model_card import render_model_card
 from modeling_elmo import ElmoConfig
-from modeling_elmo.configuration_elmo import AUTO_CLASSES
-from train import finetune_cli
+from modeling_elmo.configuration_elmo import TASK_CLASSES, ElmoClass
 from train.collators import ElmoDataCollatorForSequenceClassification
-from train.finetune_arguments import DATA_FIELDS, data_arguments, short_help
+from train.finetune_arguments import DATA_FIELDS, short_help
 from train.finetune_data import accuracy, split_text
-from train.finetune_run import TaskParts, run
+from train.finetune_run import TaskParts
 from train.predict import predict_labels
-
-MODEL_ONLY = ("AutoModel", "AutoModelForPreTraining")  # the rows of AUTO_CLASSES without a task head
-
+from train.tasks import TASKS, FineTuningTask, module_name, task_module
 
 # --------------------------------------------------------------------------------------------------
 # The table
@@ -53,53 +46,42 @@ def assert_protocol(module) -> None:
             assert len(given) == len(inspect.signature(wanted).parameters) - 1, (module.__name__, member, given)
 
 
-def test_every_row_is_a_head_of_auto_classes_and_every_head_has_a_row():
+def test_every_task_head_has_its_module_and_every_module_its_head():
+    assert set(TASKS) == set(TASK_CLASSES), "a task head of ELMO_CLASSES without its module, or the other way"
     for name, row in TASKS.items():
         assert row.name == name
-        assert row.auto_class in AUTO_CLASSES, (name, row.auto_class)
-        assert AUTO_CLASSES[row.auto_class].rsplit(".", 1)[1] == row.head_class, (name, row.head_class)
-        assert getattr(modeling_elmo, row.head_class).__name__ == row.head_class
+        head = TASK_CLASSES[name].path.rsplit(".", 1)[1]
+        assert getattr(modeling_elmo, head).__name__ == head
         assert hasattr(ElmoConfig(), row.head_option), (name, row.head_option)
         ElmoConfig(**{row.head_option: row.head_default})  # a value the config accepts
-    heads = {auto for auto in AUTO_CLASSES if auto not in MODEL_ONLY}
-    assert heads == {row.auto_class for row in TASKS.values()}, "a head of AUTO_CLASSES without its task row"
     assert set(LOADER_TASKS) == {None, "model", "pre-training", *TASKS}
 
 
 @pytest.mark.parametrize("name", list(TASKS))
-def test_every_rows_module_exposes_the_protocol(name):
+def test_every_task_module_exposes_the_protocol(name):
     row = TASKS[name]
-    module = importlib.import_module(row.module)
-    assert isinstance(module, TaskParts), row.module
+    module = task_module(name)
+    assert module.__name__ == module_name(name) and module.TASK is row
     assert_protocol(module)
-    assert module.main.__module__ == row.module
-    options = data_arguments(row)
-    assert dataclasses.is_dataclass(options)
-    assert set(DATA_FIELDS) <= {item.name for item in dataclasses.fields(options)}, row.data_arguments
+    assert dataclasses.is_dataclass(row.data_options)
+    assert set(DATA_FIELDS) <= {item.name for item in dataclasses.fields(row.data_options)}, name
 
 
-def test_every_row_has_its_console_script_at_a_door(monkeypatch):
-    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    ran = []
-    monkeypatch.setattr(finetune_cli, "command", lambda task, argv=None: ran.append(task) or 0)
-    for row in TASKS.values():
-        module, door = scripts[row.command].split(":")
-        assert module == finetune_cli.__name__, row.command
-        assert getattr(finetune_cli, door)([]) == 0
-    assert ran == list(TASKS)
-
-
-def test_the_table_and_every_commands_help_import_no_torch():
-    """elmo_tools.tasks is standard library only; each row's --help (its data options included) comes before torch."""
-    code = ("import sys\nfrom elmo_tools.tasks import TASKS\nassert 'torch' not in sys.modules\n"
-            "from train import finetune_cli\n"
-            "for name in TASKS:\n    assert finetune_cli.command(name, ['--help']) == 0\n"
-            "print('loaded:', sorted({'torch', 'transformers', 'datasets', 'modeling_elmo'} & set(sys.modules)))\n")
+@pytest.mark.slow
+def test_the_tasks_and_every_commands_help_import_no_torch():
+    """train.tasks and the task modules import nothing heavy at their top; each task's --help (its data options
+    included) comes before torch."""
+    code = ("import sys\nfrom train.tasks import TASKS\nassert 'torch' not in sys.modules\n"
+            "from elmo_cli import run\n"
+            "for name in TASKS:\n    assert run('elmo-finetune', [name, '--help']) == 0\n"
+            "print('loaded:', sorted({'torch', 'transformers', 'datasets', 'modeling_elmo', 'numpy'} & "
+            "set(sys.modules)))\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "loaded: []"
     for row in TASKS.values():
-        assert f"usage: {row.command} " in result.stdout and f"--{row.head_option}" in result.stdout
+        assert f"usage: {row.command or 'elmo-finetune ' + row.name} " in result.stdout
+        assert f"--{row.head_option}" in result.stdout
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,7 +89,7 @@ def test_the_table_and_every_commands_help_import_no_torch():
 # --------------------------------------------------------------------------------------------------
 
 TOY = "toy-flag"
-TOY_MODULE = "toy_flag_task"
+TOY_MODULE = module_name(TOY)
 
 
 @dataclass
@@ -163,8 +145,8 @@ def _prediction_lines(model, tokenizer, test: list[str], data_args, batch_size: 
 
 
 def toy_module() -> types.ModuleType:
-    module = types.ModuleType(TOY_MODULE, "The parts of the toy task: a flag per sentence.")
-    module.ToyDataArguments = ToyDataArguments
+    module = types.ModuleType(TOY_MODULE, "The toy task: a flag per sentence.")
+    module.TASK = TOY_ROW
     module.read_file = _read_file
     module.labels_of = lambda example: (example["label"],)
     module.words_of = lambda example, tokenizer, data_args: split_text(example["text"], tokenizer, None)
@@ -174,23 +156,12 @@ def toy_module() -> types.ModuleType:
     module.metrics = _metrics
     module.read_test_file = _read_test_file
     module.prediction_lines = _prediction_lines
-
-    def main(argv=None, guard=None) -> dict:
-        return run(TOY, argv, guard)
-
-    main.__module__ = TOY_MODULE
-    module.main = main
     return module
 
 
 TOY_ROW = FineTuningTask(
     name=TOY,
-    head_class="ElmoForSequenceClassification",  # an existing head, another task
-    auto_class="AutoModelForSequenceClassification",
-    command="elmo-finetune-toy",
-    module=TOY_MODULE,
-    data_arguments=f"{TOY_MODULE}:ToyDataArguments",
-    head_name="toy",
+    data_options=ToyDataArguments,
     labels="flags",
     examples="lines",
     head_option="classifier_pooling",
@@ -200,15 +171,18 @@ TOY_ROW = FineTuningTask(
                                         "per_device_train_batch_size": 4, "warmup_steps": 0.0}),
     epochs_note=" (a toy)",
     description="Flag sentences that name a bank (a throwaway task of tests/test_tasks.py).",
-    card_task="toy flags",
 )
+# Its row of ELMO_CLASSES: an existing head, for another task.
+TOY_HEAD = ElmoClass("AutoModelForSequenceClassification", "modeling_elmo_heads.ElmoForSequenceClassification", TOY,
+                     "toy flags")
 
 
 @pytest.fixture
 def toy_task(monkeypatch):
-    """The toy row in `TASKS` and its module importable by name, for this test only."""
+    """The toy task's row of `ELMO_CLASSES` and its module, for this test only."""
     monkeypatch.setitem(sys.modules, TOY_MODULE, toy_module())
-    monkeypatch.setitem(TASKS, TOY, TOY_ROW)
+    monkeypatch.setitem(TASK_CLASSES, TOY, TOY_HEAD)
+    monkeypatch.setitem(TASKS._table(), TOY, TOY_ROW)
     yield TOY_ROW
     monkeypatch.undo()
     assert TOY not in TASKS and TOY not in LOADER_TASKS and TOY_MODULE not in sys.modules
@@ -228,26 +202,28 @@ def write_toy_files(folder, count: int = 24) -> tuple:
     return folder / "train.txt", folder / "test.txt"
 
 
-def test_a_task_added_through_the_table_trains_saves_and_predicts(toy_task, tiny_model_dir, tmp_path, capsys):
-    """The toy row's door, in-process: --help from its row and its own options; a run on generated lines writes
+def test_a_task_added_as_a_row_and_a_module_trains_saves_and_predicts(toy_task, tiny_model_dir, tmp_path):
+    """`elmo-finetune toy-flag`, in-process: --help from its row and its own options; a run on generated lines writes
     the model (with the row's default pooling), the metrics and the predictions; the fine-tuned folder predicts
     alone, loads with `load_elmo(task=...)` and gets the row's text in its model card."""
     assert_protocol(sys.modules[TOY_MODULE])
-    assert finetune_cli.command(TOY, ["--help"]) == 0
-    shown = capsys.readouterr().out
+    result = run_cli("elmo-finetune", [TOY, "--help"])
+    assert result.returncode == 0
+    shown = result.stdout
     assert shown == short_help(toy_task)
-    for text in ("usage: elmo-finetune-toy ", "--separator", "ToyHeadArguments", "mean or max (default: mean for a "
+    for text in ("usage: elmo-finetune toy-flag ", "--separator", "ToyFlagHeadArguments", "mean or max (default: mean for a "
                  "new head", "Epochs (default 3 (a toy)).", "Peak learning rate (default 0.05)."):
         assert text in shown, text
 
     train, test = write_toy_files(tmp_path)
     out = tmp_path / "out"
     options = ["--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "0"]
-    assert finetune_cli.command(TOY, ["--model", str(tiny_model_dir), "--train_file", str(train), "--validation_file",
-                                      str(train), "--test_file", str(test), "--output_dir", str(out), *options]) == 0
-    said = capsys.readouterr().err
-    assert "INFO toy_flag_task: 24 training and 24 validation lines, flags ['no', 'yes']" in said
-    assert "INFO train.finetune_run: initialised the toy head (4 tensors of classifier, scalar_mixes)" in said
+    result = run_cli("elmo-finetune", [TOY, "--model", tiny_model_dir, "--train_file", train, "--validation_file",
+                                       train, "--test_file", test, "--output_dir", out, *options])
+    assert result.returncode == 0, result.stderr
+    said = result.stderr
+    assert f"INFO {TOY_MODULE}: 24 training and 24 validation lines, flags ['no', 'yes']" in said
+    assert "INFO train.finetune_run: initialised the toy-flag head (4 tensors of classifier, scalar_mixes)" in said
     assert "LOAD REPORT" not in said and "WARNING" not in said, said
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["ElmoForSequenceClassification"] and config["classifier_pooling"] == "mean"
@@ -259,8 +235,8 @@ def test_a_task_added_through_the_table_trains_saves_and_predicts(toy_task, tiny
     assert len(predicted) == 3 and set(predicted) <= {"no", "yes"}
 
     # predicting alone from the fine-tuned folder, and loading it by the task's name
-    assert finetune_cli.command(TOY, ["--model", str(out), "--test_file", str(test), "--output_dir",
-                                      str(tmp_path / "again"), "--use_cpu"]) == 0
+    assert run_cli("elmo-finetune", [TOY, "--model", out, "--test_file", test, "--output_dir", tmp_path / "again",
+                                     "--use_cpu"]).returncode == 0
     assert (tmp_path / "again" / "predictions.txt").read_text().splitlines() == predicted
     model, tokenizer = load_elmo(out, TOY)
     assert type(model).__name__ == "ElmoForSequenceClassification"
@@ -272,30 +248,33 @@ def test_a_task_added_through_the_table_trains_saves_and_predicts(toy_task, tiny
     assert "`AutoModelForSequenceClassification` for toy flags" in card
 
 
-def test_a_task_added_through_the_table_refuses_bad_input_in_one_line(toy_task, tiny_model_dir, tmp_path, capsys):
+def test_a_task_added_as_a_row_and_a_module_refuses_bad_input_in_one_line(toy_task, tiny_model_dir, tmp_path):
     """The task's own reader says what is wrong; the frame makes it one line, exit status 2, nothing written."""
     (tmp_path / "train.txt").write_text("yes|a bank\nno sentence without a label\n", encoding="utf-8")
     out = tmp_path / "out"
-    assert finetune_cli.command(TOY, ["--model", str(tiny_model_dir), "--train_file", str(tmp_path / "train.txt"),
-                                      "--output_dir", str(out)]) == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if " ERROR " in line]
+    result = run_cli("elmo-finetune", [TOY, "--model", tiny_model_dir, "--train_file", tmp_path / "train.txt",
+                                       "--output_dir", out])
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR") or " ERROR " in line]
     assert len(errors) == 1 and "--train_file" in errors[0] and "train.txt:2: no '|' between" in errors[0], errors
     assert not out.exists()
 
 
-def test_the_table_is_what_the_loader_and_the_card_read(toy_task):
-    """A row is a task name of `load_elmo` while it is in the table (the loader reads the table at each use)."""
+def test_the_row_is_what_the_loader_and_the_card_read(toy_task):
+    """A task head is a task name of `load_elmo` while its row is in `ELMO_CLASSES` (read at each use)."""
     assert LOADER_TASKS[TOY] == "AutoModelForSequenceClassification" and TOY in LOADER_TASKS
     model, _ = load_elmo("tiny", TOY, config_overrides={"num_labels": 2})
     assert type(model).__name__ == "ElmoForSequenceClassification"
-    assert tasks.TASKS is TASKS
 
 
-def test_the_readme_lists_every_task_command():
-    """The README's table of commands has a row for each task of the table, naming its head and task and linking
-    the fine-tuning page: a new row of TASKS without its line in the README fails here."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
-    for row in tasks.TASKS.values():
-        lines = [line for line in readme if line.startswith(f"| `{row.command}` |")]
-        assert len(lines) == 1, f"README.md has no row for {row.command}"
-        assert row.head_class in lines[0] and row.card_task in lines[0] and "docs/finetuning.md" in lines[0], lines[0]
+def test_the_fine_tuning_page_lists_every_task():
+    """docs/finetuning.md's table of tasks ("## The tasks") has a row for each task, naming its head, its Auto class
+    and its command: a new task without its line there fails here."""
+    text = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8")
+    page = text.split("\n## The tasks\n", 1)[1].split("\n## ", 1)[0].splitlines()
+    for name, row in TASKS.items():
+        lines = [line for line in page if line.startswith(f"| `{name}` |")]
+        assert len(lines) == 1, f"docs/finetuning.md has no row for {name}"
+        head = TASK_CLASSES[name]
+        assert head.path.rsplit(".", 1)[1] in lines[0] and head.auto_class in lines[0], lines[0]
+        assert f"`{row.command or 'elmo-finetune ' + name}`" in lines[0], lines[0]

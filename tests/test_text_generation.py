@@ -128,6 +128,7 @@ def test_what_cannot_generate_says_why_in_one_line(tiny_model_dir):
             generator("the cat", **bad)
 
 
+@pytest.mark.slow
 def test_the_folder_generates_in_a_fresh_interpreter_without_the_project(trained_folder, tmp_path):
     config = json.loads((trained_folder / "config.json").read_text())
     assert config["custom_pipelines"]["text-generation"]["impl"].startswith("pipeline_text_generation_elmo.")

@@ -7,14 +7,17 @@ the modules it imports) next to the tokenizer files and writes `auto_map` into t
 Registering them with `AutoTokenizer` for `ElmoConfig` (in-library use, no remote code) needs the config, so
 `import modeling_elmo` does it.
 
-The files, one concept each: `word_splits_elmo.py` (the registry of word splits, `WORD_SPLITTERS`),
-`word_vocab_elmo.py` (word-vocabulary files), `tokenization_elmo.py` (`ElmoTokenizer`, with its encoding and
-padding of a batch and their output, `ElmoBatchEncoding`), `padding_elmo.py` (the padding shared with the
-collators) and `tokenization_elmo_manylangs.py` (`ElmoManyLangsTokenizer`).
+The files, one concept each: `tokenization_elmo.py` (`ElmoTokenizer`), `text_inputs_elmo.py` (what it accepts as
+text), `word_splits_elmo.py` (the registry of word splits, `WORD_SPLITTERS`), `truncation_elmo.py` (which words a
+sentence or a pair keeps), `row_cache_elmo.py` (the thread-locked cache of rows), `padding_elmo.py` (padding, shared
+with the collators), `batch_encoding_elmo.py` (its output, `ElmoBatchEncoding`: alignment with words and
+characters), `word_vocab_elmo.py` (word-vocabulary files) and `tokenization_elmo_manylangs.py`
+(`ElmoManyLangsTokenizer`).
 """
 
+from .batch_encoding_elmo import ElmoBatchEncoding
 from .padding_elmo import LABEL_PAD_ID, pad_character_batch
-from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer, word_to_char_ids
+from .tokenization_elmo import ElmoTokenizer, word_to_char_ids
 from .tokenization_elmo_manylangs import ElmoManyLangsTokenizer
 from .word_splits_elmo import (
     WORD_SPLITTERS,

@@ -3,9 +3,12 @@
 A sentence is a list of tokens, each a row of character ids (`[tokens, 50]`); a batch is padded on the token axis
 to `[batch, tokens, 50]` with rows of zeros (a padding token is a row of `PADDING_ID`, see `character_ids.py`), and
 every value that goes with a token (`attention_mask`, labels, ...) is padded with its own fill, `TOKEN_PAD_VALUES`.
+Below it, what the tokenizer decides before padding: a batch's padded length under transformers' padding strategies
+(`padded_target`, `tensor_length`) and what `ElmoTokenizer.pad` pads of the features it is given (`feature_columns`,
+`token_level_keys`).
 
 This file travels to the Hub as remote code next to `tokenization_elmo.py`: it imports only the standard library,
-numpy and torch.
+numpy, torch and transformers.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers.tokenization_utils_base import PaddingStrategy
 
 from .character_ids import PADDING_ID
 
@@ -116,3 +120,95 @@ def to_list(value: Any) -> Any:
         if value and isinstance(value[0], tuple):
             return [to_list(v) for v in value]
     return value
+
+
+# ----- the tokenizer's padding: a batch's padded length, `pad()`'s features ------------------------------------
+def feature_columns(encoded_inputs: Any) -> tuple[dict[str, list], bool | None]:
+    """`pad()` input -> (columns by key, whether it is a batch; None for a dict, decided from its input_ids)."""
+    if isinstance(encoded_inputs, (list, tuple)):
+        if not encoded_inputs:
+            raise ValueError("pad() got an empty list of features")
+        for i, feature in enumerate(encoded_inputs):
+            if not isinstance(feature, Mapping):
+                raise TypeError(f"pad() feature {i} must be a dict, got {type(feature).__name__}")
+        keys = list(encoded_inputs[0].keys())
+        for i, feature in enumerate(encoded_inputs):
+            if set(feature.keys()) != set(keys):
+                raise ValueError(
+                    f"pad() feature {i} has keys {sorted(feature)}, feature 0 has {sorted(keys)}"
+                )
+        columns, batched = {k: [f[k] for f in encoded_inputs] for k in keys}, True
+    elif isinstance(encoded_inputs, Mapping):
+        columns, batched = dict(encoded_inputs.items()), None
+    else:
+        raise TypeError(f"pad() expects a list of dicts or a dict, got {type(encoded_inputs).__name__}")
+    if "input_ids" not in columns:
+        raise ValueError(f"pad() needs input_ids among the features, got keys {sorted(columns)}")
+    return columns, batched
+
+
+def token_level_keys(columns: dict, lengths: list[int], return_attention_mask: bool) -> list[str]:
+    """The columns `pad()` pads along the token axis; adds or drops `attention_mask` as asked and keeps `labels`
+    token-level only when every example has one label per token."""
+    if return_attention_mask and "attention_mask" not in columns:
+        columns["attention_mask"] = [[1] * n for n in lengths]
+    if not return_attention_mask:
+        columns.pop("attention_mask", None)
+    keys = [key for key in TOKEN_PAD_VALUES if key != "labels" and key in columns]
+    if "labels" in columns:
+        labels = [to_list(x) for x in columns["labels"]]
+        if all(isinstance(x, list) and len(x) == n for x, n in zip(labels, lengths, strict=True)):
+            columns["labels"] = labels
+            keys.append("labels")
+    return keys
+
+
+def padded_target(
+    strategy: PaddingStrategy, lengths: list[int], max_length: int | None, pad_to_multiple_of: int | None
+) -> int | None:
+    """The padded number of tokens under a padding strategy (None: no padding)."""
+    if strategy == PaddingStrategy.LONGEST:
+        return padded_length(max(lengths), pad_to_multiple_of)
+    if strategy == PaddingStrategy.MAX_LENGTH:
+        return padded_length(max_length, pad_to_multiple_of)
+    return None
+
+
+def tensor_length(lengths: list[int], target: int | None) -> int:
+    """The number of tokens of a tensor batch: the padded length, or the common length when not padding."""
+    if target is None:
+        if len(set(lengths)) > 1:
+            raise ValueError(
+                f"Sentences have different numbers of tokens ({min(lengths)}..{max(lengths)}): "
+                "pass padding=True to return tensors"
+            )
+        return lengths[0]
+    if max(lengths) > target:
+        i = lengths.index(max(lengths))
+        raise ValueError(
+            f"Sentence {i} has {lengths[i]} tokens, more than max_length={target}: pass truncation=True"
+        )
+    return target
+
+
+def contains_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and isinstance(value[0], torch.Tensor)
+
+
+def is_batch_of_sentences(ids: list) -> bool:
+    """True for `[batch, tokens, width]` nested lists, False for one sentence `[tokens, width]`."""
+    for item in ids:
+        if isinstance(item, list) and item:
+            return isinstance(item[0], list)
+    return bool(ids)  # [] is one empty sentence, [[], []] a batch of empty sentences
+
+
+def check_character_rows(ids_column: list, width: int) -> None:
+    """Refuse, naming the example, `input_ids` that are not rows of `width` ids."""
+    for i, seq in enumerate(ids_column):
+        if not isinstance(seq, list) or any(not isinstance(row, list) or len(row) != width for row in seq):
+            raise ValueError(
+                f"pad(): input_ids of example {i} must be rows of {width} character ids ([tokens, {width}])"
+            )

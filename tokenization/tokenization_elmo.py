@@ -50,31 +50,36 @@ character ids `[batch, tokens, 50]`, padded on the right; every other output (`a
 `special_tokens_mask`, `vocab_ids`, ...) depends only on each sentence's length and is built on one grid. The
 output is an `ElmoBatchEncoding`, which also aligns token positions with the input words (`word_ids`).
 
-The files of the tokenizer (they travel together)
--------------------------------------------------
-`word_splits_elmo.py` (splitting text into words), `word_vocab_elmo.py` (the optional word vocabulary of
-language-model targets), this file (the tokenizer: rows, vocabularies, decoding, encoding and padding a batch, the
-cache of rows) and `padding_elmo.py` (the padding shared with the collators). `ElmoTokenizer` is one class in one
-file, as transformers' tokenizers are (tests/test_layout.py lets a file of one class pass its line cap). Folders
-saved by earlier releases also carry `batch_encoding_elmo.py` (the batch encoding, once a file of its own), and
-load with their own copies.
+The files of the tokenizer (they travel together), one concept each
+--------------------------------------------------------------------
+this file (`ElmoTokenizer`: rows, vocabularies, decoding, and `__call__`/`pad`, which drive the others),
+`text_inputs_elmo.py` (what it accepts as text, turned into word lists), `word_splits_elmo.py` (splitting text into
+words), `truncation_elmo.py` (which words a sentence or a pair keeps), `row_cache_elmo.py` (the thread-locked cache
+of rows), `padding_elmo.py` (padding, shared with the collators), `batch_encoding_elmo.py` (`ElmoBatchEncoding`: the
+other outputs and the alignment of positions with words and characters) and `word_vocab_elmo.py` (the optional word
+vocabulary of language-model targets). Folders saved by earlier releases carry the files of their time, and load
+with their own copies.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
-import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
-from transformers import BatchEncoding, PreTrainedTokenizer
-from transformers.tokenization_utils_base import CharSpan, PaddingStrategy, TokenSpan, TruncationStrategy
+from transformers import PreTrainedTokenizer
+from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import TensorType
 
+from .batch_encoding_elmo import (
+    ElmoBatchEncoding,
+    offsets_output,
+    position_outputs,
+    sentence_length,
+    sentence_sources,
+)
 from .character_ids import (
     BOS_CHAR_ID,
     BOW_ID,
@@ -86,24 +91,27 @@ from .character_ids import (
     NUM_CHARACTER_IDS,
     PADDING_ID,
 )
-from .padding_elmo import LABEL_PAD_ID, TOKEN_PAD_VALUES, pad_character_batch, padded_length, to_list
-from .word_splits_elmo import (
-    CJK_CHARACTER,
-    CUSTOM_SPLIT_PREFIX,
-    WORD_SPLITTERS,
-    WordSplitError,
-    check_word_split,
-    is_import_path,
-    split_name,
-    split_words,
-    word_spans,
+from .padding_elmo import (
+    check_character_rows,
+    contains_tensor,
+    feature_columns,
+    is_batch_of_sentences,
+    pad_character_batch,
+    padded_target,
+    tensor_length,
+    to_list,
+    token_level_keys,
 )
+from .row_cache_elmo import CACHED_BOS, CACHED_EOS, RowCache
+from .text_inputs_elmo import as_pair_batch, check_word, refuse_unsupported, tensor_type_of
+from .truncation_elmo import kept_spans, windows
+from .word_splits_elmo import CJK_CHARACTER, CUSTOM_SPLIT_PREFIX, check_saved_split, split_name, split_words
 from .word_vocab_elmo import (
     BOS_TOKEN,
     EOS_TOKEN,
     PAD_TOKEN,
-    UNK_TOKEN,
     VOCAB_FILES_NAMES,
+    WordVocabulary,
     build_vocab,
     check_word_vocab,
     load_vocab,
@@ -133,164 +141,6 @@ def word_to_char_ids(word: str, max_characters_per_token: int = MAX_CHARACTERS_P
         )
     data = word.encode("utf-8", "ignore")[: width - 2]
     return [BOW_ID, *(b + BYTE_OFFSET for b in data), EOW_ID] + [CHAR_PAD_ID] * (width - 2 - len(data))
-
-
-def _check_saved_split(word_split: Any) -> None:
-    """Refuse, in one line, a `word_split` that is no split at all (a name not registered, the placeholder of a
-    function saved with a tokenizer). What may work once the process is ready is accepted and checked when text is
-    first split: a registered split whose package is missing (jieba), an import path `module:function` not
-    registered yet (never imported from a saved file). So a saved tokenizer loads wherever its files do, and
-    pre-split words (`is_split_into_words=True`) need neither."""
-    if isinstance(word_split, str) and word_split.startswith(CUSTOM_SPLIT_PREFIX):
-        name = word_split[len(CUSTOM_SPLIT_PREFIX) :]
-        raise WordSplitError(
-            f"This tokenizer was saved with the word_split function {name}, which tokenizer_config.json cannot "
-            f"hold: pass it again, e.g. ElmoTokenizer.from_pretrained(path, word_split={name.rsplit('.', 1)[-1]})"
-        )
-    if is_import_path(word_split) or (isinstance(word_split, str) and word_split in WORD_SPLITTERS):
-        return
-    check_word_split(word_split)
-
-
-# Reserved indices of the tokenizer's word cache (see ElmoTokenizer._init_cache).
-CACHED_PAD, CACHED_BOS, CACHED_EOS = 0, 1, 2
-
-
-class ElmoBatchEncoding(BatchEncoding):
-    """`BatchEncoding` that also knows which input word each token position comes from.
-
-    `word_ids(i)` maps each position of row `i` to the index of its word in the input (None for `<S>`, `</S>`
-    and padding), `tokens(i)` gives the token strings, `sequence_ids(i)` is 0 for the words of the first sentence,
-    1 for those of the second of a pair, and None elsewhere. The words of a pair's second sentence are numbered
-    from 0, as transformers' tokenizers number them. These are only available on the output of
-    `ElmoTokenizer.__call__`, not after `pad()`.
-    """
-
-    def __init__(self, data=None, tensor_type=None, prepend_batch_axis=False, alignment=None, batched=True,
-                 pair_alignment=None, sources=None):
-        super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis,
-                         n_sequences=1 if pair_alignment is None else 2)
-        # alignment[i] = (words kept, index of the first kept word, has <S>/</S>); pair_alignment[i] the same for
-        # the second sentence of pair i (None: single sentences)
-        self._alignment = alignment
-        self._pair_alignment = pair_alignment
-        self._batched = batched
-        # sources[s][i] = (text or None for pre-split words, all its words) of sentence s of row i: the character
-        # spans of its words are worked out when first asked for (`_word_spans`), not on every call
-        self._sources = sources
-        self._spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
-
-    def __getstate__(self):
-        return {**super().__getstate__(), "alignment": self._alignment, "batched": self._batched,
-                "pair_alignment": self._pair_alignment, "sources": self._sources}
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._alignment = state.get("alignment")
-        self._pair_alignment = state.get("pair_alignment")
-        self._batched = state.get("batched", True)
-        self._sources = state.get("sources")
-        self._spans = {}
-
-    def _positions(self, batch_index: int) -> list[tuple[int | None, int | None, str]]:
-        """(word index, sentence index, token string) of every position of row `batch_index`."""
-        if self._alignment is None:
-            raise ValueError(
-                "word_ids()/tokens() are only available on the output of ElmoTokenizer.__call__ "
-                "(not after pad() or on data rebuilt from lists)"
-            )
-        if not self._batched and batch_index != 0:
-            raise IndexError(
-                f"this encoding holds a single sequence; batch_index must be 0, got {batch_index}"
-            )
-        segments = [self._alignment[batch_index]]
-        if self._pair_alignment is not None:
-            segments.append(self._pair_alignment[batch_index])
-        out: list[tuple[int | None, int | None, str]] = []
-        for sequence, (words, first, special) in enumerate(segments):
-            words_here = [(first + k, sequence, word) for k, word in enumerate(words)]
-            out.extend([(None, None, BOS_TOKEN), *words_here, (None, None, EOS_TOKEN)] if special else words_here)
-        ids = self.data["input_ids"]
-        length = len(ids[batch_index]) if self._batched or not isinstance(ids, list) else len(ids)
-        return out + [(None, None, PAD_TOKEN)] * (length - len(out))
-
-    def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        return [word for word, _, _ in self._positions(batch_index)]
-
-    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
-        return [sequence for _, sequence, _ in self._positions(batch_index)]
-
-    def tokens(self, batch_index: int = 0) -> list[str]:
-        return [token for _, _, token in self._positions(batch_index)]
-
-    # ----- characters: transformers' BatchEncoding methods, which read a fast tokenizer's encodings elsewhere ----
-    def _word_spans(self, batch_index: int, sequence: int) -> list[tuple[int, int]]:
-        """The (start, end) characters of every word of sentence `sequence` of row `batch_index` in its text
-        (within each word for pre-split words)."""
-        if self._sources is None:
-            raise ValueError("character offsets are only available on the output of ElmoTokenizer.__call__")
-        key = (batch_index, sequence)
-        if key not in self._spans:
-            text, words = self._sources[sequence][batch_index]
-            if text is None:
-                self._spans[key] = [(0, len(word)) for word in words]
-            else:
-                self._spans[key], found_all = word_spans(text, words)
-                if not found_all:
-                    logger.warning("The word split changed some words of sentence %d: their character offsets "
-                                   "are empty", batch_index)
-        return self._spans[key]
-
-    def offsets(self, batch_index: int = 0) -> list[tuple[int, int]]:
-        """`offset_mapping` of row `batch_index`: each position's characters in its sentence, (0, 0) for `<S>`,
-        `</S>` and padding."""
-        return [(0, 0) if word is None else self._word_spans(batch_index, sequence)[word]
-                for word, sequence, _ in self._positions(batch_index)]
-
-    def _row_and(self, batch_or_index: int, index: int | None) -> tuple[int, int]:
-        """transformers' convention: (batch index, index), or (0, index) when only an index is given."""
-        return (0, batch_or_index) if index is None else (batch_or_index, index)
-
-    def token_to_sequence(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
-        row, token = self._row_and(batch_or_token_index, token_index)
-        return self.sequence_ids(row)[token]
-
-    def token_to_word(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
-        row, token = self._row_and(batch_or_token_index, token_index)
-        return self.word_ids(row)[token]
-
-    def token_to_chars(self, batch_or_token_index: int, token_index: int | None = None) -> CharSpan | None:
-        row, token = self._row_and(batch_or_token_index, token_index)
-        word, sequence, _ = self._positions(row)[token]
-        return None if word is None else CharSpan(*self._word_spans(row, sequence)[word])
-
-    def word_to_tokens(self, batch_or_word_index: int, word_index: int | None = None,
-                       sequence_index: int = 0) -> TokenSpan | None:
-        row, word = self._row_and(batch_or_word_index, word_index)
-        for position, (w, sequence, _) in enumerate(self._positions(row)):
-            if w == word and sequence == sequence_index:
-                return TokenSpan(position, position + 1)
-        return None  # a word cut off by truncation
-
-    def word_to_chars(self, batch_or_word_index: int, word_index: int | None = None,
-                      sequence_index: int = 0) -> CharSpan:
-        row, word = self._row_and(batch_or_word_index, word_index)
-        return CharSpan(*self._word_spans(row, sequence_index)[word])
-
-    def char_to_word(self, batch_or_char_index: int, char_index: int | None = None,
-                     sequence_index: int = 0) -> int | None:
-        row, char = self._row_and(batch_or_char_index, char_index)
-        for word, (start, end) in enumerate(self._word_spans(row, sequence_index)):
-            if start <= char < end:
-                return word
-        return None  # whitespace between words, or past the text
-
-    def char_to_token(self, batch_or_char_index: int, char_index: int | None = None,
-                      sequence_index: int = 0) -> int | None:
-        row, char = self._row_and(batch_or_char_index, char_index)
-        word = self.char_to_word(row, char, sequence_index)
-        span = None if word is None else self.word_to_tokens(row, word, sequence_index)
-        return None if span is None else span.start
 
 
 class ElmoTokenizer(PreTrainedTokenizer):
@@ -352,7 +202,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 raise ValueError(
                     f"ElmoTokenizer's {name} is fixed to {expected!r} by the ELMo format, got {value!r}"
                 )
-        _check_saved_split(word_split)
+        check_saved_split(word_split)
         if (
             isinstance(max_characters_per_token, bool)
             or not isinstance(max_characters_per_token, int)
@@ -381,7 +231,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self.max_characters_per_token = max_characters_per_token
         self.cache_size = cache_size
         self._character_ids = {name: i for i, name in enumerate(_CHARACTER_NAMES)}
-        self._init_cache()
+        self._init_cache()  # after the rows' settings, before the base class (which may encode)
 
         super().__init__(
             word_split=split_name(word_split),  # transformers deep-copies and saves these arguments
@@ -396,58 +246,38 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     # ----- word vocabulary -----------------------------------------------------------------------------------
     def _set_word_vocab(self, word_vocab: list[str] | None) -> None:
-        self._word_vocab = word_vocab
-        self._word_to_vocab_id: dict[str, int] | None = None
-        if word_vocab is not None:
-            mapping: dict[str, int] = {}
-            for i, token in enumerate(word_vocab):
-                if token in mapping:
-                    logger.warning(
-                        "Vocabulary token %r repeated at position %d; keeping its first id %d",
-                        token,
-                        i + 1,
-                        mapping[token],
-                    )
-                    continue
-                mapping[token] = i
-            self._word_to_vocab_id = mapping
+        self._word_vocab = None if word_vocab is None else WordVocabulary(word_vocab)
 
     @property
     def word_vocab(self) -> list[str] | None:
         """The word vocabulary of the language-model softmax (`<S>`, `</S>`, `<UNK>`, ...), or None."""
-        return None if self._word_vocab is None else list(self._word_vocab)
+        return None if self._word_vocab is None else list(self._word_vocab.tokens)
 
     @property
     def word_vocab_size(self) -> int:
         """Size of the word vocabulary (`ElmoConfig.vocab_size`), 0 without one."""
-        return 0 if self._word_vocab is None else len(self._word_vocab)
+        return 0 if self._word_vocab is None else len(self._word_vocab.tokens)
 
     @property
     def unk_word_id(self) -> int:
-        return self._require_word_vocab("unk_word_id")[UNK_TOKEN]
+        return self._require_word_vocab("unk_word_id").unk_id
 
-    def _require_word_vocab(self, what: str) -> dict[str, int]:
-        if self._word_to_vocab_id is None:
+    def _require_word_vocab(self, what: str) -> WordVocabulary:
+        if self._word_vocab is None:
             raise ValueError(
                 f"{what} needs a word vocabulary: ElmoTokenizer(vocab_file=...) or ElmoTokenizer.from_corpus(...)"
             )
-        return self._word_to_vocab_id
+        return self._word_vocab
 
     def convert_tokens_to_vocab_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
         """Word-vocabulary ids of tokens (unknown -> the id of `<UNK>`); `<S>`/`</S>` get their own ids."""
-        mapping = self._require_word_vocab("convert_tokens_to_vocab_ids")
-        unk = self.unk_word_id
-        if isinstance(tokens, str):
-            return mapping.get(tokens, unk)
-        return [mapping.get(token, unk) for token in tokens]
+        vocab = self._require_word_vocab("convert_tokens_to_vocab_ids")
+        return vocab.ids_of([tokens])[0] if isinstance(tokens, str) else vocab.ids_of(tokens)
 
     def convert_vocab_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
         """Inverse of `convert_tokens_to_vocab_ids` (e.g. to read language-model predictions)."""
-        self._require_word_vocab("convert_vocab_ids_to_tokens")
-        vocab = self._word_vocab
-        if isinstance(ids, int):
-            return vocab[ids]
-        return [vocab[int(i)] for i in ids]
+        tokens = self._require_word_vocab("convert_vocab_ids_to_tokens").tokens
+        return tokens[ids] if isinstance(ids, int) else [tokens[int(i)] for i in ids]
 
     @classmethod
     def from_corpus(
@@ -495,7 +325,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
                     path,
                 )
             return ()
-        return (write_vocab(self._word_vocab, path),)
+        return (write_vocab(self._word_vocab.tokens, path),)
+
+    @property
+    def is_fast(self) -> bool:
+        """True. Libraries read `is_fast` as "gives `offset_mapping`, `word_ids()` and windows with
+        `overflow_to_sample_mapping`" (flair takes a token's vectors by `word_ids()` only then; transformers' pipelines
+        and whole-word masking ask it before asking for offsets), and this tokenizer gives all of them itself. It has no
+        Rust backend (`backend_tokenizer`): transformers' code that needs one asks by class, not by this flag."""
+        return True
 
     # ----- character vocabulary (the scalar ids transformers knows about) -----------------------------------------
     @property
@@ -522,8 +360,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
             raise ValueError(f"character id must be in [0, {NUM_CHARACTER_IDS}), got {index}")
         return _CHARACTER_NAMES[index]
 
-    def add_tokens(self, *args, **kwargs) -> int:
-        raise NotImplementedError("ElmoTokenizer encodes any word from its bytes: there are no tokens to add")
+    def add_tokens(self, new_tokens, special_tokens: bool = False, **kwargs) -> int:
+        """Adds nothing and returns 0: every word is encoded from its bytes, so any token is one this tokenizer has
+        (flair adds its context separator this way; transformers' `add_special_tokens` still records special ones)."""
+        return 0
 
     # ----- rows: hooks for a tokenizer with another id layout (ElmoManyLangsTokenizer) -------------------------------
     _ROW_DTYPE = torch.int16  # of the cached rows: byte ids < 262
@@ -545,22 +385,21 @@ class ElmoTokenizer(PreTrainedTokenizer):
         """The 50 character ids of a word (or a list of rows for a list of words), without `<S>`/`</S>` added."""
         if isinstance(tokens, str):
             return self._token_row(tokens)
-        return [self._token_row(_check_word(t, i)) for i, t in enumerate(tokens)]
+        return [self._token_row(check_word(t, i)) for i, t in enumerate(tokens)]
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
-        """Character ids -> names (an int or a list of ints), or rows of 50 ids -> words (padding rows dropped)."""
+        """Character ids -> names (an int or a list of ints), or rows of 50 ids -> words, a padding row `<pad>` (one
+        string per row, as transformers' tokenizers give one per id: spaCy counts them). `skip_special_tokens` leaves out
+        padding and the `<S>`/`</S>` the tokenizer adds."""
         ids = to_list(ids)
         if isinstance(ids, int):
             return self._convert_id_to_token(ids)
         if ids and isinstance(ids[0], list):
-            return [
-                word
-                for row in ids
-                if (word := self._row_to_token(row)) is not None
-                and not (
-                    skip_special_tokens and word in (BOS_TOKEN, EOS_TOKEN) and self._is_boundary_row(row)
-                )
-            ]
+            words = [(row, self._row_to_token(row)) for row in ids]
+            if skip_special_tokens:
+                return [word for row, word in words
+                        if word is not None and not (word in (BOS_TOKEN, EOS_TOKEN) and self._is_boundary_row(row))]
+            return [PAD_TOKEN if word is None else word for _, word in words]
         skip = {PADDING_ID, BOS_CHAR_ID, EOS_CHAR_ID} if skip_special_tokens else set()
         return [self._convert_id_to_token(int(i)) for i in ids if int(i) not in skip]
 
@@ -590,9 +429,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return ""
         if isinstance(ids[0], int):  # a single row: one word
             return self._row_to_token(ids) or ""
-        if _is_batch_of_sentences(ids):
+        if is_batch_of_sentences(ids):
             return [self.decode(seq, skip_special_tokens=skip_special_tokens) for seq in ids]
-        return " ".join(self.convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens))
+        rows = [row for row in ids if any(row)]  # padding rows dropped
+        return " ".join(self.convert_ids_to_tokens(rows, skip_special_tokens=skip_special_tokens)) if rows else ""
 
     def batch_decode(self, sequences, skip_special_tokens: bool = False, **kwargs) -> list[str]:
         out = self.decode(sequences, skip_special_tokens=skip_special_tokens)
@@ -681,13 +521,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
         kwargs.pop("split_special_tokens", None)
         if kwargs.pop("tokenizer_kwargs", None):
             raise ValueError("tokenizer_kwargs is not supported by ElmoTokenizer: pass the arguments directly")
-        _refuse_unsupported(text, text_target, text_pair_target, stride, return_overflowing_tokens)
+        refuse_unsupported(text, text_target, text_pair_target)
         if kwargs:
             logger.warning("ElmoTokenizer ignores the keyword arguments %s", sorted(kwargs))
         self._check_padding_side(padding_side)
-        tensor_type = _tensor_type(return_tensors)
+        tensor_type = tensor_type_of(return_tensors)
         vocab = self._require_word_vocab("return_vocab_ids=True") if return_vocab_ids else None
-        batch, pair_batch, batched = _as_pair_batch(text, text_pair, is_split_into_words, self.word_split)
+        batch, pair_batch, batched = as_pair_batch(text, text_pair, is_split_into_words, self.word_split)
         padding_strategy, truncation_strategy, max_length, _ = self._get_padding_truncation_strategies(
             padding=padding,
             truncation=truncation,
@@ -695,14 +535,21 @@ class ElmoTokenizer(PreTrainedTokenizer):
             pad_to_multiple_of=pad_to_multiple_of,
             verbose=verbose,
         )
-        if pair_batch is None:
-            limits = [(_words_limit(truncation_strategy, max_length, add_special_tokens), None)] * len(batch)
+        lengths = [len(words) for words in batch], None if pair_batch is None else list(map(len, pair_batch))
+        if return_overflowing_tokens:  # rows: windows of each sample, as transformers' fast tokenizers give them
+            rows = windows(truncation_strategy, max_length, stride, self.truncation_side == "left",
+                           add_special_tokens, *lengths)
         else:
-            limits = _pair_limits(truncation_strategy, max_length, add_special_tokens, batch, pair_batch)
+            spans = kept_spans(self.truncate_sequences, truncation_strategy, max_length, add_special_tokens, *lengths)
+            rows = [(i, *kept) for i, kept in enumerate(spans)]
+        samples = [sample for sample, _, _ in rows]
         input_ids, lengths, target, alignments = self._encode_words(
-            (batch, pair_batch), limits, add_special_tokens, (padding_strategy, max_length, pad_to_multiple_of),
-            tensor_type, verbose,
+            ([batch[i] for i in samples], None if pair_batch is None else [pair_batch[i] for i in samples]),
+            [(first, second) for _, first, second in rows], add_special_tokens,
+            (padding_strategy, max_length, pad_to_multiple_of), tensor_type,
+            verbose and truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE,
         )
+        batched = batched or return_overflowing_tokens  # windows are rows of a batch, also of one text
 
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
@@ -712,22 +559,24 @@ class ElmoTokenizer(PreTrainedTokenizer):
             "special_tokens_mask": return_special_tokens_mask,
             "length": return_length,
         }
-        vocab_rows = None if vocab is None else self._vocab_rows(alignments, vocab)
-        first_lengths = None if pair_batch is None else [_sentence_length(row) for row in alignments[0]]
+        vocab_rows = None if vocab is None else vocab.rows(alignments)
+        first_lengths = None if pair_batch is None else [sentence_length(row) for row in alignments[0]]
         data = {
             "input_ids": input_ids,
-            **_token_outputs(wanted, lengths, target, (add_special_tokens, first_lengths), vocab_rows, tensor_type),
+            **position_outputs(wanted, lengths, target, (add_special_tokens, first_lengths), vocab_rows, tensor_type),
         }
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = samples if tensor_type is None else torch.tensor(samples)
         if tensor_type == TensorType.NUMPY:
             data = {k: v.numpy() for k, v in data.items()}
         if not batched and tensor_type is None:
             data = {k: v[0] for k, v in data.items()}
         encoding = ElmoBatchEncoding(data, alignment=alignments[0], pair_alignment=alignments[1],
-                                     batched=batched or tensor_type is not None,
-                                     sources=_sentence_sources(text, text_pair, is_split_into_words, batch, pair_batch))
+                                     batched=batched or tensor_type is not None, samples=samples,
+                                     sources=sentence_sources(text, text_pair, is_split_into_words, batch, pair_batch))
         if return_offsets_mapping:
-            offsets = [encoding.offsets(i) for i in range(len(batch))]
-            encoding["offset_mapping"] = _offsets_output(offsets, tensor_type, batched)
+            offsets = [encoding.offsets(i) for i in range(len(samples))]
+            encoding["offset_mapping"] = offsets_output(offsets, tensor_type, batched)
         return encoding
 
     def _encode_plus(
@@ -754,49 +603,49 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _encode_words(
         self,
         batches: tuple[list[list[str]], list[list[str]] | None],
-        limits: list[tuple[int | None, int | None]],
+        spans: list[tuple[tuple[int, int], tuple[int, int] | None]],
         add_special_tokens: bool,
         padding: tuple[PaddingStrategy, int | None, int | None],
         tensor_type: TensorType | None,
-        verbose: bool,
+        warn_if_too_long: bool,
     ) -> tuple[Any, list[int], int | None, tuple[list, list | None]]:
         """The character ids of a batch of word lists (or of pairs of them: `batches` = (first sentences, second
-        sentences or None), each pair's sentences one after the other), at most `limits` words of each, padded as
+        sentences or None), each pair's sentences one after the other), the words `spans` keeps of each, padded as
         `padding` = (strategy, max_length, pad_to_multiple_of) says, with each row's length, the padded length (None:
         not padded) and the alignments of positions with words (of the first sentences, of the second or None)."""
         first, second = batches
-        with self.cache["lock"]:  # the cache is shared by every thread that uses this tokenizer
-            self._maybe_clear_cache()
-            sequences, alignment = self._cache_sequences(first, [a for a, _ in limits], add_special_tokens)
+        cache = self.cache["rows"]
+        with cache.lock:  # the cache is shared by every thread that uses this tokenizer
+            cache.clear_if_full()
+            sequences, alignment = self._cache_sequences(first, [a for a, _ in spans], add_special_tokens)
             pair_alignment = None
             if second is not None:
-                seconds, pair_alignment = self._cache_sequences(second, [b for _, b in limits], add_special_tokens)
+                seconds, pair_alignment = self._cache_sequences(second, [b for _, b in spans], add_special_tokens)
                 sequences = [a + b for a, b in zip(sequences, seconds)]
             lengths = [len(s) for s in sequences]
-            if limits[0] == (None, None) and verbose:
+            if warn_if_too_long:
                 self._warn_if_too_long(lengths)
-            target = _target_of(padding[0], lengths, padding[1], padding[2])
+            target = padded_target(padding[0], lengths, padding[1], padding[2])
             if tensor_type is None:
-                input_ids = self._nested_lists(sequences, target)
+                input_ids = cache.nested_lists(sequences, target)
             else:
-                target = _tensor_length(lengths, target)
-                input_ids = self._gather(_index_tensor(sequences, target))
+                target = tensor_length(lengths, target)
+                input_ids = cache.tensor(sequences, target)
         return input_ids, lengths, target, (alignment, pair_alignment)
 
     def _cache_sequences(
-        self, batch: list[list[str]], limits: list[int | None], add_special_tokens: bool
+        self, batch: list[list[str]], spans: list[tuple[int, int]], add_special_tokens: bool
     ) -> tuple[list[list[int]], list[tuple[list[str], int, bool]]]:
-        """Each sentence's cache indices (at most its `limits` words, then the added `<S>`/`</S>`) and its alignment:
+        """Each sentence's cache indices (the words of its span, then the added `<S>`/`</S>`) and its alignment:
         (words kept, index of the first kept word, whether `<S>`/`</S>` were added). Lock held."""
         sequences, alignment = [], []
-        for words, limit in zip(batch, limits, strict=True):
-            first = 0
-            if limit is not None and len(words) > limit:
-                first = len(words) - limit if self.truncation_side == "left" else 0
-                words = words[first : first + limit]
-            indices = self._indices(words)
+        indices_of = self.cache["rows"].indices
+        for words, (start, stop) in zip(batch, spans, strict=True):
+            if (start, stop) != (0, len(words)):
+                words = words[start:stop]
+            indices = indices_of(words)
             sequences.append([CACHED_BOS, *indices, CACHED_EOS] if add_special_tokens else indices)
-            alignment.append((words, first, add_special_tokens))
+            alignment.append((words, start, add_special_tokens))
         return sequences, alignment
 
     def _warn_if_too_long(self, lengths: list[int]) -> None:
@@ -811,19 +660,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 lengths[too_long[0]],
                 self.model_max_length,
             )
-
-    def _vocab_rows(self, alignments, vocab: dict[str, int]) -> list[list[int]]:
-        """The word-vocabulary ids of every row: of its sentence, or of both sentences of its pair."""
-        unk = self.unk_word_id
-        bos, eos = vocab[BOS_TOKEN], vocab[EOS_TOKEN]
-        out = []
-        for segments in zip(*(a for a in alignments if a is not None)):
-            row = []
-            for words, _, special in segments:
-                ids = [vocab.get(w, unk) for w in words]
-                row.extend([bos, *ids, eos] if special else ids)
-            out.append(row)
-        return out
 
     def _check_padding_side(self, padding_side: str | None) -> None:
         side = self.padding_side if padding_side is None else padding_side
@@ -855,23 +691,23 @@ class ElmoTokenizer(PreTrainedTokenizer):
         were tensors.
         """
         self._check_padding_side(padding_side)
-        columns, batched = _feature_columns(encoded_inputs)
-        if return_tensors is None and _contains_tensor(columns["input_ids"]):
+        columns, batched = feature_columns(encoded_inputs)
+        if return_tensors is None and contains_tensor(columns["input_ids"]):
             return_tensors = "pt"
-        tensor_type = _tensor_type(return_tensors)
+        tensor_type = tensor_type_of(return_tensors)
         ids_column = to_list(columns["input_ids"])
         if batched is None:  # a dict: one sentence ([tokens, 50]) or a batch ([batch, tokens, 50])
-            batched = _is_batch_of_sentences(ids_column)
+            batched = is_batch_of_sentences(ids_column)
         if not batched:
             ids_column = [ids_column]
             columns = {k: [v] for k, v in columns.items()}
         columns["input_ids"] = ids_column
-        self._check_character_rows(ids_column)
+        check_character_rows(ids_column, self.row_width)
         lengths = [len(seq) for seq in ids_column]
         target = self._pad_target(lengths, padding, max_length, pad_to_multiple_of, tensor_type, verbose)
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
-        token_keys = _token_level_keys(columns, lengths, return_attention_mask)
+        token_keys = token_level_keys(columns, lengths, return_attention_mask)
         padded = pad_character_batch(
             ids_column,
             self.row_width,
@@ -887,16 +723,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
             out = {k: v[0] for k, v in out.items()}
         return ElmoBatchEncoding(out, batched=batched or tensor_type is not None)
 
-    def _check_character_rows(self, ids_column: list) -> None:
-        width = self.row_width
-        for i, seq in enumerate(ids_column):
-            if not isinstance(seq, list) or any(
-                not isinstance(row, list) or len(row) != width for row in seq
-            ):
-                raise ValueError(
-                    f"pad(): input_ids of example {i} must be rows of {width} character ids ([tokens, {width}])"
-                )
-
     def _pad_target(
         self, lengths: list[int], padding, max_length, pad_to_multiple_of, tensor_type, verbose
     ) -> int | None:
@@ -904,7 +730,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         padding_strategy, _, max_length, _ = self._get_padding_truncation_strategies(
             padding=padding, max_length=max_length, verbose=verbose
         )
-        target = _target_of(padding_strategy, lengths, max_length, pad_to_multiple_of)
+        target = padded_target(padding_strategy, lengths, max_length, pad_to_multiple_of)
         if tensor_type is None:
             return target
         if target is None:
@@ -928,21 +754,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
             self._warn_once(key, "pad(): %r is not numeric or not rectangular; it is returned as a list", key)
             return values
 
-    # ----- cache of rows -----------------------------------------------------------------------------------------
-    # All mutable state lives in the dict `self.cache`: `datasets` blanks an attribute of that name when it hashes a
-    # tokenizer, so `Dataset.map` fingerprints do not change as the cache fills; pickles and copies drop it.
+    # ----- the row cache (`row_cache_elmo.py`) ---------------------------------------------------------------------
+    # All mutable state lives in the dict `self.cache`: `datasets` blanks an attribute of that name (a dict) when it
+    # hashes a tokenizer, so `Dataset.map` fingerprints do not change as the cache fills; pickles and copies drop it.
     def _init_cache(self) -> None:
-        # Indices 0, 1, 2 are reserved (CACHED_PAD, CACHED_BOS, CACHED_EOS): padding, and the <S>/</S> added by
-        # the tokenizer. A literal "<S>" in the input gets its own index with the same row.
-        rows: list[tuple[int, ...]] = [
-            (PADDING_ID,) * self.row_width,
-            *(tuple(row) for row in self._boundary_rows()),
-        ]
         self.cache = {
-            "lock": threading.Lock(),  # encoding is thread-safe: one call at a time touches the cache
-            "index": {},  # word -> index into rows
-            "rows": rows,  # character ids of each cached word, as tuples
-            "table": torch.tensor(rows, dtype=self._ROW_DTYPE),  # the same rows as a tensor, extended lazily
+            "rows": RowCache(self._new_row, self._boundary_rows(), self.row_width, self.cache_size, self._ROW_DTYPE),
             "warned": set(),  # warnings already given once
         }
 
@@ -955,26 +772,17 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self.__dict__.update(state)
         self._init_cache()
 
+    def _new_row(self, word: str) -> list[int]:
+        """The row of a word met for the first time (the cache's `make_row`)."""
+        row = self._token_row(word)
+        if row[-1] == EOW_ID:  # no room left in the row: the word may have been cut
+            self._warn_if_cut_cjk(word)
+        return row
+
     def _warn_once(self, key: str, message: str, *args) -> None:
         if key not in self.cache["warned"]:
             self.cache["warned"].add(key)
             logger.warning(message, *args)
-
-    def _indices(self, words: Sequence[str]) -> list[int]:
-        """Cache indices of `words` (lock held)."""
-        index = self.cache["index"]
-        rows = self.cache["rows"]
-        out = []
-        for word in words:
-            i = index.get(word)
-            if i is None:
-                i = index[word] = len(rows)
-                row = self._token_row(word)
-                rows.append(tuple(row))
-                if row[-1] == EOW_ID:  # no room left in the row: the word may have been cut
-                    self._warn_if_cut_cjk(word)
-            out.append(i)
-        return out
 
     def _warn_if_cut_cjk(self, word: str) -> None:
         """A CJK "word" longer than a row is unsegmented text (e.g. Chinese with word_split="whitespace")."""
@@ -988,367 +796,3 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 size,
                 self.max_characters_per_token - 2,
             )
-
-    def _gather(self, index: torch.Tensor) -> torch.Tensor:
-        """`[batch, tokens]` cache indices -> `[batch, tokens, width]` int64 character ids (lock held)."""
-        rows, table = self.cache["rows"], self.cache["table"]
-        have = table.shape[0]
-        if have < len(rows):
-            table = self.cache["table"] = torch.cat([table, torch.tensor(rows[have:], dtype=self._ROW_DTYPE)])
-        if index.numel() == 0:
-            return torch.zeros((*index.shape, self.row_width), dtype=torch.int64)
-        return table[index].to(torch.int64)
-
-    def _nested_lists(self, sequences: list[list[int]], target: int | None) -> list[list[list[int]]]:
-        """Cache indices -> fresh nested lists of character ids, padded to `target` tokens when given (lock held)."""
-        rows = self.cache["rows"]
-        width = self.row_width
-        # One new list per token: hundreds of thousands of acyclic containers per call, which would trigger the
-        # cyclic garbage collector over and over (7x slower seen on 10,000 PTB sentences). Pause it meanwhile.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            input_ids = []
-            for seq_indices in sequences:
-                seq = [list(rows[i]) for i in seq_indices]
-                if target is not None and target > len(seq_indices):
-                    seq.extend([PADDING_ID] * width for _ in range(target - len(seq_indices)))
-                input_ids.append(seq)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        return input_ids
-
-    def _maybe_clear_cache(self) -> None:
-        """Start afresh once more than `cache_size` words are cached (lock held; never in the middle of a call)."""
-        cache = self.cache
-        if len(cache["rows"]) - 3 > self.cache_size:
-            logger.debug("ElmoTokenizer: clearing the cache of %d words", len(cache["rows"]) - 3)
-            cache["index"] = {}
-            del cache["rows"][3:]
-            cache["table"] = cache["table"][:3].clone()
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------------------------
-def _refuse_unsupported(text, text_target, text_pair_target, stride, overflowing) -> None:
-    if text is None:
-        raise TypeError(
-            "ElmoTokenizer needs text: a str, a list of str, or lists of words with is_split_into_words=True; got None"
-        )
-    if text_target is not None or text_pair_target is not None:
-        raise ValueError(
-            "ElmoTokenizer encodes the model's inputs only: text_target/text_pair_target are not supported"
-        )
-    if overflowing or stride:
-        raise NotImplementedError(
-            "ElmoTokenizer does not return overflowing tokens (stride/return_overflowing_tokens)"
-        )
-
-
-def _sentence_sources(text, text_pair, is_split_into_words: bool, batch: list, pair_batch: list | None) -> list:
-    """For each sentence of the batch (and of the pairs' second sentences): (its text, or None for pre-split words;
-    all its words), from which `ElmoBatchEncoding` works out character offsets."""
-    if text_pair is None and pair_batch is not None:  # a list of [first, second] pairs
-        text, text_pair = [a for a, _ in text], [b for _, b in text]
-
-    def texts(given, count: int) -> list:
-        if is_split_into_words:
-            return [None] * count
-        return [given] if isinstance(given, str) else list(given)
-
-    sources = [list(zip(texts(text, len(batch)), batch, strict=True))]
-    if pair_batch is not None:
-        sources.append(list(zip(texts(text_pair, len(pair_batch)), pair_batch, strict=True)))
-    return sources
-
-
-def _offsets_output(offsets: list[list[tuple[int, int]]], tensor_type: TensorType | None, batched: bool):
-    """`offset_mapping` in the form of the other outputs: a tensor `[batch, tokens, 2]`, an array, or lists."""
-    if tensor_type == TensorType.PYTORCH:
-        return torch.tensor(offsets, dtype=torch.long).reshape(len(offsets), -1, 2)
-    if tensor_type == TensorType.NUMPY:
-        return np.array(offsets, dtype=np.int64).reshape(len(offsets), -1, 2)
-    return offsets if batched else offsets[0]
-
-
-def _check_word(word: Any, where: Any) -> str:
-    if not isinstance(word, str):
-        raise TypeError(f"word {where} must be a str, got {type(word).__name__}: {word!r:.50}")
-    return word
-
-
-def _as_word_batch(text: Any, is_split_into_words: bool, rule: str) -> tuple[list[list[str]], bool]:
-    """Validate the input and return (a list of word lists, whether the input was a batch)."""
-    if isinstance(text, str):
-        if is_split_into_words:
-            raise TypeError(
-                "is_split_into_words=True expects a list of words (or a list of such lists), got a str"
-            )
-        return [split_words(text, rule)], False
-    if not isinstance(text, (list, tuple)):
-        hint = ": decode bytes first" if isinstance(text, (bytes, bytearray)) else ""
-        raise TypeError(f"ElmoTokenizer expects a str or a list, got {type(text).__name__}{hint}")
-    if len(text) == 0:
-        raise ValueError(
-            'ElmoTokenizer got an empty list (a batch of zero sentences); to encode an empty sentence pass "" '
-            "(or [[]] with is_split_into_words=True)"
-        )
-    if not is_split_into_words:
-        for i, item in enumerate(text):
-            if not isinstance(item, str):
-                hint = (
-                    " (pass is_split_into_words=True for pre-split words)"
-                    if isinstance(item, (list, tuple))
-                    else ""
-                )
-                raise TypeError(f"text[{i}] must be a str, got {type(item).__name__}{hint}")
-        return [split_words(item, rule) for item in text], True
-    if isinstance(text[0], str):
-        return [[_check_word(w, f"text[{i}]") for i, w in enumerate(text)]], False
-    batch = []
-    for i, words in enumerate(text):
-        if not isinstance(words, (list, tuple)):
-            raise TypeError(f"text[{i}] must be a list of words (str), got {type(words).__name__}")
-        batch.append([_check_word(w, f"text[{i}][{j}]") for j, w in enumerate(words)])
-    return batch, True
-
-
-def _is_pair(item: Any) -> bool:
-    return isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)
-
-
-def _is_pair_of_word_lists(item: Any) -> bool:
-    """`(words, words)`: a pair of pre-split sentences, as transformers batches them with is_split_into_words=True."""
-    return isinstance(item, (list, tuple)) and len(item) == 2 and all(
-        isinstance(side, (list, tuple)) and all(isinstance(word, str) for word in side) for side in item
-    )
-
-
-def _as_pair_batch(
-    text: Any, text_pair: Any, is_split_into_words: bool, rule: Any
-) -> tuple[list[list[str]], list[list[str]] | None, bool]:
-    """(word lists of the first sentences, of the second ones or None for single sentences, whether the input was a
-    batch). Pairs come as `text` and `text_pair` of the same form, or as a list of `[first, second]` pairs of str
-    (transformers' way of batching pairs, which the zero-shot pipeline uses), or of `(words, words)` pairs of word
-    lists with `is_split_into_words=True`."""
-    if text_pair is None:
-        is_pair = _is_pair_of_word_lists if is_split_into_words else _is_pair
-        if isinstance(text, (list, tuple)) and text and all(map(is_pair, text)):
-            text, text_pair = [a for a, _ in text], [b for _, b in text]
-        else:
-            batch, batched = _as_word_batch(text, is_split_into_words, rule)
-            return batch, None, batched
-    first, batched = _as_word_batch(text, is_split_into_words, rule)
-    second, pair_batched = _as_word_batch(text_pair, is_split_into_words, rule)
-    if batched != pair_batched or len(first) != len(second):
-        shapes = [f"a batch of {len(b)}" if is_batch else "one sentence"
-                  for b, is_batch in ((first, batched), (second, pair_batched))]
-        raise ValueError(f"text is {shapes[0]} and text_pair {shapes[1]}: give one second sentence for every first one")
-    return first, second, batched
-
-
-def _sentence_length(alignment_row: tuple[list[str], int, bool]) -> int:
-    """The tokens of one encoded sentence: its words kept, and its <S> and </S> when added."""
-    words, _, special = alignment_row
-    return len(words) + (2 if special else 0)
-
-
-def _feature_columns(encoded_inputs: Any) -> tuple[dict[str, list], bool | None]:
-    """`pad()` input -> (columns by key, whether it is a batch; None for a dict, decided from its input_ids)."""
-    if isinstance(encoded_inputs, (list, tuple)):
-        if not encoded_inputs:
-            raise ValueError("pad() got an empty list of features")
-        for i, feature in enumerate(encoded_inputs):
-            if not isinstance(feature, Mapping):
-                raise TypeError(f"pad() feature {i} must be a dict, got {type(feature).__name__}")
-        keys = list(encoded_inputs[0].keys())
-        for i, feature in enumerate(encoded_inputs):
-            if set(feature.keys()) != set(keys):
-                raise ValueError(
-                    f"pad() feature {i} has keys {sorted(feature)}, feature 0 has {sorted(keys)}"
-                )
-        columns, batched = {k: [f[k] for f in encoded_inputs] for k in keys}, True
-    elif isinstance(encoded_inputs, Mapping):
-        columns, batched = dict(encoded_inputs.items()), None
-    else:
-        raise TypeError(f"pad() expects a list of dicts or a dict, got {type(encoded_inputs).__name__}")
-    if "input_ids" not in columns:
-        raise ValueError(f"pad() needs input_ids among the features, got keys {sorted(columns)}")
-    return columns, batched
-
-
-def _token_level_keys(columns: dict, lengths: list[int], return_attention_mask: bool) -> list[str]:
-    """The columns `pad()` pads along the token axis; adds or drops `attention_mask` as asked and keeps `labels`
-    token-level only when every example has one label per token."""
-    if return_attention_mask and "attention_mask" not in columns:
-        columns["attention_mask"] = [[1] * n for n in lengths]
-    if not return_attention_mask:
-        columns.pop("attention_mask", None)
-    keys = [key for key in TOKEN_PAD_VALUES if key != "labels" and key in columns]
-    if "labels" in columns:
-        labels = [to_list(x) for x in columns["labels"]]
-        if all(isinstance(x, list) and len(x) == n for x, n in zip(labels, lengths, strict=True)):
-            columns["labels"] = labels
-            keys.append("labels")
-    return keys
-
-
-def _words_limit(
-    truncation_strategy: TruncationStrategy, max_length: int | None, add_special_tokens: bool
-) -> int | None:
-    """How many words a sentence keeps under truncation (None: all), leaving room for the added <S> and </S>."""
-    if truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None:
-        return None
-    if truncation_strategy == TruncationStrategy.ONLY_SECOND:
-        raise ValueError("truncation='only_second' needs a pair of sequences; ElmoTokenizer encodes one")
-    limit = max_length - (2 if add_special_tokens else 0)
-    if limit < 0:
-        raise ValueError(f"max_length={max_length} leaves no room for <S> and </S>; use max_length >= 2")
-    return limit
-
-
-def _pair_limits(
-    strategy: TruncationStrategy, max_length: int | None, add_special_tokens: bool,
-    first: list[list[str]], second: list[list[str]],
-) -> list[tuple[int | None, int | None]]:
-    """How many words each sentence of each pair keeps ((None, None): all), so that the pair's tokens, both
-    sentences' <S> and </S> included, are at most `max_length`: transformers' strategies for pairs."""
-    if strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None:
-        return [(None, None)] * len(first)
-    room = max_length - (4 if add_special_tokens else 0)
-    if room < 0:
-        raise ValueError(f"max_length={max_length} leaves no room for the <S> and </S> of both sentences of a pair; "
-                         "use max_length >= 4")
-    limits = []
-    for i, (a, b) in enumerate(zip(map(len, first), map(len, second))):
-        over = a + b - room
-        if over <= 0:
-            limits.append((None, None))
-        elif strategy == TruncationStrategy.LONGEST_FIRST:
-            # transformers' rule: words go from the longer sentence until both are as long, then from each in turn,
-            # the second first (a, b >= over // 2 here, since a + b > room >= 0)
-            even = min(abs(a - b), over)
-            a, b = (a - even, b) if a > b else (a, b - even)
-            limits.append((a - (over - even) // 2, b - (over - even + 1) // 2))
-        else:
-            cut = 0 if strategy == TruncationStrategy.ONLY_FIRST else 1
-            kept = (a, b)[cut] - over
-            if kept < 0:
-                raise ValueError(
-                    f"max_length={max_length} is too short for truncation={strategy.value!r}: the "
-                    f"{('second', 'first')[cut]} sentence of pair {i} alone has {(b, a)[cut]} words "
-                    "(truncation='longest_first' cuts both)"
-                )
-            limits.append((kept, None) if cut == 0 else (None, kept))
-    return limits
-
-
-def _target_of(
-    strategy: PaddingStrategy, lengths: list[int], max_length: int | None, pad_to_multiple_of: int | None
-) -> int | None:
-    """The padded number of tokens under a padding strategy (None: no padding)."""
-    if strategy == PaddingStrategy.LONGEST:
-        return padded_length(max(lengths), pad_to_multiple_of)
-    if strategy == PaddingStrategy.MAX_LENGTH:
-        return padded_length(max_length, pad_to_multiple_of)
-    return None
-
-
-def _tensor_length(lengths: list[int], target: int | None) -> int:
-    """The number of tokens of a tensor batch: the padded length, or the common length when not padding."""
-    if target is None:
-        if len(set(lengths)) > 1:
-            raise ValueError(
-                f"Sentences have different numbers of tokens ({min(lengths)}..{max(lengths)}): "
-                "pass padding=True to return tensors"
-            )
-        return lengths[0]
-    if max(lengths) > target:
-        i = lengths.index(max(lengths))
-        raise ValueError(
-            f"Sentence {i} has {lengths[i]} tokens, more than max_length={target}: pass truncation=True"
-        )
-    return target
-
-
-def _index_tensor(sequences: list[list[int]], target: int) -> torch.Tensor:
-    """Cache indices padded to `target` tokens, as a `[batch, target]` tensor (numpy reads the lists fastest)."""
-    padded = [s + [CACHED_PAD] * (target - len(s)) for s in sequences]
-    return torch.from_numpy(np.array(padded, dtype=np.int64).reshape(len(padded), target))
-
-
-def _token_outputs(
-    wanted: dict[str, bool | None],
-    lengths: list[int],
-    target: int | None,
-    special: tuple[bool, list[int] | None],
-    vocab_rows: list[list[int]] | None,
-    tensor_type: TensorType | None,
-) -> dict[str, Any]:
-    """Every output besides `input_ids`, built once for tensors and lists alike: each depends only on the
-    row lengths (and the vocabulary ids), on a `[batch, width]` grid that lists then cut back to each
-    row's length (padded to `target` when padding). `special`: (whether `<S>`/`</S>` were added, the lengths of
-    the first sentences of pairs or None)."""
-    add_special_tokens, first_lengths = special
-    n = np.array(lengths, dtype=np.int64).reshape(-1, 1)
-    width = max(lengths) if target is None else max(target, *lengths)
-    position = np.arange(width)
-    real = position < n
-    # where the second sentence of a pair starts (the end of the row for single sentences)
-    start = n if first_lengths is None else np.array(first_lengths, dtype=np.int64).reshape(-1, 1)
-    grids: dict[str, np.ndarray | None] = {}
-    if wanted["attention_mask"]:
-        grids["attention_mask"] = real
-    if wanted["token_type_ids"]:
-        grids["token_type_ids"] = real & (position >= start)
-    if wanted["special_tokens_mask"]:
-        ends = (position == 0) | (position == n - 1) | (position == start - 1) | (position == start)
-        grids["special_tokens_mask"] = ~real | (ends & real if add_special_tokens else False)
-    if wanted["length"]:
-        grids["length"] = None  # the lengths themselves, not a grid
-    if vocab_rows is not None:
-        padded = [ids + [LABEL_PAD_ID] * (width - len(ids)) for ids in vocab_rows]
-        grids["vocab_ids"] = np.array(padded, dtype=np.int64).reshape(len(lengths), width)
-
-    if tensor_type is not None:
-        return {
-            key: torch.tensor(lengths, dtype=torch.int64)
-            if grid is None
-            else torch.from_numpy(grid.astype(np.int64))
-            for key, grid in grids.items()
-        }
-    keep = lengths if target is None else [max(k, target) for k in lengths]
-    return {key: list(lengths) if grid is None else _grid_rows(grid, keep) for key, grid in grids.items()}
-
-
-def _grid_rows(grid: np.ndarray, keep: list[int]) -> list[list[int]]:
-    """The rows of a `[batch, width]` grid as lists, row i cut to `keep[i]` values."""
-    grid = grid.astype(np.int64)
-    if all(k == grid.shape[1] for k in keep):
-        return grid.tolist()
-    return [grid[i, :k].tolist() for i, k in enumerate(keep)]
-
-
-def _tensor_type(return_tensors: str | TensorType | None) -> TensorType | None:
-    if return_tensors is None:
-        return None
-    tensor_type = TensorType(return_tensors)
-    if tensor_type not in (TensorType.PYTORCH, TensorType.NUMPY):
-        raise ValueError(f"ElmoTokenizer returns 'pt' or 'np' tensors, got return_tensors={return_tensors!r}")
-    return tensor_type
-
-
-def _contains_tensor(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    return isinstance(value, (list, tuple)) and bool(value) and isinstance(value[0], torch.Tensor)
-
-
-def _is_batch_of_sentences(ids: list) -> bool:
-    """True for `[batch, tokens, width]` nested lists, False for one sentence `[tokens, width]`."""
-    for item in ids:
-        if isinstance(item, list) and item:
-            return isinstance(item[0], list)
-    return bool(ids)  # [] is one empty sentence, [[], []] a batch of empty sentences

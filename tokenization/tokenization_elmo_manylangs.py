@@ -33,6 +33,18 @@ import torch
 from .tokenization_elmo import ElmoTokenizer
 from .word_vocab_elmo import VOCAB_FILES_NAMES
 
+# isort: split
+# transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it loads by
+# name with the files that module imports itself, not the files those import in turn. So this module names every
+# sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
+from .batch_encoding_elmo import ElmoBatchEncoding  # noqa: F401
+from .character_ids import PADDING_ID  # noqa: F401
+from .padding_elmo import LABEL_PAD_ID  # noqa: F401
+from .row_cache_elmo import RowCache  # noqa: F401
+from .text_inputs_elmo import check_word  # noqa: F401
+from .truncation_elmo import kept_spans  # noqa: F401
+from .word_splits_elmo import WORD_SPLITTERS  # noqa: F401
+
 MANYLANGS_VOCAB_FILES_NAMES = {
     **VOCAB_FILES_NAMES,
     "char_dictionary_file": "char_dictionary.json",

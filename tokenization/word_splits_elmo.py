@@ -28,6 +28,7 @@ import importlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import regex
 
@@ -452,3 +453,20 @@ def word_spans(text: str, words: Sequence[str]) -> tuple[list[tuple[int, int]], 
         cursor = start + len(word)
         spans.append((start, cursor))
     return spans, found_all
+
+
+def check_saved_split(word_split: Any) -> None:
+    """Refuse, in one line, a `word_split` that is no split at all (a name not registered, the placeholder of a
+    function saved with a tokenizer). What may work once the process is ready is accepted and checked when text is
+    first split: a registered split whose package is missing (jieba), an import path `module:function` not
+    registered yet (never imported from a saved file). So a saved tokenizer loads wherever its files do, and
+    pre-split words (`is_split_into_words=True`) need neither."""
+    if isinstance(word_split, str) and word_split.startswith(CUSTOM_SPLIT_PREFIX):
+        name = word_split[len(CUSTOM_SPLIT_PREFIX) :]
+        raise WordSplitError(
+            f"This tokenizer was saved with the word_split function {name}, which tokenizer_config.json cannot "
+            f"hold: pass it again, e.g. ElmoTokenizer.from_pretrained(path, word_split={name.rsplit('.', 1)[-1]})"
+        )
+    if is_import_path(word_split) or (isinstance(word_split, str) and word_split in WORD_SPLITTERS):
+        return
+    check_word_split(word_split)

@@ -9,6 +9,7 @@ and its siblings.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,43 @@ PAD_TOKEN = "<pad>"
 # `build_vocab` puts them first, in this order).
 WORD_VOCAB_SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt"}
+
+logger = logging.getLogger(__name__)
+
+
+class WordVocabulary:
+    """A word vocabulary's tokens (word id i = token i) and the id of each word; a repeated token keeps its first id,
+    with a warning."""
+
+    def __init__(self, tokens: Sequence[str]):
+        self.tokens = list(tokens)
+        self.ids: dict[str, int] = {}
+        for i, token in enumerate(self.tokens):
+            if token in self.ids:
+                logger.warning("Vocabulary token %r repeated at position %d; keeping its first id %d", token, i + 1,
+                               self.ids[token])
+                continue
+            self.ids[token] = i
+        self.unk_id = self.ids[UNK_TOKEN]
+
+    def ids_of(self, words: Iterable[str]) -> list[int]:
+        """The ids of `words`, `<UNK>`'s for words not in the vocabulary."""
+        ids, unk = self.ids, self.unk_id
+        return [ids.get(word, unk) for word in words]
+
+    def rows(self, alignments) -> list[list[int]]:
+        """The ids of every row of an encoding, from its alignments (of the first sentences, and of the second
+        sentences of pairs or None; each row (words kept, first word's index, whether `<S>`/`</S>` were added)):
+        each sentence's words, framed by the ids of `<S>` and `</S>` where those were added."""
+        bos, eos = self.ids[BOS_TOKEN], self.ids[EOS_TOKEN]
+        out = []
+        for segments in zip(*(a for a in alignments if a is not None)):
+            row = []
+            for words, _, special in segments:
+                ids = self.ids_of(words)
+                row.extend([bos, *ids, eos] if special else ids)
+            out.append(row)
+        return out
 
 
 def load_vocab(vocab_file: str | os.PathLike) -> list[str]:

@@ -1,11 +1,11 @@
-"""Checkpoints of `train.pretrain` and how a run stops: written whole, resumed exactly, kept when a run is interrupted.
+"""Checkpoints of `elmo-pretrain` and how a run stops: written whole, resumed exactly, kept when a run is interrupted.
 
 A checkpoint (`output_dir/checkpoints/step-NNNNNNNN/`) holds Accelerate's state (model, optimizer, scheduler, RNG
 states of every process), `progress_rank{i}.pt` (the data position and the LSTM state of each process's rows) and
 `args.json`. It is written into a temporary folder renamed into place, with SIGINT/SIGTERM held back until it is
 whole, so a folder named `step-*` is always complete.
 
-SIGINT and SIGTERM during training stop every process at the same step (`StopGuard`, `agreed_stop`): the processes
+SIGINT and SIGTERM during training stop every process at the same step (`InterruptGuard.received`, `agreed_stop`): the processes
 agree at each step boundary, write a checkpoint of that step, and end with one line saying what was kept and how to
 go on; the exit status is 130 or 143.
 """
@@ -41,18 +41,7 @@ class Progress:
     train_seconds: float = 0.0
 
 
-class StopGuard(InterruptGuard):
-    """`InterruptGuard` that also remembers the signal it received (`received`), so that a training loop running
-    inside `deferred()` can see a stop request at its next step boundary and agree on it with the other processes."""
-
-    received: int | None = None
-
-    def _handler(self, signum, frame) -> None:
-        self.received = signum
-        super()._handler(signum, frame)
-
-
-def agreed_stop(accelerator, guard: StopGuard, have_batch: bool | None = None) -> tuple[int, int]:
+def agreed_stop(accelerator, guard: InterruptGuard, have_batch: bool | None = None) -> tuple[int, int]:
     """One collective for every process at a step boundary: (how many processes have a batch, the signal one of them
     received or 0). Every process calls it at the same points, so all stop at the same step."""
     mine = torch.tensor([float(bool(have_batch)), float(guard.received or 0)], device=accelerator.device)
@@ -111,7 +100,7 @@ def find_checkpoint(output_dir: Path, resume_from_checkpoint: str) -> Path:
         return kept[-1]
     path = Path(resume_from_checkpoint)
     if not (path / "progress_rank0.pt").exists():
-        raise FileNotFoundError(f"{path} is not a checkpoint folder of train.pretrain (no progress_rank0.pt)")
+        raise FileNotFoundError(f"{path} is not a checkpoint folder of elmo-pretrain (no progress_rank0.pt)")
     return path
 
 

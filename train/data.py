@@ -62,7 +62,7 @@ def word_splitter(word_split: str) -> Callable[[str], list[str]]:
 
 def read_sentences(files: list[str], stats: CorpusStats | None = None, encoding: str = "utf-8") -> Iterator[dict]:
     """Lines of the files as `{"text": ...}`, decoded with `encoding`; blank lines are skipped and counted. A line
-    that does not decode raises `UndecodableText` (one line naming the file, line and byte): `train.pretrain`
+    that does not decode raises `UndecodableText` (one line naming the file, line and byte): `elmo-pretrain`
     checks every file with `check_decodes` before it writes anything, so this happens only to a file changed since."""
     stats = stats if stats is not None else CorpusStats()
     for path in files:

@@ -1,4 +1,4 @@
-"""The options of `elmo-demo` (`train/demo.py`), with the standard library only: `--help` and a bad option answer
+"""The options of `elmo-demo`, with the standard library only: `--help` and a bad option answer
 before torch is imported."""
 
 from __future__ import annotations

@@ -1,15 +1,41 @@
-"""The demo itself (`elmo-demo`, whose door and options are `train/demo.py`): the corpus, the pretraining, the sense
-scores and their plot, the contextuality analysis, and the one line an interrupt ends with. What it does, step by
-step: the door's docstring."""
+"""The main job, `elmo-demo`: train a small ELMo, reload it, and show what contextual vectors are for.
+
+    elmo-demo                              # generated corpus, a few minutes on 2 CPU cores
+    elmo-demo --train_file my_corpus.txt   # your own corpus (one sentence per line)
+    elmo-demo --language zh                # the same on a generated Chinese corpus, per character
+
+1. Writes a generated corpus in which "bank", "bat", "plant" and "spring" occur in two senses each
+   (`train/sense_corpus.py`), unless `--train_file` is given. With `--language zh`, a Chinese corpus in which
+   行, 长, 花, 打, 还, 好, 觉 and 乐 do (`train/sense_corpus_zh.py`: 银行 háng "bank" / 行走 xíng "walk", ...).
+2. Pretrains a biLM on it with `train.pretrain_run.train` (the same code as any pretraining run).
+3. Reloads the result with `load_elmo` (the feature model, as `AutoModel` loads it), embeds held-out sentences,
+   and scores how well the vectors of each ambiguous word separate its senses: leave-one-out nearest-centroid
+   accuracy, for the context-free layer 0 (which gives every occurrence of a word the same vector, so it cannot
+   beat chance) and for the contextual biLSTM layers.
+4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `elmo_tools/analysis.py`:
+   self-similarity, intra-sentence similarity and maximum explainable variance per layer, Ethayarajh 2019).
+5. Writes `sense_scores.json`, the plot `senses.png`, `contextuality.json` and its plot `contextuality.png`, and
+   says where they are.
+
+Ctrl-C (SIGINT) or SIGTERM ends the demo with one line saying what was kept and how to go on, exit status 130/143:
+during pretraining a checkpoint of the step reached is kept (as in `elmo-pretrain`); the same command with
+`--resume_from_checkpoint latest` continues from it, or, once the model is trained, only scores it again.
+
+The model's tokenizer splits raw text with the default rule, `punctuation` (`tokenization.split_words`); the
+generated corpus is already tokenized (spaces around punctuation), so both rules give it the same words. The
+same rule makes every Chinese ideograph a token of its own, so the Chinese model is trained per character.
+
+The Chinese plot names the characters with a CJK font when matplotlib has one (Noto Sans CJK, Source Han Sans,
+WenQuanYi, SimHei, ...: any installed font that has the glyphs), and in pinyin with the sense otherwise
+(`háng (bank)` / `xíng (walk)`), so it never shows missing-glyph boxes. Its options are `train/demo_args.py`.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib
@@ -17,17 +43,17 @@ import torch
 from matplotlib import font_manager
 from matplotlib.font_manager import FontProperties
 from matplotlib.ft2font import FT2Font, LoadFlags
-from transformers.utils import logging as hf_logging
 
 from elmo_tools.analysis import analyze_to_folder
-from elmo_tools.interrupts import Interrupted
+from elmo_tools.interrupts import Interrupted, InterruptGuard
 from elmo_tools.loading import load_elmo
+from elmo_tools.output_folders import run_lock
 from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import check_decodes, resolve_files
 from modeling_elmo import ElmoConfig
 
 from . import sense_corpus, sense_corpus_zh
-from .checkpoints import RESUME_OPTION, StopGuard, interrupted_message
+from .checkpoints import RESUME_OPTION, interrupted_message
 from .demo_args import DemoArguments
 from .pretrain_args import PretrainArguments
 from .pretrain_run import train
@@ -194,24 +220,23 @@ def _draws(font: FT2Font, code: int) -> bool:
 CORPORA = {"en": sense_corpus, "zh": sense_corpus_zh}
 
 
-def main(args: DemoArguments) -> int:
-    """The demo after its door (`train/demo.py`) parsed `args`; returns the exit status."""
-    hf_logging.disable_progress_bar()  # writing and loading the small model: no bar needed
+def run(args: DemoArguments, guard: InterruptGuard | None = None) -> None:
+    """`elmo-demo` with its options parsed: train (unless the model of these settings is there), score and plot. An
+    interruption carries the line saying what was kept (`report`); a bad input found once the folder was made (a
+    corpus too small for a batch) leaves no half-made folder."""
+    guard = guard or InterruptGuard()
     outputs = DemoOutputs(args)
     existed = outputs.out.exists()
-    guard = StopGuard()
     try:
-        with guard.installed():
+        with run_lock(outputs.out, "elmo-demo"):
             run_demo(args, outputs, guard)
     except Interrupted as stop:
-        logger.warning("%s", outputs.interrupted_line(stop))
-        return stop.exit_code
-    except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError) as error:
-        logger.error("%s", error)
-        if not existed and not outputs.model_finished():  # a bad input found once the folder was made (a corpus
-            shutil.rmtree(outputs.out, ignore_errors=True)  # too small for a batch): no half-made folder left
-        return 2
-    return 0
+        stop.report = outputs.interrupted_line(stop)  # pretraining's own line names its command, not the demo's
+        raise
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError):
+        if not existed and not outputs.model_finished():
+            shutil.rmtree(outputs.out, ignore_errors=True)
+        raise
 
 
 class DemoOutputs:
@@ -250,33 +275,11 @@ class DemoOutputs:
                 f"same command with {RESUME_OPTION} to score the model without training it again")
 
 
-def _stop_if_signalled(guard: StopGuard) -> None:
+def _stop_if_signalled(guard: InterruptGuard) -> None:
     """A signal whose `Interrupted` some library caught and went past (a bare `except:`) is answered here, between
     two stages."""
     if guard.received:
         raise Interrupted(guard.received)
-
-
-@contextlib.contextmanager
-def _one_interrupt_line() -> Iterator[None]:
-    """Pretraining says what an interrupt kept; the demo says it instead (`DemoOutputs.interrupted_line`), since how
-    to go on is the demo's command, so pretraining's own line is left out."""
-    pretrain_logger = logging.getLogger("train.pretrain")
-    line_filter = _NotStartingWith("interrupted")
-    pretrain_logger.addFilter(line_filter)
-    try:
-        yield
-    finally:
-        pretrain_logger.removeFilter(line_filter)
-
-
-class _NotStartingWith(logging.Filter):
-    def __init__(self, prefix: str):
-        super().__init__()
-        self.prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.prefix)
 
 
 def model_settings(args: DemoArguments) -> dict:
@@ -305,7 +308,7 @@ def check_before_writing(args: DemoArguments, outputs: DemoOutputs) -> None:
             "--output_dir, or --overwrite_output_dir true to train it anew")
 
 
-def run_demo(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> None:
+def run_demo(args: DemoArguments, outputs: DemoOutputs, guard: InterruptGuard) -> None:
     """The corpus, pretraining (or, where the model of these settings is trained, none), the sense scores and
     plot, the contextuality analysis. Every file is written whole: a signal waits for the end of a write
     (`guard.deferred()`)."""
@@ -336,7 +339,7 @@ def run_demo(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> Non
     report(scores, contextuality, outputs)
 
 
-def write_corpus(args: DemoArguments, out: Path, guard: StopGuard) -> tuple[list[str], list[str] | None]:
+def write_corpus(args: DemoArguments, out: Path, guard: InterruptGuard) -> tuple[list[str], list[str] | None]:
     """The training and validation files: the user's, or a generated corpus (the same again for the same seed, so
     a resumed demo trains on what it started with)."""
     if args.train_file is not None:
@@ -354,35 +357,34 @@ def write_corpus(args: DemoArguments, out: Path, guard: StopGuard) -> tuple[list
 
 
 def pretrain(args: DemoArguments, train_files: list[str], valid_files: list[str] | None, model_dir: Path,
-             guard: StopGuard) -> None:
+             guard: InterruptGuard) -> None:
     config_file = model_dir.parent / "demo_config.json"
     with guard.deferred():
         ElmoConfig(**DEMO_CONFIG).to_json_file(config_file)
-    with _one_interrupt_line():
-        train(PretrainArguments(
-            train_file=train_files,
-            validation_file=valid_files,
-            output_dir=str(model_dir),
-            config_file=str(config_file),
-            max_steps=args.max_steps,
-            per_device_batch_size=args.per_device_batch_size,
-            unroll_steps=args.unroll_steps,
-            optimizer="adamw",
-            learning_rate=3e-3,
-            lr_scheduler_type="linear",
-            warmup_steps=20,
-            seed=args.seed,
-            word_split="punctuation",  # the tokenizer's default rule, saved with the model
-            logging_steps=25,
-            overwrite_output_dir=True,
-            resume_from_checkpoint=args.resume_from_checkpoint,
-            report_to="none",
-            disable_tqdm=args.disable_tqdm,
-            use_cpu=True,
-        ), guard)
+    train(PretrainArguments(
+        train_file=train_files,
+        validation_file=valid_files,
+        output_dir=str(model_dir),
+        config_file=str(config_file),
+        max_steps=args.max_steps,
+        per_device_batch_size=args.per_device_batch_size,
+        unroll_steps=args.unroll_steps,
+        optimizer="adamw",
+        learning_rate=3e-3,
+        lr_scheduler_type="linear",
+        warmup_steps=20,
+        seed=args.seed,
+        word_split="punctuation",  # the tokenizer's default rule, saved with the model
+        logging_steps=25,
+        overwrite_output_dir=True,
+        resume_from_checkpoint=args.resume_from_checkpoint,
+        report_to="none",
+        disable_tqdm=args.disable_tqdm,
+        use_cpu=True,
+    ), guard)
 
 
-def score_and_plot(args: DemoArguments, outputs: DemoOutputs, guard: StopGuard) -> tuple:
+def score_and_plot(args: DemoArguments, outputs: DemoOutputs, guard: InterruptGuard) -> tuple:
     """Reload the model as `AutoModel` does, score the senses of the ambiguous words, write the scores and plot;
     returns (scores, model, tokenizer)."""
     out, model_dir = outputs.out, outputs.model_dir

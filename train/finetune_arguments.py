@@ -1,31 +1,29 @@
-"""The options of the fine-tuning commands, and their `--help`, without importing torch or transformers.
+"""The options of the fine-tuning commands, parsed before torch or transformers is imported, and their `--help`.
 
-A command's options are `ModelArguments`, its task's head option (`head_arguments`, from its row of
-`elmo_tools.tasks.TASKS`), its task's data options (the row's `data_arguments`: `ClassificationDataArguments`,
-`TaggingDataArguments`), `CommandArguments` and transformers' `TrainingArguments`. `--help` answers from these
-dataclasses and a short list of the `TrainingArguments` options a fine-tuning run usually sets, in the time Python
-takes to start; `--help_all` lists every `TrainingArguments` option (it imports transformers, so it takes seconds).
-Parsing proper goes through `transformers.HfArgumentParser` (`train/finetune_run.py`).
+A command's options are `ModelArguments`, its task's head option (`head_arguments`, from its `FineTuningTask`), its
+task's data options (the task's `data_options`, in its module under `train/tasks/`), `CommandArguments`, and
+transformers' `TrainingArguments`, which only `transformers.HfArgumentParser` parses (in the run, once transformers
+is imported: `train.finetune_run.training_arguments`). `parse_finetune` parses the first four (`elmo_tools.arguments`)
+and keeps the rest of the command line for `TrainingArguments`, so that `--help`, a mistyped option of ours and a
+missing file answer in the time Python takes to start. `--help_all` lists every `TrainingArguments` option (it
+imports transformers, so it takes seconds).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elmo_tools.tasks import FineTuningTask
+from elmo_tools.arguments import options_parser, parse_options
 
+from .tasks import TASKS, FineTuningTask
 from .time_budget import parse_duration
-
-# A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
-# training set the epochs are raised until it has (`--min_train_steps`).
-MIN_TAGGING_STEPS = 2000
 
 # The TrainingArguments options worth listing in the short --help (every other one is accepted too).
 COMMON_TRAINING_OPTIONS = (
-    ("output_dir", "Where the model, tokenizer, metrics, checkpoints and predictions are written."),
     ("do_predict", "Write the predicted labels of --test_file (with no --train_file: of an already fine-tuned "
                    "model)."),
     ("num_train_epochs", "Epochs (default {num_train_epochs:g}{epochs_note})."),
@@ -93,10 +91,25 @@ class ModelArguments:
 class CommandArguments:
     """What every fine-tuning command reads besides the model, the data and the training loop."""
 
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where the model, tokenizer, metrics, checkpoints and predictions are written (a predict-only run "
+                "with --predictions_file needs none)."})
     encoding: str = field(
         default="utf-8", metadata={"help": "Encoding of the input files (default utf-8; e.g. gb18030, big5, latin-1). "
                                    "Bytes that do not decode are refused, naming the file, line and byte."}
     )
+    train_encoding: str | None = field(
+        default=None, metadata={"help": "Encoding of --train_file alone, where the files of a run differ (default: "
+                                "--encoding)."}
+    )
+    validation_encoding: str | None = field(
+        default=None, metadata={"help": "Encoding of --validation_file alone (default: --encoding)."}
+    )
+    test_encoding: str | None = field(default=None, metadata={"help": "Encoding of --test_file alone (default: "
+                                                             "--encoding)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace what --output_dir holds (another run's model, metrics, checkpoints), or an existing "
+                "predictions file; without it such a folder is refused."})
     predictions_file: str | None = field(
         default=None, metadata={"help": "Where --do_predict writes (default OUTPUT_DIR/predictions.txt)."}
     )
@@ -111,99 +124,78 @@ class CommandArguments:
             parse_duration(self.max_train_time)  # a ValueError in one line
 
 
-# A task's data options (its row's `data_arguments`). Every command reads DATA_FIELDS (train/finetune_run.py), and
+# A task's data options (its `data_options`). Every command reads DATA_FIELDS (train/finetune_run.py), and
 # `min_train_steps` where the dataclass has it; the task's own module reads the others.
 DATA_FIELDS = ("train_file", "validation_file", "test_file", "word_split", "max_train_samples", "max_eval_samples")
 
 
 @dataclass
-class ClassificationDataArguments:
-    train_file: str | None = field(default=None, metadata={"help": "TSV (label<TAB>text, header line), CSV or JSON "
-                                                            "lines."})
-    validation_file: str | None = field(default=None, metadata={"help": "Same format; accuracy is reported on it."})
-    test_file: str | None = field(
-        default=None, metadata={"help": "Sentences to label with --do_predict: one a line (.txt or any other suffix "
-                                "but .tsv/.csv/.json/.jsonl), or the training formats, labels not needed."}
-    )
-    text_column: str | None = field(default=None, metadata={"help": "Text column (default: text/sentence/content)."})
-    text_pair_column: str | None = field(
-        default=None, metadata={"help": "Second sentence of a pair (default: text_pair, or GLUE's sentence2, "
-                                "hypothesis, sentence after question, question2 beside their first column): the "
-                                "head reads each sentence on its own and classifies the pair."}
-    )
-    problem_type: str | None = field(
-        default=None, metadata={"help": "regression (a number per example, STS-B style: Pearson and Spearman "
-                                "reported) or single_label_classification; default: regression when every label is "
-                                "a number and some are not integers."}
-    )
-    label_column: str | None = field(default=None, metadata={"help": "Label column (default: label)."})
-    word_split: str | None = field(
-        default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2), punctuation, or another "
-                                "split registered in tokenization.WORD_SPLITTERS; default: the tokenizer's own."}
-    )
-    max_seq_length: int = field(default=128, metadata={"help": "Longest input in tokens, <S> and </S> included."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation examples."})
+class FineTuneOptions:
+    """A fine-tuning command's options, parsed: ours, and the words of the command line (or the JSON file's fields)
+    left for transformers' `TrainingArguments`."""
+
+    task: str
+    model: ModelArguments
+    head: object  # the dataclass of `head_arguments(row)`
+    data: object  # the task's `data_options`
+    command: CommandArguments
+    training: list[str] | dict
+
+    @property
+    def verbose(self) -> bool:
+        return self.command.verbose
 
 
-@dataclass
-class TaggingDataArguments:
-    train_file: str | None = field(default=None, metadata={"help": "CoNLL columns or JSON lines with tokens/tags."})
-    validation_file: str | None = field(default=None, metadata={"help": "Same format; entity F1 is reported on it."})
-    test_file: str | None = field(
-        default=None, metadata={"help": "Sentences to tag with --do_predict: CoNLL columns (the word first; tags not "
-                                "needed), JSON lines with tokens, or one sentence a line (.txt)."}
-    )
-    word_split: str | None = field(
-        default=None, metadata={"help": "How a .txt --test_file's lines are cut into words (a name in "
-                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own."}
-    )
-    max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training sentences."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation sentences."})
-    min_train_steps: int = field(
-        default=MIN_TAGGING_STEPS, metadata={"help": "Train at least this many optimizer steps: when the epochs give "
-                                             "fewer (a small training set), more whole epochs, as few as reach it "
-                                             f"(default {MIN_TAGGING_STEPS}; 0: the epochs alone; --max_steps "
-                                             "overrides both)."}
-    )
-    strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
-    use_crf: bool | None = field(
-        default=None, metadata={"help": "End the tagger in a linear-chain CRF (Viterbi decoding, transitions the tags' "
-                                "scheme forbids never taken); default: none for a new head, the saved one's choice "
-                                "for a fine-tuned folder.", "aliases": ["--crf"]}
-    )
-    crf_constraints: str | None = field(
-        default=None, metadata={"help": "Transitions the CRF never takes: auto (from the tag names: BIO or BIOES; the "
-                                "default), bio, bioes or none (IOB1 tags, where I- may open an entity)."}
+def head_arguments(row: FineTuningTask) -> type:
+    """The dataclass of the task's head option (`row.head_option`, e.g. `--classifier_pooling`): None unless
+    given, and then `row.head_default` for a new head and the saved value for a fine-tuned folder."""
+    help_text = (f"{row.head_help} (default: {row.head_default} for a new head, the saved one for a fine-tuned "
+                 "folder).")
+    return dataclasses.make_dataclass(
+        f"{row.name.title().replace('-', '')}HeadArguments",
+        [(row.head_option, str | None, field(default=None, metadata={"help": help_text}))],
+        namespace={"__module__": __name__},
     )
 
 
-@dataclass
-class QuestionAnsweringDataArguments:
-    train_file: str | None = field(default=None, metadata={"help": "SQuAD v1.1/v2.0 JSON, or JSON lines with id, "
-                                                            "question, context, answers {text, answer_start}."})
-    validation_file: str | None = field(default=None, metadata={"help": "Same format; exact match and F1 are "
-                                                                 "reported on it."})
-    test_file: str | None = field(
-        default=None, metadata={"help": "Questions to answer with --do_predict (same formats, answers not needed): "
-                                "writes predictions.json, id -> answer text."}
-    )
-    word_split: str | None = field(
-        default=None, metadata={"help": "How questions and passages are cut into words (a name in "
-                                "tokenization.WORD_SPLITTERS); default: the tokenizer's own."}
-    )
-    max_seq_length: int = field(default=256, metadata={"help": "Tokens of a window: the question, a run of the "
-                                                        "passage's words, and 4 <S>/</S>."})
-    doc_stride: int = field(default=32, metadata={"help": "Words that consecutive windows of a long passage share."})
-    max_question_length: int = field(default=64, metadata={"help": "Words of a question kept (its first)."})
-    max_answer_length: int = field(default=30, metadata={"help": "Longest answer predicted, in words."})
-    version_2_with_negative: bool | None = field(
-        default=None, metadata={"help": "Let \"no answer\" compete with the best span (SQuAD 2.0); default: when the "
-                                "training data has unanswerable questions, or the fine-tuned head was trained so."}
-    )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation questions."})
+def command_dataclasses(row: FineTuningTask) -> tuple[type, ...]:
+    """The option dataclasses of the task's command, in the order `--help` lists them and parsing returns them:
+    model, head, data, command (`TrainingArguments` follows them in the run)."""
+    return ModelArguments, head_arguments(row), row.data_options, CommandArguments
+
+
+def command_name(row: FineTuningTask) -> str:
+    return row.command or f"elmo-finetune {row.name}"
+
+
+def parse_finetune(task: str, argv: Sequence[str]) -> FineTuneOptions:
+    """The options of `task`'s command from `argv`, or from a single JSON file. `--help` prints the short help and
+    `--help_all` every option (argparse's SystemExit(0)); a usage error of our options exits 2 (argparse). What is
+    left (transformers' `TrainingArguments` options, and any mistyped one) is parsed by the run."""
+    row = TASKS[task]
+    argv = list(argv)
+    asked = wants_help(argv)
+    if asked == "short":
+        sys.stdout.write(short_help(row))
+        raise SystemExit(0)
+    if asked == "all":
+        training_parser(row, with_ours=True).print_help()
+        raise SystemExit(0)
+    (model, head, data, command), rest = parse_options(
+        command_dataclasses(row), argv, known_only=True, prog=command_name(row), description=row.description,
+        allow_abbrev=False)
+    return FineTuneOptions(task, model, head, data, command, rest)
+
+
+def training_parser(row: FineTuningTask, with_ours: bool = False):
+    """transformers' `HfArgumentParser` of `TrainingArguments` (and of our option dataclasses too, `with_ours`: the
+    help of --help_all), with the task's defaults. Imports transformers (seconds)."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    classes = (*command_dataclasses(row), TrainingArguments) if with_ours else TrainingArguments
+    parser = HfArgumentParser(classes, prog=command_name(row), description=row.description)
+    parser.set_defaults(**row.training_defaults)
+    return parser
 
 
 def wants_help(argv: list[str]) -> str | None:
@@ -213,50 +205,16 @@ def wants_help(argv: list[str]) -> str | None:
     return "short" if "-h" in argv or "--help" in argv else None
 
 
-def head_arguments(row: FineTuningTask) -> type:
-    """The dataclass of the task's head option (`row.head_option`, e.g. `--classifier_pooling`): None unless
-    given, and then `row.head_default` for a new head and the saved value for a fine-tuned folder."""
-    help_text = (f"{row.head_help} (default: {row.head_default} for a new head, the saved one for a fine-tuned "
-                 "folder).")
-    return dataclasses.make_dataclass(
-        f"{row.head_name.title()}HeadArguments",
-        [(row.head_option, str | None, field(default=None, metadata={"help": help_text}))],
-        namespace={"__module__": __name__},
-    )
-
-
-def data_arguments(row: FineTuningTask) -> type:
-    """The dataclass of the task's data options, named by `row.data_arguments` ("module:Class"; a module that
-    imports only the standard library)."""
-    module, _, name = row.data_arguments.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def command_dataclasses(row: FineTuningTask) -> tuple[type, ...]:
-    """The option dataclasses of the task's command, in the order `--help` lists them and parsing returns them:
-    model, head, data, command (`TrainingArguments` follows them when parsing)."""
-    return ModelArguments, head_arguments(row), data_arguments(row), CommandArguments
-
-
 def short_help(row: FineTuningTask) -> str:
     """The --help text: the command's own options and the common training options, from the dataclasses alone."""
-    prog = row.command
-    parser = argparse.ArgumentParser(
-        prog=prog, description=row.description, formatter_class=argparse.RawDescriptionHelpFormatter,
-        add_help=False,
+    prog = command_name(row)
+    parser = options_parser(
+        command_dataclasses(row), prog=prog, description=row.description,
+        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
         usage=f"{prog} --model_name_or_path MODEL [--train_file FILE] [--validation_file FILE] "
               "[--do_predict --test_file FILE] --output_dir DIR [options]",
         epilog="Every other transformers TrainingArguments option is accepted too: --help_all lists them.",
     )
-    for kind in command_dataclasses(row):
-        group = parser.add_argument_group(kind.__name__)
-        for item in dataclasses.fields(kind):
-            required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
-            default = "" if required or item.default is None else f" (default: {item.default})"
-            text = item.metadata.get("help", "")
-            group.add_argument(f"--{item.name}", *item.metadata.get("aliases", ()), required=required,
-                               metavar=item.name.upper(),
-                               help=text + ("" if "default" in text else default))
     group = parser.add_argument_group("training (transformers TrainingArguments)")
     for name, text in COMMON_TRAINING_OPTIONS:
         group.add_argument(f"--{name}", metavar=name.upper(),

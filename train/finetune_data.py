@@ -1,4 +1,6 @@
-"""Shared pieces of the fine-tuning tasks (`train.finetune_classification`, `train.finetune_ner`).
+"""Shared pieces of the fine-tuning tasks (`train/tasks/`): their files and metrics, with the standard library (and
+numpy, in the metrics that use it) only: a task's module imports them at its top, and a command's --help reads
+that module.
 
 * Readers of the task files: SST-2 style TSV (`label<TAB>sentence`, a header line, CRLF or LF), CSV and JSON lines
   with `text`/`label` columns for classification, and a second sentence for pairs (`text_pair`, or GLUE's
@@ -8,8 +10,6 @@
   conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on seqeval.
 * Readers of the files to predict (`--test_file`): sentences (one a line, or a text column) and words (CoNLL
   columns, the word first; JSON lines with `tokens`; or sentences one a line, cut by the word split).
-* The loading of a head and its tokenizer (folder, Hub id or preset name) through
-  `elmo_tools.loading.load_elmo`.
 """
 
 from __future__ import annotations
@@ -22,14 +22,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import numpy as np
-
-from elmo_tools.loading import ModelLoadError, load_elmo
+from elmo_tools.errors import InputError
 from elmo_tools.text_files import check_decodes
-from tokenization import split_words
-
-from .finetune_arguments import ModelArguments
-from .finetune_cli import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +40,17 @@ TAG_COLUMNS = ("tags", "ner_tags", "labels", "label")
 # ---------------------------------------------------------------------------------------------------------------
 # Readers
 # ---------------------------------------------------------------------------------------------------------------
-def read_input_file(reader, path: str, option: str, encoding: str = "utf-8") -> list[dict]:
+def read_input_file(reader, path: str, option: str, encoding: str = "utf-8",
+                    encoding_option: str = "--encoding") -> list[dict]:
     """`reader(path, encoding)`, with whatever is wrong with the file (absent, not text in `encoding`, not in the
     format) raised as an `InputError` that names the option and the file (and the line and byte that do not
-    decode)."""
+    decode, with the encoding to give `encoding_option`)."""
     if os.path.isdir(path):
         raise InputError(f"--{option} {path} is a folder, not a file")
     if not os.path.isfile(path):
         raise InputError(f"--{option} {path}: no such file")
     try:
-        check_decodes(path, encoding)
+        check_decodes(path, encoding, encoding_option)
         return reader(path, _text_encoding(encoding))
     except (ValueError, TypeError, KeyError, csv.Error) as error:
         message = str(error)
@@ -77,23 +72,27 @@ def _file_format(path: str | os.PathLike) -> str:
     return "tsv"
 
 
-def _read_json_lines(path: str | os.PathLike, encoding: str = "utf-8") -> list[dict]:
+def _read_json_lines(path: str | os.PathLike, encoding: str = "utf-8", with_lines: bool = False):
+    """The records of a file of JSON lines (blank lines skipped) or of a JSON array; `with_lines`: and each
+    record's line (None in an array)."""
     with open(path, encoding=encoding) as f:
-        text = f.read().strip()
-    if text.startswith("["):  # a JSON array of records also works
+        text = f.read()
+    if text.strip().startswith("["):  # a JSON array of records also works
         rows = json.loads(text)
+        lines = [None] * len(rows) if isinstance(rows, list) else []
     else:
-        rows = []
+        rows, lines = [], []
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as error:
                     raise ValueError(f"{path}:{number}: not a JSON object ({error})") from error
+                lines.append(number)
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
             raise ValueError(f"{path}: record {number} is not a JSON object: {row!r:.100}")
-    return rows
+    return (rows, lines) if with_lines else rows
 
 
 def _pick(columns: Iterable[str], wanted: str | None, candidates: Sequence[str], what: str, path) -> str:
@@ -121,48 +120,149 @@ def _pair_columns(columns: list, text_column: str | None, pair_column: str | Non
     return _pick(columns, first, (), "text", path), pair_column
 
 
+class Example(dict):
+    """One example of a task file (a dict, equal to a plain one), with where it is: `path`, its file, `line`, its
+    first line there (None in a JSON array), and `number`, its place among the file's examples (from 1)."""
+
+    path: str = ""
+    line: int | None = None
+    number: int = 0
+
+    def where(self) -> str:
+        return f"line {self.line}" if self.line is not None else f"example {self.number}"
+
+
+def example_at(values: dict, path, line: int | None, number: int) -> Example:
+    example = Example(values)
+    example.path, example.line, example.number = str(path), line, number
+    return example
+
+
+def warn_if_cut(examples: Sequence, lengths: Sequence[int], room: int, how: str = "each is cut to its first {room} words") -> None:
+    """One warning when some examples have more words than `room`, what `--max_seq_length` leaves: how many, the
+    longest (its file and line), and `how` each is cut (`{room}` filled in)."""
+    cut = [(length, -i) for i, length in enumerate(lengths) if length > room]
+    if not cut:
+        return
+    length, index = max(cut)
+    example = examples[-index]
+    where = f"{example.path} {example.where()}" if isinstance(example, Example) and example.path else \
+        f"example {1 - index}"
+    logger.warning("%d of %d examples have more words than --max_seq_length leaves room for (%d): %s (the longest, "
+                   "%s, has %d words); a larger --max_seq_length reads them whole", len(cut), len(examples), room,
+                   how.format(room=room), where, length)
+
+
+def _read_table(path, kind: str, encoding: str, column_names: Sequence[str] | None) -> tuple[list, list, list]:
+    """The rows of a TSV or CSV file as dicts, its column names, and each row's line: the names from its header line,
+    or `column_names` for a file without one (then its first line is data)."""
+    with open(path, encoding=encoding, newline="") as f:
+        options = {} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}  # SST-2 has quote characters
+        reader = csv.DictReader(f, fieldnames=list(column_names) if column_names else None, **options)
+        rows, lines = [], []
+        for row in reader:
+            rows.append(row)
+            lines.append(reader.line_num)  # the row's last line: one line a row in TSV
+        columns = list(reader.fieldnames or [])
+    if column_names:
+        first = next(iter(rows), {})
+        if set(column_names) & {str(value).strip() for value in first.values() if value is not None}:
+            raise ValueError(f"--column_names names the columns of a file without a header line, but its first line "
+                             f"is a header ({', '.join(repr(v) for v in list(first.values())[:4] if v is not None)}): leave "
+                             "--column_names out, or the header line")
+        for row, line in zip(rows, lines):  # csv puts extra fields under None, and None for missing ones
+            extra = row.get(None) or []
+            present = sum(value is not None for key, value in row.items() if key is not None)
+            if extra or present < len(column_names):
+                raise ValueError(f"line {line} has {present + len(extra)} columns, --column_names names "
+                                 f"{len(column_names)}")
+    if not column_names and looks_like_data(columns):
+        raise ValueError(f"the first line ({', '.join(repr(c) for c in columns[:4])}"
+                         f"{', ...' if len(columns) > 4 else ''}) looks like data, not a header of column names: give "
+                         "the columns' names in order with --column_names (e.g. label,question1,question2,id), or add "
+                         "a header line")
+    return rows, columns, lines
+
+
+def looks_like_data(columns: Sequence) -> bool:
+    """Whether a TSV/CSV file's first line is an example rather than a header: some field is a number (a label, an
+    id), or most fields are several words (sentences)."""
+    fields = [str(c).strip() for c in columns if c is not None]
+
+    def number(text: str) -> bool:
+        try:
+            float(text)
+        except ValueError:
+            return False
+        return True
+
+    return any(number(c) for c in fields) or sum(len(c.split()) > 1 for c in fields) > len(fields) / 2
+
+
+def column_list(column_names: str | Sequence[str] | None) -> list[str] | None:
+    """`--column_names`: "label,text" (or a list) -> ["label", "text"]; None when not given."""
+    if column_names is None:
+        return None
+    names = column_names.split(",") if isinstance(column_names, str) else list(column_names)
+    names = [name.strip() for name in names]
+    if not all(names) or len(set(names)) != len(names):
+        raise ValueError(f"--column_names {column_names!r}: give each column a name, once, separated by commas")
+    return names
+
+
 def read_classification_file(
     path: str | os.PathLike, text_column: str | None = None, label_column: str | None = None,
-    encoding: str = "utf-8", pair_column: str | None = None,
-) -> list[dict]:
+    encoding: str = "utf-8", pair_column: str | None = None, column_names: str | Sequence[str] | None = None,
+) -> list[Example]:
     """Read sentences (or pairs) and labels: `[{"text": str, "label": str}, ...]` (labels as strings), with
-    `"text_pair"` too for pairs.
+    `"text_pair"` for pairs; each an `Example` that knows its line.
 
     TSV (any suffix but .csv/.json/.jsonl) has a header line naming the columns (SST-2: `label<TAB>sentence`);
-    fields are not quoted. CSV follows the csv module's dialect. JSON lines hold one object per line.
+    fields are not quoted. CSV follows the csv module's dialect. JSON lines hold one object per line. A TSV or CSV
+    file without a header line (its first line looks like data: `looks_like_data`) needs `column_names`, the names
+    of its columns in order (Quora's "label,question1,question2,id").
     Pairs: `pair_column` (with `text_column`), or two columns of `PAIR_COLUMNS` (`text`/`text_pair`, GLUE's
     `sentence1`/`sentence2`, ...). Otherwise the text column is `text_column` or the first of `text`, `sentence`,
     `content`, `review`, or the only column besides the label; the label column is `label_column` or the first of
-    `label`, `gold_label`, `score`.
+    `label`, `gold_label`, `score`. An empty label, text or second sentence is refused, naming its line.
     """
     kind = _file_format(path)
     if kind == "json":
-        rows = _read_json_lines(path, encoding)
+        rows, lines = _read_json_lines(path, encoding, with_lines=True)
         columns = list(rows[0]) if rows else []
     else:
-        with open(path, encoding=encoding, newline="") as f:
-            if kind == "csv":
-                reader = csv.DictReader(f)
-            else:  # SST-2 sentences contain quote characters: no quoting at all
-                reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            rows = list(reader)
-            columns = list(reader.fieldnames or [])
+        rows, columns, lines = _read_table(path, kind, encoding, column_list(column_names))
     columns = [c.strip() if isinstance(c, str) else c for c in columns]
     if not rows:
         raise ValueError(f"{path}: no examples")
-    label_name = _pick(columns, label_column, LABEL_COLUMNS, "label", path)
-    others = [c for c in columns if c != label_name]
-    pair = _pair_columns(columns, text_column, pair_column, path)
-    text_name = pair[0] if pair else _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])),
-                                           "text", path)
+    try:
+        label_name = _pick(columns, label_column, LABEL_COLUMNS, "label", path)
+        others = [c for c in columns if c != label_name]
+        pair = _pair_columns(columns, text_column, pair_column, path)
+        text_name = pair[0] if pair else _pick(columns, text_column,
+                                               (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
+    except ValueError as error:
+        if kind == "json" or column_names:
+            raise
+        raise ValueError(f"{error} (or, for a file without a header line, name all its columns in order with "
+                         "--column_names)") from None
     names = {"text": text_name, "label": label_name, **({"text_pair": pair[1]} if pair else {})}
     examples = []
-    for number, row in enumerate(rows, start=1):
+    for number, (row, line) in enumerate(zip(rows, lines), start=1):
         row = {k.strip() if isinstance(k, str) else k: v for k, v in row.items()}
         values = {key: row.get(name) for key, name in names.items()}
+        example = example_at({key: None if value is None else str(value).strip() for key, value in values.items()},
+                             path, line, number)
         if any(value is None for value in values.values()):
-            raise ValueError(f"{path}: example {number} lacks one of the columns {list(names.values())}: {row!r:.200}")
-        examples.append({key: str(value).strip() for key, value in values.items()})
+            raise ValueError(f"{path}: {example.where()} lacks one of the columns {list(names.values())}: "
+                             f"{row!r:.200}")
+        empty = next((key for key in names if not example[key]), None)
+        if empty is not None:
+            what = {"label": "label", "text": "text", "text_pair": "second sentence"}[empty]
+            why = " (an empty label would train a class named '')" if empty == "label" else ""
+            raise ValueError(f"{path}: {example.where()}: the {what} (column {names[empty]!r}) is empty; every "
+                             f"example needs one{why}")
+        examples.append(example)
     return examples
 
 
@@ -172,16 +272,17 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
     One token per line (`word POS chunk NER` in CoNLL-2003: the word is the first column, the tag the last, or
     `tag_column`), a blank line between sentences, `-DOCSTART-` lines skipped.
     """
-    sentences, tokens, tags = [], [], []
+    sentences, tokens, tags, start = [], [], [], 0
     columns, first = None, 0  # every token line has the same columns: a file of sentences (a TSV) is refused
     with open(path, encoding=encoding) as f:
         for number, line in enumerate(f, start=1):
             fields = line.split()
             if not fields or fields[0] == "-DOCSTART-":
                 if tokens:
-                    sentences.append({"tokens": tokens, "tags": tags})
+                    sentences.append(example_at({"tokens": tokens, "tags": tags}, path, start, len(sentences) + 1))
                     tokens, tags = [], []
                 continue
+            start = start if tokens else number
             if len(fields) < 2:
                 raise ValueError(f"{path}:{number}: expected a word and a tag, got {line.rstrip()!r}")
             _check_token_line(line, path, number)
@@ -195,10 +296,32 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
             tokens.append(fields[0])
             tags.append(fields[tag_column])
     if tokens:
-        sentences.append({"tokens": tokens, "tags": tags})
+        sentences.append(example_at({"tokens": tokens, "tags": tags}, path, start, len(sentences) + 1))
     if not sentences:
         raise ValueError(f"{path}: no sentences")
+    if tag_column == -1 and columns and columns > 2:
+        _check_tag_column(path, encoding, columns, {tag for sentence in sentences for tag in sentence["tags"]})
     return sentences
+
+
+def _is_tag(tag: str) -> bool:
+    """An entity tag of IOB/BIOES: O, or a prefix B/I/E/S/L/U and a type (B-PER, I_LOC)."""
+    return tag == "O" or (len(tag) > 2 and tag[0] in "BIESLU" and tag[1] in "-_")
+
+
+def _check_tag_column(path, encoding: str, columns: int, last: set[str]) -> None:
+    """The tag is the last column (CoNLL-2003's `word POS chunk NER`): where no value of the last column is an entity
+    tag but another column holds only tags (a file of `word NER POS`), it is refused rather than trained on codes."""
+    if any(_is_tag(tag) for tag in last):
+        return
+    with open(path, encoding=encoding) as f:
+        rows = [line.split() for line in f if line.split() and not line.startswith("-DOCSTART-")]
+    for column in range(1, columns - 1):
+        values = {row[column] for row in rows}
+        if all(_is_tag(value) for value in values) and "O" in values:
+            raise ValueError(f"{path}: the tags are the last column, but no value of it is an entity tag "
+                             f"({sorted(last)[:5]}) while column {column + 1} holds them ({sorted(values)[:5]}): put "
+                             "the tags last (word ... tag)")
 
 
 def _check_token_line(line: str, path, number: int) -> None:
@@ -214,17 +337,29 @@ def read_tagging_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[
     """CoNLL columns, or JSON lines with `tokens` (or `words`) and `tags` (or `ner_tags`, `labels`) as lists."""
     if _file_format(path) != "json":
         return read_conll_file(path, encoding=encoding)
-    rows = _read_json_lines(path, encoding)
+    rows, lines = _read_json_lines(path, encoding, with_lines=True)
     if not rows:
         raise ValueError(f"{path}: no examples")
     token_name = _pick(rows[0], None, TOKEN_COLUMNS, "tokens", path)
     tag_name = _pick(rows[0], None, TAG_COLUMNS, "tags", path)
     sentences = []
-    for number, row in enumerate(rows, start=1):
+    for number, (row, line) in enumerate(zip(rows, lines), start=1):
         tokens, tags = row[token_name], row[tag_name]
+        if not isinstance(tokens, list) or not isinstance(tags, list):
+            raise ValueError(f"{path}: {'line ' + str(line) if line else 'example ' + str(number)}: {token_name!r} "
+                             f"and {tag_name!r} must be lists")
+        if any(isinstance(tag, (int, float)) and not isinstance(tag, bool) for tag in tags):
+            raise ValueError(f"{path}: {'line ' + str(line) if line else 'example ' + str(number)}: the tags are "
+                             f"numbers ({tags[:5]}), ids of tag names the file does not give (datasets' ner_tags): "
+                             "write the names (O, B-PER, ...), as features['ner_tags'].feature.names has them")
+        sentence = example_at({"tokens": [str(t) for t in tokens], "tags": [str(t).strip() for t in tags]}, path,
+                              line, number)
         if len(tokens) != len(tags):
             raise ValueError(f"{path}: example {number} has {len(tokens)} tokens but {len(tags)} tags")
-        sentences.append({"tokens": [str(t) for t in tokens], "tags": [str(t) for t in tags]})
+        if "" in sentence["tags"]:
+            word = sentence["tokens"][sentence["tags"].index("")]
+            raise ValueError(f"{path}: {sentence.where()}: the tag of {word!r} is empty; every word needs one")
+        sentences.append(sentence)
     return sentences
 
 
@@ -232,10 +367,11 @@ STRUCTURED_SUFFIXES = (".tsv", ".csv", ".json", ".jsonl")
 
 
 def read_texts_file(path: str | os.PathLike, text_column: str | None = None, encoding: str = "utf-8",
-                    pair_column: str | None = None) -> list[str] | list[tuple[str, str]]:
+                    pair_column: str | None = None,
+                    column_names: str | Sequence[str] | None = None) -> list[str] | list[tuple[str, str]]:
     """The sentences to classify: one a line (a blank line stays, as ""), or with a .tsv/.csv/.json/.jsonl suffix
-    the text column of the training formats (a label column is not needed); pairs (the columns of
-    `read_classification_file`) as `(first, second)`."""
+    the text column of the training formats (a label column is not needed; `column_names` for a TSV or CSV file
+    without a header line); pairs (the columns of `read_classification_file`) as `(first, second)`."""
     if Path(path).suffix.lower() not in STRUCTURED_SUFFIXES:
         with open(path, encoding=encoding, newline="") as f:
             texts = [line.rstrip("\r\n").strip() for line in f]
@@ -246,9 +382,7 @@ def read_texts_file(path: str | os.PathLike, text_column: str | None = None, enc
     if kind == "json":
         rows = _read_json_lines(path, encoding)
     else:
-        with open(path, encoding=encoding, newline="") as f:
-            reader = csv.DictReader(f) if kind == "csv" else csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            rows = list(reader)
+        rows = _read_table(path, kind, encoding, column_list(column_names))[0]
     if not rows:
         raise ValueError(f"{path}: no sentences")
     columns = [c.strip() if isinstance(c, str) else c for c in rows[0]]
@@ -256,7 +390,10 @@ def read_texts_file(path: str | os.PathLike, text_column: str | None = None, enc
     rows = [{k.strip() if isinstance(k, str) else k: v for k, v in row.items()} for row in rows]
     pair = _pair_columns(columns, text_column, pair_column, path)
     if pair:
-        return [(str(row.get(pair[0]) or "").strip(), str(row.get(pair[1]) or "").strip()) for row in rows]
+        pairs = [(str(row.get(pair[0]) or "").strip(), str(row.get(pair[1]) or "").strip()) for row in rows]
+        if not any(all(texts) for texts in pairs):
+            raise ValueError(f"{path}: no pairs (no line has both a {pair[0]!r} and a {pair[1]!r})")
+        return pairs
     name = _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
     texts = [str(row.get(name) or "").strip() for row in rows]
     if not any(texts):
@@ -322,14 +459,18 @@ def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
     """Pearson's correlation (NaN when either side is constant, as scipy gives it)."""
+    import numpy as np
+
     x, y = np.asarray(predictions, dtype=np.float64), np.asarray(references, dtype=np.float64)
     x, y = x - x.mean(), y - y.mean()
     scale = math.sqrt(float((x * x).sum() * (y * y).sum()))
     return float((x * y).sum() / scale) if scale > 0 else math.nan
 
 
-def ranks(values: Sequence[float]) -> np.ndarray:
+def ranks(values: Sequence[float]):
     """1-based ranks, ties sharing their average rank (scipy's `rankdata`)."""
+    import numpy as np
+
     _, inverse, counts = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True, return_counts=True)
     return (np.cumsum(counts) - (counts - 1) / 2)[inverse]
 
@@ -433,33 +574,10 @@ def entity_scores(
     return scores
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Model and tokenizer
-# ---------------------------------------------------------------------------------------------------------------
-def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None,
-               output_loading_info: bool = False):
-    """`(model, tokenizer)`: the head of `task` (a key of `elmo_tools.tasks.TASKS`: "sequence-classification",
-    "token-classification") on the biLM of `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by
-    `elmo_tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
-    config. `seed`: of a preset's random weights (None: the generators as `set_seed` left them).
-    `output_loading_info`: `(model, tokenizer, info)`, with `load_elmo`'s loading info."""
-    try:
-        return load_elmo(
-            model_args.model_name_or_path,
-            task,
-            seed=seed,
-            config_overrides={**model_args.config_overrides(), **head_overrides},
-            trust_remote_code=model_args.trust_remote_code,
-            tokenizer_name=model_args.tokenizer_name,
-            ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
-            output_loading_info=output_loading_info,
-        )
-    except ModelLoadError as error:
-        raise InputError(f"--model_name_or_path: {error}") from None
-
-
 def split_text(text: str, tokenizer, word_split: str | None) -> list[str]:
     """Words of `text`: with `word_split` (a name in `tokenization.WORD_SPLITTERS`), or the tokenizer's own rule."""
+    from tokenization import split_words  # transformers: imported by the run, not by a command's --help
+
     return split_words(text, word_split or getattr(tokenizer, "word_split", "punctuation"))
 
 

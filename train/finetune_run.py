@@ -2,9 +2,10 @@
 checked, the head loaded quietly, a `Trainer` whose checkpoints are never cut in half by Ctrl-C, training and
 evaluation with the metrics files, predictions, and the one line an interrupt ends with.
 
-What differs between tasks is in the task's row of `elmo_tools.tasks.TASKS` (names, defaults, the head option) and
-in its module (`row.module`), which gives the parts of `TaskParts`; nothing here branches on a task's name. A task
-module's `main(argv, guard)` is `run(its task, argv, guard)`.
+What differs between tasks is in the task's module under `train/tasks/` (`TASK`: names, defaults, the head option, the
+data options; and the parts of `TaskParts`); nothing here branches on a task's name. The command layer parses the
+options (`train.finetune_arguments.parse_finetune`) and calls `run(options, guard)`; `run_task(task, argv)` does both,
+for callers in Python.
 """
 
 from __future__ import annotations
@@ -12,36 +13,36 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib
 import json
 import logging
 import math
 import os
 import re
 import shutil
-import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
-import transformers
 from safetensors import safe_open
-from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+from transformers import Trainer, TrainingArguments, set_seed
 from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss, floats rounded
 
+from elmo_tools.errors import InputError
 from elmo_tools.interrupts import Interrupted
-from elmo_tools.output_paths import OutputPathError, check_writable_folder
-from elmo_tools.tasks import TASKS, FineTuningTask
+from elmo_tools.loading import ModelLoadError, load_elmo
+from elmo_tools.output_folders import owned, run_lock
+from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import checked_encoding
 from modeling_elmo import ElmoConfig
+from modeling_elmo.configuration_elmo import TASK_CLASSES
 from tokenization import check_word_split
 
-from .finetune_arguments import ModelArguments, command_dataclasses, short_help, wants_help
-from .finetune_cli import HelpShown, InputError
-from .finetune_data import limit, load_model, read_input_file
+from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
+from .finetune_data import limit, read_input_file
 from .predict import read_test_file, write_predictions
+from .tasks import TASKS, FineTuningTask, task_module
 from .time_budget import parse_duration
 
 logger = logging.getLogger(__name__)
@@ -49,8 +50,8 @@ logger = logging.getLogger(__name__)
 
 @runtime_checkable
 class TaskParts(Protocol):
-    """What a task's module (its row's `module`: `train.finetune_classification`, `train.finetune_ner`) gives the
-    run. `data_args` is the parsed dataclass of the row's `data_arguments`. Readers raise `ValueError` (or
+    """What a task's module (`train/tasks/<task>.py`: `train.tasks.sequence_classification`, ...) gives the
+    run. `data_args` is the parsed dataclass of the task's `data_options`. Readers raise `ValueError` (or
     `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line naming the
     option and the file."""
 
@@ -82,46 +83,88 @@ class TaskParts(Protocol):
     def prediction_lines(self, model, tokenizer, test, data_args, batch_size: int) -> tuple[list[str], int]:
         """The lines of the predictions file for `test`, and how many sentences they predict."""
 
-    def main(self, argv: Sequence[str] | None = None, guard=None) -> dict:
-        """The command, in this process: `run(its task, argv, guard)`."""
 
     # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples call
     # for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and `head_options(data_args) ->
     # dict`: config fields the task's own options set (the tagger's --crf), which win over a saved config as the shared
-    # head options do, and `check_training_examples(config, examples, data_args)`, which refuses (InputError) training
-    # examples the loaded head cannot learn. Not part of the protocol, which every task module meets without them. A
-    # module may give `example_metrics(config, data_args, examples, dataset)` in place of `metrics` where scores need
-    # the examples behind the dataset's rows (question answering: a question's windows), and `PREDICTIONS_FILE`, the
-    # name of its predictions file (default predictions.txt).
+    # head options do, and `check_training_examples(config, examples, data_args, tokenizer=...)`, which refuses
+    # (InputError) training examples the loaded head cannot learn, and `prepare_test(model, tokenizer, test, data_args)
+    # -> test`, which refuses a test file the loaded head cannot predict (pairs for a single-sentence head) or settles
+    # how it is read, before anything is trained or written. Not part of the protocol, which every task module meets
+    # without them. A module may give `example_metrics(config, data_args, examples, dataset)` in place of `metrics`
+    # where scores need the examples behind the dataset's rows (question answering: a question's windows), and
+    # `PREDICTIONS_FILE`, the name of its predictions file (default predictions.txt).
 
 
-def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
-    """Fine-tune, evaluate and predict as the command of `task` (a key of `TASKS`) does with `argv`; returns the
-    metrics. `guard`: the `InterruptGuard` of the command line, if any (checkpoints and files written whole)."""
-    row = TASKS[task]
-    parts: TaskParts = importlib.import_module(row.module)
-    command_logger = logging.getLogger(row.module)
-    model_args, head_args, data_args, command_args, training_args = parse_arguments(row, argv, command_logger)
+def run_task(task: str, argv: Sequence[str], guard=None) -> dict:
+    """`run` on the command line `argv` of `task`'s command (a key of `TASKS`), in this process: what
+    `elmo-finetune TASK ARGV` does, without the command's console and exit status; returns the metrics. The warnings
+    filters the run sets are put back after it."""
+    with warnings.catch_warnings():
+        return run(parse_finetune(task, argv), guard)
+
+
+def run(options: FineTuneOptions, guard=None) -> dict:
+    """Fine-tune, evaluate and predict as the command of `options.task` does; returns the metrics. `guard`: the
+    command's `InterruptGuard`, if any (checkpoints and files written whole)."""
+    row = TASKS[options.task]
+    training_args = training_arguments(row, options)
+    with output_claimed(row, options, training_args):
+        return fine_tune(row, options, training_args, guard)
+
+
+def output_claimed(row: FineTuningTask, options: FineTuneOptions, training_args):
+    """What the run may write (`elmo_tools.output_folders`): a run that trains or evaluates owns `--output_dir`
+    (another run's files refused, or removed with `--overwrite_output_dir`; its own checkpoints kept when it resumes
+    from one); a run that only predicts writes its predictions file, an existing one refused unless
+    `--overwrite_output_dir`. Either holds the folder's lock while it runs."""
+    data_args, command_args = options.data, options.command
+    overwrite = command_args.overwrite_output_dir
+    if data_args.train_file or data_args.validation_file:
+        return owned(Path(training_args.output_dir), command_name(row), overwrite,
+                     resuming=training_args.resume_from_checkpoint is not None)
+    path = Path(predictions_path(task_module(row.name), command_args, training_args))
+    if path.exists() and not overwrite:
+        raise InputError(f"{path} exists (the predictions of another run): give another --output_dir or "
+                         "--predictions_file, or --overwrite_output_dir to replace it")
+    return run_lock(path.parent if command_args.predictions_file else Path(training_args.output_dir),
+                    command_name(row))
+
+
+def predictions_path(parts, command_args, training_args) -> str:
+    return command_args.predictions_file or os.path.join(training_args.output_dir,
+                                                         getattr(parts, "PREDICTIONS_FILE", "predictions.txt"))
+
+
+def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guard=None) -> dict:
+    """The run in its output folder: read, load, train, evaluate, predict."""
+    parts: TaskParts = task_module(options.task)
+    model_args, head_args, data_args, command_args = options.model, options.head, options.data, options.command
     train_examples, eval_examples, test = read_inputs(row, parts, model_args, data_args, training_args,
                                                       command_args)
-    labels = parts.sorted_labels(label for example in train_examples + eval_examples
+    # a new head's labels are the training file's: one only the validation file has would never be learned
+    labels = parts.sorted_labels(label for example in train_examples
                                  for label in parts.labels_of(example)) if train_examples else None
-    settings, options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
+    settings, task_options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
     model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
                                  getattr(head_args, row.head_option), command_args.verbose,
                                  settings(train_examples, data_args) if settings and train_examples else None,
-                                 options(data_args) if options else None)
+                                 task_options(data_args) if task_options else None)
     if train_examples:
         check_examples = getattr(parts, "check_training_examples", None)
-        if check_examples:  # what the loaded head can learn (a CRF's scheme), before anything is written
-            check_examples(model.config, train_examples, data_args)
+        if check_examples:  # what the loaded head can learn (a CRF's scheme, its words), before anything is written
+            check_examples(model.config, train_examples, data_args, tokenizer=tokenizer)
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
-    command_logger.info("%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
-                        f", {row.labels} {labels}" if labels else "")  # after the model: a bad one is one line
+    prepare_test = getattr(parts, "prepare_test", None)
+    if test is not None and prepare_test is not None:  # what the loaded head can predict, before anything is written
+        test = prepare_test(model, tokenizer, test, data_args)
+    if train_examples or eval_examples:  # after the model: a bad one is one line
+        logging.getLogger(parts.__name__).info(
+            "%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
+            f", {row.labels} {labels}" if labels else "")
     before_training(model, tokenizer, row, data_args, training_args)
     label2id = model.config.label2id
-    check_known_labels((label for example in eval_examples for label in parts.labels_of(example)), label2id,
-                       row.labels, data_args.validation_file)
+    check_known_labels(eval_examples, parts, label2id, row.labels, data_args, bool(train_examples))
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = parts.encode(train_examples, tokenizer, label2id, data_args) if train_examples else None
         eval_dataset = parts.encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
@@ -143,51 +186,50 @@ def run(task: str, argv: Sequence[str] | None = None, guard=None) -> dict:
         guard=guard,
     )
     results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard,
-                                 min_train_steps=getattr(data_args, "min_train_steps", 0))
+                                 min_train_steps=getattr(data_args, "min_train_steps", 0),
+                                 example_counts=(len(train_examples), len(eval_examples)))
     if test is not None:
-        predict_after(trainer, parts, test, data_args, command_args, training_args)
+        predict_after(trainer, parts, test, data_args, command_args, training_args, row.examples)
     return results
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The command line
 # ---------------------------------------------------------------------------------------------------------------
-def parse_arguments(row: FineTuningTask, argv: Sequence[str] | None, command_logger: logging.Logger) -> tuple:
-    """Parse the command line (or a single JSON file) into the task's dataclasses (`command_dataclasses`) and a
-    `TrainingArguments` (last), with the task's defaults (`row.training_defaults`) where the user gave none; set up
-    a quiet, rank-aware console. `--help` is answered from the dataclasses alone (`HelpShown`)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    asked = wants_help(argv)
-    if asked == "short":
-        sys.stdout.write(short_help(row))
-        raise HelpShown
-    parser = HfArgumentParser((*command_dataclasses(row), TrainingArguments), prog=row.command,
-                              description=row.description)
+def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> TrainingArguments:
+    """transformers' `TrainingArguments` from what `parse_finetune` left (the words of the command line, or the JSON
+    file's fields), with the task's defaults (`row.training_defaults`) where the user gave none, and `--output_dir`;
+    every option of ours checked too. A mistyped option, or a value transformers refuses: `InputError`, one line."""
+    parser = training_parser(row)
     # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
     defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available()}
+    if options.command.output_dir is not None:
+        defaults["output_dir"] = options.command.output_dir
     parser.set_defaults(**defaults)
-    if asked == "all":
-        parser.print_help()
-        raise HelpShown
     try:
-        if len(argv) == 1 and argv[0].endswith(".json"):
-            with open(os.path.abspath(argv[0]), encoding="utf-8") as f:
-                parsed = parser.parse_dict({**defaults, **json.load(f)})
+        if isinstance(options.training, dict):  # the other fields of a JSON options file
+            (training_args,) = parser.parse_dict({**defaults, **options.training})
         else:
-            *parsed, unknown = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+            training_args, unknown = parser.parse_args_into_dataclasses(list(options.training),
+                                                                        return_remaining_strings=True)
             if unknown:
-                raise InputError(f"unrecognized arguments: {' '.join(unknown)} ({row.command} --help lists the "
+                raise InputError(f"unrecognized arguments: {' '.join(unknown)} ({command_name(row)} --help lists the "
                                  "options)")
     except ValueError as error:  # a dataclass's own check (TrainingArguments' __post_init__): its first line
         raise InputError(str(error).strip().splitlines()[0]) from None
+    if not options.verbose:  # torch's warning on every data loader of a machine without an accelerator
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")
+    parsed = (options.model, options.head, options.data, options.command, training_args)
     _check_encoding(parsed)
-    _check_training_numbers(parsed[-1], parsed)
-    try:
-        check_writable_folder(Path(parsed[-1].output_dir), "--output_dir")
-    except OutputPathError as error:
-        raise InputError(str(error)) from None
-    _set_up_logging(parsed[-1], any(getattr(p, "verbose", False) for p in parsed), command_logger)
-    return tuple(parsed)
+    _check_training_numbers(training_args, parsed)
+    check_writable_folder(Path(training_args.output_dir), "--output_dir")
+    _log_processes(training_args, logging.getLogger(parts_logger_name(row)))
+    return training_args
+
+
+def parts_logger_name(row: FineTuningTask) -> str:
+    """The logger of the task's command lines ("train.tasks.token_classification")."""
+    return task_module(row.name).__name__
 
 
 def _check_training_numbers(training_args, parsed) -> None:
@@ -206,31 +248,17 @@ def _check_training_numbers(training_args, parsed) -> None:
 
 def _check_encoding(parsed) -> None:
     for arguments in parsed:
-        if hasattr(arguments, "encoding"):
-            try:
-                arguments.encoding = checked_encoding(arguments.encoding)
-            except argparse.ArgumentTypeError as error:
-                raise InputError(f"--encoding: {error}") from None
+        for name in ("encoding", "train_encoding", "validation_encoding", "test_encoding"):
+            if getattr(arguments, name, None) is not None:
+                try:
+                    setattr(arguments, name, checked_encoding(getattr(arguments, name)))
+                except argparse.ArgumentTypeError as error:
+                    raise InputError(f"--{name}: {error}") from None
 
 
-def _set_up_logging(training_args, verbose: bool, command_logger: logging.Logger) -> None:
-    """INFO lines from the commands; transformers and torch say only what a user can act on, unless `verbose`.
-    Several processes: each line names its rank, and every process says its rank and the world size."""
-    several = training_args.world_size > 1
-    rank = f" [rank {training_args.process_index}]" if several else ""
-    logging.basicConfig(
-        format=f"%(asctime)s %(levelname)s{rank} %(name)s: %(message)s",
-        level=logging.DEBUG if verbose else logging.INFO if training_args.should_log else logging.WARNING,
-        force=True,
-    )
-    if verbose:
-        transformers.logging.set_verbosity_info()
-    else:
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()  # loading and writing a small model: no bar needed
-        # Trainer sets transformers' verbosity from --log_level ("passive" keeps the one set here).
-        warnings.filterwarnings("ignore", message=".*pin_memory.*")
-    if several:
+def _log_processes(training_args, command_logger: logging.Logger) -> None:
+    """Several processes: every process says its rank and the world size."""
+    if training_args.world_size > 1:
         command_logger.warning("Process rank %d of world size %d (device %s)",
                                training_args.process_index, training_args.world_size, training_args.device)
     else:
@@ -256,7 +284,12 @@ def saved_config(model_args: ModelArguments) -> dict:
 def saved_head(model_args: ModelArguments, row: FineTuningTask) -> bool:
     """Whether `model_name_or_path` is a local folder that already holds a head of the task (its config.json says
     so): then its own pooling or encoder is kept rather than the command's default for a new head."""
-    return row.head_class in (saved_config(model_args).get("architectures") or [])
+    return head_class_name(row) in (saved_config(model_args).get("architectures") or [])
+
+
+def head_class_name(row: FineTuningTask) -> str:
+    """The head's class, from its row of `ELMO_CLASSES`: "ElmoForTokenClassification"."""
+    return TASK_CLASSES[row.name].path.rsplit(".", 1)[1]
 
 
 def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int]) -> dict[str, int] | None:
@@ -269,17 +302,17 @@ def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[
     saved = sorted(saved, key=lambda label: saved[label])  # in id order
     what = row.labels
     if set(label2id) <= set(saved):
-        logger.info("continuing the saved %s head: the data's %s are among its %s", row.head_name, what, saved)
+        logger.info("continuing the saved %s head: the data's %s are among its %s", row.name, what, saved)
         return None
     if all(re.fullmatch(r"LABEL_\d+", str(label)) for label in saved):
         return label2id  # a head saved without label names: nothing of the user's is dropped
     unknown = sorted(set(label2id) - set(saved))
     if model_args.ignore_mismatched_sizes:
         logger.info("the saved %s head has the %s %s, not the data's %s: --ignore_mismatched_sizes, so it is trained "
-                    "for the data's (output weights of another size re-initialised)", row.head_name, what,
+                    "for the data's (output weights of another size re-initialised)", row.name, what,
                     saved, list(label2id))
         return label2id
-    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.head_name} head of the "
+    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.name} head of the "
                      f"{what} {saved}; the data's {what} {unknown} are not among them: add "
                      f"--ignore_mismatched_sizes true to train its output layer anew for the data's {what} "
                      f"{list(label2id)}, or fine-tune the biLM folder it was made from")
@@ -343,11 +376,33 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
         held.release()  # a biLM weight missing, a saved head of this task that does not fit: transformers' report
     elif weights[0]:
         initialised, unused = weights
-        logger.info("initialised the %s head (%d tensors of %s)%s", row.head_name, len(initialised),
+        logger.info("initialised the %s head (%d tensors of %s)%s", row.name, len(initialised),
                     ", ".join(sorted({key.split(".")[0] for key in initialised})),
                     f"; the saved {', '.join(sorted({key.split('.')[0] for key in unused}))} weights of another "
                     "head are not used" if unused else "")
     return model, tokenizer
+
+
+def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None,
+               output_loading_info: bool = False):
+    """`(model, tokenizer)`: the head of `task` (a key of `TASKS`: "sequence-classification", "token-classification", ...) on the biLM of `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by
+    `elmo_tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
+    config. `seed`: of a preset's random weights (None: the generators as `set_seed` left them).
+    `output_loading_info`: `(model, tokenizer, info)`, with `load_elmo`'s loading info."""
+    try:
+        return load_elmo(
+            model_args.model_name_or_path,
+            task,
+            seed=seed,
+            config_overrides={**model_args.config_overrides(), **head_overrides},
+            trust_remote_code=model_args.trust_remote_code,
+            tokenizer_name=model_args.tokenizer_name,
+            ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+            output_loading_info=output_loading_info,
+        )
+    except ModelLoadError as error:
+        raise InputError(f"--model_name_or_path: {error}") from None
+
 
 
 class _HeldLoadReport(logging.Filter):
@@ -531,10 +586,19 @@ def raise_epochs_to_min_steps(trainer, training_args, min_steps: int) -> None:
     training_args.num_train_epochs = float(epochs)
 
 
-def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard, min_train_steps: int = 0) -> dict:
+def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard, min_train_steps: int = 0,
+                       example_counts: tuple[int, int] | None = None) -> dict:
     """Train (when there is a training set), save the model, config and tokenizer, evaluate, write the metrics
-    files, and say where everything went. `min_train_steps`: see `raise_epochs_to_min_steps`. An interrupt ends
-    with `Interrupted.report`: what was kept, how to resume, and nothing half-written."""
+    files, and say where everything went. `min_train_steps`: see `raise_epochs_to_min_steps`. `example_counts`: the
+    training and validation examples, the `*_samples` of the metrics (a question read in several windows is one
+    sample; its windows, the dataset's rows, are `*_windows` then). An interrupt ends with `Interrupted.report`:
+    what was kept, how to resume, and nothing half-written."""
+    def samples(split: str, dataset, count: int | None) -> dict:
+        if count is None or count == len(dataset):
+            return {f"{split}_samples": len(dataset)}
+        return {f"{split}_samples": count, f"{split}_windows": len(dataset)}
+
+    counts = example_counts or (None, None)
     results = {}
     if train_dataset is not None:
         raise_epochs_to_min_steps(trainer, training_args, min_train_steps)
@@ -544,7 +608,7 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
     try:
         if train_dataset is not None:
             train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-            metrics = {**train_result.metrics, "train_samples": len(train_dataset),
+            metrics = {**train_result.metrics, **samples("train", train_dataset, counts[0]),
                        "world_size": training_args.world_size}
             stage = "saving"
             with guard.deferred() if guard is not None else contextlib.nullcontext():
@@ -556,7 +620,7 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
         if eval_dataset is not None:
             stage = "evaluating"
             metrics = trainer.evaluate()
-            metrics["eval_samples"] = len(eval_dataset)
+            metrics.update(samples("eval", eval_dataset, counts[1]))
             log_metrics(trainer, "eval", metrics)
             trainer.save_metrics("eval", metrics)
             results.update(metrics)
@@ -618,7 +682,7 @@ def check_mode(data_args, training_args, model_args, row: FineTuningTask) -> boo
                              "--validation_file FILE) with an already fine-tuned --model_name_or_path folder")
         if not saved_head(model_args, row):
             raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds no fine-tuned "
-                             f"{row.head_class}: without --train_file there is nothing to predict with; "
+                             f"{head_class_name(row)}: without --train_file there is nothing to predict with; "
                              "fine-tune it first")
     return bool(data_args.test_file)
 
@@ -631,38 +695,65 @@ def read_inputs(row: FineTuningTask, parts: TaskParts, model_args, data_args, tr
     set_seed(training_args.seed)
     check_split_option(data_args.word_split)
     predicting = check_mode(data_args, training_args, model_args, row)
-    encoding = command_args.encoding
+    encodings = file_encodings(command_args, data_args, predicting)
 
-    def read(path: str | None, option: str, count: int | None) -> list[dict]:
+    def read(path: str | None, kind: str, count: int | None) -> list[dict]:
         if not path:
             return []
-        return limit(read_input_file(lambda p, e: parts.read_file(p, e, data_args), path, option, encoding), count)
+        return limit(read_input_file(lambda p, e: parts.read_file(p, e, data_args), path, f"{kind}_file",
+                                     *encodings[kind]), count)
 
-    train = read(data_args.train_file, "train_file", data_args.max_train_samples)
-    evaluation = read(data_args.validation_file, "validation_file", data_args.max_eval_samples)
-    test = read_test_file(parts, data_args, encoding) if predicting else None
+    train = read(data_args.train_file, "train", data_args.max_train_samples)
+    evaluation = read(data_args.validation_file, "validation", data_args.max_eval_samples)
+    test = read_test_file(parts, data_args, *encodings["test"]) if predicting else None
     return train, evaluation, test
 
 
-def check_known_labels(found, label2id: dict, what: str, validation_file: str) -> None:
-    """The labels (`what`: "labels", "tags") of the validation file must be among the model's: one line otherwise."""
-    unknown = sorted(set(found) - set(label2id))
-    if unknown:
-        raise InputError(f"--validation_file {validation_file}: {what} {unknown} are not among the model's "
-                         f"{sorted(label2id)}")
+def file_encodings(command_args, data_args, predicting: bool) -> dict[str, tuple[str, str]]:
+    """For "train", "validation" and "test": the encoding its file is read in (`--train_encoding`, ..., else
+    `--encoding`) and the option that a hint for it names: `--encoding` where the run reads one file, the file's
+    own option where it reads several (a hint to the one would misread the others)."""
+    files = [kind for kind in ("train", "validation", "test") if getattr(data_args, f"{kind}_file", None)
+             and (kind != "test" or predicting)]
+    encodings = {}
+    for kind in ("train", "validation", "test"):
+        own = getattr(command_args, f"{kind}_encoding", None)
+        option = f"--{kind}_encoding" if own is not None or len(files) > 1 else "--encoding"
+        encodings[kind] = (own or command_args.encoding, option)
+    return encodings
 
 
-def predict_after(trainer, parts: TaskParts, test, data_args, command_args, training_args) -> None:
+def check_known_labels(examples: list, parts: TaskParts, label2id: dict, what: str, data_args,
+                       training: bool) -> None:
+    """The labels (`what`: "labels", "tags") of the validation file must be among the model's, which a new head
+    takes from the training file (`training`): one line otherwise, naming the first example with another one."""
+    for example in examples:
+        unknown = [label for label in parts.labels_of(example) if label not in label2id]
+        if not unknown:
+            continue
+        where = example.where() if hasattr(example, "where") else f"example {examples.index(example) + 1}"
+        others = sorted({label for e in examples for label in parts.labels_of(e)} - set(label2id) - {unknown[0]})
+        found = f"the {what[:-1]} {unknown[0]!r}" + (f" (and {len(others)} more: {others[:5]})" if others else "")
+        if training:
+            raise InputError(f"--validation_file {data_args.validation_file}: {where} has {found}, which no example "
+                             f"of --train_file {data_args.train_file} has (the head's {what}: {sorted(label2id)}): a "
+                             f"head cannot learn a {what[:-1]} it has no example of; give training examples of it, or "
+                             "leave such examples out of the validation file")
+        raise InputError(f"--validation_file {data_args.validation_file}: {where} has {found}, which is not among "
+                         f"the model's {sorted(label2id)}")
+
+
+def predict_after(trainer, parts: TaskParts, test, data_args, command_args, training_args,
+                  examples: str = "sentences") -> None:
     """`--do_predict`: write the predictions of the test file (main process only); an interrupt says that the
     model, if trained, is complete and that no predictions were written."""
     if not trainer.is_world_process_zero():
         return
-    path = command_args.predictions_file or os.path.join(training_args.output_dir,
-                                                         getattr(parts, "PREDICTIONS_FILE", "predictions.txt"))
+    path = predictions_path(parts, command_args, training_args)
     model = trainer.accelerator.unwrap_model(trainer.model)
     try:
         write_predictions(model, trainer.data_collator.tokenizer, parts, test, data_args,
-                          training_args.per_device_eval_batch_size, path)
+                          training_args.per_device_eval_batch_size, path, examples)
     except Interrupted as interrupted:
         kept = f"the fine-tuned model in {os.path.abspath(training_args.output_dir)} is complete; " \
             if data_args.train_file else ""

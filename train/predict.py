@@ -1,7 +1,7 @@
 """`--do_predict`: the labels of a file of new sentences from a fine-tuned head, written whole or not at all.
 
 What the file holds and what is written for it is the task's (its module's `read_test_file` and `prediction_lines`:
-`train.finetune_classification`, `train.finetune_ner`); the argmax of a batch of sentences or words, and the writing,
+`train/tasks/`); the argmax of a batch of sentences or words, and the writing,
 are here.
 """
 
@@ -77,17 +77,19 @@ def write_atomically(path: str, lines: list[str]) -> None:
         raise
 
 
-def read_test_file(parts, data_args, encoding: str):
+def read_test_file(parts, data_args, encoding: str, encoding_option: str = "--encoding"):
     """The sentences of `--test_file`, read by the task's `parts.read_test_file` (and checked) before anything is
     trained or written."""
     return read_input_file(lambda path, e: parts.read_test_file(path, e, data_args), data_args.test_file,
-                           "test_file", encoding)
+                           "test_file", encoding, encoding_option)
 
 
-def write_predictions(model, tokenizer, parts, test, data_args, batch_size: int, path: str) -> int:
+def write_predictions(model, tokenizer, parts, test, data_args, batch_size: int, path: str,
+                      examples: str = "sentences") -> int:
     """Predicts the sentences of `test` (from `read_test_file`) by the task's `parts.prediction_lines` and writes
-    them to `path` whole; returns how many sentences were predicted."""
+    them to `path` whole; returns how many were predicted (`examples`: what the task calls them, for the line that
+    says so)."""
     lines, count = parts.prediction_lines(model, tokenizer, test, data_args, batch_size)
     write_atomically(path, lines)
-    logger.info("Wrote the predictions of %d sentences to %s", count, os.path.abspath(path))
+    logger.info("Wrote the predictions of %d %s to %s", count, examples, os.path.abspath(path))
     return count

@@ -1,6 +1,6 @@
-"""The arguments of `train.pretrain` (`elmo-pretrain`), one dataclass field per option.
+"""The arguments of `elmo-pretrain`, one dataclass field per option.
 
-Nothing heavy is imported here: `elmo-pretrain --help` builds its parser from this dataclass (`train/arguments.py`)
+Nothing heavy is imported here: `elmo-pretrain --help` builds its parser from this dataclass (`elmo_tools/arguments.py`)
 before torch or transformers is loaded. The checks that need the project (presets, word splits, encodings) import
 it inside `__post_init__`, which runs once the command line is parsed.
 """
@@ -17,7 +17,7 @@ from .time_budget import parse_duration
 
 @dataclass
 class PretrainArguments:
-    """Arguments of `python -m train.pretrain` (also readable from a JSON file given as the only argument)."""
+    """Arguments of `elmo-pretrain` (also readable from a JSON file given as the only argument)."""
 
     train_file: list[str] = field(metadata={"help": "Text files or globs, one sentence per line."})
     output_dir: str = field(metadata={"help": "Where the model folder, logs and checkpoints go."})

@@ -1,5 +1,5 @@
-"""A pretraining run of `train.pretrain`: what is checked before anything is written, the set-up, the loop, the
-evaluation and the end (the model folder, the push). The command line and its arguments are in `train/pretrain.py`;
+"""A pretraining run of `elmo-pretrain`: what is checked before anything is written, the set-up, the loop, the
+evaluation and the end (the model folder, the push). The command's row is in `elmo_cli/table.py`, its arguments in `train/pretrain_args.py`;
 checkpoints, resuming and stopping on a signal in `train/checkpoints.py`.
 """
 
@@ -35,9 +35,12 @@ from transformers.utils import cached_file
 from transformers.utils import logging as hf_logging
 
 from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
-from elmo_tools.hub_utils import HubPushError, push_folder, write_model_card
-from elmo_tools.interrupts import Interrupted
+from elmo_tools.errors import InputError
+from elmo_tools.hub_push import HubPushError, push_folder
+from elmo_tools.interrupts import Interrupted, InterruptGuard
 from elmo_tools.loading import load_elmo
+from elmo_tools.model_card import write_model_card
+from elmo_tools.output_folders import run_lock
 from elmo_tools.output_paths import check_writable_folder
 from elmo_tools.text_files import check_decodes, resolve_files
 from modeling_elmo import ElmoConfig, ElmoForPreTraining
@@ -54,7 +57,6 @@ from tokenization.word_splits_elmo import CJK_CHARACTER
 
 from .checkpoints import (
     Progress,
-    StopGuard,
     UndoUntilCheckpoint,
     agreed_stop,
     find_checkpoint,
@@ -78,8 +80,8 @@ from .time_budget import format_duration, parse_duration
 logger = logging.getLogger("train.pretrain")
 
 
-class NonFiniteLossError(RuntimeError):
-    pass
+class NonFiniteLossError(InputError):
+    """The loss became NaN or infinite: settings the data cannot train with (a learning rate too high, ...)."""
 
 
 def check_model_options(args: PretrainArguments) -> None:
@@ -91,15 +93,15 @@ def check_model_options(args: PretrainArguments) -> None:
         check_word_split(args.word_split, option="--word_split", allow_import=True)
 
 
-def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
+def train(args: PretrainArguments, guard: InterruptGuard | None = None) -> dict:
     """Pretrain, evaluate and save the model folder (and push it); return the run's summary and its perplexities.
 
     Read top to bottom: what is checked before anything is written, the set-up, the loop, the end. A run that fails
     before its first checkpoint leaves `--output_dir` as it found it. SIGINT/SIGTERM (with `guard` installed): during
     the set-up the run stops at once and leaves the folder as it found it; during training every process stops at
-    the next step boundary, after a checkpoint of that step; either way `Interrupted` is raised after one line (on
-    the first process) saying what was kept."""
-    guard = guard or StopGuard()
+    the next step boundary, after a checkpoint of that step; either way `Interrupted` is raised with the line that
+    says what was kept as its `report` (on the first process; the others say nothing)."""
+    guard = guard or InterruptGuard()
     output_dir, run = Path(args.output_dir), None
     is_main = os.environ.get("RANK", "0") == "0"  # until Accelerate says so
     check_model_options(args)
@@ -119,8 +121,8 @@ def train(args: PretrainArguments, guard: StopGuard | None = None) -> dict:
                 train_loop(run)
                 results = finish(run)
     except Interrupted as stop:
-        if is_main:
-            logger.warning("%s", interrupted_message(stop, output_dir, finished=run is not None and run.finished))
+        stop.report = (interrupted_message(stop, output_dir, finished=run is not None and run.finished) if is_main
+                       else None)
         if run is not None:
             tear_down(run)
         raise
@@ -214,7 +216,7 @@ class Run:
     started: float = 0.0  # perf_counter at the start, less the training time of the run resumed
     window_tokens: int = 0  # tokens since the last log line, and when that was
     window_start: float = 0.0
-    guard: StopGuard = field(default_factory=StopGuard)  # SIGINT/SIGTERM: the step boundary stops every process
+    guard: InterruptGuard = field(default_factory=InterruptGuard)  # SIGINT/SIGTERM: the step boundary stops every process
     saved_step: int = -1  # the step of the last checkpoint written or resumed from
     start_step: int = 0  # the step this process started (or resumed) at
     time_budget: float | None = None  # --max_train_time in seconds
@@ -226,7 +228,7 @@ class Run:
 
 
 def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_files: list[str] | None,
-           guard: StopGuard, start: StartModel | None) -> Run:
+           guard: InterruptGuard, start: StartModel | None) -> Run:
     """The output folder, tokenizer, model, optimizer and schedule, resumed from a checkpoint when asked."""
     rank, world = accelerator.process_index, accelerator.num_processes
     layout = BatchLayout(args.batch_mode, args.per_device_batch_size, args.unroll_steps)
@@ -285,10 +287,16 @@ def make_accelerator(args: PretrainArguments):
         log_with = args.report_to
     # Without cpu=True a CPU-only torchrun/accelerate launch silently gives independent single processes.
     cpu = args.use_cpu or not torch.cuda.is_available()
+    # NCCL refuses two processes on one GPU: where this node runs more processes than it has GPUs (Accelerate then
+    # puts several on one), they talk through gloo, which reduces CUDA tensors too (tests/test_cuda.py).
+    shared_gpus = not cpu and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > torch.cuda.device_count()
+    if shared_gpus:  # Accelerate takes LOCAL_RANK for the index of a process's GPU (its device, DDP's, its barriers)
+        os.environ["LOCAL_RANK"] = str(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     handlers = [
         DistributedDataParallelKwargs(find_unused_parameters=args.softmax == "adaptive"),
         # A process that waits for a dead or stuck peer fails after this long instead of hanging.
-        InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=args.ddp_timeout)),
+        InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=args.ddp_timeout),
+                               **({"backend": "gloo"} if shared_gpus else {})),
     ]
     return Accelerator(
         cpu=cpu,
@@ -727,31 +735,15 @@ def _write_card(output_dir: Path, model, args, summary, eval_results) -> None:
 def _push(output_dir: Path, args) -> None:
     # push_folder leaves the run's checkpoints/ (optimizer, RNG states) and logs out: model, tokenizer, card, code.
     info = push_folder(output_dir, args.hub_model_id, private=args.hub_private_repo or None,
-                       commit_message="Upload ELMo trained with train.pretrain")
+                       commit_message="Upload ELMo trained with elmo-pretrain")
     logger.info("pushed %s to %s (commit %s)", output_dir, args.hub_model_id, info.oid)
 
 
-def main(args: PretrainArguments) -> int:
-    """The command after its door (`train/pretrain.py`) parsed `args`: run, and turn what goes wrong into one line
-    and an exit status (2 for bad input, 128 + the signal for SIGINT/SIGTERM)."""
-    if not args.verbose:
-        hf_logging.disable_progress_bar()  # "Writing model shards" and the like
-    guard = StopGuard()
+def run(args: PretrainArguments, guard: InterruptGuard | None = None) -> None:
+    """`elmo-pretrain`: `train`, holding its output folder's lock (a second run of the folder is refused), with a
+    failed push said as what it is (the model folder is written)."""
     try:
-        with guard.installed():
+        with run_lock(Path(args.output_dir), "elmo-pretrain"):
             train(args, guard)
-    except Interrupted as stop:  # `train` has said what it kept, on the first process
-        return stop.exit_code
-    except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError, NonFiniteLossError) as error:
-        logger.error("%s", error)
-        return 2
     except HubPushError as error:
-        logger.error("the model folder is in %s, but the push failed: %s", args.output_dir, error)
-        return 2
-    except Exception:
-        # Another process was stopped by the signal while this one waited for it in a collective (gloo then fails
-        # here with "connection closed"): the first process says what was kept.
-        if guard.received:
-            return 128 + guard.received
-        raise
-    return 0
+        raise InputError(f"the model folder is in {args.output_dir}, but the push failed: {error}") from None

@@ -1,6 +1,6 @@
 """A generated Chinese corpus where polysemous characters occur in two senses each.
 
-The Chinese twin of `train/sense_corpus.py`, for `python -m train.demo --language zh`. Everything here is
+The Chinese twin of `train/sense_corpus.py`, for `elmo-demo --language zh`. Everything here is
 produced by code: sentence templates per sense of 行 (银行 háng "bank" / 行走 xíng "walk"), 长 (很长 cháng "long" /
 长大 zhǎng "grow"), 花 (花园 "flower" / 花钱 "spend"), 打 (打人 "hit" / 打球 "play"), 还 (还在 hái "still" / 还书
 huán "return"), 好 (很好 hǎo "good" / 爱好 hào "like"), 觉 (觉得 jué "feel" / 睡觉 jiào "sleep") and 乐 (快乐 lè

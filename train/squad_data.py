@@ -10,7 +10,9 @@ of their passages for `Trainer`, and `Trainer`'s logits turned back into answers
 Files: SQuAD v1.1 / v2.0 JSON (`data` -> `paragraphs` -> `context`, `qas` with `id`, `question`, `answers` of
 `text` and `answer_start`, and in v2.0 `is_impossible`), or JSON lines (or a JSON array) of flat records as the
 `datasets` SQuAD sets have them: `id`, `question`, `context`, `answers` {"text": [...], "answer_start": [...]}.
-Each answer's text must be the passage's at its `answer_start`.
+Each answer's text must be the passage's at its `answer_start` (a whole number), each question's id unique, and a
+question without answers is unanswerable only where the file says so (SQuAD 2.0's `is_impossible`, an empty answers
+list of a flat record) or `version_2_with_negative` does: see `read_squad_file`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,17 @@ from modeling_elmo.question_answering_elmo import Windows, answer_words, best_an
 from .squad_metrics import squad_scores
 
 
-def read_squad_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[dict]:
+def read_squad_file(path: str | os.PathLike, encoding: str = "utf-8", version_2_with_negative: bool | None = None,
+                    answers_needed: bool = True) -> list[dict]:
     """The questions of a SQuAD JSON file or of flat JSON lines: `{"id", "question", "context", "answers":
-    {"text": [...], "answer_start": [...]}}` each (no answers: unanswerable, as SQuAD 2.0 marks them)."""
+    {"text": [...], "answer_start": [...]}}` each.
+
+    A question without answers is unanswerable (SQuAD 2.0) where the data says so: a SQuAD JSON file that marks
+    questions `is_impossible` (or of version 2), or a flat record with an empty `answers` (as `datasets`' squad_v2
+    has them); or where `version_2_with_negative` is True. Otherwise (a v1.1 file, a record without `answers`, or
+    `version_2_with_negative` False) it is refused, naming the question. `answers_needed=False` (a file to predict):
+    answers are not needed (those given are checked). Question ids must be unique: a repeated id is refused naming both
+    places (predictions are keyed by id)."""
     with open(path, encoding=encoding) as f:
         text = f.read().strip()
     if not text:
@@ -39,68 +49,124 @@ def read_squad_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[di
         whole = None  # JSON lines
     if isinstance(whole, dict) and "data" in whole:
         records = _squad_records(whole["data"])
+        version = str(whole.get("version", ""))
+        nested_v2 = version.lstrip("v").startswith("2") or any(r.get("is_impossible") is not None for r, _ in records)
     elif isinstance(whole, list):
-        records = whole
+        records, nested_v2 = [(record, f"record {n}") for n, record in enumerate(whole, start=1)], False
     elif isinstance(whole, dict) and {"question", "context"} & set(whole):
-        records = [whole]  # JSON lines of one line
+        records, nested_v2 = [(whole, "line 1")], False  # JSON lines of one line
     elif whole is None:
-        records = []
+        records, nested_v2 = [], False
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
                 try:
-                    records.append(json.loads(line))
+                    records.append((json.loads(line), f"line {number}"))
                 except json.JSONDecodeError as error:
                     raise ValueError(f"line {number} is not JSON ({error}): give SQuAD JSON or JSON lines with "
                                      "id, question, context, answers") from None
     else:
         raise ValueError("is neither SQuAD JSON ({\"data\": [...]}) nor JSON lines with id, question, context, answers")
-    examples = [_checked(record, number) for number, record in enumerate(records, start=1)]
+    rule = _UnanswerableRule(version_2_with_negative, nested_v2, answers_needed)
+    examples, places = [], {}
+    for number, (record, place) in enumerate(records, start=1):
+        example = _checked(record, number, place, rule)
+        if example["id"] in places:
+            raise ValueError(f"the question id {example['id']!r} is at {places[example['id']]} and again at {place}: "
+                             "each question needs an id of its own (answers are keyed by it)")
+        places[example["id"]] = place
+        examples.append(example)
     if not examples:
         raise ValueError("holds no questions")
     return examples
 
 
-def _squad_records(data) -> list[dict]:
-    """SQuAD's nesting (articles, paragraphs, questions) flattened into one record per question; flat records
-    under "data" (as `datasets` writes JSON with `field="data"`) are taken as they are."""
+class _UnanswerableRule:
+    """Whether a question without answers is unanswerable (SQuAD 2.0) or a mistake; see `read_squad_file`."""
+
+    def __init__(self, chosen: bool | None, nested_v2: bool, answers_needed: bool):
+        self.chosen, self.nested_v2, self.answers_needed = chosen, nested_v2, answers_needed
+
+    def check(self, record: dict, name: str, answered: bool, nested: bool) -> None:
+        if not self.answers_needed or answered:
+            return
+        if self.chosen is True:
+            return
+        if self.chosen is None:
+            if nested and self.nested_v2:
+                if record.get("is_impossible") is False:
+                    raise ValueError(f"{name} is marked answerable (is_impossible false) but has no answers")
+                return
+            if not nested and record.get("answers") is not None:
+                return  # datasets' squad_v2 records: an empty answers list marks an unanswerable question
+        why = ("--version_2_with_negative false" if self.chosen is False else
+               "a SQuAD v1.1 file needs one for every question" if nested else
+               "a record without answers (an empty list marks an unanswerable question)")
+        raise ValueError(f"{name} has no answers: {why}; give its answers"
+                         + ("" if self.chosen is False else
+                            ", or --version_2_with_negative true to read questions without answers as unanswerable"))
+
+
+def _squad_records(data) -> list[tuple[dict, str]]:
+    """SQuAD's nesting (articles, paragraphs, questions) flattened into one record per question, with its place
+    ("article 1, paragraph 2, question 3"); flat records under "data" (as `datasets` writes JSON with
+    `field="data"`) are taken as they are."""
     if not isinstance(data, list):
         raise ValueError("'data' must be a list of articles with 'paragraphs'")
     records = []
-    for article in data:
+    for a, article in enumerate(data, start=1):
         if isinstance(article, dict) and {"question", "context"} & set(article):
-            records.append(article)  # `datasets`' JSON layout: {"data": [flat records]}
+            records.append((article, f"record {a} of 'data'"))  # `datasets`' JSON layout: {"data": [flat records]}
             continue
-        for paragraph in article.get("paragraphs", []) if isinstance(article, dict) else []:
+        for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [], start=1):
             context = paragraph.get("context")
-            for qa in paragraph.get("qas", []):
-                answers = qa.get("answers") or []
-                records.append({
-                    "id": qa.get("id"), "question": qa.get("question"), "context": context,
-                    "answers": {"text": [a.get("text") for a in answers],
-                                "answer_start": [a.get("answer_start") for a in answers]},
-                })
+            for q, qa in enumerate(paragraph.get("qas", []), start=1):
+                answers = qa.get("answers")
+                record = {"id": qa.get("id"), "question": qa.get("question"), "context": context,
+                          "answers": None if answers is None else
+                          {"text": [a.get("text") if isinstance(a, dict) else a for a in answers],
+                           "answer_start": [a.get("answer_start") if isinstance(a, dict) else None for a in answers]},
+                          "_nested": True}
+                if "is_impossible" in qa:
+                    record["is_impossible"] = qa["is_impossible"]
+                records.append((record, f"article {a}, paragraph {p}, question {q}"))
     return records
 
 
-def _checked(record, number: int) -> dict:
+def _checked(record, number: int, place: str, rule: _UnanswerableRule) -> dict:
     """One question, its fields checked: a one-line `ValueError` naming the question otherwise."""
     if not isinstance(record, dict):
-        raise ValueError(f"question {number} is not a JSON object")
-    name = f"question {record.get('id', number)!s}"
+        raise ValueError(f"question {number} ({place}) is not a JSON object")
+    identifier = str(record["id"]) if record.get("id") is not None else str(number)
+    name = f"question {identifier} ({place})"
     for key in ("question", "context"):
         if not isinstance(record.get(key), str) or not record[key].strip():
             raise ValueError(f"{name} has no {key} (each question needs id, question, context and answers)")
     answers = record.get("answers") or {"text": [], "answer_start": []}
     if isinstance(answers, list):  # SQuAD's own list of {"text", "answer_start"}
         answers = {"text": [a.get("text") for a in answers], "answer_start": [a.get("answer_start") for a in answers]}
-    texts, starts = list(answers.get("text") or []), list(answers.get("answer_start") or [])
+    if not isinstance(answers, dict):
+        raise ValueError(f"{name}: answers must be {{\"text\": [...], \"answer_start\": [...]}} or a list of "
+                         f"{{\"text\", \"answer_start\"}}, got {answers!r:.60}")
+    texts, starts = answers.get("text") or [], answers.get("answer_start") or []
+    if not isinstance(texts, list) or not isinstance(starts, list):
+        raise ValueError(f"{name}: answers' text and answer_start must be lists (as datasets' SQuAD has them), got "
+                         f"{answers!r:.80}")
     if len(texts) != len(starts):
         raise ValueError(f"{name}: {len(texts)} answer texts but {len(starts)} answer_start values")
     context = record["context"]
     for text, start in zip(texts, starts):
-        if not isinstance(start, int) or not isinstance(text, str) or context[start: start + len(text)] != text:
+        if not isinstance(text, str):
+            raise ValueError(f"{name}: an answer's text must be a string, got {text!r:.60}")
+        if not isinstance(start, int) or isinstance(start, bool):
+            kind = "a string" if isinstance(start, str) else "missing" if start is None else type(start).__name__
+            raise ValueError(f"{name}: the answer {text!r}: answer_start must be a whole number of characters, got "
+                             f"{start!r} ({kind})")
+        if context[start: start + len(text)] != text:
             raise ValueError(f"{name}: the answer {text!r} is not in the context at answer_start {start!r}")
-    return {"id": str(record.get("id", number)), "question": record["question"], "context": context,
+    if record.get("_nested") and record.get("is_impossible") is True and texts:
+        raise ValueError(f"{name} is marked unanswerable (is_impossible true) but has answers")
+    rule.check(record, name, bool(texts), bool(record.get("_nested")))
+    return {"id": identifier, "question": record["question"], "context": context,
             "answers": {"text": texts, "answer_start": starts}}
 
 
@@ -166,7 +232,8 @@ def answers_of(predictions, dataset: datasets.Dataset, examples: Sequence[dict],
 
 
 def evaluate_answers(predictions, dataset, examples, max_answer_words: int = 30,
-                     handle_impossible_answer: bool = False) -> dict[str, float]:
-    """`exact_match` and `f1` (percent) of `Trainer`'s predictions on the dataset of `examples`."""
+                     handle_impossible_answer: bool = False, scoring: str = "words") -> dict[str, float]:
+    """`exact_match` and `f1` (percent) of `Trainer`'s predictions on the dataset of `examples`, on words (SQuAD) or
+    characters (`scoring="characters"`, CMRC 2018: `train.squad_metrics`)."""
     answers = answers_of(predictions, dataset, examples, max_answer_words, handle_impossible_answer)
-    return squad_scores(answers, gold_answers(examples))
+    return squad_scores(answers, gold_answers(examples), scoring)

@@ -1,17 +1,31 @@
-"""Exact match and F1 of extractive answers, with SQuAD's normalisation: lower case, punctuation and the articles
-"a", "an", "the" dropped, runs of white space made one space. A question is scored against its best-matching gold
-answer; an unanswerable question (SQuAD 2.0) has the one gold answer "", which only "" matches.
+"""Exact match and F1 of extractive answers, scored on words (SQuAD) or on characters (CMRC 2018).
+
+Words, SQuAD's official rule: lower case, ASCII punctuation and the articles "a", "an", "the" dropped, runs of white
+space made one space; F1 of the bags of words.
+
+Characters, the rule of CMRC 2018's evaluation script for text written without spaces between words (Chinese,
+Japanese): lower case; each CJK character is a unit of its own, other text is cut into words at white space and
+punctuation; punctuation is dropped, of both scripts (CMRC's script drops its own list of CJK marks and a few ASCII
+ones, and keeps "." and ","); exact match compares the units, F1 takes the longest run of units the answers share
+(precision over the predicted units, recall over the gold ones). So "深圳市" scores F1 0.5 against "广东省深圳市龙岗区",
+where words give 0 (neither has a space), and "北京。" matches "北京".
+
+A question is scored against its best-matching gold answer; an unanswerable question (SQuAD 2.0) has the one gold
+answer "", which only "" matches. `scoring_for` picks characters for data whose passages are mostly CJK characters.
 """
 
 from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
+SCORINGS = ("words", "characters")
+SCORING_NAMES = {"words": "words (SQuAD)", "characters": "characters (CMRC 2018)"}
 
 
 def normalize_answer(text: str) -> str:
@@ -36,17 +50,96 @@ def f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def squad_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]) -> dict[str, float]:
+def is_cjk(character: str) -> bool:
+    """A character of a script written without spaces between words: CJK ideographs (with their extensions and
+    compatibility forms), hiragana and katakana."""
+    code = ord(character)
+    return (0x3400 <= code <= 0x4DBF or 0x4E00 <= code <= 0x9FFF or 0xF900 <= code <= 0xFAFF
+            or 0x20000 <= code <= 0x3FFFF or 0x3040 <= code <= 0x30FF)
+
+
+def _punctuation(character: str) -> bool:
+    """Punctuation of any script (Unicode's P categories: 。，、《》「」 too) and the symbols CMRC 2018 drops."""
+    return unicodedata.category(character).startswith("P") or character in "-:_*^/\\~`+=－～"
+
+
+def character_units(text: str) -> list[str]:
+    """The units of CMRC 2018's rule: each CJK character alone, other text in words; punctuation dropped."""
+    units, word = [], ""
+    for character in text.lower().strip():
+        if is_cjk(character) or character.isspace() or _punctuation(character):
+            if word:
+                units.append(word)
+                word = ""
+            if is_cjk(character):
+                units.append(character)
+        else:
+            word += character
+    return [*units, word] if word else units
+
+
+def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
+    best, previous = 0, [0] * (len(b) + 1)
+    for x in a:
+        current = [0] * (len(b) + 1)
+        for j, y in enumerate(b, start=1):
+            if x == y:
+                current[j] = previous[j - 1] + 1
+                best = max(best, current[j])
+        previous = current
+    return best
+
+
+def character_exact_match(prediction: str, gold: str) -> float:
+    return float(character_units(prediction) == character_units(gold))
+
+
+def character_f1(prediction: str, gold: str) -> float:
+    """CMRC 2018's F1: the longest run of units both share, over the predicted units (precision) and the gold
+    ones (recall); 1 when both are empty."""
+    predicted, wanted = character_units(prediction), character_units(gold)
+    if not predicted or not wanted:
+        return float(predicted == wanted)
+    common = _longest_common_run(predicted, wanted)
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(predicted), common / len(wanted)
+    return 2 * precision * recall / (precision + recall)
+
+
+def scoring_for(texts: Iterable[str], chosen: str | None = None) -> str:
+    """`chosen` ("words" or "characters") when given; otherwise "characters" when most of the letters of `texts`
+    (the passages) are CJK characters, else "words"."""
+    if chosen not in (None, "auto"):
+        if chosen not in SCORINGS:
+            raise ValueError(f"--scoring must be auto, words or characters, got {chosen!r}")
+        return chosen
+    letters = cjk = 0
+    for text in texts:
+        for character in text:
+            if character.isalpha():
+                letters += 1
+                cjk += is_cjk(character)
+    return "characters" if letters and cjk > letters / 2 else "words"
+
+
+def squad_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
+                 scoring: str = "words") -> dict[str, float]:
     """`exact_match` and `f1` in percent over the questions of `references` (id -> gold answers; [] or [""] for an
-    unanswerable question), each the best over its gold answers; a question without a prediction scores 0."""
+    unanswerable question), each the best over its gold answers; a question without a prediction scores 0.
+    `scoring`: "words" (SQuAD) or "characters" (CMRC 2018)."""
     if not references:
         raise ValueError("no questions to score")
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+    matches, overlaps, kept = ((exact_match, f1, normalize_answer) if scoring == "words" else
+                               (character_exact_match, character_f1, character_units))
     total_em = total_f1 = 0.0
     for question, golds in references.items():
-        golds = [gold for gold in golds if normalize_answer(gold)] or [""]
+        golds = [gold for gold in golds if kept(gold)] or [""]
         predicted = predictions.get(question)
         if predicted is None:
             continue
-        total_em += max(exact_match(predicted, gold) for gold in golds)
-        total_f1 += max(f1(predicted, gold) for gold in golds)
+        total_em += max(matches(predicted, gold) for gold in golds)
+        total_f1 += max(overlaps(predicted, gold) for gold in golds)
     return {"exact_match": 100 * total_em / len(references), "f1": 100 * total_f1 / len(references)}

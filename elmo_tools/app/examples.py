@@ -3,7 +3,7 @@
 A model knows the words of its training corpus: a sentence of words it never read shows little of what its layers
 do (the demo's model, trained on a generated corpus of 222 words, puts "bank" of a river nearer to "bank" of money
 than to another river "bank" in general English sentences whose other words it has not seen). So when the
-tokenizer has a word vocabulary (a model pretrained by `train.pretrain` saves the one it predicted), the example
+tokenizer has a word vocabulary (a model pretrained by `elmo-pretrain` saves the one it predicted), the example
 set whose words it knows best is the default; without one, or when none fits better, the general one. Each
 similarity example uses its word in two senses, two sentences of each: the same-sense pair is the reference that
 the other pairs are read against.
@@ -133,7 +133,7 @@ def examples_for(tokenizer) -> tuple[Examples, float | None]:
 
 def training_line(model_name: str, tokenizer) -> str | None:
     """What the page says the model was trained on (plain text), from what its folder records: the demo's settings
-    (`demo_settings.json` beside the model folder), else `train.pretrain`'s `train_results.json`; and the size of
+    (`demo_settings.json` beside the model folder), else `elmo-pretrain`'s `train_results.json`; and the size of
     its word vocabulary. None when nothing is known (a Hub model without a vocabulary)."""
     folder = Path(model_name)
     parts = []

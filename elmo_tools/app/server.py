@@ -22,13 +22,13 @@ import functools
 import html
 import logging
 import signal
-import sys
 import threading
 from collections import Counter
 
 from tokenization import WORD_SPLITTERS, split_words
 
-from ..command_options import app_parser
+from ..command_options import AppOptions
+from ..errors import RunFailed
 from ..loading import ModelLoadError
 from .contextuality import contextuality, contextuality_html
 from .examples import Examples, examples_for
@@ -308,30 +308,24 @@ def theme():
 # --------------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point: serve the page until SIGINT/SIGTERM; returns the exit status."""
-    args = app_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    if not args.verbose:
+def run(args: AppOptions, guard=None) -> int:
+    """Serve the page for `args.model` until SIGINT/SIGTERM; returns the exit status (128 + the signal). Raises
+    `ModelLoadError` for a model that does not load, `RunFailed` where the address cannot be served."""
+    if not args.verbose:  # uvicorn's own lines about every request
         for noisy in ("httpx", "gradio", "uvicorn", "uvicorn.error", "uvicorn.access"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
-    if not 0 < args.port < 65536:
-        logger.error("--port must be between 1 and 65535, got %d", args.port)
-        return 2
     name = args.model or default_model()
     try:
-        session = load_session(name, device=args.device, trust_remote_code=args.trust_remote_code)
+        session = load_session(name, device=args.device, trust_remote_code=args.trust_remote_code,
+                               backend=args.backend)
     except ModelLoadError as error:
-        logger.error("--model: %s", error)
-        return 2
+        raise ModelLoadError(f"--model: {error}") from None
     demo = build_app(session)
     try:
         demo.launch(server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=not args.verbose,
                     show_error=False, max_file_size="5mb", theme=theme(), css=CSS)
     except OSError as error:  # the port is taken, or the address is not this machine's
-        logger.error("cannot serve on %s:%d: %s", args.host, args.port, str(error).splitlines()[0])
-        return 1
+        raise RunFailed(f"cannot serve on {args.host}:{args.port}: {str(error).splitlines()[0]}") from None
     logger.info("serving %s on http://%s:%d (Ctrl-C stops)", name, args.host, args.port)
     return _serve_until_stopped(demo)
 
@@ -355,6 +349,3 @@ def _serve_until_stopped(demo) -> int:
     logger.info("stopped (%s)", signal.Signals(received[0]).name)
     return 128 + received[0]
 
-
-if __name__ == "__main__":
-    sys.exit(main())

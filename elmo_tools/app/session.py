@@ -20,7 +20,8 @@ import torch
 from modeling_elmo.configuration_elmo import PRESETS
 from tokenization import WORD_SPLITTERS, check_word_split, split_words
 
-from ..loading import load_elmo
+from ..errors import InputError
+from ..loading import ModelLoadError, load_elmo
 from ..text_files import UndecodableText, check_decodes, checked_encoding
 from .examples import training_line
 
@@ -31,7 +32,7 @@ DEMO_MODEL = "outputs/demo/model"
 FALLBACK_PRESET = "small"
 
 
-class AppInputError(ValueError):
+class AppInputError(InputError):
     """A request the app cannot answer: one line for the page (empty text, a word not found, a binary file ...)."""
 
 
@@ -81,11 +82,20 @@ def default_model() -> str:
 
 
 def load_session(name: str, *, device: str | None = None, trust_remote_code: bool = False,
-                 token_cache_size: int = 50_000, limits: Limits | None = None) -> AppSession:
+                 token_cache_size: int = 50_000, limits: Limits | None = None, backend: str = "torch") -> AppSession:
     """Load `name` (a folder, a Hub id or a preset: `load_elmo`'s rules) for the app, with the token cache on, so
-    that each distinct word runs through the character CNN once. Raises `ModelLoadError` (one line)."""
+    that each distinct word runs through the character CNN once; on `backend` "onnxruntime" or "openvino", its ONNX
+    graph computes the vectors instead (`runtime_model.on_backend`). Raises `ModelLoadError` (one line)."""
     model, tokenizer = load_elmo(name, device=device, trust_remote_code=trust_remote_code)
     random_weights = name in PRESETS and not Path(name).exists()  # load_elmo's rule for a preset
+    if backend != "torch":
+        from ..backends import BackendError
+        from ..runtime_model import on_backend
+
+        try:
+            model = on_backend(model, backend, folder=name)
+        except BackendError as error:
+            raise ModelLoadError(str(error)) from None
     if hasattr(model, "enable_token_cache"):  # a Hub model's own code may predate the cache
         model.enable_token_cache(token_cache_size)
     return AppSession(model, tokenizer, name, random_weights=random_weights, limits=limits or Limits())
@@ -94,7 +104,7 @@ def load_session(name: str, *, device: str | None = None, trust_remote_code: boo
 def model_summary(session: AppSession) -> str:
     """The lines at the top of the page (HTML): which model and its size; a red warning for random weights."""
     config = session.model.config
-    parameters = sum(p.numel() for p in session.model.parameters())
+    parameters = getattr(session.model, "parameter_count", 0) or sum(p.numel() for p in session.model.parameters())
     count = f"{parameters / 1e6:.1f} M" if parameters >= 1e6 else f"{parameters:,}"
     size = (f"{config.num_layers} biLSTM layers (+ layer 0, the character encoder), "
             f"{2 * config.projection_dim}-dimensional vectors, {count} parameters")

@@ -1,18 +1,11 @@
-"""Sharing ELMo models on the Hugging Face Hub: the model card, and pushing a saved model folder.
+"""The model card of an ELMo folder: `render_model_card(config, ...)` / `write_model_card(folder, ...)` write its
+README.md from the template `model_card.md`, filled with facts from the configuration and the run (training,
+perplexities, parity of a conversion). The metadata is built with `huggingface_hub.ModelCardData` (evaluation results
+as `EvalResult`s in `model-index`), so it parses and validates as the Hub expects. Pushing a folder with its card:
+`hub_push.py`.
 
-This module stays on this side and never travels to the Hub as remote code (it imports `huggingface_hub`, a
-dependency of transformers, and this package's configuration). The dependency goes one way: the models'
-`push_to_hub` (`push_to_hub_elmo.py`) imports `push_folder` from here at call time, where the project is
-installed; this module does not import the models (it counts parameters through the Auto classes).
-
-* `render_model_card(config, ...)` / `write_model_card(folder, ...)`: the README.md of a model, from the template
-  `model_card.md` filled with facts from the configuration and the run (training, perplexities, parity of a
-  conversion). The metadata is built with `huggingface_hub.ModelCardData` (evaluation results as `EvalResult`s
-  in `model-index`), so it parses and validates as the Hub expects.
-* `push_folder(folder, repo_id, ...)`: upload a folder written by `save_pretrained` (model, tokenizer, remote
-  code) as one commit, creating the repository if needed. Used by the pretraining and conversion commands'
-  `--push_to_hub`, and by `model.push_to_hub(repo_id)` of the Elmo classes (which save the model to a temporary
-  folder first); `tokenizer.push_to_hub(repo_id)` is transformers' own.
+This module never travels to the Hub as remote code (it imports `huggingface_hub`, a dependency of transformers, and
+this package's configuration); it does not import the models (it counts parameters through the Auto classes).
 
 Where the template is found: `modeling_elmo/model_card.md`, a link to the repository's top-level `model_card.md`
 that wheels ship as a file (package data), or at the repository's top (`Path(__file__).parents[2] / "model_card.md"`, for a
@@ -30,16 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from huggingface_hub import CommitOperationAdd, EvalResult, HfApi, ModelCard, ModelCardData
-from huggingface_hub.errors import HfHubHTTPError
-from huggingface_hub.utils import filter_repo_objects
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from transformers import AutoModel, AutoModelForPreTraining, PretrainedConfig
 from transformers.utils import logging
 
-from modeling_elmo.configuration_elmo import PRESETS, ElmoConfig
-from modeling_elmo.remote_code_elmo import module_with_siblings
-
-from .tasks import TASKS
+from modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES, ElmoConfig
 
 logger = logging.get_logger(__name__)
 
@@ -50,12 +38,6 @@ TEMPLATE_LOCATIONS = (
 )
 
 DEFAULT_TAGS = ("elmo", "bilm", "lstm", "character-level", "contextual-embeddings", "feature-extraction", "custom_code")
-
-# Files never pushed from a model folder: version control, local caches, training state.
-DEFAULT_IGNORE_PATTERNS = (
-    ".git/*", "*/.git/*", ".cache/*", "*/.cache/*", "__pycache__/*", "*/__pycache__/*", "*.pyc",
-    "checkpoint-*/*", "optimizer.pt", "scheduler.pt", "rng_state*.pth", "trainer_state.json", "training_args.bin",
-)
 
 _EMBEDDED_TEMPLATE = """---
 {{ card_data }}
@@ -100,14 +82,31 @@ outputs = model(**tokenizer(["A sentence ."], return_tensors="pt"), output_hidde
 Peters et al., 2018. Deep Contextualized Word Representations. NAACL. https://aclanthology.org/N18-1202
 """
 
+# The card's example for a head whose examples are sentences with one label each, by its Auto class; `{auto_class}`
+# and `{model_id}` are filled in.
+CARD_EXAMPLES = {"AutoModelForSequenceClassification": """\
+from transformers import {auto_class}, AutoTokenizer, Trainer, TrainingArguments
+
+tokenizer = AutoTokenizer.from_pretrained("{model_id}", trust_remote_code=True)
+model = {auto_class}.from_pretrained("{model_id}", trust_remote_code=True, num_labels=2)
+
+def encode(batch):
+    return tokenizer(batch["text"], truncation=True, max_length=128)
+
+train_dataset = dataset["train"].map(encode, batched=True)  # a datasets.Dataset with "text" and "label"
+trainer = Trainer(
+    model=model,
+    args=TrainingArguments(output_dir="elmo-finetuned", learning_rate=1e-3, num_train_epochs=3),
+    train_dataset=train_dataset,
+    processing_class=tokenizer,
+)
+trainer.train()
+"""}
+
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 # Numeric entries of `results` whose name holds one of these go into model-index; others (counts) stay in the text.
 _METRIC_WORDS = ("perplexity", "loss", "accuracy", "f1", "precision", "recall", "bpc")
-
-
-class HubPushError(RuntimeError):
-    """A push to the Hub failed; the message says why and what to do. The original error is `__cause__`."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -309,15 +308,15 @@ def _tokenizer(config: ElmoConfig, word_split: str | None) -> str:
 
 def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
     auto_map = getattr(config, "auto_map", None) or {}
-    # the task heads: the rows of the fine-tuning tasks (elmo_tools.tasks.TASKS) whose Auto class the auto_map names
-    heads = [row for row in TASKS.values() if row.auto_class in auto_map]
+    # the task heads of ELMO_CLASSES whose Auto class the auto_map names
+    heads = [row for row in TASK_CLASSES.values() if row.auto_class in auto_map]
     if not heads:
         return (
             "Train a task model on the features above (the scalar-mix weights and gamma are learned with the task), "
             "or fine-tune the biLM end to end with your own head and `transformers.Trainer`."
         )
-    listed = ", ".join(f"`{row.auto_class}` for {row.card_task}" for row in heads)
-    example = next((row for row in heads if row.card_example), None)
+    listed = ", ".join(f"`{row.auto_class}` for {row.description}" for row in heads)
+    example = next((row for row in heads if row.auto_class in CARD_EXAMPLES), None)
     mixing = "The head reads an ELMo scalar mix of the biLM layers, learned with the task, as in the paper."
     if hasattr(config, "freeze_bilm") and hasattr(config, "scalar_mix"):
         mixing = (
@@ -328,8 +327,8 @@ def _fine_tuning(config: ElmoConfig, model_id: str) -> str:
         )
     if example is None:
         return f"The task heads load with the Auto classes: {listed}.\n\n{mixing}"
-    code = example.card_example.format(auto_class=example.auto_class, model_id=model_id)
-    return f"""The task heads load with the Auto classes: {listed}. For {example.card_task}:
+    code = CARD_EXAMPLES[example.auto_class].format(auto_class=example.auto_class, model_id=model_id)
+    return f"""The task heads load with the Auto classes: {listed}. For {example.description}:
 
 ```python
 {code}```
@@ -549,181 +548,8 @@ def write_model_card(
     text = render_model_card(folder if config is None else config, **kwargs)
     path = folder / "README.md"
     path.write_text(text, encoding="utf-8")
-    logger.info("Wrote the model card %s", path)
+    logger.debug("wrote the model card %s", path)
     return path
 
 
-# --------------------------------------------------------------------------------------------------
-# Pushing
-# --------------------------------------------------------------------------------------------------
-
-
-def _remote_code_files(folder: Path) -> list[str]:
-    """Check that every module named in an `auto_map` (config.json, tokenizer_config.json) is in the folder, with
-    the siblings it imports (`from .x import`): without them the repository would not open with
-    `trust_remote_code=True`. Return the .py files needed."""
-    needed: set[str] = set()
-    for name in ("config.json", "tokenizer_config.json"):
-        path = folder / name
-        if not path.is_file():
-            continue
-        auto_map = json.loads(path.read_text(encoding="utf-8")).get("auto_map") or {}
-        for value in auto_map.values():
-            for reference in value if isinstance(value, list) else [value]:
-                if not reference or "--" in reference:  # another repository's code: not needed here
-                    continue
-                module = reference.rsplit(".", 1)[0]
-                files = module_with_siblings(module, [folder])
-                if files is None:
-                    raise FileNotFoundError(
-                        f"{folder} names {reference} in an auto_map but does not hold {module}.py or a file it imports: "
-                        "the repository would not open with trust_remote_code=True. Save the model with the classes "
-                        "registered for auto classes (`import modeling_elmo` does it) so that save_pretrained copies "
-                        "the code."
-                    )
-                needed.update(file.name for file in files)
-    return sorted(needed)
-
-
-def _folder_operations(folder: Path, ignore_patterns: Sequence[str] | None) -> list[CommitOperationAdd]:
-    paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    kept = filter_repo_objects(paths, ignore_patterns=[*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])])
-    return [CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(folder / p)) for p in kept]
-
-
-def push_folder(
-    folder: str | os.PathLike,
-    repo_id: str,
-    *,
-    token: str | bool | None = None,
-    private: bool | None = None,
-    revision: str | None = None,
-    commit_message: str = "Upload ELMo model",
-    commit_description: str | None = None,
-    exist_ok: bool = True,
-    model_card: bool = True,
-    ignore_patterns: Sequence[str] | None = None,
-    endpoint: str | None = None,
-    create_pr: bool = False,
-    tags: Sequence[str] | None = None,
-):
-    """Upload a saved model folder (weights, config.json, remote code, tokenizer files, README.md) to the Hub.
-
-    The repository is created when it does not exist. The upload is one commit: the repository gets all the files
-    or none of them, and a push that fails can simply be run again (LFS files already uploaded are not sent again,
-    unchanged files are skipped). The folder is only read: when it has no README.md and the repository has none
-    yet, the default model card (`render_model_card` from its config.json) is added to the commit, not written
-    into the folder; a card already in the repository is kept.
-
-    Args:
-        folder: a folder written by `save_pretrained` (model and/or tokenizer).
-        repo_id (`str`): "org/name" (or "name", in the token owner's namespace).
-        token (`str`, *optional*): a write token; defaults to `HF_TOKEN` or the token saved by `hf auth login`.
-        private (`bool`, *optional*): visibility of a repository created here (ignored when it exists).
-        revision (`str`, *optional*): branch to commit to, created from main when absent (default: main).
-        commit_message, commit_description (`str`): of the commit.
-        exist_ok (`bool`): push to an existing repository (default); False raises if it exists.
-        model_card (`bool`): push the default model card as README.md when neither the folder nor the repository
-            has one (write your own with `write_model_card` to give training facts and results).
-        ignore_patterns (`list[str]`, *optional*): more glob patterns of files to leave out (training state,
-            `.git`, caches and `checkpoint-*` folders are always left out).
-        endpoint (`str`, *optional*): the Hub's URL; defaults to `HF_ENDPOINT` or https://huggingface.co.
-        create_pr (`bool`): open a pull request with the files instead of committing to the branch.
-        tags (`list[str]`, *optional*): tags for the metadata of a default model card.
-
-    Returns:
-        `huggingface_hub.CommitInfo`: `commit_url`, `oid` (the commit id: pin it with `revision=` when loading),
-        `repo_url`.
-
-    Raises:
-        FileNotFoundError: the folder does not exist, is empty, or lacks a remote-code file its auto_map names.
-        HubPushError: the Hub refused or could not be reached (authentication, existing repository, network);
-            the message says what to do, the original error is its `__cause__`.
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"cannot push {folder}: no such folder")
-    code = _remote_code_files(folder)
-    if (folder / "config.json").is_file() and not code:
-        logger.warning("%s/config.json has no auto_map: the repository will only open where this project is installed",
-                       folder)
-    # A pretraining folder also holds its run (train.pretrain's checkpoints/ with optimizer and RNG state, its
-    # logs): the Hub gets the model, tokenizer, card and code only.
-    run_state = ("checkpoints/*", "logs/*", "runs/*", "train_log.jsonl")
-    operations = _folder_operations(folder, [*run_state, *(ignore_patterns or [])])
-    if not operations:
-        raise FileNotFoundError(f"cannot push {folder}: it holds no files to upload")
-
-    api = HfApi(endpoint=endpoint, token=token)
-    where = f"{repo_id} on {api.endpoint}"
-    stage = "creating the repository"
-    try:
-        repo_id = api.create_repo(repo_id, private=private, exist_ok=exist_ok, repo_type="model").repo_id
-        if revision is not None and revision != "main":
-            stage = f"creating the branch {revision!r}"
-            api.create_branch(repo_id, branch=revision, exist_ok=True)
-    except Exception as err:
-        raise HubPushError(_explain(err, stage, where)) from err
-
-    if model_card and (folder / "config.json").is_file() and not (folder / "README.md").exists():
-        try:
-            stage = "looking for the repository's model card"
-            has_card = api.file_exists(repo_id, "README.md", revision=revision)
-        except Exception as err:
-            raise HubPushError(_explain(err, stage, where)) from err
-        try:
-            card = None if has_card else render_model_card(folder, model_id=repo_id, tags=tags)
-        except Exception as err:  # a card is not worth failing the push for
-            logger.warning("Pushing %s without a model card: it could not be rendered (%s)", folder, err)
-        else:
-            if card is not None:
-                operations.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card.encode("utf-8")))
-
-    stage = "uploading"
-    try:
-        info = api.create_commit(
-            repo_id,
-            operations=operations,
-            commit_message=commit_message,
-            commit_description=commit_description,
-            revision=revision,
-            create_pr=create_pr,
-        )
-    except Exception as err:  # HTTP errors, and the network errors of the HTTP client that huggingface_hub lets through
-        raise HubPushError(_explain(err, stage, where)) from err
-    logger.info("Pushed %s to %s: %s (%d files)", folder, where, info.commit_url, len(operations))
-    return info
-
-
-def _explain(err: Exception, stage: str, where: str) -> str:
-    status = None
-    if isinstance(err, HfHubHTTPError) and err.response is not None:
-        status = err.response.status_code
-    if status in (401, 403):
-        return (
-            f"authentication failed while {stage} ({where}, HTTP {status}): the token is missing, invalid, or has no "
-            "write access to this namespace. Pass token=, set HF_TOKEN, or run `hf auth login` with a write token."
-        )
-    if status == 409 and stage == "creating the repository":
-        return f"the repository {where} already exists; push with exist_ok=True to add a commit to it"
-    return _failure(stage, where, err)
-
-
-def _failure(stage: str, where: str, err: Exception) -> str:
-    detail = str(err).strip().splitlines()
-    detail = " ".join(line.strip() for line in detail if line.strip())[:500].rstrip(".") or type(err).__name__
-    return (
-        f"push to {where} failed while {stage}: {type(err).__name__}: {detail}. "
-        "A push is a single commit, so the repository keeps either all of the new files or none of them; "
-        "the local folder is unchanged. Run the same push again to retry."
-    )
-
-
-__all__ = [
-    "HubPushError",
-    "count_parameters",
-    "find_model_card_template",
-    "push_folder",
-    "render_model_card",
-    "write_model_card",
-]
+__all__ = ["count_parameters", "find_model_card_template", "render_model_card", "write_model_card"]

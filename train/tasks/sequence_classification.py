@@ -1,11 +1,11 @@
 """Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with `transformers.Trainer`, and label new
-sentences with it: the parts of the task "sequence-classification" (`train.finetune_run.TaskParts`; its row of
-`elmo_tools.tasks.TASKS` holds its names and defaults).
+sentences with it: the task "sequence-classification" (`TASK`, its options, and the parts of
+`train.finetune_run.TaskParts`).
 
     elmo-finetune-classification --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file sst2/train.tsv --validation_file sst2/dev.tsv --output_dir out/sst2
     elmo-finetune-classification --model_name_or_path out/sst2 --do_predict --test_file new.txt --output_dir out/new
-    torchrun --nproc_per_node 2 -m train.finetune_classification ... --use_cpu     # DDP, also on CPU
+    torchrun --nproc_per_node 2 -m elmo_cli finetune-classification ... --use_cpu     # DDP, also on CPU
 
 Files: TSV with a header (`label<TAB>sentence`, SST-2), CSV or JSON lines with `text` and `label` columns; a test
 file may also hold one sentence a line. Sentence pairs (NLI, paraphrase, STS): a second text column (`text_pair`, or
@@ -19,16 +19,14 @@ integers (or `--problem_type regression`), train a regression (STS-B), reported 
 
 from __future__ import annotations
 
-import logging
-import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
-import datasets
-import numpy as np
+from elmo_tools.errors import InputError
 
-from .collators import ElmoDataCollatorForSequenceClassification
-from .finetune_cli import run_command_line
-from .finetune_data import (
+from ..finetune_data import (
+    PAIR_COLUMNS,
     accuracy,
     label_list,
     pearson,
@@ -36,12 +34,62 @@ from .finetune_data import (
     read_texts_file,
     spearman,
     split_text,
+    warn_if_cut,
 )
-from .finetune_run import run
-from .predict import predict_logits
+from . import FineTuningTask
 
-logger = logging.getLogger("train.finetune_classification")  # also as __main__ (python -m)
-TASK = "sequence-classification"
+
+@dataclass
+class SequenceClassificationDataArguments:
+    train_file: str | None = field(default=None, metadata={"help": "TSV (label<TAB>text, header line), CSV or JSON "
+                                                            "lines."})
+    validation_file: str | None = field(default=None, metadata={"help": "Same format; accuracy is reported on it."})
+    test_file: str | None = field(
+        default=None, metadata={"help": "Sentences to label with --do_predict: one a line (.txt or any other suffix "
+                                "but .tsv/.csv/.json/.jsonl), or the training formats, labels not needed."}
+    )
+    text_column: str | None = field(default=None, metadata={"help": "Text column (default: text/sentence/content)."})
+    text_pair_column: str | None = field(
+        default=None, metadata={"help": "Second sentence of a pair (default: text_pair, or GLUE's sentence2, "
+                                "hypothesis, sentence after question, question2 beside their first column): the "
+                                "head reads each sentence on its own and classifies the pair."}
+    )
+    problem_type: str | None = field(
+        default=None, metadata={"help": "regression (a number per example, STS-B style: Pearson and Spearman "
+                                "reported) or single_label_classification; default: regression when every label is "
+                                "a number and some are not integers."}
+    )
+    label_column: str | None = field(default=None, metadata={"help": "Label column (default: label)."})
+    column_names: str | None = field(
+        default=None, metadata={"help": "The columns of a TSV or CSV file without a header line, in order, separated "
+                                "by commas (e.g. label,question1,question2,id); a file whose first line looks like "
+                                "data is refused without it."}
+    )
+    word_split: str | None = field(
+        default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2), punctuation, or another "
+                                "split registered in tokenization.WORD_SPLITTERS; default: the tokenizer's own."}
+    )
+    max_seq_length: int = field(default=128, metadata={"help": "Longest input in tokens, <S> and </S> included."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation examples."})
+
+
+
+TASK = FineTuningTask(
+    name="sequence-classification",
+    data_options=SequenceClassificationDataArguments,
+    labels="labels",
+    examples="examples",
+    head_option="classifier_pooling",
+    head_default="lstm",
+    head_help="mean, max, lstm or attention",
+    training_defaults=MappingProxyType({"learning_rate": 1e-2, "num_train_epochs": 10.0,
+                                        "per_device_train_batch_size": 16, "warmup_steps": 0.1}),
+    description="Fine-tune an ELMo sentence (or sentence-pair) classifier (`ElmoForSequenceClassification`) with "
+                "`transformers.Trainer`,\nand label new sentences with it. A second text column (text_pair, "
+                "sentence2, hypothesis, ...) trains\nthe pair head; numeric labels a regression.",
+    command="elmo-finetune-classification",
+)
 # The one output of a regression head, as its label is named (id2label {0: "score"}): examples of scores all carry it
 # as their label, and their number as "score".
 SCORE_LABEL = "score"
@@ -52,7 +100,7 @@ def read_file(path: str, encoding: str, data_args) -> list[dict]:
     """`[{"text": ..., "label": ...}, ...]` of a TSV, CSV or JSON-lines file (`read_classification_file`), with
     `"text_pair"` for sentence pairs; for a regression, `"label"` is `SCORE_LABEL` and `"score"` the number."""
     examples = read_classification_file(path, data_args.text_column, data_args.label_column, encoding,
-                                        data_args.text_pair_column)
+                                        data_args.text_pair_column, data_args.column_names)
     if is_regression([example["label"] for example in examples], data_args.problem_type):
         for example in examples:
             example["score"], example["label"] = float(example["label"]), SCORE_LABEL
@@ -101,12 +149,20 @@ def sorted_labels(labels: Iterable[str]) -> list[str]:
 
 def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
     """Examples -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask`, `labels` (via `map`)."""
+    import datasets
 
     pairs, scores = "text_pair" in examples[0], "score" in examples[0]
+    room = data_args.max_seq_length - (4 if pairs else 2)  # words beside each sentence's <S> and </S>
+    if room < (2 if pairs else 1):
+        raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> take "
+                         f"{4 if pairs else 2} tokens{' (two of each for a pair)' if pairs else ''}; give at least "
+                         f"{6 if pairs else 3} (default 128)")
+    lengths = []
 
     def tokenize(batch):
         words = [[split_text(text, tokenizer, data_args.word_split) for text in batch[column]]
                  for column in (("text", "text_pair") if pairs else ("text",))]
+        lengths.extend(sum(len(column[i]) for column in words) for i in range(len(words[0])))
         # pairs: longest_first truncation, both sentences counted in max_seq_length
         encoded = tokenizer(*words, is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
         return {
@@ -125,18 +181,23 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
         }
     )
     dataset = datasets.Dataset.from_list(examples)
-    return dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
-                       desc="Tokenizing")
+    dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
+                          desc="Tokenizing", load_from_cache_file=False)
+    warn_if_cut(examples, lengths, room, "the longer sentence of each pair loses its last words until the two hold "
+                "{room}" if pairs else "each is cut to its first {room} words")
+    return dataset
 
 
-def collator(tokenizer) -> ElmoDataCollatorForSequenceClassification:
+def collator(tokenizer):
+    from ..collators import ElmoDataCollatorForSequenceClassification
+
     return ElmoDataCollatorForSequenceClassification(tokenizer)
 
 
 def compute_metrics(eval_prediction) -> dict[str, float]:
     logits = eval_prediction.predictions
     logits = logits[0] if isinstance(logits, tuple) else logits
-    return {"accuracy": accuracy(np.argmax(logits, axis=-1).tolist(), eval_prediction.label_ids.tolist())}
+    return {"accuracy": accuracy(logits.argmax(axis=-1).tolist(), eval_prediction.label_ids.tolist())}
 
 
 def regression_metrics(eval_prediction) -> dict[str, float]:
@@ -156,15 +217,33 @@ def metrics(config, data_args):
 def read_test_file(path: str, encoding: str, data_args) -> list[str] | list[tuple[str, str]]:
     """Sentences one a line (a blank line stays, as ""), or the text column of the training formats (pairs as
     `(first, second)`)."""
-    return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column)
+    return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column, data_args.column_names)
+
+
+def prepare_test(model, tokenizer, texts: list, data_args) -> list:
+    """A pair head predicts pairs and a single-sentence head single sentences: one line naming the test file
+    otherwise, before anything is trained or written."""
+    check_test_kind(model, texts, f"--test_file {data_args.test_file}: ")
+    return texts
+
+
+def check_test_kind(model, texts: list, where: str = "") -> None:
+    pairs = bool(texts) and isinstance(texts[0], tuple)
+    if pairs != (model.config.pair_combination is not None):
+        head = "pairs of sentences" if not pairs else "single sentences"
+        held = ("pairs (a second text column: " + ", ".join(b for _, b in PAIR_COLUMNS) + ")" if pairs
+                else "single sentences")
+        raise InputError(f"{where}the head classifies {head}, the file holds {held}; give a file of "
+                         f"{head}" + (" (with a header naming both sentences' columns, or --text_pair_column)"
+                                      if not pairs else ""))
 
 
 def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) -> tuple[list[str], int]:
     """One label per text or pair ("" for a blank one; a regression's score), and how many were labelled."""
+    from ..predict import predict_logits
+
     pairs = bool(texts) and isinstance(texts[0], tuple)
-    if pairs != (model.config.pair_combination is not None):
-        raise ValueError(f"the head of {model.name_or_path} classifies {'pairs' if not pairs else 'single sentences'}, "
-                         f"the file holds {'pairs' if pairs else 'single sentences'}")
+    check_test_kind(model, texts)
     kept = [i for i, text in enumerate(texts) if (all(text) if pairs else text)]
     columns = zip(*(texts[i] for i in kept)) if pairs else [[texts[i] for i in kept]]
     words = [[split_text(text, tokenizer, data_args.word_split) for text in column] for column in columns]
@@ -176,18 +255,3 @@ def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) 
         else:
             lines[i] = str(model.config.id2label[max(range(len(row)), key=row.__getitem__)])
     return lines, sum(1 for line in lines if line.strip())
-
-
-def main(argv: list[str] | None = None, guard=None) -> dict:
-    """The command in this process (`python -m train.finetune_classification`, tests, benchmarks)."""
-    return run(TASK, argv, guard)
-
-
-def cli() -> int:
-    """The command line: bad input is one line on stderr and exit status 2; SIGINT/SIGTERM one line, 130/143.
-    (The console script starts at `train.finetune_cli.classification`, which answers --help before torch loads.)"""
-    return run_command_line(main, logger)
-
-
-if __name__ == "__main__":
-    sys.exit(cli())

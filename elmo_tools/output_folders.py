@@ -1,0 +1,116 @@
+"""An output folder belongs to one run: what a run that writes a folder (a training run, the demo, an analysis) checks
+before it writes, and holds while it writes.
+
+* A folder that holds another run's files is refused in one line naming them and `--overwrite_output_dir`, which
+  empties it first, so that no file of the earlier run (its metrics, its checkpoints) is left beside the new ones
+  to be read as this run's. A run resuming from its own checkpoint finds its files there: the caller says so
+  (`resuming`).
+* While the run writes, it holds a lock (`<parent>/.<folder>.lock`, beside the folder, so that a folder not made yet
+  can be locked too): a second run of the same folder is refused in one line naming the holder's process. The lock
+  is the operating system's (`filelock`: `fcntl`/`msvcrt`), released when the process ends however it ends, so a
+  run killed with SIGKILL leaves no lock that would block the next; the holder's facts are in a JSON file beside it.
+
+Under `torchrun` / `accelerate launch` the first process (RANK 0) checks, empties and holds the lock for all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from .errors import InputError
+
+logger = logging.getLogger(__name__)
+
+OVERWRITE_OPTION = "--overwrite_output_dir"
+SHOWN = 4  # the files a refusal names
+
+
+def lock_path(folder: Path) -> Path:
+    folder = Path(folder).absolute()
+    return folder.parent / f".{folder.name}.lock"
+
+
+def _first_process() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def check_unused(folder: Path, option: str = "--output_dir", overwrite: bool = False,
+                 overwrite_option: str = OVERWRITE_OPTION) -> list[str]:
+    """The names of what `folder` holds; an `InputError` naming them when it holds something and `overwrite` is
+    not given. Nothing is changed."""
+    folder = Path(folder)
+    held = sorted(path.name for path in folder.iterdir()) if folder.is_dir() else []
+    if held and not overwrite:
+        more = f" and {len(held) - SHOWN} more" if len(held) > SHOWN else ""
+        raise InputError(f"{option} {folder} holds the files of another run ({', '.join(held[:SHOWN])}{more}): give "
+                         f"another folder, or {overwrite_option} to replace them")
+    return held
+
+
+def empty(folder: Path) -> None:
+    """Remove what `folder` holds (the folder itself stays)."""
+    for path in Path(folder).iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path, command: str, option: str = "--output_dir") -> Iterator[None]:
+    """Hold the lock of `folder` for the block: an `InputError` naming the holder when another run holds it. A folder
+    whose parent does not exist is not locked (the run refuses it; a lock would make the parent)."""
+    path = lock_path(folder)
+    if not _first_process() or not path.parent.is_dir():
+        yield
+        return
+    info = path.with_name(path.name + ".json")
+    lock = FileLock(path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise InputError(f"{option} {folder} is being written by another run ({_holder(info)}): wait for it to end, "
+                         "or give another folder") from None
+    except OSError:  # a folder that takes no file: the run's own check says so
+        yield
+        return
+    try:
+        info.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
+                                    "started": time.strftime("%Y-%m-%d %H:%M:%S")}), encoding="utf-8")
+        yield
+    finally:
+        info.unlink(missing_ok=True)
+        lock.release()
+        path.unlink(missing_ok=True)
+
+
+def _holder(info: Path) -> str:
+    try:
+        holder = json.loads(info.read_text(encoding="utf-8"))
+        return f"{holder['command']}, process {holder['pid']} on {holder['host']}, since {holder['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not said which yet"
+
+
+@contextlib.contextmanager
+def owned(folder: Path, command: str, overwrite: bool = False, resuming: bool = False,
+          option: str = "--output_dir") -> Iterator[None]:
+    """`folder` for one run, for the block: locked against a second writer; refused if it holds another run's
+    files, unless the run is `resuming` its own (they are kept) or `overwrite` is given (they are removed first)."""
+    with run_lock(folder, command, option):
+        if _first_process() and not resuming:
+            held = check_unused(folder, option, overwrite)
+            if held:
+                logger.info("%s: removing the %d file(s) of the earlier run (%s)", folder, len(held), OVERWRITE_OPTION)
+                empty(folder)
+        yield

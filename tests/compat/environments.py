@@ -1,0 +1,102 @@
+"""The virtual environments of the compatibility matrix: one per file of tests/compat/requirements/, built with pip from
+the package registry and cached outside the checkout, so that only a changed file (or a changed dependency list of
+the project) builds again.
+
+    python tests/compat/environments.py build [NAME ...]    # all by default; prints where each is, and its time
+    python tests/compat/environments.py list                 # the names, and whether each is built
+
+An environment is `$ELMO_COMPAT_CACHE` (default `~/.cache/elmo-hf/compat`) / `NAME-KEY`, KEY a hash of its
+requirements file, of the project's dependencies (`pyproject.toml`) and of the Python version. It holds what the file
+names and the project's own dependencies, installed together, so that pip proves they resolve (the project itself is
+not installed: the tests import it from the checkout, or hide it). A build that fails leaves nothing that counts as
+built. Standard library only: it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+REQUIREMENTS = HERE / "requirements"
+BUILT = ".built"  # written last: an environment without it is not built
+
+
+def names() -> list[str]:
+    return sorted(path.stem for path in REQUIREMENTS.glob("*.txt"))
+
+
+def project_dependencies() -> list[str]:
+    """The `dependencies` of pyproject.toml's [project] table (read without tomllib, absent before Python 3.11)."""
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, flags=re.S | re.M)
+    return re.findall(r'^\s*"([^"]+)"', block.group(1), flags=re.M) if block else []
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ELMO_COMPAT_CACHE", Path.home() / ".cache" / "elmo-hf" / "compat"))
+
+
+def location(name: str) -> Path:
+    key = hashlib.sha256()
+    key.update((REQUIREMENTS / f"{name}.txt").read_bytes())
+    key.update("\n".join(project_dependencies()).encode())
+    key.update(sys.version.split()[0].encode())
+    return cache_root() / f"{name}-{key.hexdigest()[:12]}"
+
+
+def python_of(name: str) -> Path | None:
+    """The interpreter of the environment `name`, or None where it is not built."""
+    folder = location(name)
+    return folder / "bin" / "python" if (folder / BUILT).is_file() else None
+
+
+def build(name: str) -> Path:
+    """Build the environment `name` unless it is built; returns its interpreter. pip's output goes to build.log in it."""
+    python = python_of(name)
+    if python is not None:
+        return python
+    folder = location(name)
+    shutil.rmtree(folder, ignore_errors=True)  # a build that did not finish
+    venv.EnvBuilder(with_pip=True, clear=True).create(folder)
+    python = folder / "bin" / "python"
+    log = folder / "build.log"
+    with open(log, "w", encoding="utf-8") as out:
+        command = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                   "-r", str(REQUIREMENTS / f"{name}.txt"), *project_dependencies()]
+        if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+            raise SystemExit(f"building the environment {name} failed: see {log}")
+    (folder / BUILT).write_text("\n".join(project_dependencies()) + "\n", encoding="utf-8")
+    return python
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["build", "list"])
+    parser.add_argument("names", nargs="*", help=f"default: all of {names()}")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(names()))
+    if unknown:
+        parser.error(f"no environment named {unknown}: choose among {names()}")
+    for name in args.names or names():
+        if args.action == "list":
+            print(f"{name}: {python_of(name) or 'not built'}")
+            continue
+        start = time.monotonic()
+        was_built = python_of(name) is not None
+        python = build(name)
+        took = "cached" if was_built else f"built in {time.monotonic() - start:.0f} s"
+        print(f"{name}: {python} ({took})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""flair 0.15.1 and spacy-transformers 1.4 on an ELMo folder, each in its own environment (tests/compat/environments.py;
+`make test-compat` builds them): tests/compat/flair_checks.py and spacy_checks.py run there, and so do the flair and
+spaCy blocks of docs/ecosystem.md, as pasted. A library whose environment is not built is skipped in one line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, clean_env, tiny_model
+from test_readme import code_blocks
+
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
+
+_spec = importlib.util.spec_from_file_location("compat_environments", REPO / "tests" / "compat" / "environments.py")
+environments = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(environments)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """A folder holding a tiny model (seed 0) with its tokenizer where docs/ecosystem.md finds the demo's."""
+    from tokenization import ElmoTokenizer
+
+    root = tmp_path_factory.mktemp("ecosystem")
+    torch.manual_seed(0)
+    folder = root / "outputs" / "demo" / "model"
+    tiny_model().save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return root
+
+
+def run_in(name: str, arguments: list[str], workdir: Path, project: bool) -> subprocess.CompletedProcess:
+    """`python ARGUMENTS` in the environment `name`, from `workdir`; the project importable only with `project`."""
+    python = environments.python_of(name)
+    if python is None:
+        pytest.skip(f"the environment {name} is not built: make test-compat builds it (pip, from the registry)")
+    env = {**clean_env(), "HF_MODULES_CACHE": str(workdir / f"modules-{name}")}
+    if project:
+        env["PYTHONPATH"] = str(REPO)
+    result = subprocess.run([str(python), *arguments], cwd=workdir, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, f"{name}:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return result
+
+
+def page_blocks(library: str) -> list[str]:
+    """The blocks of docs/ecosystem.md that only the environment of `library` can run (their not-run reason says so)."""
+    return [block["code"] for block in code_blocks(REPO / "docs" / "ecosystem.md")
+            if block["not_run"] and f"needs {library}" in block["not_run"]]
+
+
+def test_flair_embeds_sentences_with_elmos_vectors_and_trains_a_tagger(workdir):
+    out = workdir / "flair-out"
+    run_in("flair-0.15.1", [str(REPO / "tests" / "compat" / "flair_checks.py"), "outputs/demo/model", str(out),
+                            "--repo", str(REPO)], workdir, project=False)
+    results = json.loads((out / "results.json").read_text())
+    assert results["remote"]["embedding_length"] == results["installed"]["embedding_length"] == 32
+    assert results["installed"]["saved_and_loaded"]
+
+
+def test_flair_block_of_the_page_runs_as_pasted(workdir):
+    (block,) = page_blocks("flair")
+    result = run_in("flair-0.15.1", ["-c", block], workdir, project=False)
+    assert "('The', torch.Size([32]))" in result.stdout
+
+
+def test_spacy_fills_trf_data_with_one_aligned_row_per_token(workdir):
+    out = workdir / "spacy-out"
+    run_in("spacy-transformers-1.4", [str(REPO / "tests" / "compat" / "spacy_checks.py"), "outputs/demo/model",
+                                      str(out), "--repo", str(REPO)], workdir, project=False)
+    results = json.loads((out / "results.json").read_text())
+    assert results["saved_and_loaded"] and sum(doc["tokens_not_one_word"] for doc in results["docs"]) > 0
+
+
+def test_spacy_block_of_the_page_runs_as_pasted(workdir):
+    (block,) = page_blocks("spacy-transformers")
+    result = run_in("spacy-transformers-1.4", ["-c", block], workdir, project=True)
+    assert result.stdout.split()[0] == "12"  # spaCy's tokens of the sentence (I do n't think it 's a well - known bank .)

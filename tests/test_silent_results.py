@@ -1,0 +1,390 @@
+"""Inputs that gave a wrong result with exit status 0 (issue 46): each now gives the right result, checked against the
+run that wrote it, or one line and exit status 2 with the folder as it was.
+
+The commands run in this process through their console scripts' own frame (`conftest.run_cli`: the exit status,
+the one ERROR line), on the `tiny` preset for a step or two: what is tested is what they read and write, not
+the process. Three of the refusals are rows of tests/test_bad_inputs.py's table too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import run_cli
+
+CLASSIFY, TAG, ANSWER = "sequence-classification", "token-classification", "question-answering"
+ONE_STEP = ["--model_name_or_path", "tiny", "--use_cpu", "--report_to", "none", "--save_strategy", "no",
+            "--disable_tqdm", "true", "--max_steps", "1", "--per_device_train_batch_size", "2", "--seed", "0"]
+PAIRS = "label\ttext\ttext_pair\n1\tA man sleeps .\tA man rests .\n0\tA man sleeps .\tA man runs .\n"
+SENTENCES = "label\ttext\n1\tthe bank raised its rates\n0\twe sat on the river bank\n"
+
+
+def folder_state(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+COMMANDS = {CLASSIFY: "elmo-finetune-classification", TAG: "elmo-finetune-ner", ANSWER: "elmo-finetune-qa"}
+
+
+def command(task: str, args: list) -> tuple[int, list[str], str]:
+    """The console script of `task` on `args`, in this process through its frame: its exit status, its ERROR lines
+    and its stderr."""
+    result = run_cli(COMMANDS[task], args)
+    errors = [line for line in result.stderr.splitlines() if re.match(r"(\S+ \S+ )?ERROR ", line)]
+    return result.returncode, errors, result.stderr
+
+
+def refused(task: str, args: list, folder: Path, says: str) -> str:
+    """The command refuses `args` in one line (exit status 2) that says `says`, and leaves `folder` as it was."""
+    before = folder_state(folder)
+    status, errors, stderr = command(task, args)
+    assert status == 2 and len(errors) == 1 and says in errors[0], stderr[-3000:]
+    assert stderr.rstrip().endswith(errors[0]), stderr[-3000:]  # the last line
+    assert "Traceback" not in stderr and folder_state(folder) == before, stderr[-3000:]
+    return errors[0]
+
+
+def write(folder: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
+    path = folder / name
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Labels and rows
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case, train, says", [
+    ("empty label", "label\ttext\n1\tgood film\n\tno label here\n",
+     "train.tsv: line 3: the label (column 'label') is empty; every example needs one (an empty label would train "
+     "a class named '')"),
+    ("empty second sentence", "label\ttext\ttext_pair\n1\tA man sleeps .\tA man rests .\n0\tA man sleeps .\t\n",
+     "train.tsv: line 3: the second sentence (column 'text_pair') is empty"),
+    ("headerless (Quora's layout)", "1\tHow do I learn Python ?\tHow can I learn Python fast ?\t11\n"
+                                    "0\tWhat is AI ?\tWho is Ada ?\t12\n",
+     "the first line ('1', 'How do I learn Python ?', 'How can I learn Python fast ?', '11') looks like data, not a "
+     "header of column names: give the columns' names in order with --column_names"),
+])
+def test_rows_that_trained_silently_are_refused_naming_their_line(tmp_path, case, train, says):
+    path = write(tmp_path, "train.tsv", train)
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", path, "--output_dir", tmp_path / "out"], tmp_path, says)
+
+
+def test_a_label_only_the_validation_file_has_is_refused_and_a_tag_too(tmp_path):
+    """A new head's labels are the training file's: a label seen only in validation would be an output never
+    trained (eval_accuracy 0 on it, without a word)."""
+    train, dev = write(tmp_path, "train.tsv", SENTENCES), write(tmp_path, "dev.tsv", "label\ttext\n1\tok\n2\tnew\n")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--validation_file", dev, "--output_dir", tmp_path / "out"],
+            tmp_path, f"--validation_file {dev}: line 3 has the label '2', which no example of --train_file "
+                              f"{train} has (the head's labels: ['0', '1'])")
+    train = write(tmp_path, "train.conll", "EU B-ORG\nrejects O\n\nPeter B-PER\n")
+    dev = write(tmp_path, "dev.conll", "EU B-ORG\n\nin O\nParis B-LOC\n")
+    refused(TAG, [*ONE_STEP, "--train_file", train, "--validation_file", dev, "--output_dir", tmp_path / "out"],
+            tmp_path, "line 3 has the tag 'B-LOC', which no example of --train_file")
+
+
+def test_a_headerless_file_trains_with_column_names_as_a_headed_one_does(tmp_path):
+    """--column_names reads every line as an example: the same head, labels and metrics as the file with a header
+    line (nothing dropped)."""
+    rows = "1\tHow do I learn Python ?\tHow can I learn Python fast ?\t11\n0\tWhat is AI ?\tWho is Ada ?\t12\n" * 2
+    headerless = write(tmp_path, "quora.tsv", rows)
+    headed = write(tmp_path, "headed.tsv", "label\tquestion1\tquestion2\tid\n" + rows)
+    common = [*ONE_STEP, "--validation_file"]
+    assert command(CLASSIFY, [*common, headerless, "--train_file", headerless, "--column_names",
+                              "label,question1,question2,id", "--output_dir", tmp_path / "a"])[0] == 0
+    assert command(CLASSIFY, [*common, headed, "--train_file", headed, "--output_dir", tmp_path / "b"])[0] == 0
+    results = [json.loads((tmp_path / name / "all_results.json").read_text()) for name in ("a", "b")]
+    assert results[0]["train_samples"] == results[1]["train_samples"] == 4 and results[0]["eval_samples"] == 4
+    assert results[0]["eval_accuracy"] == results[1]["eval_accuracy"]
+    configs = [json.loads((tmp_path / name / "config.json").read_text()) for name in ("a", "b")]
+    assert configs[0]["pair_combination"] == "concat_diff_product" and configs[0]["id2label"] == configs[1]["id2label"]
+
+
+def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_training(tmp_path):
+    pairs, single = write(tmp_path, "pairs.tsv", PAIRS), write(tmp_path, "single.txt", "A man sleeps .\n")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", pairs, "--test_file", single, "--output_dir", tmp_path / "out"],
+            tmp_path, f"--test_file {single}: the head classifies pairs of sentences, the file holds single "
+                              "sentences")
+
+
+@pytest.mark.parametrize("task, length, says", [
+    (CLASSIFY, 0, "--max_seq_length 0 leaves no room for words: <S> and </S> take 2 tokens; give at least 3"),
+    (CLASSIFY, 2, "--max_seq_length 2 leaves no room for words"),
+    (ANSWER, 6, "--max_seq_length 6 leaves no room for the passage beside question 'q1' (5 words, and 4 <S>/</S>): "
+                "give at least 10"),
+])
+def test_a_max_seq_length_without_room_for_words_is_one_line(tmp_path, task, length, says):
+    train = write(tmp_path, "train.tsv", SENTENCES) if task == CLASSIFY else squad_file(tmp_path)
+    refused(task, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out", "--max_seq_length", length],
+            tmp_path, says)
+
+
+def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path):
+    train = write(tmp_path, "train.tsv", "label\ttext\n1\t" + "word " * 20 + "\n0\tshort one\n")
+    status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out",
+                                           "--max_seq_length", "8"])
+    assert status == 0
+    assert (f"1 of 2 examples have more words than --max_seq_length leaves room for (6): each is cut to its first 6 "
+            f"words (the longest, {train} line 2, has 20 words)") in stderr, stderr[-3000:]
+
+
+@pytest.mark.parametrize("task, name, text, says", [
+    # datasets' ner_tags are ids: read as names, "0" (O) would be an entity type and the F1 meaningless
+    (TAG, "train.jsonl", json.dumps({"tokens": ["EU", "rejects"], "ner_tags": [3, 0]}),
+     "line 1: the tags are numbers ([3, 0]), ids of tag names the file does not give"),
+    # word NER POS: the last column (POS) would be trained as the tags
+    (TAG, "train.conll", "EU B-ORG NNP\nrejects O VBZ\n\nPeter B-PER NNP\n",
+     "the tags are the last column, but no value of it is an entity tag (['NNP', 'VBZ']) while column 2 holds them"),
+    # a string and a number where datasets' SQuAD has lists: list("Lisbon") would be six answers of one letter
+    (ANSWER, "train.jsonl", json.dumps({"id": "q1", "question": "Where ?", "context": "Ada was born in Lisbon .",
+                                        "answers": {"text": "Lisbon", "answer_start": 16}}),
+     "question q1 (line 1): answers' text and answer_start must be lists"),
+])
+def test_columns_and_fields_of_another_shape_are_one_line(tmp_path, task, name, text, says):
+    train = write(tmp_path, name, text + "\n")
+    refused(task, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
+            f"--train_file {train}: {says}")
+
+
+def test_an_output_folder_under_a_file_is_said_so(tmp_path):
+    train, file = write(tmp_path, "train.tsv", SENTENCES), write(tmp_path, "notadir", "")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", file / "out"], tmp_path,
+            f"--output_dir {file / 'out'}: {file} is a file, not a folder")
+
+
+# --------------------------------------------------------------------------------------------------
+# Encodings
+# --------------------------------------------------------------------------------------------------
+
+
+def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words(tmp_path):
+    """The hint used to be cp1250, which reads "crème brûlée" as "crčme brűlée" and trains on it."""
+    train = write(tmp_path, "train.tsv", "label\ttext\n1\tune crème brûlée\n0\tun café naïf\n", "latin-1")
+    line = refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
+                   "is not valid utf-8; the file reads as cp1252: --encoding cp1252")
+    assert line.endswith("--encoding cp1252")
+    from train.tasks.sequence_classification import SequenceClassificationDataArguments, read_file
+
+    texts = [e["text"] for e in read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
+    assert texts == ["une crème brûlée", "un café naïf"]
+
+
+def test_each_file_of_a_run_has_its_own_encoding(tmp_path):
+    """A GBK training file with a UTF-8 validation file: --encoding gbk alone is refused for the validation file, with
+    the per-file option in the hint; --validation_encoding reads each right, and the words of a GBK test file come
+    back in predictions.txt as written."""
+    sentences = [["鲁", "迅", "在", "绍", "兴"], ["北", "京", "是", "首", "都"]]
+    tags = [["B-PER", "I-PER", "O", "B-LOC", "I-LOC"], ["B-LOC", "I-LOC", "O", "O", "O"]]
+    conll = "\n\n".join("\n".join(f"{w} {t}" for w, t in zip(s, ts)) for s, ts in zip(sentences, tags)) + "\n"
+    train, dev = write(tmp_path, "train.conll", conll, "gbk"), write(tmp_path, "dev.conll", conll)
+    test = write(tmp_path, "test.txt", "鲁迅在北京\n", "gbk")
+    args = [*ONE_STEP, "--train_file", train, "--validation_file", dev, "--test_file", test, "--output_dir",
+            tmp_path / "out"]
+    refused(TAG, [*args, "--encoding", "gbk"], tmp_path,
+            f"--validation_file {dev}: line 1, byte 3 of the line (0x81) is not valid gbk; the file reads as utf-8: "
+            "--validation_encoding utf-8")
+    status, _, stderr = command(TAG, [*args, "--encoding", "gbk", "--validation_encoding", "utf-8"])
+    assert status == 0, stderr[-3000:]
+    written = (tmp_path / "out" / "predictions.txt").read_text(encoding="utf-8").split("\n")
+    assert [line.split(" ")[0] for line in written if line] == list("鲁迅在北京")
+
+
+# --------------------------------------------------------------------------------------------------
+# The tagger's test files and word split
+# --------------------------------------------------------------------------------------------------
+
+CHARACTERS = [("鲁迅出生在绍兴。", ["B-PER", "I-PER", "O", "O", "O", "B-LOC", "I-LOC", "O"]),
+              ("北京是首都。", ["B-LOC", "I-LOC", "O", "O", "O", "O"])]
+
+
+def character_conll(folder: Path) -> Path:
+    """Character-level Chinese NER, as MSRA's and Weibo's files are: a character a line."""
+    return write(folder, "chars.conll", "\n\n".join("\n".join(f"{c} {t}" for c, t in zip(text, tags))
+                                                    for text, tags in CHARACTERS * 3) + "\n")
+
+
+def expected_tags(folder: Path, sentences: list[list[str]]) -> list[list[str]]:
+    """The saved tagger's argmax tag of each word, computed here from its own forward."""
+    from elmo_tools.loading import load_elmo
+
+    tagger, tokenizer = load_elmo(folder, TAG)
+    tags = []
+    for words in sentences:
+        with torch.no_grad():
+            logits = tagger(**tokenizer([words], is_split_into_words=True, return_tensors="pt")).logits[0, 1:-1]
+        tags.append([tagger.config.id2label[int(i)] for i in logits.argmax(-1)])
+    return tags
+
+
+def test_chinese_sentences_with_a_blank_line_are_tagged_word_by_word_with_the_words(tmp_path):
+    """Read as CoNLL columns, each sentence was one "word" with one tag (exit 0). Now the layout is told and said,
+    and predictions.txt holds each character beside its tag, a blank line after each sentence."""
+    test = write(tmp_path, "new.txt", "鲁迅出生在绍兴。\n\n北京是首都。\n")
+    out = tmp_path / "out"
+    status, _, stderr = command(TAG, [*ONE_STEP, "--train_file", character_conll(tmp_path), "--test_file", test,
+                                      "--output_dir", out])
+    assert status == 0, stderr[-3000:]
+    assert f"--test_file {test}: read as sentences, one a line (a sentence a line" in stderr, stderr[-3000:]
+    sentences = [list("鲁迅出生在绍兴。"), [], list("北京是首都。")]
+    tags = expected_tags(out, [s for s in sentences if s])
+    expected = [*(f"{w} {t}" for w, t in zip(sentences[0], tags[0])), "", "",
+                *(f"{w} {t}" for w, t in zip(sentences[2], tags[1])), ""]
+    assert (out / "predictions.txt").read_text(encoding="utf-8").split("\n") == [*expected, ""]
+    assert "Wrote the predictions of 2 sentences" in stderr
+
+
+@pytest.mark.parametrize("text, layout", [
+    ("the cat sat\n\nwe saw it\n", "sentences, one a line"),  # the same number of words on every line
+    ("EU NNP B-NP\nrejects VBZ B-VP\n\nPeter NNP B-NP\n", "CoNLL columns"),  # codes after the word
+    ("EU B-ORG\nrejects O\n\nPeter B-PER\n", "CoNLL columns"),  # the tagger's tags
+    ("EU\nrejects\n\nPeter\n", "CoNLL columns"),  # a word a line
+])
+def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, text, layout, caplog):
+    from types import SimpleNamespace
+
+    from tokenization import ElmoTokenizer
+    from train.tasks.token_classification import (
+        TokenClassificationDataArguments,
+        prepare_test,
+        read_test_file,
+    )
+
+    path = write(tmp_path, "test.txt", text)
+    data_args = TokenClassificationDataArguments(test_file=str(path))
+    model = SimpleNamespace(config=SimpleNamespace(label2id={"O": 0, "B-ORG": 1, "B-PER": 2}))
+    with caplog.at_level("INFO"):
+        kind, _ = prepare_test(model, ElmoTokenizer(), read_test_file(str(path), "utf-8", data_args), data_args)
+    assert kind == ("lines" if layout.startswith("sentences") else "conll")
+    assert f"read as {layout}" in caplog.text
+
+
+def test_a_word_split_that_cuts_other_units_than_the_training_words_is_refused(tmp_path):
+    """Characters trained with --word_split jieba: the tagger learned characters and would tag jieba's words."""
+    train = character_conll(tmp_path)
+    line = refused(TAG, [*ONE_STEP, "--train_file", train, "--word_split", "jieba", "--output_dir", tmp_path / "out"],
+                   tmp_path, f"--word_split jieba: --train_file {train}: the word split jieba cuts the training "
+                                     "sentences into")
+    assert "into ['鲁迅', '出生'" in line and line.endswith("; --word_split punctuation cuts text as the file does")
+
+
+# --------------------------------------------------------------------------------------------------
+# SQuAD files and question answering
+# --------------------------------------------------------------------------------------------------
+
+
+def squad_file(folder: Path, qas: list | None = None, version: str = "1.1", name: str = "train.json") -> Path:
+    context = "Ada was born in Lisbon in 1990 . Boris was born in Oslo in 1985 ."
+    qas = qas if qas is not None else [
+        {"id": "q1", "question": "Where was Ada born ?", "answers": [{"text": "Lisbon", "answer_start": 16}]},
+        {"id": "q2", "question": "Where was Boris born ?", "answers": [{"text": "Oslo", "answer_start": 51}]}]
+    data = {"version": version, "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+    return write(folder, name, json.dumps(data))
+
+
+@pytest.mark.parametrize("case, qas, says", [
+    ("v1.1 question without answers", [{"id": "q1", "question": "Where was Ada born ?"}],
+     "question q1 (article 1, paragraph 1, question 1) has no answers: a SQuAD v1.1 file needs one for every "
+     "question; give its answers, or --version_2_with_negative true"),
+    ("duplicate ids", [{"id": "q1", "question": "Where was Ada born ?", "answers": [{"text": "Lisbon",
+                                                                                      "answer_start": 16}]}] * 2,
+     "the question id 'q1' is at article 1, paragraph 1, question 1 and again at article 1, paragraph 1, question 2"),
+    ("answer_start a string", [{"id": "q1", "question": "Where was Ada born ?",
+                                "answers": [{"text": "Lisbon", "answer_start": "16"}]}],
+     "question q1 (article 1, paragraph 1, question 1): the answer 'Lisbon': answer_start must be a whole number of "
+     "characters, got '16' (a string)"),
+])
+def test_squad_files_that_trained_silently_are_refused_naming_the_question(tmp_path, case, qas, says):
+    train = squad_file(tmp_path, qas)
+    refused(ANSWER, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path, says)
+
+
+def test_a_v2_file_and_the_option_read_questions_without_answers_as_unanswerable(tmp_path):
+    from train.squad_data import read_squad_file
+
+    qas = [{"id": "q1", "question": "Where was Ada born ?", "answers": [], "is_impossible": True},
+           {"id": "q2", "question": "Where was Boris born ?", "answers": [{"text": "Oslo", "answer_start": 51}],
+            "is_impossible": False}]
+    v2 = read_squad_file(squad_file(tmp_path, qas, version="v2.0", name="v2.json"))
+    assert [e["answers"]["text"] for e in v2] == [[], ["Oslo"]]
+    v1 = squad_file(tmp_path, [{"id": "q1", "question": "Where was Ada born ?", "answers": []}], name="v1.json")
+    assert read_squad_file(v1, version_2_with_negative=True)[0]["answers"]["text"] == []
+    with pytest.raises(ValueError, match="has no answers: --version_2_with_negative false"):
+        read_squad_file(squad_file(tmp_path, qas, version="v2.0", name="v2.json"), version_2_with_negative=False)
+    assert read_squad_file(v1, answers_needed=False)[0]["id"] == "q1"  # a file to predict needs no answers
+
+
+def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(tmp_path, tiny_model_dir):
+    """Nine short questions and a long one: batches of 8 windows padded to different widths crashed the prediction
+    (exit 1, an empty folder). Their answers are those of one batch of all, and of the pipeline."""
+    short = "Ada was born in Lisbon ."
+    long = " ".join(["Boris was born in Oslo in 1985 ."] * 12)
+    records = [{"id": f"q{i}", "question": "Where was Ada born ?", "context": short} for i in range(9)]
+    records.append({"id": "long", "question": "Where was Boris born ?", "context": long})
+    test = write(tmp_path, "test.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    model = tmp_path / "qa"
+    assert command(ANSWER, [*[str(tiny_model_dir) if a == "tiny" else a for a in ONE_STEP],
+                            "--train_file", squad_file(tmp_path), "--output_dir", model])[0] == 0
+    answers = []
+    for batch in (8, 64):
+        out = tmp_path / f"batch-{batch}"
+        status, _, stderr = command(ANSWER, ["--model", model, "--do_predict", "--test_file", test, "--output_dir",
+                                             out, "--per_device_eval_batch_size", batch, "--use_cpu"])
+        assert status == 0, stderr[-3000:]
+        assert "Wrote the predictions of 10 questions" in stderr and "0 training and 0 validation" not in stderr
+        answers.append(json.loads((out / "predictions.json").read_text()))
+    assert answers[0] == answers[1] and sorted(answers[0]) == sorted(r["id"] for r in records)
+    from transformers import pipeline
+
+    from modeling_elmo.pipeline_question_answering_elmo import ElmoQuestionAnsweringPipeline
+
+    qa = pipeline("question-answering", model=str(model), pipeline_class=ElmoQuestionAnsweringPipeline)
+    assert qa(question=records[-1]["question"], context=long)["answer"] == answers[0]["long"]
+    for value, says in ((None, "`context` cannot be None"), ("", "`context` cannot be empty"),
+                        (7, "`context` must be a string, got int")):
+        with pytest.raises(ValueError, match=says):
+            qa(question="Where ?", context=value)
+    with pytest.raises(KeyError, match="You need to provide a dictionary with keys"):
+        qa({"question": "Where ?"})
+    with pytest.raises(ValueError, match=r"max_answer_len parameter should be >= 1 \(got 0\)"):
+        qa(question="Where ?", context=short, max_answer_len=0)
+
+
+def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_path):
+    """F1 on words is 0 for "深圳市" against "广东省深圳市龙岗区" (no spaces: one word each); CMRC 2018 scores characters,
+    and drops Chinese punctuation too. The run's eval_f1 is that of its own predictions.json, on characters."""
+    from train.squad_metrics import character_exact_match, character_f1, f1, squad_scores
+
+    assert f1("深圳市", "广东省深圳市龙岗区") == 0.0 and character_f1("深圳市", "广东省深圳市龙岗区") == pytest.approx(0.5)
+    assert character_exact_match("北京。", "北京") == 1.0 and character_exact_match("“北京”", "北京") == 1.0
+    assert character_f1("2018年NBA总决赛", "NBA总决赛") == pytest.approx(2 * (4 / 6) / (4 / 6 + 1))
+    context = "鲁迅出生在浙江省绍兴市。北京是中国的首都。"
+    qas = [{"id": "z1", "question": "鲁迅出生在哪里？", "answers": [{"text": "浙江省绍兴市", "answer_start": 5}]},
+           {"id": "z2", "question": "中国的首都是哪里？", "answers": [{"text": "北京", "answer_start": 12}]}]
+    data = write(tmp_path, "cmrc.json", json.dumps({"version": "v1.0", "data": [
+        {"paragraphs": [{"context": context, "qas": qas}]}]}, ensure_ascii=False))
+    out = tmp_path / "out"
+    status, _, stderr = command(ANSWER, [*ONE_STEP, "--train_file", data, "--validation_file", data, "--do_predict",
+                                         "--test_file", data, "--output_dir", out])
+    assert status == 0, stderr[-3000:]
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["eval_scoring"] == "characters (CMRC 2018)" and "scored on characters (CMRC 2018)" in stderr
+    assert results["eval_samples"] == 2 and "eval_windows" not in results  # one window a question
+    predicted = json.loads((out / "predictions.json").read_text())
+    scores = squad_scores(predicted, {q["id"]: [q["answers"][0]["text"]] for q in qas}, "characters")
+    assert (results["eval_exact_match"], results["eval_f1"]) == pytest.approx((scores["exact_match"], scores["f1"]))
+
+
+def test_lines_elmo_analyze_cuts_at_max_tokens_are_said_with_their_line(tmp_path, caplog):
+    from elmo_tools.analysis import count_words
+
+    path = write(tmp_path, "corpus.txt", "a short line\n\none two three four five six\nx y\n")
+    with caplog.at_level("WARNING"):
+        counts, sentences = count_words(path, "whitespace", 3)
+    assert sentences == 3 and counts["four"] == 0 and counts["three"] == 1
+    assert ("1 line(s) have more than --max_tokens 3 words: each is cut to its first 3 (the longest, line 3, has 6 "
+            "words; the first is line 3)") in caplog.text

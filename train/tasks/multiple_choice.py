@@ -1,0 +1,201 @@
+"""Fine-tune ELMo to choose the ending that follows a context (`ElmoForMultipleChoice`, SWAG-style rows) with
+`transformers.Trainer`, and choose for new rows: the task "multiple-choice" (`TASK`, its options, and the parts of
+`train.finetune_run.TaskParts`).
+
+    elmo-finetune multiple-choice --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
+        --train_file swag/train.csv --validation_file swag/val.csv --output_dir out/swag
+    elmo-finetune multiple-choice --model_name_or_path out/swag --do_predict --test_file new.jsonl --output_dir out/new
+
+Files: JSON lines `{"context": ..., "endings": [...], "label": i}`, or CSV/TSV with a header: SWAG's columns (`sent1`,
+`sent2`, `ending0` ... `endingN`, `label`: each ending is `sent2` followed by `endingK`, as transformers' SWAG recipe
+builds them) or `context`, `ending0` ... `endingN`, `label`. Every row has the same number of endings; the label is
+the index of the right one (not needed in a --test_file). Reports accuracy; `--do_predict` writes the index of the
+chosen ending, one a line (`predictions.txt`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ..finetune_data import accuracy, split_text
+from . import FineTuningTask
+
+# The one "label" of every row: the run's label machinery (a fine-tuned head continues on data of its labels) sees a
+# head that scores choices; the right choice's index is the row's own.
+CHOICE = "choice"
+
+
+@dataclass
+class MultipleChoiceDataArguments:
+    train_file: str | None = field(default=None, metadata={
+        "help": "JSON lines (context, endings, label) or CSV/TSV with SWAG's columns (sent1, sent2, ending0.., label) "
+                "or context, ending0.., label."})
+    validation_file: str | None = field(default=None, metadata={"help": "Same format; accuracy is reported on it."})
+    test_file: str | None = field(default=None, metadata={
+        "help": "Rows to choose for with --do_predict (same formats, labels not needed): the chosen ending's index, "
+                "one a line."})
+    word_split: str | None = field(default=None, metadata={
+        "help": "How contexts and endings are cut into words (a name in tokenization.WORD_SPLITTERS); default: the "
+                "tokenizer's own."})
+    max_seq_length: int = field(default=128, metadata={
+        "help": "Longest context and ending in tokens, their <S> and </S> included (the context is cut first)."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation rows."})
+
+
+TASK = FineTuningTask(
+    name="multiple-choice",
+    data_options=MultipleChoiceDataArguments,
+    labels="choices",
+    examples="rows",
+    head_option="classifier_pooling",
+    # max pooling lets a linear score see whether a word of the ending repeats one of the context (its maximum is
+    # then no larger than the context's alone); a mean adds the two up and cannot (tests/test_multiple_choice.py)
+    head_default="max",
+    head_help="max, mean, lstm or attention (over the words of the context and the ending)",
+    training_defaults=MappingProxyType({"learning_rate": 1e-2, "num_train_epochs": 10.0,
+                                        "per_device_train_batch_size": 8, "warmup_steps": 0.1}),
+    description="Fine-tune ELMo to choose the ending that follows a context (`ElmoForMultipleChoice`, SWAG-style "
+                "rows) with\n`transformers.Trainer`, and choose for new rows.",
+)
+
+
+def _rows(path: str, encoding: str) -> list[dict]:
+    """The records of a JSON-lines, CSV or TSV file."""
+    with open(path, encoding=encoding, newline="") as handle:
+        if path.endswith((".jsonl", ".json")):
+            rows = []
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    row = json.loads(line)
+                    if not isinstance(row, dict):
+                        raise ValueError(f"line {number} is not a JSON object")
+                    rows.append(row)
+            return rows
+        dialect = "excel-tab" if path.endswith(".tsv") else "excel"
+        return list(csv.DictReader(handle, dialect=dialect))
+
+
+def _example(row: dict, number: int, labelled: bool) -> dict:
+    """`{"context", "endings", "label"}` of a record in any of the accepted layouts."""
+    if "endings" in row:
+        context, endings = row.get("context"), row["endings"]
+    else:
+        keys = sorted((key for key in row if key.startswith("ending") and key[6:].isdigit()), key=lambda k: int(k[6:]))
+        start = row.get("sent2") or ""  # SWAG: the ending's first words
+        endings = [f"{start} {row[key]}".strip() for key in keys]
+        context = row.get("context", row.get("sent1"))
+    if not isinstance(context, str) or not isinstance(endings, list) or len(endings) < 2 or \
+            not all(isinstance(ending, str) for ending in endings):
+        raise ValueError(f"row {number}: expected a context and two or more endings (context + endings, SWAG's "
+                         "sent1, sent2, ending0.., or context, ending0..)")
+    label = row.get("label")
+    if labelled:
+        try:
+            label = int(label)
+        except (TypeError, ValueError):
+            raise ValueError(f"row {number}: label {label!r} is not the index of an ending") from None
+        if not 0 <= label < len(endings):
+            raise ValueError(f"row {number}: label {label} is not the index of one of its {len(endings)} endings")
+    return {"context": context, "endings": endings, "label": label}
+
+
+def _examples(path: str, encoding: str, labelled: bool) -> list[dict]:
+    examples = [_example(row, number, labelled) for number, row in enumerate(_rows(path, encoding), start=1)]
+    counts = {len(example["endings"]) for example in examples}
+    if len(counts) > 1:
+        raise ValueError(f"rows with {sorted(counts)} endings: every row needs the same number")
+    return examples
+
+
+def read_file(path: str, encoding: str, data_args) -> list[dict]:
+    return _examples(path, encoding, labelled=True)
+
+
+def labels_of(example: dict) -> Sequence[str]:
+    return (CHOICE,)
+
+
+def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
+    return [word for text in (example["context"], *example["endings"])
+            for word in split_text(text, tokenizer, data_args.word_split)]
+
+
+def sorted_labels(labels: Iterable[str]) -> list[str]:
+    return sorted(set(labels))
+
+
+def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args) -> list[dict]:
+    """Each row's choices as the tokenizer encodes (context, ending) pairs: `input_ids` (choices, tokens, characters),
+    `attention_mask`, and the right choice's index as `labels`."""
+    encoded = []
+    for example in examples:
+        context = split_text(example["context"], tokenizer, data_args.word_split)
+        endings = [split_text(ending, tokenizer, data_args.word_split) for ending in example["endings"]]
+        pairs = tokenizer([context] * len(endings), endings, is_split_into_words=True, truncation="only_first",
+                          max_length=data_args.max_seq_length)
+        row = {"input_ids": pairs["input_ids"], "attention_mask": pairs["attention_mask"]}
+        if example["label"] is not None:
+            row["labels"] = example["label"]
+        encoded.append(row)
+    return encoded
+
+
+class ChoicesCollator:
+    """Pads a batch of rows to (batch, choices, tokens, characters) with all-zero tokens (and their attention mask
+    with zeros); `labels` (batch,). Holds the tokenizer, which `Trainer` saves with the model."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def __call__(self, rows: list[dict]) -> dict:
+        import torch
+
+        longest = max(len(choice) for row in rows for choice in row["input_ids"])
+        width = len(rows[0]["input_ids"][0][0])
+        ids = torch.zeros(len(rows), len(rows[0]["input_ids"]), longest, width, dtype=torch.long)
+        mask = torch.zeros(ids.shape[:3], dtype=torch.long)
+        for r, row in enumerate(rows):
+            for c, choice in enumerate(row["input_ids"]):
+                ids[r, c, : len(choice)] = torch.tensor(choice, dtype=torch.long)
+                mask[r, c, : len(choice)] = 1
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if "labels" in rows[0]:
+            batch["labels"] = torch.tensor([row["labels"] for row in rows], dtype=torch.long)
+        return batch
+
+
+def collator(tokenizer) -> ChoicesCollator:
+    return ChoicesCollator(tokenizer)
+
+
+def compute_metrics(eval_prediction) -> dict[str, float]:
+    logits = eval_prediction.predictions
+    logits = logits[0] if isinstance(logits, tuple) else logits
+    return {"accuracy": accuracy(logits.argmax(axis=-1).tolist(), eval_prediction.label_ids.tolist())}
+
+
+def metrics(config, data_args):
+    return compute_metrics, None
+
+
+def read_test_file(path: str, encoding: str, data_args) -> list[dict]:
+    return _examples(path, encoding, labelled=False)
+
+
+def prediction_lines(model, tokenizer, examples: list[dict], data_args, batch_size: int) -> tuple[list[str], int]:
+    """The index of the chosen ending of each row, one a line."""
+    import torch
+
+    rows = encode(examples, tokenizer, {}, data_args)
+    pad, chosen = ChoicesCollator(tokenizer), []
+    model.eval()
+    for first in range(0, len(rows), batch_size):
+        batch = {key: value.to(model.device) for key, value in pad(rows[first: first + batch_size]).items()}
+        with torch.no_grad():
+            chosen += model(**batch).logits.argmax(-1).tolist()
+    return [str(index) for index in chosen], len(chosen)
