@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from tolerances import Bound, assert_close
 
 from train.time_budget import format_duration, parse_duration
@@ -41,13 +42,22 @@ def test_durations_are_said_in_their_largest_units():
                                                                               "1h"]
 
 
-def test_elmo_pretrain_refuses_a_bad_budget_before_anything_is_written(tmp_path, caplog):
-    from train.pretrain import main
-
+def test_elmo_pretrain_refuses_a_bad_budget_before_anything_is_written(tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("a b c\n")
-    assert main(["--train_file", str(corpus), "--output_dir", str(tmp_path / "out"), "--max_train_time", "ten"]) == 2
-    assert "--max_train_time must be a positive duration" in caplog.text
+    result = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", tmp_path / "out",
+                                       "--max_train_time", "ten"])
+    assert result.returncode == 2
+    assert "--max_train_time must be a positive duration" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_finetuning_command_refuses_a_bad_budget_before_anything_is_written(tmp_path):
+    data = write_sst2(tmp_path / "train.tsv")
+    result = run_cli("elmo-finetune-classification", ["--model_name_or_path", "tiny", "--train_file", data,
+                                                      "--output_dir", tmp_path / "out", "--max_train_time", "0"])
+    assert result.returncode == 2
+    assert "--max_train_time must be a positive duration" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -69,7 +79,7 @@ def pretrain(tmp_path):
     each run: returns the run's summary."""
     from accelerate.state import AcceleratorState
 
-    from train.pretrain import PretrainArguments
+    from train.pretrain_args import PretrainArguments
     from train.pretrain_run import train
 
     corpus = write_corpus(tmp_path / "train.txt", 300, 0), write_corpus(tmp_path / "valid.txt", 20, 1)
@@ -136,16 +146,17 @@ def write_sst2(path: Path, rows: int = 96) -> Path:
     return path
 
 
-def finetune(tmp_path: Path, output_dir: Path, *options: str) -> None:
-    from train import finetune_classification
-
+def finetune(tmp_path: Path, output_dir: Path, *options: str) -> str:
+    """`elmo-finetune-classification` in this process on a small SST-2-like file: what it wrote to stderr."""
     data = write_sst2(tmp_path / "train.tsv")
-    finetune_classification.main([
+    result = run_cli("elmo-finetune-classification", [
         "--model_name_or_path", "tiny", "--train_file", str(data), "--validation_file", str(data),
         "--max_eval_samples", "16", "--output_dir", str(output_dir), "--use_cpu", "--report_to", "none",
         "--disable_tqdm", "true", "--per_device_train_batch_size", "8", "--learning_rate", "2e-2",
         "--lr_scheduler_type", "constant", "--warmup_steps", "0", "--logging_steps", "1", "--save_strategy", "no",
         "--word_split", "whitespace", "--seed", "3", *options])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
 
 
 def logged(folder: Path) -> dict[int, float]:
@@ -154,15 +165,15 @@ def logged(folder: Path) -> dict[int, float]:
 
 
 @pytest.mark.slow
-def test_finetuning_stops_when_the_time_is_spent_and_resumes_from_its_checkpoint(tmp_path, capsys):
+def test_finetuning_stops_when_the_time_is_spent_and_resumes_from_its_checkpoint(tmp_path):
     """The callback stops Trainer at a step boundary with a checkpoint of it (even with --save_strategy no), the
     command evaluates, and a run resumed from the checkpoint trains the steps a run never stopped trains."""
     timed, whole = tmp_path / "timed", tmp_path / "whole"
-    finetune(tmp_path, timed, "--max_train_time", "1s", "--max_steps", "100000")
+    said = finetune(tmp_path, timed, "--max_train_time", "1s", "--max_steps", "100000")
     state = json.loads((timed / "trainer_state.json").read_text())
     step = state["global_step"]
     assert 1 <= step < 100_000
-    assert f"--max_train_time 1s is spent at step {step}: saving and evaluating" in capsys.readouterr().err
+    assert f"--max_train_time 1s is spent at step {step}: saving and evaluating" in said
     checkpoint = timed / f"checkpoint-{step}"
     assert checkpoint.is_dir() and [p.name for p in timed.glob("checkpoint-*")] == [checkpoint.name]
     spent = json.loads((checkpoint / "trainer_state.json").read_text())["stateful_callbacks"]["TimeBudgetCallback"]
