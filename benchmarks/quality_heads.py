@@ -14,7 +14,7 @@ and scored on the full SST-2 dev set (accuracy) and CoNLL-2003 valid set (entity
     python benchmarks/quality_heads.py table RUNS/heads        # mean, spread and each seed, per biLM and variant
     python benchmarks/quality_heads.py domain-text --task sst2 --out RUNS/sst2-text   # train/held-out sentences
 
-Each run is `python -m train.finetune_classification` or `train.finetune_ner` in its own process, pinned to one
+Each run is `python -m elmo_cli finetune-classification` or `finetune-ner` in its own process, pinned to one
 core with one thread; `--parallel 2` runs two at a time (one a core). A run whose `eval_results.json` exists is
 not run again, so an interrupted benchmark goes on where it stopped. Options after `--` go to every run.
 """
@@ -41,10 +41,10 @@ VARIANTS = {
     "mix": ["--scalar_mix", "learned"],
 }
 TASKS = {
-    "sst2": {"module": "train.finetune_classification", "metric": "eval_accuracy",
+    "sst2": {"command": "finetune-classification", "metric": "eval_accuracy",
              "files": ["--train_file", "sst2/train.tsv", "--validation_file", "sst2/dev.tsv",
                        "--word_split", "whitespace"]},
-    "conll": {"module": "train.finetune_ner", "metric": "eval_f1",
+    "conll": {"command": "finetune-ner", "metric": "eval_f1",
               "files": ["--train_file", "conll2003/train.txt", "--validation_file", "conll2003/valid.txt"]},
 }
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> None:
         task_extra = args.sst2_options if task == "sst2" else args.conll_options
         options = job_options(task, Path(args.data), samples, seed, variant, path, folder, args.extra,
                               task_extra.split())
-        jobs.append(([sys.executable, "-m", TASKS[task]["module"], *options], folder))
+        jobs.append(([sys.executable, "-m", "elmo_cli", TASKS[task]["command"], *options], folder))
     print(f"{len(jobs)} runs to do", file=sys.stderr)
     free = list(range(args.parallel)) if args.cores is None else list(args.cores) or [None] * args.parallel
 

@@ -182,7 +182,7 @@ def wlm_harness(args: argparse.Namespace) -> None:
 
 
 def our_command(args: argparse.Namespace, data: Path, folder: Path, core: int, options: list[str]) -> list[str]:
-    return ["taskset", "-c", str(core), sys.executable, "-m", "train.pretrain", "--train_file",
+    return ["taskset", "-c", str(core), sys.executable, "-m", "elmo_cli", "pretrain", "--train_file",
             str(data / "ptb.train.txt"), "--output_dir", str(folder), "--max_train_time", f"{round(args.minutes * 60)}s",
             "--num_train_epochs", "1000", "--save_steps", str(args.save_every), "--save_total_limit", "100000",
             "--use_cpu", "--disable_tqdm", "--report_to", "none", "--logging_steps", "100", *options]
