@@ -29,8 +29,10 @@ from elmo_tools.errors import InputError, RunFailed
 from elmo_tools.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
 
 # Libraries whose INFO lines and progress bars only --verbose shows.
-LIBRARIES = ("transformers", "accelerate", "datasets", "huggingface_hub", "httpx", "httpcore", "urllib3", "filelock",
-             "gradio", "uvicorn", "uvicorn.error", "uvicorn.access", "torch", "ray", "jieba", "matplotlib", "PIL")
+LIBRARIES = ("transformers", "accelerate", "datasets", "huggingface_hub", "httpx", "httpcore", "urllib3", "gradio",
+             "uvicorn", "uvicorn.error", "uvicorn.access", "torch", "ray", "jieba", "matplotlib", "PIL")
+# Libraries whose DEBUG lines say nothing a user can act on (filelock: each lock taken and released).
+ALWAYS_QUIET = ("filelock",)
 # The project's own loggers: DEBUG with --verbose.
 PROJECT = ("elmo_tools", "modeling_elmo", "tokenization", "train", "elmo_cli")
 
@@ -156,6 +158,8 @@ class Console:
         for name in LIBRARIES:
             if name in existing:
                 self._set(name, logging.DEBUG if self.verbose and self.first else logging.WARNING)
+        for name in ALWAYS_QUIET:  # set before its first import too: a lock is taken when the run begins
+            self._set(name, logging.WARNING)
 
     def _set(self, name: str, level: int) -> None:
         logger = logging.getLogger(name)

@@ -150,7 +150,8 @@ def staged_output_dir(output_dir: Path, required_files: Iterable[str] = ()):
     placed = False
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the output is an ordinary folder
-        yield tmp
+        with _save_lines_hidden():
+            yield tmp
         check_written(tmp, required_files)
         for file in tmp.iterdir():  # some writers create private (0600) files; the output is shared like any
             os.chmod(file, 0o666 & ~_umask())
@@ -166,6 +167,18 @@ def staged_output_dir(output_dir: Path, required_files: Iterable[str] = ()):
                 with contextlib.suppress(OSError):
                     output_dir.parent.rmdir()
         raise
+
+
+@contextlib.contextmanager
+def _save_lines_hidden():
+    """transformers' "saved in ..." lines (shown with --verbose) would name the temporary folder, which is gone when
+    the command ends; the command's own line names the folder the model is in."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity(max(verbosity, hf_logging.WARNING))
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
 
 
 def check_written(folder: Path, required_files: Iterable[str] = ()) -> None:

@@ -68,11 +68,21 @@ import json, re, shlex, subprocess, sys
 blocks = json.load(open(sys.argv[1], encoding="utf-8"))
 namespace = {"__name__": "__main__"}
 
+def whole_words(line):
+    try:
+        shlex.split(line, comments=True)
+    except ValueError:  # a quote that closes on a later line
+        return False
+    return True
+
 def steps(code):
     # The block's lines, each a project command run through its frame here, or a shell line for bash; None (the
-    # whole block to bash) where a line keeps shell state for the next (cd, export, a variable, a loop).
+    # whole block to bash) where a line keeps shell state for the next (cd, export, a variable, a loop) or a command
+    # spans lines (a here-document, a quoted string over several lines).
     lines = [line.strip() for line in code.replace("\\\n", " ").splitlines()]
     lines = [line for line in lines if line and not line.startswith("#")]
+    if "<<" in code or not all(whole_words(line) for line in lines):
+        return None
     if any(re.match(r"(cd|export|source|for|while|if|function)\b|\w+=", line) or "$" in line for line in lines):
         return None
     return [("cli", shlex.split(line, comments=True))
