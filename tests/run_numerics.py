@@ -8,6 +8,11 @@ can be capped to (`tests/cpu_levels.py`: AVX2 on an AVX-512 machine, and a CPU w
 through `tolerances.assert_close` is recorded, and the closest calls are printed: how much room each bound has left.
 
     python tests/run_numerics.py [pytest options]
+    python tests/run_numerics.py --nearest [pytest options]   # one level: the nearest older one (`make test`)
+
+`--nearest` runs one level, the one just below this CPU's (AVX2 on an AVX-512 machine, no AVX2 on an AVX2 one; this
+CPU's own where torch knows none older): the suite has just run every test on this CPU's kernels, so the other
+branch a user's CPU takes is what it lacks. Each level costs a pytest run of its own (about two minutes here).
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ def closest_calls(margins: dict[str, Path]) -> list[dict]:
 
 def main(pytest_args: list[str]) -> int:
     levels = {f"{HERE} (this CPU's)": {}, **{level: LEVELS[level] for level in BELOW_HERE}}
+    if "--nearest" in pytest_args:
+        pytest_args = [arg for arg in pytest_args if arg != "--nearest"]
+        levels = dict(list(levels.items())[-1:])
     status = 0
     with tempfile.TemporaryDirectory() as folder:
         margins = {name: Path(folder) / f"margins-{i}.jsonl" for i, name in enumerate(levels)}

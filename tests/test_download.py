@@ -114,11 +114,12 @@ class FileServer:
             if times > 0:
                 end = min(end, start + n)
                 self.drop_after[path] = (n, times - 1)
-        if path in self.pause_at and start < self.pause_at[path] < end:
-            handler.wfile.write(data[start: self.pause_at[path]])
+        pause = self.pause_at.get(path)  # read once: the test may take the pause away while this answer waits
+        if pause is not None and start < pause < end:
+            handler.wfile.write(data[start:pause])
             handler.wfile.flush()
             self.resume.wait(timeout=120)
-            start = self.pause_at[path]
+            start = pause
         handler.wfile.write(data[start:end])
         handler.wfile.flush()
         handler.close_connection = True  # a short body then ends with the connection

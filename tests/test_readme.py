@@ -75,15 +75,33 @@ def whole_words(line):
         return False
     return True
 
+def with_variables(lines):
+    # `name=value` lines (a plain value) put in place of $name and ${name} in the lines after them, as bash would.
+    values, out = {}, []
+    for line in lines:
+        assigned = re.fullmatch(r"(\w+)=([\w./:@%+-]+)", line)
+        if assigned:
+            values[assigned.group(1)] = assigned.group(2)
+            continue
+        for name, value in values.items():
+            line = re.sub(r"\$(%s\b|\{%s\})" % (name, name), value, line)
+        out.append(line)
+    return out
+
+def only_assignments(line):
+    # `name=value ...` with no command after it sets shell variables; `NAME=value command` sets them for the command
+    return all(re.match(r"\w+=", word) for word in shlex.split(line, comments=True))
+
 def steps(code):
     # The block's lines, each a project command run through its frame here, or a shell line for bash; None (the
-    # whole block to bash) where a line keeps shell state for the next (cd, export, a variable, a loop) or a command
-    # spans lines (a here-document, a quoted string over several lines).
+    # whole block to bash) where a line keeps shell state for the next (cd, export, a loop, a variable other than
+    # a plain `name=value`) or a command spans lines (a here-document, a quoted string over several lines).
     lines = [line.strip() for line in code.replace("\\\n", " ").splitlines()]
-    lines = [line for line in lines if line and not line.startswith("#")]
+    lines = with_variables([line for line in lines if line and not line.startswith("#")])
     if "<<" in code or not all(whole_words(line) for line in lines):
         return None
-    if any(re.match(r"(cd|export|source|for|while|if|function)\b|\w+=", line) or "$" in line for line in lines):
+    if any(re.match(r"(cd|export|source|for|while|if|function)\b", line) or "$" in line or only_assignments(line)
+           for line in lines):
         return None
     return [("cli", shlex.split(line, comments=True))
             if re.match(r"elmo-[a-z-]+( |$)", line) and not re.search(r"[|&;<>`*?\[\]{}~]", line.split(" #")[0])
