@@ -72,7 +72,7 @@ test: $(STAMP)
 	$(BIN)/python tests/run_numerics.py --nearest
 
 # The tests marked `numerics` again, each on two threads and on older CPUs' kernels (tests/run_numerics.py): a bound
-# that holds only on one thread or on this CPU's own kernels fails here, not for a user. About two minutes a level
+# that holds only on one thread or on this CPU's own kernels fails here, not for a user. About a minute a level
 # (this CPU's and each older one); `make test` runs the nearest older level only.
 test-numerics: $(STAMP)
 	$(BIN)/python tests/run_numerics.py

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, RunFailed
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,15 @@ def unavailable_reason(backend: str, dtype: str, device_type: str = "cpu") -> st
         return f"--backend {backend} needs {', '.join(missing)}: {INSTALL_HINT}"
     if backend == "openvino" and dtype == "bfloat16" and "BF16" not in openvino_capabilities():
         return "--backend openvino --dtype bfloat16: this CPU has no bfloat16 instructions (OpenVINO lists no BF16)"
+    if backend == "openvino" and dtype == "bfloat16" and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in NO_BF16_ISA:
+        return (f"--backend openvino --dtype bfloat16: ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']} caps the "
+                "CPU below its bfloat16 instructions (OpenVINO then returns no vectors): unset it or use float32")
     return None
+
+
+# oneDNN's instruction-set caps below bfloat16: OpenVINO still lists BF16 under them, and its bfloat16 graph then
+# returns empty outputs (seen with ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU with bfloat16, OpenVINO 2026.4).
+NO_BF16_ISA = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI"}
 
 
 def openvino_capabilities() -> list[str]:
@@ -172,6 +180,10 @@ class GraphEmbedder:
     def __call__(self, sentences: list[list[str]]) -> list[np.ndarray]:
         encoded = self.tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="np")
         layers = layers_of(self.runner.run(encoded["input_ids"], encoded["attention_mask"]), self.mode)
+        expected = tuple(encoded["input_ids"].shape[:2])
+        if layers.shape[1:3] != expected:  # a runtime that computed nothing must not pass for vectors
+            raise RunFailed(f"--backend {self.runner.backend} --dtype {self.runner.dtype} returned vectors of shape "
+                            f"{layers.shape[1:3]} for a batch of {expected}: use another --backend or --dtype")
         results = []
         for row, words in enumerate(sentences):
             array = layers[:, row, 1 : len(words) + 1]  # boundaries removed
@@ -184,7 +196,6 @@ def graph_embedder(backend: str, dtype: str, model, tokenizer, mode: str, folder
     backend cannot run here, `RunFailed` when the graph cannot be made (an export that fails its check)."""
     import torch
 
-    from .errors import RunFailed
     from .onnx_export import ExportError
 
     try:

@@ -28,9 +28,9 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # The longest test files, longest first. pytest-xdist hands out whole files (`--dist loadfile`) in the order they are
 # collected, so a long file collected last (test_readme.py, by its name) runs alone at the end while the other worker
 # idles; collected first, the short files fill in around them and both workers end together.
-LONG_FILES_FIRST = ("test_readme.py", "test_matrix.py", "test_embed.py", "test_pretrain.py", "test_embed_ray.py",
-                    "test_question_answering.py", "test_pretrain_nodes.py", "test_hub.py", "test_demo.py",
-                    "test_finetune.py", "test_pipeline_ner.py", "test_convert.py", "test_download.py", "test_app.py")
+LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "test_embed.py", "test_matrix.py",
+                    "test_hub.py", "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py",
+                    "test_heads.py", "test_onnx_export.py", "test_convert.py", "test_app.py", "test_demo.py")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:

@@ -305,6 +305,36 @@ def test_backends_refuse_in_one_line(clipped_dir, corpus, tmp_path, caplog, monk
     assert not (tmp_path / "x.hdf5").exists() and not (tmp_path / "x.hdf5.partial").exists()
 
 
+
+def test_openvino_bfloat16_is_refused_under_a_onednn_cap_below_bfloat16(monkeypatch):
+    """Under ONEDNN_MAX_CPU_ISA=AVX2 (what `make test`'s numerics run sets) OpenVINO still lists BF16, and its
+    bfloat16 graph returned no vectors: refused in one line naming the variable."""
+    from elmo_tools import backends
+
+    monkeypatch.setattr(backends, "missing_packages", lambda backend: [])
+    monkeypatch.setattr(backends, "openvino_capabilities", lambda: ["FP32", "BF16"])
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in backends.unavailable_reason("openvino", "bfloat16")
+    assert backends.unavailable_reason("openvino", "float32") is None
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert backends.unavailable_reason("openvino", "bfloat16") is None
+
+
+def test_a_runtime_that_returns_no_vectors_is_an_error_not_an_empty_result():
+    from elmo_tools.backends import GraphEmbedder, GraphRunner
+    from elmo_tools.errors import RunFailed
+    from tokenization import ElmoTokenizer
+
+    class Empty(GraphRunner):  # what OpenVINO's bfloat16 graph gave under a oneDNN cap: a batch of none
+        backend = "openvino"
+
+        def run(self, input_ids, attention_mask):
+            return np.zeros((0, 3, input_ids.shape[1], 8), dtype=np.float32)
+
+    embedder = GraphEmbedder(Empty("model.onnx", "bfloat16", 1), ElmoTokenizer(), "all")
+    with pytest.raises(RunFailed, match=r"--backend openvino --dtype bfloat16 returned vectors of shape \(0, 4\)"):
+        embedder([["a", "b"], ["c"]])
+
 # --------------------------------------------------------------------------------------------------
 # Serving: the app, transformers' pipeline, and a deployment without torch
 # --------------------------------------------------------------------------------------------------
