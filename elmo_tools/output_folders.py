@@ -22,7 +22,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -94,6 +94,18 @@ def run_lock(folder: Path, command: str, option: str = "--output_dir") -> Iterat
         path.unlink(missing_ok=True)
 
 
+def _refuse_removing_inputs(folder: Path, reads: Iterable[str | os.PathLike | None], option: str) -> None:
+    """--overwrite_output_dir empties `folder`: refused where that would remove what the run is about to read."""
+    root = folder.resolve()
+    for each in reads:
+        if each is None or not Path(each).exists():
+            continue  # not a local path (a Hub id, a preset name)
+        path = Path(each).resolve()
+        if path == root or root in path.parents:
+            raise InputError(f"{OVERWRITE_OPTION} would remove {each}, which this run reads, from {option} {folder}: "
+                             f"give another {option}")
+
+
 def _holder(info: Path) -> str:
     try:
         holder = json.loads(info.read_text(encoding="utf-8"))
@@ -104,13 +116,15 @@ def _holder(info: Path) -> str:
 
 @contextlib.contextmanager
 def owned(folder: Path, command: str, overwrite: bool = False, resuming: bool = False,
-          option: str = "--output_dir") -> Iterator[None]:
+          option: str = "--output_dir", reads: Iterable[str | os.PathLike | None] = ()) -> Iterator[None]:
     """`folder` for one run, for the block: locked against a second writer; refused if it holds another run's
-    files, unless the run is `resuming` its own (they are kept) or `overwrite` is given (they are removed first)."""
+    files, unless the run is `resuming` its own (they are kept) or `overwrite` is given (they are removed first,
+    but never a file or folder the run `reads`: the model it loads, its input files)."""
     with run_lock(folder, command, option):
         if _first_process() and not resuming:
             held = check_unused(folder, option, overwrite)
             if held:
+                _refuse_removing_inputs(folder, reads, option)
                 logger.info("%s: removing the %d file(s) of the earlier run (%s)", folder, len(held), OVERWRITE_OPTION)
                 empty(folder)
         yield

@@ -849,3 +849,21 @@ def test_a_second_run_into_a_folder_replaces_the_first_and_leaves_no_stale_resul
     assert not (out / "eval_results.json").exists()
     assert not any(key.startswith("eval_") for key in json.loads((out / "all_results.json").read_text()))
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []  # no lock left
+
+
+def test_overwrite_never_removes_the_model_or_files_the_run_reads(tmp_path, tiny_model_dir):
+    """Evaluating a fine-tuned model in its own folder is refused, and the refusal names --overwrite_output_dir; with
+    it the folder would be emptied before the model in it is loaded: refused in one line, the model kept."""
+    write_sst2_files(tmp_path, train=8, dev=4)
+    out = tmp_path / "out"
+    trained = run_cli("elmo-finetune-classification", ["--model_name_or_path", tiny_model_dir, *ONE_STEP,
+                                                       "--train_file", tmp_path / "train.tsv", "--output_dir", out])
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    before = sorted(path.name for path in out.iterdir())
+    in_place = ["--model_name_or_path", out, "--validation_file", tmp_path / "dev.tsv", "--output_dir", out,
+                "--use_cpu", "--overwrite_output_dir"]
+    refused = run_cli("elmo-finetune-classification", in_place)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[-1].endswith(f"--overwrite_output_dir would remove {out}, which this run "
+                                                    f"reads, from --output_dir {out}: give another --output_dir")
+    assert sorted(path.name for path in out.iterdir()) == before

@@ -121,8 +121,10 @@ def output_claimed(row: FineTuningTask, options: FineTuneOptions, training_args)
     data_args, command_args = options.data, options.command
     overwrite = command_args.overwrite_output_dir
     if data_args.train_file or data_args.validation_file:
+        reads = (options.model.model_name_or_path, options.model.tokenizer_name, data_args.train_file,
+                 data_args.validation_file, data_args.test_file)
         return owned(Path(training_args.output_dir), command_name(row), overwrite,
-                     resuming=training_args.resume_from_checkpoint is not None)
+                     resuming=training_args.resume_from_checkpoint is not None, reads=reads)
     path = Path(predictions_path(task_module(row.name), command_args, training_args))
     if path.exists() and not overwrite:
         raise InputError(f"{path} exists (the predictions of another run): give another --output_dir or "
