@@ -139,7 +139,41 @@ def read_json_options(path: str, classes: Sequence[type], others_allowed: bool =
         ([f"missing fields {missing}"] if missing else [])
     if problems:
         raise ValueError(f"{path}: " + "; ".join(problems))
-    return _from_namespace(classes, values), {name: values[name] for name in unknown}
+    hints = {name: hint for cls in classes for name, hint in typing.get_type_hints(cls).items()}
+    checked = {item.name: _json_value(item, hints[item.name], values[item.name], path)
+               for item in fields if item.name in values}
+    return _from_namespace(classes, checked), {name: values[name] for name in unknown}
+
+
+def _json_value(item: dataclasses.Field, annotation, value, path: str):
+    """A JSON file's value for `item`, held to the command line's rules: its choices, its type (the field's own
+    converter included) and booleans as `to_bool` reads them; a `ValueError` naming the field otherwise."""
+    meta, plain = item.metadata, _plain_type(annotation)
+    if value is None:
+        return None
+    if typing.get_origin(plain) is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{path}: {item.name} must be a list, got {value!r}")
+        (inner,) = typing.get_args(plain)
+        return [_json_value(item, inner, each, path) for each in value]
+    try:
+        if meta.get("switch") or plain is bool:
+            value = to_bool(value) if isinstance(value, (str, bool)) else _wrong_type(value)
+        elif isinstance(value, str):
+            value = meta.get("type", plain)(value)
+        elif plain in (int, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = plain(value) if plain is float or float(value).is_integer() else _wrong_type(value)
+        elif isinstance(plain, type) and not isinstance(value, plain):
+            _wrong_type(value)
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
+        raise ValueError(f"{path}: {item.name}: {error}") from None
+    if "choices" in meta and value not in meta["choices"]:
+        raise ValueError(f"{path}: {item.name} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
+    return value
+
+
+def _wrong_type(value):
+    raise TypeError(f"a value of another type: {value!r}")
 
 
 def parse_options(classes: type | Sequence[type], argv: Sequence[str], known_only: bool = False,

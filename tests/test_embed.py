@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -569,6 +570,25 @@ def test_float16_needs_cuda(model_dir, tmp_path, caplog):
 # --------------------------------------------------------------------------------------------------
 # Several processes (torchrun)
 # --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, refused", [
+    ({"mode": "top", "overwrite": "false", "batch_size": "8"}, None),
+    ({"mode": "Top"}, "mode must be one of all, top, average, got 'Top'"),
+    ({"overwrite": "maybe"}, "overwrite: expected a boolean"),
+    ({"batch_size": 3.5}, "batch_size: a value of another type: 3.5"),
+])
+def test_an_options_file_is_held_to_the_command_lines_rules(tmp_path, value, refused):
+    """`elmo-embed OPTIONS.json`: choices, types and booleans as on the command line ("Top" once ran layer 0 as the
+    top layer, and "false" meant true)."""
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps({"input": "in.txt", "output": "out.hdf5", "model": "tiny", **value}))
+    if refused is None:
+        options = parse_options(EmbedOptions, [str(path)])
+        assert (options.mode, options.overwrite, options.batch_size) == ("top", False, 8)
+        return
+    with pytest.raises(ValueError, match=re.escape(refused)):
+        parse_options(EmbedOptions, [str(path)])
 
 
 def test_windows_left_are_dealt_out_evenly_after_a_resume(monkeypatch):
