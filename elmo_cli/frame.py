@@ -78,15 +78,21 @@ def run(command: Command, argv: Sequence[str] | None = None) -> int:
             except (ValueError, OSError) as error:
                 logger.error("%s", _one_line(error))
                 return 2
-        with one_line_if_interrupted_while_starting():  # importing torch and transformers takes seconds
-            module, _, function = command.run.partition(":")
-            work = getattr(importlib.import_module(module), function)
+        try:
+            with one_line_if_interrupted_while_starting():  # importing torch and transformers takes seconds
+                module, _, function = command.run.partition(":")
+                work = getattr(importlib.import_module(module), function)
+        except SystemExit as end:  # a signal while starting: its one line is written
+            return _status(end)
         terminal.quiet_libraries()  # those the run's imports set up
         guard = InterruptGuard()
+        group_before = distributed_initialized()  # a caller's own process group is the caller's to end
         try:
             with guard.installed(), transformers_console(command_verbose(options), command.download_bars):
                 result = work(options, guard)
             return result if type(result) is int else 0  # a run returns its exit status, or what it made
+        except SystemExit as end:  # transformers' argument parser inside the run: its usage line is written
+            return _status(end)
         except Interrupted as stop:
             report = getattr(stop, "report", f"interrupted by {stop.name}")
             if report:  # None: the run said it already
@@ -106,7 +112,8 @@ def run(command: Command, argv: Sequence[str] | None = None) -> int:
                 return 128 + guard.received
             raise
         finally:
-            end_distributed()
+            if not group_before:
+                end_distributed()
 
 
 def command_verbose(options) -> bool:
@@ -116,7 +123,11 @@ def command_verbose(options) -> bool:
 
 
 def _status(end: SystemExit) -> int:
-    return end.code if isinstance(end.code, int) else (0 if end.code is None else 2)
+    """The exit status a process would have had; a message given as the code is written, as Python writes it."""
+    if isinstance(end.code, int) or end.code is None:
+        return end.code or 0
+    sys.stderr.write(f"{end.code}\n")
+    return 1
 
 
 def _one_line(error: BaseException) -> str:
@@ -201,6 +212,11 @@ def transformers_console(verbose: bool, bars: bool = False) -> Iterator[None]:
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar() if enabled else hf_logging.disable_progress_bar()
+
+
+def distributed_initialized() -> bool:
+    dist = sys.modules.get("torch.distributed")
+    return bool(dist is not None and dist.is_available() and dist.is_initialized())
 
 
 def end_distributed() -> None:

@@ -155,7 +155,16 @@ def test_a_signal_while_a_command_imports_its_run_is_one_line(name, monkeypatch,
     corpus.write_text("the bank .\n")  # good paths: the checks let them through to the import
     argv = [corpus, f"{out}.h5", "--model", "tiny"] if name == "elmo-embed" else [corpus, "--model", "tiny",
                                                                                  "--output_dir", out]
-    with pytest.raises(SystemExit) as end:
-        run(name, list(map(str, argv)))
-    assert end.value.code == 130
+    assert run(name, list(map(str, argv))) == 130  # returned, as every other status: the caller decides to exit
     assert capsys.readouterr().err == "interrupted by SIGINT while starting: nothing was written\n"
+
+
+def test_a_usage_error_found_inside_the_run_is_a_status_not_an_exception(tmp_path):
+    """transformers' own parser reads the fine-tuning command's TrainingArguments inside the run, and exits through
+    argparse: `elmo_cli.run` returns its status 2 to a caller in Python, as for every other usage error."""
+    train = tmp_path / "train.tsv"
+    train.write_text("label\tsentence\n1\ta fine film\n0\ta dull film\n")
+    done = run_cli("elmo-finetune-classification", ["--model_name_or_path", "tiny", "--train_file", train,
+                                                    "--output_dir", tmp_path / "out", "--learning_rate", "abc"])
+    assert done.returncode == 2
+    assert "learning_rate" in done.stderr and "Traceback" not in done.stderr
