@@ -29,8 +29,9 @@ from elmo_tools.errors import InputError, RunFailed
 from elmo_tools.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
 
 # Libraries whose INFO lines and progress bars only --verbose shows.
-LIBRARIES = ("transformers", "accelerate", "datasets", "huggingface_hub", "httpx", "httpcore", "urllib3", "gradio",
-             "uvicorn", "uvicorn.error", "uvicorn.access", "torch", "ray", "jieba", "matplotlib", "PIL")
+LIBRARIES = ("transformers", "accelerate", "datasets", "huggingface_hub", "httpx", "httpcore", "httpx2", "httpcore2",
+             "urllib3", "gradio", "uvicorn", "uvicorn.error", "uvicorn.access", "torch", "ray", "jieba", "matplotlib",
+             "PIL")
 # Libraries whose DEBUG lines say nothing a user can act on (filelock: each lock taken and released).
 ALWAYS_QUIET = ("filelock",)
 # The project's own loggers: DEBUG with --verbose.
@@ -165,6 +166,8 @@ class Console:
         self.quiet_libraries()
 
     def quiet_libraries(self) -> None:
+        # Only loggers that exist: one made before its library's import would be set up again by it (jieba adds its
+        # own handler and level), a change the caller never asked for.
         existing = logging.root.manager.loggerDict  # a library imported: its logger, or a placeholder for its modules'
         for name in LIBRARIES:
             if name in existing:
