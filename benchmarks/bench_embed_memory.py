@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO))
 # VmHWM is this process's own peak RSS (ru_maxrss survives exec, so it would start at the parent's peak).
 PEAK_RSS = """
 import runpy, sys
-sys.argv = ["elmo-embed", *sys.argv[1:]]
+sys.argv = ["elmo_cli", "embed", *sys.argv[1:]]
 try:
-    runpy.run_module("elmo_tools.embed", run_name="__main__")
+    runpy.run_module("elmo_cli", run_name="__main__")
 except SystemExit as exit:
     assert not exit.code, exit.code
 with open("/proc/self/status") as status:

@@ -70,7 +70,7 @@ def env() -> dict[str, str]:
 
 def embed(corpus: Path, out: Path, model: str, window: int, workers: int | None) -> dict:
     """One run of the command: its tokens and the seconds its windows took (and Ray's start-up)."""
-    command = [sys.executable, "-m", "elmo_tools.embed", str(corpus), str(out), "--model", model, "--top",
+    command = [sys.executable, "-m", "elmo_cli", "embed", str(corpus), str(out), "--model", model, "--top",
                "--window", str(window), "--threads", "1", "--token_cache_size", "0", "--quiet", "--overwrite"]
     if workers:
         command += ["--engine", "ray", "--num_workers", str(workers)]

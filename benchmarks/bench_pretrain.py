@@ -60,7 +60,7 @@ TIMED_PRETRAIN = """
 import json, sys, time
 import modeling_elmo.modeling_elmo as modeling
 from elmo_cli import run
-import elmo-pretrain_run as pretrain_run  # the run's loop calls training_step from here
+import train.pretrain_run as pretrain_run  # the run's loop calls training_step from here
 times_file, variant, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 if variant == "autograd_lstm":
     choose = modeling.lstm_implementation

@@ -147,7 +147,7 @@ def original_model_dir(work_dir: Path) -> Path:
             raise SystemExit(f"{TOOL} is absent: pass --model with an original-size folder")
         subprocess.run([sys.executable, str(TOOL), str(raw), "--size", "original"], check=True)
     subprocess.run(
-        [sys.executable, "-m", "elmo_tools.convert_allennlp_elmo", "--options_file", str(raw / "options.json"),
+        [sys.executable, "-m", "elmo_cli", "convert", "--options_file", str(raw / "options.json"),
          "--weight_file", str(raw / "weights.hdf5"), "--output_dir", str(folder)],
         check=True, cwd=REPO,
     )
@@ -420,7 +420,7 @@ def section_command(model_dir: Path, lines: int, threads: int) -> dict:
         out = Path(tmp) / "out.hdf5"
         start = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "elmo_tools.embed", str(source), str(out), "--model", str(model_dir), "--all",
+            [sys.executable, "-m", "elmo_cli", "embed", str(source), str(out), "--model", str(model_dir), "--all",
              "--threads", str(threads), "--quiet"],
             capture_output=True, text=True, cwd=REPO,
         )

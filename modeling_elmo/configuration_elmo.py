@@ -460,9 +460,10 @@ class ElmoConfig(PretrainedConfig):
     pair_combination: Annotated[str | None, _optional(_one_of(tuple(PAIR_COMBINATIONS)))] = None  # None: single sentences
 
     def __post_init__(self, **kwargs):
-        # transformers makes this class a dataclass of the fields above (5.6 does, 5.3 did not; the model's code needs
-        # a later release anyway): its `__init__` sets them and passes every other keyword (`num_labels`, token ids,
-        # a saved config's other keys) here. Not `@strict`, as transformers' own configs are:
+        # transformers >= 5.6 makes this class a dataclass of the fields above; on 4.46 - 4.x, where it does not,
+        # `compat_elmo.config_fields` gives it the same `__init__`. Either sets the fields and passes every other
+        # keyword (`num_labels`, token ids, a saved config's other keys) here. Not `@strict`, as transformers' own
+        # configs are:
         # it would check every assignment (a field set on a loaded model is checked when saved, by `validate`),
         # raise its own two-line error rather than a `ValueError`, refuse an int for a float field and a tuple for
         # a list, and it reserves the name `validate`.

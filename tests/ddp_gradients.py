@@ -42,7 +42,7 @@ def model_and_batch(device: torch.device):
 
 
 def main(device_name: str, out: str) -> None:
-    if device_name == "cuda":  # as train.pretrain does where processes outnumber GPUs: Accelerate takes LOCAL_RANK for
+    if device_name == "cuda":  # as train.pretrain_run does where processes outnumber GPUs: Accelerate takes LOCAL_RANK for
         # the index of the process's GPU (its device, DDP's device_ids, its barriers)
         os.environ["LOCAL_RANK"] = str(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     handlers = [InitProcessGroupKwargs(backend="gloo", timeout=datetime.timedelta(seconds=120))]

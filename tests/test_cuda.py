@@ -198,7 +198,7 @@ def test_ddp_gradients_with_two_processes_on_one_gpu_equal_one_process(tmp_path)
 
 @pytest.mark.slow
 def test_pretrain_with_two_processes_on_one_gpu(tmp_path):
-    """`train.pretrain` under torchrun with two processes and one GPU: they train through gloo, in step."""
+    """`elmo-pretrain` under torchrun with two processes and one GPU: they train through gloo, in step."""
     import json
 
     from test_pretrain import COMMON, TORCHRUN, pretrain, write_corpus

@@ -98,8 +98,8 @@ def fine_tuned(tmp_path_factory, tiny_model_dir) -> Path:
 
 @pytest.mark.slow
 def test_the_command_learns_a_generated_set_well_above_chance(fine_tuned):
-    """Held-out rows whose right ending repeats the context's animal: chance is 0.25; the head's default max pooling
-    learns it (the repeat keeps the maximum low)."""
+    """Held-out rows whose right ending repeats the context's animal (4 endings: chance is 0.25): after 120 steps with
+    the command's default pooling, which the saved config records as max, the validation accuracy is at least 0.8."""
     metrics = json.loads((fine_tuned / "model" / "eval_results.json").read_text())
     assert metrics["eval_accuracy"] >= 0.8, metrics
     config = json.loads((fine_tuned / "model" / "config.json").read_text())

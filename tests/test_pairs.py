@@ -281,7 +281,8 @@ def test_single_sentences_are_untouched_by_token_types_of_zeros(tok):
 def test_a_head_without_pair_combination_reads_a_pair_as_one_sequence(tok):
     """transformers' GLUE recipe builds the head without pair_combination: each row, both sentences with their <S>
     and </S>, is read by the biLM as one sequence and its words pooled; the biLM carries each sentence into its
-    reading of the other, so the pair's logits are not those of either sentence, nor of the two alone."""
+    reading of the other. Checked here: the token types change nothing, a pair's logits do not depend on its batch
+    and differ from those of its premise alone (the hypothesis alone is not checked), and the loss falls on a batch."""
     model = ElmoForSequenceClassification(tiny_config(num_labels=2, classifier_pooling="max")).eval()
     with torch.no_grad():
         model.classifier.weight.normal_()

@@ -373,7 +373,7 @@ def manylangs_folder(folder: Path, *, words: bool) -> Path:
 
 @pytest.fixture
 def pretrain_in_process():
-    """`train.pretrain.train` in this process, with Accelerate's process-wide state reset after it."""
+    """`train.pretrain_run.train` in this process, with Accelerate's process-wide state reset after it."""
     from accelerate.state import AcceleratorState
 
     from train.pretrain_args import PretrainArguments

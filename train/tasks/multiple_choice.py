@@ -54,7 +54,8 @@ TASK = FineTuningTask(
     examples="rows",
     head_option="classifier_pooling",
     # max pooling lets a linear score see whether a word of the ending repeats one of the context (its maximum is
-    # then no larger than the context's alone); a mean adds the two up and cannot (tests/test_multiple_choice.py)
+    # then no larger than the context's alone); a mean adds the two up and cannot. That is the reasoning, not a
+    # measurement: tests/test_multiple_choice.py checks only that this default learns such a generated set
     head_default="max",
     head_help="max, mean, lstm or attention (over the words of the context and the ending)",
     training_defaults=MappingProxyType({"learning_rate": 1e-2, "num_train_epochs": 10.0,
