@@ -19,6 +19,7 @@ from pathlib import Path
 from . import convert_allennlp_elmo, convert_elmoformanylangs
 from .command_options import ConvertOptions
 from .convert_common import ConversionError, hide_write_progress, interrupted_line, notice
+from .errors import RunFailed
 from .hub_push import HubPushError, push_folder
 from .interrupts import Interrupted, InterruptGuard
 from .output_folders import run_lock
@@ -64,6 +65,6 @@ def _push(out: Path, args: ConvertOptions) -> None:
         stop.report = (f"interrupted ({stop.name}) while pushing: the conversion is in {out}; push it with "
                        "elmo_tools.hub_push.push_folder or run the command again")
         raise
-    except (HubPushError, FileNotFoundError) as error:
-        raise ConversionError(f"the conversion is in {out}, but the push failed: {error}") from None
+    except (HubPushError, FileNotFoundError) as error:  # the folder is written: not bad input, a run that failed
+        raise RunFailed(f"the conversion is in {out}, but the push failed: {error}") from None
     notice.info("pushed %s to %s (commit %s)", out, args.push_to_hub, info.oid)

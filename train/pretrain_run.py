@@ -35,7 +35,7 @@ from transformers.utils import cached_file
 from transformers.utils import logging as hf_logging
 
 from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
-from elmo_tools.errors import InputError
+from elmo_tools.errors import InputError, RunFailed
 from elmo_tools.hub_push import HubPushError, push_folder
 from elmo_tools.interrupts import Interrupted, InterruptGuard
 from elmo_tools.loading import load_elmo
@@ -745,5 +745,5 @@ def run(args: PretrainArguments, guard: InterruptGuard | None = None) -> None:
     try:
         with run_lock(Path(args.output_dir), "elmo-pretrain"):
             train(args, guard)
-    except HubPushError as error:
-        raise InputError(f"the model folder is in {args.output_dir}, but the push failed: {error}") from None
+    except HubPushError as error:  # the model folder is written: a run that failed, not bad input
+        raise RunFailed(f"the model folder is in {args.output_dir}, but the push failed: {error}") from None
