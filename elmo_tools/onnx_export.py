@@ -354,15 +354,18 @@ def run(options, guard=None) -> Path:
         if options.output is not None or graph_metadata(output).get("digest") != model_digest(model):
             raise InputError(f"{output} exists: pass --overwrite to replace it")
         log.info("%s is up to date (made from these weights)", output)
+        reused = True
     else:
+        reused = False
         try:
             export_onnx(model, output, check=not options.no_check)
         except ExportError as error:
             raise RunFailed(str(error)) from None
     meta = graph_metadata(output)
-    checked = "not checked (--no_check)" if options.no_check else "checked against PyTorch in onnxruntime"
-    log.info("%s: outputs %s; opset %s; written with torch %s, %s %s", output, meta.get("outputs"),
-             meta.get("opset"), meta.get("torch_version"), checked, meta.get("onnxruntime_version"))
+    checked = ("kept as it was (not checked again)" if reused else "not checked (--no_check)" if options.no_check
+               else f"checked against PyTorch in onnxruntime {meta.get('onnxruntime_version')}")
+    log.info("%s: outputs %s; opset %s; written with torch %s, %s", output, meta.get("outputs"),
+             meta.get("opset"), meta.get("torch_version"), checked)
     if options.int8:
         log.info("wrote ONNX Runtime's int8 graph %s", quantize_int8_graph(output))
     return output

@@ -144,7 +144,9 @@ def test_elmo_export_command_metadata_up_to_date_and_refusals(clipped_dir, tmp_p
     assert meta["digest"] == model_digest(model) and meta["opset"] == "18" and meta["outputs"] == "hidden_states"
     assert meta["onnxruntime_version"] and meta["torch_version"] == torch.__version__
     caplog.set_level(logging.INFO)
+    caplog.clear()
     assert cli("elmo-export", [clipped_dir]) == 0 and "up to date" in caplog.text  # same weights: nothing to do
+    assert "not checked again" in caplog.text and "checked against PyTorch" not in caplog.text  # nothing was run
     caplog.clear()
     target = tmp_path / "elmo.onnx"
     target.write_text("not a graph")
