@@ -672,8 +672,8 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     args.format = args.format or embed_output_format(output)
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
-    if args.dtype != "auto":
-        _dtype(args.dtype, device)  # refused before the model loads
+    if args.dtype != "auto" and args.backend in (None, "torch"):
+        _dtype(args.dtype, device)  # torch's dtypes refused before the model loads (the runtimes': by their backend)
     source = _open_input(args)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -686,7 +686,7 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     except ValueError as error:
         raise EmbedError(str(error)) from None
     args.backend, args.dtype = _backend_and_dtype(args, model, tokenizer, device)  # auto: measured once, remembered
-    dtype = _dtype(args.dtype, device)
+    dtype = _dtype(args.dtype, device) if args.backend == "torch" else torch.float32  # a runtime's own dtype
     settings = _settings(args, source.fingerprint, model, weights_fingerprint(model))  # before int8 changes them
     if args.dtype == "int8" and args.backend == "torch":
         quantize_int8(model)
