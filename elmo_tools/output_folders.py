@@ -77,7 +77,7 @@ def run_lock(folder: Path, command: str, option: str = "--output_dir") -> Iterat
     info = path.with_name(path.name + ".json")
     lock = FileLock(path, timeout=0)
     try:
-        lock.acquire()
+        _acquire(lock, path)
     except Timeout:
         raise InputError(f"{option} {folder} is being written by another run ({_holder(info)}): wait for it to end, "
                          "or give another folder") from None
@@ -104,6 +104,22 @@ def _refuse_removing_inputs(folder: Path, reads: Iterable[str | os.PathLike | No
         if path == root or root in path.parents:
             raise InputError(f"{OVERWRITE_OPTION} would remove {each}, which this run reads, from {option} {folder}: "
                              f"give another {option}")
+
+
+def _acquire(lock: FileLock, path: Path, tries: int = 3) -> None:
+    """`lock.acquire()`, on the file that is at `path` now: the run before removes its lock file once released, so a
+    process that opened the file before that removal may lock a file no longer there, while a third locks the new
+    one; such a lock is let go and taken again (a `Timeout` when the file there now is held)."""
+    for _ in range(tries):
+        lock.acquire()
+        descriptor = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+        try:
+            if descriptor is None or os.fstat(descriptor).st_ino == os.stat(path).st_ino:
+                return
+        except FileNotFoundError:
+            pass
+        lock.release()
+    raise Timeout(str(path))
 
 
 def _holder(info: Path) -> str:

@@ -297,3 +297,25 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_left(command, case, tmp_path
         assert source.read_text(encoding="utf-8") == spec.good
     elif not bad.output_holds:
         assert not Path(output).exists()
+
+
+def test_a_lock_taken_on_a_removed_lock_file_is_taken_again_on_the_file_there(tmp_path):
+    """A run removes its lock file once it released it; a process that had opened that file before may then lock a
+    file no longer there. `_acquire` checks that the file it locked is the one at the path, so two runs never both
+    hold the folder."""
+    from filelock import FileLock, Timeout
+
+    from elmo_tools.output_folders import _acquire
+
+    path = tmp_path / ".out.lock"
+    stale = FileLock(path, timeout=0)
+    stale.acquire()  # opened and locked the file of the run before
+    path.unlink()  # that run removes it
+    fresh = FileLock(path, timeout=0)
+    _acquire(fresh, path)  # locks the new file
+    try:
+        with pytest.raises(Timeout):
+            _acquire(stale, path)  # holds the removed file only: let go, and the file there now is held
+    finally:
+        fresh.release()
+        stale.release()
