@@ -9,6 +9,7 @@ run, which reads it once. Standard library only, and the light `text_files`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import InputError
@@ -49,8 +50,15 @@ def check_embed_paths(args) -> None:
         embed_output_format(output)
     if not source.exists():
         raise ValueError(f"input {source} not found")
+    check_readable(source, "input")
     if not is_dataset_input(source, args.text_column) and source.stat().st_size == 0:
         raise ValueError(f"input {source} is empty: nothing to embed")
+
+
+def check_readable(path: Path, name: str) -> None:
+    """`path` can be read by this process (an unreadable input is bad input, not a failed write)."""
+    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+        raise ValueError(f"{name} {path} cannot be read (permission denied)")
 
 
 def check_analyze_paths(args) -> None:
@@ -58,6 +66,7 @@ def check_analyze_paths(args) -> None:
     source = Path(args.input)
     if not source.is_file():
         raise ValueError(f"input {source} not found" if not source.exists() else f"input {source} is not a file")
+    check_readable(source, "input")
     check_writable_folder(Path(args.output_dir), "--output_dir")
 
 

@@ -319,3 +319,21 @@ def test_a_lock_taken_on_a_removed_lock_file_is_taken_again_on_the_file_there(tm
     finally:
         fresh.release()
         stale.release()
+
+
+@pytest.mark.parametrize("command", ["elmo-embed", "elmo-analyze"])
+def test_an_unreadable_input_is_bad_input_not_a_failed_write(command, tmp_path, monkeypatch):
+    """An input this process may not read ends with exit status 2 and a line naming it (it used to be reported as a
+    failure to write the output, status 1). Root reads every file, so the permission is denied here by `os.access`."""
+    import os
+
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("the bank .\n")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == corpus else real_access(path, mode))
+    argv = [corpus, tmp_path / "out.h5", "--model", "tiny"] if command == "elmo-embed" else \
+        [corpus, "--model", "tiny", "--output_dir", tmp_path / "out"]
+    done = run_cli(command, argv)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].endswith(f"input {corpus} cannot be read (permission denied)")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
