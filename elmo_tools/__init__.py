@@ -1,6 +1,7 @@
 """The tools around the ELMo model, for the people who use it: the one loader of every command
-(`elmo_tools.loading.load_elmo`), the console commands `elmo-embed`, `elmo-analyze`, `elmo-convert` and `elmo-app`
-(`commands`, with their options in `command_options`), the converters of the original weights (`convert`,
+(`elmo_tools.loading.load_elmo`), the runs of the console commands `elmo-embed`, `elmo-analyze`, `elmo-convert`,
+`elmo-export` and `elmo-app` (their options in `command_options`; the commands themselves are rows of `elmo_cli`),
+the converters of the original weights (`convert`,
 `convert_allennlp_elmo`, `convert_elmoformanylangs`, sharing `convert_common`), the downloads of the published models
 (`download`, `published_models`), bulk embedding (`embed`, `embed_io`), the contextuality measures (`analysis`),
 sentence vectors (`sentence_vectors`), the model card and the Hub push (`model_card`, `hub_push`) and the demo page (`app/`).

@@ -1,7 +1,7 @@
 """Ctrl-C (SIGINT) and SIGTERM in a long command: one line and exit status 128 + the signal, not a traceback.
 
     guard = InterruptGuard()
-    with guard.installed():          # the command's main(): the signals raise `Interrupted`
+    with guard.installed():          # the command's run (elmo_cli's frame): the signals raise `Interrupted`
         ...
         with guard.deferred():       # a write that must not be cut in half: the signal waits for its end
             writer.write(rows)

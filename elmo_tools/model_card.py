@@ -7,8 +7,8 @@ as `EvalResult`s in `model-index`), so it parses and validates as the Hub expect
 This module never travels to the Hub as remote code (it imports `huggingface_hub`, a dependency of transformers, and
 this package's configuration); it does not import the models (it counts parameters through the Auto classes).
 
-Where the template is found: `modeling_elmo/model_card.md`, a link to the repository's top-level `model_card.md`
-that wheels ship as a file (package data), or at the repository's top (`Path(__file__).parents[2] / "model_card.md"`, for a
+Where the template is found: `elmo_tools/model_card.md`, a link to the repository's top-level `model_card.md`
+that wheels ship as a file (package data), or at the repository's top (`Path(__file__).parents[1] / "model_card.md"`, for a
 checkout whose file system kept no link). When neither exists, a minimal template embedded here is used, with a
 warning.
 """

@@ -1,5 +1,6 @@
-"""An output folder belongs to one run: what a run that writes a folder (a training run, the demo, an analysis) checks
-before it writes, and holds while it writes.
+"""An output folder belongs to one run: what a command that writes a folder checks before it writes (the fine-tuning
+commands: `owned`; elmo-pretrain and the demo refuse a non-empty folder their own way) and holds while it writes
+(every writing command: `run_lock`).
 
 * A folder that holds another run's files is refused in one line naming them and `--overwrite_output_dir`, which
   empties it first, so that no file of the earlier run (its metrics, its checkpoints) is left beside the new ones
