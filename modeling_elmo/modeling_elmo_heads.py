@@ -91,6 +91,24 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
     def head_hidden_size(self) -> int:
         return self.config.head_hidden_size or self.config.projection_dim
 
+    def _pooling_layers(self) -> int:
+        """The layers of `config.classifier_pooling` for a head that pools a sequence into one vector, set as
+        `pooler_lstm` ("lstm": a biLSTM over the tokens) and `attention` ("attention": a score per token, softmax over
+        the sentence), None otherwise ("mean", "max"); returns the width of the pooled vector."""
+        width, hidden = self.representation_dim, self.head_hidden_size
+        self.pooler_lstm = self.attention = None
+        if self.config.classifier_pooling == "lstm":
+            self.pooler_lstm = nn.LSTM(width, hidden, batch_first=True, bidirectional=True)
+            return 2 * hidden
+        if self.config.classifier_pooling == "attention":
+            self.attention = nn.Sequential(nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        return width
+
+    def pool(self, x: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) token vectors and (B, T) mask of the tokens to pool -> (B, D'), by `config.classifier_pooling`
+        through the layers `_pooling_layers` made."""
+        return pool(x, word_mask, self.config.classifier_pooling, self.pooler_lstm, self.attention)
+
     def _apply_freeze(self) -> None:
         frozen = self.config.freeze_bilm
         self.elmo.requires_grad_(not frozen)
@@ -205,23 +223,9 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        width = self.representation_dim
-        pooling = config.classifier_pooling
-        self.pooler_lstm = self.attention = None
-        pooled = width
-        if pooling == "lstm":
-            self.pooler_lstm = nn.LSTM(width, self.head_hidden_size, batch_first=True, bidirectional=True)
-            pooled = 2 * self.head_hidden_size
-        elif pooling == "attention":  # attention pooling: score each token, softmax over the sentence
-            self.attention = nn.Sequential(
-                nn.Linear(width, self.head_hidden_size), nn.Tanh(), nn.Linear(self.head_hidden_size, 1)
-            )
+        pooled = self._pooling_layers()
         self.classifier = nn.Linear(pooled * PAIR_COMBINATIONS.get(config.pair_combination, 1), config.num_labels)
         self.post_init()
-
-    def pool(self, x: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) token vectors and (B, T) mask of the tokens to pool -> (B, D')."""
-        return pool(x, word_mask, self.config.classifier_pooling, self.pooler_lstm, self.attention)
 
     @can_return_tuple
     def forward(

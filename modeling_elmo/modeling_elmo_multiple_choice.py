@@ -19,7 +19,6 @@ from transformers.modeling_outputs import MultipleChoiceModelOutput
 
 from .compat_elmo import can_return_tuple
 from .configuration_elmo import ElmoConfig
-from .downstream_elmo import pool
 from .modeling_elmo_heads import ElmoPreTrainedModelForTasks
 
 # isort: split
@@ -29,6 +28,7 @@ from .modeling_elmo_heads import ElmoPreTrainedModelForTasks
 from .char_cnn_kernels_elmo import char_cnn_implementation  # noqa: F401
 from .character_ids import real_token_mask  # noqa: F401
 from .crf_elmo import ElmoCRF  # noqa: F401
+from .downstream_elmo import pool  # noqa: F401
 from .inputs_elmo import check_inputs  # noqa: F401
 from .kernels_elmo import ALL_LSTM_FUNCTIONS  # noqa: F401
 from .lstm_graph_elmo import lstm_graph  # noqa: F401
@@ -54,18 +54,7 @@ class ElmoForMultipleChoice(ElmoPreTrainedModelForTasks):
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
-        width = self.representation_dim
-        pooling = config.classifier_pooling
-        self.pooler_lstm = self.attention = None
-        pooled = width
-        if pooling == "lstm":
-            self.pooler_lstm = nn.LSTM(width, self.head_hidden_size, batch_first=True, bidirectional=True)
-            pooled = 2 * self.head_hidden_size
-        elif pooling == "attention":
-            self.attention = nn.Sequential(
-                nn.Linear(width, self.head_hidden_size), nn.Tanh(), nn.Linear(self.head_hidden_size, 1)
-            )
-        self.classifier = nn.Linear(pooled, 1)
+        self.classifier = nn.Linear(self._pooling_layers(), 1)
         self.post_init()
 
     @can_return_tuple
@@ -100,8 +89,7 @@ class ElmoForMultipleChoice(ElmoPreTrainedModelForTasks):
         flat_ids = input_ids.reshape(batch * choices, *input_ids.shape[2:])  # (B * N, T, C)
         flat_mask = None if attention_mask is None else attention_mask.reshape(batch * choices, -1)  # (B * N, T)
         x, _, word_mask, layers = self._task_inputs(flat_ids, flat_mask, **kwargs)  # (B * N, T, D)
-        pooled = pool(x, word_mask, self.config.classifier_pooling, self.pooler_lstm, self.attention)
-        logits = self.classifier(pooled).view(batch, choices)  # (B, N)
+        logits = self.classifier(self.pool(x, word_mask)).view(batch, choices)  # (B, N)
         loss = None
         if labels is not None:
             loss = self._regularized(F.cross_entropy(logits.float(), labels.to(logits.device).view(-1)))
