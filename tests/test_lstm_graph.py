@@ -19,6 +19,7 @@ from test_fast_paths import (
     BFLOAT16_COSINE,
     BFLOAT16_ROUTES,
     VARIANTS,
+    assert_batch_invariant,
     assert_outputs_close,
     random_state,
     run,
@@ -96,15 +97,7 @@ def test_buckets_cover_the_size_and_waste_less_than_a_quarter():
 
 @pytest.mark.numerics
 def test_graph_kernel_batch_invariance():
-    model = tiny_model(lstm_implementation="graph")
-    lengths = [7, 3, 9, 1, 5]
-    ids = random_char_ids(lengths, seed=4)
-    with torch.no_grad():
-        full = model(ids, output_hidden_states=True).hidden_states
-        for row, n in enumerate(lengths):
-            alone = model(ids[row : row + 1, :n], output_hidden_states=True).hidden_states
-            for layer, (a, b) in enumerate(zip(alone, full)):
-                assert_close(a[0], b[row, :n], REORDERED, what=f"sentence {row}, layer {layer}")
+    assert_batch_invariant(tiny_model(lstm_implementation="graph"))
 
 
 @pytest.mark.numerics
