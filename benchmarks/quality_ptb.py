@@ -209,6 +209,21 @@ def token_stream(path: Path) -> list[str]:
     return tokens
 
 
+def in_columns(inputs, targets, fill):
+    """The text as EVAL_COLUMNS contiguous columns, as their `batchify` lays it out: the inputs (rows of `fill` past
+    the end of the last column) and their targets (-100 there, not scored), (EVAL_COLUMNS, length, ...) each."""
+    import torch
+
+    length = math.ceil(len(inputs) / EVAL_COLUMNS)
+    columns = fill.expand(EVAL_COLUMNS, length, *fill.shape).clone()
+    wanted = torch.full((EVAL_COLUMNS, length), -100, dtype=torch.long)
+    for column in range(EVAL_COLUMNS):
+        piece = slice(column * length, min((column + 1) * length, len(inputs)))
+        n = piece.stop - piece.start
+        columns[column, :n], wanted[column, :n] = inputs[piece], targets[piece]
+    return columns, wanted
+
+
 def forward_perplexity(model, tokenizer, tokens: list[str]) -> tuple[float, int]:
     """The forward LM's perplexity over every next token but `<S>`, the stream cut into EVAL_COLUMNS contiguous
     columns read in windows of EVAL_WINDOW tokens with the LSTM state carried; (perplexity, tokens scored)."""
@@ -221,14 +236,9 @@ def forward_perplexity(model, tokenizer, tokens: list[str]) -> tuple[float, int]
     char_rows = torch.tensor(encoder.char_ids(inputs))
     labels = torch.tensor(encoder.vocab_ids(targets))
     labels[torch.tensor([t == "<S>" for t in targets])] = -100
-    length = math.ceil(len(inputs) / EVAL_COLUMNS)
     # the last column is the shortest: its end is filled with </S> rows, read after its last scored token, unscored
-    chars = torch.tensor(encoder.char_ids(["</S>"])).expand(EVAL_COLUMNS, length, -1).clone()
-    wanted = torch.full((EVAL_COLUMNS, length), -100, dtype=torch.long)
-    for column in range(EVAL_COLUMNS):
-        piece = slice(column * length, min((column + 1) * length, len(inputs)))
-        n = piece.stop - piece.start
-        chars[column, :n], wanted[column, :n] = char_rows[piece], labels[piece]
+    chars, wanted = in_columns(char_rows, labels, fill=torch.tensor(encoder.char_ids(["</S>"]))[0])
+    length = wanted.shape[1]
     model.eval()
     state, nll, count = None, 0.0, 0
     with torch.no_grad():
@@ -261,7 +271,7 @@ def forward_perplexity_per_sentence(model, tokenizer, tokens: list[str], batch_s
     sentence can help (the difference is what the model learned to take from the sentences before)."""
     import torch
 
-    from train.data import BatchEncoder
+    from train.data import BatchEncoder, padded_batch
 
     encoder = BatchEncoder(tokenizer)
     nll, count = 0.0, 0
@@ -270,13 +280,7 @@ def forward_perplexity_per_sentence(model, tokenizer, tokens: list[str], batch_s
     with torch.no_grad():
         for start in range(0, len(sentences), batch_size):
             rows = [["<S>", *words, "</S>"] for words in sentences[start:start + batch_size]]
-            width = max(len(row) for row in rows)
-            chars = torch.zeros(len(rows), width, encoder.row_width, dtype=torch.long)
-            labels = torch.full((len(rows), width), -100, dtype=torch.long)
-            for i, row in enumerate(rows):
-                chars[i, : len(row)] = torch.tensor(encoder.char_ids(row))
-                labels[i, : len(row)] = torch.tensor(encoder.vocab_ids(row))
-            out = model(input_ids=chars, attention_mask=(labels != -100).long(), labels=labels)
+            out = model(**padded_batch(rows, encoder))
             nll += float(out.forward_loss) * int(out.forward_tokens)
             count += int(out.forward_tokens)
     return math.exp(nll / count)
@@ -375,13 +379,8 @@ def their_perplexity(model, word_ids: dict, tokens: list[str]) -> tuple[float, i
     stream = ["<eos>"] + [("<eos>" if t == "</S>" else t) for t in tokens if t != "<S>"]
     ids = torch.tensor([word_ids[t] for t in stream])
     inputs, targets = ids[:-1], ids[1:]
-    length = math.ceil(len(inputs) / EVAL_COLUMNS)
-    columns = torch.zeros(EVAL_COLUMNS, length, dtype=torch.long)
-    wanted = torch.full((EVAL_COLUMNS, length), -100, dtype=torch.long)
-    for column in range(EVAL_COLUMNS):
-        piece = slice(column * length, min((column + 1) * length, len(inputs)))
-        n = piece.stop - piece.start
-        columns[column, :n], wanted[column, :n] = inputs[piece], targets[piece]
+    columns, wanted = in_columns(inputs, targets, fill=torch.tensor(0))
+    length = wanted.shape[1]
     model.eval()
     hidden, nll, count = model.init_hidden(EVAL_COLUMNS), 0.0, 0
     with torch.no_grad():

@@ -190,6 +190,18 @@ def stream_batches(batcher: StreamBatcher, encoder: BatchEncoder, skip: int = 0)
         }
 
 
+def padded_batch(rows: list[list[str]], encoder: BatchEncoder) -> dict:
+    """Token rows (`<S>` and `</S>` included) as one right-padded batch: `input_ids` (B, T, 50), `attention_mask`,
+    `labels` (B, T) holding each token's vocabulary id (-100 at padding)."""
+    width = max(len(row) for row in rows)
+    char_ids = torch.zeros(len(rows), width, encoder.row_width, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    for i, tokens in enumerate(rows):
+        char_ids[i, : len(tokens)] = torch.tensor(encoder.char_ids(tokens))
+        labels[i, : len(tokens)] = torch.tensor(encoder.vocab_ids(tokens))
+    return {"input_ids": char_ids, "attention_mask": (labels != -100).long(), "labels": labels}
+
+
 def sentence_batches(
     sentences: Iterator[list[str]], encoder: BatchEncoder, batch_size: int, max_tokens: int,
     stats: CorpusStats | None = None, skip: int = 0,
@@ -213,13 +225,7 @@ def sentence_batches(
         index += 1
         if index <= skip:
             continue
-        width = max(len(r) for r in rows)
-        char_ids = torch.zeros(len(rows), width, encoder.row_width, dtype=torch.long)
-        labels = torch.full((len(rows), width), -100, dtype=torch.long)
-        for i, tokens in enumerate(rows):
-            char_ids[i, : len(tokens)] = torch.tensor(encoder.char_ids(tokens))
-            labels[i, : len(tokens)] = torch.tensor(encoder.vocab_ids(tokens))
-        yield {"input_ids": char_ids, "attention_mask": (labels != -100).long(), "labels": labels}
+        yield padded_batch(rows, encoder)
         if len(rows) < batch_size:
             return
 
