@@ -28,6 +28,7 @@ from tokenization import check_word_split
 from .errors import InputError
 from .interrupts import Interrupted, written_whole
 from .model_card import render_model_card
+from .output_paths import paths_within
 
 logger = logging.getLogger(__name__)
 # What a conversion command says without --verbose: where it wrote the model, and advice a user can act on.
@@ -98,12 +99,12 @@ def check_output_dir(
             raise ConversionError(
                 f"output_dir {output_dir} exists and is not empty; pass --overwrite to replace it"
             )
-        for source in inputs:
-            if source is not None and output_dir.resolve() in Path(source).resolve().parents:
-                raise ConversionError(
-                    f"output_dir {output_dir} holds the input {source}, which --overwrite would delete; "
-                    "choose another output_dir"
-                )
+        held = paths_within(output_dir, inputs)
+        if held:
+            raise ConversionError(
+                f"output_dir {output_dir} holds the input {held[0]}, which --overwrite would delete; "
+                "choose another output_dir"
+            )
     return output_dir
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from .errors import InputError
+from .output_paths import paths_within
 
 logger = logging.getLogger(__name__)
 
@@ -97,14 +98,10 @@ def run_lock(folder: Path, command: str, option: str = "--output_dir") -> Iterat
 
 def _refuse_removing_inputs(folder: Path, reads: Iterable[str | os.PathLike | None], option: str) -> None:
     """--overwrite_output_dir empties `folder`: refused where that would remove what the run is about to read."""
-    root = folder.resolve()
-    for each in reads:
-        if each is None or not Path(each).exists():
-            continue  # not a local path (a Hub id, a preset name)
-        path = Path(each).resolve()
-        if path == root or root in path.parents:
-            raise InputError(f"{OVERWRITE_OPTION} would remove {each}, which this run reads, from {option} {folder}: "
-                             f"give another {option}")
+    inside = paths_within(folder, reads)
+    if inside:
+        raise InputError(f"{OVERWRITE_OPTION} would remove {inside[0]}, which this run reads, from {option} "
+                         f"{folder}: give another {option}")
 
 
 def _acquire(lock: FileLock, path: Path, tries: int = 3) -> None:

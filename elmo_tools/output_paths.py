@@ -4,6 +4,7 @@ traceback after the work is done (or a folder made somewhere by accident)."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import InputError
@@ -11,6 +12,14 @@ from .errors import InputError
 
 class OutputPathError(InputError):
     """An output path a command cannot write; the message is one line naming the option and the path."""
+
+
+def paths_within(folder: Path, paths: Iterable[str | Path | None]) -> list[str | Path]:
+    """The `paths` that are `folder` or lie inside it (what emptying or replacing `folder` would delete); None and
+    paths that do not exist here (a Hub id, a preset name) are skipped."""
+    root = Path(folder).resolve()
+    return [each for each in paths if each is not None and Path(each).exists()
+            and (Path(each).resolve() == root or root in Path(each).resolve().parents)]
 
 
 def check_writable_folder(folder: Path, option: str) -> None:

@@ -234,6 +234,10 @@ def test_command_converts_and_refuses_a_bad_folder(package, tmp_path, caplog):
     both = ["--manylangs_dir", str(theirs), "--model", "original", "--output_dir", str(tmp_path / "both")]
     assert cli("elmo-convert", both) == 2
     assert "drop --model" in caplog.text and not (tmp_path / "both").exists()
+    before = sorted(p.name for p in theirs.iterdir())  # --overwrite into the folder it reads: refused, kept
+    in_place = run_cli("elmo-convert", ["--manylangs_dir", theirs, "--output_dir", theirs, "--overwrite"], cwd=REPO)
+    assert in_place.returncode == 2 and "which --overwrite would delete" in in_place.stderr.splitlines()[-1]
+    assert sorted(p.name for p in theirs.iterdir()) == before
 
     (theirs / "char.dic").unlink()
     caplog.clear()
