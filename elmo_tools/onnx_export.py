@@ -159,7 +159,8 @@ def _quiet_exporter():
     try:
         for each in quiet:
             each.setLevel(logging.ERROR)
-        logging.root.setLevel(max(root_level, logging.WARNING))  # ONNX Runtime's quantizer logs to the root logger
+        # ONNX Runtime's quantizer logs to the root logger, warnings included ("consider pre-processing")
+        logging.root.setLevel(max(root_level, logging.ERROR))
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
@@ -286,17 +287,6 @@ def cached_export(model, folder: str | os.PathLike | None = None) -> Path:
     return export_onnx(model, target)
 
 
-@contextlib.contextmanager
-def _root_logger_at(level: int):
-    """ONNX Runtime's quantizer logs through the root logger; the block raises it to `level`."""
-    saved = logging.root.level
-    logging.root.setLevel(max(saved, level))
-    try:
-        yield
-    finally:
-        logging.root.setLevel(saved)
-
-
 def quantize_int8_graph(graph: Path) -> Path:
     """ONNX Runtime's dynamic int8 quantization of `graph` (its matrix multiplies, subgraphs included: int8 weights,
     activations quantized at run time), written beside it once: `model.int8.onnx`."""
@@ -308,7 +298,7 @@ def quantize_int8_graph(graph: Path) -> Path:
     if target.is_file() and stamp.is_file() and json.loads(stamp.read_text()).get("digest") == digest:
         return target
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with _quiet_exporter(), _root_logger_at(logging.ERROR):  # its "consider pre-processing" is not the user's to act on
+    with _quiet_exporter():
         quantize_dynamic(str(graph), str(tmp), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"],
                          extra_options={"EnableSubgraph": True})
     os.replace(tmp, target)
