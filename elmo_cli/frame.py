@@ -226,9 +226,8 @@ def end_distributed() -> None:
     """Destroy torch.distributed's process group, if any, once the run's objects are gone: then the group's
     destructor runs while the interpreter is fully alive, not at exit, where a gloo worker thread still freeing
     tensors can hang or crash it. Nothing to do where torch was never imported."""
-    dist = sys.modules.get("torch.distributed")
-    if dist is None:
+    if "torch.distributed" not in sys.modules:
         return
     gc.collect()
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    if distributed_initialized():
+        sys.modules["torch.distributed"].destroy_process_group()
