@@ -6,16 +6,24 @@ the project) builds again.
     python tests/compat/environments.py list                 # the names, and whether each is built
 
 An environment is `$ELMO_COMPAT_CACHE` (default `~/.cache/elmo-hf/compat`) / `NAME-KEY`, KEY a hash of its
-requirements file, of the project's dependencies (`pyproject.toml`) and of the Python version. It holds what the file
-names and the project's own dependencies, installed together, so that pip proves they resolve (the project itself is
-not installed: the tests import it from the checkout, or hide it). A build that fails leaves nothing that counts as
-built. Standard library only: it runs before anything is installed.
+requirements file, of the project's dependencies (`pyproject.toml`), of the Python version and of the torch it shares.
+It holds what the file names and the project's own dependencies, installed together, so that pip proves they resolve
+(the project itself is not installed: the tests import it from the checkout, or hide it). A build that fails leaves
+nothing that counts as built.
+
+torch is not installed again: every file pins the torch of the calling interpreter (the pinned stack's), and the
+environment sees that installation through links to its packages alone (`torch`, `torchgen`, `functorch` and its
+metadata) on a path after its own. pip counts it as installed and resolves torch's own dependencies into the
+environment; none of the pinned stack's other packages is visible. That makes a build seconds of pip instead of
+minutes of unpacking torch, and the vectors of every stack come from the very same torch. Standard library only: it
+runs before anything is installed.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
 import os
 import re
 import shutil
@@ -46,18 +54,40 @@ def cache_root() -> Path:
     return Path(os.environ.get("ELMO_COMPAT_CACHE", Path.home() / ".cache" / "elmo-hf" / "compat"))
 
 
+def shared_torch() -> list[Path]:
+    """The top-level files and folders of the torch distribution this interpreter imports (its packages, its
+    metadata): what an environment links to instead of installing torch."""
+    torch = importlib.metadata.distribution("torch")
+    tops = {Path(str(file)).parts[0] for file in torch.files or ()} - {".."}  # ".." : scripts in bin/
+    return sorted(Path(torch.locate_file(top)) for top in tops)
+
+
 def location(name: str) -> Path:
     key = hashlib.sha256()
     key.update((REQUIREMENTS / f"{name}.txt").read_bytes())
     key.update("\n".join(project_dependencies()).encode())
     key.update(sys.version.split()[0].encode())
+    key.update("\n".join(map(str, shared_torch())).encode())  # another torch (or the pinned stack moved): rebuilt
     return cache_root() / f"{name}-{key.hexdigest()[:12]}"
 
 
 def python_of(name: str) -> Path | None:
-    """The interpreter of the environment `name`, or None where it is not built."""
+    """The interpreter of the environment `name`, or None where it is not built (or its shared torch is gone)."""
     folder = location(name)
-    return folder / "bin" / "python" if (folder / BUILT).is_file() else None
+    links = list((folder / "shared-torch").glob("*"))
+    whole = (folder / BUILT).is_file() and links and all(link.exists() for link in links)
+    return folder / "bin" / "python" if whole else None
+
+
+def link_torch(folder: Path, python: Path) -> None:
+    """Make this interpreter's torch visible to the environment at `folder`, after its own site-packages."""
+    shared = folder / "shared-torch"
+    shared.mkdir()
+    for path in shared_torch():
+        (shared / path.name).symlink_to(path)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "shared_torch.pth").write_text(f"{shared}\n", encoding="utf-8")
 
 
 def build(name: str) -> Path:
@@ -69,6 +99,7 @@ def build(name: str) -> Path:
     shutil.rmtree(folder, ignore_errors=True)  # a build that did not finish
     venv.EnvBuilder(with_pip=True, clear=True).create(folder)
     python = folder / "bin" / "python"
+    link_torch(folder, python)
     log = folder / "build.log"
     with open(log, "w", encoding="utf-8") as out:
         command = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
