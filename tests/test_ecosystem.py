@@ -70,7 +70,7 @@ def test_flair_block_of_the_page_runs_as_pasted(workdir):
     assert "('The', torch.Size([32]))" in result.stdout
 
 
-def test_spacy_fills_trf_data_with_one_aligned_row_per_token(workdir):
+def test_spacy_fills_trf_data_with_one_aligned_row_per_token_for_every_document_of_a_batch(workdir):
     out = workdir / "spacy-out"
     run_in("spacy-transformers-1.4", [str(REPO / "tests" / "compat" / "spacy_checks.py"), "outputs/demo/model",
                                       str(out), "--repo", str(REPO)], workdir, project=False)
@@ -81,4 +81,6 @@ def test_spacy_fills_trf_data_with_one_aligned_row_per_token(workdir):
 def test_spacy_block_of_the_page_runs_as_pasted(workdir):
     (block,) = page_blocks("spacy-transformers")
     result = run_in("spacy-transformers-1.4", ["-c", block], workdir, project=True)
-    assert result.stdout.split()[0] == "12"  # spaCy's tokens of the sentence (I do n't think it 's a well - known bank .)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2  # the two documents, one batch
+    assert lines[0].split()[0] == "12"  # spaCy's tokens of the first (I do n't think it 's a well - known bank .)

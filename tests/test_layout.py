@@ -268,3 +268,23 @@ def test_at_most_two_places_build_a_command_line_parser():
                 if called in ("ArgumentParser", "HfArgumentParser"):
                     places.append(f"{name}:{node.lineno}")
     assert len(places) <= 2, places
+
+
+def test_every_entry_point_names_a_function_of_the_project():
+    """The entry points other programs load by name (pyproject.toml's, not the console scripts: tests/test_commands.py
+    checks those) name a function defined in that module; a spaCy architecture registers itself under its entry's
+    name, so that importing the module and the installed entry point give the same."""
+    import tomllib
+
+    groups = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["entry-points"]
+    modules = _project_modules()
+    assert groups
+    for group, entries in groups.items():
+        for name, target in entries.items():
+            module, function = target.split(":")
+            tree = ast.parse(modules[module].read_text(encoding="utf-8"))
+            (found,) = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function]
+            if group == "spacy_architectures":
+                registered = [ast.literal_eval(decorator.args[0]) for decorator in found.decorator_list
+                              if isinstance(decorator, ast.Call) and decorator.args]
+                assert registered == [name], (target, registered)

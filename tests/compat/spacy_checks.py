@@ -6,12 +6,14 @@ The project is imported from REPO (`import modeling_elmo`, as where it is instal
 `transformer_config` to the configuration's loader but nothing to the model's (`AutoModel.from_pretrained(name,
 config=config)`), so remote code cannot load there; with the project registered no custom code is needed at all.
 
-A blank English pipeline with a `transformer` pipe naming FOLDER fills `doc._.trf_data`: one alignment row per spaCy
-token, each pointing at the ELMo words that cover its characters, whose vectors are the model's own (run by hand on
-the tokenizer's words of the text). spaCy's tokens and ELMo's words differ on hyphens, contractions and
-abbreviations; the texts below hold such cases. The pipeline saved to disk and loaded back gives the same vectors. The
-pipeline reads one document a batch (see `_pipeline`). A check that fails ends the process with its traceback;
-OUT/results.json says what ran.
+A blank English pipeline with a `transformer` pipe naming FOLDER through the project's architecture
+(`elmo.TransformerModel.v1`, elmo_tools/spacy_pipe.py) fills `doc._.trf_data` for every document of a batch: one
+alignment row per spaCy token, each pointing at the ELMo words that cover its characters, whose vectors are the
+model's own (run by hand on the tokenizer's words of the text). spaCy's tokens and ELMo's words differ on hyphens,
+contractions and abbreviations; the texts below hold such cases. The pipeline saved to disk and loaded back gives the
+same vectors. spacy-transformers' own architecture is checked to misalign the documents after a batch's first (the
+reason the project's exists) and to align them one document a batch. A check that fails ends the process with its
+traceback; OUT/results.json says what ran.
 """
 
 from __future__ import annotations
@@ -26,16 +28,16 @@ TEXTS = ["I don't think it's 3.14 in the U.S. today.", "A well-known bank can't 
          "ELMo reads characters", "Hi"]
 
 
-def _pipeline(folder: Path):
+STOCK = "spacy-transformers.TransformerModel.v3"  # spacy-transformers' own architecture
+ELMO = "elmo.TransformerModel.v1"  # the project's: the same with the batch split by document per position
+
+
+def _pipeline(folder: Path, architecture: str, batch_size: int):
     import spacy
 
-    # One document a batch (`nlp.pipe`'s default batch size, saved with the pipeline): spacy-transformers 1.4 finds where
-    # each document's rows start in a batch by the number of elements of `input_ids`, 50 a position for ELMo, and
-    # would misplace every document after a batch's first.
-    nlp = spacy.blank("en", config={"nlp": {"batch_size": 1}})
+    nlp = spacy.blank("en", config={"nlp": {"batch_size": batch_size}})
     nlp.add_pipe("transformer", config={"model": {
-        "@architectures": "spacy-transformers.TransformerModel.v3", "name": str(folder),
-        "tokenizer_config": {"use_fast": False},
+        "@architectures": architecture, "name": str(folder), "tokenizer_config": {"use_fast": False},
         "get_spans": {"@span_getters": "spacy-transformers.doc_spans.v1"},
     }})
     nlp.initialize()
@@ -79,11 +81,22 @@ def main() -> None:
     sys.path.insert(0, str(args.repo))
     import numpy
 
-    import modeling_elmo  # noqa: F401  (registers ELMo with transformers' Auto classes, as an installed user does)
+    import elmo_tools.spacy_pipe  # noqa: F401  (registers the architecture, as the installed entry point does)
 
-    nlp = _pipeline(args.folder)
+    batch = len(TEXTS)  # one batch holds every document
+    nlp = _pipeline(args.folder, ELMO, batch)
     results = {"docs": [_check_alignment(doc, args.folder) for doc in nlp.pipe(TEXTS)]}
     assert sum(r["tokens_not_one_word"] for r in results["docs"]) > 0  # the texts hold tokens that are not words
+    stock = _pipeline(args.folder, STOCK, batch)
+    misaligned = []
+    for doc in stock.pipe(TEXTS):
+        try:
+            _check_alignment(doc, args.folder)
+        except AssertionError:
+            misaligned.append(doc.text)
+    assert misaligned == TEXTS[1:], misaligned  # every document after the batch's first
+    stock.batch_size = 1
+    results["stock_one_a_batch"] = [_check_alignment(doc, args.folder) for doc in stock.pipe(TEXTS)]
     with tempfile.TemporaryDirectory() as scratch:
         nlp.to_disk(scratch)
         import spacy
