@@ -54,21 +54,23 @@ def job_options(task: str, data: Path, train_samples: int, seed: int, variant: s
     files = [str(data / value) if value.endswith((".tsv", ".txt")) else value for value in TASKS[task]["files"]]
     return [*files, "--model_name_or_path", bilm, "--output_dir", str(out), "--max_train_samples", str(train_samples),
             "--seed", str(seed), *VARIANTS[variant], "--use_cpu", "--save_strategy", "no", "--report_to", "none",
+            "--overwrite_output_dir",  # a run that did not finish is run again from the start
             "--disable_tqdm", "true", "--per_device_eval_batch_size", "64", *extra, *task_extra]
 
 
 def run_job(command: list[str], out: Path, core: int | None) -> dict:
+    """One run, its output in `out` (a run's folder must hold its own files only) and its log beside it."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    with open(out / "command.log", "w") as log:
+    log_file = out.with_name(out.name + ".log")
+    with open(log_file, "w") as log:
         log.write(" ".join(command) + "\n")
         log.flush()
         pin = [] if core is None else ["taskset", "-c", str(core)]
         code = subprocess.call([*pin, *command], cwd=REPO, env=env, stdout=log,
                                stderr=subprocess.STDOUT)
     if code != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({code}); see {out / 'command.log'}")
+        raise RuntimeError(f"{' '.join(command)} failed ({code}); see {log_file}")
     return {"wall_seconds": time.time() - started}
 
 
