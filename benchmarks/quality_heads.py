@@ -36,7 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 
 VARIANTS = {
-    "char": ["--scalar_mix", "fixed", "--scalar_mix_parameters", "1", "-9e10", "-9e10"],
+    # integers: argparse reads "-9e10" as an option, not a number
+    "char": ["--scalar_mix", "fixed", "--scalar_mix_parameters", "1", "-9000000000", "-9000000000"],
     "top": ["--scalar_mix", "top"],
     "mix": ["--scalar_mix", "learned"],
 }
