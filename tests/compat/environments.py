@@ -15,8 +15,8 @@ torch is not installed again: every file pins the torch of the calling interpret
 environment sees that installation through links to its packages alone (`torch`, `torchgen`, `functorch` and its
 metadata) on a path after its own. pip counts it as installed and resolves torch's own dependencies into the
 environment; none of the pinned stack's other packages is visible. That makes a build seconds of pip instead of
-minutes of unpacking torch, and the vectors of every stack come from the very same torch. Standard library only: it
-runs before anything is installed.
+minutes of unpacking torch, and the vectors of every stack come from the very same torch. Standard library only (it
+reads torch's metadata, never imports it): run it with the interpreter of the project's environment.
 """
 
 from __future__ import annotations
@@ -57,7 +57,11 @@ def cache_root() -> Path:
 def shared_torch() -> list[Path]:
     """The top-level files and folders of the torch distribution this interpreter imports (its packages, its
     metadata): what an environment links to instead of installing torch."""
-    torch = importlib.metadata.distribution("torch")
+    try:
+        torch = importlib.metadata.distribution("torch")
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit(f"{sys.executable} has no torch to share: run this with the project's environment "
+                         "(.venv/bin/python, after make test's set-up)") from None
     tops = {Path(str(file)).parts[0] for file in torch.files or ()} - {".."}  # ".." : scripts in bin/
     return sorted(Path(torch.locate_file(top)) for top in tops)
 
