@@ -224,9 +224,10 @@ def in_columns(inputs, targets, fill):
     return columns, wanted
 
 
-def forward_perplexity(model, tokenizer, tokens: list[str]) -> tuple[float, int]:
-    """The forward LM's perplexity over every next token but `<S>`, the stream cut into EVAL_COLUMNS contiguous
-    columns read in windows of EVAL_WINDOW tokens with the LSTM state carried; (perplexity, tokens scored)."""
+def forward_perplexity(model, tokenizer, tokens: list[str], unscored: tuple[str, ...] = ()) -> tuple[float, int]:
+    """The forward LM's perplexity over every next token but `<S>` (and those `unscored` names: a word not in the
+    vocabulary names every word the model reads as unknown), the stream cut into EVAL_COLUMNS contiguous columns read
+    in windows of EVAL_WINDOW tokens with the LSTM state carried; (perplexity, tokens scored)."""
     import torch
 
     from train.data import BatchEncoder
@@ -236,6 +237,8 @@ def forward_perplexity(model, tokenizer, tokens: list[str]) -> tuple[float, int]
     char_rows = torch.tensor(encoder.char_ids(inputs))
     labels = torch.tensor(encoder.vocab_ids(targets))
     labels[torch.tensor([t == "<S>" for t in targets])] = -100
+    if unscored:
+        labels[torch.isin(labels, torch.tensor(encoder.vocab_ids(list(unscored))))] = -100
     # the last column is the shortest: its end is filled with </S> rows, read after its last scored token, unscored
     chars, wanted = in_columns(char_rows, labels, fill=torch.tensor(encoder.char_ids(["</S>"]))[0])
     length = wanted.shape[1]
@@ -557,8 +560,8 @@ def perplexity(args: argparse.Namespace) -> None:
     for folder in args.models:
         model, tokenizer = ElmoForPreTraining.from_pretrained(folder), ElmoTokenizer.from_pretrained(folder)
         for text in args.texts:
-            value, tokens = forward_perplexity(model, tokenizer, token_stream(Path(text)))
-            results[f"{folder} on {text}"] = {"forward_perplexity": value, "tokens": tokens}
+            value, tokens = forward_perplexity(model, tokenizer, token_stream(Path(text)), tuple(args.unscored))
+            results[f"{folder} on {text}"] = {"forward_perplexity": value, "tokens": tokens, "unscored": args.unscored}
             print(f"{folder} on {text}: {value:.1f} ({tokens} tokens)", file=sys.stderr)
     if args.output:
         Path(args.output).write_text(json.dumps(results, indent=2))
@@ -600,6 +603,8 @@ def main(argv: list[str] | None = None) -> None:
     scorer.add_argument("--models", nargs="+", required=True)
     scorer.add_argument("--texts", nargs="+", required=True)
     scorer.add_argument("--output", help="a JSON file for the figures")
+    scorer.add_argument("--unscored", nargs="*", default=[],
+                        help="target words not scored (<UNK>: every word the model reads as unknown)")
     plotter = commands.add_parser("plot", help="perplexity against minutes of runs")
     plotter.add_argument("runs", nargs="+")
     plotter.add_argument("--output", default=str(REPO / "docs" / "quality_ptb.png"))
