@@ -19,11 +19,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 
 # Under pytest-xdist (`make test` runs two workers) each worker, and every command it starts, computes on one
-# thread: two workers on two cores, instead of OpenMP threads spinning against each other. tests/run_numerics.py
-# asks for more (ELMO_TEST_THREADS): its bounds must hold on two threads.
+# thread: two workers on two cores, instead of OpenMP threads spinning against each other.
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ["OMP_NUM_THREADS"] = os.environ.get("ELMO_TEST_THREADS", "1")
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 # The longest test files, longest first. pytest-xdist hands out whole files (`--dist loadfile`) in the order they are

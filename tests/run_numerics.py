@@ -29,21 +29,17 @@ from cpu_levels import BELOW_HERE, HERE, LEVELS
 
 TESTS = Path(__file__).resolve().parent
 THREADS = "2"
-WORKERS = "2"
 CLOSEST = 5
 
 
 def run_level(name: str, caps: dict[str, str], margins: Path, pytest_args: list[str]) -> int:
-    env = {**os.environ, **caps, "OMP_NUM_THREADS": THREADS, "MKL_NUM_THREADS": THREADS, "ELMO_TEST_THREADS": THREADS,
+    env = {**os.environ, **caps, "OMP_NUM_THREADS": THREADS, "MKL_NUM_THREADS": THREADS,
            "ELMO_TEST_MARGINS": str(margins)}
     env.pop("PYTEST_XDIST_WORKER", None)
     start = time.monotonic()
     print(f"numerics tests on {THREADS} threads, CPU kernels: {name}", flush=True)
-    # Two test processes (a test file each, as `make test`), each on THREADS threads: the bounds are about a process's
-    # thread count, and most of these tests are too small to keep two threads busy.
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "numerics", "-p", "no:cacheprovider",
-                           "-n", WORKERS, "--dist", "loadfile", "-p", "no:randomly", *pytest_args],
-                          cwd=TESTS.parent, env=env)
+                           "-p", "no:xdist", "-p", "no:randomly", *pytest_args], cwd=TESTS.parent, env=env)
     print(f"  {name}: exit {done.returncode} in {time.monotonic() - start:.0f} s", flush=True)
     return done.returncode
 
