@@ -2,7 +2,8 @@
 
     python tests/compat/spacy_checks.py FOLDER OUT --repo REPO
 
-The project is imported from REPO (`import modeling_elmo`, as where it is installed): spacy-transformers passes its
+The project is imported from REPO (`import elmo_tools.spacy_pipe`, which also registers ELMo with transformers' Auto
+classes, as where it is installed): spacy-transformers passes its
 `transformer_config` to the configuration's loader but nothing to the model's (`AutoModel.from_pretrained(name,
 config=config)`), so remote code cannot load there; with the project registered no custom code is needed at all.
 
