@@ -3,7 +3,7 @@ same as the `elmo-app` command (docs/app.md). On a Space, set the variable ELMO_
 
 import sys
 
-from elmo_cli import run
+from elmo_hf.cli import run
 
 if __name__ == "__main__":
     sys.exit(run("elmo-app"))

@@ -37,9 +37,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     import bench_speed
 
-    import modeling_elmo
-    from modeling_elmo import ElmoModel
-    from tokenization import ElmoTokenizer
+    from elmo_hf import modeling_elmo
+    from elmo_hf.modeling_elmo import ElmoModel
+    from elmo_hf.tokenization import ElmoTokenizer
 
     assert modeling_elmo.__file__.startswith(os.path.abspath(args.repo)), modeling_elmo.__file__
     model = ElmoModel.from_pretrained(args.model).eval()

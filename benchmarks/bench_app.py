@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from train.sense_corpus import generate_probes
+from elmo_hf.train.sense_corpus import generate_probes
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the tests' helper that starts elmo-app

@@ -44,10 +44,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_speed import PTB, Peak, flops_per_token, original_model_dir  # noqa: E402
 
-from elmo_tools import backend_choice  # noqa: E402
-from elmo_tools.backends import unavailable_reason  # noqa: E402
-from elmo_tools.embed import Piece, _batches  # noqa: E402
-from elmo_tools.loading import load_elmo  # noqa: E402
+from elmo_hf.tools import backend_choice  # noqa: E402
+from elmo_hf.tools.backends import unavailable_reason  # noqa: E402
+from elmo_hf.tools.embed import Piece, _batches  # noqa: E402
+from elmo_hf.tools.loading import load_elmo  # noqa: E402
 
 PATHS = [("torch", "float32"), ("torch", "bfloat16"), ("torch", "int8"), ("onnxruntime", "float32"),
          ("onnxruntime", "int8"), ("openvino", "float32"), ("openvino", "bfloat16"), ("openvino", "int8")]
@@ -73,7 +73,7 @@ def cpu_flags() -> str:
 
 def torch_reason(dtype: str) -> str | None:
     if dtype == "int8":
-        from modeling_elmo.quantization_elmo import int8_unavailable_reason
+        from elmo_hf.modeling_elmo.quantization_elmo import int8_unavailable_reason
 
         return int8_unavailable_reason()
     return None

@@ -38,9 +38,9 @@ logger = logging.getLogger("bench_convert")
 _IMPORTS = """
 import json, sys, time
 import h5py, safetensors.torch, torch, transformers
-import tokenization
-from elmo_cli import run
-from elmo_tools import convert_allennlp_elmo  # noqa: F401  (imported before the peak is read)
+from elmo_hf import tokenization
+from elmo_hf.cli import run
+from elmo_hf.tools import convert_allennlp_elmo  # noqa: F401  (imported before the peak is read)
 def peak_kib():
     # VmHWM: this process's own peak RSS. ru_maxrss would also do on Linux, except that it is kept across
     # exec and so starts at the parent's peak (pytest's, the benchmark's).
@@ -102,7 +102,7 @@ def bench(size: str, work_dir: Path) -> dict:
 
     from transformers import AutoModel
 
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     start = time.perf_counter()
     model = AutoModel.from_pretrained(out, trust_remote_code=True).eval()

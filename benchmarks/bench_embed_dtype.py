@@ -54,7 +54,7 @@ def ptb_lines(count: int) -> list[list[str]]:
 
 def load_variants(model_dir: Path) -> dict:
     """name -> (model, compute dtype for `Embedder`)."""
-    from modeling_elmo import ElmoModel
+    from elmo_hf.modeling_elmo import ElmoModel
 
     exact = ElmoModel.from_pretrained(model_dir).eval()
     low = ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from bench_speed import machine, original_model_dir
 
-    from elmo_tools.embed import Embedder, Piece, _batches
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.tools.embed import Embedder, Piece, _batches
 
     model_dir = args.model or original_model_dir(args.work_dir)
     tokenizer = ElmoTokenizer.from_pretrained(model_dir)

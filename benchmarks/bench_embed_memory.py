@@ -5,7 +5,7 @@ Usage:
     python benchmarks/bench_embed_memory.py                          # 5,000 and 25,000 lines, window 1,000
     python benchmarks/bench_embed_memory.py --lines 5000 25000 100000 --window 1000 --model FOLDER
 
-Each corpus size runs `python -m elmo_cli embed CORPUS OUT --all --window W --threads 1 --quiet` in a fresh
+Each corpus size runs `python -m elmo_hf.cli embed CORPUS OUT --all --window W --threads 1 --quiet` in a fresh
 interpreter that prints its own VmHWM from /proc/self/status at the end (ru_maxrss would survive exec and start at
 the parent's peak), so Linux only. The corpus is generated (random words from a 3,005-word vocabulary, 0-15 words a
 line, seed 3: the lines `tests/test_embed.py` generates); the model is the `tiny` preset with seed 0 (the tests'
@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO))
 # VmHWM is this process's own peak RSS (ru_maxrss survives exec, so it would start at the parent's peak).
 PEAK_RSS = """
 import runpy, sys
-sys.argv = ["elmo_cli", "embed", *sys.argv[1:]]
+sys.argv = ["elmo_hf.cli", "embed", *sys.argv[1:]]
 try:
-    runpy.run_module("elmo_cli", run_name="__main__")
+    runpy.run_module("elmo_hf.cli", run_name="__main__")
 except SystemExit as exit:
     assert not exit.code, exit.code
 with open("/proc/self/status") as status:
@@ -61,8 +61,8 @@ def tiny_model(folder: Path) -> Path:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from modeling_elmo import ElmoConfig, ElmoModel
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import ElmoConfig, ElmoModel
+    from elmo_hf.tokenization import ElmoTokenizer
 
     hf_logging.disable_progress_bar()
     torch.manual_seed(0)

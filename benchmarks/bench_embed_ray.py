@@ -6,10 +6,10 @@ Usage:
     python benchmarks/bench_embed_ray.py --lines 3000 --repeats 1 --model FOLDER
     python benchmarks/bench_embed_ray.py --memory_only      # the memory table only
 
-Speed: the real command, `python -m elmo_cli embed CORPUS OUT --model M --top --window W --threads 1
+Speed: the real command, `python -m elmo_hf.cli embed CORPUS OUT --model M --top --window W --threads 1
 --token_cache_size 0 --quiet`, run by the default engine (one process) and by `--engine ray --num_workers 1` and
 `2` (each actor on one thread), each case `--repeats` times in turn; the figures are medians. The corpus is the
-project's own sense corpus (`train.sense_corpus.generate_corpus`, seed 0). The default engine's time is its log
+project's own sense corpus (`elmo_hf.train.sense_corpus.generate_corpus`, seed 0). The default engine's time is its log
 line's (after the model is loaded: the windows and the merge); a Ray run's is the time its windows took once Ray and
 its actors were ready, which the driver logs beside the start-up time. The cost Ray adds per window (its unit of
 work: one call to an actor per window) is measured two ways: (1 worker's time - the default engine's) / windows,
@@ -43,9 +43,9 @@ RAY = re.compile(r"(\d+) window\(s\) embedded by (\d+) Ray actor\(s\) in ([\d.]+
 ONE_BATCH = """
 import sys, torch
 torch.set_num_threads(1)
-from elmo_tools.loading import load_elmo
-from elmo_tools.embed import Embedder
-from tokenization import split_words
+from elmo_hf.tools.loading import load_elmo
+from elmo_hf.tools.embed import Embedder
+from elmo_hf.tokenization import split_words
 model, tokenizer = load_elmo(sys.argv[1], device=torch.device("cpu"))
 lines = open(sys.argv[2], encoding="utf-8").read().splitlines()
 batch, width = [], 0
@@ -70,7 +70,7 @@ def env() -> dict[str, str]:
 
 def embed(corpus: Path, out: Path, model: str, window: int, workers: int | None) -> dict:
     """One run of the command: its tokens and the seconds its windows took (and Ray's start-up)."""
-    command = [sys.executable, "-m", "elmo_cli", "embed", str(corpus), str(out), "--model", model, "--top",
+    command = [sys.executable, "-m", "elmo_hf.cli", "embed", str(corpus), str(out), "--model", model, "--top",
                "--window", str(window), "--threads", "1", "--token_cache_size", "0", "--quiet", "--overwrite"]
     if workers:
         command += ["--engine", "ray", "--num_workers", str(workers)]
@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--memory_only", action="store_true")
     args = parser.parse_args()
 
-    from train.sense_corpus import generate_corpus
+    from elmo_hf.train.sense_corpus import generate_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

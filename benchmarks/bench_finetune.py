@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from train.sense_corpus import generate_probes  # noqa: E402
+from elmo_hf.train.sense_corpus import generate_probes  # noqa: E402
 
 # name -> (classification options, tagging options); "defaults" gives none (the commands' own defaults)
 VARIANTS = {
@@ -70,7 +70,7 @@ def write_tasks(folder: Path, size: int) -> None:
 
 
 def run(task: str, model: str, data: Path, out: Path, options: list[str], seed: int = 0) -> tuple[float, float, list[str]]:
-    from train.finetune_run import run_task
+    from elmo_hf.train.finetune_run import run_task
 
     suffix = "tsv" if task == "classification" else "conll"
     argv = ["--model_name_or_path", model, "--train_file", str(data / f"train.{suffix}"),

@@ -92,9 +92,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from bench_speed import original_model_dir
 
-    from modeling_elmo import ElmoModel
-    from modeling_elmo.quantization_elmo import int8_unavailable_reason
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import ElmoModel
+    from elmo_hf.modeling_elmo.quantization_elmo import int8_unavailable_reason
+    from elmo_hf.tokenization import ElmoTokenizer
 
     if int8_unavailable_reason() is not None:
         raise SystemExit(int8_unavailable_reason())

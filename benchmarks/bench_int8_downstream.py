@@ -50,8 +50,8 @@ TASKS = ("sense-cls", "sense-tag", "sst2", "conll")
 
 def pretrain_tiny(folder: Path, steps: int, seed: int) -> Path:
     """`elmo-pretrain --preset tiny` on a generated sense corpus; returns the model folder."""
-    from elmo_cli import run
-    from train.sense_corpus import generate_corpus
+    from elmo_hf.cli import run
+    from elmo_hf.train.sense_corpus import generate_corpus
 
     model_dir = folder / "model"
     if (model_dir / "model.safetensors").exists():
@@ -97,8 +97,8 @@ def task_data(task: str, root: Path, sense_train: int) -> tuple[str, Path] | Non
 
 def predict(kind: str, model, tokenizer, data: Path, batch_size: int) -> tuple[list, list, float]:
     """(predicted labels or tag lists, gold ones, seconds) on the held-out file of `data`."""
-    from train.finetune_data import read_classification_file, read_tagging_file
-    from train.predict import predict_labels, predict_tags
+    from elmo_hf.train.finetune_data import read_classification_file, read_tagging_file
+    from elmo_hf.train.predict import predict_labels, predict_tags
 
     start = time.perf_counter()
     if kind == "classification":
@@ -115,9 +115,9 @@ def predict(kind: str, model, tokenizer, data: Path, batch_size: int) -> tuple[l
 
 def compare(kind: str, folder: Path, data: Path, batch_size: int) -> dict:
     """Predictions of the saved head in float32, then after `quantize_int8()`, and how far they agree."""
-    from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
-    from tokenization import ElmoTokenizer
-    from train.finetune_data import accuracy, entity_scores
+    from elmo_hf.modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
+    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.train.finetune_data import accuracy, entity_scores
 
     model_class = ElmoForSequenceClassification if kind == "classification" else ElmoForTokenClassification
     model = model_class.from_pretrained(folder).eval()

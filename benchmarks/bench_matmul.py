@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from modeling_elmo.matmul_elmo import mm_nt, mm_tn, use_onednn  # noqa: E402
+from elmo_hf.modeling_elmo.matmul_elmo import mm_nt, mm_tn, use_onednn  # noqa: E402
 
 # name: (M, K, N) of `x (M, K) @ weight (N, K).T`; the backward multiplies follow from them
 SHAPES = {

@@ -63,7 +63,7 @@ def accuracy(model_path: str, pair_combination: str | None, pooling: str, seed: 
         TrainingArguments,
     )
 
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     torch.manual_seed(seed)
     tokenizer = ElmoTokenizer.from_pretrained(model_path)
@@ -98,9 +98,9 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    import modeling_elmo  # noqa: F401
-    from modeling_elmo import ElmoConfig, ElmoModel
-    from tokenization import ElmoTokenizer
+    from elmo_hf import modeling_elmo  # noqa: F401
+    from elmo_hf.modeling_elmo import ElmoConfig, ElmoModel
+    from elmo_hf.tokenization import ElmoTokenizer
 
     with tempfile.TemporaryDirectory() as scratch:
         model_path = args.model

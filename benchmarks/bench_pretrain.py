@@ -58,9 +58,9 @@ PTB = REPO.parent / "shared" / "data" / "ptb"
 # -> "reference", nothing else changes.
 TIMED_PRETRAIN = """
 import json, sys, time
-import modeling_elmo.modeling_elmo as modeling
-from elmo_cli import run
-import train.pretrain_run as pretrain_run  # the run's loop calls training_step from here
+import elmo_hf.modeling_elmo.modeling_elmo as modeling
+from elmo_hf.cli import run
+import elmo_hf.train.pretrain_run as pretrain_run  # the run's loop calls training_step from here
 times_file, variant, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 if variant == "autograd_lstm":
     choose = modeling.lstm_implementation
@@ -128,19 +128,19 @@ def machine() -> str:
 
 def model_config(name: str, implementation: str):
     """The `small` preset, or (`demo`) the configuration of train/demo_run.py."""
-    from modeling_elmo import ElmoConfig
+    from elmo_hf.modeling_elmo import ElmoConfig
 
     if name == "demo":
-        from train.demo_run import DEMO_CONFIG
+        from elmo_hf.train.demo_run import DEMO_CONFIG
 
         return ElmoConfig(**DEMO_CONFIG, lstm_implementation=implementation)
     return ElmoConfig.from_preset(name, lstm_implementation=implementation)
 
 
 def training_corpus(data: str, folder: Path) -> Path:
-    """PTB's training text, or (`demo`) the corpus `python -m elmo_cli demo` generates (20,000 sentences, 222 words)."""
+    """PTB's training text, or (`demo`) the corpus `python -m elmo_hf.cli demo` generates (20,000 sentences, 222 words)."""
     if data == "demo":
-        from train.sense_corpus import generate_corpus
+        from elmo_hf.train.sense_corpus import generate_corpus
 
         path = folder / "demo_train.txt"
         path.write_text("\n".join(generate_corpus(20000, seed=0)) + "\n", encoding="utf-8")
@@ -157,7 +157,7 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
     the first two (warm-up): the median step's, the fastest step's (on a shared machine, the least disturbed), and
     tokens per CPU-second of the process (both threads). `implementation` is the config's `lstm_implementation`,
     "autograd_lstm", "bf16" or "baseline" (see the module's docstring)."""
-    from modeling_elmo import ElmoConfig
+    from elmo_hf.modeling_elmo import ElmoConfig
 
     repo, variant = REPO, implementation
     if implementation == "baseline":
@@ -229,7 +229,7 @@ def optimizer_steps(threads: int, steps: int = 15) -> dict:
     torch's default implementation against `fused=True`."""
     import torch
 
-    from modeling_elmo import ElmoForPreTraining
+    from elmo_hf.modeling_elmo import ElmoForPreTraining
 
     torch.set_num_threads(threads)
     results = {}

@@ -147,7 +147,7 @@ def original_model_dir(work_dir: Path) -> Path:
             raise SystemExit(f"{TOOL} is absent: pass --model with an original-size folder")
         subprocess.run([sys.executable, str(TOOL), str(raw), "--size", "original"], check=True)
     subprocess.run(
-        [sys.executable, "-m", "elmo_cli", "convert", "--options_file", str(raw / "options.json"),
+        [sys.executable, "-m", "elmo_hf.cli", "convert", "--options_file", str(raw / "options.json"),
          "--weight_file", str(raw / "weights.hdf5"), "--output_dir", str(folder)],
         check=True, cwd=REPO,
     )
@@ -384,7 +384,7 @@ def section_fused(model, tokenizer, peak: Peak, repeats: int, device) -> dict:
 
 
 def section_bulk(model, tokenizer, peak: Peak, repeats: int, device, lines: int) -> dict:
-    from elmo_tools.embed import Embedder, Piece, _batches
+    from elmo_hf.tools.embed import Embedder, Piece, _batches
 
     flops = flops_per_token(model.config)
     text = [words for words in corpus(lines) if words]
@@ -420,7 +420,7 @@ def section_command(model_dir: Path, lines: int, threads: int) -> dict:
         out = Path(tmp) / "out.hdf5"
         start = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "elmo_cli", "embed", str(source), str(out), "--model", str(model_dir), "--all",
+            [sys.executable, "-m", "elmo_hf.cli", "embed", str(source), str(out), "--model", str(model_dir), "--all",
              "--threads", str(threads), "--quiet"],
             capture_output=True, text=True, cwd=REPO,
         )
@@ -514,9 +514,9 @@ def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train
     size (128 is what `elmo-embed` picks for 16-24 words: its defaults are 128 sentences and 4096 tokens), each as a
     share of the same run's matmul peak in its dtype; the largest difference of the float32 top layer to the loop's;
     training (forward + backward + SGD step of a loss-free sum of the top layer) tokens/s."""
-    import modeling_elmo.lstm_graph_elmo as graph
-    from modeling_elmo import ElmoModel
-    from tokenization import ElmoTokenizer
+    import elmo_hf.modeling_elmo.lstm_graph_elmo as graph
+    from elmo_hf.modeling_elmo import ElmoModel
+    from elmo_hf.tokenization import ElmoTokenizer
 
     device = torch.device(device)
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -634,8 +634,8 @@ def main(argv: list[str] | None = None) -> int:
                                      args.peak_size)
         print(gpu_table(results["gpu"]), file=sys.stderr)
     else:
-        from modeling_elmo import ElmoModel
-        from tokenization import ElmoTokenizer
+        from elmo_hf.modeling_elmo import ElmoModel
+        from elmo_hf.tokenization import ElmoTokenizer
 
         model = ElmoModel.from_pretrained(model_dir).to(device).eval()
         tokenizer = ElmoTokenizer.from_pretrained(model_dir)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from tokenization import ElmoTokenizer
+from elmo_hf.tokenization import ElmoTokenizer
 
 logger = logging.getLogger("bench_tokenizer")
 

@@ -57,7 +57,7 @@ part "2b. the elmo-embed command at its own batch (PTB validation, --top)"
     for dtype in float32 bfloat16; do
         device=cuda; [ "$SMALL" = 1 ] && device=cpu
         s=$(date +%s.%N)
-        timeout 60 $PY -m elmo_cli embed ptb/ptb.valid.txt "/tmp/g49/embed-$dtype.hdf5" --model $MODEL --top \
+        timeout 60 $PY -m elmo_hf.cli embed ptb/ptb.valid.txt "/tmp/g49/embed-$dtype.hdf5" --model $MODEL --top \
             --device $device --dtype $dtype --quiet --overwrite 2>&1 | tail -3
         rc=$?
         e=$(date +%s.%N)
@@ -82,7 +82,7 @@ part "4. PTB, preset small, time-boxed"
         preset=small; steps=100000; batch=${PTB_BATCH:-512}; eval_steps=200
         [ "$SMALL" = 1 ] && preset=tiny && batch=8 && eval_steps=5
         echo "training for at most $budget s"
-        timeout -s INT -k 20 "$budget" $PY -m elmo_cli pretrain --train_file ptb/ptb.train.txt \
+        timeout -s INT -k 20 "$budget" $PY -m elmo_hf.cli pretrain --train_file ptb/ptb.train.txt \
             --validation_file ptb/ptb.valid.txt --output_dir /tmp/g49/ptb-$preset --overwrite_output_dir \
             --preset $preset --per_device_batch_size $batch --unroll_steps 20 --max_steps $steps \
             --eval_steps $eval_steps --max_eval_batches 0 --logging_steps 50 --mixed_precision bf16 \

@@ -24,8 +24,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--calls", type=int, default=3)
     args = parser.parse_args()
-    from modeling_elmo import ElmoModel
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import ElmoModel
+    from elmo_hf.tokenization import ElmoTokenizer
 
     folder = original_model_dir(args.work_dir)
     model = ElmoModel.from_pretrained(folder).cuda().eval()

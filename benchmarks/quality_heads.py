@@ -14,7 +14,7 @@ and scored on the full SST-2 dev set (accuracy) and CoNLL-2003 valid set (entity
     python benchmarks/quality_heads.py table RUNS/heads        # mean, spread and each seed, per biLM and variant
     python benchmarks/quality_heads.py domain-text --task sst2 --out RUNS/sst2-text   # train/held-out sentences
 
-Each run is `python -m elmo_cli finetune-classification` or `finetune-ner` in its own process, pinned to one
+Each run is `python -m elmo_hf.cli finetune-classification` or `finetune-ner` in its own process, pinned to one
 core with one thread; `--parallel 2` runs two at a time (one a core). A run whose `eval_results.json` exists is
 not run again, so an interrupted benchmark goes on where it stopped. Options after `--` go to every run.
 """
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> None:
         task_extra = args.sst2_options if task == "sst2" else args.conll_options
         options = job_options(task, Path(args.data), samples, seed, variant, path, folder, args.extra,
                               task_extra.split())
-        jobs.append(([sys.executable, "-m", "elmo_cli", TASKS[task]["command"], *options], folder))
+        jobs.append(([sys.executable, "-m", "elmo_hf.cli", TASKS[task]["command"], *options], folder))
     print(f"{len(jobs)} runs to do", file=sys.stderr)
     free = list(range(args.parallel)) if args.cores is None else list(args.cores) or [None] * args.parallel
 
@@ -141,7 +141,7 @@ def random_bilm(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoConfig, AutoTokenizer
 
-    from modeling_elmo import ElmoModel
+    from elmo_hf.modeling_elmo import ElmoModel
 
     torch.manual_seed(args.seed)
     ElmoModel(AutoConfig.from_pretrained(args.like)).save_pretrained(args.out)

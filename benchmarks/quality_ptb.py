@@ -182,7 +182,7 @@ def wlm_harness(args: argparse.Namespace) -> None:
 
 
 def our_command(args: argparse.Namespace, data: Path, folder: Path, core: int, options: list[str]) -> list[str]:
-    return ["taskset", "-c", str(core), sys.executable, "-m", "elmo_cli", "pretrain", "--train_file",
+    return ["taskset", "-c", str(core), sys.executable, "-m", "elmo_hf.cli", "pretrain", "--train_file",
             str(data / "ptb.train.txt"), "--output_dir", str(folder), "--max_train_time", f"{round(args.minutes * 60)}s",
             "--num_train_epochs", "1000", "--save_steps", str(args.save_every), "--save_total_limit", "100000",
             "--use_cpu", "--disable_tqdm", "--report_to", "none", "--logging_steps", "100", *options]
@@ -230,7 +230,7 @@ def forward_perplexity(model, tokenizer, tokens: list[str], unscored: tuple[str,
     in windows of EVAL_WINDOW tokens with the LSTM state carried; (perplexity, tokens scored)."""
     import torch
 
-    from train.data import BatchEncoder
+    from elmo_hf.train.data import BatchEncoder
 
     encoder = BatchEncoder(tokenizer)
     inputs, targets = tokens[:-1], tokens[1:]
@@ -274,7 +274,7 @@ def forward_perplexity_per_sentence(model, tokenizer, tokens: list[str], batch_s
     sentence can help (the difference is what the model learned to take from the sentences before)."""
     import torch
 
-    from train.data import BatchEncoder, padded_batch
+    from elmo_hf.train.data import BatchEncoder, padded_batch
 
     encoder = BatchEncoder(tokenizer)
     nll, count = 0.0, 0
@@ -335,8 +335,8 @@ def evaluate_ours(folder: Path, data: Path, every: int, test_at: list[float]) ->
     import torch
     from safetensors.torch import load_file
 
-    from modeling_elmo import ElmoForPreTraining
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import ElmoForPreTraining
+    from elmo_hf.tokenization import ElmoTokenizer
 
     torch.set_num_threads(1)
     tokenizer = ElmoTokenizer.from_pretrained(folder)
@@ -552,8 +552,8 @@ def perplexity(args: argparse.Namespace) -> None:
     """The forward LM's perplexity of model folders on text files (one sentence a line), scored as above."""
     import torch
 
-    from modeling_elmo import ElmoForPreTraining
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import ElmoForPreTraining
+    from elmo_hf.tokenization import ElmoTokenizer
 
     torch.set_num_threads(1)
     results = {}

@@ -12,7 +12,7 @@ import importlib
 import transformers
 from transformers import AutoConfig, AutoTokenizer
 
-from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
+from elmo_hf.tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
 
 from .configuration_elmo import AUTO_CLASSES, ELMO_CLASSES, ElmoConfig
 from .downstream_elmo import ElmoRepresentationsOutput, ElmoScalarMix
@@ -39,7 +39,7 @@ def _register_elmo_classes() -> list[str]:
 _CLASS_NAMES = _register_elmo_classes()
 
 # The tokenizers live one level down (`tokenization` imports nothing from this package); they are registered here,
-# against ElmoConfig, so that `import modeling_elmo` is enough for every Auto class. Both classes must be found by
+# against ElmoConfig, so that `import elmo_hf.modeling_elmo` is enough for every Auto class. Both classes must be found by
 # name (tokenizer_config.json names one); the last registration is the default for ElmoConfig. `slow_tokenizer_class` is
 # the keyword of every transformers from 4.46 on (5.x names it `tokenizer_class` and still takes this one, the same way).
 AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)

@@ -1,8 +1,9 @@
 """Character ids of ELMo: the one definition, used by the model, the tokenizer and the converters.
 
-`tokenization/character_ids.py` is a link to this file, so that each package imports it relatively (`from
-.character_ids import ...`) and each carries a real copy of it when it travels to the Hub as remote code
-(`save_pretrained` copies a module's relative imports next to it). See `docs/architecture.md` ("Character ids").
+`tokenization/character_ids.py` is a byte-for-byte copy of this file (`tests/test_layout.py` holds them equal), so
+that each package imports it relatively (`from .character_ids import ...`) and carries a real file of it when it
+travels to the Hub as remote code (transformers copies a module's relative imports next to it from the module's own
+folder). A copy, not a link: a checkout without links (Windows) has both. See `docs/architecture.md` ("Character ids").
 
 Every token is a row of `MAX_CHARACTERS_PER_TOKEN` ids: `[BOW, byte + 1, ..., EOW, CHAR_PAD, ...]`. The ids
 include the +1 shift of the original inference code, so that id 0 is free for padding (a padding token is a row

@@ -72,7 +72,7 @@ class ElmoClass:
     description: str | None = None
 
 
-# Every Elmo model class, the one list of them. `import modeling_elmo` registers each with its Auto class and exports
+# Every Elmo model class, the one list of them. `import elmo_hf.modeling_elmo` registers each with its Auto class and exports
 # it; every config.json gets them all in its `auto_map`, and a model's `save_pretrained` copies every travelling file
 # (`remote_code_elmo.py`), so that a folder saved from any one class opens with every Auto class through remote code
 # (transformers alone records and copies only the class saved). A new head is a class in a file of this folder and

@@ -7,7 +7,7 @@ In the manner of transformers' `ALL_ATTENTION_FUNCTIONS`: a kernel registers its
 configuration imports no kernel, and every name registered since. A new kernel is one file that defines a function
 and registers it:
 
-    >>> from modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
+    >>> from elmo_hf.modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
     >>> def my_lstm(layer, inputs, batch_sizes, state):  # every LSTM kernel's signature (lstm_inference_elmo.py)
     ...     return layer(inputs, batch_sizes, state)
     >>> ALL_LSTM_FUNCTIONS.register("mine", my_lstm)  # then ElmoConfig(lstm_implementation="mine") runs it

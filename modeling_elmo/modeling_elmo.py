@@ -430,7 +430,7 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, after checking the configuration (a field may have been set to a bad
         value since loading: a refused save writes nothing), with every travelling file of the model copied first
-        (`remote_code_elmo.py`): the class is registered for remote code (`import modeling_elmo` does it) or was
+        (`remote_code_elmo.py`): the class is registered for remote code (`import elmo_hf.modeling_elmo` does it) or was
         loaded as remote code (which transformers 4.x does not mark so). config.json then names only Auto classes
         whose files the folder holds."""
         self.config.validate()

@@ -3,8 +3,8 @@
 Every file of this folder but `__init__.py` travels: `save_pretrained` of an Elmo model copies them all next to the
 weights (transformers alone copies only the file of the class saved and what it imports), so that a folder saved
 from any one class opens with every Auto class of its `auto_map` through `trust_remote_code=True`, and with
-sentence-transformers' pooling module (`elmo_sentence_pooling.py`). The Hub push (`elmo_tools.hub_push`) and the
-sentence-transformers export (`elmo_tools.sentence_vectors`) take their lists from here too.
+sentence-transformers' pooling module (`elmo_sentence_pooling.py`). The Hub push (`elmo_hf.tools.hub_push`) and the
+sentence-transformers export (`elmo_hf.tools.sentence_vectors`) take their lists from here too.
 
 A model that was itself loaded as remote code has only the files transformers fetched for it, in a folder of its own
 per class loaded; `code_folders` says where the files are looked for then, and `copy_model_code` reports the files

@@ -61,14 +61,14 @@ def random_char_ids(lengths: list[int], seed: int = 0, max_chars: int = 50) -> t
 
 def tiny_config(**overrides):
     """The configuration of the `tiny` preset (a few thousand parameters), with `overrides`: the tests' model size."""
-    from modeling_elmo import ElmoConfig
+    from elmo_hf.modeling_elmo import ElmoConfig
 
     return ElmoConfig.from_preset("tiny", **overrides)
 
 
 def tiny_model(model_class=None, **overrides):
     """A freshly initialised tiny model in eval mode: `ElmoModel`, or the Elmo class given."""
-    from modeling_elmo import ElmoModel
+    from elmo_hf.modeling_elmo import ElmoModel
 
     return (model_class or ElmoModel)(tiny_config(**overrides)).eval()
 
@@ -76,7 +76,7 @@ def tiny_model(model_class=None, **overrides):
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A saved tiny model (seed 0) with its tokenizer: the folder the commands and loaders are tested on."""
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     folder = tmp_path_factory.mktemp("elmo") / "tiny"
     torch.manual_seed(0)
@@ -144,11 +144,11 @@ def _working_directory(path) -> Iterator[None]:
 
 
 def run_cli(name: str, args, *, cwd=None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """A console command run in this process through its own frame (`elmo_cli.run`: the options, the checks, the
+    """A console command run in this process through its own frame (`elmo_hf.cli.run`: the options, the checks, the
     console, the exit status, as the installed script runs them), from `cwd`, with `env`'s variables set for it, and
     its output captured. For what a test checks of a command's work; what only a process shows (signals, start-up
     imports, several processes, loading without the project) runs in a fresh one (`run_command`)."""
-    from elmo_cli import run
+    from elmo_hf.cli import run
 
     assert "--debug_kill_after_chunks" not in map(str, args), "a command that kills its process runs in its own"
     stdout, stderr = io.StringIO(), io.StringIO()
@@ -179,12 +179,12 @@ _NO_PROJECT = """
 import importlib.abc, sys
 class _NoProject(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"modeling_elmo", "tokenization", "train"}:
+        if name.split(".")[0] == "elmo_hf":
             raise ModuleNotFoundError(f"No module named {name!r} (the project is hidden from this process)")
 sys.meta_path.insert(0, _NoProject())
 sys.path[:] = [p for p in sys.path if p not in ("", ".", "__REPO__")]
 try:
-    import modeling_elmo
+    from elmo_hf import modeling_elmo
 except ImportError:
     pass
 else:
@@ -226,7 +226,7 @@ PYTEST_OWN_VARIABLE = "PYTEST_CURRENT_TEST"  # pytest sets it for each test, and
 
 def _logging_state() -> dict:
     """The handlers and levels of the root logger and of every logger created so far, the `warnings` filters, and
-    transformers' verbosity and progress bars: what a command run in this process (through `elmo_cli.run`) sets for
+    transformers' verbosity and progress bars: what a command run in this process (through `elmo_hf.cli.run`) sets for
     itself and must put back."""
     loggers = {name: logger for name, logger in logging.root.manager.loggerDict.items()
                if isinstance(logger, logging.Logger)}
@@ -276,10 +276,10 @@ def _process_state() -> dict:
     """What one test could change for every test after it: torch's threads and global switches, the kernel switches
     and registries of the model, the word-split registry, the table of fine-tuning tasks, logging, the environment.
     (Not the random generators: every test starts from `torch.manual_seed(0)`.)"""
-    from modeling_elmo import matmul_elmo
-    from modeling_elmo.configuration_elmo import TASK_CLASSES
-    from modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
-    from tokenization import WORD_SPLITTERS
+    from elmo_hf.modeling_elmo import matmul_elmo
+    from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES
+    from elmo_hf.modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
+    from elmo_hf.tokenization import WORD_SPLITTERS
 
     return {
         "task heads": dict(TASK_CLASSES),
@@ -301,10 +301,10 @@ def _process_state() -> dict:
 
 
 def _restore_process_state(state: dict) -> None:
-    from modeling_elmo import matmul_elmo
-    from modeling_elmo.configuration_elmo import TASK_CLASSES
-    from modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
-    from tokenization import WORD_SPLITTERS
+    from elmo_hf.modeling_elmo import matmul_elmo
+    from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES
+    from elmo_hf.modeling_elmo.kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
+    from elmo_hf.tokenization import WORD_SPLITTERS
 
     TASK_CLASSES.clear()
     TASK_CLASSES.update(state["task heads"])
@@ -331,7 +331,7 @@ def _restore_process_state(state: dict) -> None:
 @pytest.fixture(scope="session")
 def _probes_filled() -> None:
     """Fill the caches that a first use fills (the oneDNN probe), so that a later first use changes nothing."""
-    from modeling_elmo import matmul_elmo
+    from elmo_hf.modeling_elmo import matmul_elmo
 
     for dtype in (torch.float32, torch.bfloat16):
         matmul_elmo.use_onednn(torch.device("cpu"), dtype)

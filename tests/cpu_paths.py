@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import random_char_ids  # noqa: E402
 
-from modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoModel, matmul_elmo, quantization_elmo  # noqa: E402
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoModel, matmul_elmo, quantization_elmo  # noqa: E402
 
 VARIANTS = {"clipped": {}, "unclipped": {"cell_clip": None, "proj_clip": None}}
 LENGTHS = [7, 3, 9, 1, 5]

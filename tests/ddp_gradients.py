@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import random_char_ids  # noqa: E402
 
-from modeling_elmo import ElmoConfig, ElmoForPreTraining  # noqa: E402
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoForPreTraining  # noqa: E402
 
 # Both halves hold the same number of real tokens, so the mean of the two processes' mean losses (what DDP's averaged
 # gradients differentiate) is the whole batch's mean loss.
@@ -42,7 +42,7 @@ def model_and_batch(device: torch.device):
 
 
 def main(device_name: str, out: str) -> None:
-    if device_name == "cuda":  # as train.pretrain_run does where processes outnumber GPUs: Accelerate takes LOCAL_RANK for
+    if device_name == "cuda":  # as elmo_hf.train.pretrain_run does where processes outnumber GPUs: Accelerate takes LOCAL_RANK for
         # the index of the process's GPU (its device, DDP's device_ids, its barriers)
         os.environ["LOCAL_RANK"] = str(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     handlers = [InitProcessGroupKwargs(backend="gloo", timeout=datetime.timedelta(seconds=120))]

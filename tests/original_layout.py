@@ -34,7 +34,7 @@ STORED_CHAR_ROWS = 261  # the file's character table has no padding row (docs/we
 def options_for(preset: str) -> dict:
     """The `options.json` of a preset of `ElmoConfig.PRESETS` (`tiny`, `small`, `medium`, `original`): the table of
     docs/weight_layout.md, "options.json", read from the config's side."""
-    from modeling_elmo import ElmoConfig
+    from elmo_hf.modeling_elmo import ElmoConfig
 
     config = ElmoConfig.from_preset(preset)
     return {

@@ -21,9 +21,9 @@ from conftest import REPO, shared_file
 from original_layout import write_original_layout
 from tolerances import PARITY, PARITY_SCALED, assert_close
 
-from elmo_tools.convert_allennlp_elmo import convert
-from modeling_elmo import ElmoModel
-from tokenization import ElmoTokenizer
+from elmo_hf.modeling_elmo import ElmoModel
+from elmo_hf.tokenization import ElmoTokenizer
+from elmo_hf.tools.convert_allennlp_elmo import convert
 
 SENTENCES = [
     "The bank of the river was steep .".split(),

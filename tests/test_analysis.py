@@ -17,9 +17,9 @@ import torch
 from conftest import REPO, cli, run_cli
 from tolerances import STATISTIC, Bound, assert_close
 
-from elmo_tools import analysis
-from modeling_elmo import ElmoModel
-from tokenization import ElmoTokenizer
+from elmo_hf.modeling_elmo import ElmoModel
+from elmo_hf.tokenization import ElmoTokenizer
+from elmo_hf.tools import analysis
 
 # contextuality.json rounds every number to 8 decimals (analysis._floats): a value the file holds and one computed
 # from two others it holds (an adjusted measure, raw minus baseline, in float64) differ by three such roundings,
@@ -223,7 +223,7 @@ def test_existing_outputs_need_overwrite(tmp_path, caplog):
 
 def test_a_registered_word_split_reaches_the_command_and_a_missing_package_is_one_line(model_dir, tmp_path, caplog,
                                                                                         monkeypatch):
-    from tokenization import WORD_SPLITTERS
+    from elmo_hf.tokenization import WORD_SPLITTERS
 
     def missing():
         raise ImportError("the split 'needs_pkg' needs a package: pip install it")
@@ -254,7 +254,7 @@ def bar_words(text: str) -> list[str]:
 def test_default_split_is_the_tokenizers_and_undecodable_text_is_one_line(model_dir, tmp_path, caplog, monkeypatch):
     """Raw text is split as the model's tokenizer splits it (punctuation here), `--split` chooses another (an import
     path too); a GBK file is refused as UTF-8, in one line, nothing written, and read with --encoding gb18030."""
-    from tokenization import WORD_SPLITTERS
+    from elmo_hf.tokenization import WORD_SPLITTERS
 
     for registry in ("_functions", "_requirements"):  # the registrations below end with the test
         monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))

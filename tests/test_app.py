@@ -21,15 +21,21 @@ from conftest import cli, tiny_model
 from PIL import Image
 from tolerances import FLOAT64, REORDERED, STATISTIC, Bound, assert_close
 
-from elmo_tools.analysis import analyze
-from elmo_tools.app import figures, server
-from elmo_tools.app.examples import DEMO_ENGLISH, GENERAL, examples_for
-from elmo_tools.app.neighbours import nearest_neighbours
-from elmo_tools.app.session import Limits, load_session
-from elmo_tools.app.similarity import joined, project_2d, sentences_html, word_similarities, word_similarity
-from modeling_elmo import ElmoModel
-from tokenization import ElmoTokenizer, build_vocab, split_words
-from train.sense_corpus import generate_corpus
+from elmo_hf.modeling_elmo import ElmoModel
+from elmo_hf.tokenization import ElmoTokenizer, build_vocab, split_words
+from elmo_hf.tools.analysis import analyze
+from elmo_hf.tools.app import figures, server
+from elmo_hf.tools.app.examples import DEMO_ENGLISH, GENERAL, examples_for
+from elmo_hf.tools.app.neighbours import nearest_neighbours
+from elmo_hf.tools.app.session import Limits, load_session
+from elmo_hf.tools.app.similarity import (
+    joined,
+    project_2d,
+    sentences_html,
+    word_similarities,
+    word_similarity,
+)
+from elmo_hf.train.sense_corpus import generate_corpus
 
 BANK = "He sat on the bank of the river .\nThe bank , the bank and the money .\nA cat ."
 # A cosine the page shows with 4 decimals: half its last decimal (5e-5) off the value computed, which is itself

@@ -2,7 +2,7 @@
 option (no traceback), and nothing left behind. A command joins by one row of `COMMANDS`; a class of bad input by one
 entry of `CASES`; a pair that cannot apply is listed in `NOT_APPLICABLE` with its reason, and is not a test.
 
-Each case runs the command through its own frame (`elmo_cli.run`, what the console script runs), in this process,
+Each case runs the command through its own frame (`elmo_hf.cli.run`, what the console script runs), in this process,
 from an empty folder whose good input files the case spoils in its own way; what the folder holds afterwards must be
 what it held before (no output, no work folder, no partial file). The scripts themselves, in fresh interpreters, are
 tested in tests/test_commands.py (one bad input each: exit status 2 and one line, before torch is imported).
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from elmo_tools.output_folders import run_lock
+from elmo_hf.tools.output_folders import run_lock
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +147,7 @@ CASES = {
                                  extra=("--crf", "true")),
     # question answering's files
     "not SQuAD JSON": Case("is neither SQuAD JSON", input='{"questions": []}'),
-    # the output belongs to one run (elmo_tools.output_folders)
+    # the output belongs to one run (elmo_hf.tools.output_folders)
     "output folder of another run": Case(
         {"elmo-pretrain": "exists and is not empty; use --overwrite_output_dir",
          "*": "holds the files of another run (eval_results.json): give another folder, or --overwrite_output_dir"},
@@ -199,7 +199,7 @@ NOT_APPLICABLE = {
 NOT_APPLICABLE.update({(command, case): f"run on {only}, whose reader it meets (issue 46)"
                        for case, only in ISSUE_46_CASES.items() for command in COMMANDS if command != only})
 # The fine-tuning commands are rows of one task table that parse their options, load the model and check the output
-# folder in one shared `train.finetune_run.run`: a case that only that shared code sees runs on one of them, in turn,
+# folder in one shared `elmo_hf.train.finetune_run.run`: a case that only that shared code sees runs on one of them, in turn,
 # and each of them still meets the cases of its own file reader.
 SHARED_FT_CASES = ("unknown option", "non-positive number", "nothing to train", "corrupted config",
                    "truncated weights", "unwritable output", "output in a missing folder",
@@ -213,7 +213,7 @@ NOT_APPLICABLE.update({
 def _saved_model(folder: Path) -> Path:
     from conftest import tiny_model
 
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     tiny_model().save_pretrained(folder)
     ElmoTokenizer().save_pretrained(folder)
@@ -305,7 +305,7 @@ def test_a_lock_taken_on_a_removed_lock_file_is_taken_again_on_the_file_there(tm
     hold the folder."""
     from filelock import FileLock, Timeout
 
-    from elmo_tools.output_folders import _acquire
+    from elmo_hf.tools.output_folders import _acquire
 
     path = tmp_path / ".out.lock"
     stale = FileLock(path, timeout=0)

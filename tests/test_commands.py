@@ -1,4 +1,4 @@
-"""The command layer (`elmo_cli`): one row per console script, and what only the scripts' own processes show:
+"""The command layer (`elmo_hf.cli`): one row per console script, and what only the scripts' own processes show:
 `--help`, usage errors and bad paths answer before torch, transformers or the model are imported, in one line with
 exit status 2 and no traceback; a signal while the run is imported is one line and exit status 130.
 
@@ -17,9 +17,9 @@ import pytest
 import tomllib
 from conftest import REPO, clean_env, run_cli, run_command
 
-from elmo_cli import COMMANDS
+from elmo_hf.cli import COMMANDS
 
-HEAVY = ("torch", "transformers", "accelerate", "datasets", "modeling_elmo", "tokenization")
+HEAVY = ("torch", "transformers", "accelerate", "datasets", "elmo_hf.modeling_elmo", "elmo_hf.tokenization")
 # An option each command's --help must show.
 HELP_SHOWS = {"elmo-embed": "--resume", "elmo-analyze": "--min_count", "elmo-convert": "--manylangs_dir",
               "elmo-app": "--trust_remote_code", "elmo-pretrain": "--unroll_steps", "elmo-demo": "--language",
@@ -31,13 +31,13 @@ def test_the_console_scripts_are_the_rows_of_the_table():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert set(scripts) == set(COMMANDS) == set(HELP_SHOWS)
     for name, entry in scripts.items():
-        assert entry == f"elmo_cli:{name.removeprefix('elmo-').replace('-', '_')}", name
+        assert entry == f"elmo_hf.cli:{name.removeprefix('elmo-').replace('-', '_')}", name
 
 
 def _fresh(code: str, cwd: Path) -> tuple[str, str]:
-    """`code` in a fresh interpreter that imports `elmo_cli` as the console scripts do; returns its stdout and
+    """`code` in a fresh interpreter that imports `elmo_hf.cli` as the console scripts do; returns its stdout and
     stderr, after checking that it ended well and imported nothing heavy."""
-    program = (f"import sys\nfrom elmo_cli import run\n{code}\n"
+    program = (f"import sys\nfrom elmo_hf.cli import run\n{code}\n"
                f"print('loaded:', sorted(set({HEAVY!r}) & set(sys.modules)))")
     result = run_command([sys.executable, "-c", program], cwd=cwd, env={**clean_env(), "PYTHONPATH": str(REPO)},
                          timeout=120)
@@ -79,7 +79,7 @@ def test_bad_paths_answer_without_loading_torch(tmp_path):
         ("elmo-embed", "corpus.txt", "no/out.h5", *tiny): "ERROR elmo-embed: output no/out.h5: the folder no does not",
         ("elmo-analyze", "missing.txt", "--output_dir", "out", *tiny): "ERROR elmo-analyze: input missing.txt not found",
         ("elmo-analyze", ".", "--output_dir", "out", *tiny): "ERROR elmo-analyze: input . is not a file",
-        ("elmo-convert", "--model", "small", "--output_dir", "no/out"): "ERROR elmo_tools.convert: --output_dir no/out",
+        ("elmo-convert", "--model", "small", "--output_dir", "no/out"): "ERROR elmo_hf.tools.convert: --output_dir no/out",
         ("elmo-pretrain", "--train_file", "missing.txt", "--output_dir", "out"): "no file matches 'missing.txt'",
         ("elmo-demo", "--train_file", "corpus.txt", "--output_dir", "no/out"): "--output_dir no/out: the folder no",
         ("elmo-finetune-ner", "--model", "tiny", "--train_file", "missing.txt", "--output_dir", "out"):
@@ -120,7 +120,7 @@ def test_each_installed_script_refuses_bad_input_in_one_line(name, tmp_path):
 
 
 def test_python_m_elmo_cli_runs_a_command_by_its_short_name(capsys):
-    from elmo_cli import main
+    from elmo_hf.cli import main
 
     assert main(["embed", "--help"]) == 0
     assert "usage: elmo-embed" in capsys.readouterr().out
@@ -141,7 +141,7 @@ def test_a_command_runs_past_its_checks(tmp_path):
 def test_a_signal_while_a_command_imports_its_run_is_one_line(name, monkeypatch, capsys, tmp_path):
     """SIGINT in the seconds of importing torch (here: when the run's module is looked up): one line and exit
     status 130, not a KeyboardInterrupt traceback."""
-    from elmo_cli import run
+    from elmo_hf.cli import run
 
     module = types.ModuleType("signalled")
 
@@ -161,7 +161,7 @@ def test_a_signal_while_a_command_imports_its_run_is_one_line(name, monkeypatch,
 
 def test_a_usage_error_found_inside_the_run_is_a_status_not_an_exception(tmp_path):
     """transformers' own parser reads the fine-tuning command's TrainingArguments inside the run, and exits through
-    argparse: `elmo_cli.run` returns its status 2 to a caller in Python, as for every other usage error."""
+    argparse: `elmo_hf.cli.run` returns its status 2 to a caller in Python, as for every other usage error."""
     train = tmp_path / "train.tsv"
     train.write_text("label\tsentence\n1\ta fine film\n0\ta dull film\n")
     done = run_cli("elmo-finetune-classification", ["--model_name_or_path", "tiny", "--train_file", train,

@@ -37,8 +37,8 @@ NOT_COMPARED = {"transformers", "training_loss"}
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> Path:
     """A base model, a classifier and a tagger (tiny, seed 0), each saved with its tokenizer by the pinned stack."""
-    from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
+    from elmo_hf.tokenization import ElmoTokenizer
 
     root = tmp_path_factory.mktemp("compat") / "folders"
     torch.manual_seed(0)

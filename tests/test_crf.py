@@ -11,8 +11,8 @@ import torch
 from conftest import random_char_ids, tiny_model
 from tolerances import FLOAT64, REORDERED, assert_close
 
-from modeling_elmo.crf_elmo import FORBIDDEN, ElmoCRF, allowed_transitions, scheme_of
-from modeling_elmo.modeling_elmo_heads import ElmoForTokenClassification
+from elmo_hf.modeling_elmo.crf_elmo import FORBIDDEN, ElmoCRF, allowed_transitions, scheme_of
+from elmo_hf.modeling_elmo.modeling_elmo_heads import ElmoForTokenClassification
 
 pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")
 
@@ -183,7 +183,7 @@ def test_the_heads_logits_argmax_is_the_viterbi_path_and_batches_equal_single_se
 
 def test_the_heads_loss_is_the_crf_negative_log_likelihood_and_labels_must_cover_every_word():
     model = crf_tagger()
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     encoded = ElmoTokenizer()(["John Smith went to Paris", "Mary left"], padding=True, return_tensors="pt")
     labels = torch.tensor([[-100, 1, 2, 0, 0, 3, -100], [-100, 1, 0, -100, -100, -100, -100]])

@@ -18,7 +18,7 @@ from test_embed import SENTENCES, embed_main, generated_lines, read_hdf5, torchr
 from test_fast_paths import BFLOAT16_COSINE, BFLOAT16_ROUTES  # noqa: E402
 from tolerances import EPS, REORDERED, Bound, assert_close  # noqa: E402
 
-from modeling_elmo import ElmoConfig, ElmoForPreTraining  # noqa: E402
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoForPreTraining  # noqa: E402
 
 CUDA = torch.device("cuda")
 # GRADIENT's 84 EPS was not measured on a GPU (none where these bounds were written): the GPU's backward
@@ -123,7 +123,7 @@ def test_graph_kernel_replays_a_graph_per_bucket_and_equals_the_cpu():
     """Batches of several sizes and lengths, some twice and in another order: each call fills the graph's buffers
     anew (a stale buffer, or a graph replayed for the wrong bucket, would show here), and one graph serves each
     bucket."""
-    import modeling_elmo.lstm_graph_elmo as graph
+    import elmo_hf.modeling_elmo.lstm_graph_elmo as graph
 
     model = tiny_model()
     batches = [random_char_ids(lengths, seed=i) for i, lengths in enumerate(SHAPES)]
@@ -165,8 +165,8 @@ def test_graph_kernel_follows_weights_changed_in_place():
 def test_graph_kernel_triton_step_equals_the_torch_step(dtype, monkeypatch):
     """The optional fused step (lstm_triton_elmo.py) against the torch ops it replaces, on the GPU with libdevice:
     float32 to REORDERED, bfloat16 to the routes' bound (the same roundings, in other instructions)."""
-    import modeling_elmo.lstm_graph_elmo as graph
-    import modeling_elmo.lstm_triton_elmo as fused
+    import elmo_hf.modeling_elmo.lstm_graph_elmo as graph
+    import elmo_hf.modeling_elmo.lstm_triton_elmo as fused
 
     if not fused.available(CUDA):
         pytest.skip("Triton is not installed")

@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, clean_env, run_cli
 from tolerances import STATISTIC, assert_close
 
-from train.sense_corpus import SENSES, generate_corpus, generate_probes
+from elmo_hf.train.sense_corpus import SENSES, generate_corpus, generate_probes
 
 
 def test_generated_corpus_uses_every_sense_and_is_reproducible():
@@ -31,7 +31,7 @@ def test_generated_corpus_uses_every_sense_and_is_reproducible():
 
 def test_generated_text_splits_the_same_with_the_default_rule():
     """The demo model's tokenizer uses the default rule, `punctuation`; the generated text is tokenized already."""
-    from tokenization import split_words
+    from elmo_hf.tokenization import split_words
 
     lines = generate_corpus(2000, seed=5) + [sentence for _, _, sentence in generate_probes(20)]
     assert all(split_words(line) == line.split() for line in lines)
@@ -128,8 +128,8 @@ def test_a_demo_with_a_missing_corpus_or_no_steps_writes_nothing(tmp_path):
 
 
 def test_chinese_corpus_holds_each_character_once_per_sentence_in_both_senses():
-    from tokenization import split_words
-    from train.sense_corpus_zh import FILLER, SENSES, SLOTS, generate_corpus, generate_probes
+    from elmo_hf.tokenization import split_words
+    from elmo_hf.train.sense_corpus_zh import FILLER, SENSES, SLOTS, generate_corpus, generate_probes
 
     characters = set(SENSES)
     assert all(not characters & set(word) for words in SLOTS.values() for word in words)
@@ -150,7 +150,7 @@ def test_chinese_demo_trains_per_character_and_contextual_layers_beat_layer0(tmp
     result = run_demo("--language", "zh", "--output_dir", tmp_path, "--max_steps", "80", "--num_sentences", "1200",
                       "--probes_per_sense", "12", "--per_device_batch_size", "16", "--analysis_lines", "200")
     assert result.returncode == 0, result.stderr[-4000:]
-    from train.sense_corpus_zh import SENSES
+    from elmo_hf.train.sense_corpus_zh import SENSES
 
     scores = json.loads((tmp_path / "sense_scores.json").read_text(encoding="utf-8"))
     assert set(scores["words"]) == set(SENSES)
@@ -171,7 +171,7 @@ def test_chinese_demo_trains_per_character_and_contextual_layers_beat_layer0(tmp
 def test_chinese_plot_labels_use_a_cjk_font_when_installed_else_pinyin(monkeypatch):
     import matplotlib
 
-    from train import demo_run as demo
+    from elmo_hf.train import demo_run as demo
 
     vectors = {"行": {"labels": ["bank", "walk", "bank"]}, "好": {"labels": ["good", "like"]}}
     monkeypatch.setattr(demo, "find_font_for", lambda text: None)
@@ -191,7 +191,7 @@ def test_a_font_is_found_only_where_it_draws_every_character(monkeypatch):
     import matplotlib
     from matplotlib import font_manager
 
-    from train import demo_run as demo
+    from elmo_hf.train import demo_run as demo
 
     fonts = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
     known = [font_manager.FontEntry(fname=str(fonts / file), name=name) for file, name in
@@ -206,9 +206,9 @@ def test_a_font_is_found_only_where_it_draws_every_character(monkeypatch):
 def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_again(tmp_path):
     """Once the model of the steps asked for is written, an interrupt's line lists the outputs kept and says that
     --resume_from_checkpoint latest scores without training; a model of fewer steps is not that model."""
-    from elmo_tools.interrupts import Interrupted
-    from train.demo_args import DemoArguments
-    from train.demo_run import DemoOutputs
+    from elmo_hf.tools.interrupts import Interrupted
+    from elmo_hf.train.demo_args import DemoArguments
+    from elmo_hf.train.demo_run import DemoOutputs
 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "train_results.json").write_text(json.dumps({"steps": 15}))

@@ -25,7 +25,7 @@ _spec.loader.exec_module(environments)
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     """A folder holding a tiny model (seed 0) with its tokenizer where docs/ecosystem.md finds the demo's."""
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     root = tmp_path_factory.mktemp("ecosystem")
     torch.manual_seed(0)
@@ -41,8 +41,12 @@ def run_in(name: str, arguments: list[str], workdir: Path, project: bool) -> sub
     if python is None:
         pytest.skip(f"the environment {name} is not built: make test-compat builds it (pip, from the registry)")
     env = {**clean_env(), "HF_MODULES_CACHE": str(workdir / f"modules-{name}")}
-    if project:
-        env["PYTHONPATH"] = str(REPO)
+    if project:  # a folder whose `elmo_hf` is the checkout: the installed project's packages (elmo_hf.<folder>)
+        site = workdir / "project-site"
+        if not (site / "elmo_hf").exists():
+            site.mkdir(exist_ok=True)
+            (site / "elmo_hf").symlink_to(REPO, target_is_directory=True)
+        env["PYTHONPATH"] = str(site)
     result = subprocess.run([str(python), *arguments], cwd=workdir, env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, f"{name}:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"

@@ -33,12 +33,12 @@ import torch
 from conftest import REPO, _descendants, clean_env, cli, run_cli, run_command
 from tolerances import REORDERED, assert_close
 
-from elmo_tools import embed as embed_module
-from elmo_tools.arguments import parse_options
-from elmo_tools.command_options import EmbedOptions
-from elmo_tools.embed_io import done_windows
-from modeling_elmo import ElmoModel
-from tokenization import ElmoTokenizer, split_words
+from elmo_hf.modeling_elmo import ElmoModel
+from elmo_hf.tokenization import ElmoTokenizer, split_words
+from elmo_hf.tools import embed as embed_module
+from elmo_hf.tools.arguments import parse_options
+from elmo_hf.tools.command_options import EmbedOptions
+from elmo_hf.tools.embed_io import done_windows
 
 SENTENCES = [
     "The cat sat on the mat .",
@@ -612,7 +612,7 @@ def test_windows_left_are_dealt_out_evenly_after_a_resume(monkeypatch):
 def torchrun_embed(*args, processes: int = 2) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    command = [*launcher, "-m", "elmo_cli", "embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
+    command = [*launcher, "-m", "elmo_hf.cli", "embed", *map(str, args), "--quiet", "--dist_timeout", "120"]
     return run_command(command, cwd=REPO, env=env, timeout=300)
 
 
@@ -667,7 +667,7 @@ def test_torchrun_max_restarts_resumes_after_a_killed_process(model_dir, tmp_pat
     partial = out.with_name(out.name + ".partial")
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                 "--max_restarts", "1"]
-    command = [*launcher, "-m", "elmo_cli", "embed", str(corpus), str(out), *map(str, common), "--resume", "--quiet",
+    command = [*launcher, "-m", "elmo_hf.cli", "embed", str(corpus), str(out), *map(str, common), "--resume", "--quiet",
                "--debug_batch_delay", "0.05", "--dist_timeout", "120"]
     env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     with subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True) as process:
@@ -688,7 +688,7 @@ def test_torchrun_max_restarts_resumes_after_a_killed_process(model_dir, tmp_pat
 
 
 def test_split_choices_come_from_the_word_split_registry(model_dir, reference, tmp_path, caplog, monkeypatch):
-    from tokenization import WORD_SPLITTERS
+    from elmo_hf.tokenization import WORD_SPLITTERS
 
     def missing():
         raise ImportError("the split 'needs_pkg' needs a package: pip install it")
@@ -761,9 +761,9 @@ def test_elmoformanylangs_model_follows_its_tokenizer(tmp_path):
     pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs fixture is written with its package")
     import manylangs_fixture
 
-    from elmo_tools.convert_elmoformanylangs import convert
-    from elmo_tools.loading import load_elmo
-    from tokenization import ElmoManyLangsTokenizer
+    from elmo_hf.tokenization import ElmoManyLangsTokenizer
+    from elmo_hf.tools.convert_elmoformanylangs import convert
+    from elmo_hf.tools.loading import load_elmo
 
     folder = convert(manylangs_fixture.write_model(tmp_path / "theirs"), tmp_path / "ours")
     ElmoManyLangsTokenizer.from_pretrained(folder, word_split="jieba").save_pretrained(folder)

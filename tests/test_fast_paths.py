@@ -16,13 +16,13 @@ import torch
 from conftest import random_char_ids
 from tolerances import EPS, FLOAT64, GRADIENT, REORDERED, assert_close
 
-import modeling_elmo.char_cnn_kernels_elmo as char_cnn
-import modeling_elmo.lstm_training_elmo as lstm_training
-import modeling_elmo.matmul_elmo as matmul
-import modeling_elmo.modeling_elmo as modeling
-import modeling_elmo.softmax_elmo as softmax
-from modeling_elmo import ElmoConfig, ElmoModel
-from modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
+import elmo_hf.modeling_elmo.char_cnn_kernels_elmo as char_cnn
+import elmo_hf.modeling_elmo.lstm_training_elmo as lstm_training
+import elmo_hf.modeling_elmo.matmul_elmo as matmul
+import elmo_hf.modeling_elmo.modeling_elmo as modeling
+import elmo_hf.modeling_elmo.softmax_elmo as softmax
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoModel
+from elmo_hf.modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
 
 VARIANTS = [
     dict(),
@@ -495,7 +495,7 @@ def test_token_cache_is_bounded_lru():
 
 
 def test_build_token_cache_from_words():
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     model = tiny_model()
     tokenizer = ElmoTokenizer()
@@ -679,7 +679,7 @@ def test_training_losses_equal_reference_over_20_steps():
     """20 optimizer steps of the biLM objective (clipped model, large weights, padded batches): the same losses as
     the reference. (At a learning rate of 1e-2, Adam amplifies float32 rounding to 2e-4 by step 10, alike for any
     change of summation order; in float64 the losses are equal there too.)"""
-    from modeling_elmo import ElmoForPreTraining
+    from elmo_hf.modeling_elmo import ElmoForPreTraining
 
     losses = {}
     for implementation in ("reference", "auto"):

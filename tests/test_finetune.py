@@ -12,11 +12,14 @@ import torch
 from conftest import REPO, clean_env, run_cli, run_command, shared_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
 
-import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes: the tests load without remote code)
-from elmo_tools.errors import InputError
-from train.collators import ElmoDataCollatorForSequenceClassification, ElmoDataCollatorForTokenClassification
-from train.finetune_arguments import ModelArguments
-from train.finetune_data import (
+from elmo_hf import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes: the tests load without remote code)
+from elmo_hf.tools.errors import InputError
+from elmo_hf.train.collators import (
+    ElmoDataCollatorForSequenceClassification,
+    ElmoDataCollatorForTokenClassification,
+)
+from elmo_hf.train.finetune_arguments import ModelArguments
+from elmo_hf.train.finetune_data import (
     entity_scores,
     get_entities,
     label_list,
@@ -24,8 +27,8 @@ from train.finetune_data import (
     read_tagging_file,
     tag_list,
 )
-from train.finetune_run import load_model, run_task
-from train.tasks import sequence_classification
+from elmo_hf.train.finetune_run import load_model, run_task
+from elmo_hf.train.tasks import sequence_classification
 
 # --------------------------------------------------------------------------------------------------
 # Entity-level scoring (conlleval / seqeval rules)
@@ -127,7 +130,7 @@ def test_a_tsv_of_sentences_is_not_read_as_conll_columns(tmp_path):
 @pytest.mark.parametrize("name, text", [("empty.txt", ""), ("blank.txt", "\n  \n\n"), ("docstart.conll", "-DOCSTART- O\n\n"),
                                         ("empty.tsv", "label\ttext\n1\t\n"), ("empty.jsonl", '{"tokens": []}\n')])
 def test_a_test_file_without_sentences_is_refused(tmp_path, name, text):
-    from train.finetune_data import read_texts_file, read_words_file
+    from elmo_hf.train.finetune_data import read_texts_file, read_words_file
 
     path = tmp_path / name
     path.write_text(text)
@@ -309,7 +312,7 @@ def test_finetune_classification_with_two_processes(tmp_path):
     out = tmp_path / "out"
     result = run_finetune(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "elmo_cli", "finetune-classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
+         "-m", "elmo_hf.cli", "finetune-classification", *COMMON, "--train_file", str(tmp_path / "train.tsv"),
          "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(out), "--num_train_epochs", "1"],
         cwd=REPO,
     )
@@ -379,7 +382,7 @@ def test_a_fine_tuned_model_loads_without_warnings(tmp_path):
     it is given the tokenizer, loading the saved model in a fresh interpreter says nothing about them."""
     from transformers.trainer_utils import align_special_tokens
 
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     model, _ = load_model(ModelArguments(model_name_or_path="tiny"), "sequence-classification",
                           {"id2label": {0: "a", 1: "b"}, "label2id": {"a": 0, "b": 1}})
@@ -389,7 +392,7 @@ def test_a_fine_tuned_model_loads_without_warnings(tmp_path):
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     code = (
-        "import modeling_elmo, tokenization\n"
+        "from elmo_hf import modeling_elmo, tokenization\n"
         "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
         f"model = AutoModelForSequenceClassification.from_pretrained({str(tmp_path / 'model')!r})\n"
         f"AutoTokenizer.from_pretrained({str(tmp_path / 'model')!r})\n"
@@ -415,7 +418,7 @@ def manylangs_models(tmp_path_factory):
     pytest.importorskip("elmoformanylangs", reason='the ManyLangs fixture needs pip install "elmo-hf[manylangs-test]"')
     import manylangs_fixture
 
-    from elmo_tools.convert_elmoformanylangs import convert
+    from elmo_hf.tools.convert_elmoformanylangs import convert
 
     root = tmp_path_factory.mktemp("manylangs-finetune")
     return {name: convert(manylangs_fixture.write_model(root / f"theirs-{seed}", seed=seed, **dims),
@@ -458,7 +461,7 @@ FAST = ["--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_
 def test_manylangs_models_fine_tune_and_predict(manylangs_models, variant, tmp_path):
     """Both commands on a converted ELMoForManyLangs folder (rows of characters and a word id): the loss goes down,
     the labels are the files' own, and the predictions of --test_file are the argmax of the model's own forward."""
-    from elmo_tools.loading import load_elmo
+    from elmo_hf.tools.loading import load_elmo
 
     write_manylangs_task_files(tmp_path)
     model_dir = str(manylangs_models[variant])
@@ -510,7 +513,7 @@ def fine_tuned_classifier(tmp_path_factory):
 
 
 def test_predict_only_from_a_fine_tuned_folder_equals_the_models_argmax(fine_tuned_classifier, tmp_path):
-    from elmo_tools.loading import load_elmo
+    from elmo_hf.tools.loading import load_elmo
 
     sentences = ["a great film", "", "an awful movie , really", "the plot was great"]
     (tmp_path / "new.txt").write_text("\n".join(sentences) + "\n")
@@ -560,11 +563,11 @@ def test_encoding_option_reads_gbk_and_refuses_undecodable_bytes(fine_tuned_clas
 
 
 def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_accepted(tmp_path, monkeypatch):
-    from tokenization import WORD_SPLITTERS, ElmoTokenizer
+    from elmo_hf.tokenization import WORD_SPLITTERS, ElmoTokenizer
 
     for registry in ("_functions", "_requirements"):  # the split registered below is the test's own
         monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
-    from train.finetune_data import split_text
+    from elmo_hf.train.finetune_data import split_text
 
     assert split_text("rates, too", ElmoTokenizer(word_split="whitespace"), None) == ["rates,", "too"]
     assert split_text("rates, too", ElmoTokenizer(word_split="punctuation"), None) == ["rates", ",", "too"]
@@ -576,7 +579,7 @@ def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_acce
               "--word_split", "no-such-split"])
     assert not (tmp_path / "out").exists()
     # a function of the user's, named module:function, is imported and registered as the other commands do
-    from train.finetune_run import check_split_option
+    from elmo_hf.train.finetune_run import check_split_option
 
     assert "shlex:split" not in WORD_SPLITTERS
     check_split_option("shlex:split")
@@ -593,7 +596,7 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
     import os
     import signal
 
-    from train.finetune_run import GuardedTrainer
+    from elmo_hf.train.finetune_run import GuardedTrainer
 
     step = {"count": 0}
     original = GuardedTrainer.training_step
@@ -632,7 +635,7 @@ def loading_info(**keys) -> dict:
 
 def test_the_new_head_line_is_judged_from_the_loading_info():
     """What was initialised, and whether that is all the point of fine-tuning: None lets transformers' table through."""
-    from train.finetune_run import _new_head_weights
+    from elmo_hf.train.finetune_run import _new_head_weights
 
     new = loading_info(missing_keys={"classifier.weight", "classifier.bias"})
     assert _new_head_weights(new, True, "elmo.") == (["classifier.bias", "classifier.weight"], [])
@@ -650,7 +653,7 @@ def test_the_new_head_line_is_judged_from_the_loading_info():
 def test_the_load_report_is_held_and_let_through_when_it_says_more():
     import logging
 
-    from train.finetune_run import _load_report_held
+    from elmo_hf.train.finetune_run import _load_report_held
 
     reporter = logging.getLogger("transformers.modeling_utils")
     heard = []
@@ -688,7 +691,7 @@ def test_tagger_trains_whole_epochs_until_min_train_steps_and_max_steps_override
     (6 steps) are trained, said in one line; with --max_steps, or epochs enough, the rule changes nothing."""
     from types import SimpleNamespace
 
-    from train.finetune_run import raise_epochs_to_min_steps
+    from elmo_hf.train.finetune_run import raise_epochs_to_min_steps
 
     write_conll_files(tmp_path, train=8, valid=0)
     result = run_cli("elmo-finetune-ner", [
@@ -734,7 +737,7 @@ def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one
                                                      tmp_path / "kept"])
     assert said.returncode == 0, said.stderr
     assert saved_labels(tmp_path / "kept") == {"0": "0", "1": "1"}
-    assert "metrics *****" not in said.stdout and " INFO train.finetune_run: train metrics: epoch " in said.stderr
+    assert "metrics *****" not in said.stdout and " INFO elmo_hf.train.finetune_run: train metrics: epoch " in said.stderr
     (tmp_path / "three.tsv").write_text("label\ttext\n0\tawful\n1\tgreat\n2\tso so\n")
     out = tmp_path / "three"
     with pytest.raises(InputError, match=r"holds a sequence-classification head of the labels \['0', '1'\]; the data's labels "
@@ -749,8 +752,8 @@ def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one
 def test_a_wrong_resume_from_checkpoint_is_one_line_before_anything_is_written(fine_tuned_classifier, tmp_path):
     import shutil
 
-    from elmo_tools.loading import load_elmo
-    from train.finetune_run import check_resume
+    from elmo_hf.tools.loading import load_elmo
+    from elmo_hf.train.finetune_run import check_resume
 
     (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n")
     out = tmp_path / "out"
@@ -816,8 +819,8 @@ def test_training_words_the_bilm_never_saw_are_said_in_one_warning(caplog):
     the way out; none where most are known, or the head already has a word embedding."""
     from types import SimpleNamespace
 
-    from tokenization import ElmoTokenizer
-    from train.finetune_run import warn_if_unseen
+    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.train.finetune_run import warn_if_unseen
 
     tokenizer = ElmoTokenizer(word_vocab=["<S>", "</S>", "<UNK>", "the", "bank", "river"])
     data_args = SimpleNamespace(word_split=None)

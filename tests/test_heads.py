@@ -17,7 +17,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from modeling_elmo import (
+from elmo_hf.modeling_elmo import (
     ElmoConfig,
     ElmoForPreTraining,
     ElmoForSequenceClassification,
@@ -25,9 +25,12 @@ from modeling_elmo import (
     ElmoModel,
     ElmoScalarMix,
 )
-from modeling_elmo.downstream_elmo import sentence_boundary_mask
-from tokenization import ElmoTokenizer
-from train.collators import ElmoDataCollatorForSequenceClassification, ElmoDataCollatorForTokenClassification
+from elmo_hf.modeling_elmo.downstream_elmo import sentence_boundary_mask
+from elmo_hf.tokenization import ElmoTokenizer
+from elmo_hf.train.collators import (
+    ElmoDataCollatorForSequenceClassification,
+    ElmoDataCollatorForTokenClassification,
+)
 
 BOS_ROW = [259, 257, 260] + [261] * 47
 EOS_ROW = [259, 258, 260] + [261] * 47

@@ -41,12 +41,12 @@ from hub_server import HubServer, split_front_matter
 from huggingface_hub import ModelCard
 from tolerances import REORDERED, assert_close
 
-import modeling_elmo
-from elmo_tools import model_card
-from elmo_tools.hub_push import HubPushError, push_folder
-from elmo_tools.model_card import render_model_card, write_model_card
-from modeling_elmo import ElmoConfig, ElmoForPreTraining
-from tokenization import ElmoTokenizer
+from elmo_hf import modeling_elmo
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoForPreTraining
+from elmo_hf.tokenization import ElmoTokenizer
+from elmo_hf.tools import model_card
+from elmo_hf.tools.hub_push import HubPushError, push_folder
+from elmo_hf.tools.model_card import render_model_card, write_model_card
 
 TOKEN = "hf_test_token_for_the_local_hub"
 REPO_ID = "elmo-org/elmo-tiny"
@@ -169,9 +169,9 @@ def saved(tmp_path_factory):
 
 PUSH = """
 import json, os, urllib.request
-import modeling_elmo, tokenization  # registers the classes for auto classes, so save_pretrained copies the code
+from elmo_hf import modeling_elmo, tokenization  # registers the classes for auto classes, so save_pretrained copies the code
 from transformers import AutoModelForPreTraining, AutoModelForSequenceClassification
-from tokenization import ElmoTokenizer
+from elmo_hf.tokenization import ElmoTokenizer
 
 root, repo, cls_repo = __ROOT__, __REPO__, __CLS__
 
@@ -182,8 +182,8 @@ def fail_next(stage, action):
 
 import hashlib
 from pathlib import Path
-from modeling_elmo import remote_code_elmo
-import tokenization
+from elmo_hf.modeling_elmo import remote_code_elmo
+from elmo_hf import tokenization
 files = [*remote_code_elmo.model_code_files(),  # the files a saved model and its ElmoTokenizer carry as remote code
          *remote_code_elmo.module_with_siblings("tokenization_elmo", [Path(tokenization.__file__).parent])]
 out = {"sources": {file.name: hashlib.sha256(file.read_bytes()).hexdigest() for file in files}}

@@ -22,8 +22,8 @@ import torch
 from conftest import cli, random_char_ids, run_isolated, shared_file, tiny_config, tiny_model
 from tolerances import REORDERED, assert_close
 
-from modeling_elmo import ElmoConfig, ElmoModel, quantization_elmo
-from tokenization import ElmoTokenizer
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoModel, quantization_elmo
+from elmo_hf.tokenization import ElmoTokenizer
 
 pytestmark = pytest.mark.skipif(
     quantization_elmo.int8_unavailable_reason() is not None,
@@ -86,7 +86,7 @@ def test_int8_is_close_to_float32(model_factory):
 
 def test_trained_fixture_is_close_to_float32():
     """The bilm-tf fixture: trained weights (saturated gates, clipped cells) on its own real sentences."""
-    from elmo_tools.convert_allennlp_elmo import config_from_options, load_hdf5_weights, read_options
+    from elmo_hf.tools.convert_allennlp_elmo import config_from_options, load_hdf5_weights, read_options
 
     options, weights = shared_file("elmo-fixtures/allennlp/options.json"), shared_file("elmo-fixtures/allennlp/lm_weights.hdf5")
     config = config_from_options(read_options(options))

@@ -8,7 +8,7 @@ import circles, the places that build a command-line parser. Nothing is imported
 
 * The files flat in `modeling_elmo/` and in `tokenization/` (not their `__init__.py`) are what `save_pretrained`
   copies next to a saved model: they import only the standard library, torch, numpy, transformers and each other.
-  The tools in `elmo_tools/` and the commands in `train/` never travel, and no travelling file imports them.
+  The tools in `tools/` and the commands in `train/` never travel, and no travelling file imports them.
 * No file of the packages is above 800 lines: a concept that outgrows them is split by its parts (the tokenizer's
   alignment, row cache and padding are files of their own).
 * The project's modules import each other without a circle.
@@ -25,8 +25,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # The layers, bottom first: the tokenizer, the model (remote code), the tools on the model and what every run needs,
-# the tasks and training, the command layer.
-LAYERS = ("tokenization", "modeling_elmo", "elmo_tools", "train", "elmo_cli")
+# the tasks and training, the command layer. Each is a folder at the top of the repository, installed as
+# `elmo_hf.<folder>` (pyproject.toml), so that no file of a user's (`train.py`, `tokenization.py`) shadows it.
+NAMESPACE = "elmo_hf"
+LAYERS = ("tokenization", "modeling_elmo", "tools", "train", "cli")
 PACKAGES = LAYERS
 MAX_LINES = 800
 
@@ -36,17 +38,17 @@ REMOTE_CODE_MAY_IMPORT = {"torch", "transformers", "numpy", "safetensors", "hugg
 EXCEPTIONS = {
     # Triton, for the optional fused step of the "graph" LSTM kernel: imported in a try block (transformers' import
     # check skips those), and the torch ops run where it is absent.
-    ("modeling_elmo.lstm_triton_elmo", "triton"),
+    ("elmo_hf.modeling_elmo.lstm_triton_elmo", "triton"),
     # The sentence-transformers module copied into saved folders: it is loaded only by sentence-transformers.
-    ("modeling_elmo.elmo_sentence_pooling", "sentence_transformers"),
+    ("elmo_hf.modeling_elmo.elmo_sentence_pooling", "sentence_transformers"),
     # Grapheme clusters (`\X`) for the word splits: `regex` is a dependency of transformers, so it is wherever
     # remote code can load.
-    ("tokenization.word_splits_elmo", "regex"),
+    ("elmo_hf.tokenization.word_splits_elmo", "regex"),
 }
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    parts = [NAMESPACE, *path.relative_to(REPO).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -101,7 +103,7 @@ def test_remote_code_imports_only_its_dependencies_and_siblings():
             top = module.split(".")[0]
             if module in siblings or top in REMOTE_CODE_MAY_IMPORT or top in sys.stdlib_module_names:
                 continue
-            if (name, top) in EXCEPTIONS or (name.startswith("tokenization."), top) == (True, "jieba"):
+            if (name, top) in EXCEPTIONS or (name.startswith("elmo_hf.tokenization."), top) == (True, "jieba"):
                 continue  # jieba: the optional word split "jieba", imported when a tokenizer first uses it
             if any(module.startswith(s + ".") for s in siblings):
                 continue
@@ -110,12 +112,24 @@ def test_remote_code_imports_only_its_dependencies_and_siblings():
 
 
 def test_travelling_file_names_do_not_collide():
-    """Model and tokenizer files are copied into one flat folder: two files of one name would overwrite each other
-    (`character_ids.py` is one file, linked into both packages)."""
+    """Model and tokenizer files are copied into one flat folder: two different files of one name would overwrite
+    each other (`character_ids.py` is in both packages, the same bytes)."""
     names = {}
     for path in _travelling_files():
-        names.setdefault(path.name, set()).add(path.resolve())
-    assert {name for name, files in names.items() if len(files) > 1} == set()
+        names.setdefault(path.name, set()).add(path.read_bytes())
+    assert {name for name, contents in names.items() if len(contents) > 1} == set()
+    assert (REPO / "tokenization" / "character_ids.py").is_file() and (REPO / "modeling_elmo" / "character_ids.py").is_file()
+
+
+def test_the_tree_holds_no_links():
+    """A checkout without symbolic links (Windows, some archives) has every file: git records none."""
+    import subprocess
+
+    staged = subprocess.run(["git", "ls-files", "-s"], cwd=REPO, capture_output=True, text=True)
+    if staged.returncode != 0:
+        pytest.skip("not a git checkout: " + staged.stderr.strip())
+    links = [line.split("\t", 1)[1] for line in staged.stdout.splitlines() if line.startswith("120000 ")]
+    assert links == []
 
 
 def test_no_file_is_above_800_lines():
@@ -163,7 +177,7 @@ def test_circle_finder_finds_circles(graph, circular):
 def test_the_kernel_registry_imports_nothing_of_the_package():
     """`kernels_elmo` is imported by every kernel file and by the model: it imports none of them."""
     graph = _graph()
-    assert graph["modeling_elmo.kernels_elmo"] == set()
+    assert graph["elmo_hf.modeling_elmo.kernels_elmo"] == set()
 
 
 def test_the_configuration_imports_nothing_of_the_model():
@@ -172,14 +186,14 @@ def test_the_configuration_imports_nothing_of_the_model():
     `lstm_implementation`, and what transformers versions name differently (`compat_elmo`, which imports nothing of
     the package)."""
     graph = _graph()
-    assert graph["modeling_elmo.configuration_elmo"] == {"modeling_elmo.kernels_elmo", "modeling_elmo.compat_elmo"}
-    assert graph["modeling_elmo.compat_elmo"] == set()
+    assert graph["elmo_hf.modeling_elmo.configuration_elmo"] == {"elmo_hf.modeling_elmo.kernels_elmo", "elmo_hf.modeling_elmo.compat_elmo"}
+    assert graph["elmo_hf.modeling_elmo.compat_elmo"] == set()
 
 
 def _loaded_by_name() -> set[str]:
     """The travelling modules transformers loads by name: the configuration's, every class of the model's and the
     tokenizer's `auto_map`, every pipeline of `custom_pipelines`, and sentence-transformers' pooling module."""
-    from modeling_elmo.configuration_elmo import AUTO_CLASSES, CUSTOM_PIPELINES
+    from elmo_hf.modeling_elmo.configuration_elmo import AUTO_CLASSES, CUSTOM_PIPELINES
 
     names = {"configuration_elmo", "tokenization_elmo", "tokenization_elmo_manylangs", "elmo_sentence_pooling"}
     names |= {path.split(".")[0] for path in AUTO_CLASSES.values()}
@@ -216,8 +230,8 @@ def test_the_model_folder_is_exactly_what_a_saved_model_carries(tmp_path):
     with its tokenizer holds the model's files and the tokenizer's module with the siblings it imports."""
     from conftest import tiny_model
 
-    from modeling_elmo import remote_code_elmo
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import remote_code_elmo
+    from elmo_hf.tokenization import ElmoTokenizer
 
     model_files = {path.name for path in (REPO / "modeling_elmo").glob("*.py")} - {"__init__.py"}
     assert {path.name for path in remote_code_elmo.model_code_files()} == model_files
@@ -229,7 +243,7 @@ def test_the_model_folder_is_exactly_what_a_saved_model_carries(tmp_path):
 
 
 def _layer(module: str) -> int:
-    return LAYERS.index(module.split(".")[0])
+    return LAYERS.index(module.split(".")[1])
 
 
 def _strings(path: Path) -> list[str]:
@@ -247,8 +261,8 @@ def test_no_module_imports_or_names_a_higher_layer():
     upward = []
     for name, targets in _graph().items():
         upward += [f"{name} imports {target}" for target in sorted(targets) if _layer(target) > _layer(name)]
-    # "train.tasks.multiple_choice", "elmo_cli:embed" (a bare "train" is a dataset's split, not a module)
-    names_a_module = re.compile(rf"^({'|'.join(LAYERS)})((\.\w+)+(:\w+)?|:\w+)$")
+    # "elmo_hf.train.tasks.multiple_choice", "elmo_hf.cli:embed" (a bare "train" is a dataset's split, not a module)
+    names_a_module = re.compile(rf"^{NAMESPACE}\.({'|'.join(LAYERS)})((\.\w+)+(:\w+)?|:\w+)$")
     for name, path in modules.items():
         for text in _strings(path):
             match = names_a_module.match(text)
@@ -258,7 +272,7 @@ def test_no_module_imports_or_names_a_higher_layer():
 
 
 def test_at_most_two_places_build_a_command_line_parser():
-    """The options of every command are dataclasses read by `elmo_tools.arguments`; transformers' own parser reads
+    """The options of every command are dataclasses read by `elmo_hf.tools.arguments`; transformers' own parser reads
     its `TrainingArguments`, for the fine-tuning commands only."""
     places = []
     for name, path in _project_modules().items():

@@ -10,16 +10,16 @@ import pytest
 import torch
 from conftest import random_char_ids
 
-from elmo_tools.loading import TASKS, ModelLoadError, load_elmo
-from modeling_elmo import (
+from elmo_hf.modeling_elmo import (
     ElmoConfig,
     ElmoForPreTraining,
     ElmoForSequenceClassification,
     ElmoForTokenClassification,
     ElmoModel,
 )
-from modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES
-from tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
+from elmo_hf.modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES
+from elmo_hf.tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
+from elmo_hf.tools.loading import TASKS, ModelLoadError, load_elmo
 
 
 def _same_weights(a, b) -> bool:
@@ -41,14 +41,14 @@ def test_a_folder_gives_its_model_and_tokenizer(tiny_model_dir):
 def test_a_folder_without_tokenizer_files_gets_a_default_one_of_its_width(tmp_path, caplog):
     torch.manual_seed(0)
     ElmoModel(ElmoConfig.from_preset("tiny", max_characters_per_token=20)).save_pretrained(tmp_path)
-    with caplog.at_level(logging.INFO, logger="elmo_tools.loading"):
+    with caplog.at_level(logging.INFO, logger="elmo_hf.tools.loading"):
         model, tokenizer = load_elmo(tmp_path)
     assert type(tokenizer) is ElmoTokenizer and tokenizer.max_characters_per_token == 20
     assert "no tokenizer files" in caplog.text
 
 
 def test_a_preset_is_random_seeded_and_logged_as_random(caplog):
-    with caplog.at_level(logging.WARNING, logger="elmo_tools.loading"):
+    with caplog.at_level(logging.WARNING, logger="elmo_hf.tools.loading"):
         first, tokenizer = load_elmo("tiny", seed=3)
     assert "RANDOM weights" in caplog.text and "tiny" in caplog.text
     again, _ = load_elmo("tiny", seed=3)
@@ -175,7 +175,7 @@ def test_an_elmoformanylangs_folder_gets_its_tokenizer(tmp_path):
     pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs fixture is written with its package")
     import manylangs_fixture
 
-    from elmo_tools.convert_elmoformanylangs import convert
+    from elmo_hf.tools.convert_elmoformanylangs import convert
 
     ours = convert(manylangs_fixture.write_model(tmp_path / "theirs"), tmp_path / "ours")
     model, tokenizer = load_elmo(ours)

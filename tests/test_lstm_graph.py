@@ -27,10 +27,10 @@ from test_fast_paths import (
 )
 from tolerances import REORDERED, assert_close
 
-import modeling_elmo.lstm_graph_elmo as graph
-import modeling_elmo.matmul_elmo as matmul
-from modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
-from modeling_elmo.lstm_inference_elmo import packed_index
+import elmo_hf.modeling_elmo.lstm_graph_elmo as graph
+import elmo_hf.modeling_elmo.matmul_elmo as matmul
+from elmo_hf.modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
+from elmo_hf.modeling_elmo.lstm_inference_elmo import packed_index
 
 
 @pytest.mark.numerics
@@ -174,8 +174,8 @@ def test_graph_cache_is_bounded_least_recently_used_and_not_copied(monkeypatch):
 
 TRITON_CHECK = r"""
 import torch
-import modeling_elmo.lstm_graph_elmo as graph
-import modeling_elmo.lstm_triton_elmo as fused
+import elmo_hf.modeling_elmo.lstm_graph_elmo as graph
+import elmo_hf.modeling_elmo.lstm_triton_elmo as fused
 assert fused.available(torch.device("cpu"))
 torch.manual_seed(0)
 rows, cell, width = 5, 40, 16

@@ -25,9 +25,9 @@ from conftest import _NO_PROJECT, REPO, clean_env, cli, run_cli, tiny_config
 from hub_server import HubServer
 from tolerances import REORDERED, STATISTIC, assert_close
 
-from elmo_tools.loading import load_elmo
-from modeling_elmo import ElmoForPreTraining
-from tokenization import ElmoTokenizer
+from elmo_hf.modeling_elmo import ElmoForPreTraining
+from elmo_hf.tokenization import ElmoTokenizer
+from elmo_hf.tools.loading import load_elmo
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +136,7 @@ def _word_splits_of_this_file():
     """The custom split is registered for this file's tests (as the commands' --word_split registers it in a
     process), and unregistered after them. Registered here, not where its model is built: the session's fixtures
     build every kind within whichever test asks first, and a test may not change the process for the next."""
-    from tokenization import WORD_SPLITTERS, check_word_split
+    from elmo_hf.tokenization import WORD_SPLITTERS, check_word_split
 
     with pytest.MonkeyPatch.context() as patch:
         for registry in ("_functions", "_requirements"):
@@ -247,7 +247,7 @@ def _run_fresh(names: dict[str, str], out: Path, env: dict[str, str], cwd: Path)
 def fresh_vectors(kind_dirs, tmp_path_factory) -> dict[str, list[np.ndarray]]:
     """Every kind pushed to a Hub on 127.0.0.1, then loaded as remote code by folder and by repository id in a
     fresh interpreter that cannot import this project."""
-    from elmo_tools.hub_push import push_folder
+    from elmo_hf.tools.hub_push import push_folder
 
     work = tmp_path_factory.mktemp("fresh")
     server = HubServer(work / "hub", token=TOKEN).start()
@@ -300,7 +300,7 @@ def test_pushed_to_a_hub_and_loaded_back_by_id(kind, kind_dirs, expected, fresh_
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
 def test_sentence_vectors_and_sentence_transformer(kind, kind_dirs, tmp_path):
-    from elmo_tools.sentence_vectors import save_for_sentence_transformers, sentence_vectors
+    from elmo_hf.tools.sentence_vectors import save_for_sentence_transformers, sentence_vectors
 
     pytest.importorskip("sentence_transformers", reason="sentence-transformers (an extra) is absent")
     from sentence_transformers import SentenceTransformer

@@ -12,7 +12,7 @@ from test_fast_paths import BFLOAT16_FROM_FLOAT32
 from tolerances import REORDERED, assert_close
 from transformers import AutoConfig, AutoModel
 
-from modeling_elmo import ElmoConfig, ElmoModel
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoModel
 
 # --------------------------------------------------------------------------------------------------
 # Config
@@ -70,7 +70,7 @@ def test_the_documented_task_names_are_the_loaders():
     """docs/models.md names the `task` values `load_elmo` accepts."""
     from conftest import REPO
 
-    from elmo_tools.loading import TASKS
+    from elmo_hf.tools.loading import TASKS
 
     page = (REPO / "docs" / "models.md").read_text(encoding="utf-8")
     sentence = page[page.index("`task` picks the class:"):].split(". ")[0]

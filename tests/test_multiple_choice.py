@@ -16,9 +16,9 @@ from conftest import random_char_ids, run_cli, run_isolated, tiny_config
 from tolerances import REORDERED, assert_close
 from transformers import AutoModelForMultipleChoice, AutoTokenizer
 
-from modeling_elmo import ElmoForMultipleChoice
-from train.finetune_data import read_input_file
-from train.tasks import multiple_choice
+from elmo_hf.modeling_elmo import ElmoForMultipleChoice
+from elmo_hf.train.finetune_data import read_input_file
+from elmo_hf.train.tasks import multiple_choice
 
 ANIMALS = ["cat", "dog", "bird", "fish", "horse", "cow"]
 

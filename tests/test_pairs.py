@@ -12,8 +12,8 @@ from conftest import run_isolated, tiny_config
 from tolerances import REORDERED, STATISTIC, assert_close
 from transformers import AutoModelForSequenceClassification
 
-from modeling_elmo import ElmoForSequenceClassification
-from tokenization import ElmoTokenizer
+from elmo_hf.modeling_elmo import ElmoForSequenceClassification
+from elmo_hf.tokenization import ElmoTokenizer
 
 BOS_ROW = [259, 257, 260] + [261] * 47
 EOS_ROW = [259, 258, 260] + [261] * 47
@@ -424,7 +424,7 @@ def test_zero_shot_pipeline_scores_are_the_models_entailment_logits(nli_folder, 
 
 
 def test_the_reader_finds_the_columns_of_pairs(tmp_path):
-    from train.finetune_data import read_classification_file, read_texts_file
+    from elmo_hf.train.finetune_data import read_classification_file, read_texts_file
 
     glue = tmp_path / "rte.tsv"
     glue.write_text("index\tsentence1\tsentence2\tlabel\n0\tA man sleeps .\tA person rests .\tentailment\n")
@@ -446,7 +446,7 @@ def test_the_reader_finds_the_columns_of_pairs(tmp_path):
 
 
 def test_scores_are_read_as_a_regression_and_integer_labels_as_classes():
-    from train.tasks.sequence_classification import is_regression
+    from elmo_hf.train.tasks.sequence_classification import is_regression
 
     assert is_regression(["3.8", "0.0", "5"], None)
     assert not is_regression(["0", "1", "1"], None) and not is_regression(["pos", "1.5"], None)
@@ -461,7 +461,7 @@ def test_pearson_and_spearman(monkeypatch, scipy):
 
     import numpy as np
 
-    from train.finetune_data import pearson, ranks, spearman
+    from elmo_hf.train.finetune_data import pearson, ranks, spearman
 
     if not scipy:
         monkeypatch.setitem(sys.modules, "scipy.stats", None)  # the numpy ranks, as without scipy

@@ -20,7 +20,7 @@ import torch
 from conftest import REPO, clean_env, run_cli, run_command
 from tolerances import REORDERED, Bound, assert_close
 
-import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes)
+from elmo_hf import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes)
 
 # A resumed run against the run never stopped, both on one thread a process (`pretrain` sets OMP_NUM_THREADS=1) on
 # this CPU: the same float32 arithmetic on the same restored state, so the same bits are expected; 1e-6 allows the
@@ -54,7 +54,7 @@ ELMO_PRETRAIN = str(Path(sys.executable).parent / "elmo-pretrain")
 
 def command_line(args, launcher: list[str] | None) -> list[str]:
     """The installed script, or a launcher (`torchrun ... -m`) running the command layer's module."""
-    return [*launcher, "elmo_cli", "pretrain", *map(str, args)] if launcher else [ELMO_PRETRAIN, *map(str, args)]
+    return [*launcher, "elmo_hf.cli", "pretrain", *map(str, args)] if launcher else [ELMO_PRETRAIN, *map(str, args)]
 
 
 def pretrain(*args: str, launcher: list[str] | None = None, check: bool = True, cwd: Path | None = None):
@@ -122,8 +122,8 @@ def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
     assert "wrote the model folder to" in result.stderr
     # Quiet by default: this command's own lines, none of the libraries' warnings or progress bars.
     lines = result.stderr.strip().splitlines()
-    assert all(" INFO train.pretrain: " in line for line in lines), result.stderr
-    said = [line.split(" INFO train.pretrain: ", 1)[1] for line in lines]
+    assert all(" INFO elmo-pretrain: " in line for line in lines), result.stderr
+    said = [line.split(" INFO elmo-pretrain: ", 1)[1] for line in lines]
     expected = ["a vocabulary of", "trained 12 steps", "validation: forward_perplexity", "wrote the model folder to"]
     assert len(said) == len(expected) and all(m.startswith(e) for m, e in zip(said, expected)), result.stderr
     for name in ("config.json", "model.safetensors", "modeling_elmo.py", "tokenizer_config.json", "vocab.txt",
@@ -255,8 +255,8 @@ def test_sigterm_before_the_first_checkpoint_leaves_nothing(corpus, tmp_path):
 def test_encoding_gbk_corpus(tmp_path):
     """A GBK file: refused under the default utf-8 (one line naming file, line and byte; exit 2; no folder), trained
     on with --encoding gbk (its words, not U+FFFD, in the vocabulary)."""
-    from train.pretrain_args import PretrainArguments
-    from train.pretrain_run import train
+    from elmo_hf.train.pretrain_args import PretrainArguments
+    from elmo_hf.train.pretrain_run import train
 
     rng = random.Random(0)
     corpus = tmp_path / "train.txt"
@@ -327,8 +327,8 @@ def test_refuses_to_overwrite_an_output_folder(corpus, tmp_path):
 def test_continue_training_a_feature_model_with_a_new_softmax(corpus, tmp_path, tiny_model_dir):
     """A saved model without a softmax (as converted published weights): --init_from loads it as every command does
     and starts a softmax from the model's own layer-0 vectors of the vocabulary, saying so in one line."""
-    from modeling_elmo import ElmoModel
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import ElmoModel
+    from elmo_hf.tokenization import ElmoTokenizer
 
     train, valid = corpus
     out = tmp_path / "continued"
@@ -336,7 +336,7 @@ def test_continue_training_a_feature_model_with_a_new_softmax(corpus, tmp_path, 
                       "--init_from", str(tiny_model_dir), "--max_steps", "0", "--num_train_epochs", "1",
                       "--learning_rate", "0", *[a for a in COMMON if a not in ("--preset", "tiny")])
     vocabulary = ElmoTokenizer.from_pretrained(out).word_vocab
-    assert (f"INFO train.pretrain: {tiny_model_dir} has no softmax for this vocabulary: initialised one from the "
+    assert (f"INFO elmo-pretrain: {tiny_model_dir} has no softmax for this vocabulary: initialised one from the "
             f"layer-0 vectors of the {len(vocabulary)} vocabulary words") in result.stderr
     assert "WARNING" not in result.stderr  # no load report of the missing softmax
     from transformers import AutoModelForPreTraining
@@ -354,8 +354,8 @@ def test_continue_training_a_feature_model_with_a_new_softmax(corpus, tmp_path, 
 def manylangs_folder(folder: Path, *, words: bool) -> Path:
     """A tiny ELMoForManyLangs-layout model (characters through its own dictionary; a word embedding if `words`)
     with its tokenizer, as `convert_elmoformanylangs` writes one."""
-    from modeling_elmo import ElmoConfig, ElmoModel
-    from tokenization import ElmoManyLangsTokenizer
+    from elmo_hf.modeling_elmo import ElmoConfig, ElmoModel
+    from elmo_hf.tokenization import ElmoManyLangsTokenizer
 
     chars = {c: i for i, c in enumerate(["<bow>", "<eow>", "<oov>", "<pad>", "<bos>", "<eos>", *"abcdefghijklmnopqrstuvwxyz."])}
     dictionary = {w: i for i, w in enumerate(["<oov>", "<pad>", "the", "cat", "sat"])} if words else None
@@ -373,11 +373,11 @@ def manylangs_folder(folder: Path, *, words: bool) -> Path:
 
 @pytest.fixture
 def pretrain_in_process():
-    """`train.pretrain_run.train` in this process, with Accelerate's process-wide state reset after it."""
+    """`elmo_hf.train.pretrain_run.train` in this process, with Accelerate's process-wide state reset after it."""
     from accelerate.state import AcceleratorState
 
-    from train.pretrain_args import PretrainArguments
-    from train.pretrain_run import train
+    from elmo_hf.train.pretrain_args import PretrainArguments
+    from elmo_hf.train.pretrain_run import train
 
     yield lambda **fields: train(PretrainArguments(**{
         "per_device_batch_size": 4, "unroll_steps": 8, "report_to": "none", "disable_tqdm": True, **fields}))
@@ -387,8 +387,8 @@ def pretrain_in_process():
 def test_continue_an_elmoformanylangs_model_reading_characters(corpus, tmp_path, pretrain_in_process):
     """A converted ELMoForManyLangs model (its own character dictionary, 12 characters a word, `<bos>`/`<eos>`):
     the rows fed to it and to its new softmax are its tokenizer's; the folder keeps that tokenizer."""
-    from modeling_elmo import ElmoForPreTraining, ElmoModel
-    from tokenization import ElmoManyLangsTokenizer
+    from elmo_hf.modeling_elmo import ElmoForPreTraining, ElmoModel
+    from elmo_hf.tokenization import ElmoManyLangsTokenizer
 
     base = manylangs_folder(tmp_path / "manylangs", words=False)
     out = tmp_path / "out"
@@ -416,8 +416,8 @@ def test_a_model_reading_words_is_refused(corpus, tmp_path, pretrain_in_process)
 @pytest.mark.slow
 def test_init_from_with_an_hdf5_softmax(corpus, tmp_path):
     h5py = pytest.importorskip("h5py")
-    from modeling_elmo import ElmoConfig, ElmoModel
-    from tokenization import build_vocab, write_vocab
+    from elmo_hf.modeling_elmo import ElmoConfig, ElmoModel
+    from elmo_hf.tokenization import build_vocab, write_vocab
 
     train, _ = corpus
     ElmoModel(ElmoConfig.from_preset("tiny")).save_pretrained(tmp_path / "base")
@@ -533,7 +533,7 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
     import huggingface_hub.constants
     from hub_server import HubServer
 
-    from elmo_tools.hub_push import push_folder
+    from elmo_hf.tools.hub_push import push_folder
 
     token = "hf_test_token_for_the_local_hub"
     train, _ = corpus
@@ -560,8 +560,8 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
 def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):
     """The dataclass parser behind the fast --help: lists, optional values, flags with or without a value, dashes,
     a JSON file; unknown or missing JSON fields in one line."""
-    from elmo_tools.arguments import parse_options as parse_dataclass
-    from train.pretrain_args import PretrainArguments
+    from elmo_hf.tools.arguments import parse_options as parse_dataclass
+    from elmo_hf.train.pretrain_args import PretrainArguments
 
     args = parse_dataclass(PretrainArguments, ["--train_file", "a.txt", "b.txt", "--output-dir", "out", "--disable_tqdm",
                                                "--verbose", "false", "--dropout", "0.25", "--encoding", "GBK"])
@@ -579,7 +579,7 @@ def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):
 
 def test_a_vocabulary_of_unsegmented_chinese_is_warned_about(caplog):
     """Chinese split on spaces keeps sentences as words: one warning naming the splits that segment it."""
-    from train.pretrain_run import warn_if_unsegmented
+    from elmo_hf.train.pretrain_run import warn_if_unsegmented
 
     warn_if_unsegmented(["<S>", "</S>", "<UNK>", "我爱北京天安门。", "今天天气很好啊", "北京"], "whitespace")
     assert "2 of the 6 words" in caplog.text and "--word_split whitespace does not segment" in caplog.text
@@ -591,8 +591,8 @@ def test_a_vocabulary_of_unsegmented_chinese_is_warned_about(caplog):
 def test_resume_auto_is_latest_when_there_is_a_checkpoint(tmp_path):
     """`--resume_from_checkpoint auto`, the one command line a launcher can restart as it is: a fresh start in a
     folder without a checkpoint (an unfinished `.tmp-*` one does not count), the newest checkpoint once there is one."""
-    from train.checkpoints import resolve_auto_resume
-    from train.pretrain_args import PretrainArguments
+    from elmo_hf.train.checkpoints import resolve_auto_resume
+    from elmo_hf.train.pretrain_args import PretrainArguments
 
     def resolved(value):
         args = PretrainArguments(train_file=["a.txt"], output_dir=str(tmp_path), resume_from_checkpoint=value)
@@ -611,9 +611,9 @@ def test_resume_auto_without_a_checkpoint_in_a_used_folder(tmp_path):
     """What an attempt killed before its first checkpoint leaves (its vocabulary) is refused in one line, as any
     folder in use; --overwrite_output_dir lets `auto` start afresh there, and is not needed once there is a
     checkpoint (which it then never deletes: the run resumes)."""
-    from train.checkpoints import resolve_auto_resume
-    from train.pretrain_args import PretrainArguments
-    from train.pretrain_run import check_output_dir
+    from elmo_hf.train.checkpoints import resolve_auto_resume
+    from elmo_hf.train.pretrain_args import PretrainArguments
+    from elmo_hf.train.pretrain_run import check_output_dir
 
     (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\n")
 
@@ -636,7 +636,7 @@ def test_resume_auto_without_a_checkpoint_in_a_used_folder(tmp_path):
 def test_a_resumed_run_drops_the_log_lines_after_its_checkpoint(tmp_path):
     """The stopped run logged steps 4 and 5 after its checkpoint of step 3 (and was killed halfway through a line):
     the resumed run keeps steps 1-3 and logs 4 and 5 again, once."""
-    from train.checkpoints import drop_log_lines_after
+    from elmo_hf.train.checkpoints import drop_log_lines_after
 
     log = tmp_path / "train_log.jsonl"
     log.write_text("".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in range(1, 6)) + '{"step": 6, "lo')

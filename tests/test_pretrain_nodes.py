@@ -55,7 +55,7 @@ def start_nodes(out: Path, *args: str, max_restarts: int = 0) -> list[tuple[subp
     for node in (0, 1):
         command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
                    "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", out.name,
-                   "--local_addr", "127.0.0.1", "--max_restarts", str(max_restarts), "-m", "elmo_cli", "pretrain",
+                   "--local_addr", "127.0.0.1", "--max_restarts", str(max_restarts), "-m", "elmo_hf.cli", "pretrain",
                    *args, "--output_dir", str(out)]
         log = out.parent / f"{out.name}-node{node}.log"
         with open(log, "w") as handle:
@@ -87,7 +87,7 @@ def worker_of_rank(nodes, rank: int) -> int:
     for process, _ in nodes:
         for pid in _descendants(process.pid):
             with contextlib.suppress(OSError):
-                if (b"elmo_cli\0pretrain" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                if (b"elmo_hf.cli\0pretrain" in Path(f"/proc/{pid}/cmdline").read_bytes()
                         and f"RANK={rank}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
                     return pid
     raise AssertionError(f"no training process of rank {rank} is running")

@@ -9,7 +9,7 @@ from conftest import random_char_ids, tiny_model
 from tolerances import REORDERED, STATISTIC, assert_close
 from transformers import AutoModel, AutoModelForPreTraining
 
-from modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoModel
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoModel
 
 VOCAB = 40
 

@@ -12,11 +12,11 @@ import torch
 import transformers
 from conftest import _process_state, _restore_process_state
 
-import elmo_tools.loading  # noqa: F401  (its logger exists before the test changes its level)
-from modeling_elmo import matmul_elmo
-from modeling_elmo.configuration_elmo import TASK_CLASSES
-from modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
-from tokenization import WORD_SPLITTERS
+import elmo_hf.tools.loading  # noqa: F401  (its logger exists before the test changes its level)
+from elmo_hf.modeling_elmo import matmul_elmo
+from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES
+from elmo_hf.modeling_elmo.kernels_elmo import ALL_LSTM_FUNCTIONS
+from elmo_hf.tokenization import WORD_SPLITTERS
 
 
 def _threads():
@@ -32,7 +32,7 @@ CHANGES = {
     "task heads": lambda: TASK_CLASSES.__setitem__("left-behind", TASK_CLASSES["token-classification"]),
     "environment": lambda: os.environ.__setitem__("ELMO_LEFT_BEHIND", "1"),
     # what a command run in this process sets for itself (its console) and must put back
-    "logging: a level": lambda: logging.getLogger("elmo_tools.loading").setLevel(logging.DEBUG),
+    "logging: a level": lambda: logging.getLogger("elmo_hf.tools.loading").setLevel(logging.DEBUG),
     "logging: a handler": lambda: logging.getLogger().addHandler(logging.NullHandler()),
     "logging: a warnings filter": lambda: warnings.filterwarnings("ignore", message="left behind"),
     "logging: transformers' verbosity": lambda: transformers.logging.set_verbosity(

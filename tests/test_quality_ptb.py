@@ -21,8 +21,8 @@ WINDOWED = Bound("windows with the state carried against one pass", 1e-5, scaled
 
 @pytest.fixture
 def model_and_tokenizer(tmp_path):
-    from modeling_elmo import ElmoForPreTraining
-    from tokenization import ElmoTokenizer
+    from elmo_hf.modeling_elmo import ElmoForPreTraining
+    from elmo_hf.tokenization import ElmoTokenizer
 
     words = "the cat dog sat ran on mat <unk> .".split()
     (tmp_path / "vocab.txt").write_text("\n".join(["<S>", "</S>", "<UNK>", *words]) + "\n")
@@ -46,7 +46,7 @@ def test_every_word_and_one_end_of_sentence_a_line_are_scored(tmp_path, model_an
     assert scored == sum(len(words) + 1 for words in lines)  # words and </S>; no <S> after a </S>
 
     # one pass over the whole stream, the log-probabilities summed here
-    from train.data import BatchEncoder
+    from elmo_hf.train.data import BatchEncoder
 
     encoder = BatchEncoder(tokenizer)
     with torch.no_grad():

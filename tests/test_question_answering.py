@@ -18,17 +18,17 @@ import torch.nn.functional as F
 from conftest import clean_env, run_cli, run_command, run_isolated, tiny_config
 from tolerances import REORDERED, assert_close
 
-from modeling_elmo import ElmoForQuestionAnswering
-from modeling_elmo.modeling_elmo_qa import NOT_IN_PASSAGE
-from modeling_elmo.question_answering_elmo import (
+from elmo_hf.modeling_elmo import ElmoForQuestionAnswering
+from elmo_hf.modeling_elmo.modeling_elmo_qa import NOT_IN_PASSAGE
+from elmo_hf.modeling_elmo.question_answering_elmo import (
     answer_words,
     best_answers,
     encode_windows,
     word_spans,
 )
-from tokenization import ElmoTokenizer
-from train.squad_data import read_squad_file
-from train.squad_metrics import f1, normalize_answer, squad_scores
+from elmo_hf.tokenization import ElmoTokenizer
+from elmo_hf.train.squad_data import read_squad_file
+from elmo_hf.train.squad_metrics import f1, normalize_answer, squad_scores
 
 pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")
 
@@ -314,7 +314,7 @@ def test_the_pipeline_answers_as_the_command_predicted_in_fresh_interpreters(fin
 def test_a_long_passage_in_windows_gives_the_answer_of_the_whole_passage(fine_tuned):
     from transformers import pipeline
 
-    from modeling_elmo.pipeline_question_answering_elmo import ElmoQuestionAnsweringPipeline
+    from elmo_hf.modeling_elmo.pipeline_question_answering_elmo import ElmoQuestionAnsweringPipeline
 
     qa = pipeline("question-answering", model=str(fine_tuned["model"]), pipeline_class=ElmoQuestionAnsweringPipeline)
     examples = [e for e in read_squad_file(fine_tuned["held_out"])][:12]
@@ -331,8 +331,8 @@ def test_a_long_passage_in_windows_gives_the_answer_of_the_whole_passage(fine_tu
 def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, Trainer, TrainingArguments
 
-    from train.collators import ElmoDataCollatorForQuestionAnswering
-    from train.squad_data import evaluate_answers, question_answering_features
+    from elmo_hf.train.collators import ElmoDataCollatorForQuestionAnswering
+    from elmo_hf.train.squad_data import evaluate_answers, question_answering_features
 
     model = AutoModelForQuestionAnswering.from_pretrained(fine_tuned["model"])
     tokenizer = AutoTokenizer.from_pretrained(fine_tuned["model"])
@@ -351,7 +351,7 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
 def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from train.tasks.question_answering import QuestionAnsweringDataArguments, prediction_lines
+    from elmo_hf.train.tasks.question_answering import QuestionAnsweringDataArguments, prediction_lines
 
     examples = squad_examples(4, seed=5)
     for example in examples[::3]:  # SQuAD 2.0: about a person the passage does not name

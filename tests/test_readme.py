@@ -4,7 +4,7 @@ Every fenced `python` and `bash` block of a page runs, in the page's order, in o
 temporary folder: Python blocks share one namespace (a reader pastes them in order, later blocks use earlier
 variables) and each bash block runs with `bash -e`, with this environment's scripts first on PATH and no network. In
 a bash block whose lines keep no shell state for the next (no cd, export or variable), each line of the project's
-commands (`elmo-embed ...`, without shell syntax) runs through its own frame in that Python (`elmo_cli.run`: what the
+commands (`elmo-embed ...`, without shell syntax) runs through its own frame in that Python (`elmo_hf.cli.run`: what the
 script runs, without starting a Python for each) and every other line with bash, in order; each must end with status
 0, as `bash -e` requires.
 A block that cannot run here (it downloads, needs a GPU or several processes, or is the set-up itself) carries a
@@ -120,7 +120,7 @@ for block in blocks:
         if done.returncode:
             sys.exit(f"the bash block at {where} exited with status {done.returncode}")
         continue
-    from elmo_cli import run
+    from elmo_hf.cli import run
     for kind, step in lines:
         status = run(step[0], step[1:]) if kind == "cli" else subprocess.run(["bash", "-e", "-c", step]).returncode
         sys.stdout.flush()
@@ -156,7 +156,7 @@ def block_env() -> dict:
 @pytest.fixture(scope="module")
 def demo_outputs(tmp_path_factory) -> Path:
     """What `make demo` leaves in outputs/demo that the pages use: the corpus and a trained model folder."""
-    from train.sense_corpus import generate_corpus
+    from elmo_hf.train.sense_corpus import generate_corpus
 
     demo = tmp_path_factory.mktemp("outputs") / "demo"
     corpus = demo / "corpus"

@@ -48,7 +48,7 @@ print("RECIPES CHECKED", json.dumps({"squad_windows": len(encoded["input_ids"]),
 
 
 def test_squad_and_glue_recipes_run_unchanged_as_remote_code(tmp_path):
-    from tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer
 
     torch.manual_seed(0)
     folder = tmp_path / "outputs" / "demo" / "model"

@@ -16,9 +16,9 @@ import torch
 from conftest import run_isolated
 from tolerances import REORDERED, assert_close
 
-from elmo_tools.sentence_vectors import mean_pool, save_for_sentence_transformers, sentence_vectors
-from modeling_elmo import ElmoModel, ElmoScalarMix
-from tokenization import ElmoTokenizer
+from elmo_hf.modeling_elmo import ElmoModel, ElmoScalarMix
+from elmo_hf.tokenization import ElmoTokenizer
+from elmo_hf.tools.sentence_vectors import mean_pool, save_for_sentence_transformers, sentence_vectors
 
 SENTENCES = [
     "The bank raised its rates.",
@@ -124,7 +124,7 @@ def test_sentence_transformers_encode_gives_the_pooled_vector(saved, model_and_t
 
 def test_sentence_transformer_built_in_library(saved, model_and_tokenizer):
     pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
-    from elmo_tools.sentence_vectors import sentence_transformer
+    from elmo_hf.tools.sentence_vectors import sentence_transformer
 
     model = sentence_transformer(saved, layers=[0.2, 0.3, 0.5], device="cpu")  # no files written, no remote code
     assert not (saved / "modules.json").exists()

@@ -168,7 +168,7 @@ def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words
     line = refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
                    "is not valid utf-8; the file reads as cp1252: --encoding cp1252")
     assert line.endswith("--encoding cp1252")
-    from train.tasks.sequence_classification import SequenceClassificationDataArguments, read_file
+    from elmo_hf.train.tasks.sequence_classification import SequenceClassificationDataArguments, read_file
 
     texts = [e["text"] for e in read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
     assert texts == ["une crème brûlée", "un café naïf"]
@@ -210,7 +210,7 @@ def character_conll(folder: Path) -> Path:
 
 def expected_tags(folder: Path, sentences: list[list[str]]) -> list[list[str]]:
     """The saved tagger's argmax tag of each word, computed here from its own forward."""
-    from elmo_tools.loading import load_elmo
+    from elmo_hf.tools.loading import load_elmo
 
     tagger, tokenizer = load_elmo(folder, TAG)
     tags = []
@@ -247,8 +247,8 @@ def test_chinese_sentences_with_a_blank_line_are_tagged_word_by_word_with_the_wo
 def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, text, layout, caplog):
     from types import SimpleNamespace
 
-    from tokenization import ElmoTokenizer
-    from train.tasks.token_classification import (
+    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.train.tasks.token_classification import (
         TokenClassificationDataArguments,
         prepare_test,
         read_test_file,
@@ -304,7 +304,7 @@ def test_squad_files_that_trained_silently_are_refused_naming_the_question(tmp_p
 
 
 def test_a_v2_file_and_the_option_read_questions_without_answers_as_unanswerable(tmp_path):
-    from train.squad_data import read_squad_file
+    from elmo_hf.train.squad_data import read_squad_file
 
     qas = [{"id": "q1", "question": "Where was Ada born ?", "answers": [], "is_impossible": True},
            {"id": "q2", "question": "Where was Boris born ?", "answers": [{"text": "Oslo", "answer_start": 51}],
@@ -340,7 +340,7 @@ def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(
     assert answers[0] == answers[1] and sorted(answers[0]) == sorted(r["id"] for r in records)
     from transformers import pipeline
 
-    from modeling_elmo.pipeline_question_answering_elmo import ElmoQuestionAnsweringPipeline
+    from elmo_hf.modeling_elmo.pipeline_question_answering_elmo import ElmoQuestionAnsweringPipeline
 
     qa = pipeline("question-answering", model=str(model), pipeline_class=ElmoQuestionAnsweringPipeline)
     assert qa(question=records[-1]["question"], context=long)["answer"] == answers[0]["long"]
@@ -357,7 +357,7 @@ def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(
 def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_path):
     """F1 on words is 0 for "深圳市" against "广东省深圳市龙岗区" (no spaces: one word each); CMRC 2018 scores characters,
     and drops Chinese punctuation too. The run's eval_f1 is that of its own predictions.json, on characters."""
-    from train.squad_metrics import character_exact_match, character_f1, f1, squad_scores
+    from elmo_hf.train.squad_metrics import character_exact_match, character_f1, f1, squad_scores
 
     assert f1("深圳市", "广东省深圳市龙岗区") == 0.0 and character_f1("深圳市", "广东省深圳市龙岗区") == pytest.approx(0.5)
     assert character_exact_match("北京。", "北京") == 1.0 and character_exact_match("“北京”", "北京") == 1.0
@@ -380,7 +380,7 @@ def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_pat
 
 
 def test_lines_elmo_analyze_cuts_at_max_tokens_are_said_with_their_line(tmp_path, caplog):
-    from elmo_tools.analysis import count_words
+    from elmo_hf.tools.analysis import count_words
 
     path = write(tmp_path, "corpus.txt", "a short line\n\none two three four five six\nx y\n")
     with caplog.at_level("WARNING"):

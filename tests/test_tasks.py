@@ -1,5 +1,5 @@
-"""The fine-tuning tasks (`train.tasks.TASKS`): every task head of `ELMO_CLASSES` has its module under `train/tasks/`
-with the parts every command runs (`train.finetune_run.TaskParts`) and options that `--help` reads without torch, and
+"""The fine-tuning tasks (`elmo_hf.train.tasks.TASKS`): every task head of `ELMO_CLASSES` has its module under `train/tasks/`
+with the parts every command runs (`elmo_hf.train.finetune_run.TaskParts`) and options that `--help` reads without torch, and
 every module its head; and a task added as a row and a module alone (here a throwaway one, registered with
 monkeypatch) trains, saves, predicts and loads end to end through `elmo-finetune TASK`."""
 
@@ -19,18 +19,18 @@ import pytest
 import torch
 from conftest import REPO, run_cli
 
-import modeling_elmo
-from elmo_tools.loading import TASKS as LOADER_TASKS
-from elmo_tools.loading import load_elmo
-from elmo_tools.model_card import render_model_card
-from modeling_elmo import ElmoConfig
-from modeling_elmo.configuration_elmo import TASK_CLASSES, ElmoClass
-from train.collators import ElmoDataCollatorForSequenceClassification
-from train.finetune_arguments import DATA_FIELDS, short_help
-from train.finetune_data import accuracy, split_text
-from train.finetune_run import TaskParts
-from train.predict import predict_labels
-from train.tasks import TASKS, FineTuningTask, module_name, task_module
+from elmo_hf import modeling_elmo
+from elmo_hf.modeling_elmo import ElmoConfig
+from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES, ElmoClass
+from elmo_hf.tools.loading import TASKS as LOADER_TASKS
+from elmo_hf.tools.loading import load_elmo
+from elmo_hf.tools.model_card import render_model_card
+from elmo_hf.train.collators import ElmoDataCollatorForSequenceClassification
+from elmo_hf.train.finetune_arguments import DATA_FIELDS, short_help
+from elmo_hf.train.finetune_data import accuracy, split_text
+from elmo_hf.train.finetune_run import TaskParts
+from elmo_hf.train.predict import predict_labels
+from elmo_hf.train.tasks import TASKS, FineTuningTask, module_name, task_module
 
 # --------------------------------------------------------------------------------------------------
 # The table
@@ -69,12 +69,12 @@ def test_every_task_module_exposes_the_protocol(name):
 
 @pytest.mark.slow
 def test_the_tasks_and_every_commands_help_import_no_torch():
-    """train.tasks and the task modules import nothing heavy at their top; each task's --help (its data options
+    """elmo_hf.train.tasks and the task modules import nothing heavy at their top; each task's --help (its data options
     included) comes before torch."""
-    code = ("import sys\nfrom train.tasks import TASKS\nassert 'torch' not in sys.modules\n"
-            "from elmo_cli import run\n"
+    code = ("import sys\nfrom elmo_hf.train.tasks import TASKS\nassert 'torch' not in sys.modules\n"
+            "from elmo_hf.cli import run\n"
             "for name in TASKS:\n    assert run('elmo-finetune', [name, '--help']) == 0\n"
-            "print('loaded:', sorted({'torch', 'transformers', 'datasets', 'modeling_elmo', 'numpy'} & "
+            "print('loaded:', sorted({'torch', 'transformers', 'datasets', 'elmo_hf.modeling_elmo', 'numpy'} & "
             "set(sys.modules)))\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -223,7 +223,7 @@ def test_a_task_added_as_a_row_and_a_module_trains_saves_and_predicts(toy_task, 
     assert result.returncode == 0, result.stderr
     said = result.stderr
     assert f"INFO {TOY_MODULE}: 24 training and 24 validation lines, flags ['no', 'yes']" in said
-    assert "INFO train.finetune_run: initialised the toy-flag head (4 tensors of classifier, scalar_mixes)" in said
+    assert "INFO elmo_hf.train.finetune_run: initialised the toy-flag head (4 tensors of classifier, scalar_mixes)" in said
     assert "LOAD REPORT" not in said and "WARNING" not in said, said
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["ElmoForSequenceClassification"] and config["classifier_pooling"] == "mean"

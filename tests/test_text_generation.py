@@ -14,13 +14,13 @@ from conftest import run_isolated, tiny_model
 from tolerances import REORDERED, assert_close
 from transformers import pipeline
 
-from modeling_elmo import ElmoForPreTraining
-from modeling_elmo.pipeline_text_generation_elmo import (
+from elmo_hf.modeling_elmo import ElmoForPreTraining
+from elmo_hf.modeling_elmo.pipeline_text_generation_elmo import (
     ElmoTextGenerationPipeline,
     forward_perplexity,
     generate_words,
 )
-from tokenization import ElmoTokenizer
+from elmo_hf.tokenization import ElmoTokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")
 

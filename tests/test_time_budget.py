@@ -15,7 +15,7 @@ import pytest
 from conftest import run_cli
 from tolerances import Bound, assert_close
 
-from train.time_budget import format_duration, parse_duration
+from elmo_hf.train.time_budget import format_duration, parse_duration
 
 # The resumed run against the run never stopped, in one process with the same threads: the same arithmetic on the
 # same restored state (as tests/test_pretrain.py's RESUMED).
@@ -75,12 +75,12 @@ def write_corpus(path: Path, lines: int, seed: int) -> Path:
 
 @pytest.fixture
 def pretrain(tmp_path):
-    """`train.pretrain_run.train` in this process on a small corpus, Accelerate's process-wide state reset after
+    """`elmo_hf.train.pretrain_run.train` in this process on a small corpus, Accelerate's process-wide state reset after
     each run: returns the run's summary."""
     from accelerate.state import AcceleratorState
 
-    from train.pretrain_args import PretrainArguments
-    from train.pretrain_run import train
+    from elmo_hf.train.pretrain_args import PretrainArguments
+    from elmo_hf.train.pretrain_run import train
 
     corpus = write_corpus(tmp_path / "train.txt", 300, 0), write_corpus(tmp_path / "valid.txt", 20, 1)
 
@@ -104,7 +104,7 @@ def losses(folder: Path) -> dict[int, float]:
 
 @pytest.mark.slow
 def test_pretraining_stops_when_the_time_is_spent_and_resumes_as_if_never_stopped(pretrain, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="train.pretrain")
+    caplog.set_level(logging.INFO, logger="elmo-pretrain")
     timed, whole = tmp_path / "timed", tmp_path / "whole"
     summary = pretrain(timed, max_train_time="1s", max_steps=100_000)
     step = summary["steps"]
@@ -194,7 +194,7 @@ def test_the_callback_counts_the_time_of_the_checkpoint_it_resumes_from():
     stops at once; with time left, at its end."""
     from transformers import TrainerControl, TrainerState
 
-    from train.time_budget_callback import TimeBudgetCallback
+    from elmo_hf.train.time_budget_callback import TimeBudgetCallback
 
     saved = TimeBudgetCallback(60.0, seconds_spent=61.0).state()
     state, control = TrainerState(global_step=7, stateful_callbacks={"TimeBudgetCallback": saved}), TrainerControl()

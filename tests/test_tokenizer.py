@@ -24,8 +24,8 @@ import torch
 from conftest import run_isolated, shared_file
 from transformers import AutoTokenizer, DataCollatorForTokenClassification, DataCollatorWithPadding
 
-import modeling_elmo  # noqa: F401  (registers the tokenizers with AutoTokenizer)
-from tokenization import (
+from elmo_hf import modeling_elmo  # noqa: F401  (registers the tokenizers with AutoTokenizer)
+from elmo_hf.tokenization import (
     LABEL_PAD_ID,
     WORD_SPLITTERS,
     ElmoTokenizer,
@@ -227,13 +227,13 @@ def test_whitespace_rule_and_pre_split_words_keep_chinese_words():
 def test_unsegmented_chinese_cut_at_48_bytes_is_reported_once(caplog):
     tok = ElmoTokenizer(word_split="whitespace")  # the user says the text is already split: it is not
     text = "我爱北京天安门，天安门上太阳升。伟大领袖"
-    with caplog.at_level("WARNING", logger="tokenization.tokenization_elmo"):
+    with caplog.at_level("WARNING", logger="elmo_hf.tokenization.tokenization_elmo"):
         assert tok(text)["input_ids"][1] == expected_row(text)  # cut at 48 bytes, as the original models do
         tok([text + "毛主席", "x" * 60])
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and "60 bytes; its character ids keep the first 48" in warnings[0]
     caplog.clear()
-    with caplog.at_level("WARNING", logger="tokenization.tokenization_elmo"):
+    with caplog.at_level("WARNING", logger="elmo_hf.tokenization.tokenization_elmo"):
         ElmoTokenizer()(text + " " + "x" * 60)  # per character: nothing cut but the Latin word, no warning
     assert caplog.records == []
 
@@ -568,8 +568,8 @@ def test_pad_in_data_collators(tok):
 
 
 def test_pad_character_batch_is_the_padding_of_pad_and_the_collators(tok):
-    from train.collators import LABEL_PAD_ID as collator_pad_id
-    from train.collators import ElmoDataCollatorForTokenClassification
+    from elmo_hf.train.collators import LABEL_PAD_ID as collator_pad_id
+    from elmo_hf.train.collators import ElmoDataCollatorForTokenClassification
 
     assert collator_pad_id == LABEL_PAD_ID == -100
     sentences = [tok(t)["input_ids"] for t in ["a b c", "d"]]
@@ -765,7 +765,7 @@ def test_save_and_load_round_trip(tmp_path, vocab_file):
 
 
 def test_auto_tokenizer_with_a_model_config(tmp_path):
-    from modeling_elmo.configuration_elmo import ElmoConfig
+    from elmo_hf.modeling_elmo.configuration_elmo import ElmoConfig
 
     ElmoConfig.from_preset("tiny").save_pretrained(tmp_path)
     ElmoTokenizer().save_pretrained(tmp_path)
@@ -779,7 +779,7 @@ os.environ["HF_MODULES_CACHE"] = {modules!r}
 from transformers import AutoTokenizer
 tok = AutoTokenizer.from_pretrained({folder!r}, trust_remote_code=True)
 enc = tok({sample!r}, padding=True, return_tensors="pt", return_vocab_ids=True)
-leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("tokenization", "modeling_elmo"))
+leaked = sorted(m for m in sys.modules if m.split(".")[0] == "elmo_hf")
 print(json.dumps({{
     "module": type(tok).__module__, "leaked": leaked, "input_ids": enc["input_ids"].tolist(),
     "attention_mask": enc["attention_mask"].tolist(), "vocab_ids": enc["vocab_ids"].tolist(),
@@ -896,7 +896,7 @@ def test_grapheme_clusters_are_one_unit():
 def test_grapheme_clusters_change_nothing_in_ordinary_text():
     """English, Chinese, Japanese, Korean, accented Latin (precomposed) and single emoji split exactly as the rule
     does on code points: the clusters only matter where a character is followed by one that joins it."""
-    from tokenization.word_splits_elmo import _PUNCTUATION_SPLIT, _with_clitics_split
+    from elmo_hf.tokenization.word_splits_elmo import _PUNCTUATION_SPLIT, _with_clitics_split
 
     texts = [
         "The cat sat on the mat. Don't stop: 3.14, 1,000 and U.S. e.g. <S> -- ... ``quoted''",
@@ -1047,11 +1047,11 @@ def test_pickle_deepcopy_and_threads():
 @pytest.mark.slow
 def test_tokenizer_package_does_not_import_the_model_package():
     """The packages depend one way, modeling_elmo -> tokenization: importing the tokenizer loads no model code, and
-    `import modeling_elmo` registers the tokenizer with AutoTokenizer."""
+    `import elmo_hf.modeling_elmo` registers the tokenizer with AutoTokenizer."""
     code = (
-        "import sys, tokenization\n"
-        "assert not any(m.split('.')[0] == 'modeling_elmo' for m in sys.modules), sorted(sys.modules)\n"
-        "import modeling_elmo\n"
+        "import sys\nfrom elmo_hf import tokenization  # noqa: F401\n"
+        "assert 'elmo_hf.modeling_elmo' not in sys.modules, sorted(sys.modules)\n"
+        "from elmo_hf import modeling_elmo\n"
         "from transformers import AutoTokenizer\n"
         "from transformers.models.auto.tokenization_auto import tokenizer_class_from_name\n"
         "assert tokenizer_class_from_name('ElmoTokenizer') is tokenization.ElmoTokenizer\n"
@@ -1064,7 +1064,7 @@ def test_jieba_is_quiet_unless_debugging():
     tokenizer's logger shows DEBUG (the commands' --verbose). Records are caught by a handler of our own: jieba's
     handler writes to the stderr of the moment jieba was first imported, which a test cannot rely on."""
     jieba = pytest.importorskip("jieba", reason="jieba (the optional extra elmo-hf[zh]) is not installed")
-    from tokenization.word_splits_elmo import _require_jieba
+    from elmo_hf.tokenization.word_splits_elmo import _require_jieba
 
     class Records(logging.Handler):
         def __init__(self):
@@ -1074,7 +1074,7 @@ def test_jieba_is_quiet_unless_debugging():
         def emit(self, record):
             self.messages.append(record.getMessage())
 
-    package_logger = logging.getLogger("tokenization")
+    package_logger = logging.getLogger("elmo_hf.tokenization")
     level = package_logger.level
     caught = Records()
     jieba.default_logger.addHandler(caught)

@@ -13,7 +13,7 @@ import unittest
 import pytest
 from transformers_sources import fetch_reason, import_transformers_tests
 
-from tokenization import ElmoTokenizer
+from elmo_hf.tokenization import ElmoTokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ class ElmoTokenizerCommonTest(tokenization_common.TokenizerTesterMixin, unittest
 FIXED_SPECIAL_TOKENS = ("<S>, </S> and the padding <pad> are fixed by the ELMo format (the character ids the published "
                         "models were trained with): other special tokens are refused")
 TOO_LONG = ("a text longer than model_max_length gets the project's own one-line warning (logger "
-            "tokenization.tokenization_elmo), not transformers' message under its logger; overflowing tokens come "
+            "elmo_hf.tokenization.tokenization_elmo), not transformers' message under its logger; overflowing tokens come "
             "back as windows, rows with overflow_to_sample_mapping, as transformers' fast tokenizers give them "
             "(tests/test_windows.py), not as the overflowing_tokens lists of its slow tokenizers that the test reads")
 # The mixin's tests that cannot apply to ELMo's tokenizer, and why: removed from the class (not collected), so that a

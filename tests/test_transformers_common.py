@@ -24,8 +24,8 @@ import torch
 from conftest import random_char_ids
 from transformers_sources import fetch_reason, import_transformers_tests
 
-from modeling_elmo import AUTO_CLASSES, ElmoConfig
-from modeling_elmo.configuration_elmo import PRESETS
+from elmo_hf.modeling_elmo import AUTO_CLASSES, ElmoConfig
+from elmo_hf.modeling_elmo.configuration_elmo import PRESETS
 
 pytestmark = pytest.mark.slow  # about 30 s: some 180 tests, each saving and loading every class
 
@@ -35,7 +35,7 @@ if _reason is not None:
 modeling_common, configuration_common = import_transformers_tests("test_modeling_common", "test_configuration_common")
 
 MODEL_CLASSES = tuple(
-    getattr(importlib.import_module(f"modeling_elmo.{path.split('.')[0]}"), path.split(".")[1])
+    getattr(importlib.import_module(f"elmo_hf.modeling_elmo.{path.split('.')[0]}"), path.split(".")[1])
     for path in AUTO_CLASSES.values()
 )
 

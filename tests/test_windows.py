@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
-from tokenization import ElmoTokenizer
+from elmo_hf.tokenization import ElmoTokenizer
 
 WORDS = [f"w{i}" for i in range(12)]
 FIRSTS = [" ".join(WORDS[:n]) for n in (1, 3, 5)]

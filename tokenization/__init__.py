@@ -5,7 +5,7 @@ Importing it marks the tokenizers for remote code, so that `save_pretrained` cop
 the modules it imports) next to the tokenizer files and writes `auto_map` into tokenizer_config.json
 (`AutoTokenizer.from_pretrained(path, trust_remote_code=True)` then works without this project installed).
 Registering them with `AutoTokenizer` for `ElmoConfig` (in-library use, no remote code) needs the config, so
-`import modeling_elmo` does it.
+`import elmo_hf.modeling_elmo` does it.
 
 The files, one concept each: `tokenization_elmo.py` (`ElmoTokenizer`), `text_inputs_elmo.py` (what it accepts as
 text), `word_splits_elmo.py` (the registry of word splits, `WORD_SPLITTERS`), `truncation_elmo.py` (which words a

@@ -6,7 +6,7 @@ tokenized) and `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf
 The tokenizer's `word_split`, `build_vocab(split=...)` and the commands' `--word_split` options take any
 registered name, so a new segmenter is one function and one call:
 
-    from tokenization import WORD_SPLITTERS
+    from elmo_hf.tokenization import WORD_SPLITTERS
     WORD_SPLITTERS.register("thai", pythainlp.word_tokenize)
 
 or, without code, its import path `module:function` (`--word_split pythainlp:word_tokenize`): `check_word_split(...,

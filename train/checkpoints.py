@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from elmo_tools.interrupts import Interrupted, InterruptGuard
+from elmo_hf.tools.interrupts import Interrupted, InterruptGuard
 
-logger = logging.getLogger("train.pretrain")
+logger = logging.getLogger("elmo-pretrain")
 
 RESUME_OPTION = "--resume_from_checkpoint latest"
 
@@ -50,7 +50,7 @@ def agreed_stop(accelerator, guard: InterruptGuard, have_batch: bool | None = No
 
 
 def save_checkpoint(run: Any) -> Path:
-    """Write a checkpoint of `run` (a `train.pretrain_run.Run`) atomically: into a temporary folder, renamed into
+    """Write a checkpoint of `run` (a `elmo_hf.train.pretrain_run.Run`) atomically: into a temporary folder, renamed into
     place, with the signals held back until it is whole. Every process calls it."""
     accelerator, progress = run.accelerator, run.progress
     root = run.output_dir / "checkpoints"

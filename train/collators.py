@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from tokenization import LABEL_PAD_ID, pad_character_batch
-from tokenization.padding_elmo import padded_length
+from elmo_hf.tokenization import LABEL_PAD_ID, pad_character_batch
+from elmo_hf.tokenization.padding_elmo import padded_length
 
 
 def _as_tensor(value: Any, dtype: torch.dtype) -> torch.Tensor:

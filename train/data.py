@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from elmo_tools.text_files import iter_lines
+from elmo_hf.tools.text_files import iter_lines
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def word_splitter(word_split: str) -> Callable[[str], list[str]]:
     rule (a name in `tokenization.WORD_SPLITTERS`: "punctuation", "jieba", ...), as the saved tokenizer will split."""
     if word_split == "whitespace":
         return lambda text: text.split()
-    from tokenization import split_words
+    from elmo_hf.tokenization import split_words
 
     return functools.partial(split_words, rule=word_split)
 

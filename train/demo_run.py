@@ -7,12 +7,12 @@
 1. Writes a generated corpus in which "bank", "bat", "plant" and "spring" occur in two senses each
    (`train/sense_corpus.py`), unless `--train_file` is given. With `--language zh`, a Chinese corpus in which
    行, 长, 花, 打, 还, 好, 觉 and 乐 do (`train/sense_corpus_zh.py`: 银行 háng "bank" / 行走 xíng "walk", ...).
-2. Pretrains a biLM on it with `train.pretrain_run.train` (the same code as any pretraining run).
+2. Pretrains a biLM on it with `elmo_hf.train.pretrain_run.train` (the same code as any pretraining run).
 3. Reloads the result with `load_elmo` (the feature model, as `AutoModel` loads it), embeds held-out sentences,
    and scores how well the vectors of each ambiguous word separate its senses: leave-one-out nearest-centroid
    accuracy, for the context-free layer 0 (which gives every occurrence of a word the same vector, so it cannot
    beat chance) and for the contextual biLSTM layers.
-4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `elmo_tools/analysis.py`:
+4. Measures how contextual each layer is on held-out text (`elmo-analyze`, `tools/analysis.py`:
    self-similarity, intra-sentence similarity and maximum explainable variance per layer, Ethayarajh 2019).
 5. Writes `sense_scores.json`, the plot `senses.png`, `contextuality.json` and its plot `contextuality.png`, and
    says where they are.
@@ -44,13 +44,13 @@ from matplotlib import font_manager
 from matplotlib.font_manager import FontProperties
 from matplotlib.ft2font import FT2Font, LoadFlags
 
-from elmo_tools.analysis import analyze_to_folder
-from elmo_tools.interrupts import Interrupted, InterruptGuard
-from elmo_tools.loading import load_elmo
-from elmo_tools.output_folders import run_lock
-from elmo_tools.output_paths import check_writable_folder
-from elmo_tools.text_files import check_decodes, resolve_files
-from modeling_elmo import ElmoConfig
+from elmo_hf.modeling_elmo import ElmoConfig
+from elmo_hf.tools.analysis import analyze_to_folder
+from elmo_hf.tools.interrupts import Interrupted, InterruptGuard
+from elmo_hf.tools.loading import load_elmo
+from elmo_hf.tools.output_folders import run_lock
+from elmo_hf.tools.output_paths import check_writable_folder
+from elmo_hf.tools.text_files import check_decodes, resolve_files
 
 from . import sense_corpus, sense_corpus_zh
 from .checkpoints import RESUME_OPTION, interrupted_message
@@ -61,7 +61,7 @@ from .pretrain_run import train
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
-logger = logging.getLogger("train.demo")
+logger = logging.getLogger("elmo-demo")
 
 # Small enough to train in a few minutes on 2 CPU cores, large enough to learn the senses.
 DEMO_CONFIG = dict(

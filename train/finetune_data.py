@@ -22,8 +22,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from elmo_tools.errors import InputError
-from elmo_tools.text_files import check_decodes
+from elmo_hf.tools.errors import InputError
+from elmo_hf.tools.text_files import check_decodes
 
 logger = logging.getLogger(__name__)
 
@@ -576,7 +576,9 @@ def entity_scores(
 
 def split_text(text: str, tokenizer, word_split: str | None) -> list[str]:
     """Words of `text`: with `word_split` (a name in `tokenization.WORD_SPLITTERS`), or the tokenizer's own rule."""
-    from tokenization import split_words  # transformers: imported by the run, not by a command's --help
+    from elmo_hf.tokenization import (
+        split_words,  # transformers: imported by the run, not by a command's --help
+    )
 
     return split_words(text, word_split or getattr(tokenizer, "word_split", "punctuation"))
 

@@ -4,7 +4,7 @@ evaluation with the metrics files, predictions, and the one line an interrupt en
 
 What differs between tasks is in the task's module under `train/tasks/` (`TASK`: names, defaults, the head option, the
 data options; and the parts of `TaskParts`); nothing here branches on a task's name. The command layer parses the
-options (`train.finetune_arguments.parse_finetune`) and calls `run(options, guard)`; `run_task(task, argv)` does both,
+options (`elmo_hf.train.finetune_arguments.parse_finetune`) and calls `run(options, guard)`; `run_task(task, argv)` does both,
 for callers in Python.
 """
 
@@ -29,15 +29,15 @@ from safetensors import safe_open
 from transformers import Trainer, TrainingArguments, set_seed
 from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss, floats rounded
 
-from elmo_tools.errors import InputError
-from elmo_tools.interrupts import Interrupted
-from elmo_tools.loading import ModelLoadError, load_elmo
-from elmo_tools.output_folders import owned, run_lock
-from elmo_tools.output_paths import check_writable_folder
-from elmo_tools.text_files import checked_encoding
-from modeling_elmo import ElmoConfig
-from modeling_elmo.configuration_elmo import TASK_CLASSES
-from tokenization import check_word_split
+from elmo_hf.modeling_elmo import ElmoConfig
+from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES
+from elmo_hf.tokenization import check_word_split
+from elmo_hf.tools.errors import InputError
+from elmo_hf.tools.interrupts import Interrupted
+from elmo_hf.tools.loading import ModelLoadError, load_elmo
+from elmo_hf.tools.output_folders import owned, run_lock
+from elmo_hf.tools.output_paths import check_writable_folder
+from elmo_hf.tools.text_files import checked_encoding
 
 from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
 from .finetune_data import limit, read_input_file
@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 @runtime_checkable
 class TaskParts(Protocol):
-    """What a task's module (`train/tasks/<task>.py`: `train.tasks.sequence_classification`, ...) gives the
+    """What a task's module (`train/tasks/<task>.py`: `elmo_hf.train.tasks.sequence_classification`, ...) gives the
     run. `data_args` is the parsed dataclass of the task's `data_options`. Readers raise `ValueError` (or
     `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line naming the
     option and the file."""
@@ -114,7 +114,7 @@ def run(options: FineTuneOptions, guard=None) -> dict:
 
 
 def output_claimed(row: FineTuningTask, options: FineTuneOptions, training_args):
-    """What the run may write (`elmo_tools.output_folders`): a run that trains or evaluates owns `--output_dir`
+    """What the run may write (`elmo_hf.tools.output_folders`): a run that trains or evaluates owns `--output_dir`
     (another run's files refused, or removed with `--overwrite_output_dir`; its own checkpoints kept when it resumes
     from one); a run that only predicts writes its predictions file, an existing one refused unless
     `--overwrite_output_dir`. Either holds the folder's lock while it runs."""
@@ -230,7 +230,7 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
 
 
 def parts_logger_name(row: FineTuningTask) -> str:
-    """The logger of the task's command lines ("train.tasks.token_classification")."""
+    """The logger of the task's command lines ("elmo_hf.train.tasks.token_classification")."""
     return task_module(row.name).__name__
 
 
@@ -388,7 +388,7 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
 def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None,
                output_loading_info: bool = False):
     """`(model, tokenizer)`: the head of `task` (a key of `TASKS`: "sequence-classification", "token-classification", ...) on the biLM of `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by
-    `elmo_tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
+    `elmo_hf.tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
     config. `seed`: of a preset's random weights (None: the generators as `set_seed` left them).
     `output_loading_info`: `(model, tokenizer, info)`, with `load_elmo`'s loading info."""
     try:

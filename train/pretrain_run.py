@@ -1,5 +1,5 @@
 """A pretraining run of `elmo-pretrain`: what is checked before anything is written, the set-up, the loop, the
-evaluation and the end (the model folder, the push). The command's row is in `elmo_cli/table.py`, its arguments in `train/pretrain_args.py`;
+evaluation and the end (the model folder, the push). The command's row is in `cli/table.py`, its arguments in `train/pretrain_args.py`;
 checkpoints, resuming and stopping on a signal in `train/checkpoints.py`.
 """
 
@@ -34,18 +34,9 @@ from transformers import get_scheduler
 from transformers.utils import cached_file
 from transformers.utils import logging as hf_logging
 
-from elmo_tools.convert_allennlp_elmo import read_hdf5_softmax
-from elmo_tools.errors import InputError, RunFailed
-from elmo_tools.hub_push import HubPushError, push_folder
-from elmo_tools.interrupts import Interrupted, InterruptGuard
-from elmo_tools.loading import load_elmo
-from elmo_tools.model_card import write_model_card
-from elmo_tools.output_folders import run_lock
-from elmo_tools.output_paths import check_writable_folder
-from elmo_tools.text_files import check_decodes, resolve_files
-from modeling_elmo import ElmoConfig, ElmoForPreTraining
-from modeling_elmo.configuration_elmo import PRESETS
-from tokenization import (
+from elmo_hf.modeling_elmo import ElmoConfig, ElmoForPreTraining
+from elmo_hf.modeling_elmo.configuration_elmo import PRESETS
+from elmo_hf.tokenization import (
     ElmoManyLangsTokenizer,
     ElmoTokenizer,
     build_vocab,
@@ -53,7 +44,16 @@ from tokenization import (
     split_name,
     write_vocab,
 )
-from tokenization.word_splits_elmo import CJK_CHARACTER
+from elmo_hf.tokenization.word_splits_elmo import CJK_CHARACTER
+from elmo_hf.tools.convert_allennlp_elmo import read_hdf5_softmax
+from elmo_hf.tools.errors import InputError, RunFailed
+from elmo_hf.tools.hub_push import HubPushError, push_folder
+from elmo_hf.tools.interrupts import Interrupted, InterruptGuard
+from elmo_hf.tools.loading import load_elmo
+from elmo_hf.tools.model_card import write_model_card
+from elmo_hf.tools.output_folders import run_lock
+from elmo_hf.tools.output_paths import check_writable_folder
+from elmo_hf.tools.text_files import check_decodes, resolve_files
 
 from .checkpoints import (
     Progress,
@@ -77,7 +77,7 @@ from .data import (
 from .pretrain_args import PretrainArguments
 from .time_budget import format_duration, parse_duration
 
-logger = logging.getLogger("train.pretrain")
+logger = logging.getLogger("elmo-pretrain")
 
 
 class NonFiniteLossError(InputError):

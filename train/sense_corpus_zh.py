@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-from train.sense_corpus import fill_template, probes_from
+from elmo_hf.train.sense_corpus import fill_template, probes_from
 
 SLOTS = {
     "name": ["小明", "小红", "李雷", "王芳", "张伟", "刘洋", "陈静", "赵磊"],

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import datasets
 
-from modeling_elmo.question_answering_elmo import Windows, answer_words, best_answers, encode_windows
+from elmo_hf.modeling_elmo.question_answering_elmo import Windows, answer_words, best_answers, encode_windows
 
 from .squad_metrics import squad_scores
 
@@ -234,6 +234,6 @@ def answers_of(predictions, dataset: datasets.Dataset, examples: Sequence[dict],
 def evaluate_answers(predictions, dataset, examples, max_answer_words: int = 30,
                      handle_impossible_answer: bool = False, scoring: str = "words") -> dict[str, float]:
     """`exact_match` and `f1` (percent) of `Trainer`'s predictions on the dataset of `examples`, on words (SQuAD) or
-    characters (`scoring="characters"`, CMRC 2018: `train.squad_metrics`)."""
+    characters (`scoring="characters"`, CMRC 2018: `elmo_hf.train.squad_metrics`)."""
     answers = answers_of(predictions, dataset, examples, max_answer_words, handle_impossible_answer)
     return squad_scores(answers, gold_answers(examples), scoring)

@@ -49,7 +49,9 @@ def test_file_layout(lines: Sequence[str], split, labels: Sequence[str]) -> tupl
         if all(_CODE.fullmatch(field) for field in rest):
             return CONLL, f"the columns after the first of its {columns} hold codes (upper case), not words"
         return LINES, f"the other words of its lines of {columns} words are words, not tags or codes"
-    from tokenization import split_words  # transformers: imported by the run, not by a command's --help
+    from elmo_hf.tokenization import (
+        split_words,  # transformers: imported by the run, not by a command's --help
+    )
 
     units = statistics.median(len(split_words(line, split)) for line in filled)
     if units <= 2:
@@ -74,7 +76,7 @@ def joined(words: Sequence[str]) -> str:
 def units_ratio(sentences: Sequence[dict], split) -> tuple[float, tuple[list[str], list[str]] | None]:
     """How many words `split` cuts the sentences' text into per word of the file (their first `UNITS_SAMPLE`), and
     the first sentence it cuts otherwise: `(file words, split words)`."""
-    from tokenization import split_words
+    from elmo_hf.tokenization import split_words
 
     words = units = 0
     example = None
@@ -89,7 +91,7 @@ def units_ratio(sentences: Sequence[dict], split) -> tuple[float, tuple[list[str
 
 def fitting_splits(sentences: Sequence[dict]) -> list[str]:
     """The registered splits (their packages installed) that cut the sentences' text into the file's words."""
-    from tokenization import WORD_SPLITTERS
+    from elmo_hf.tokenization import WORD_SPLITTERS
 
     fitting = []
     for name in WORD_SPLITTERS:

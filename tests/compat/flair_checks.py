@@ -5,7 +5,7 @@
 First as a user without the project: `TransformerWordEmbeddings(FOLDER, trust_remote_code=True)` embeds flair
 Sentences, every token's vector the ELMo vector of its word (the model run by hand, as remote code), and a
 `SequenceTagger` on those embeddings trains a few steps. With --repo, then, the project imported from REPO (as where
-it is installed, `import modeling_elmo`): the same without `trust_remote_code`, and the tagger saved and loaded back
+it is installed, `import elmo_hf.modeling_elmo`): the same without `trust_remote_code`, and the tagger saved and loaded back
 (flair pickles the embeddings' tokenizer and configuration, which find ELMo's classes by name there). A check that
 fails ends the process with its traceback; OUT/results.json says what ran.
 """
@@ -13,22 +13,17 @@ fails ends the process with its traceback; OUT/results.json says what ran.
 from __future__ import annotations
 
 import argparse
-import importlib.abc
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+from checkout import NoProject, import_project_from
+
 TEXTS = ["The bank of England rose .", "We sat on the river bank today", "Peter Blackburn said it 's 3.14 in the U.S."]
 TAGGED = [("The bank of England rose .", ["DT", "NN", "IN", "NNP", "VBD", "."]),
           ("Peter Blackburn sat .", ["NNP", "NNP", "VBD", "."]),
           ("We met Ada in Lisbon .", ["PRP", "VBD", "NNP", "IN", "NNP", "."])]
-
-
-class _NoProject(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"modeling_elmo", "tokenization", "train", "elmo_tools"}:
-            raise ModuleNotFoundError(f"No module named {name!r} (the project is hidden from this process)")
 
 
 def _vectors_by_hand(folder: Path, words: list[str], trust: dict):
@@ -110,14 +105,14 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--repo", type=Path)
     args = parser.parse_args()
-    hidden = _NoProject()
+    hidden = NoProject()
     sys.meta_path.insert(0, hidden)
     results = {"remote": {"embedding_length": _embeddings(args.folder, {"trust_remote_code": True}),
                           **_tagger(args.folder, {"trust_remote_code": True}, save=False)}}
     if args.repo is not None:
         sys.meta_path.remove(hidden)
-        sys.path.insert(0, str(args.repo))
-        import modeling_elmo  # noqa: F401  (registers ELMo with transformers' Auto classes, as an installed user does)
+        import_project_from(args.repo)
+        from elmo_hf import modeling_elmo  # noqa: F401  (registers ELMo with transformers' Auto classes, as an installed user does)
 
         results["installed"] = {"embedding_length": _embeddings(args.folder, {}), **_tagger(args.folder, {}, True)}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -2,13 +2,13 @@
 
     python tests/compat/spacy_checks.py FOLDER OUT --repo REPO
 
-The project is imported from REPO (`import elmo_tools.spacy_pipe`, which also registers ELMo with transformers' Auto
+The project is imported from REPO (`import elmo_hf.tools.spacy_pipe`, which also registers ELMo with transformers' Auto
 classes, as where it is installed): spacy-transformers passes its
 `transformer_config` to the configuration's loader but nothing to the model's (`AutoModel.from_pretrained(name,
 config=config)`), so remote code cannot load there; with the project registered no custom code is needed at all.
 
 A blank English pipeline with a `transformer` pipe naming FOLDER through the project's architecture
-(`elmo.TransformerModel.v1`, elmo_tools/spacy_pipe.py) fills `doc._.trf_data` for every document of a batch: one
+(`elmo.TransformerModel.v1`, tools/spacy_pipe.py) fills `doc._.trf_data` for every document of a batch: one
 alignment row per spaCy token, each pointing at the ELMo words that cover its characters, whose vectors are the
 model's own (run by hand on the tokenizer's words of the text). spaCy's tokens and ELMo's words differ on hyphens,
 contractions and abbreviations; the texts below hold such cases. The pipeline saved to disk and loaded back gives the
@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
+
+from checkout import import_project_from
 
 TEXTS = ["I don't think it's 3.14 in the U.S. today.", "A well-known bank can't lend $5 e.g. to Ada-Marie.",
          "ELMo reads characters", "Hi"]
@@ -79,10 +80,10 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--repo", type=Path, required=True)
     args = parser.parse_args()
-    sys.path.insert(0, str(args.repo))
+    import_project_from(args.repo)
     import numpy
 
-    import elmo_tools.spacy_pipe  # noqa: F401  (registers the architecture, as the installed entry point does)
+    import elmo_hf.tools.spacy_pipe  # noqa: F401  (registers the architecture, as the installed entry point does)
 
     batch = len(TEXTS)  # one batch holds every document
     nlp = _pipeline(args.folder, ELMO, batch)

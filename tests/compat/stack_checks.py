@@ -17,24 +17,17 @@ transformers only (datasets, for the Trainer step, where installed).
 from __future__ import annotations
 
 import argparse
-import importlib.abc
 import sys
 import tempfile
 from pathlib import Path
+
+from checkout import NoProject, import_project_from
 
 SENTENCES = ["The bank of England rose .", "We sat on the river bank today", "ELMo reads characters", "Hi"]
 PAIRS = (["A man sleeps .", "Two dogs run in the park ."], ["A person rests .", "Animals play ."])
 QUESTIONS = ["Where was Ada born ?", "Who was born in Oslo ?"]
 CONTEXTS = ["Ada was born in Lisbon in 1990 . Boris was born in Oslo in 1985 . They met in Paris .",
             "Oslo is the capital of Norway . Boris was born there in 1985 ."]
-
-
-class _NoProject(importlib.abc.MetaPathFinder):
-    """Makes the project's packages unimportable: what a user without it has."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"modeling_elmo", "tokenization", "train", "elmo_tools"}:
-            raise ModuleNotFoundError(f"No module named {name!r} (the project is hidden from this process)")
 
 
 TRUST = {}  # from_pretrained's trust_remote_code: True for remote code, left out where the project is installed
@@ -166,7 +159,7 @@ def main() -> None:
     import torch
 
     args.out.mkdir(parents=True, exist_ok=True)
-    hidden = _NoProject()  # first as a user without the project
+    hidden = NoProject()  # first as a user without the project
     sys.meta_path.insert(0, hidden)
     path = list(sys.path)
     sys.path[:] = [p for p in path if p not in ("", ".") and Path(p).resolve() != Path(__file__).parents[2]]
@@ -174,9 +167,10 @@ def main() -> None:
     torch.save(_checks(args.folders), args.out / "remote.pt")
     if args.repo is not None:  # then as where it is installed
         sys.meta_path.remove(hidden)
-        sys.path[:] = [str(args.repo), *path]
+        sys.path[:] = path
+        import_project_from(args.repo)
         TRUST.clear()
-        import modeling_elmo  # noqa: F401  (registers the Elmo classes, as an installed project's user imports it)
+        from elmo_hf import modeling_elmo  # noqa: F401  (registers the Elmo classes, as an installed project's user imports it)
 
         torch.save(_checks(args.folders), args.out / "installed.pt")
 

@@ -1,12 +1,12 @@
 """The fine-tuning tasks, a module each: what drives a task head's command, its `--help` and its data.
 
-    from train.tasks import TASKS, task_module
+    from elmo_hf.train.tasks import TASKS, task_module
     row = TASKS["token-classification"]          # the task's FineTuningTask: words, defaults, its data options
     parts = task_module("token-classification")  # train/tasks/token_classification.py: readers, encoder, metrics
 
-A task is a head of `modeling_elmo.configuration_elmo.ELMO_CLASSES` (its row names the task) and a module here named
+A task is a head of `elmo_hf.modeling_elmo.configuration_elmo.ELMO_CLASSES` (its row names the task) and a module here named
 after it ("multiple-choice" -> `multiple_choice.py`) that defines `TASK`, a `FineTuningTask`, and the parts of
-`train.finetune_run.TaskParts`. Nothing else lists the tasks: `TASKS` is read from this folder, the command
+`elmo_hf.train.finetune_run.TaskParts`. Nothing else lists the tasks: `TASKS` is read from this folder, the command
 `elmo-finetune TASK` takes any of them, and tests/test_tasks.py checks that every head has its module and every
 module its head.
 
@@ -45,7 +45,7 @@ class FineTuningTask:
 
 
 def module_name(task: str) -> str:
-    """The module of `task`: "multiple-choice" -> "train.tasks.multiple_choice"."""
+    """The module of `task`: "multiple-choice" -> "elmo_hf.train.tasks.multiple_choice"."""
     return f"{__name__}.{task.replace('-', '_')}"
 
 

@@ -1,13 +1,13 @@
 """Fine-tune ELMo for extractive question answering (`ElmoForQuestionAnswering`) on SQuAD-format files with
 `transformers.Trainer`, and answer new questions with it: the task "question-answering" (`TASK`, its options, and the
-parts of `train.finetune_run.TaskParts`).
+parts of `elmo_hf.train.finetune_run.TaskParts`).
 
     elmo-finetune-qa --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file train-v1.1.json --validation_file dev-v1.1.json --output_dir out/squad
     elmo-finetune-qa --model_name_or_path out/squad --do_predict --test_file questions.jsonl --output_dir out/test
 
 Files: SQuAD v1.1 / v2.0 JSON, or JSON lines with id, question, context and answers {text, answer_start}
-(`train.squad_data`). Long passages are read in overlapping windows of words (`--max_seq_length`, `--doc_stride`).
+(`elmo_hf.train.squad_data`). Long passages are read in overlapping windows of words (`--max_seq_length`, `--doc_stride`).
 Reports SQuAD's exact match and F1 (percent) on the validation file; with unanswerable questions in the data (SQuAD
 2.0) or `--version_2_with_negative`, "no answer" competes with the best span. Writes the model and tokenizer (they
 load with `AutoModelForQuestionAnswering` / `AutoTokenizer`, and answer through `pipeline("question-answering",
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from elmo_tools.errors import InputError
+from elmo_hf.tools.errors import InputError
 
 from ..squad_metrics import SCORING_NAMES, scoring_for
 from . import FineTuningTask
@@ -197,7 +197,7 @@ def predict_answers(model, tokenizer, examples: Sequence[dict], data_args, batch
     """The best answer (`{"score", "start", "end", "answer"}`) of each question, its windows run by batches."""
     import torch
 
-    from modeling_elmo.question_answering_elmo import best_answers, encode_windows
+    from elmo_hf.modeling_elmo.question_answering_elmo import best_answers, encode_windows
 
     from ..collators import ElmoDataCollatorForQuestionAnswering
 

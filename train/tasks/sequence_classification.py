@@ -1,11 +1,11 @@
 """Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with `transformers.Trainer`, and label new
 sentences with it: the task "sequence-classification" (`TASK`, its options, and the parts of
-`train.finetune_run.TaskParts`).
+`elmo_hf.train.finetune_run.TaskParts`).
 
     elmo-finetune-classification --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file sst2/train.tsv --validation_file sst2/dev.tsv --output_dir out/sst2
     elmo-finetune-classification --model_name_or_path out/sst2 --do_predict --test_file new.txt --output_dir out/new
-    torchrun --nproc_per_node 2 -m elmo_cli finetune-classification ... --use_cpu     # DDP, also on CPU
+    torchrun --nproc_per_node 2 -m elmo_hf.cli finetune-classification ... --use_cpu     # DDP, also on CPU
 
 Files: TSV with a header (`label<TAB>sentence`, SST-2), CSV or JSON lines with `text` and `label` columns; a test
 file may also hold one sentence a line. Sentence pairs (NLI, paraphrase, STS): a second text column (`text_pair`, or
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from elmo_tools.errors import InputError
+from elmo_hf.tools.errors import InputError
 
 from ..finetune_data import (
     PAIR_COLUMNS,

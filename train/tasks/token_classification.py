@@ -1,11 +1,11 @@
 """Fine-tune an ELMo tagger (`ElmoForTokenClassification`), e.g. for NER, with `transformers.Trainer`, and tag new
 sentences with it: the task "token-classification" (`TASK`, its options, and the parts of
-`train.finetune_run.TaskParts`).
+`elmo_hf.train.finetune_run.TaskParts`).
 
     elmo-finetune-ner --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file conll2003/train.txt --validation_file conll2003/valid.txt --output_dir out/conll
     elmo-finetune-ner --model_name_or_path out/conll --do_predict --test_file conll2003/test.txt --output_dir out/test
-    torchrun --nproc_per_node 2 -m elmo_cli finetune-ner ... --use_cpu                # DDP, also on CPU
+    torchrun --nproc_per_node 2 -m elmo_hf.cli finetune-ner ... --use_cpu                # DDP, also on CPU
 
 Files: CoNLL columns (`word POS chunk NER`, blank line between sentences, `-DOCSTART-` skipped; the tag is the
 last column) or JSON lines with `tokens` and `tags`. Tags in IOB1, IOB2 or IOBES. Labels are aligned to the
@@ -16,7 +16,7 @@ tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), 
 CoNLL file's lines with the predicted tag appended as a last column, CoNLL-2003's layout plus the prediction, what
 conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, each word beside its tag,
 a word a line, a blank line after each sentence) to `--output_dir`. Which layout a text test file has is told by
-`train.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
+`elmo_hf.train.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
 training file's words (`check_word_units`).
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from elmo_tools.errors import InputError
+from elmo_hf.tools.errors import InputError
 
 from ..finetune_data import (
     entity_scores,
@@ -123,7 +123,7 @@ def sorted_labels(labels: Iterable[str]) -> list[str]:
 
 def head_options(data_args) -> dict:
     """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's)."""
-    from modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
+    from elmo_hf.modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
 
     options = {}
     if data_args.use_crf is not None:
@@ -165,7 +165,7 @@ def check_word_units(sentences: list[dict], tokenizer, data_args) -> None:
 
 def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str, crf: str) -> None:
     """One line (`InputError`) for the first sentence whose tags take a transition the CRF's scheme forbids."""
-    from modeling_elmo.crf_elmo import allowed_transitions, scheme_of
+    from elmo_hf.modeling_elmo.crf_elmo import allowed_transitions, scheme_of
 
     scheme = scheme_of(labels, constraints)
     start, follow, end = allowed_transitions(labels, constraints)
@@ -188,7 +188,7 @@ def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
     """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask` and aligned `labels`."""
     import datasets
 
-    from tokenization import LABEL_PAD_ID
+    from elmo_hf.tokenization import LABEL_PAD_ID
 
     room = data_args.max_seq_length - 2  # words beside <S> and </S>
     if room < 1:
@@ -226,7 +226,7 @@ def collator(tokenizer):
 
 
 def make_compute_metrics(id2label: dict[int, str], strict: bool):
-    from tokenization import LABEL_PAD_ID
+    from elmo_hf.tokenization import LABEL_PAD_ID
 
     def compute_metrics(eval_prediction) -> dict[str, float]:
         predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
