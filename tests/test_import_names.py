@@ -73,3 +73,19 @@ def test_remote_code_loads_beside_a_users_files(users_folder):
     result = run_command([sys.executable, "-c", code], cwd=users_folder, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[0] == "transformers_modules"
+
+
+def test_app_py_runs_from_a_checkout_where_the_project_is_not_installed(tmp_path):
+    """A Hugging Face Space runs `python app.py` from the checkout without installing it: the interpreter this
+    environment was made from (no project, no torch) still answers `--help`, the folders taken as `elmo_hf`."""
+    base = getattr(sys, "_base_executable", None)
+    if not base or sys.prefix == sys.base_prefix:
+        pytest.skip("this interpreter is not a virtual environment's: no interpreter without the project to run")
+    probe = run_command([base, "-c", "import elmo_hf"], cwd=tmp_path, env=clean_env(), timeout=60)
+    if probe.returncode == 0:
+        pytest.skip(f"{base} has the project installed: it cannot show the checkout's own import")
+    from conftest import REPO
+
+    result = run_command([base, str(REPO / "app.py"), "--help"], cwd=tmp_path, env=clean_env(), timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("usage: elmo-app")
