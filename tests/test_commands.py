@@ -7,7 +7,9 @@ What each command does with good and bad inputs is tested through the same frame
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import signal
 import sys
 import types
@@ -18,6 +20,7 @@ import tomllib
 from conftest import REPO, clean_env, run_cli, run_command
 
 from elmo_hf.cli import COMMANDS
+from elmo_hf.train.tasks import TASKS
 
 HEAVY = ("torch", "transformers", "accelerate", "datasets", "elmo_hf.modeling_elmo", "elmo_hf.tokenization")
 # An option each command's --help must show.
@@ -63,6 +66,30 @@ def test_help_and_usage_errors_answer_without_loading_torch(tmp_path):
     for line in ("unrecognized arguments: --windw 3", "encoding 'utf-16'", "--port must be between 1 and 65535",
                  "--softmax must be one of", "unknown task 'no-such-task'"):
         assert line in said
+
+
+def test_help_and_help_all_answer_on_every_command():
+    """`--help` answers (exit 0) on every command, and so does `--help_all`: on the fine-tuning commands (each task
+    of `elmo-finetune TASK`) it lists every `TrainingArguments` option, with transformers' own help and the task's
+    defaults; a command with no option of transformers' takes it as its `--help` (accepted, not refused)."""
+    from transformers import TrainingArguments
+
+    every = {f"--{item.name} " for item in dataclasses.fields(TrainingArguments) if item.init}
+    for name in COMMANDS:
+        for words in ([task] for task in TASKS) if name == "elmo-finetune" else [[]]:
+            short, full = (run_cli(name, [*words, asked]) for asked in ("--help", "--help_all"))
+            assert short.returncode == full.returncode == 0, (name, words, short.stderr, full.stderr)
+            if not name.startswith("elmo-finetune"):
+                assert full.stdout == short.stdout and f"usage: {name}" in short.stdout, name
+                continue
+            row = TASKS[words[0] if words else next(task for task in TASKS if TASKS[task].command == name)]
+            assert every <= set(re.findall(r"--\w+ ", full.stdout)), sorted(every - set(full.stdout.split()))
+            assert "--gradient_checkpointing" not in short.stdout and "--gradient_checkpointing" in full.stdout
+            assert f"for the optimizer. (default {row.training_defaults['learning_rate']:g})" in \
+                " ".join(full.stdout.split())
+    for asked in ("--help", "--help_all"):  # elmo-finetune without a task: the tasks
+        listed = run_cli("elmo-finetune", [asked])
+        assert listed.returncode == 0 and "TASK is one of: " in listed.stdout
 
 
 @pytest.mark.slow

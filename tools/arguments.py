@@ -111,6 +111,8 @@ def options_parser(classes: type | Sequence[type], **parser_options) -> argparse
     are several)."""
     classes = [classes] if isinstance(classes, type) else list(classes)
     parser = argparse.ArgumentParser(**parser_options)
+    if parser.add_help:  # the fine-tuning commands' --help_all lists transformers' options; here there are no others
+        parser.add_argument("--help_all", "--help-all", action="help", help=argparse.SUPPRESS)
     for cls in classes:
         add_options(parser, cls, title=cls.__name__ if len(classes) > 1 else None)
     return parser

@@ -175,11 +175,8 @@ def parse_finetune(task: str, argv: Sequence[str]) -> FineTuneOptions:
     row = TASKS[task]
     argv = list(argv)
     asked = wants_help(argv)
-    if asked == "short":
-        sys.stdout.write(short_help(row))
-        raise SystemExit(0)
-    if asked == "all":
-        training_parser(row, with_ours=True).print_help()
+    if asked is not None:
+        sys.stdout.write(short_help(row) if asked == "short" else full_help(row))
         raise SystemExit(0)
     (model, head, data, command), rest = parse_options(
         command_dataclasses(row), argv, known_only=True, prog=command_name(row), description=row.description,
@@ -187,13 +184,12 @@ def parse_finetune(task: str, argv: Sequence[str]) -> FineTuneOptions:
     return FineTuneOptions(task, model, head, data, command, rest)
 
 
-def training_parser(row: FineTuningTask, with_ours: bool = False):
-    """transformers' `HfArgumentParser` of `TrainingArguments` (and of our option dataclasses too, `with_ours`: the
-    help of --help_all), with the task's defaults. Imports transformers (seconds)."""
+def training_parser(row: FineTuningTask):
+    """transformers' `HfArgumentParser` of `TrainingArguments`, with the task's defaults. Imports transformers
+    (seconds)."""
     from transformers import HfArgumentParser, TrainingArguments
 
-    classes = (*command_dataclasses(row), TrainingArguments) if with_ours else TrainingArguments
-    parser = HfArgumentParser(classes, prog=command_name(row), description=row.description)
+    parser = HfArgumentParser(TrainingArguments, prog=command_name(row), description=row.description)
     parser.set_defaults(**row.training_defaults)
     return parser
 
@@ -207,18 +203,56 @@ def wants_help(argv: list[str]) -> str | None:
 
 def short_help(row: FineTuningTask) -> str:
     """The --help text: the command's own options and the common training options, from the dataclasses alone."""
+    common = [(name, text.format(**row.training_defaults, epochs_note=row.epochs_note), None)
+              for name, text in COMMON_TRAINING_OPTIONS]
+    return _help(row, common, "Every other transformers TrainingArguments option is accepted too: --help_all lists "
+                              "them.")
+
+
+def full_help(row: FineTuningTask) -> str:
+    """The --help_all text: the command's own options and every `TrainingArguments` option, with transformers' own
+    help and the task's defaults. Imports transformers (seconds)."""
+    from transformers import TrainingArguments
+
+    ours = {item.name for cls in command_dataclasses(row) for item in dataclasses.fields(cls)}
+    every = [(item.name, item.metadata.get("help", ""), _training_default(row, item))
+             for item in dataclasses.fields(TrainingArguments) if item.init and item.name not in ours]
+    return _help(row, every, f"Transformers {_version('transformers')}'s TrainingArguments; {command_name(row)} "
+                             "--help lists the common ones.")
+
+
+def _training_default(row: FineTuningTask, item: dataclasses.Field):
+    """The default of a `TrainingArguments` field in `row`'s command: the task's own, else transformers'."""
+    if item.name in row.training_defaults:
+        return row.training_defaults[item.name]
+    if item.default_factory is not dataclasses.MISSING:
+        return item.default_factory()
+    return None if item.default is dataclasses.MISSING else item.default
+
+
+def _help(row: FineTuningTask, training: Sequence[tuple[str, str, object]], epilog: str) -> str:
+    """The help text of `row`'s command: its own options (from the dataclasses), then `training`, `(name, help,
+    default)` of each `TrainingArguments` option listed (a default of None or "" is not shown)."""
     prog = command_name(row)
     parser = options_parser(
         command_dataclasses(row), prog=prog, description=row.description,
         formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
         usage=f"{prog} --model_name_or_path MODEL [--train_file FILE] [--validation_file FILE] "
               "[--do_predict --test_file FILE] --output_dir DIR [options]",
-        epilog="Every other transformers TrainingArguments option is accepted too: --help_all lists them.",
+        epilog=epilog,
     )
     group = parser.add_argument_group("training (transformers TrainingArguments)")
-    for name, text in COMMON_TRAINING_OPTIONS:
-        group.add_argument(f"--{name}", metavar=name.upper(),
-                           help=text.format(**row.training_defaults, epochs_note=row.epochs_note))
+    for name, text, default in training:
+        default = getattr(default, "value", default)  # an enum's member: its value, as the command line writes it
+        shown = f"{text} (default {default:g})" if isinstance(default, float) else \
+            f"{text} (default {default})" if default not in (None, "", []) else text
+        group.add_argument(f"--{name}", metavar=name.upper(), help=shown.replace("%", "%%"))
     group.add_argument("-h", "--help", action="store_true", help="This help.")
     group.add_argument("--help_all", action="store_true", help="Every option (imports transformers: slower).")
     return parser.format_help()
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
