@@ -124,6 +124,32 @@ def test_bad_paths_answer_without_loading_torch(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_bad_encoding_is_refused_in_one_line_before_torch(tmp_path):
+    """`--encoding bogus` (and a fine-tuning command's `--train_encoding` ...) is refused as the command line is
+    parsed, in every command whose --help lists --encoding: one line, exit 2, nothing heavy imported, nothing
+    written."""
+    (tmp_path / "corpus.txt").write_text("the bank .\n")
+    model, corpus, out = ["--model", "tiny"], "corpus.txt", "out"
+    tuning = [*model, "--train_file", corpus, "--output_dir", out]
+    takes = {"elmo-embed": [corpus, "out.h5", *model], "elmo-analyze": [corpus, *model, "--output_dir", out],
+             "elmo-pretrain": ["--train_file", corpus, "--output_dir", out],
+             **{name: tuning for name in COMMANDS if name.startswith("elmo-finetune-")},
+             **{f"elmo-finetune {task}": [task, *tuning] for task in TASKS}}
+    listed = {name for name in COMMANDS for words in ([[task] for task in TASKS] if name == "elmo-finetune" else [[]])
+              if "--encoding" in run_cli(name, [*words, "--help"]).stdout}
+    assert listed == {name.split()[0] for name in takes}
+    calls = [(name.split()[0], [*argv, option, "bogus"]) for name, argv in takes.items()
+             for option in ("--encoding", *(("--train_encoding", "--test_encoding") if "finetune" in name else ()))]
+    _, said = _fresh(f"for name, argv in {calls!r}:\n    assert run(name, argv) == 2, argv\n"
+                     "    print(file=sys.stderr)", tmp_path)
+    answers = said.split("\n\n")
+    assert len(answers) == len(calls) + 1 and not answers[-1].strip(), said
+    for (name, argv), answer in zip(calls, answers):
+        assert answer.count("\n") == 0 and f"{argv[-2]}: unknown encoding 'bogus'" in answer, (name, argv, answer)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [corpus]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", COMMANDS)
 def test_each_installed_script_refuses_bad_input_in_one_line(name, tmp_path):
     """The installed script as users run it, in a fresh process: a bad input is one line on stderr, exit status 2,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -106,11 +107,29 @@ def add_options(parser: argparse.ArgumentParser, cls: type, title: str | None = 
                                 help=f"--{item.name} {value}")
 
 
+class UsageError(ValueError):
+    """A command line the options parser refuses (an unknown option, a value a field's converter or choices refuse):
+    one line, which the command frame writes, with exit status 2, as every other bad input."""
+
+
+class OptionsParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are a `UsageError` in one line rather than the usage and `SystemExit(2)`
+    (argparse's own `--help` still exits 0)."""
+
+    def error(self, message: str):
+        # "argument --max_steps/--max-steps: invalid int value" -> "--max_steps: invalid int value", as the options
+        # file and a field's own check name it
+        message = re.sub(r"^argument (--\w+)(/-[-\w]+)*: ", r"\1: ", message)
+        if message.startswith("unrecognized arguments"):
+            message = f"{message} ({self.prog} --help lists the options)"
+        raise UsageError(message)
+
+
 def options_parser(classes: type | Sequence[type], **parser_options) -> argparse.ArgumentParser:
     """An `argparse` parser with one option per field of each dataclass of `classes` (grouped by class when there
     are several)."""
     classes = [classes] if isinstance(classes, type) else list(classes)
-    parser = argparse.ArgumentParser(**parser_options)
+    parser = OptionsParser(**parser_options)
     if parser.add_help:  # the fine-tuning commands' --help_all lists transformers' options; here there are no others
         parser.add_argument("--help_all", "--help-all", action="help", help=argparse.SUPPRESS)
     for cls in classes:
@@ -181,7 +200,8 @@ def _wrong_type(value):
 def parse_options(classes: type | Sequence[type], argv: Sequence[str], known_only: bool = False,
                   **parser_options):
     """The dataclass(es) of `classes` from the command line `argv`, or from the JSON object of the file when `argv` is
-    one `.json` file. Usage errors exit 2 (argparse); a field's own check (`__post_init__`) raises its `ValueError`.
+    one `.json` file. A usage error is a `UsageError` (a `ValueError`) in one line, as a field's own check
+    (`__post_init__`) raises its `ValueError`; `--help` exits 0 (argparse).
     With `known_only`, returns `(dataclasses, the arguments no class has)` instead of refusing those: the words of the
     command line it did not read, or the JSON file's other fields as a dict."""
     single = isinstance(classes, type)

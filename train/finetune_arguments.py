@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from elmo_hf.tools.arguments import options_parser, parse_options
+from elmo_hf.tools.command_options import encoding_option
 
 from .tasks import TASKS, FineTuningTask
 from .time_budget import parse_duration
@@ -94,19 +95,13 @@ class CommandArguments:
     output_dir: str | None = field(default=None, metadata={
         "help": "Where the model, tokenizer, metrics, checkpoints and predictions are written (a predict-only run "
                 "with --predictions_file needs none)."})
-    encoding: str = field(
-        default="utf-8", metadata={"help": "Encoding of the input files (default utf-8; e.g. gb18030, big5, latin-1). "
-                                   "Bytes that do not decode are refused, naming the file, line and byte."}
-    )
-    train_encoding: str | None = field(
-        default=None, metadata={"help": "Encoding of --train_file alone, where the files of a run differ (default: "
-                                "--encoding)."}
-    )
-    validation_encoding: str | None = field(
-        default=None, metadata={"help": "Encoding of --validation_file alone (default: --encoding)."}
-    )
-    test_encoding: str | None = field(default=None, metadata={"help": "Encoding of --test_file alone (default: "
-                                                             "--encoding)."})
+    encoding: str = encoding_option("the input files")
+    train_encoding: str | None = encoding_option(default=None, help="Encoding of --train_file alone, where the "
+                                                 "files of a run differ (default: --encoding).")
+    validation_encoding: str | None = encoding_option(default=None, help="Encoding of --validation_file alone "
+                                                      "(default: --encoding).")
+    test_encoding: str | None = encoding_option(default=None, help="Encoding of --test_file alone (default: "
+                                                "--encoding).")
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Replace what --output_dir holds (another run's model, metrics, checkpoints), or an existing "
                 "predictions file; without it such a folder is refused."})
@@ -170,8 +165,8 @@ def command_name(row: FineTuningTask) -> str:
 
 def parse_finetune(task: str, argv: Sequence[str]) -> FineTuneOptions:
     """The options of `task`'s command from `argv`, or from a single JSON file. `--help` prints the short help and
-    `--help_all` every option (argparse's SystemExit(0)); a usage error of our options exits 2 (argparse). What is
-    left (transformers' `TrainingArguments` options, and any mistyped one) is parsed by the run."""
+    `--help_all` every option (SystemExit(0)); a usage error of our options (an encoding too) is a one-line
+    `UsageError`, before torch is imported. What is left (transformers' `TrainingArguments` options, and any mistyped one) is parsed by the run."""
     row = TASKS[task]
     argv = list(argv)
     asked = wants_help(argv)
