@@ -64,7 +64,7 @@ def test_help_and_usage_errors_answer_without_loading_torch(tmp_path):
                           "(name, argv)", tmp_path))
     assert all(option in said for option in HELP_SHOWS.values()), said
     for line in ("unrecognized arguments: --windw 3", "encoding 'utf-16'", "--port must be between 1 and 65535",
-                 "--softmax must be one of", "unknown task 'no-such-task'"):
+                 "--softmax: invalid choice: 'huge'", "unknown task 'no-such-task'"):
         assert line in said
 
 

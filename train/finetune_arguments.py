@@ -17,11 +17,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elmo_hf.tools.arguments import options_parser, parse_options
+from elmo_hf.tools.arguments import check_fields, options_parser, parse_options
 from elmo_hf.tools.command_options import encoding_option
 
 from .tasks import TASKS, FineTuningTask
-from .time_budget import parse_duration
+from .time_budget import max_train_time_option
 
 # The TrainingArguments options worth listing in the short --help (every other one is accepted too).
 COMMON_TRAINING_OPTIONS = (
@@ -109,14 +109,12 @@ class CommandArguments:
         default=None, metadata={"help": "Where --do_predict writes (default OUTPUT_DIR/predictions.txt)."}
     )
     verbose: bool = field(default=False, metadata={"help": "Show transformers' own warnings and load reports."})
-    max_train_time: str | None = field(default=None, metadata={
-        "help": "Stop training at the first step boundary once this much time is spent (90s, 20m, 1h30m, 2:30:00, or "
-                "seconds), with a checkpoint of that step; then save, evaluate and predict as at the end. Counted "
-                "over the whole run, resumed runs included (train/time_budget_callback.py)."})
+    max_train_time: str | None = max_train_time_option(
+        "with a checkpoint of that step; then save, evaluate and predict as at the end. Counted over the whole run, "
+        "resumed runs included (train/time_budget_callback.py).")
 
     def __post_init__(self):
-        if self.max_train_time is not None:
-            parse_duration(self.max_train_time)  # a ValueError in one line
+        check_fields(self)  # the fields' converters (--encoding ..., --max_train_time) for a caller in Python
 
 
 # A task's data options (its `data_options`). Every command reads DATA_FIELDS (train/finetune_run.py), and
