@@ -12,9 +12,15 @@ from elmo_hf.tools.arguments import UsageError, option_specs, parse_options
 from elmo_hf.tools.command_options import AnalyzeOptions, AppOptions, ConvertOptions, EmbedOptions
 from elmo_hf.tools.export_options import ExportOptions
 from elmo_hf.train.demo_args import DemoArguments
-from elmo_hf.train.finetune_arguments import CommandArguments, command_dataclasses
+from elmo_hf.train.finetune_arguments import (
+    COMMON_TRAINING_OPTIONS,
+    CommandArguments,
+    command_dataclasses,
+    short_help,
+)
 from elmo_hf.train.pretrain_args import PretrainArguments
 from elmo_hf.train.tasks import TASKS
+from elmo_hf.train.training_fields import imported_fields, source_fields
 
 # Every command's options: one class, or the classes a fine-tuning command parses together.
 COMMAND_CLASSES = [(cls,) for cls in (EmbedOptions, AnalyzeOptions, ConvertOptions, AppOptions, ExportOptions,
@@ -96,3 +102,19 @@ def test_max_train_time_is_one_field_in_every_training_command():
              if spec.name == "max_train_time"]
     assert len(specs) == 2 and specs[0].converter is specs[1].converter is not None
 
+
+
+def test_the_short_help_reads_transformers_own_fields_without_importing_it():
+    """`--help` reads `TrainingArguments`' help and defaults from the installed transformers' source (it must answer
+    before transformers is imported); `--help_all` from the class. The two readings agree on every common option,
+    and on the help of every field the source declares with a literal help."""
+    imported = imported_fields()
+    read = source_fields(imported)
+    assert set(COMMON_TRAINING_OPTIONS) <= set(read) and set(read) == set(imported)
+    for name in COMMON_TRAINING_OPTIONS:
+        assert read[name].help and read[name] == imported[name], name
+    differ = [name for name, field in read.items() if field.help is not None and field.help != imported[name].help]
+    assert not differ and sum(field.help is not None for field in read.values()) > 0.9 * len(imported)
+    shown = " ".join(short_help(TASKS["token-classification"]).split())
+    assert f"--learning_rate LEARNING_RATE {imported['learning_rate'].help} (default 0.01)" in shown
+    assert f"--save_steps SAVE_STEPS {imported['save_steps'].help} (default {imported['save_steps'].default})" in shown

@@ -22,29 +22,23 @@ from elmo_hf.tools.command_options import encoding_option
 
 from .tasks import TASKS, FineTuningTask
 from .time_budget import max_train_time_option
+from .training_fields import TrainingField, imported_fields, source_fields
 
-# The TrainingArguments options worth listing in the short --help (every other one is accepted too).
+# The TrainingArguments options worth listing in the short --help (every other one is accepted too), with
+# transformers' own help and default (`training_fields`), the task's default where it has one.
 COMMON_TRAINING_OPTIONS = (
-    ("do_predict", "Write the predicted labels of --test_file (with no --train_file: of an already fine-tuned "
-                   "model)."),
-    ("num_train_epochs", "Epochs (default {num_train_epochs:g}{epochs_note})."),
-    ("max_steps", "Stop after this many optimizer steps (overrides the epochs)."),
-    ("learning_rate", "Peak learning rate (default {learning_rate:g})."),
-    ("lr_scheduler_type", "linear (default), cosine, constant, ..."),
-    ("warmup_steps", "Warm-up: steps, or a fraction of the steps below 1 (default {warmup_steps:g})."),
-    ("per_device_train_batch_size", "Sentences per step and process (default {per_device_train_batch_size})."),
-    ("per_device_eval_batch_size", "Sentences per evaluation or prediction batch."),
-    ("gradient_accumulation_steps", "Steps whose gradients are summed before an update."),
-    ("eval_strategy", "no (default: evaluate once at the end), steps or epoch."),
-    ("save_strategy", "steps (default, every --save_steps), epoch or no: checkpoints to resume from."),
-    ("save_steps", "Steps between checkpoints (default 500)."),
-    ("resume_from_checkpoint", "A checkpoint folder (OUTPUT_DIR/checkpoint-N) to continue from."),
-    ("seed", "Seed of the head's initialisation and of the data order (default 42)."),
-    ("use_cpu", "Train on the CPU even when a GPU is there."),
-    ("logging_steps", "Steps between loss lines."),
-    ("disable_tqdm", "No progress bars."),
-    ("report_to", "none (default), tensorboard, wandb, ..."),
+    "do_predict", "num_train_epochs", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps",
+    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "eval_strategy",
+    "save_strategy", "save_steps", "resume_from_checkpoint", "seed", "use_cpu", "logging_steps", "disable_tqdm",
+    "report_to",
 )
+# What an option does in these commands beyond transformers' help (which speaks of Trainer).
+MEANING_HERE = {
+    "do_predict": "Here: write the predicted labels of --test_file (with no --train_file: of an already fine-tuned "
+                  "model).",
+    "eval_strategy": "Here: no evaluates once, at the end.",
+    "resume_from_checkpoint": "Here: a checkpoint folder, OUTPUT_DIR/checkpoint-N.",
+}
 
 
 @dataclass
@@ -195,37 +189,27 @@ def wants_help(argv: list[str]) -> str | None:
 
 
 def short_help(row: FineTuningTask) -> str:
-    """The --help text: the command's own options and the common training options, from the dataclasses alone."""
-    common = [(name, text.format(**row.training_defaults, epochs_note=row.epochs_note), None)
-              for name, text in COMMON_TRAINING_OPTIONS]
+    """The --help text: the command's own options and the common training options, read from transformers' source
+    (no import: seconds saved)."""
+    read = source_fields(COMMON_TRAINING_OPTIONS)
+    common = [read.get(name, TrainingField(name, None, None)) for name in COMMON_TRAINING_OPTIONS]
     return _help(row, common, "Every other transformers TrainingArguments option is accepted too: --help_all lists "
                               "them.")
 
 
 def full_help(row: FineTuningTask) -> str:
-    """The --help_all text: the command's own options and every `TrainingArguments` option, with transformers' own
-    help and the task's defaults. Imports transformers (seconds)."""
-    from transformers import TrainingArguments
-
+    """The --help_all text: the command's own options and every `TrainingArguments` option. Imports transformers
+    (seconds)."""
     ours = {item.name for cls in command_dataclasses(row) for item in dataclasses.fields(cls)}
-    every = [(item.name, item.metadata.get("help", ""), _training_default(row, item))
-             for item in dataclasses.fields(TrainingArguments) if item.init and item.name not in ours]
+    every = [declared for name, declared in imported_fields().items() if name not in ours]
     return _help(row, every, f"Transformers {_version('transformers')}'s TrainingArguments; {command_name(row)} "
                              "--help lists the common ones.")
 
 
-def _training_default(row: FineTuningTask, item: dataclasses.Field):
-    """The default of a `TrainingArguments` field in `row`'s command: the task's own, else transformers'."""
-    if item.name in row.training_defaults:
-        return row.training_defaults[item.name]
-    if item.default_factory is not dataclasses.MISSING:
-        return item.default_factory()
-    return None if item.default is dataclasses.MISSING else item.default
-
-
-def _help(row: FineTuningTask, training: Sequence[tuple[str, str, object]], epilog: str) -> str:
-    """The help text of `row`'s command: its own options (from the dataclasses), then `training`, `(name, help,
-    default)` of each `TrainingArguments` option listed (a default of None or "" is not shown)."""
+def _help(row: FineTuningTask, training: Sequence[TrainingField], epilog: str) -> str:
+    """The help text of `row`'s command: its own options (from the dataclasses), then the `TrainingArguments`
+    fields `training`, each with transformers' help, what it means here, and its default in this command (the
+    task's, else transformers'; None or "" is not shown)."""
     prog = command_name(row)
     parser = options_parser(
         command_dataclasses(row), prog=prog, description=row.description,
@@ -236,10 +220,13 @@ def _help(row: FineTuningTask, training: Sequence[tuple[str, str, object]], epil
     )
     group = parser.add_argument_group("training (transformers TrainingArguments)")
     for name, text, default in training:
-        default = getattr(default, "value", default)  # an enum's member: its value, as the command line writes it
-        shown = f"{text} (default {default:g})" if isinstance(default, float) else \
-            f"{text} (default {default})" if default not in (None, "", []) else text
-        group.add_argument(f"--{name}", metavar=name.upper(), help=shown.replace("%", "%%"))
+        default = row.training_defaults.get(name, getattr(default, "value", default))  # an enum: its value
+        shown = " ".join(part for part in (text, MEANING_HERE.get(name)) if part)
+        if isinstance(default, float):
+            shown += f" (default {default:g}{row.epochs_note if name == 'num_train_epochs' else ''})"
+        elif default not in (None, "", []):
+            shown += f" (default {default})"
+        group.add_argument(f"--{name}", metavar=name.upper(), help=shown.strip().replace("%", "%%"))
     group.add_argument("-h", "--help", action="store_true", help="This help.")
     group.add_argument("--help_all", action="store_true", help="Every option (imports transformers: slower).")
     return parser.format_help()
