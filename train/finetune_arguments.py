@@ -158,7 +158,8 @@ def command_name(row: FineTuningTask) -> str:
 def parse_finetune(task: str, argv: Sequence[str]) -> FineTuneOptions:
     """The options of `task`'s command from `argv`, or from a single JSON file. `--help` prints the short help and
     `--help_all` every option (SystemExit(0)); a usage error of our options (an encoding too) is a one-line
-    `UsageError`, before torch is imported. What is left (transformers' `TrainingArguments` options, and any mistyped one) is parsed by the run."""
+    `UsageError`, before torch is imported. What is left (transformers' `TrainingArguments` options, and any
+    mistyped one) is parsed by the run."""
     row = TASKS[task]
     argv = list(argv)
     asked = wants_help(argv)

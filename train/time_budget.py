@@ -2,7 +2,7 @@
 
 The standard library only: the commands' `--help` and their usage errors answer before torch is imported. The
 pretraining loop checks the budget at every step boundary (`train/pretrain_run.py`); the fine-tuning commands
-through a `TrainerCallback` (`train/time_budget_callback.py`).
+through a `TrainerCallback` (`train/time_budget_callback.py`). `max_train_time_option` declares the option for both.
 """
 
 from __future__ import annotations
