@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -133,6 +134,7 @@ class FineTuneOptions:
         return self.command.verbose
 
 
+@functools.cache  # one class per task: its option specs are read once (elmo_hf.tools.arguments.option_specs)
 def head_arguments(row: FineTuningTask) -> type:
     """The dataclass of the task's head option (`row.head_option`, e.g. `--classifier_pooling`): None unless
     given, and then `row.head_default` for a new head and the saved value for a fine-tuned folder."""
