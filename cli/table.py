@@ -41,9 +41,10 @@ def _parser(options: type, prog: str, description: str | None = None) -> Callabl
 def _finetune(argv: Sequence[str]):
     """`elmo-finetune TASK ...`: the task first, then its command's options."""
     argv = list(argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in TASKS:
+    helps = ("-h", "--help", "--help_all", "--help-all")  # --help_all: each task's own lists its TrainingArguments
+    if not argv or argv[0] in helps or argv[0] not in TASKS:
         tasks = ", ".join(TASKS)
-        if argv and argv[0] not in ("-h", "--help"):
+        if argv and argv[0] not in helps:
             sys.stderr.write(f"elmo-finetune: unknown task {argv[0]!r}: one of {tasks}\n")
             raise SystemExit(2)
         sys.stdout.write(f"usage: elmo-finetune TASK [options]   (elmo-finetune TASK --help: the task's options)\n\n"

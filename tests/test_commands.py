@@ -7,7 +7,9 @@ What each command does with good and bad inputs is tested through the same frame
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import signal
 import sys
 import types
@@ -18,6 +20,7 @@ import tomllib
 from conftest import REPO, clean_env, run_cli, run_command
 
 from elmo_hf.cli import COMMANDS
+from elmo_hf.train.tasks import TASKS
 
 HEAVY = ("torch", "transformers", "accelerate", "datasets", "elmo_hf.modeling_elmo", "elmo_hf.tokenization")
 # An option each command's --help must show.
@@ -61,8 +64,32 @@ def test_help_and_usage_errors_answer_without_loading_torch(tmp_path):
                           "(name, argv)", tmp_path))
     assert all(option in said for option in HELP_SHOWS.values()), said
     for line in ("unrecognized arguments: --windw 3", "encoding 'utf-16'", "--port must be between 1 and 65535",
-                 "--softmax must be one of", "unknown task 'no-such-task'"):
+                 "--softmax: invalid choice: 'huge'", "unknown task 'no-such-task'"):
         assert line in said
+
+
+def test_help_and_help_all_answer_on_every_command():
+    """`--help` answers (exit 0) on every command, and so does `--help_all`: on the fine-tuning commands (each task
+    of `elmo-finetune TASK`) it lists every `TrainingArguments` option, with transformers' own help and the task's
+    defaults; a command with no option of transformers' takes it as its `--help` (accepted, not refused)."""
+    from transformers import TrainingArguments
+
+    every = {f"--{item.name} " for item in dataclasses.fields(TrainingArguments) if item.init}
+    for name in COMMANDS:
+        for words in ([task] for task in TASKS) if name == "elmo-finetune" else [[]]:
+            short, full = (run_cli(name, [*words, asked]) for asked in ("--help", "--help_all"))
+            assert short.returncode == full.returncode == 0, (name, words, short.stderr, full.stderr)
+            if not name.startswith("elmo-finetune"):
+                assert full.stdout == short.stdout and f"usage: {name}" in short.stdout, name
+                continue
+            row = TASKS[words[0] if words else next(task for task in TASKS if TASKS[task].command == name)]
+            assert every <= set(re.findall(r"--\w+ ", full.stdout)), sorted(every - set(full.stdout.split()))
+            assert "--gradient_checkpointing" not in short.stdout and "--gradient_checkpointing" in full.stdout
+            assert f"for the optimizer. (default {row.training_defaults['learning_rate']:g})" in \
+                " ".join(full.stdout.split())
+    for asked in ("--help", "--help_all"):  # elmo-finetune without a task: the tasks
+        listed = run_cli("elmo-finetune", [asked])
+        assert listed.returncode == 0 and "TASK is one of: " in listed.stdout
 
 
 @pytest.mark.slow
@@ -94,6 +121,32 @@ def test_bad_paths_answer_without_loading_torch(tmp_path):
     for (call, says), answer in zip(calls.items(), answers):
         assert answer.count("\n") == 0 and says in answer, (call, answer)
     assert sorted(tmp_path.iterdir()) == before
+
+
+@pytest.mark.slow
+def test_a_bad_encoding_is_refused_in_one_line_before_torch(tmp_path):
+    """`--encoding bogus` (and a fine-tuning command's `--train_encoding` ...) is refused as the command line is
+    parsed, in every command whose --help lists --encoding: one line, exit 2, nothing heavy imported, nothing
+    written."""
+    (tmp_path / "corpus.txt").write_text("the bank .\n")
+    model, corpus, out = ["--model", "tiny"], "corpus.txt", "out"
+    tuning = [*model, "--train_file", corpus, "--output_dir", out]
+    takes = {"elmo-embed": [corpus, "out.h5", *model], "elmo-analyze": [corpus, *model, "--output_dir", out],
+             "elmo-pretrain": ["--train_file", corpus, "--output_dir", out],
+             **{name: tuning for name in COMMANDS if name.startswith("elmo-finetune-")},
+             **{f"elmo-finetune {task}": [task, *tuning] for task in TASKS}}
+    listed = {name for name in COMMANDS for words in ([[task] for task in TASKS] if name == "elmo-finetune" else [[]])
+              if "--encoding" in run_cli(name, [*words, "--help"]).stdout}
+    assert listed == {name.split()[0] for name in takes}
+    calls = [(name.split()[0], [*argv, option, "bogus"]) for name, argv in takes.items()
+             for option in ("--encoding", *(("--train_encoding", "--test_encoding") if "finetune" in name else ()))]
+    _, said = _fresh(f"for name, argv in {calls!r}:\n    assert run(name, argv) == 2, argv\n"
+                     "    print(file=sys.stderr)", tmp_path)
+    answers = said.split("\n\n")
+    assert len(answers) == len(calls) + 1 and not answers[-1].strip(), said
+    for (name, argv), answer in zip(calls, answers):
+        assert answer.count("\n") == 0 and f"{argv[-2]}: unknown encoding 'bogus'" in answer, (name, argv, answer)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [corpus]
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ def test_elmo_pretrain_refuses_a_bad_budget_before_anything_is_written(tmp_path)
     result = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", tmp_path / "out",
                                        "--max_train_time", "ten"])
     assert result.returncode == 2
-    assert "--max_train_time must be a positive duration" in result.stderr
+    assert "--max_train_time: must be a positive duration" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -57,7 +57,7 @@ def test_a_finetuning_command_refuses_a_bad_budget_before_anything_is_written(tm
     result = run_cli("elmo-finetune-classification", ["--model_name_or_path", "tiny", "--train_file", data,
                                                       "--output_dir", tmp_path / "out", "--max_train_time", "0"])
     assert result.returncode == 2
-    assert "--max_train_time must be a positive duration" in result.stderr
+    assert "--max_train_time: must be a positive duration" in result.stderr
     assert not (tmp_path / "out").exists()
 
 

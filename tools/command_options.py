@@ -50,9 +50,12 @@ def _splits_on_newline_byte(encoding: str) -> bool:
         return False
 
 
-def encoding_option(what: str = "the text files") -> dataclasses.Field:
-    """The `--encoding` option of every command that reads text."""
-    return field(default="utf-8", metadata={"help": ENCODING_HELP.format(what=what), "type": checked_encoding})
+def encoding_option(what: str = "the text files", default: str | None = "utf-8",
+                    help: str | None = None) -> dataclasses.Field:
+    """The `--encoding` option of every command that reads text (and a fine-tuning command's `--train_encoding`
+    ...: `help` of their own, no default), checked as the command line is parsed (`checked_encoding`)."""
+    return field(default=default, metadata={"help": help or ENCODING_HELP.format(what=what),
+                                            "type": checked_encoding})
 
 
 def word_split_option(help: str = WORD_SPLIT_HELP) -> dataclasses.Field:

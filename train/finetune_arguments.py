@@ -13,37 +13,33 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elmo_hf.tools.arguments import options_parser, parse_options
+from elmo_hf.tools.arguments import check_fields, options_parser, parse_options
+from elmo_hf.tools.command_options import encoding_option
 
 from .tasks import TASKS, FineTuningTask
-from .time_budget import parse_duration
+from .time_budget import max_train_time_option
+from .training_fields import TrainingField, imported_fields, source_fields
 
-# The TrainingArguments options worth listing in the short --help (every other one is accepted too).
+# The TrainingArguments options worth listing in the short --help (every other one is accepted too), with
+# transformers' own help and default (`training_fields`), the task's default where it has one.
 COMMON_TRAINING_OPTIONS = (
-    ("do_predict", "Write the predicted labels of --test_file (with no --train_file: of an already fine-tuned "
-                   "model)."),
-    ("num_train_epochs", "Epochs (default {num_train_epochs:g}{epochs_note})."),
-    ("max_steps", "Stop after this many optimizer steps (overrides the epochs)."),
-    ("learning_rate", "Peak learning rate (default {learning_rate:g})."),
-    ("lr_scheduler_type", "linear (default), cosine, constant, ..."),
-    ("warmup_steps", "Warm-up: steps, or a fraction of the steps below 1 (default {warmup_steps:g})."),
-    ("per_device_train_batch_size", "Sentences per step and process (default {per_device_train_batch_size})."),
-    ("per_device_eval_batch_size", "Sentences per evaluation or prediction batch."),
-    ("gradient_accumulation_steps", "Steps whose gradients are summed before an update."),
-    ("eval_strategy", "no (default: evaluate once at the end), steps or epoch."),
-    ("save_strategy", "steps (default, every --save_steps), epoch or no: checkpoints to resume from."),
-    ("save_steps", "Steps between checkpoints (default 500)."),
-    ("resume_from_checkpoint", "A checkpoint folder (OUTPUT_DIR/checkpoint-N) to continue from."),
-    ("seed", "Seed of the head's initialisation and of the data order (default 42)."),
-    ("use_cpu", "Train on the CPU even when a GPU is there."),
-    ("logging_steps", "Steps between loss lines."),
-    ("disable_tqdm", "No progress bars."),
-    ("report_to", "none (default), tensorboard, wandb, ..."),
+    "do_predict", "num_train_epochs", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps",
+    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "eval_strategy",
+    "save_strategy", "save_steps", "resume_from_checkpoint", "seed", "use_cpu", "logging_steps", "disable_tqdm",
+    "report_to",
 )
+# What an option does in these commands beyond transformers' help (which speaks of Trainer).
+MEANING_HERE = {
+    "do_predict": "Here: write the predicted labels of --test_file (with no --train_file: of an already fine-tuned "
+                  "model).",
+    "eval_strategy": "Here: no evaluates once, at the end.",
+    "resume_from_checkpoint": "Here: a checkpoint folder, OUTPUT_DIR/checkpoint-N.",
+}
 
 
 @dataclass
@@ -94,19 +90,13 @@ class CommandArguments:
     output_dir: str | None = field(default=None, metadata={
         "help": "Where the model, tokenizer, metrics, checkpoints and predictions are written (a predict-only run "
                 "with --predictions_file needs none)."})
-    encoding: str = field(
-        default="utf-8", metadata={"help": "Encoding of the input files (default utf-8; e.g. gb18030, big5, latin-1). "
-                                   "Bytes that do not decode are refused, naming the file, line and byte."}
-    )
-    train_encoding: str | None = field(
-        default=None, metadata={"help": "Encoding of --train_file alone, where the files of a run differ (default: "
-                                "--encoding)."}
-    )
-    validation_encoding: str | None = field(
-        default=None, metadata={"help": "Encoding of --validation_file alone (default: --encoding)."}
-    )
-    test_encoding: str | None = field(default=None, metadata={"help": "Encoding of --test_file alone (default: "
-                                                             "--encoding)."})
+    encoding: str = encoding_option("the input files")
+    train_encoding: str | None = encoding_option(default=None, help="Encoding of --train_file alone, where the "
+                                                 "files of a run differ (default: --encoding).")
+    validation_encoding: str | None = encoding_option(default=None, help="Encoding of --validation_file alone "
+                                                      "(default: --encoding).")
+    test_encoding: str | None = encoding_option(default=None, help="Encoding of --test_file alone (default: "
+                                                "--encoding).")
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Replace what --output_dir holds (another run's model, metrics, checkpoints), or an existing "
                 "predictions file; without it such a folder is refused."})
@@ -114,14 +104,12 @@ class CommandArguments:
         default=None, metadata={"help": "Where --do_predict writes (default OUTPUT_DIR/predictions.txt)."}
     )
     verbose: bool = field(default=False, metadata={"help": "Show transformers' own warnings and load reports."})
-    max_train_time: str | None = field(default=None, metadata={
-        "help": "Stop training at the first step boundary once this much time is spent (90s, 20m, 1h30m, 2:30:00, or "
-                "seconds), with a checkpoint of that step; then save, evaluate and predict as at the end. Counted "
-                "over the whole run, resumed runs included (train/time_budget_callback.py)."})
+    max_train_time: str | None = max_train_time_option(
+        "with a checkpoint of that step; then save, evaluate and predict as at the end. Counted over the whole run, "
+        "resumed runs included (train/time_budget_callback.py).")
 
     def __post_init__(self):
-        if self.max_train_time is not None:
-            parse_duration(self.max_train_time)  # a ValueError in one line
+        check_fields(self)  # the fields' converters (--encoding ..., --max_train_time) for a caller in Python
 
 
 # A task's data options (its `data_options`). Every command reads DATA_FIELDS (train/finetune_run.py), and
@@ -146,6 +134,7 @@ class FineTuneOptions:
         return self.command.verbose
 
 
+@functools.cache  # one class per task: its option specs are read once (elmo_hf.tools.arguments.option_specs)
 def head_arguments(row: FineTuningTask) -> type:
     """The dataclass of the task's head option (`row.head_option`, e.g. `--classifier_pooling`): None unless
     given, and then `row.head_default` for a new head and the saved value for a fine-tuned folder."""
@@ -170,16 +159,14 @@ def command_name(row: FineTuningTask) -> str:
 
 def parse_finetune(task: str, argv: Sequence[str]) -> FineTuneOptions:
     """The options of `task`'s command from `argv`, or from a single JSON file. `--help` prints the short help and
-    `--help_all` every option (argparse's SystemExit(0)); a usage error of our options exits 2 (argparse). What is
-    left (transformers' `TrainingArguments` options, and any mistyped one) is parsed by the run."""
+    `--help_all` every option (SystemExit(0)); a usage error of our options (an encoding too) is a one-line
+    `UsageError`, before torch is imported. What is left (transformers' `TrainingArguments` options, and any
+    mistyped one) is parsed by the run."""
     row = TASKS[task]
     argv = list(argv)
     asked = wants_help(argv)
-    if asked == "short":
-        sys.stdout.write(short_help(row))
-        raise SystemExit(0)
-    if asked == "all":
-        training_parser(row, with_ours=True).print_help()
+    if asked is not None:
+        sys.stdout.write(short_help(row) if asked == "short" else full_help(row))
         raise SystemExit(0)
     (model, head, data, command), rest = parse_options(
         command_dataclasses(row), argv, known_only=True, prog=command_name(row), description=row.description,
@@ -187,13 +174,12 @@ def parse_finetune(task: str, argv: Sequence[str]) -> FineTuneOptions:
     return FineTuneOptions(task, model, head, data, command, rest)
 
 
-def training_parser(row: FineTuningTask, with_ours: bool = False):
-    """transformers' `HfArgumentParser` of `TrainingArguments` (and of our option dataclasses too, `with_ours`: the
-    help of --help_all), with the task's defaults. Imports transformers (seconds)."""
+def training_parser(row: FineTuningTask):
+    """transformers' `HfArgumentParser` of `TrainingArguments`, with the task's defaults. Imports transformers
+    (seconds)."""
     from transformers import HfArgumentParser, TrainingArguments
 
-    classes = (*command_dataclasses(row), TrainingArguments) if with_ours else TrainingArguments
-    parser = HfArgumentParser(classes, prog=command_name(row), description=row.description)
+    parser = HfArgumentParser(TrainingArguments, prog=command_name(row), description=row.description)
     parser.set_defaults(**row.training_defaults)
     return parser
 
@@ -206,19 +192,50 @@ def wants_help(argv: list[str]) -> str | None:
 
 
 def short_help(row: FineTuningTask) -> str:
-    """The --help text: the command's own options and the common training options, from the dataclasses alone."""
+    """The --help text: the command's own options and the common training options, read from transformers' source
+    (no import: seconds saved)."""
+    read = source_fields(COMMON_TRAINING_OPTIONS)
+    common = [read.get(name, TrainingField(name, None, None)) for name in COMMON_TRAINING_OPTIONS]
+    return _help(row, common, "Every other transformers TrainingArguments option is accepted too: --help_all lists "
+                              "them.")
+
+
+def full_help(row: FineTuningTask) -> str:
+    """The --help_all text: the command's own options and every `TrainingArguments` option. Imports transformers
+    (seconds)."""
+    ours = {item.name for cls in command_dataclasses(row) for item in dataclasses.fields(cls)}
+    every = [declared for name, declared in imported_fields().items() if name not in ours]
+    return _help(row, every, f"Transformers {_version('transformers')}'s TrainingArguments; {command_name(row)} "
+                             "--help lists the common ones.")
+
+
+def _help(row: FineTuningTask, training: Sequence[TrainingField], epilog: str) -> str:
+    """The help text of `row`'s command: its own options (from the dataclasses), then the `TrainingArguments`
+    fields `training`, each with transformers' help, what it means here, and its default in this command (the
+    task's, else transformers'; None or "" is not shown)."""
     prog = command_name(row)
     parser = options_parser(
         command_dataclasses(row), prog=prog, description=row.description,
         formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
         usage=f"{prog} --model_name_or_path MODEL [--train_file FILE] [--validation_file FILE] "
               "[--do_predict --test_file FILE] --output_dir DIR [options]",
-        epilog="Every other transformers TrainingArguments option is accepted too: --help_all lists them.",
+        epilog=epilog,
     )
     group = parser.add_argument_group("training (transformers TrainingArguments)")
-    for name, text in COMMON_TRAINING_OPTIONS:
-        group.add_argument(f"--{name}", metavar=name.upper(),
-                           help=text.format(**row.training_defaults, epochs_note=row.epochs_note))
+    for name, text, default in training:
+        default = row.training_defaults.get(name, getattr(default, "value", default))  # an enum: its value
+        shown = " ".join(part for part in (text, MEANING_HERE.get(name)) if part)
+        if isinstance(default, float):
+            shown += f" (default {default:g}{row.epochs_note if name == 'num_train_epochs' else ''})"
+        elif default not in (None, "", []):
+            shown += f" (default {default})"
+        group.add_argument(f"--{name}", metavar=name.upper(), help=shown.strip().replace("%", "%%"))
     group.add_argument("-h", "--help", action="store_true", help="This help.")
     group.add_argument("--help_all", action="store_true", help="Every option (imports transformers: slower).")
     return parser.format_help()
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)

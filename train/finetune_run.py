@@ -10,7 +10,6 @@ for callers in Python.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -37,7 +36,6 @@ from elmo_hf.tools.interrupts import Interrupted
 from elmo_hf.tools.loading import ModelLoadError, load_elmo
 from elmo_hf.tools.output_folders import owned, run_lock
 from elmo_hf.tools.output_paths import check_writable_folder
-from elmo_hf.tools.text_files import checked_encoding
 
 from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
 from .finetune_data import limit, read_input_file
@@ -222,7 +220,6 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
     if not options.verbose:  # torch's warning on every data loader of a machine without an accelerator
         warnings.filterwarnings("ignore", message=".*pin_memory.*")
     parsed = (options.model, options.head, options.data, options.command, training_args)
-    _check_encoding(parsed)
     _check_training_numbers(training_args, parsed)
     check_writable_folder(Path(training_args.output_dir), "--output_dir")
     _log_processes(training_args, logging.getLogger(parts_logger_name(row)))
@@ -246,16 +243,6 @@ def _check_training_numbers(training_args, parsed) -> None:
     if training and training_args.max_steps <= 0 and not training_args.num_train_epochs > 0:
         raise InputError(f"--num_train_epochs {training_args.num_train_epochs:g} with no --max_steps trains nothing: "
                          "give a positive number of epochs or steps")
-
-
-def _check_encoding(parsed) -> None:
-    for arguments in parsed:
-        for name in ("encoding", "train_encoding", "validation_encoding", "test_encoding"):
-            if getattr(arguments, name, None) is not None:
-                try:
-                    setattr(arguments, name, checked_encoding(getattr(arguments, name)))
-                except argparse.ArgumentTypeError as error:
-                    raise InputError(f"--{name}: {error}") from None
 
 
 def _log_processes(training_args, command_logger: logging.Logger) -> None:

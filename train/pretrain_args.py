@@ -1,18 +1,18 @@
 """The arguments of `elmo-pretrain`, one dataclass field per option.
 
 Nothing heavy is imported here: `elmo-pretrain --help` builds its parser from this dataclass (`tools/arguments.py`)
-before torch or transformers is loaded. The checks that need the project (presets, word splits, encodings) import
-it inside `__post_init__`, which runs once the command line is parsed.
+before torch or transformers is loaded. A field's own check (the encoding, the time budget, the choices) is in its
+metadata (`elmo_hf.tools.arguments`); the checks that need the project (presets, word splits) are the run's.
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 
-from elmo_hf.tools.text_files import checked_encoding
+from elmo_hf.tools.arguments import check_fields
+from elmo_hf.tools.command_options import encoding_option
 
-from .time_budget import parse_duration
+from .time_budget import max_train_time_option
 
 
 @dataclass
@@ -44,29 +44,29 @@ class PretrainArguments:
                 "(punctuation, with runs of Chinese ideographs segmented into words by jieba; needs pip install "
                 "'elmo-hf[zh]'), one registered there, or module:function (a function of yours, imported). Saved "
                 "with the tokenizer. Default: the split of the --init_from model's tokenizer, else whitespace."})
-    encoding: str = field(default="utf-8", metadata={
-        "help": "Encoding of the training and validation files (default utf-8; e.g. gb18030, big5, shift_jis, "
-                "latin-1). A line that does not decode is refused, naming the file, line and byte."})
-    softmax: str = field(default="full", metadata={"help": "full, sampled or adaptive."})
+    encoding: str = encoding_option("the training and validation files")
+    softmax: str = field(default="full", metadata={"help": "full, sampled or adaptive.",
+                                                   "choices": ("full", "sampled", "adaptive")})
     num_sampled: int = field(default=8192, metadata={"help": "Negatives per batch for the sampled softmax."})
-    batch_mode: str = field(default="stream", metadata={"help": "stream (bilm-tf windows, state carried) or sentence."})
+    batch_mode: str = field(default="stream", metadata={"help": "stream (bilm-tf windows, state carried) or sentence.",
+                                                         "choices": ("stream", "sentence")})
     unroll_steps: int = field(default=20, metadata={"help": "Window length in tokens (the longest sentence in sentence mode)."})
     per_device_batch_size: int = field(default=32, metadata={"help": "Rows per batch and process."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides num_train_epochs when > 0."})
     num_train_epochs: float = field(default=1.0, metadata={"help": "Passes over the corpus when max_steps <= 0."})
-    max_train_time: str | None = field(default=None, metadata={
-        "help": "Stop at the first step boundary once this much training time is spent (90s, 20m, 1h30m, 8h, "
-                "2:30:00, or seconds), then save, evaluate and write the model folder as at the end. Counted over "
-                "the whole run like --max_steps (a resumed run goes on with the time its checkpoint had spent); "
-                "whichever of --max_train_time, --max_steps and --num_train_epochs comes first ends the run."})
-    optimizer: str = field(default="adagrad", metadata={"help": "adagrad (bilm-tf: lr 0.2, accumulator 1.0) or adamw."})
+    max_train_time: str | None = max_train_time_option(
+        "then save, evaluate and write the model folder as at the end. Counted over the whole run like --max_steps (a "
+        "resumed run goes on with the time its checkpoint had spent); whichever of --max_train_time, --max_steps and "
+        "--num_train_epochs comes first ends the run.")
+    optimizer: str = field(default="adagrad", metadata={"help": "adagrad (bilm-tf: lr 0.2, accumulator 1.0) or adamw.",
+                                                         "choices": ("adagrad", "adamw")})
     learning_rate: float | None = field(default=None, metadata={"help": "Default 0.2 for adagrad, 3e-3 for adamw."})
     weight_decay: float = field(default=0.0)
     lr_scheduler_type: str = field(default="constant", metadata={"help": "A transformers scheduler name."})
     warmup_steps: int = field(default=0)
     max_grad_norm: float = field(default=10.0, metadata={"help": "Global-norm gradient clipping (bilm-tf: 10)."})
     dropout: float | None = field(default=None, metadata={"help": "Override the config's dropout (bilm-tf: 0.1)."})
-    mixed_precision: str = field(default="no", metadata={"help": "no, bf16 or fp16."})
+    mixed_precision: str = field(default="no", metadata={"help": "no, bf16 or fp16.", "choices": ("no", "bf16", "fp16")})
     seed: int = field(default=42)
     shuffle_buffer: int = field(default=10000, metadata={"help": "Sentences shuffled together; 1 keeps file order."})
     logging_steps: int = field(default=10)
@@ -97,21 +97,13 @@ class PretrainArguments:
         """What can be checked from the options alone (standard library): the command's `--help` and its usage
         errors answer before torch is imported. The preset's name and the word split are checked by the run
         (`pretrain_run.check_model_options`), which knows the presets and the registered splits."""
+        check_fields(self)  # the fields' converters and choices (--encoding, --max_train_time, --softmax ...)
         if self.preset and self.config_file:
             raise ValueError("give --preset or --config_file, not both")
         if self.init_from and (self.preset or self.config_file):
             raise ValueError("--init_from takes its architecture from the model folder; drop --preset/--config_file")
         if not (self.preset or self.config_file or self.init_from):
             self.preset = "small"
-        choices = {
-            "softmax": ("full", "sampled", "adaptive"),
-            "batch_mode": ("stream", "sentence"),
-            "optimizer": ("adagrad", "adamw"),
-            "mixed_precision": ("no", "bf16", "fp16"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"--{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.word_split is None and not self.init_from:
             self.word_split = "whitespace"  # with --init_from, the model's own split (set when it is loaded)
         for name in ("unroll_steps", "per_device_batch_size", "logging_steps"):
@@ -121,18 +113,12 @@ class PretrainArguments:
             raise ValueError("--unroll_steps must be at least 3 in sentence mode (<S>, a word, </S>)")
         if self.max_steps <= 0 and self.num_train_epochs <= 0:
             raise ValueError("give --max_steps or a positive --num_train_epochs")
-        if self.max_train_time is not None:
-            parse_duration(self.max_train_time)  # a ValueError in one line
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id")
         if self.softmax_weight_file and not self.init_from:
             raise ValueError("--softmax_weight_file goes with --init_from (a converted model)")
         if self.softmax_weight_file and self.softmax == "adaptive":
             raise ValueError("--softmax_weight_file holds a full softmax; use --softmax full or sampled")
-        try:
-            self.encoding = checked_encoding(self.encoding)
-        except argparse.ArgumentTypeError as error:
-            raise ValueError(f"--encoding: {error}") from None
         if self.learning_rate is None:
             # adamw: 3e-3 beat 1e-3 by 17% in perplexity at equal minutes (benchmarks/results_quality.md, run P3)
             self.learning_rate = 0.2 if self.optimizer == "adagrad" else 3e-3

@@ -2,11 +2,13 @@
 
 The standard library only: the commands' `--help` and their usage errors answer before torch is imported. The
 pretraining loop checks the budget at every step boundary (`train/pretrain_run.py`); the fine-tuning commands
-through a `TrainerCallback` (`train/time_budget_callback.py`).
+through a `TrainerCallback` (`train/time_budget_callback.py`). `max_train_time_option` declares the option for both.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import math
 import re
 
@@ -34,6 +36,24 @@ def parse_duration(text: str, option: str = "--max_train_time") -> float:
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"{option} must be a positive duration ({EXAMPLES}), got {text!r}")
     return seconds
+
+
+def checked_duration(text: str) -> str:
+    """`--max_train_time`'s converter (`elmo_hf.tools.arguments`): `text` as it is, once `parse_duration` reads it;
+    an `argparse.ArgumentTypeError` in one line otherwise (the option named by whoever reports it)."""
+    try:
+        parse_duration(text, option="")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).strip()) from None
+    return text
+
+
+def max_train_time_option(then: str) -> dataclasses.Field:
+    """`--max_train_time` of the training commands: its help (what the command does `then`) and its check, in one
+    place; the run reads the seconds with `parse_duration`."""
+    return dataclasses.field(default=None, metadata={
+        "help": f"Stop training at the first step boundary once this much time is spent ({EXAMPLES}), {then}",
+        "type": checked_duration})
 
 
 def format_duration(seconds: float) -> str:
