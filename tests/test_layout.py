@@ -272,7 +272,7 @@ def test_no_module_imports_or_names_a_higher_layer():
 
 
 def test_at_most_two_places_build_a_command_line_parser():
-    """The options of every command are dataclasses read by `elmo_hf.tools.arguments`; transformers' own parser reads
+    """The options of every command are dataclasses read by `elmo_hf.tools.core.arguments`; transformers' own parser reads
     its `TrainingArguments`, for the fine-tuning commands only."""
     places = []
     for name, path in _project_modules().items():

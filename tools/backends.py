@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, RunFailed
+from .core.errors import InputError, RunFailed
 
 logger = logging.getLogger(__name__)
 

@@ -137,8 +137,11 @@ from transformers.utils import logging as hf_logging
 from elmo_hf.modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from elmo_hf.tokenization import check_word_split, split_words  # noqa: E402
 
-from .command_options import EmbedOptions  # noqa: E402
-from .early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
+from .core.command_options import EmbedOptions  # noqa: E402
+from .core.early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
+from .core.interrupts import Interrupted, InterruptGuard  # noqa: E402
+from .core.output_folders import run_lock  # noqa: E402
+from .core.text_files import UndecodableText  # noqa: E402
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
@@ -157,10 +160,7 @@ from .embed_io import (  # noqa: E402
     weights_fingerprint,
 )
 from .embed_processes import Processes  # noqa: E402
-from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
-from .output_folders import run_lock  # noqa: E402
-from .text_files import UndecodableText  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
 LONG_LINES_SAID = 3  # lines cut into pieces or truncated that are named as they are met (all are counted at the end)

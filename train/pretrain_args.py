@@ -1,6 +1,6 @@
 """The arguments of `elmo-pretrain`, one dataclass field per option.
 
-Nothing heavy is imported here: `elmo-pretrain --help` builds its parser from this dataclass (`tools/arguments.py`)
+Nothing heavy is imported here: `elmo-pretrain --help` builds its parser from this dataclass (`tools/core/arguments.py`)
 before torch or transformers is loaded. The checks that need the project (presets, word splits, encodings) import
 it inside `__post_init__`, which runs once the command line is parsed.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from elmo_hf.tools.text_files import checked_encoding
+from elmo_hf.tools.core.text_files import checked_encoding
 
 from .time_budget import parse_duration
 

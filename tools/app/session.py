@@ -20,9 +20,9 @@ import torch
 from elmo_hf.modeling_elmo.configuration_elmo import PRESETS
 from elmo_hf.tokenization import WORD_SPLITTERS, check_word_split, split_words
 
-from ..errors import InputError
+from ..core.errors import InputError
+from ..core.text_files import UndecodableText, check_decodes, checked_encoding
 from ..loading import ModelLoadError, load_elmo
-from ..text_files import UndecodableText, check_decodes, checked_encoding
 from .examples import training_line
 
 logger = logging.getLogger(__name__)
