@@ -350,3 +350,31 @@ def test_the_core_check_sees_what_it_must(tmp_path, source, outside):
     path = tmp_path / "probe.py"
     path.write_text(source, encoding="utf-8")
     assert _outside_the_core(f"{CORE}.probe", path) == outside
+
+
+def _backend_name_lists(path: Path, names: set[str]) -> list[int]:
+    """The lines of `path` where a tuple, list or set literal (or a dict's keys) holds two backend names or more."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+        if not isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) or items is None:
+            continue
+        strings = {item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)}
+        if len(strings & names) >= 2:
+            found.append(node.lineno)
+    return found
+
+
+def test_only_the_backend_registry_lists_backends(tmp_path):
+    """The backends are rows of one table (`tools/core/backend_registry.py`): the command line's choices, the app,
+    the automatic choice and the runners read it, and no other module keeps a list of their names to drift from it."""
+    from elmo_hf.tools.core.backend_registry import BACKEND_NAMES
+
+    names = set(BACKEND_NAMES)
+    registry = f"{CORE}.backend_registry"
+    lists = {name: lines for name, path in _project_modules().items()
+             if name != registry and (lines := _backend_name_lists(path, names))}
+    assert lists == {}, f"modules that list backend names (read them from {registry}): {lists}"
+    probe = tmp_path / "probe.py"
+    probe.write_text('A = ("torch", "openvino")\nB = {"onnxruntime": 1, "torch": 2}\nC = ("torch", "x")\n')
+    assert _backend_name_lists(probe, names) == [1, 2]

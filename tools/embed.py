@@ -137,6 +137,7 @@ from transformers.utils import logging as hf_logging
 from elmo_hf.modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from elmo_hf.tokenization import check_word_split, split_words  # noqa: E402
 
+from .core.backend_registry import AUTO, DEFAULT, backend_row  # noqa: E402
 from .core.command_options import EmbedOptions  # noqa: E402
 from .core.early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
 from .core.interrupts import Interrupted, InterruptGuard  # noqa: E402
@@ -361,11 +362,7 @@ def window_embedder_for_worker(settings: dict, work: str, is_dataset: bool) -> W
     torch.set_num_threads(args.threads or 1)
     device = checked_device(args.device)
     model, tokenizer = load_elmo(args.model, device=device)
-    if args.dtype == "int8" and args.backend == "torch":
-        quantize_int8(model)
-    if args.token_cache_size and args.backend == "torch":
-        model.enable_token_cache(args.token_cache_size)
-    embedder = _embedder(args, model, tokenizer, device, _dtype(args.dtype, device))
+    embedder = _embedder(args, model, tokenizer, device)
     return WindowEmbedder(embedder, args, Path(work), is_dataset, _NoProgress(), InterruptGuard())
 
 
@@ -501,7 +498,7 @@ def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
         "encoding": args.encoding,
         "encoding_errors": args.encoding_errors,
         "dtype": args.dtype,
-        **({"backend": args.backend} if args.backend not in (None, "torch") else {}),
+        **({"backend": args.backend} if args.backend not in (None, DEFAULT) else {}),
     }
 
 
@@ -634,13 +631,20 @@ def _backend_and_dtype(args, model, tokenizer, device: torch.device) -> tuple[st
     return choice.backend, choice.dtype
 
 
-def _embedder(args, model, tokenizer, device: torch.device, dtype: torch.dtype):
-    """The model on torch (`Embedder`), or its ONNX graph in ONNX Runtime or OpenVINO (`backends.GraphEmbedder`)."""
-    if args.backend in (None, "torch"):
-        return Embedder(model, tokenizer, args.mode, device, dtype)
-    from .backends import graph_embedder
+def _embedder(args, model, tokenizer, device: torch.device):
+    """The embedder of the path the run resolved, as its backend's row says: the model's ONNX graph in a runtime
+    (`backends.GraphEmbedder`, exported once), or the model itself (`Embedder`: quantized for int8, autocast for
+    bfloat16 and float16, with its token cache). After the settings are recorded: int8 changes the weights."""
+    if backend_row(args.backend).graph:
+        from .backends import graph_embedder
 
-    return graph_embedder(args.backend, args.dtype, model, tokenizer, args.mode, args.model)
+        return graph_embedder(args.backend, args.dtype, model, tokenizer, args.mode, args.model)
+    dtype = _dtype(args.dtype, device)
+    if args.dtype == "int8":
+        quantize_int8(model)
+    if args.token_cache_size:
+        model.enable_token_cache(args.token_cache_size)
+    return Embedder(model, tokenizer, args.mode, device, dtype)
 
 
 def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
@@ -672,7 +676,7 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     args.format = args.format or embed_output_format(output)
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
-    if args.dtype != "auto" and args.backend in (None, "torch"):
+    if args.dtype != AUTO and (args.backend is None or not backend_row(args.backend).graph):
         _dtype(args.dtype, device)  # torch's dtypes refused before the model loads (the runtimes': by their backend)
     source = _open_input(args)
     if args.threads:
@@ -686,12 +690,7 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     except ValueError as error:
         raise EmbedError(str(error)) from None
     args.backend, args.dtype = _backend_and_dtype(args, model, tokenizer, device)  # auto: measured once, remembered
-    dtype = _dtype(args.dtype, device) if args.backend == "torch" else torch.float32  # a runtime's own dtype
     settings = _settings(args, source.fingerprint, model, weights_fingerprint(model))  # before int8 changes them
-    if args.dtype == "int8" and args.backend == "torch":
-        quantize_int8(model)
-    if args.token_cache_size and args.backend == "torch":
-        model.enable_token_cache(args.token_cache_size)
     work = output.with_name(output.name + ".partial")
     start = time.perf_counter()
     processes.start()
@@ -702,7 +701,7 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
             logger.info("%s is complete already: nothing to do", output)
             return output
         progress_bar = _progress_bar(source.total, args.quiet or processes.rank != 0)
-        embed_window = WindowEmbedder(_embedder(args, model, tokenizer, device, dtype), args, work,
+        embed_window = WindowEmbedder(_embedder(args, model, tokenizer, device), args, work,
                                       source.is_dataset, progress_bar, guard)
         try:
             if args.engine == "ray":  # the same windows and chunks, embedded by Ray actors (embed_ray.py)
@@ -738,7 +737,7 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
         output, counts.lines, counts.empty, counts.tokens, elapsed, counts.lines / max(elapsed, 1e-9),
         counts.tokens / max(elapsed, 1e-9), f", {processes.world} processes" if processes.world > 1 else "",
     )
-    cache = model.token_cache_info() if args.engine == "local" and args.backend == "torch" else None  # actors: theirs
+    cache = model.token_cache_info() if args.engine == "local" else None  # off on a runtime; Ray's actors: theirs
     if cache:
         logger.info("token cache: %s", cache)
     return output
