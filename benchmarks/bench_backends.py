@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             backend_choice.path_runner(backend, dtype, model, folder, threads)
             gc.collect()
     peak = Peak(torch.device("cpu"))
-    reference = [backend_choice.TorchPath(model, "float32")(*e) for e in encoded]  # also torch's warm-up
+    reference = [backend_choice.path_runner("torch", "float32", model, folder, threads)(*e)  # also torch's warm-up
+                 for e in encoded]
     samples: dict = {path: [] for path in paths}
     table: dict = {}
     for round_number in range(args.rounds):

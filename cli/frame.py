@@ -1,6 +1,6 @@
 """The one frame every console command runs in (`run`), and the row that describes a command (`Command`).
 
-    parse the options   the command's dataclasses (`elmo_hf.tools.arguments`): --help and a usage error answer here
+    parse the options   the command's dataclasses (`elmo_hf.tools.core.arguments`): --help and a usage error answer here
     console logging     one format, the first process says INFO, libraries say only warnings unless --verbose
     early checks        missing inputs, unwritable outputs: one line, exit 2, before torch is imported
     import the run      seconds (torch, transformers); a signal meanwhile ends with one line
@@ -25,8 +25,8 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from elmo_hf.tools.errors import InputError, RunFailed
-from elmo_hf.tools.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
+from elmo_hf.tools.core.errors import InputError, RunFailed
+from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
 
 # Libraries whose INFO lines and progress bars only --verbose shows.
 LIBRARIES = ("transformers", "accelerate", "datasets", "huggingface_hub", "httpx", "httpcore", "httpx2", "httpcore2",

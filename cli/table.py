@@ -18,10 +18,10 @@ import inspect
 import sys
 from collections.abc import Callable, Sequence
 
-from elmo_hf.tools import early_checks
-from elmo_hf.tools.arguments import parse_options
-from elmo_hf.tools.command_options import AnalyzeOptions, AppOptions, ConvertOptions, EmbedOptions
-from elmo_hf.tools.export_options import ExportOptions
+from elmo_hf.tools.core import early_checks
+from elmo_hf.tools.core.arguments import parse_options
+from elmo_hf.tools.core.command_options import AnalyzeOptions, AppOptions, ConvertOptions, EmbedOptions
+from elmo_hf.tools.core.export_options import ExportOptions
 from elmo_hf.train.demo_args import DemoArguments
 from elmo_hf.train.finetune_arguments import parse_finetune
 from elmo_hf.train.pretrain_args import PretrainArguments

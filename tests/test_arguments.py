@@ -1,4 +1,4 @@
-"""The option parser of every command (`elmo_hf.tools.arguments`): one spec per field, read by the command line, the
+"""The option parser of every command (`elmo_hf.tools.core.arguments`): one spec per field, read by the command line, the
 options file (a single `.json` argument) and a dataclass made in Python alike, so that a converter (an encoding's
 check, a duration's) or a field's choices hold wherever the value comes from."""
 
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from elmo_hf.tools.arguments import UsageError, option_specs, parse_options
-from elmo_hf.tools.command_options import AnalyzeOptions, AppOptions, ConvertOptions, EmbedOptions
-from elmo_hf.tools.export_options import ExportOptions
+from elmo_hf.tools.core.arguments import UsageError, option_specs, parse_options
+from elmo_hf.tools.core.command_options import AnalyzeOptions, AppOptions, ConvertOptions, EmbedOptions
+from elmo_hf.tools.core.export_options import ExportOptions
 from elmo_hf.train.demo_args import DemoArguments
 from elmo_hf.train.finetune_arguments import (
     COMMON_TRAINING_OPTIONS,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from elmo_hf.tools.output_folders import run_lock
+from elmo_hf.tools.core.output_folders import run_lock
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +147,7 @@ CASES = {
                                  extra=("--crf", "true")),
     # question answering's files
     "not SQuAD JSON": Case("is neither SQuAD JSON", input='{"questions": []}'),
-    # the output belongs to one run (elmo_hf.tools.output_folders)
+    # the output belongs to one run (elmo_hf.tools.core.output_folders)
     "output folder of another run": Case(
         {"elmo-pretrain": "exists and is not empty; use --overwrite_output_dir",
          "*": "holds the files of another run (eval_results.json): give another folder, or --overwrite_output_dir"},
@@ -305,7 +305,7 @@ def test_a_lock_taken_on_a_removed_lock_file_is_taken_again_on_the_file_there(tm
     hold the folder."""
     from filelock import FileLock, Timeout
 
-    from elmo_hf.tools.output_folders import _acquire
+    from elmo_hf.tools.core.output_folders import _acquire
 
     path = tmp_path / ".out.lock"
     stale = FileLock(path, timeout=0)

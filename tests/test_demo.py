@@ -206,7 +206,7 @@ def test_a_font_is_found_only_where_it_draws_every_character(monkeypatch):
 def test_demo_interrupted_after_pretraining_names_what_it_kept_and_how_to_score_again(tmp_path):
     """Once the model of the steps asked for is written, an interrupt's line lists the outputs kept and says that
     --resume_from_checkpoint latest scores without training; a model of fewer steps is not that model."""
-    from elmo_hf.tools.interrupts import Interrupted
+    from elmo_hf.tools.core.interrupts import Interrupted
     from elmo_hf.train.demo_args import DemoArguments
     from elmo_hf.train.demo_run import DemoOutputs
 

@@ -36,8 +36,8 @@ from tolerances import REORDERED, assert_close
 from elmo_hf.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import ElmoTokenizer, split_words
 from elmo_hf.tools import embed as embed_module
-from elmo_hf.tools.arguments import parse_options
-from elmo_hf.tools.command_options import EmbedOptions
+from elmo_hf.tools.core.arguments import parse_options
+from elmo_hf.tools.core.command_options import EmbedOptions
 from elmo_hf.tools.embed_io import done_windows
 
 SENTENCES = [

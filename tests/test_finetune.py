@@ -13,7 +13,7 @@ from conftest import REPO, clean_env, run_cli, run_command, shared_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
 
 from elmo_hf import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes: the tests load without remote code)
-from elmo_hf.tools.errors import InputError
+from elmo_hf.tools.core.errors import InputError
 from elmo_hf.train.collators import (
     ElmoDataCollatorForSequenceClassification,
     ElmoDataCollatorForTokenClassification,

@@ -11,7 +11,7 @@ import weakref
 
 import pytest
 
-from elmo_hf.tools.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
+from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
 
 
 class _SignallingStream(io.StringIO):

@@ -9,6 +9,8 @@ import circles, the places that build a command-line parser. Nothing is imported
 * The files flat in `modeling_elmo/` and in `tokenization/` (not their `__init__.py`) are what `save_pretrained`
   copies next to a saved model: they import only the standard library, torch, numpy, transformers and each other.
   The tools in `tools/` and the commands in `train/` never travel, and no travelling file imports them.
+* The runtime core, `tools/core/` (what the command layer imports before torch), imports the standard library and
+  itself only, with the two light packages `CORE_MAY_IMPORT` names.
 * No file of the packages is above 800 lines: a concept that outgrows them is split by its parts (the tokenizer's
   alignment, row cache and padding are files of their own).
 * The project's modules import each other without a circle.
@@ -272,7 +274,7 @@ def test_no_module_imports_or_names_a_higher_layer():
 
 
 def test_at_most_two_places_build_a_command_line_parser():
-    """The options of every command are dataclasses read by `elmo_hf.tools.arguments`; transformers' own parser reads
+    """The options of every command are dataclasses read by `elmo_hf.tools.core.arguments`; transformers' own parser reads
     its `TrainingArguments`, for the fine-tuning commands only."""
     places = []
     for name, path in _project_modules().items():
@@ -302,3 +304,77 @@ def test_every_entry_point_names_a_function_of_the_project():
                 registered = [ast.literal_eval(decorator.args[0]) for decorator in found.decorator_list
                               if isinstance(decorator, ast.Call) and decorator.args]
                 assert registered == [name], (target, registered)
+
+
+# What the runtime core may import besides the standard library and itself: the encoding guess reads
+# charset-normalizer's letter frequencies, the run lock is filelock's (both light, and dependencies of the project).
+CORE_MAY_IMPORT = {"charset_normalizer": {"elmo_hf.tools.core.encoding_guess"}, "filelock": {"elmo_hf.tools.core.output_folders"}}
+
+
+CORE = f"{NAMESPACE}.tools.core"
+
+
+def _outside_the_core(name: str, path: Path) -> list[str]:
+    """The modules the core module `name` (read from `path`) imports that are neither the standard library, nor the
+    core itself, nor a package `CORE_MAY_IMPORT` allows that module."""
+    wrong = []
+    for module in sorted(_imports(name, path)):
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or name in CORE_MAY_IMPORT.get(top, ()):
+            continue
+        if module != CORE and not module.startswith(CORE + "."):
+            wrong.append(module)
+    return wrong
+
+
+def test_the_runtime_core_imports_only_the_standard_library_and_itself():
+    """`tools/core/` is what the command layer imports before torch (`--help`, the early checks, the one-line errors):
+    it imports the standard library and its own modules, never a feature of `tools/` (which would bring torch, numpy
+    or a backend) nor anything lower (the model's package imports torch when imported)."""
+    modules = {name: path for name, path in _project_modules().items() if name == CORE or name.startswith(CORE + ".")}
+    assert f"{CORE}.errors" in modules and f"{CORE}.command_options" in modules
+    wrong = [f"{path.relative_to(REPO)} imports {module}"
+             for name, path in modules.items() for module in _outside_the_core(name, path)]
+    assert not wrong, "the runtime core reaches outside the standard library and itself:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source, outside", [
+    ("import json\nfrom .errors import InputError\n", []),
+    ("from ..loading import load_elmo\n", ["elmo_hf.tools.loading", "elmo_hf.tools.loading.load_elmo"]),
+    ("import numpy as np\n", ["numpy"]),
+    ("def f():\n    import torch\n", ["torch"]),
+    ("from filelock import FileLock\n", ["filelock", "filelock.FileLock"]),  # allowed to output_folders only
+])
+def test_the_core_check_sees_what_it_must(tmp_path, source, outside):
+    """The check above reads imports at any depth and resolves relative ones against the core's package."""
+    path = tmp_path / "probe.py"
+    path.write_text(source, encoding="utf-8")
+    assert _outside_the_core(f"{CORE}.probe", path) == outside
+
+
+def _backend_name_lists(path: Path, names: set[str]) -> list[int]:
+    """The lines of `path` where a tuple, list or set literal (or a dict's keys) holds two backend names or more."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+        if not isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) or items is None:
+            continue
+        strings = {item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)}
+        if len(strings & names) >= 2:
+            found.append(node.lineno)
+    return found
+
+
+def test_only_the_backend_registry_lists_backends(tmp_path):
+    """The backends are rows of one table (`tools/core/backend_registry.py`): the command line's choices, the app,
+    the automatic choice and the runners read it, and no other module keeps a list of their names to drift from it."""
+    from elmo_hf.tools.core.backend_registry import BACKEND_NAMES
+
+    names = set(BACKEND_NAMES)
+    registry = f"{CORE}.backend_registry"
+    lists = {name: lines for name, path in _project_modules().items()
+             if name != registry and (lines := _backend_name_lists(path, names))}
+    assert lists == {}, f"modules that list backend names (read them from {registry}): {lists}"
+    probe = tmp_path / "probe.py"
+    probe.write_text('A = ("torch", "openvino")\nB = {"onnxruntime": 1, "torch": 2}\nC = ("torch", "x")\n')
+    assert _backend_name_lists(probe, names) == [1, 2]

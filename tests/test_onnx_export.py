@@ -328,7 +328,7 @@ def test_openvino_bfloat16_is_refused_under_a_onednn_cap_below_bfloat16(monkeypa
 def test_a_runtime_that_returns_no_vectors_is_an_error_not_an_empty_result():
     from elmo_hf.tokenization import ElmoTokenizer
     from elmo_hf.tools.backends import GraphEmbedder, GraphRunner
-    from elmo_hf.tools.errors import RunFailed
+    from elmo_hf.tools.core.errors import RunFailed
 
     class Empty(GraphRunner):  # what OpenVINO's bfloat16 graph gave under a oneDNN cap: a batch of none
         backend = "openvino"

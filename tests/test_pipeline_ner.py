@@ -189,7 +189,7 @@ def test_pre_split_words_batches_and_stride(both_ways):
 
 
 def test_predicting_with_the_crf_switched_off_is_refused_in_one_line(crf_tagger, tmp_path):
-    from elmo_hf.tools.errors import InputError
+    from elmo_hf.tools.core.errors import InputError
     from elmo_hf.train.finetune_run import run_task
 
     (tmp_path / "new.txt").write_text("John Smith works for Google in Paris .\n")
@@ -206,7 +206,7 @@ def test_predicting_with_the_crf_switched_off_is_refused_in_one_line(crf_tagger,
 def test_training_a_saved_crf_head_further_checks_its_tags_without_the_flag(crf_tagger, tmp_path):
     """The saved head's CRF holds its tags to BIO whether or not --crf is given again: a sentence it forbids is
     refused in one line before anything is written (its loss would be in the thousands and never learned)."""
-    from elmo_hf.tools.errors import InputError
+    from elmo_hf.tools.core.errors import InputError
     from elmo_hf.train.finetune_run import run_task
 
     (tmp_path / "more.txt").write_text("John B-PER\nSmith I-PER\n\nParis I-LOC\nis O\n")

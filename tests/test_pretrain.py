@@ -560,7 +560,7 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
 def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):
     """The dataclass parser behind the fast --help: lists, optional values, flags with or without a value, dashes,
     a JSON file; unknown or missing JSON fields in one line."""
-    from elmo_hf.tools.arguments import parse_options as parse_dataclass
+    from elmo_hf.tools.core.arguments import parse_options as parse_dataclass
     from elmo_hf.train.pretrain_args import PretrainArguments
 
     args = parse_dataclass(PretrainArguments, ["--train_file", "a.txt", "b.txt", "--output-dir", "out", "--disable_tqdm",

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from elmo_hf.tools.text_files import UndecodableText, check_decodes, checked_encoding, iter_lines
+from elmo_hf.tools.core.text_files import UndecodableText, check_decodes, checked_encoding, iter_lines
 
 
 def test_lines_decode_in_the_named_encoding_and_lose_their_endings(tmp_path):
@@ -104,7 +104,7 @@ def test_readings_alike_are_listed_with_the_words_as_each_reads_them(tmp_path):
 def test_utf8_text_named_as_a_legacy_encoding_is_refused_not_misread(tmp_path):
     """gbk and cp1252 decode UTF-8 bytes too, into other characters ("café" as "caf茅"): a file that is valid UTF-8
     beyond ASCII is UTF-8, and is refused in the encoding named, with the words as each reads them."""
-    from elmo_hf.tools.text_files import MisreadText
+    from elmo_hf.tools.core.text_files import MisreadText
 
     path = tmp_path / "utf8.tsv"
     path.write_text("label\ttext\n1\tcafé au lait\n", encoding="utf-8")

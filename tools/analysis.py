@@ -65,14 +65,14 @@ from tqdm.auto import tqdm
 
 from elmo_hf.tokenization import check_word_split, split_name, split_words
 
-from .command_options import AnalyzeOptions
-from .early_checks import check_analyze_paths
+from .core.command_options import AnalyzeOptions
+from .core.early_checks import check_analyze_paths
+from .core.errors import InputError, RunFailed
+from .core.interrupts import Interrupted, InterruptGuard
+from .core.output_folders import run_lock
+from .core.text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 from .embed_io import tokenizer_word_split
-from .errors import InputError, RunFailed
-from .interrupts import Interrupted, InterruptGuard
 from .loading import ModelLoadError, checked_device, load_elmo
-from .output_folders import run_lock
-from .text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
 
 logger = logging.getLogger("elmo-analyze")
 

@@ -1,6 +1,6 @@
 """`--backend auto` / `--dtype auto`: the fastest path on this CPU whose vectors stay within cosine 0.9999 of float32.
 
-The paths (a backend of `backends.BACKENDS` and a dtype) are measured once per CPU and model size, on a batch of
+The paths (a backend of the table's rows marked `automatic`, `core/backend_registry.py`, and one of its dtypes) are measured once per CPU and model size, on a batch of
 sentences shaped as `elmo-embed` cuts them (wikitext-like lengths), one path after the other, against torch's float32
 vectors of the same batch: tokens/s, and the smallest cosine between a vector and its float32 counterpart over every
 token of every layer. The measurements are remembered in `$ELMO_HF_CACHE/backend_choice.json` (default
@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends import BACKENDS, unavailable_reason
+from .backends import unavailable_reason
+from .core.backend_registry import AUTO, AUTOMATIC_BACKENDS, DEFAULT, backend_row
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def _versions() -> str:
     import importlib.metadata
 
     parts = []
-    for package in ("torch", "onnxruntime", "openvino"):
+    for package in (backend_row(name).packages[0] for name in AUTOMATIC_BACKENDS):  # each runtime itself
         try:
             parts.append(f"{package} {importlib.metadata.version(package)}")
         except importlib.metadata.PackageNotFoundError:
@@ -133,17 +134,16 @@ def remember(config, threads: int, measurements: list[Measurement]) -> Path:
 
 
 def candidates(backend: str | None, dtype: str | None, torch_reason) -> list[tuple[str, str]]:
-    """The (backend, dtype) paths `auto` chooses among: every backend for `backend` "auto" (or None with dtype
-    "auto"), every dtype for `dtype` "auto" (float16 is CUDA's, never measured on the CPU), those that can run here.
-    `torch_reason(dtype)` says why torch cannot run a dtype (None when it can)."""
-    from .backends import BACKEND_DTYPES
-
-    backends = BACKENDS if backend in (None, "auto") else (backend,)
+    """The (backend, dtype) paths `auto` chooses among: every backend marked `automatic` for `backend` "auto" (or None
+    with dtype "auto"), every dtype of its row for `dtype` "auto" (float16 is CUDA's, never measured on the CPU),
+    those that can run here. `torch_reason(dtype)` says why the model itself cannot run a dtype (None when it can)."""
+    backends = AUTOMATIC_BACKENDS if backend in (None, AUTO) else (backend,)
     paths = []
     for name in backends:
-        dtypes = [d for d in BACKEND_DTYPES[name] if d != "float16"] if dtype == "auto" else [dtype or "float32"]
+        row = backend_row(name)
+        dtypes = [d for d in row.dtypes if d != "float16"] if dtype == AUTO else [dtype or "float32"]
         for each in dtypes:
-            reason = torch_reason(each) if name == "torch" else unavailable_reason(name, each)
+            reason = unavailable_reason(name, each) if row.graph else torch_reason(each)
             if reason is None:
                 paths.append((name, each))
             else:
@@ -177,40 +177,9 @@ def min_cosine(got: np.ndarray, expected: np.ndarray, mask: np.ndarray) -> float
 
 def path_runner(backend: str, dtype: str, model, folder, threads: int | None):
     """A function (input_ids, attention_mask) numpy -> hidden_states (B, L + 1, T, 2P) float32 for one path."""
-    if backend != "torch":
-        from .backends import runner_for
+    from .backends import runner_for
 
-        return runner_for(backend, dtype, model, folder, threads).run
-    return TorchPath(model, dtype)
-
-
-class TorchPath:
-    """The model itself at a dtype, as `elmo-embed` runs it (bfloat16: autocast; int8: `quantize_int8`), on a copy of
-    the model for any dtype but float32: each dtype packs its own copies of the weights, and paths measured in turn on
-    one model would repack them at every call."""
-
-    def __init__(self, model, dtype: str):
-        import copy
-
-        from elmo_hf.modeling_elmo.quantization_elmo import quantize_int8
-
-        self.model = model if dtype == "float32" else copy.deepcopy(model)
-        self.dtype = dtype
-        if dtype == "int8":
-            quantize_int8(self.model)
-
-    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        import contextlib
-
-        import torch
-
-        autocast = (torch.autocast("cpu", dtype=getattr(torch, self.dtype)) if self.dtype in ("bfloat16", "float16")
-                    else contextlib.nullcontext())
-        with torch.inference_mode(), autocast:
-            out = self.model(torch.from_numpy(np.asarray(input_ids, dtype=np.int64)),
-                             attention_mask=torch.from_numpy(np.asarray(attention_mask, dtype=np.int64)),
-                             output_hidden_states=True)
-            return torch.stack(out.hidden_states, dim=1).float().numpy()
+    return runner_for(backend, dtype, model, folder, threads).run
 
 
 def measure(paths: list[tuple[str, str]], model, tokenizer, folder=None, threads: int | None = None,
@@ -224,7 +193,7 @@ def measure(paths: list[tuple[str, str]], model, tokenizer, folder=None, threads
     encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="np")
     ids, mask = encoded["input_ids"].astype(np.int64), encoded["attention_mask"].astype(np.int64)
     tokens = int(mask.sum())
-    reference = TorchPath(model, "float32")(ids, mask)
+    reference = path_runner(DEFAULT, "float32", model, folder, threads)(ids, mask)
     results = []
     for backend, dtype in paths:
         run = path_runner(backend, dtype, model, folder, threads)
@@ -262,8 +231,8 @@ def choose_auto(backend: str | None, dtype: str | None, model, tokenizer, folder
     measured = {(m.backend, m.dtype): m for m in known}
     todo = [p for p in paths if p not in measured]
     if todo:
-        if ("torch", "float32") not in measured and ("torch", "float32") not in todo:
-            todo.insert(0, ("torch", "float32"))
+        if (DEFAULT, "float32") not in measured and (DEFAULT, "float32") not in todo:
+            todo.insert(0, (DEFAULT, "float32"))
         logger.info("measuring %d path(s) once on this CPU for this model size: %s", len(todo),
                     ", ".join(f"{b} {d}" for b, d in todo))
         for m in measure(todo, model, tokenizer, folder, threads):
@@ -282,13 +251,13 @@ def default_path(config, threads: int) -> Choice:
     """float32 on the backend a remembered measurement found fastest for this CPU and size (and installed), else
     torch; the line names a backend other than torch."""
     measurements = [m for m in remembered(config, threads) or []
-                    if m.dtype == "float32" and (m.backend == "torch" or unavailable_reason(m.backend, "float32") is None)]
-    torch_float32 = next((m for m in measurements if m.backend == "torch"), None)
+                    if m.dtype == "float32" and (m.backend == DEFAULT or unavailable_reason(m.backend, "float32") is None)]
+    torch_float32 = next((m for m in measurements if m.backend == DEFAULT), None)
     if torch_float32 is None:
-        return Choice("torch", "float32", "")
+        return Choice(DEFAULT, "float32", "")
     fastest = max(measurements, key=lambda m: m.tokens_per_s)
-    if fastest.backend == "torch":
-        return Choice("torch", "float32", "")
+    if fastest.backend == DEFAULT:
+        return Choice(DEFAULT, "float32", "")
     line = (f"float32 on {fastest.backend}: measured {fastest.tokens_per_s / torch_float32.tokens_per_s:.2f}x torch's "
             f"float32 speed on this CPU ({memory_path()}); --backend torch runs PyTorch")
     return Choice(fastest.backend, "float32", line)
@@ -300,7 +269,7 @@ def resolve(backend: str | None, dtype: str, model, tokenizer, folder, threads: 
     `default_path` says, an explicit one checked (`BackendError` in one line when it cannot run here)."""
     from .backends import BackendError
 
-    if backend == "auto" or dtype == "auto":
+    if backend == AUTO or dtype == AUTO:
         if device_type != "cpu":
             raise BackendError(f"--backend/--dtype auto choose among the CPU's paths: add --device cpu "
                                f"(on {device_type}, name the dtype)")
@@ -308,8 +277,8 @@ def resolve(backend: str | None, dtype: str, model, tokenizer, folder, threads: 
     if backend is None:
         if dtype == "float32" and device_type == "cpu":
             return default_path(model.config, threads)
-        return Choice("torch", dtype, "")
-    reason = torch_reason(dtype) if backend == "torch" else unavailable_reason(backend, dtype, device_type)
+        return Choice(DEFAULT, dtype, "")
+    reason = unavailable_reason(backend, dtype, device_type) if backend_row(backend).graph else torch_reason(dtype)
     if reason is not None:
         raise BackendError(reason)
     return Choice(backend, dtype, "")

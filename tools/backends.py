@@ -1,5 +1,9 @@
 """Where the biLM runs: PyTorch (the model itself), ONNX Runtime or OpenVINO (its ONNX graph, `onnx_export.py`).
 
+The backends, their dtypes, packages, devices and runners are rows of one table, `core/backend_registry.py`; this
+module checks a row can run here (`unavailable_reason`) and builds its runner (`runner_for`). The runtimes' runners
+are those of the torch-free `onnx_standalone.py`, imported from there.
+
 A runtime backend takes the model's exported float32 graph (made once per weights: `onnx_export.cached_export`) and
 runs it in the runtime's own kernels:
 
@@ -14,7 +18,7 @@ ONNX Runtime's int8 quantizes the activations of each multiply with one scale fo
 vectors move slightly with its batch (measured in benchmarks/results_backends.md); torch's int8 does not.
 
 `GraphRunner.run(input_ids, attention_mask)` (numpy int64) gives `hidden_states` (B, L + 1, T, 2P) float32, the
-graph's output; `GraphEmbedder` is `embed.Embedder` on a runner. Neither needs torch to run: a deployment with the
+graph's output (`TorchRunner.run` the same from the model); `GraphEmbedder` is `embed.Embedder` on a runner. Neither needs torch to run: a deployment with the
 graph, the tokenizer's files and `onnxruntime` or `openvino` (docs/deployment.md).
 """
 
@@ -26,17 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, RunFailed
+from .core.backend_registry import BACKEND_NAMES, backend_row
+from .core.errors import InputError, RunFailed
+from .onnx_standalone import GraphRunner, OnnxRuntimeRunner, OpenVinoRunner  # noqa: F401  (the runners live there)
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnxruntime", "openvino")
-BACKEND_DTYPES = {
-    "torch": ("float32", "bfloat16", "float16", "int8"),
-    "onnxruntime": ("float32", "int8"),
-    "openvino": ("float32", "bfloat16", "int8"),
-}
-PACKAGES = {"onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx", "onnxruntime")}
 INSTALL_HINT = "pip install 'elmo-hf[onnx]'"
 
 
@@ -44,30 +43,33 @@ class BackendError(InputError):
     """A backend or dtype that cannot run here (one line, naming what is missing)."""
 
 
-def missing_packages(backend: str) -> list[str]:
-    """The packages `backend` needs that are not installed. OpenVINO's int8 and every export need onnxruntime too
-    (the quantizer; the check of a new graph)."""
+def missing_packages(name: str) -> list[str]:
+    """The packages backend `name` needs that are not installed (its row's `packages`: OpenVINO's int8 and every
+    export need onnxruntime too, the quantizer and the check of a new graph)."""
     import importlib.util
 
-    return [name for name in PACKAGES.get(backend, ()) if importlib.util.find_spec(name) is None]
+    return [package for package in backend_row(name).packages if importlib.util.find_spec(package) is None]
 
 
-def unavailable_reason(backend: str, dtype: str, device_type: str = "cpu") -> str | None:
-    """Why `backend` cannot run `dtype` here (one line), or None. Torch's own dtypes are checked by `elmo-embed`."""
-    if backend not in BACKENDS:
-        return f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}"
-    if dtype not in BACKEND_DTYPES[backend]:
-        return (f"--backend {backend} has no {dtype}: it runs {', '.join(BACKEND_DTYPES[backend])}")
-    if backend == "torch":
+def unavailable_reason(name: str, dtype: str, device_type: str = "cpu") -> str | None:
+    """Why backend `name` cannot run `dtype` here (one line), or None. Torch's own dtypes are checked by
+    `elmo-embed`, on the device it runs on."""
+    if name not in BACKEND_NAMES:
+        return f"unknown backend {name!r}: choose one of {', '.join(BACKEND_NAMES)}"
+    row = backend_row(name)
+    if dtype not in row.dtypes:
+        return f"--backend {name} has no {dtype}: it runs {', '.join(row.dtypes)}"
+    if not row.graph:
         return None
-    if device_type != "cpu":
-        return f"--backend {backend} runs on the CPU here, not on {device_type}: add --device cpu"
-    missing = missing_packages(backend)
+    if device_type not in row.devices:
+        where = " or ".join(device.upper() if device == "cpu" else device for device in row.devices)
+        return f"--backend {name} runs on the {where} here, not on {device_type}: add --device cpu"
+    missing = missing_packages(name)
     if missing:
-        return f"--backend {backend} needs {', '.join(missing)}: {INSTALL_HINT}"
-    if backend == "openvino" and dtype == "bfloat16" and "BF16" not in openvino_capabilities():
+        return f"--backend {name} needs {', '.join(missing)}: {INSTALL_HINT}"
+    if name == "openvino" and dtype == "bfloat16" and "BF16" not in openvino_capabilities():
         return "--backend openvino --dtype bfloat16: this CPU has no bfloat16 instructions (OpenVINO lists no BF16)"
-    if backend == "openvino" and dtype == "bfloat16" and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in NO_BF16_ISA:
+    if name == "openvino" and dtype == "bfloat16" and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in NO_BF16_ISA:
         return (f"--backend openvino --dtype bfloat16: ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']} caps the "
                 "CPU below its bfloat16 instructions (OpenVINO then returns no vectors): unset it or use float32")
     return None
@@ -84,63 +86,43 @@ def openvino_capabilities() -> list[str]:
     return list(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
 
 
-class GraphRunner:
-    """An ONNX graph of the biLM in one runtime: `run(input_ids, attention_mask) -> hidden_states` (numpy)."""
+class TorchRunner:
+    """The model itself at a dtype, as `elmo-embed` runs it (bfloat16: autocast; int8: `quantize_int8`), on a copy of
+    the model for any dtype but float32: each dtype packs its own copies of the weights, and paths measured in turn on
+    one model would repack them at every call. On the CPU (what `--backend auto` measures); `run` as a `GraphRunner`'s."""
 
-    backend = ""
+    backend = "torch"
 
-    def __init__(self, graph: Path, dtype: str, threads: int | None):
-        self.graph, self.dtype, self.threads = Path(graph), dtype, threads
+    def __init__(self, model, dtype: str):
+        import copy
 
-    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        from elmo_hf.modeling_elmo.quantization_elmo import quantize_int8
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.graph}, {self.dtype})"
-
-
-class OnnxRuntimeRunner(GraphRunner):
-    backend = "onnxruntime"
-
-    def __init__(self, graph: Path, dtype: str, threads: int | None):
-        super().__init__(graph, dtype, threads)
-        import onnxruntime
-
-        options = onnxruntime.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        options.log_severity_level = 3  # its warnings about unused initializers and shapes are not the user's
-        self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        self.model = model if dtype == "float32" else copy.deepcopy(model)
+        self.dtype = dtype
+        if dtype == "int8":
+            quantize_int8(self.model)
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        feeds = {"input_ids": np.asarray(input_ids, dtype=np.int64),
-                 "attention_mask": np.asarray(attention_mask, dtype=np.int64)}
-        return self.session.run(["hidden_states"], feeds)[0]
+        import contextlib
+
+        import torch
+
+        autocast = (torch.autocast("cpu", dtype=getattr(torch, self.dtype)) if self.dtype in ("bfloat16", "float16")
+                    else contextlib.nullcontext())
+        with torch.inference_mode(), autocast:
+            out = self.model(torch.from_numpy(np.asarray(input_ids, dtype=np.int64)),
+                             attention_mask=torch.from_numpy(np.asarray(attention_mask, dtype=np.int64)),
+                             output_hidden_states=True)
+            return torch.stack(out.hidden_states, dim=1).float().numpy()
 
 
-class OpenVinoRunner(GraphRunner):
-    backend = "openvino"
+def runner_class(name: str) -> type:
+    """The class the row of backend `name` names as its runner ("module:Class", imported now)."""
+    import importlib
 
-    def __init__(self, graph: Path, dtype: str, threads: int | None):
-        super().__init__(graph, dtype, threads)
-        import openvino
-
-        core = openvino.Core()
-        config = {"INFERENCE_PRECISION_HINT": "bf16" if dtype == "bfloat16" else "f32",  # bf16 is its CPU default
-                  "PERFORMANCE_HINT": "LATENCY"}
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = threads
-        self.compiled = core.compile_model(str(graph), "CPU", config)
-        self.request = self.compiled.create_infer_request()
-        self.output = self.compiled.output("hidden_states")
-
-    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        feeds = {"input_ids": np.asarray(input_ids, dtype=np.int64),
-                 "attention_mask": np.asarray(attention_mask, dtype=np.int64)}
-        return self.request.infer(feeds)[self.output].copy()  # the request reuses its buffers
-
-
-RUNNERS = {"onnxruntime": OnnxRuntimeRunner, "openvino": OpenVinoRunner}
+    module, _, attribute = backend_row(name).runner.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def graph_for(model, dtype: str, folder: str | os.PathLike | None = None) -> Path:
@@ -152,12 +134,15 @@ def graph_for(model, dtype: str, folder: str | os.PathLike | None = None) -> Pat
     return quantize_int8_graph(graph) if dtype == "int8" else graph
 
 
-def runner_for(backend: str, dtype: str, model, folder=None, threads: int | None = None) -> GraphRunner:
-    """A runner of `model`'s graph in `backend` at `dtype` (`BackendError` when it cannot run here)."""
-    reason = unavailable_reason(backend, dtype)
+def runner_for(name: str, dtype: str, model, folder=None, threads: int | None = None):
+    """A runner of `model` on backend `name` at `dtype`: the model itself, or its graph (exported once per weights)
+    in a runtime; `BackendError` when it cannot run here."""
+    reason = unavailable_reason(name, dtype)
     if reason is not None:
         raise BackendError(reason)
-    return RUNNERS[backend](graph_for(model, dtype, folder), dtype, threads)
+    if not backend_row(name).graph:
+        return runner_class(name)(model, dtype)
+    return runner_class(name)(graph_for(model, dtype, folder), dtype, threads)
 
 
 def layers_of(hidden_states: np.ndarray, mode: str) -> np.ndarray:

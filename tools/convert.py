@@ -17,13 +17,13 @@ import logging
 from pathlib import Path
 
 from . import convert_allennlp_elmo, convert_elmoformanylangs
-from .command_options import ConvertOptions
 from .convert_common import ConversionError, hide_write_progress, interrupted_line, notice
-from .errors import RunFailed
+from .core.command_options import ConvertOptions
+from .core.errors import RunFailed
+from .core.interrupts import Interrupted, InterruptGuard
+from .core.output_folders import run_lock
+from .core.output_paths import check_writable_folder
 from .hub_push import HubPushError, push_folder
-from .interrupts import Interrupted, InterruptGuard
-from .output_folders import run_lock
-from .output_paths import check_writable_folder
 
 logger = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from elmo_hf.modeling_elmo.configuration_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import check_word_split
 
-from .errors import InputError
-from .interrupts import Interrupted, written_whole
+from .core.errors import InputError
+from .core.interrupts import Interrupted, written_whole
+from .core.output_paths import paths_within
 from .model_card import render_model_card
-from .output_paths import paths_within
 
 logger = logging.getLogger(__name__)
 # What a conversion command says without --verbose: where it wrote the model, and advice a user can act on.

@@ -45,7 +45,7 @@ from .convert_common import (
     notice,
     write_converted,
 )
-from .interrupts import Interrupted
+from .core.interrupts import Interrupted
 
 logger = logging.getLogger(__name__)
 

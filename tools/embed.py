@@ -135,10 +135,14 @@ from tqdm.auto import tqdm
 from transformers.utils import logging as hf_logging
 
 from elmo_hf.modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
-from elmo_hf.tokenization import check_word_split, split_words  # noqa: E402
+from elmo_hf.tokenization import split_words  # noqa: E402
 
-from .command_options import EmbedOptions  # noqa: E402
-from .early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
+from .core.backend_registry import AUTO, DEFAULT, backend_row  # noqa: E402
+from .core.command_options import EmbedOptions  # noqa: E402
+from .core.early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
+from .core.interrupts import Interrupted, InterruptGuard  # noqa: E402
+from .core.output_folders import run_lock  # noqa: E402
+from .core.text_files import UndecodableText  # noqa: E402
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
@@ -156,11 +160,9 @@ from .embed_io import (  # noqa: E402
     tokenizer_word_split,
     weights_fingerprint,
 )
+from .embed_plan import EmbedPlan, check_options  # noqa: E402
 from .embed_processes import Processes  # noqa: E402
-from .interrupts import Interrupted, InterruptGuard  # noqa: E402
 from .loading import ModelLoadError, load_elmo  # noqa: E402
-from .output_folders import run_lock  # noqa: E402
-from .text_files import UndecodableText  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
 LONG_LINES_SAID = 3  # lines cut into pieces or truncated that are named as they are met (all are counted at the end)
@@ -361,11 +363,7 @@ def window_embedder_for_worker(settings: dict, work: str, is_dataset: bool) -> W
     torch.set_num_threads(args.threads or 1)
     device = checked_device(args.device)
     model, tokenizer = load_elmo(args.model, device=device)
-    if args.dtype == "int8" and args.backend == "torch":
-        quantize_int8(model)
-    if args.token_cache_size and args.backend == "torch":
-        model.enable_token_cache(args.token_cache_size)
-    embedder = _embedder(args, model, tokenizer, device, _dtype(args.dtype, device))
+    embedder = _embedder(args, model, tokenizer, device)
     return WindowEmbedder(embedder, args, Path(work), is_dataset, _NoProgress(), InterruptGuard())
 
 
@@ -443,42 +441,6 @@ def _embed_share(lines: Iterator, args, done: set[int], processes: Processes, em
 # --------------------------------------------------------------------------------------------------
 
 
-def _check_args(args) -> None:
-    if args.word_split is not None:
-        try:  # registered (an import path is imported), and its package (jieba ...) installed
-            check_word_split(args.word_split, "--word_split", allow_import=True)
-        except ValueError as error:
-            raise EmbedError(str(error)) from None
-    for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout", "threads"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise EmbedError(f"--{name} must be a positive integer, got {getattr(args, name)}")
-    if not args.commit_seconds > 0:
-        raise EmbedError(f"--commit_seconds must be a positive number of seconds, got {args.commit_seconds}")
-    if args.max_lines is not None and args.max_lines < 0:
-        raise EmbedError(f"--max_lines must be >= 0, got {args.max_lines}")
-    if args.token_cache_size < 0:
-        raise EmbedError(f"--token_cache_size must be >= 0, got {args.token_cache_size}")
-    if args.batch_tokens < args.max_tokens + 2:
-        raise EmbedError(
-            f"--batch_tokens ({args.batch_tokens}) must hold one piece of --max_tokens ({args.max_tokens}) words "
-            "plus <S> and </S>"
-        )
-    if args.overwrite and args.resume:
-        raise EmbedError("--overwrite and --resume contradict each other: choose one")
-    if args.num_workers < 1:
-        raise EmbedError(f"--num_workers must be a positive integer, got {args.num_workers}")
-    if args.engine == "ray":
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise EmbedError("--engine ray runs from one process: start it without torchrun / accelerate launch")
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise EmbedError("--engine ray needs Ray: pip install 'elmo-hf[ray]'") from None
-    elif args.ray_address is not None or args.num_workers != 1:
-        option = "--ray_address" if args.ray_address is not None else "--num_workers"
-        raise EmbedError(f"{option} is an option of --engine ray: add --engine ray (or leave {option} out)")
-
-
 def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
     """What makes a run's vectors: recorded in the work folder and in the complete output, compared by --resume."""
     config_digest = hashlib.sha256(model.config.to_json_string(use_diff=False).encode()).hexdigest()[:16]
@@ -501,7 +463,7 @@ def _settings(args, input_fingerprint: str, model, weights: str) -> dict:
         "encoding": args.encoding,
         "encoding_errors": args.encoding_errors,
         "dtype": args.dtype,
-        **({"backend": args.backend} if args.backend not in (None, "torch") else {}),
+        **({"backend": args.backend} if args.backend not in (None, DEFAULT) else {}),
     }
 
 
@@ -634,13 +596,20 @@ def _backend_and_dtype(args, model, tokenizer, device: torch.device) -> tuple[st
     return choice.backend, choice.dtype
 
 
-def _embedder(args, model, tokenizer, device: torch.device, dtype: torch.dtype):
-    """The model on torch (`Embedder`), or its ONNX graph in ONNX Runtime or OpenVINO (`backends.GraphEmbedder`)."""
-    if args.backend in (None, "torch"):
-        return Embedder(model, tokenizer, args.mode, device, dtype)
-    from .backends import graph_embedder
+def _embedder(args, model, tokenizer, device: torch.device):
+    """The embedder of the path the run resolved, as its backend's row says: the model's ONNX graph in a runtime
+    (`backends.GraphEmbedder`, exported once), or the model itself (`Embedder`: quantized for int8, autocast for
+    bfloat16 and float16, with its token cache). After the settings are recorded: int8 changes the weights."""
+    if backend_row(args.backend).graph:
+        from .backends import graph_embedder
 
-    return graph_embedder(args.backend, args.dtype, model, tokenizer, args.mode, args.model)
+        return graph_embedder(args.backend, args.dtype, model, tokenizer, args.mode, args.model)
+    dtype = _dtype(args.dtype, device)
+    if args.dtype == "int8":
+        quantize_int8(model)
+    if args.token_cache_size:
+        model.enable_token_cache(args.token_cache_size)
+    return Embedder(model, tokenizer, args.mode, device, dtype)
 
 
 def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
@@ -663,16 +632,15 @@ def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
 
 
 def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
-    _check_args(args)
+    check_options(args)
     output = Path(args.output)
     try:
         check_embed_paths(args)  # the console door checked them already, before importing torch
     except ValueError as error:
         raise EmbedError(str(error)) from None
-    args.format = args.format or embed_output_format(output)
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
-    if args.dtype != "auto" and args.backend in (None, "torch"):
+    if args.dtype != AUTO and (args.backend is None or not backend_row(args.backend).graph):
         _dtype(args.dtype, device)  # torch's dtypes refused before the model loads (the runtimes': by their backend)
     source = _open_input(args)
     if args.threads:
@@ -682,39 +650,42 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     except ModelLoadError as error:
         raise EmbedError(f"--model: {error}") from None
     try:
-        args.word_split = args.word_split or tokenizer_word_split(tokenizer, args.model)
+        word_split = args.word_split or tokenizer_word_split(tokenizer, args.model)
     except ValueError as error:
         raise EmbedError(str(error)) from None
-    args.backend, args.dtype = _backend_and_dtype(args, model, tokenizer, device)  # auto: measured once, remembered
-    dtype = _dtype(args.dtype, device) if args.backend == "torch" else torch.float32  # a runtime's own dtype
-    settings = _settings(args, source.fingerprint, model, weights_fingerprint(model))  # before int8 changes them
-    if args.dtype == "int8" and args.backend == "torch":
-        quantize_int8(model)
-    if args.token_cache_size and args.backend == "torch":
-        model.enable_token_cache(args.token_cache_size)
+    backend, dtype = _backend_and_dtype(args, model, tokenizer, device)  # auto: measured once, remembered
+    plan = EmbedPlan(args, args.format or embed_output_format(output), word_split, backend, dtype)
+    return _run_plan(plan, guard, source, model, tokenizer, device, processes)
+
+
+def _run_plan(plan: EmbedPlan, guard: InterruptGuard, source: Input, model, tokenizer, device: torch.device,
+              processes: Processes) -> Path:
+    """Embed what `_run` opened and loaded, as `plan` says."""
+    output = Path(plan.output)
+    settings = _settings(plan, source.fingerprint, model, weights_fingerprint(model))  # before int8 changes them
     work = output.with_name(output.name + ".partial")
     start = time.perf_counter()
     processes.start()
     try:
         new_work = not work.exists()
-        done = processes.from_first(lambda: _prepare_work_dir(args, output, work, settings))
+        done = processes.from_first(lambda: _prepare_work_dir(plan, output, work, settings))
         if done is None:
             logger.info("%s is complete already: nothing to do", output)
             return output
-        progress_bar = _progress_bar(source.total, args.quiet or processes.rank != 0)
-        embed_window = WindowEmbedder(_embedder(args, model, tokenizer, device, dtype), args, work,
+        progress_bar = _progress_bar(source.total, plan.quiet or processes.rank != 0)
+        embed_window = WindowEmbedder(_embedder(plan, model, tokenizer, device), plan, work,
                                       source.is_dataset, progress_bar, guard)
         try:
-            if args.engine == "ray":  # the same windows and chunks, embedded by Ray actors (embed_ray.py)
+            if plan.engine == "ray":  # the same windows and chunks, embedded by Ray actors (embed_ray.py)
                 from . import embed_ray  # only with Ray installed
 
                 windows, lines_read, embed_window.counts = embed_ray.embed_windows(
-                    _windows(source.lines, args.window, args.max_lines), args, done, work, source.is_dataset,
+                    _windows(source.lines, plan.window, plan.max_lines), plan, done, work, source.is_dataset,
                     progress_bar, window_embedder_for_worker)
             else:
-                windows, lines_read = _embed_share(source.lines, args, done, processes, embed_window, progress_bar)
+                windows, lines_read = _embed_share(source.lines, plan, done, processes, embed_window, progress_bar)
         except EmbedError:  # a bad row: a work folder this run made and kept nothing in would block the next run
-            if new_work and processes.world == 1 and not complete_chunks(work, args.format):
+            if new_work and processes.world == 1 and not complete_chunks(work, plan.format):
                 shutil.rmtree(work, ignore_errors=True)
             raise
         finally:
@@ -725,20 +696,20 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
         processes.stop()
     if processes.rank != 0:
         return output
-    if lines_read and args.encoding_errors == "skip" and counts.undecodable >= lines_read:
+    if lines_read and plan.encoding_errors == "skip" and counts.undecodable >= lines_read:
         if new_work and processes.world == 1:
             shutil.rmtree(work, ignore_errors=True)
-        raise EmbedError(f"every line of {args.input} was left out (not valid {args.encoding}, --encoding_errors "
+        raise EmbedError(f"every line of {plan.input} was left out (not valid {plan.encoding}, --encoding_errors "
                          "skip): nothing to embed; give the file's encoding with --encoding")
-    _log_special_lines(counts, args)
-    _merge(args, work, output, windows, lines_read, model.config.num_layers + 1, settings)
+    _log_special_lines(counts, plan)
+    _merge(plan, work, output, windows, lines_read, model.config.num_layers + 1, settings)
     elapsed = time.perf_counter() - start
     logger.info(
         "wrote %s: %d lines embedded in this run (%d empty), %d tokens, %.1f s (%.1f sentences/s, %.0f tokens/s)%s",
         output, counts.lines, counts.empty, counts.tokens, elapsed, counts.lines / max(elapsed, 1e-9),
         counts.tokens / max(elapsed, 1e-9), f", {processes.world} processes" if processes.world > 1 else "",
     )
-    cache = model.token_cache_info() if args.engine == "local" and args.backend == "torch" else None  # actors: theirs
+    cache = model.token_cache_info() if plan.engine == "local" else None  # off on a runtime; Ray's actors: theirs
     if cache:
         logger.info("token cache: %s", cache)
     return output

@@ -24,11 +24,11 @@ import torch
 
 from elmo_hf.tokenization import WordSplitError, check_word_split, split_name
 
-from .early_checks import DATA_FILE_BUILDERS
-from .errors import InputError, RunFailed
+from .core.early_checks import DATA_FILE_BUILDERS
+from .core.errors import InputError, RunFailed
+from .core.text_files import UndecodableText, check_decodes
 from .loading import ModelLoadError
 from .loading import checked_device as usable_device
-from .text_files import UndecodableText, check_decodes
 
 
 class EmbedError(InputError):

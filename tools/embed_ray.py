@@ -94,7 +94,7 @@ def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], wor
 
 
 def _start_workers(args, work: Path, is_dataset: bool, build) -> list:
-    settings = dict(vars(args))
+    settings = args.as_dict()  # the run's plan, flat (embed.EmbedPlan)
     model = Path(settings["model"])
     if model.exists():  # a local folder: the actors' working folder is not the driver's
         settings["model"] = str(model.resolve())

@@ -40,7 +40,7 @@ from safetensors import SafetensorError
 from elmo_hf.modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES, ElmoConfig
 from elmo_hf.tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, WordSplitError
 
-from .errors import InputError
+from .core.errors import InputError
 
 logger = logging.getLogger(__name__)
 

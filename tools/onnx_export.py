@@ -332,7 +332,7 @@ def _head_task(name: str) -> str | None:
 def run(options, guard=None) -> Path:
     """`elmo-export MODEL [--output OUT.onnx]` (`export_options.ExportOptions`): the graph written, or found up to
     date; `InputError` for a bad model, output or a missing package, `RunFailed` for a graph that fails its check."""
-    from .errors import InputError, RunFailed
+    from .core.errors import InputError, RunFailed
     from .loading import load_elmo
 
     log = logging.getLogger("elmo-export")

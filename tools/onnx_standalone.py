@@ -10,6 +10,11 @@ beside them, or import it from an installed `elmo_hf.tools`.
     vectors = elmo.embed(["The bank raised its rates .", "We sat on the river bank ."])
     vectors[0].shape                                # (L + 1, words, 2P): layer 0, then every biLSTM layer
 
+Its runners (`OnnxRuntimeRunner`, `OpenVinoRunner`: `run(input_ids, attention_mask) -> hidden_states`) are also those
+of `elmo-embed --backend`, the app and the pipelines: the rows of the project's backend table marked `standalone`
+(`elmo_hf.tools.core.backend_registry`, which this file does not import) name them, tested by
+tests/test_backend_registry.py.
+
 The character ids are those of `modeling_elmo/character_ids.py` and `ElmoTokenizer.word_to_char_ids` (tested equal):
 `<S>` and `</S>` are added around every sentence and removed from what `embed` returns, as `elmo-embed` does.
 """
@@ -22,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+PRECISIONS = {"f32": "float32", "bf16": "bfloat16"}  # OpenVINO's names of the dtypes it computes in
 BOS_CHAR_ID, EOS_CHAR_ID, BOW_ID, EOW_ID, CHAR_PAD_ID, BYTE_OFFSET = 257, 258, 259, 260, 261, 1
 
 
@@ -47,6 +53,72 @@ def encode(sentences: list[list[str]], width: int = 50) -> tuple[np.ndarray, np.
     return ids, mask
 
 
+class GraphRunner:
+    """An ONNX graph of the biLM in one runtime: `run(input_ids, attention_mask) -> hidden_states` (numpy int64 in,
+    (B, L + 1, T, 2P) float32 out). The runners of `elmo-embed --backend`, the app and the pipelines too
+    (`elmo_hf.tools.backends` imports them from here): one implementation, with and without torch."""
+
+    backend = ""
+
+    def __init__(self, graph: str | Path, dtype: str, threads: int | None):
+        self.graph, self.dtype, self.threads = Path(graph), dtype, threads
+
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.graph}, {self.dtype})"
+
+
+class OnnxRuntimeRunner(GraphRunner):
+    backend = "onnxruntime"
+
+    def __init__(self, graph: str | Path, dtype: str, threads: int | None):
+        super().__init__(graph, dtype, threads)
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        options.log_severity_level = 3  # its warnings about unused initializers and shapes are not the user's
+        self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        feeds = {"input_ids": np.asarray(input_ids, dtype=np.int64),
+                 "attention_mask": np.asarray(attention_mask, dtype=np.int64)}
+        return self.session.run(["hidden_states"], feeds)[0]
+
+
+class OpenVinoRunner(GraphRunner):
+    """float32 unless `dtype` is "bfloat16": OpenVINO computes in bfloat16 by default on CPUs that have it."""
+
+    backend = "openvino"
+
+    def __init__(self, graph: str | Path, dtype: str, threads: int | None):
+        super().__init__(graph, dtype, threads)
+        import openvino
+
+        config = {"INFERENCE_PRECISION_HINT": "bf16" if dtype == "bfloat16" else "f32", "PERFORMANCE_HINT": "LATENCY"}
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = threads
+        self.compiled = openvino.Core().compile_model(str(graph), "CPU", config)
+        self.request = self.compiled.create_infer_request()
+        self.output = self.compiled.output("hidden_states")
+
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        feeds = {"input_ids": np.asarray(input_ids, dtype=np.int64),
+                 "attention_mask": np.asarray(attention_mask, dtype=np.int64)}
+        return self.request.infer(feeds)[self.output].copy()  # the request reuses its buffers
+
+
+RUNNERS = (OnnxRuntimeRunner, OpenVinoRunner)  # the rows of the project's backend table marked standalone (tested)
+
+
+def runners() -> dict[str, type[GraphRunner]]:
+    """The runners of this file by backend name."""
+    return {runner.backend: runner for runner in RUNNERS}
+
+
 class ElmoOnnx:
     """A saved folder's graph in ONNX Runtime (`backend="onnxruntime"`) or OpenVINO (`"openvino"`, float32 unless
     `precision="bf16"`)."""
@@ -60,24 +132,11 @@ class ElmoOnnx:
         self.width = int(config.get("max_characters_per_token", 50))
         self.word_split = config.get("word_split", "punctuation")
         self._split = None
-        if backend == "onnxruntime":
-            import onnxruntime
-
-            options = onnxruntime.SessionOptions()
-            if threads:
-                options.intra_op_num_threads = threads
-            session = onnxruntime.InferenceSession(str(self.graph), options, providers=["CPUExecutionProvider"])
-            self._run = lambda feeds: session.run(["hidden_states"], feeds)[0]
-        elif backend == "openvino":
-            import openvino
-
-            settings = {"INFERENCE_PRECISION_HINT": precision}  # its CPU default is bf16 where the CPU has it
-            if threads:
-                settings["INFERENCE_NUM_THREADS"] = threads
-            request = openvino.Core().compile_model(str(self.graph), "CPU", settings).create_infer_request()
-            self._run = lambda feeds: request.infer(feeds)["hidden_states"].copy()
-        else:
-            raise ValueError(f"backend must be onnxruntime or openvino, got {backend!r}")
+        if backend not in runners():
+            raise ValueError(f"backend must be one of {', '.join(runners())}, got {backend!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        self.runner = runners()[backend](self.graph, PRECISIONS[precision], threads)
 
     def split(self, text: str) -> list[str]:
         """Raw text into words as the model's tokenizer splits it (its `word_splits_elmo.py`, beside the model)."""
@@ -97,7 +156,7 @@ class ElmoOnnx:
     def hidden_states(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """The graph's output (B, L + 1, T, 2P) for lists of words, and the mask (B, T)."""
         ids, mask = encode(sentences, self.width)
-        return self._run({"input_ids": ids, "attention_mask": mask}), mask
+        return self.runner.run(ids, mask), mask
 
     def embed(self, sentences: list[str] | list[list[str]], batch_size: int = 64) -> list[np.ndarray]:
         """Each sentence's vectors (L + 1, words, 2P), `<S>`/`</S>` left out; a sentence is raw text or its words."""

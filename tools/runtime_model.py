@@ -15,6 +15,7 @@ from elmo_hf.modeling_elmo.character_ids import real_token_mask
 from elmo_hf.modeling_elmo.modeling_elmo import ElmoModelOutput, ElmoPreTrainedModel
 
 from .backends import GraphRunner, runner_for
+from .core.backend_registry import BACKEND_NAMES, backend_row
 
 
 class ElmoRuntimeModel(ElmoPreTrainedModel):
@@ -43,10 +44,11 @@ class ElmoRuntimeModel(ElmoPreTrainedModel):
 
 
 def on_backend(model, backend: str, dtype: str = "float32", folder=None, threads: int | None = None):
-    """`model` (an `ElmoModel`) as an `ElmoRuntimeModel` on `backend` ("onnxruntime", "openvino"), or `model` itself
-    for "torch". `folder`: where the model was loaded from (its `onnx/model.onnx` is used when made from these
-    weights). `backends.BackendError` in one line when the backend cannot run here."""
-    if backend == "torch":
+    """`model` (an `ElmoModel`) as an `ElmoRuntimeModel` on `backend` (a `graph` row of the backend table:
+    "onnxruntime", "openvino"), or `model` itself for the backend that runs it ("torch"). `folder`: where the model
+    was loaded from (its `onnx/model.onnx` is used when made from these weights). `backends.BackendError` in one line
+    when the backend cannot run here (or is none)."""
+    if backend in BACKEND_NAMES and not backend_row(backend).graph:
         return model
     runner = runner_for(backend, dtype, model, folder, threads or torch.get_num_threads())
     return ElmoRuntimeModel(model.config, runner, sum(p.numel() for p in model.parameters())).eval()

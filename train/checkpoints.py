@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from elmo_hf.tools.interrupts import Interrupted, InterruptGuard
+from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard
 
 logger = logging.getLogger("elmo-pretrain")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from elmo_hf.tools.text_files import iter_lines
+from elmo_hf.tools.core.text_files import iter_lines
 
 logger = logging.getLogger(__name__)
 

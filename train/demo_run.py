@@ -46,11 +46,11 @@ from matplotlib.ft2font import FT2Font, LoadFlags
 
 from elmo_hf.modeling_elmo import ElmoConfig
 from elmo_hf.tools.analysis import analyze_to_folder
-from elmo_hf.tools.interrupts import Interrupted, InterruptGuard
+from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard
+from elmo_hf.tools.core.output_folders import run_lock
+from elmo_hf.tools.core.output_paths import check_writable_folder
+from elmo_hf.tools.core.text_files import check_decodes, resolve_files
 from elmo_hf.tools.loading import load_elmo
-from elmo_hf.tools.output_folders import run_lock
-from elmo_hf.tools.output_paths import check_writable_folder
-from elmo_hf.tools.text_files import check_decodes, resolve_files
 
 from . import sense_corpus, sense_corpus_zh
 from .checkpoints import RESUME_OPTION, interrupted_message

@@ -3,7 +3,7 @@
 A command's options are `ModelArguments`, its task's head option (`head_arguments`, from its `FineTuningTask`), its
 task's data options (the task's `data_options`, in its module under `train/tasks/`), `CommandArguments`, and
 transformers' `TrainingArguments`, which only `transformers.HfArgumentParser` parses (in the run, once transformers
-is imported: `elmo_hf.train.finetune_run.training_arguments`). `parse_finetune` parses the first four (`elmo_hf.tools.arguments`)
+is imported: `elmo_hf.train.finetune_run.training_arguments`). `parse_finetune` parses the first four (`elmo_hf.tools.core.arguments`)
 and keeps the rest of the command line for `TrainingArguments`, so that `--help`, a mistyped option of ours and a
 missing file answer in the time Python takes to start. `--help_all` lists every `TrainingArguments` option (it
 imports transformers, so it takes seconds).
@@ -18,8 +18,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elmo_hf.tools.arguments import check_fields, options_parser, parse_options
-from elmo_hf.tools.command_options import encoding_option
+from elmo_hf.tools.core.arguments import check_fields, options_parser, parse_options
+from elmo_hf.tools.core.command_options import encoding_option
 
 from .tasks import TASKS, FineTuningTask
 from .time_budget import max_train_time_option
@@ -134,7 +134,7 @@ class FineTuneOptions:
         return self.command.verbose
 
 
-@functools.cache  # one class per task: its option specs are read once (elmo_hf.tools.arguments.option_specs)
+@functools.cache  # one class per task: its option specs are read once (elmo_hf.tools.core.arguments.option_specs)
 def head_arguments(row: FineTuningTask) -> type:
     """The dataclass of the task's head option (`row.head_option`, e.g. `--classifier_pooling`): None unless
     given, and then `row.head_default` for a new head and the saved value for a fine-tuned folder."""

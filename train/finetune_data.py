@@ -22,8 +22,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from elmo_hf.tools.errors import InputError
-from elmo_hf.tools.text_files import check_decodes
+from elmo_hf.tools.core.errors import InputError
+from elmo_hf.tools.core.text_files import check_decodes
 
 logger = logging.getLogger(__name__)
 

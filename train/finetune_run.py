@@ -31,11 +31,11 @@ from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss,
 from elmo_hf.modeling_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES
 from elmo_hf.tokenization import check_word_split
-from elmo_hf.tools.errors import InputError
-from elmo_hf.tools.interrupts import Interrupted
+from elmo_hf.tools.core.errors import InputError
+from elmo_hf.tools.core.interrupts import Interrupted
+from elmo_hf.tools.core.output_folders import owned, run_lock
+from elmo_hf.tools.core.output_paths import check_writable_folder
 from elmo_hf.tools.loading import ModelLoadError, load_elmo
-from elmo_hf.tools.output_folders import owned, run_lock
-from elmo_hf.tools.output_paths import check_writable_folder
 
 from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
 from .finetune_data import limit, read_input_file
@@ -112,7 +112,7 @@ def run(options: FineTuneOptions, guard=None) -> dict:
 
 
 def output_claimed(row: FineTuningTask, options: FineTuneOptions, training_args):
-    """What the run may write (`elmo_hf.tools.output_folders`): a run that trains or evaluates owns `--output_dir`
+    """What the run may write (`elmo_hf.tools.core.output_folders`): a run that trains or evaluates owns `--output_dir`
     (another run's files refused, or removed with `--overwrite_output_dir`; its own checkpoints kept when it resumes
     from one); a run that only predicts writes its predictions file, an existing one refused unless
     `--overwrite_output_dir`. Either holds the folder's lock while it runs."""

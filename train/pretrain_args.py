@@ -1,16 +1,16 @@
 """The arguments of `elmo-pretrain`, one dataclass field per option.
 
-Nothing heavy is imported here: `elmo-pretrain --help` builds its parser from this dataclass (`tools/arguments.py`)
+Nothing heavy is imported here: `elmo-pretrain --help` builds its parser from this dataclass (`tools/core/arguments.py`)
 before torch or transformers is loaded. A field's own check (the encoding, the time budget, the choices) is in its
-metadata (`elmo_hf.tools.arguments`); the checks that need the project (presets, word splits) are the run's.
+metadata (`elmo_hf.tools.core.arguments`); the checks that need the project (presets, word splits) are the run's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from elmo_hf.tools.arguments import check_fields
-from elmo_hf.tools.command_options import encoding_option
+from elmo_hf.tools.core.arguments import check_fields
+from elmo_hf.tools.core.command_options import encoding_option
 
 from .time_budget import max_train_time_option
 

@@ -39,7 +39,7 @@ def parse_duration(text: str, option: str = "--max_train_time") -> float:
 
 
 def checked_duration(text: str) -> str:
-    """`--max_train_time`'s converter (`elmo_hf.tools.arguments`): `text` as it is, once `parse_duration` reads it;
+    """`--max_train_time`'s converter (`elmo_hf.tools.core.arguments`): `text` as it is, once `parse_duration` reads it;
     an `argparse.ArgumentTypeError` in one line otherwise (the option named by whoever reports it)."""
     try:
         parse_duration(text, option="")

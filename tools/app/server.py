@@ -27,8 +27,8 @@ from collections import Counter
 
 from elmo_hf.tokenization import WORD_SPLITTERS, split_words
 
-from ..command_options import AppOptions
-from ..errors import RunFailed
+from ..core.command_options import AppOptions
+from ..core.errors import RunFailed
 from ..loading import ModelLoadError
 from .contextuality import contextuality, contextuality_html
 from .examples import Examples, examples_for

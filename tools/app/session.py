@@ -20,9 +20,12 @@ import torch
 from elmo_hf.modeling_elmo.configuration_elmo import PRESETS
 from elmo_hf.tokenization import WORD_SPLITTERS, check_word_split, split_words
 
-from ..errors import InputError
+from ..backends import BackendError
+from ..core.backend_registry import DEFAULT
+from ..core.errors import InputError
+from ..core.text_files import UndecodableText, check_decodes, checked_encoding
 from ..loading import ModelLoadError, load_elmo
-from ..text_files import UndecodableText, check_decodes, checked_encoding
+from ..runtime_model import on_backend
 from .examples import training_line
 
 logger = logging.getLogger(__name__)
@@ -82,20 +85,17 @@ def default_model() -> str:
 
 
 def load_session(name: str, *, device: str | None = None, trust_remote_code: bool = False,
-                 token_cache_size: int = 50_000, limits: Limits | None = None, backend: str = "torch") -> AppSession:
+                 token_cache_size: int = 50_000, limits: Limits | None = None, backend: str = DEFAULT) -> AppSession:
     """Load `name` (a folder, a Hub id or a preset: `load_elmo`'s rules) for the app, with the token cache on, so
-    that each distinct word runs through the character CNN once; on `backend` "onnxruntime" or "openvino", its ONNX
-    graph computes the vectors instead (`runtime_model.on_backend`). Raises `ModelLoadError` (one line)."""
+    that each distinct word runs through the character CNN once; on a `backend` that runs the ONNX graph
+    ("onnxruntime", "openvino": `runtime_model.on_backend`), the graph computes the vectors instead. Raises
+    `ModelLoadError` (one line)."""
     model, tokenizer = load_elmo(name, device=device, trust_remote_code=trust_remote_code)
     random_weights = name in PRESETS and not Path(name).exists()  # load_elmo's rule for a preset
-    if backend != "torch":
-        from ..backends import BackendError
-        from ..runtime_model import on_backend
-
-        try:
-            model = on_backend(model, backend, folder=name)
-        except BackendError as error:
-            raise ModelLoadError(str(error)) from None
+    try:
+        model = on_backend(model, backend, folder=name)  # the model itself on torch
+    except BackendError as error:
+        raise ModelLoadError(str(error)) from None
     if hasattr(model, "enable_token_cache"):  # a Hub model's own code may predate the cache
         model.enable_token_cache(token_cache_size)
     return AppSession(model, tokenizer, name, random_weights=random_weights, limits=limits or Limits())

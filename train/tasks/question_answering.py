@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from elmo_hf.tools.errors import InputError
+from elmo_hf.tools.core.errors import InputError
 
 from ..squad_metrics import SCORING_NAMES, scoring_for
 from . import FineTuningTask

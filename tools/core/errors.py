@@ -7,7 +7,7 @@
 * `RunFailed`: the input was good but the run could not go on (a worker that dies at every try, a push that the Hub
   refused); one line saying what was kept, exit status 1.
 
-An interruption (SIGINT, SIGTERM) is `elmo_hf.tools.interrupts.Interrupted`, not an error. Standard library only.
+An interruption (SIGINT, SIGTERM) is `elmo_hf.tools.core.interrupts.Interrupted`, not an error. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The options of the tool commands (`elmo-embed`, `elmo-analyze`, `elmo-convert`, `elmo-app`), one dataclass each.
 
 The tools' run functions take these (`elmo_hf.tools.embed.run(EmbedOptions(...))`); the command layer (`elmo_hf.cli`)
-builds their parsers (`elmo_hf.tools.arguments`) before torch and transformers are imported (seconds), so that `--help`
+builds their parsers (`elmo_hf.tools.core.arguments`) before torch and transformers are imported (seconds), so that `--help`
 and a mistyped option answer at once. Standard library only, with the light `published_models`; what an option
 needs at parse time is written here (`checked_encoding`, which `text_files` re-exports).
 """
@@ -15,11 +15,11 @@ import os
 from dataclasses import dataclass, field
 
 from .arguments import flag, positional
+from .backend_registry import APP_BACKENDS, EMBED_BACKENDS
 from .published_models import BASE_URL_ENV, CACHE_ENV, PUBLISHED_MODELS
 
 EMBED_FORMATS = ("hdf5", "parquet")
 EMBED_DTYPES = ("float32", "bfloat16", "float16", "int8", "auto")
-EMBED_BACKENDS = ("torch", "onnxruntime", "openvino", "auto")  # tools/backends.py
 ENCODING_HELP = ("encoding of {what} (default utf-8; e.g. gb18030, big5, shift_jis, latin-1). Bytes that do not "
                  "decode are refused, naming the file, line and byte")
 WORD_SPLIT_HELP = ("how lines are split into words (default: as the model's tokenizer splits raw text): a split "
@@ -202,7 +202,7 @@ class AppOptions:
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 ... (default: the CPU)"})
     backend: str = field(default_factory=lambda: os.environ.get("ELMO_APP_BACKEND", "torch"), metadata={
         "help": "what computes the vectors: torch (default; $ELMO_APP_BACKEND), or the model's ONNX graph in "
-                "onnxruntime or openvino, float32 (pip install 'elmo-hf[onnx]')", "choices": EMBED_BACKENDS[:3]})
+                "onnxruntime or openvino, float32 (pip install 'elmo-hf[onnx]')", "choices": APP_BACKENDS})
     trust_remote_code: bool = flag("let a Hub model run its own code")
     verbose: bool = flag("debug logging, and Gradio's own messages")
 
