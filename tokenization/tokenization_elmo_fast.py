@@ -52,6 +52,10 @@ from .padding_elmo import LABEL_PAD_ID, padded_target, tensor_length
 from .row_cache_elmo import CACHED_PAD, RowCache
 from .text_inputs_elmo import as_pair_batch, refuse_unsupported, tensor_type_of
 from .tokenization_elmo import ElmoTokenizer
+
+# Imported by tokenization_elmo only: named here too, because transformers 4.x copies a local folder's remote code one
+# level of relative imports deep (a file that only tokenization_elmo imports would be missing beside this one).
+from .truncation_elmo import windows  # noqa: F401, E402
 from .word_splits_elmo import CUSTOM_SPLIT_PREFIX, split_name, split_words, word_spans
 from .word_vocab_elmo import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, VOCAB_FILES_NAMES
 
@@ -146,6 +150,7 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
                              max_characters_per_token=max_characters_per_token, cache_size=cache_size,
                              bos_token=bos_token, eos_token=eos_token, pad_token=pad_token,
                              padding_side=kwargs.get("padding_side", "right"))
+        self.cache["slow"] = slow  # what the methods delegated to it need, also while the base class initialises
         self._word_vocab_tokens = slow.word_vocab
         self.max_characters_per_token = max_characters_per_token
         self.cache_size = cache_size
