@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+import threading
 
 import numpy as np
 import pytest
@@ -264,6 +265,27 @@ def test_save_load_pickle_copy_and_datasets_fingerprint(tmp_path, fast):
     assert datasets_fingerprint.Hasher.hash(fast) == before  # Dataset.map finds its cache again
 
 
+def test_threads_with_different_settings_get_their_own_outputs(slow):
+    """The backend's truncation and padding are set for each call: calls from threads must not mix them."""
+    fast = ElmoTokenizerFast(cache_size=50)
+    sentences = [" ".join(f"t{i}w{j}" for j in range(30)) for i in range(40)]
+    errors = []
+
+    def work(offset: int) -> None:
+        for k in range(15):
+            i, length = (offset + k) % len(sentences), 4 + (offset + k) % 9
+            options = {"truncation": True, "max_length": length, "padding": "max_length"}
+            if fast(sentences[i : i + 2], **options)["input_ids"] != slow(sentences[i : i + 2], **options)["input_ids"]:
+                errors.append((i, length))
+
+    threads = [threading.Thread(target=work, args=(n * 7,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
 # --------------------------------------------------------------------------------------------------
 # transformers' example scripts: run_qa.py's preprocessing, run_ner.py's label alignment
 # --------------------------------------------------------------------------------------------------
@@ -375,6 +397,28 @@ def test_run_ner_label_alignment_runs_on_it(slow, fast):
                 previous = word
             labels.append(ids)
         assert labels == [[-100, 3, 0, 7, -100], [-100, 1, 2, -100, -100]]
+
+
+def test_run_glue_and_run_swag_preprocessing_give_the_same_features(slow, fast):
+    """run_glue.py's `preprocess_function` (pairs, `truncation=True`) and run_swag.py's (every ending beside its
+    context, flattened, then regrouped by four)."""
+    first, second = ["The cat sat on the mat.", "Hi"], ["A cat was on a mat .", "Hello there, how are you today?"]
+    for padding in ("max_length", False):
+        assert_same(slow(first, second, padding=padding, max_length=12, truncation=True),
+                    fast(first, second, padding=padding, max_length=12, truncation=True))
+    contexts, starts = ["Members of the procession walk down the street holding small horn brass instruments."], ["A"]
+    endings = [["drum line passes by walking down the street playing their instruments.", "member stands up.",
+                "cat jumps.", "crowd watches them."]]
+    first_sentences = [[context] * 4 for context in contexts]
+    second_sentences = [[f"{start} {ending}" for ending in options] for start, options in zip(starts, endings)]
+    first_sentences, second_sentences = sum(first_sentences, []), sum(second_sentences, [])
+    for tok in (slow, fast):
+        tokenized = tok(first_sentences, second_sentences, truncation=True, max_length=20, padding="max_length")
+        grouped = {k: [v[i : i + 4] for i in range(0, len(v), 4)] for k, v in tokenized.items()}
+        assert [len(choice) for choice in grouped["input_ids"][0]] == [20] * 4
+        if tok is slow:
+            expected = grouped
+    assert grouped == expected
 
 
 REMOTE_FAST = """

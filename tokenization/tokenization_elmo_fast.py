@@ -37,6 +37,7 @@ from __future__ import annotations
 import gc
 import logging
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -191,6 +192,7 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
             backends[key] = backend
         self.cache.update(
             backends,
+            lock=threading.Lock(),
             slow=slow,
             rows=RowCache(slow.convert_tokens_to_char_ids, (slow.convert_tokens_to_char_ids(BOS_TOKEN),
                                                              slow.convert_tokens_to_char_ids(EOS_TOKEN)),
@@ -340,9 +342,10 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
             verbose=verbose,
         )
         backend = self.cache["words_backend" if is_split_into_words else "backend"]
-        self._configure(backend, (padding_strategy, max_length, pad_to_multiple_of),
-                        (truncation_strategy, stride), add_special_tokens, second is not None)
-        encodings = _encode(backend, inputs, add_special_tokens, is_split_into_words)
+        with self.cache["lock"]:  # the backend's truncation and padding are set for each call: one call at a time
+            self._configure(backend, (padding_strategy, max_length, pad_to_multiple_of),
+                            (truncation_strategy, stride), add_special_tokens, second is not None)
+            encodings = _encode(backend, inputs, add_special_tokens, is_split_into_words)
         rows = [(sample, e) for sample, top in enumerate(encodings)
                 for e in ([top, *top.overflowing] if return_overflowing_tokens else [top])]
         columns = _columns([e for _, e in rows], [sources[0][s] for s, _ in rows],
