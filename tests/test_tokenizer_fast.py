@@ -139,6 +139,12 @@ def test_other_word_splits(split, monkeypatch):
     assert_same(ElmoTokenizer(word_split=split)(texts, **options), ElmoTokenizerFast(word_split=split)(texts, **options))
 
 
+def test_the_whitespace_split_splits_on_what_str_isspace_accepts():
+    from elmo_hf.tokenization.tokenization_elmo_fast import _PYTHON_SPACES
+
+    assert _PYTHON_SPACES == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+
+
 def test_a_split_that_changes_the_words_is_refused_in_one_line():
     lower = ElmoTokenizerFast(word_split=lambda text: [w.lower() for w in text.split()])
     with pytest.raises(ValueError, match="changed some words of the text; .* use ElmoTokenizer") as caught:
