@@ -3,6 +3,7 @@
 Usage:
     python -m benchmarks.bench_tokenizer                  # generated sentences (seeded, reproducible anywhere)
     python -m benchmarks.bench_tokenizer --source ptb     # first 10,000 lines of ../shared/data/ptb/ptb.train.txt
+    python -m benchmarks.bench_tokenizer --compare_fast   # ElmoTokenizerFast against ElmoTokenizer on a large file
 
 Tokens are the real (non-padding) positions of the output, `<S>` and `</S>` included; words exclude them.
 "cold" uses a fresh tokenizer (empty cache), "warm" encodes the same sentences again.
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from elmo_hf.tokenization import ElmoTokenizer
+from elmo_hf.tokenization import ElmoTokenizer, ElmoTokenizerFast
 
 logger = logging.getLogger("bench_tokenizer")
 
@@ -94,9 +95,14 @@ def main() -> None:
     parser.add_argument("--source", choices=("generated", "ptb"), default="generated")
     parser.add_argument("--sentences", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3, help="best of this many warm runs")
+    parser.add_argument("--compare_fast", action="store_true",
+                        help="time ElmoTokenizerFast against ElmoTokenizer on a generated file of --sentences lines")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
+    if args.compare_fast:
+        compare_fast(args.sentences)
+        return
 
     sentences = (
         generated_sentences(args.sentences) if args.source == "generated" else ptb_sentences(args.sentences)
@@ -136,6 +142,56 @@ def report(label: str, batch_size: int, cache: str, seconds: float, tokens: int,
         tokens / seconds,
         words / seconds,
     )
+
+
+# ----- ElmoTokenizerFast against ElmoTokenizer ------------------------------------------------------------------------
+def compare_fast(lines: int) -> None:
+    """Both tokenizers, each fresh (empty cache), on the same calls over a generated file of `lines` lines: raw text
+    split by "punctuation" (a Python pre-tokenizer in the fast one) and by "whitespace" (a `tokenizers` one), as
+    tensors in batches of 32 and as lists in batches of 1000 (what `datasets.map` stores), and run_qa.py's call on
+    question/passage pairs (windows with stride and offsets). Both must give the same number of tokens."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "generated.txt"
+        path.write_text("\n".join(generated_sentences(lines)) + "\n", encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = [line.rstrip("\n") for line in handle]
+        logger.info("file: %d lines, %.1f MB | python %s, torch %s, %s, %d logical CPUs, load average %s", len(text),
+                    path.stat().st_size / 1e6, platform.python_version(), torch.__version__,
+                    platform.processor() or platform.machine(), os.cpu_count(),
+                    " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    questions = [" ".join(line.split()[:6]) + " ?" for line in text]
+    qa = {"truncation": "only_second", "max_length": 32, "stride": 8, "return_overflowing_tokens": True,
+          "return_offsets_mapping": True, "padding": "max_length"}
+    cases = [  # (input, split, call, batch size, keyword arguments)
+        ("text", "punctuation", 'return_tensors="pt"', 32, {"padding": True, "return_tensors": "pt"}),
+        ("text", "punctuation", "lists (datasets.map)", 1000, {}),
+        ("text", "whitespace", 'return_tensors="pt"', 32, {"padding": True, "return_tensors": "pt"}),
+        ("question + passage", "punctuation", "run_qa.py windows", 1000, qa),
+    ]
+    logger.info("| input | word_split | call | batch size | tokens | ElmoTokenizer s | ElmoTokenizerFast s | "
+                "fast / slow | ElmoTokenizer tokens/s | ElmoTokenizerFast tokens/s |")
+    logger.info("|---|---|---|---|---|---|---|---|---|---|")
+    for kind, split, label, batch_size, kwargs in cases:
+        pairs = kind != "text"
+        seconds, tokens = {}, {}
+        for cls in (ElmoTokenizer, ElmoTokenizerFast):
+            tokenizer = cls(word_split=split)
+            start, count = time.perf_counter(), 0
+            for i in range(0, len(text), batch_size):
+                args = (questions[i : i + batch_size], text[i : i + batch_size]) if pairs else (text[i : i + batch_size],)
+                enc = tokenizer(*args, **kwargs)
+                mask = enc["attention_mask"]
+                count += int(mask.sum()) if isinstance(mask, torch.Tensor) else sum(map(sum, mask))
+            seconds[cls], tokens[cls] = time.perf_counter() - start, count
+        if tokens[ElmoTokenizer] != tokens[ElmoTokenizerFast]:
+            raise SystemExit(f"{label}: the tokenizers gave {tokens[ElmoTokenizer]} and {tokens[ElmoTokenizerFast]} "
+                             "tokens")
+        slow, fast = seconds[ElmoTokenizer], seconds[ElmoTokenizerFast]
+        n = tokens[ElmoTokenizer]
+        logger.info("| %s | %s | %s | %d | %d | %.2f | %.2f | %.1fx | %.0f | %.0f |", kind, split, label, batch_size, n,
+                    slow, fast, fast / slow, n / slow, n / fast)
 
 
 if __name__ == "__main__":

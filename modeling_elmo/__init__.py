@@ -44,6 +44,10 @@ _CLASS_NAMES = _register_elmo_classes()
 # the keyword of every transformers from 4.46 on (5.x names it `tokenizer_class` and still takes this one, the same way).
 AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
+# ElmoTokenizerFast is deliberately not registered here: a registered fast class is what AutoTokenizer returns by
+# default (transformers 5 ignores use_fast=False and maps the slow name to it; 4.x defaults to use_fast=True), which
+# would switch every in-library load to it. It is reached through the auto_map of a folder it saved (remote code,
+# trust_remote_code=True) or as ElmoTokenizerFast.from_pretrained(folder): docs/tokenizer.md, "Fast tokenizer".
 
 __all__ = [
     "AUTO_CLASSES",

@@ -35,7 +35,7 @@ PACKAGES = LAYERS
 MAX_LINES = 800
 
 # What remote code may import besides its siblings: what transformers itself needs to run.
-REMOTE_CODE_MAY_IMPORT = {"torch", "transformers", "numpy", "safetensors", "huggingface_hub", "__future__"}
+REMOTE_CODE_MAY_IMPORT = {"torch", "transformers", "tokenizers", "numpy", "safetensors", "huggingface_hub", "__future__"}
 # Travelling files that reach outside, each for a reason written at the import:
 EXCEPTIONS = {
     # Triton, for the optional fused step of the "graph" LSTM kernel: imported in a try block (transformers' import

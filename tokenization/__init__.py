@@ -18,6 +18,7 @@ characters), `word_vocab_elmo.py` (word-vocabulary files) and `tokenization_elmo
 from .batch_encoding_elmo import ElmoBatchEncoding
 from .padding_elmo import LABEL_PAD_ID, pad_character_batch
 from .tokenization_elmo import ElmoTokenizer, word_to_char_ids
+from .tokenization_elmo_fast import ElmoFastBatchEncoding, ElmoTokenizerFast
 from .tokenization_elmo_manylangs import ElmoManyLangsTokenizer
 from .word_splits_elmo import (
     WORD_SPLITTERS,
@@ -31,13 +32,18 @@ from .word_vocab_elmo import build_vocab, load_vocab, write_vocab
 
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
 ElmoManyLangsTokenizer.register_for_auto_class("AutoTokenizer")
+# Saved by ElmoTokenizerFast, a folder's auto_map names both classes, and AutoTokenizer with trust_remote_code=True
+# takes the fast one (transformers 5 always, 4.x with use_fast=True); saved by ElmoTokenizer, it names that one only.
+ElmoTokenizerFast.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
     "LABEL_PAD_ID",
     "WORD_SPLITTERS",
     "ElmoBatchEncoding",
+    "ElmoFastBatchEncoding",
     "ElmoManyLangsTokenizer",
     "ElmoTokenizer",
+    "ElmoTokenizerFast",
     "WordSplitDependencyError",
     "WordSplitError",
     "build_vocab",
