@@ -140,14 +140,14 @@ def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, op
 
 
 def resolve_files(patterns: Iterable[str]) -> list[str]:
-    """Expand globs; raise `FileNotFoundError` naming each pattern that matches nothing."""
+    """Expand globs; an `InputError` naming the first pattern that matches nothing, or a folder it matches."""
     files: list[str] = []
     for pattern in patterns:
         matches = sorted(glob.glob(os.path.expanduser(pattern)))
         if not matches:
-            raise FileNotFoundError(f"no file matches {pattern!r}")
+            raise InputError(f"no file matches {pattern!r}")
         for match in matches:
             if os.path.isdir(match):
-                raise IsADirectoryError(f"{match!r} is a directory; give text files (one sentence per line)")
+                raise InputError(f"{match!r} is a directory; give text files (one sentence per line)")
         files.extend(matches)
     return files
