@@ -8,7 +8,8 @@
     exit status         0; 2 and one line for bad input (`InputError`); 1 and one line for `RunFailed` (a failed
                         write of an output included); 128 + the signal for an interruption, with the line the run
                         attached; 1 and the traceback for any other exception (`elmo_hf.tools.errors`: a plain
-                        `ValueError` or `OSError` from inside the run is a bug, never bad input)
+                        `ValueError` or `OSError` from inside the run is a bug, never bad input), returned to a
+                        caller in Python like every other status
     --verbose           a handled error's line is followed by its traceback
 
 The frame puts back what it changed in the process (handlers and levels of the loggers, transformers' verbosity and

@@ -183,3 +183,13 @@ def test_a_full_disk_while_pretraining_writes_is_one_line_exit_1(tmp_path, monke
     assert done.returncode == 1 and TRACEBACK not in done.stderr, done.stderr[-3000:]
     assert lines[-1].endswith(f"could not write {out / 'vocab.txt'}: No space left on device"), done.stderr[-3000:]
     assert not out.exists()
+
+
+def test_an_onnx_graph_for_a_folder_that_is_not_there_is_bad_input(tmp_path):
+    """elmo-export's --output in a folder that does not exist: refused in one line (exit 2) before the export, not
+    an `OSError` from deep inside it."""
+    target = tmp_path / "no" / "such" / "model.onnx"
+    done = run_cli("elmo-export", ["tiny", "--output", target])
+    assert done.returncode == 2 and TRACEBACK not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].endswith(f"the folder {target.parent} does not exist"), done.stderr
+    assert sorted(tmp_path.iterdir()) == []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .command_options import checked_encoding  # noqa: F401  (declared there: parsing needs it before any import)
 from .encoding_guess import first_non_ascii, guess_encodings, words_at
-from .errors import InputError
+from .errors import InputError, reading
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
@@ -121,7 +121,7 @@ def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, op
     legacy = not _utf8_encoding(encoding)
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
         maybe_utf8, first = legacy, None  # whether the file is still valid UTF-8; its first line beyond ASCII
-        with open(path, "rb") as handle:
+        with reading(path), open(path, "rb") as handle:  # a file this process may not read: one line naming it
             for number, raw in enumerate(handle, start=1):
                 text = decode_line(raw, encoding, path, number, option)
                 if not legacy or raw.isascii():
