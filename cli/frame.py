@@ -5,8 +5,12 @@
     early checks        missing inputs, unwritable outputs: one line, exit 2, before torch is imported
     import the run      seconds (torch, transformers); a signal meanwhile ends with one line
     run it              under the interrupt guard: SIGINT/SIGTERM raise `Interrupted` where nothing is half-written
-    exit status         0; 2 and one line for bad input (`InputError` and the row's `bad_input`); 1 for `RunFailed`
-                        and a failed write; 128 + the signal for an interruption, with the line the run attached
+    exit status         0; 2 and one line for bad input (`InputError`); 1 and one line for `RunFailed` (a failed
+                        write of an output included); 128 + the signal for an interruption, with the line the run
+                        attached; 1 and the traceback for any other exception (`elmo_hf.tools.core.errors`: a plain
+                        `ValueError` or `OSError` from inside the run is a bug, never bad input), returned to a
+                        caller in Python like every other status
+    --verbose           a handled error's line is followed by its traceback
 
 The frame puts back what it changed in the process (handlers and levels of the loggers, transformers' verbosity and
 progress bars, warnings filters, signal handlers), so a command run in-process (`run(name, argv)`: tests,
@@ -45,15 +49,14 @@ class Command:
     `parse(argv)` returns the options (a dataclass; argparse exits 2 for a usage error and 0 after --help, and a
     `ValueError` from a field's own check is a usage error too). `checks(options)` refuses bad paths before the run is
     imported (`ValueError`, one line). `run` names the function, "module:function", called as `run(options, guard)`;
-    an int it returns is the exit status (the app's), anything else (the output's path, the metrics) means 0.
-    `bad_input`: exceptions besides `InputError` that mean bad input (exit 2)."""
+    an int it returns is the exit status (the app's), anything else (the output's path, the metrics) means 0; only
+    `InputError` (exit 2) and `RunFailed` (exit 1) from the run are one line (`elmo_hf.tools.core.errors`)."""
 
     name: str
     parse: Callable[[list[str]], object]
     run: str
     logger: str
     checks: Callable[[object], None] | None = None
-    bad_input: tuple[type[BaseException], ...] = ()
     timestamps: bool = False  # training commands: each line with its time
     quiet: bool = False  # only warnings, errors and the logger's own notices unless --verbose (elmo-convert)
     download_bars: bool = False  # huggingface_hub's progress bars stay on (the run turns them off after its downloads)
@@ -72,12 +75,13 @@ def run(command: Command, argv: Sequence[str] | None = None) -> int:
         with console(command, verbose=False):
             logger.error("%s", _one_line(error))
         return 2
-    with console(command, verbose=command_verbose(options)) as terminal:
+    verbose = command_verbose(options)
+    with console(command, verbose=verbose) as terminal:
         if command.checks is not None:
             try:
                 command.checks(options)
-            except (ValueError, OSError) as error:
-                logger.error("%s", _one_line(error))
+            except (ValueError, OSError) as error:  # the checks of the paths given, before the run
+                logger.error("%s", _one_line(error), exc_info=verbose)
                 return 2
         try:
             with one_line_if_interrupted_while_starting():  # importing torch and transformers takes seconds
@@ -89,7 +93,7 @@ def run(command: Command, argv: Sequence[str] | None = None) -> int:
         guard = InterruptGuard()
         group_before = distributed_initialized()  # a caller's own process group is the caller's to end
         try:
-            with guard.installed(), transformers_console(command_verbose(options), command.download_bars):
+            with guard.installed(), transformers_console(verbose, command.download_bars):
                 result = work(options, guard)
             return result if type(result) is int else 0  # a run returns its exit status, or what it made
         except SystemExit as end:  # transformers' argument parser inside the run: its usage line is written
@@ -99,19 +103,17 @@ def run(command: Command, argv: Sequence[str] | None = None) -> int:
             if report:  # None: the run said it already
                 logger.warning("%s", report)
             return stop.exit_code
-        except (InputError, *command.bad_input) as error:
-            logger.error("%s", _one_line(error))
+        except InputError as error:
+            logger.error("%s", _one_line(error), exc_info=verbose)
             return 2
         except RunFailed as error:
-            logger.error("%s", _one_line(error))
+            logger.error("%s", _one_line(error), exc_info=verbose)
             return 1
-        except OSError as error:  # writing an output failed (disk full, permissions)
-            logger.error("%s", _one_line(error))
-            return 1
-        except Exception:
+        except Exception:  # not anticipated: a bug to report with its traceback, never a line that blames the input
             if guard.received:  # another process was stopped by the signal; this one failed waiting for it
                 return 128 + guard.received
-            raise
+            logger.exception("%s failed with an error it did not expect: the traceback follows", command.name)
+            return 1
         finally:
             if not group_before:
                 end_distributed()

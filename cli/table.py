@@ -29,9 +29,6 @@ from elmo_hf.train.tasks import TASKS, module_name
 
 from .frame import Command
 
-# Where a training run's folder or corpus is not what it should be (a `resolve_files` or a run's own check).
-FILE_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError)
-
 
 def _parser(options: type, prog: str, description: str | None = None) -> Callable[[Sequence[str]], object]:
     description = description or inspect.cleandoc(options.__doc__ or "").split(": ", 1)[-1]
@@ -82,13 +79,13 @@ COMMANDS: dict[str, Command] = {row.name: row for row in (
             logger="elmo-export", help="the ONNX graph of a saved model (ONNX Runtime, OpenVINO)"),
     Command("elmo-pretrain", parse=_parser(PretrainArguments, "elmo-pretrain",
                                            "Pretrain an ELMo biLM on a text corpus (docs/pretraining.md)."),
-            run="elmo_hf.train.pretrain_run:run", logger="elmo-pretrain", timestamps=True, bad_input=FILE_ERRORS,
+            run="elmo_hf.train.pretrain_run:run", logger="elmo-pretrain", timestamps=True,
             checks=lambda args: early_checks.check_corpus_paths(args.train_file, args.validation_file,
                                                                 args.output_dir),
             help="pretrain a biLM"),
     Command("elmo-demo", parse=_parser(DemoArguments, "elmo-demo",
                                        "Train a small ELMo and show what contextual vectors are for."),
-            run="elmo_hf.train.demo_run:run", logger="elmo-demo", timestamps=True, bad_input=FILE_ERRORS,
+            run="elmo_hf.train.demo_run:run", logger="elmo-demo", timestamps=True,
             checks=lambda args: early_checks.check_corpus_paths(args.train_file, args.validation_file,
                                                                 args.output_dir),
             help="train a small ELMo on a generated corpus and show its senses"),

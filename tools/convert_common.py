@@ -25,7 +25,7 @@ from elmo_hf.modeling_elmo.configuration_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import check_word_split
 
-from .core.errors import InputError
+from .core.errors import InputError, writing
 from .core.interrupts import Interrupted, written_whole
 from .core.output_paths import paths_within
 from .model_card import render_model_card
@@ -127,7 +127,7 @@ def write_converted(output_dir: Path, model: ElmoModel, tokenizer, card: Mapping
     remote code (`save_pretrained`), the tokenizer files and the model card README.md (`card`: the card's
     `training` section; `parity`: how closely the converter reproduces the original outputs). Staged: nothing is
     left half-written. `required_files` are checked besides `REQUIRED_FILES`."""
-    with staged_output_dir(output_dir, required_files) as tmp:
+    with writing(output_dir, "--output_dir"), staged_output_dir(output_dir, required_files) as tmp:
         model.save_pretrained(tmp)
         _write_tokenizer(tmp, tokenizer)
         write_card(tmp, model.config, card, parity, getattr(tokenizer, "word_split", None))

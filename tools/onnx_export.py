@@ -332,7 +332,8 @@ def _head_task(name: str) -> str | None:
 def run(options, guard=None) -> Path:
     """`elmo-export MODEL [--output OUT.onnx]` (`export_options.ExportOptions`): the graph written, or found up to
     date; `InputError` for a bad model, output or a missing package, `RunFailed` for a graph that fails its check."""
-    from .core.errors import InputError, RunFailed
+    from .core.errors import InputError, RunFailed, writing
+    from .core.output_paths import check_writable_file
     from .loading import load_elmo
 
     log = logging.getLogger("elmo-export")
@@ -345,6 +346,8 @@ def run(options, guard=None) -> Path:
     if options.output is None and not Path(options.model).is_dir():
         raise InputError(f"give --output (an .onnx file) for {options.model}: only a model folder has a default place")
     output = Path(options.output) if options.output is not None else beside_model(options.model)
+    if options.output is not None:  # a folder that is not there: one line, before the export (the default's is made)
+        check_writable_file(output, "--output")
     if output.exists() and not options.overwrite:
         if options.output is not None or graph_metadata(output).get("digest") != model_digest(model):
             raise InputError(f"{output} exists: pass --overwrite to replace it")
@@ -353,7 +356,8 @@ def run(options, guard=None) -> Path:
     else:
         reused = False
         try:
-            export_onnx(model, output, check=not options.no_check)
+            with writing(output, "--output"):
+                export_onnx(model, output, check=not options.no_check)
         except ExportError as error:
             raise RunFailed(str(error)) from None
     meta = graph_metadata(output)
@@ -362,5 +366,6 @@ def run(options, guard=None) -> Path:
     log.info("%s: outputs %s; opset %s; written with torch %s, %s", output, meta.get("outputs"),
              meta.get("opset"), meta.get("torch_version"), checked)
     if options.int8:
-        log.info("wrote ONNX Runtime's int8 graph %s", quantize_int8_graph(output))
+        with writing(output.parent):
+            log.info("wrote ONNX Runtime's int8 graph %s", quantize_int8_graph(output))
     return output

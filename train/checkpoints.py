@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from elmo_hf.tools.core.errors import InputError, reading, writing
 from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard
 
 logger = logging.getLogger("elmo-pretrain")
@@ -56,7 +57,7 @@ def save_checkpoint(run: Any) -> Path:
     root = run.output_dir / "checkpoints"
     final = root / f"step-{progress.step:08d}"
     tmp = root / f".tmp-step-{progress.step:08d}"
-    with run.guard.deferred():
+    with run.guard.deferred(), writing(final):
         if accelerator.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -96,24 +97,26 @@ def find_checkpoint(output_dir: Path, resume_from_checkpoint: str) -> Path:
     if resume_from_checkpoint == "latest":
         kept = checkpoints(output_dir)
         if not kept:
-            raise FileNotFoundError(f"no checkpoint in {output_dir / 'checkpoints'} to resume from")
+            raise InputError(f"no checkpoint in {output_dir / 'checkpoints'} to resume from")
         return kept[-1]
     path = Path(resume_from_checkpoint)
     if not (path / "progress_rank0.pt").exists():
-        raise FileNotFoundError(f"{path} is not a checkpoint folder of elmo-pretrain (no progress_rank0.pt)")
+        raise InputError(f"{path} is not a checkpoint folder of elmo-pretrain (no progress_rank0.pt)")
     return path
 
 
 def resume(run: Any, checkpoint: Path) -> None:
     """Model, optimizer, schedule and RNG states, the data position and this process's LSTM state."""
-    run.accelerator.load_state(str(checkpoint))
-    saved = torch.load(checkpoint / f"progress_rank{run.accelerator.process_index}.pt", weights_only=False)
+    with reading(checkpoint, "--resume_from_checkpoint"):
+        run.accelerator.load_state(str(checkpoint))
+        saved = torch.load(checkpoint / f"progress_rank{run.accelerator.process_index}.pt", weights_only=False)
     run.progress = Progress(**saved["progress"])
     if saved["lstm_state"] is not None:
         run.lstm_state = tuple(t.to(run.accelerator.device) for t in saved["lstm_state"])
     run.saved_step = run.progress.step
     if run.accelerator.is_main_process:
-        drop_log_lines_after(run.output_dir / "train_log.jsonl", run.progress.step)
+        with writing(run.output_dir / "train_log.jsonl"):
+            drop_log_lines_after(run.output_dir / "train_log.jsonl", run.progress.step)
     logger.info("resumed from %s at step %d", checkpoint, run.progress.step)
 
 

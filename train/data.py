@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from elmo_hf.tools.core.errors import reading
 from elmo_hf.tools.core.text_files import iter_lines
 
 logger = logging.getLogger(__name__)
@@ -63,15 +64,17 @@ def word_splitter(word_split: str) -> Callable[[str], list[str]]:
 def read_sentences(files: list[str], stats: CorpusStats | None = None, encoding: str = "utf-8") -> Iterator[dict]:
     """Lines of the files as `{"text": ...}`, decoded with `encoding`; blank lines are skipped and counted. A line
     that does not decode raises `UndecodableText` (one line naming the file, line and byte): `elmo-pretrain`
-    checks every file with `check_decodes` before it writes anything, so this happens only to a file changed since."""
+    checks every file with `check_decodes` before it writes anything, so this happens only to a file changed since;
+    a file removed or made unreadable since is an `InputError` naming it."""
     stats = stats if stats is not None else CorpusStats()
     for path in files:
-        for text in iter_lines(path, encoding):
-            stats.lines += 1
-            if not text.strip():
-                stats.empty += 1
-                continue
-            yield {"text": text}
+        with reading(path):
+            for text in iter_lines(path, encoding):
+                stats.lines += 1
+                if not text.strip():
+                    stats.empty += 1
+                    continue
+                yield {"text": text}
 
 
 def sentence_dataset(files: list[str], *, rank: int = 0, world_size: int = 1, stats: CorpusStats | None = None,

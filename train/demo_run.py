@@ -46,6 +46,7 @@ from matplotlib.ft2font import FT2Font, LoadFlags
 
 from elmo_hf.modeling_elmo import ElmoConfig
 from elmo_hf.tools.analysis import analyze_to_folder
+from elmo_hf.tools.core.errors import InputError, writing
 from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard
 from elmo_hf.tools.core.output_folders import run_lock
 from elmo_hf.tools.core.output_paths import check_writable_folder
@@ -233,7 +234,7 @@ def run(args: DemoArguments, guard: InterruptGuard | None = None) -> None:
     except Interrupted as stop:
         stop.report = outputs.interrupted_line(stop)  # pretraining's own line names its command, not the demo's
         raise
-    except (FileNotFoundError, FileExistsError, IsADirectoryError, ValueError):
+    except InputError:
         if not existed and not outputs.model_finished():
             shutil.rmtree(outputs.out, ignore_errors=True)
         raise
@@ -303,7 +304,7 @@ def check_before_writing(args: DemoArguments, outputs: DemoOutputs) -> None:
     if outputs.model_finished() and not outputs.model_trained() and not args.overwrite_output_dir:
         saved = outputs.saved_settings() or {}
         changed = sorted(k for k in outputs.settings if saved.get(k) != outputs.settings[k])
-        raise FileExistsError(
+        raise InputError(
             f"{outputs.model_dir} holds a model trained with other settings ({', '.join(changed)}): give another "
             "--output_dir, or --overwrite_output_dir true to train it anew")
 
@@ -314,14 +315,15 @@ def run_demo(args: DemoArguments, outputs: DemoOutputs, guard: InterruptGuard) -
     (`guard.deferred()`)."""
     out, model_dir = outputs.out, outputs.model_dir
     check_before_writing(args, outputs)
-    out.mkdir(parents=True, exist_ok=True)
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
     trained = outputs.model_trained() and not args.overwrite_output_dir
     train_files, valid_files = write_corpus(args, out, guard)
     if trained:
         logger.info("the model in %s was trained with these settings (%d steps): scoring it again "
                     "(--overwrite_output_dir true trains it anew)", model_dir, args.max_steps)
     else:
-        with guard.deferred():  # a model in the folder is no longer finished; the settings are those of the next
+        with guard.deferred(), writing(out):  # a model there is no longer finished; the settings are the next's
             (model_dir / "train_results.json").unlink(missing_ok=True)  # (written last when it is)
             outputs.settings_file.write_text(json.dumps(outputs.settings, indent=2) + "\n", encoding="utf-8")
         pretrain(args, train_files, valid_files, model_dir, guard)
@@ -345,11 +347,11 @@ def write_corpus(args: DemoArguments, out: Path, guard: InterruptGuard) -> tuple
     if args.train_file is not None:
         return args.train_file, args.validation_file
     corpus = out / "corpus"
-    corpus.mkdir(exist_ok=True)
     generate = CORPORA[args.language].generate_corpus
     train_text = "\n".join(generate(args.num_sentences, seed=args.seed)) + "\n"
     valid_text = "\n".join(generate(1000, seed=args.seed + 1000)) + "\n"
-    with guard.deferred():
+    with guard.deferred(), writing(corpus):
+        corpus.mkdir(exist_ok=True)
         (corpus / "train.txt").write_text(train_text, encoding="utf-8")
         (corpus / "valid.txt").write_text(valid_text, encoding="utf-8")
     logger.info("generated a corpus of %d sentences in %s", args.num_sentences, corpus)
@@ -359,7 +361,7 @@ def write_corpus(args: DemoArguments, out: Path, guard: InterruptGuard) -> tuple
 def pretrain(args: DemoArguments, train_files: list[str], valid_files: list[str] | None, model_dir: Path,
              guard: InterruptGuard) -> None:
     config_file = model_dir.parent / "demo_config.json"
-    with guard.deferred():
+    with guard.deferred(), writing(config_file):
         ElmoConfig(**DEMO_CONFIG).to_json_file(config_file)
     train(PretrainArguments(
         train_file=train_files,
@@ -393,7 +395,7 @@ def score_and_plot(args: DemoArguments, outputs: DemoOutputs, guard: InterruptGu
     scores, vectors = sense_scores(model, tokenizer, probes)
     results_file = model_dir / "eval_results.json"
     scores["validation"] = json.loads(results_file.read_text()) if results_file.exists() else {}
-    with guard.deferred():
+    with guard.deferred(), writing(out):
         (out / "sense_scores.json").write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf-8")
         plot(vectors, scores, out / "senses.png", language=args.language)
     outputs.written += [out / "sense_scores.json", out / "senses.png"]

@@ -31,7 +31,7 @@ from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss,
 from elmo_hf.modeling_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES
 from elmo_hf.tokenization import check_word_split
-from elmo_hf.tools.core.errors import InputError
+from elmo_hf.tools.core.errors import InputError, writing
 from elmo_hf.tools.core.interrupts import Interrupted
 from elmo_hf.tools.core.output_folders import owned, run_lock
 from elmo_hf.tools.core.output_paths import check_writable_folder
@@ -600,7 +600,8 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
             metrics = {**train_result.metrics, **samples("train", train_dataset, counts[0]),
                        "world_size": training_args.world_size}
             stage = "saving"
-            with guard.deferred() if guard is not None else contextlib.nullcontext():
+            with guard.deferred() if guard is not None else contextlib.nullcontext(), \
+                    writing(output_dir, "--output_dir"):
                 trainer.save_model()  # model, config and tokenizer
                 log_metrics(trainer, "train", metrics)
                 trainer.save_metrics("train", metrics)
@@ -611,7 +612,8 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
             metrics = trainer.evaluate()
             metrics.update(samples("eval", eval_dataset, counts[1]))
             log_metrics(trainer, "eval", metrics)
-            trainer.save_metrics("eval", metrics)
+            with writing(output_dir, "--output_dir"):
+                trainer.save_metrics("eval", metrics)
             results.update(metrics)
     except Interrupted as interrupted:
         interrupted.report = interrupt_report(interrupted, stage, trainer, output_dir, existed)
@@ -741,8 +743,9 @@ def predict_after(trainer, parts: TaskParts, test, data_args, command_args, trai
     path = predictions_path(parts, command_args, training_args)
     model = trainer.accelerator.unwrap_model(trainer.model)
     try:
-        write_predictions(model, trainer.data_collator.tokenizer, parts, test, data_args,
-                          training_args.per_device_eval_batch_size, path, examples)
+        with writing(path):
+            write_predictions(model, trainer.data_collator.tokenizer, parts, test, data_args,
+                              training_args.per_device_eval_batch_size, path, examples)
     except Interrupted as interrupted:
         kept = f"the fine-tuned model in {os.path.abspath(training_args.output_dir)} is complete; " \
             if data_args.train_file else ""

@@ -44,9 +44,9 @@ from elmo_hf.tokenization import (
     split_name,
     write_vocab,
 )
-from elmo_hf.tokenization.word_splits_elmo import CJK_CHARACTER
+from elmo_hf.tokenization.word_splits_elmo import CJK_CHARACTER, WordSplitError
 from elmo_hf.tools.convert_allennlp_elmo import read_hdf5_softmax
-from elmo_hf.tools.core.errors import InputError, RunFailed
+from elmo_hf.tools.core.errors import InputError, RunFailed, reading, writing
 from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard
 from elmo_hf.tools.core.output_folders import run_lock
 from elmo_hf.tools.core.output_paths import check_writable_folder
@@ -86,11 +86,14 @@ class NonFiniteLossError(InputError):
 
 def check_model_options(args: PretrainArguments) -> None:
     """The options that need the model's presets and the registered word splits (the arguments' own checks need
-    neither): a `ValueError` in one line, before anything is written."""
+    neither): an `InputError` in one line, before anything is written."""
     if args.preset is not None and args.preset not in PRESETS:
-        raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {args.preset!r}")
+        raise InputError(f"--preset must be one of {sorted(PRESETS)}, got {args.preset!r}")
     if args.word_split is not None:  # a missing package (jieba), an unknown name: one line
-        check_word_split(args.word_split, option="--word_split", allow_import=True)
+        try:
+            check_word_split(args.word_split, option="--word_split", allow_import=True)
+        except WordSplitError as error:
+            raise InputError(str(error)) from None
 
 
 def train(args: PretrainArguments, guard: InterruptGuard | None = None) -> dict:
@@ -139,7 +142,7 @@ def check_output_dir(args: PretrainArguments, auto: bool = False) -> None:
     """--output_dir can be written (its parent exists and takes files) and holds no other run (unless told). `auto`:
     `--resume_from_checkpoint auto` found no checkpoint there (`args.resume_from_checkpoint` is then None)."""
     output_dir = Path(args.output_dir)
-    check_writable_folder(output_dir, "--output_dir")  # a ValueError in one line
+    check_writable_folder(output_dir, "--output_dir")  # an InputError in one line
     if (
         args.resume_from_checkpoint is None
         and output_dir.exists()
@@ -147,9 +150,9 @@ def check_output_dir(args: PretrainArguments, auto: bool = False) -> None:
         and not args.overwrite_output_dir
     ):
         if auto:  # e.g. an attempt killed before its first checkpoint left its vocabulary and logs
-            raise FileExistsError(f"{output_dir} exists, is not empty and holds no checkpoint for "
-                                  "--resume_from_checkpoint auto; add --overwrite_output_dir to start afresh there")
-        raise FileExistsError(
+            raise InputError(f"{output_dir} exists, is not empty and holds no checkpoint for "
+                             "--resume_from_checkpoint auto; add --overwrite_output_dir to start afresh there")
+        raise InputError(
             f"{output_dir} exists and is not empty; use --overwrite_output_dir, or --resume_from_checkpoint latest"
         )
 
@@ -166,11 +169,13 @@ def check_model_source(args: PretrainArguments) -> StartModel | None:
     """The architecture given (--preset, --config_file or --init_from) must be usable, before any file is written.
     `--init_from` goes through `load_elmo`, as in every command: a folder, a Hub id or a preset."""
     if args.softmax_weight_file and not os.path.isfile(args.softmax_weight_file):
-        raise FileNotFoundError(f"--softmax_weight_file {args.softmax_weight_file}: no such file")
+        raise InputError(f"--softmax_weight_file {args.softmax_weight_file}: no such file")
+    if args.vocab_file and not os.path.isfile(args.vocab_file):
+        raise InputError(f"--vocab_file {args.vocab_file}: no such file")
     if args.config_file:
         if not os.path.isfile(args.config_file):
-            raise FileNotFoundError(f"--config_file {args.config_file}: no such file")
-        ElmoConfig.from_json_file(args.config_file).validate()
+            raise InputError(f"--config_file {args.config_file}: no such file")
+        read_config_file(args.config_file)
     elif args.preset:
         ElmoConfig.from_preset(args.preset)
     if not args.init_from:
@@ -178,14 +183,31 @@ def check_model_source(args: PretrainArguments) -> StartModel | None:
     model, tokenizer = load_elmo(args.init_from, trust_remote_code=args.trust_remote_code)  # the feature model
     config = model.config
     if getattr(config, "word_input_vocab_size", 0):
-        raise ValueError(
+        raise InputError(
             f"--init_from {args.init_from}: the model reads words through its own input dictionary "
             f"({config.word_input_vocab_size - 1} words), which pretraining cannot extend to a new corpus; continue a "
             "model that reads characters only")
     if args.word_split is None:  # the model goes on reading text the way its tokenizer splits it
         args.word_split = split_name(tokenizer.word_split)
-        check_word_split(args.word_split, option=f"the word split of {args.init_from} (--word_split to choose one)")
+        try:
+            check_word_split(args.word_split, option=f"the word split of {args.init_from} (--word_split to choose one)")
+        except WordSplitError as error:
+            raise InputError(str(error)) from None
     return StartModel(config, tokenizer)
+
+
+def read_config_file(path: str, **overrides) -> ElmoConfig:
+    """The configuration in --config_file, with `overrides`, checked: a file that cannot be read, is not JSON or
+    holds a configuration `ElmoConfig.validate` refuses is an `InputError` naming it."""
+    with reading(path, "--config_file"):
+        try:
+            config = ElmoConfig.from_json_file(path)
+            for key, value in overrides.items():
+                setattr(config, key, value)
+            config.validate()
+        except ValueError as error:  # json's JSONDecodeError, the configuration's own checks
+            raise InputError(f"--config_file {path}: {str(error).strip().splitlines()[0]}") from None
+    return config
 
 
 # --------------------------------------------------------------------------------------------------
@@ -236,9 +258,10 @@ def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_f
     words = vocabulary_words(args, train_files, accelerator, start)  # before the folder: an empty corpus writes nothing
     output_dir = Path(args.output_dir)
     if accelerator.is_main_process:
-        if args.overwrite_output_dir and args.resume_from_checkpoint is None and output_dir.exists():
-            shutil.rmtree(output_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
+        with writing(output_dir, "--output_dir"):
+            if args.overwrite_output_dir and args.resume_from_checkpoint is None and output_dir.exists():
+                shutil.rmtree(output_dir)
+            output_dir.mkdir(parents=True, exist_ok=True)
     accelerator.wait_for_everyone()
     logger.log(logging.INFO if world > 1 else logging.DEBUG, "distributed: %s, %d process(es), device %s",
                accelerator.distributed_type, world, accelerator.device)
@@ -318,7 +341,7 @@ def vocabulary_words(args: PretrainArguments, train_files: list[str], accelerato
     texts = (example["text"] for example in read_sentences(train_files, encoding=args.encoding))
     words = build_vocab(texts, max_size=args.max_vocab_size, min_count=args.min_count, split=args.word_split)
     if len(words) <= 3:
-        raise ValueError(f"the training corpus {train_files} holds no words")
+        raise InputError(f"the training corpus {train_files} holds no words")
     warn_if_unsegmented(words, args.word_split)
     return words
 
@@ -348,16 +371,25 @@ def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator
         vocab_path = os.path.join(args.output_dir, "vocab.txt")
         with accelerator.main_process_first():
             if accelerator.is_main_process:
-                write_vocab(words, vocab_path)
+                with writing(vocab_path):
+                    write_vocab(words, vocab_path)
                 source = f"of --init_from {args.init_from}" if start is not None and start.tokenizer.word_vocab else \
                     "built from the corpus"
                 logger.info("a vocabulary of %d words %s: %s", len(words), source, vocab_path)
-    if start is None:
-        return ElmoTokenizer(vocab_file=vocab_path, word_split=args.word_split)
-    kept = {"max_characters_per_token": start.tokenizer.max_characters_per_token}
-    if isinstance(start.tokenizer, ElmoManyLangsTokenizer):
-        kept.update(char_dictionary=start.tokenizer.char_dictionary, word_dictionary=start.tokenizer.word_dictionary)
-    return type(start.tokenizer)(vocab_file=vocab_path, word_split=args.word_split, **kept)
+    kept = {}
+    if start is not None:
+        kept = {"max_characters_per_token": start.tokenizer.max_characters_per_token}
+        if isinstance(start.tokenizer, ElmoManyLangsTokenizer):
+            kept.update(char_dictionary=start.tokenizer.char_dictionary,
+                        word_dictionary=start.tokenizer.word_dictionary)
+    tokenizer_class = ElmoTokenizer if start is None else type(start.tokenizer)
+    if args.vocab_file is None:  # written just now, from words checked
+        return tokenizer_class(vocab_file=vocab_path, word_split=args.word_split, **kept)
+    with reading(vocab_path, "--vocab_file"):
+        try:
+            return tokenizer_class(vocab_file=vocab_path, word_split=args.word_split, **kept)
+        except ValueError as error:  # not UTF-8, or without the lines <S>, </S> and <UNK>
+            raise InputError(f"--vocab_file: {str(error).strip().splitlines()[0]}") from None
 
 
 def make_model(args: PretrainArguments, tokenizer: ElmoTokenizer, start: StartModel | None) -> ElmoForPreTraining:
@@ -390,10 +422,7 @@ def make_model(args: PretrainArguments, tokenizer: ElmoTokenizer, start: StartMo
                         args.init_from)
         return model
     if args.config_file:
-        config = ElmoConfig.from_json_file(args.config_file)
-        for key, value in overrides.items():
-            setattr(config, key, value)
-        config.validate()
+        config = read_config_file(args.config_file, **overrides)
     else:
         config = ElmoConfig.from_preset(args.preset, **overrides)
     return ElmoForPreTraining(config)
@@ -412,13 +441,14 @@ def _quiet_load_report():
 
 
 def _load_hdf5_softmax(model: ElmoForPreTraining, path: str) -> None:
-    found = read_hdf5_softmax(path)
+    with reading(path, "--softmax_weight_file"):  # not HDF5, or cut short
+        found = read_hdf5_softmax(path)
     if found is None:
-        raise ValueError(f"{path} holds no softmax/W and softmax/b datasets")
+        raise InputError(f"--softmax_weight_file {path} holds no softmax/W and softmax/b datasets")
     weight, bias = found
     expected = tuple(model.softmax.weight.shape)
     if tuple(weight.shape) != expected:
-        raise ValueError(
+        raise InputError(
             f"softmax/W in {path} has shape {tuple(weight.shape)}, but the vocabulary and the model need {expected}"
         )
     with torch.no_grad():
@@ -465,7 +495,7 @@ def train_loop(run: Run) -> None:
         if not run_epoch(run, batches):
             return  # total_steps reached
         if progress.batches_in_epoch == 0:
-            raise ValueError(
+            raise InputError(
                 f"the training corpus gives no full batch of {args.per_device_batch_size} x {args.unroll_steps} "
                 f"tokens per process; use a larger corpus or a smaller --per_device_batch_size / --unroll_steps"
             )
@@ -585,7 +615,7 @@ def log_step(run: Run, out) -> None:
     run.window_tokens, run.window_start = 0, time.perf_counter()
     accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=progress.step)
     if accelerator.is_main_process:
-        with open(run.output_dir / "train_log.jsonl", "a") as handle:
+        with writing(run.output_dir / "train_log.jsonl"), open(run.output_dir / "train_log.jsonl", "a") as handle:
             handle.write(json.dumps(record) + "\n")
         if run.progress_bar is not None:
             run.progress_bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['perplexity']:.1f}",
@@ -629,7 +659,7 @@ def evaluate(run: Run) -> dict[str, float] | None:
     if stopped:
         return None
     if n_f == 0:
-        raise ValueError(f"the validation data {files} gave no batch; use a smaller --per_device_batch_size or --unroll_steps")
+        raise InputError(f"the validation data {files} gave no batch; use a smaller --per_device_batch_size or --unroll_steps")
     loss_f, loss_b = nll_f / n_f, nll_b / n_b
     return {
         "forward_perplexity": math.exp(loss_f),
@@ -688,11 +718,12 @@ def write_model_folder(run: Run, summary: dict, eval_results: dict) -> None:
     """The model, tokenizer, results and model card (main process)."""
     output_dir = run.output_dir
     unwrapped = run.accelerator.unwrap_model(run.model)
-    unwrapped.save_pretrained(output_dir, save_function=run.accelerator.save)
-    run.tokenizer.save_pretrained(output_dir)
-    (output_dir / "train_results.json").write_text(json.dumps(summary, indent=2))
-    if eval_results:
-        (output_dir / "eval_results.json").write_text(json.dumps(eval_results, indent=2))
+    with writing(output_dir, "--output_dir"):
+        unwrapped.save_pretrained(output_dir, save_function=run.accelerator.save)
+        run.tokenizer.save_pretrained(output_dir)
+        (output_dir / "train_results.json").write_text(json.dumps(summary, indent=2))
+        if eval_results:
+            (output_dir / "eval_results.json").write_text(json.dumps(eval_results, indent=2))
     _write_card(output_dir, unwrapped, run.args, summary, eval_results)
     logger.info("trained %d steps, %d tokens in %.1f s (%.0f tokens/s)", summary["steps"], summary["tokens_seen"],
                 summary["train_seconds"], summary["tokens_per_second"])

@@ -30,7 +30,7 @@ def embed_output_format(output: Path) -> str:
         return "parquet"
     if suffix in HDF5_SUFFIXES:
         return "hdf5"
-    raise ValueError(f"output {output}: elmo-embed writes HDF5 (.hdf5, .h5) or Parquet (.parquet), not {suffix}: "
+    raise InputError(f"output {output}: elmo-embed writes HDF5 (.hdf5, .h5) or Parquet (.parquet), not {suffix}: "
                      "rename it, or pass --format to write that format under this name")
 
 
@@ -41,31 +41,31 @@ def is_dataset_input(source: Path, text_column: str | None) -> bool:
 
 def check_embed_paths(args) -> None:
     """elmo-embed's paths: the output can be written as a new file, is not the input, and names a format (or
-    --format does); the input exists and, read as text, is not empty. A `ValueError` in one line."""
+    --format does); the input exists and, read as text, is not empty. An `InputError` in one line."""
     output, source = Path(args.output), Path(args.input)
-    check_writable_file(output, "output")  # an OutputPathError, a ValueError
+    check_writable_file(output, "output")  # an OutputPathError, an InputError
     if output.exists() and source.exists() and output.resolve() == source.resolve():
-        raise ValueError(f"output {output} is the input file: give another output path")  # --overwrite would lose it
+        raise InputError(f"output {output} is the input file: give another output path")  # --overwrite would lose it
     if args.format is None:
         embed_output_format(output)
     if not source.exists():
-        raise ValueError(f"input {source} not found")
+        raise InputError(f"input {source} not found")
     check_readable(source, "input")
     if not is_dataset_input(source, args.text_column) and source.stat().st_size == 0:
-        raise ValueError(f"input {source} is empty: nothing to embed")
+        raise InputError(f"input {source} is empty: nothing to embed")
 
 
 def check_readable(path: Path, name: str) -> None:
     """`path` can be read by this process (an unreadable input is bad input, not a failed write)."""
     if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
-        raise ValueError(f"{name} {path} cannot be read (permission denied)")
+        raise InputError(f"{name} {path} cannot be read (permission denied)")
 
 
 def check_analyze_paths(args) -> None:
-    """elmo-analyze's paths: the input is a file, the output folder can be made or written. A `ValueError`."""
+    """elmo-analyze's paths: the input is a file, the output folder can be made or written. An `InputError`."""
     source = Path(args.input)
     if not source.is_file():
-        raise ValueError(f"input {source} not found" if not source.exists() else f"input {source} is not a file")
+        raise InputError(f"input {source} not found" if not source.exists() else f"input {source} is not a file")
     check_readable(source, "input")
     check_writable_folder(Path(args.output_dir), "--output_dir")
 
@@ -79,7 +79,7 @@ def check_corpus_paths(train_file: list[str] | None, validation_file: list[str] 
                        output_dir: str | None) -> None:
     """elmo-pretrain's and elmo-demo's corpus files (globs) each match a file, and the output folder can be made or
     written (the demo's default folder is made with its parent: None skips it)."""
-    resolve_files((train_file or []) + (validation_file or []))  # FileNotFoundError, IsADirectoryError
+    resolve_files((train_file or []) + (validation_file or []))  # an InputError
     if output_dir is not None:
         check_writable_folder(Path(output_dir), "--output_dir")
 

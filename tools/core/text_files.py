@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .command_options import checked_encoding  # noqa: F401  (declared there: parsing needs it before any import)
 from .encoding_guess import first_non_ascii, guess_encodings, words_at
-from .errors import InputError
+from .errors import InputError, reading
 
 DEFAULT_ENCODING = "utf-8"
 _BOM = "\ufeff"
@@ -121,7 +121,7 @@ def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, op
     legacy = not _utf8_encoding(encoding)
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
         maybe_utf8, first = legacy, None  # whether the file is still valid UTF-8; its first line beyond ASCII
-        with open(path, "rb") as handle:
+        with reading(path), open(path, "rb") as handle:  # a file this process may not read: one line naming it
             for number, raw in enumerate(handle, start=1):
                 text = decode_line(raw, encoding, path, number, option)
                 if not legacy or raw.isascii():
@@ -140,14 +140,14 @@ def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, op
 
 
 def resolve_files(patterns: Iterable[str]) -> list[str]:
-    """Expand globs; raise `FileNotFoundError` naming each pattern that matches nothing."""
+    """Expand globs; an `InputError` naming the first pattern that matches nothing, or a folder it matches."""
     files: list[str] = []
     for pattern in patterns:
         matches = sorted(glob.glob(os.path.expanduser(pattern)))
         if not matches:
-            raise FileNotFoundError(f"no file matches {pattern!r}")
+            raise InputError(f"no file matches {pattern!r}")
         for match in matches:
             if os.path.isdir(match):
-                raise IsADirectoryError(f"{match!r} is a directory; give text files (one sentence per line)")
+                raise InputError(f"{match!r} is a directory; give text files (one sentence per line)")
         files.extend(matches)
     return files

@@ -1,0 +1,195 @@
+"""One error vocabulary for every command (issue 53, item 2; `elmo_hf.tools.core.errors`): only `InputError` (exit 2) and
+`RunFailed` (exit 1), raised where the code anticipated the condition, end a command with one line. Any other
+exception from a run (a plain `ValueError`, an `OSError`, a shape error inside the optimizer's step) is a bug: exit
+status 1 and its traceback, never a line that blames the input. With `--verbose` a handled error's line is followed
+by its traceback.
+
+The table test replaces each command's run module in `sys.modules` (as tests/test_commands.py does for a signal), so
+every row of `COMMANDS` is checked in milliseconds, without torch; two tests run elmo-pretrain itself, through its
+frame, up to a failure inside it."""
+
+from __future__ import annotations
+
+import errno
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from elmo_hf.cli import COMMANDS
+from elmo_hf.tools.core.errors import InputError, RunFailed, reading, writing
+from elmo_hf.train.tasks import TASKS
+
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def _good_argv(name: str, folder: Path) -> list[str]:
+    """A command line of `name` that its options and its checks accept (paths that exist, an output that can be
+    written): what reaches the run."""
+    corpus, table, out = folder / "corpus.txt", folder / "train.tsv", folder / "out"
+    corpus.write_text("the bank raised its rates .\n")
+    table.write_text("label\ttext\n1\ta fine film\n")
+    finetune = ["--model_name_or_path", "tiny", "--train_file", str(table), "--output_dir", str(out)]
+    return {
+        "elmo-embed": [str(corpus), str(folder / "out.h5"), "--model", "tiny"],
+        "elmo-analyze": [str(corpus), "--model", "tiny", "--output_dir", str(out)],
+        "elmo-convert": ["--model", "small", "--output_dir", str(out)],
+        "elmo-app": ["--model", "tiny"],
+        "elmo-export": ["tiny", "--output", str(folder / "model.onnx")],
+        "elmo-pretrain": ["--train_file", str(corpus), "--output_dir", str(out)],
+        "elmo-demo": ["--train_file", str(corpus), "--output_dir", str(out)],
+        "elmo-finetune": [next(iter(TASKS)), *finetune],
+    }.get(name, finetune)  # the fine-tuning commands of the tasks
+
+
+def _run_raising(monkeypatch, name: str, error: BaseException) -> list:
+    """Replace the run of the command `name` by one that raises `error`; the list records its calls."""
+    module_name, _, function = COMMANDS[name].run.partition(":")
+    calls: list = []
+
+    def run(options, guard):
+        calls.append(options)
+        raise error
+
+    module = types.ModuleType(module_name)
+    setattr(module, function, run)
+    monkeypatch.setitem(sys.modules, module_name, module)
+    return calls
+
+
+UNEXPECTED = {
+    "RuntimeError": RuntimeError("mat1 and mat2 shapes cannot be multiplied (3x4 and 5x6)"),
+    "ValueError": ValueError("Expected input batch_size (3) to match target batch_size (2)."),
+    "FileNotFoundError": FileNotFoundError(errno.ENOENT, "No such file or directory", "/some/internal/file"),
+}
+
+
+@pytest.mark.parametrize("kind", UNEXPECTED)
+@pytest.mark.parametrize("name", COMMANDS)
+def test_an_unexpected_error_in_any_run_is_a_traceback_and_exit_1(name, kind, monkeypatch, tmp_path):
+    """Every row of the table: an exception the run did not anticipate (among them a plain `ValueError` and a
+    `FileNotFoundError`, which elmo-pretrain and elmo-demo used to report as bad input) ends with exit status 1 and
+    its traceback on stderr, not exit 2 and one line."""
+    error = UNEXPECTED[kind]
+    calls = _run_raising(monkeypatch, name, error)
+    done = run_cli(name, _good_argv(name, tmp_path), cwd=tmp_path)
+    assert calls, f"{name} stopped before its run: {done.stderr}"
+    assert done.returncode == 1, done.stderr
+    assert TRACEBACK in done.stderr, done.stderr
+    assert done.stderr.rstrip().splitlines()[-1] == f"{kind}: {error}", done.stderr
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_an_anticipated_error_is_one_line(name, monkeypatch, tmp_path):
+    """Every row: an `InputError` is one line and exit status 2, a `RunFailed` one line and exit status 1."""
+    for error, status in ((InputError("--train_file x.txt: no such file"), 2),
+                          (RunFailed("the model folder is in out, but the push failed: 403"), 1)):
+        _run_raising(monkeypatch, name, error)
+        done = run_cli(name, _good_argv(name, tmp_path), cwd=tmp_path)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == status, done.stderr
+        assert TRACEBACK not in done.stderr and lines[-1].endswith(f": {error}"), done.stderr
+
+
+VERBOSE = [name for name in COMMANDS if name != "elmo-demo"]  # elmo-demo has no --verbose
+
+
+@pytest.mark.parametrize("name", VERBOSE)
+def test_with_verbose_a_handled_error_is_logged_with_its_traceback(name, monkeypatch, tmp_path):
+    """--verbose: the one line of an `InputError` (or a `RunFailed`) is followed by its traceback, which names where
+    it was raised; without --verbose the same error is the line alone."""
+    error = InputError("--config_file c.json: not JSON")
+    _run_raising(monkeypatch, name, error)
+    done = run_cli(name, [*_good_argv(name, tmp_path), "--verbose"], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    line = next(line for line in done.stderr.splitlines() if line.endswith(f": {error}"))
+    after = done.stderr[done.stderr.index(line) + len(line):]
+    assert after.lstrip("\n").startswith(TRACEBACK), done.stderr
+    assert "in run" in after and after.rstrip().endswith(f"elmo_hf.tools.core.errors.InputError: {error}"), done.stderr
+
+    _run_raising(monkeypatch, name, RunFailed("the push failed"))
+    done = run_cli(name, [*_good_argv(name, tmp_path), "--verbose"], cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.rstrip().endswith("RunFailed: the push failed"), done.stderr
+
+
+def test_a_failed_check_with_verbose_is_logged_with_its_traceback(tmp_path):
+    """The checks before the run (a corpus that is not there) are handled errors too: one line, and with --verbose
+    the traceback."""
+    argv = ["--train_file", str(tmp_path / "missing.txt"), "--output_dir", str(tmp_path / "out")]
+    quiet = run_cli("elmo-pretrain", argv)
+    assert quiet.returncode == 2 and TRACEBACK not in quiet.stderr, quiet.stderr
+    loud = run_cli("elmo-pretrain", [*argv, "--verbose"])
+    assert loud.returncode == 2 and TRACEBACK in loud.stderr, loud.stderr
+    assert loud.stderr.rstrip().endswith("InputError: no file matches " + repr(str(tmp_path / "missing.txt")))
+
+
+def test_reading_and_writing_name_the_path_and_let_other_errors_through(tmp_path):
+    """`reading`: an `OSError` reading a declared input is an `InputError` naming it (exit 2); `writing`: one writing
+    a declared output is a `RunFailed` naming it (exit 1). Anything else passes through as it is."""
+    missing = tmp_path / "vocab.txt"
+    with pytest.raises(InputError, match=rf"^--vocab_file {missing}: cannot be read \(No such file or directory"):
+        with reading(missing, "--vocab_file"):
+            missing.read_text()
+    with pytest.raises(RunFailed, match=rf"^could not write {tmp_path}: No space left on device$"):
+        with writing(tmp_path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    for guard in (reading(missing), writing(tmp_path)):
+        with pytest.raises(KeyError), guard:
+            raise KeyError("not an OSError")
+
+
+COMMON = ["--preset", "tiny", "--per_device_batch_size", "2", "--unroll_steps", "4", "--max_steps", "2",
+          "--disable_tqdm", "--report_to", "none", "--use_cpu"]
+
+
+@pytest.mark.slow
+def test_a_shape_error_inside_the_optimizer_step_is_a_traceback_not_bad_input(tmp_path, monkeypatch):
+    """The issue's reproduction: a `ValueError` raised inside the optimizer's step during elmo-pretrain (the kind a
+    refactor makes) printed `ERROR elmo-pretrain: Expected input batch_size ...` and exited 2. Now: exit status 1,
+    the traceback through the training step, and no folder left (nothing was checkpointed)."""
+    import torch
+
+    def step(self, *args, **kwargs):
+        raise ValueError("Expected input batch_size (3) to match target batch_size (2).")
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("the bank raised its rates .\nwe sat on the river bank .\n" * 20)
+    out = tmp_path / "out"
+    done = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", out, "--optimizer", "adamw", *COMMON])
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert TRACEBACK in done.stderr and "training_step" in done.stderr, done.stderr[-3000:]
+    assert done.stderr.rstrip().endswith("ValueError: Expected input batch_size (3) to match target batch_size (2).")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_pretraining_writes_is_one_line_exit_1(tmp_path, monkeypatch):
+    """A write into --output_dir that fails (here the vocabulary, on a disk that filled up) is a `RunFailed` naming
+    the file: one line, exit status 1, and the folder the run made is removed."""
+    from elmo_hf.train import pretrain_run
+
+    def full_disk(words, path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pretrain_run, "write_vocab", full_disk)
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("the bank raised its rates .\n" * 10)
+    out = tmp_path / "out"
+    done = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", out, *COMMON])
+    lines = [line for line in done.stderr.splitlines() if line.strip() and " WARNING " not in f" {line} "]
+    assert done.returncode == 1 and TRACEBACK not in done.stderr, done.stderr[-3000:]
+    assert lines[-1].endswith(f"could not write {out / 'vocab.txt'}: No space left on device"), done.stderr[-3000:]
+    assert not out.exists()
+
+
+def test_an_onnx_graph_for_a_folder_that_is_not_there_is_bad_input(tmp_path):
+    """elmo-export's --output in a folder that does not exist: refused in one line (exit 2) before the export, not
+    an `OSError` from deep inside it."""
+    target = tmp_path / "no" / "such" / "model.onnx"
+    done = run_cli("elmo-export", ["tiny", "--output", target])
+    assert done.returncode == 2 and TRACEBACK not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].endswith(f"the folder {target.parent} does not exist"), done.stderr
+    assert sorted(tmp_path.iterdir()) == []
