@@ -118,3 +118,19 @@ def test_the_short_help_reads_transformers_own_fields_without_importing_it():
     shown = " ".join(short_help(TASKS["token-classification"]).split())
     assert f"--learning_rate LEARNING_RATE {imported['learning_rate'].help} (default 0.01)" in shown
     assert f"--save_steps SAVE_STEPS {imported['save_steps'].help} (default {imported['save_steps'].default})" in shown
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], ("adamw", 3e-3, "full", 32)),  # the default recipe: the best measured on a CPU (results_quality.md P2/P3)
+    (["--recipe", "bilm-tf"], ("adagrad", 0.2, "sampled", 128)),  # the original training's
+    (["--recipe", "bilm-tf", "--optimizer", "adamw"], ("adamw", 3e-3, "sampled", 128)),  # a rate follows its optimizer
+    (["--optimizer", "adagrad"], ("adagrad", 0.2, "full", 32)),
+    (["--recipe", "bilm-tf", "--softmax", "full", "--learning_rate", "0.1", "--per_device_batch_size", "8"],
+     ("adagrad", 0.1, "full", 8)),  # an option given explicitly wins over its recipe
+])
+def test_pretraining_recipes_fill_only_the_options_left_unset(argv, expected, tmp_path):
+    base = ["--train_file", "corpus.txt", "--output_dir", str(tmp_path / "out")]
+    args = parse_options(PretrainArguments, [*base, *argv])
+    assert (args.optimizer, args.learning_rate, args.softmax, args.per_device_batch_size) == expected
+    with pytest.raises(UsageError, match="--recipe"):
+        parse_options(PretrainArguments, [*base, "--recipe", "bilm"])

@@ -14,6 +14,17 @@ from elmo_hf.tools.core.command_options import encoding_option
 
 from .time_budget import max_train_time_option
 
+# The defaults each recipe gives the options it names (an option given explicitly wins). "default": AdamW at 3e-3
+# with the full softmax, the best measured for the corpus sizes a CPU or one GPU trains on (benchmarks/
+# results_quality.md: runs P2 and P3, Penn Treebank, 2.3 times lower perplexity than Adagrad at 0.2 in equal
+# minutes). "bilm-tf": the original training's (bilm-tf's train_elmo.py: Adagrad 0.2, 8192 sampled negatives, 128
+# windows of 20 tokens a GPU), made for a billion words over days.
+RECIPES = {
+    "default": {"optimizer": "adamw", "learning_rate": 3e-3, "softmax": "full", "per_device_batch_size": 32},
+    "bilm-tf": {"optimizer": "adagrad", "learning_rate": 0.2, "softmax": "sampled", "per_device_batch_size": 128},
+}
+LEARNING_RATES = {"adamw": 3e-3, "adagrad": 0.2}  # an optimizer chosen apart from its recipe starts here
+
 
 @dataclass
 class PretrainArguments:
@@ -45,22 +56,29 @@ class PretrainArguments:
                 "'elmo-hf[zh]'), one registered there, or module:function (a function of yours, imported). Saved "
                 "with the tokenizer. Default: the split of the --init_from model's tokenizer, else whitespace."})
     encoding: str = encoding_option("the training and validation files")
-    softmax: str = field(default="full", metadata={"help": "full, sampled or adaptive.",
-                                                   "choices": ("full", "sampled", "adaptive")})
+    recipe: str = field(default="default", metadata={
+        "help": "The defaults of --optimizer, --learning_rate, --softmax and --per_device_batch_size: default (AdamW "
+                "at 3e-3, the full softmax, 32 rows: the best measured on a CPU or one GPU, docs/pretraining.md) or "
+                "bilm-tf (the original's: Adagrad at 0.2, the sampled softmax, 128 rows a process). An option given "
+                "explicitly wins over its recipe.", "choices": tuple(RECIPES)})
+    softmax: str | None = field(default=None, metadata={"help": "full, sampled or adaptive (default: the recipe's).",
+                                                        "choices": ("full", "sampled", "adaptive")})
     num_sampled: int = field(default=8192, metadata={"help": "Negatives per batch for the sampled softmax."})
     batch_mode: str = field(default="stream", metadata={"help": "stream (bilm-tf windows, state carried) or sentence.",
                                                          "choices": ("stream", "sentence")})
     unroll_steps: int = field(default=20, metadata={"help": "Window length in tokens (the longest sentence in sentence mode)."})
-    per_device_batch_size: int = field(default=32, metadata={"help": "Rows per batch and process."})
+    per_device_batch_size: int | None = field(default=None, metadata={
+        "help": "Rows per batch and process (default: the recipe's)."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides num_train_epochs when > 0."})
     num_train_epochs: float = field(default=1.0, metadata={"help": "Passes over the corpus when max_steps <= 0."})
     max_train_time: str | None = max_train_time_option(
         "then save, evaluate and write the model folder as at the end. Counted over the whole run like --max_steps (a "
         "resumed run goes on with the time its checkpoint had spent); whichever of --max_train_time, --max_steps and "
         "--num_train_epochs comes first ends the run.")
-    optimizer: str = field(default="adagrad", metadata={"help": "adagrad (bilm-tf: lr 0.2, accumulator 1.0) or adamw.",
-                                                         "choices": ("adagrad", "adamw")})
-    learning_rate: float | None = field(default=None, metadata={"help": "Default 0.2 for adagrad, 3e-3 for adamw."})
+    optimizer: str | None = field(default=None, metadata={
+        "help": "adamw or adagrad (initial accumulator 1.0); default: the recipe's.", "choices": ("adagrad", "adamw")})
+    learning_rate: float | None = field(default=None, metadata={
+        "help": "Default: the recipe's with its optimizer, else 3e-3 for adamw and 0.2 for adagrad."})
     weight_decay: float = field(default=0.0)
     lr_scheduler_type: str = field(default="constant", metadata={"help": "A transformers scheduler name."})
     warmup_steps: int = field(default=0)
@@ -98,6 +116,7 @@ class PretrainArguments:
         errors answer before torch is imported. The preset's name and the word split are checked by the run
         (`pretrain_run.check_model_options`), which knows the presets and the registered splits."""
         check_fields(self)  # the fields' converters and choices (--encoding, --max_train_time, --softmax ...)
+        self._apply_recipe()
         if self.preset and self.config_file:
             raise ValueError("give --preset or --config_file, not both")
         if self.init_from and (self.preset or self.config_file):
@@ -119,6 +138,13 @@ class PretrainArguments:
             raise ValueError("--softmax_weight_file goes with --init_from (a converted model)")
         if self.softmax_weight_file and self.softmax == "adaptive":
             raise ValueError("--softmax_weight_file holds a full softmax; use --softmax full or sampled")
+
+    def _apply_recipe(self) -> None:
+        """Fill the options left unset from `--recipe`; a learning rate follows the optimizer actually used."""
+        recipe = RECIPES[self.recipe]
+        for name in ("optimizer", "softmax", "per_device_batch_size"):
+            if getattr(self, name) is None:
+                setattr(self, name, recipe[name])
         if self.learning_rate is None:
-            # adamw: 3e-3 beat 1e-3 by 17% in perplexity at equal minutes (benchmarks/results_quality.md, run P3)
-            self.learning_rate = 0.2 if self.optimizer == "adagrad" else 3e-3
+            same = self.optimizer == recipe["optimizer"]
+            self.learning_rate = recipe["learning_rate"] if same else LEARNING_RATES[self.optimizer]
