@@ -12,6 +12,7 @@ and windows to the bit (same torch, same weights). A stack whose environment is 
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,27 @@ def test_every_transformers_gives_the_pinned_stacks_results_to_the_bit(stack, fo
     for mode, results in zip(("remote code", "installed"), run_stack(stack, folders, scratch)):
         assert results["transformers"] == STACKS[stack], mode
         assert differences(reference, results) == [], f"{stack}, {mode}"
+
+
+DATASETS_STACK = "datasets-3.6"  # datasets before 4.7 (with transformers 4.46): they blank a tokenizer's `cache`
+
+
+def test_datasets_3_6_maps_with_the_tokenizer_and_runs_the_recipes(folders, scratch):
+    """Issue 54: on datasets 3.6 `Dataset.map` with the ELMo tokenizer failed (`KeyError: 'rows'`): their fingerprint
+    replaced the tokenizer's attribute `cache`, where the rows lived. tests/compat/datasets_checks.py maps with the
+    tokenizer as remote code and installed, and runs the SQuAD and GLUE blocks of docs/ecosystem.md as written."""
+    python = environments.python_of(DATASETS_STACK)
+    if python is None:
+        pytest.skip(f"the environment {DATASETS_STACK} is not built: make test-compat builds it (pip, from the registry)")
+    out = scratch / DATASETS_STACK
+    env = {**clean_env(), "HF_MODULES_CACHE": str(out / "modules"), "HF_DATASETS_CACHE": str(out / "datasets")}
+    result = subprocess.run([str(python), str(REPO / "tests" / "compat" / "datasets_checks.py"), str(folders / "base"),
+                             str(out), "--repo", str(REPO)], cwd=scratch, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, f"{DATASETS_STACK}:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    results = json.loads(result.stdout.strip().splitlines()[-1])
+    for mode in ("remote", "installed"):
+        assert results[mode] == {"datasets": "3.6.0", "rows_equal": True, "fingerprint_held": True}, mode
+    printed = results["recipes"]
+    assert [line.split(":")[0] for line in printed if line.startswith("SQuAD")] == ["SQuAD v1", "SQuAD v2"], printed
+    assert any("eval_accuracy" in line for line in printed), printed  # the GLUE block's trainer.evaluate()
