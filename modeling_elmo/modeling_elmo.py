@@ -34,6 +34,7 @@ from .compat_elmo import (
     SAVE_PRETRAINED_KEEPS_NAMES,
     can_return_tuple,
     init,
+    warn_dotted_folder,
 )
 from .configuration_elmo import ElmoConfig
 from .inputs_elmo import check_inputs, check_state
@@ -440,6 +441,7 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
         target = Path(save_directory)
         if self._auto_class is None and not is_remote_code(type(self)) or target.is_file():  # a file: refused
             return super().save_pretrained(save_directory, *args, **kwargs)
+        warn_dotted_folder(target)
         saved_map, saved_pipelines = self.config.auto_map or {}, getattr(self.config, "custom_pipelines", None)
         left_out = copy_model_code(target, saved_map, origin=getattr(self.config, "_name_or_path", None),
                                    custom_pipelines=saved_pipelines,

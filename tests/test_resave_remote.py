@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -198,3 +199,16 @@ def test_a_task_model_fine_tuned_as_remote_code_and_saved_answers_its_pipeline(t
     assert reader["result"]["answer"] in "Mary lives in Paris" and reader["result"]["answer"]
     for task in heads:  # the folder holds the fine-tuned weights, to the bit
         assert answered[task]["logits"] == tuned[task]["logits"], task
+
+
+def test_a_folder_named_with_a_dot_is_saved_with_a_warning_naming_the_fix(tmp_path, caplog):
+    """transformers 4.x cannot load remote code from a folder whose name has a dot (`elmo-v1.0`: No module named
+    'transformers_modules.elmo-v1', seen on 4.46): the save says so, and names a name that works."""
+    model = tiny_model()
+    with caplog.at_level(logging.WARNING):
+        model.save_pretrained(tmp_path / "elmo-v1")
+        assert [r for r in caplog.records if "dot" in r.getMessage()] == []
+        model.save_pretrained(tmp_path / "elmo-v1.0")
+    warnings = [r.getMessage() for r in caplog.records if "dot" in r.getMessage()]
+    assert len(warnings) == 1 and "elmo-v1.0" in warnings[0] and "'elmo-v1_0'" in warnings[0], warnings
+    assert "transformers 4.x" in warnings[0] and (tmp_path / "elmo-v1.0" / "config.json").is_file()
