@@ -1,5 +1,5 @@
 """What transformers versions name or do differently, in one place: the model and its configuration run unchanged on
-transformers 4.46 to the newest 5.x (tests/compat/ runs them on 4.46, 4.53, 5.16 and the pinned release).
+transformers 4.46 to the newest 5.x (tests/compat/ runs them on 4.46, 4.53, 5.3, 5.16 and the pinned release).
 
 Each difference is an import tried in order, or a look at what the installed transformers has, with the versions that
 need each branch written beside it. Nothing else in the package asks which transformers it runs on.

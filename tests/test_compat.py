@@ -1,5 +1,5 @@
-"""The compatibility matrix: ELMo folders saved by the pinned stack, used on transformers 4.46, 4.53, 5.16 and the pinned
-5.23, as remote code (the project hidden) and installed, each stack in an interpreter of its own environment
+"""The compatibility matrix: ELMo folders saved by the pinned stack, used on transformers 4.46, 4.53, 5.3, 5.16 and the
+pinned 5.23, as remote code (the project hidden) and installed, each stack in an interpreter of its own environment
 (tests/compat/environments.py; `make test-compat` builds them, then runs this file).
 
 Every stack answers AutoTokenizer, AutoModel, AutoModelForSequenceClassification, AutoModelForTokenClassification, the
@@ -28,7 +28,8 @@ environments = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(environments)
 
 PINNED = "pinned"  # this interpreter: the versions of constraints.txt
-STACKS = {"transformers-4.46": "4.46.3", "transformers-4.53": "4.53.2", "transformers-5.16": "5.16.1"}
+STACKS = {"transformers-4.46": "4.46.3", "transformers-4.53": "4.53.2", "transformers-5.3": "5.3.0",
+          "transformers-5.16": "5.16.1"}
 # `make test` runs these: the oldest supported (the one flair's and spaCy's ranges share) and a 5.x below 5.17
 IN_SUITE = {"transformers-4.46", "transformers-5.16"}
 # Where stacks may differ: the loss of two Trainer steps on a head initialised from each version's random draws.
