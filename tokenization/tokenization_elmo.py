@@ -755,30 +755,21 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return values
 
     # ----- the row cache (`row_cache_elmo.py`) ---------------------------------------------------------------------
-    # All mutable state lives in `self._encoding` (`EncodingState`), which pickles, copies and hashes as an empty
-    # one: `Dataset.map` fingerprints do not change as the cache fills, and pickles and copies make their own. Not in
-    # an attribute named `cache`: datasets before 4.7 replaces that one with `{}` on the live tokenizer when it
-    # hashes it (for `Dataset.map`), which took the rows away mid-use (`KeyError: 'rows'`, issue 54).
+    # All mutable state lives in `self._encoding` (`EncodingState`), which pickles, copies and hashes as an empty one,
+    # made afresh on first use: `Dataset.map` fingerprints do not change as the cache fills, and pickles and copies
+    # have their own. Not an attribute named `cache`: datasets before 4.7 replaces that one with `{}` on the live
+    # tokenizer when it hashes it, which took the rows away mid-use (`KeyError: 'rows'`, issue 54).
     def _init_cache(self) -> None:
         self._encoding = EncodingState(
             RowCache(self._new_row, self._boundary_rows(), self.row_width, self.cache_size, self._ROW_DTYPE))
 
     def _encoding_state(self) -> EncodingState:
-        """The tokenizer's `EncodingState`, made afresh where it is an empty one (a copy of the state alone)."""
+        """The tokenizer's `EncodingState`, made afresh where it is an empty one (in a pickle or a copy)."""
         state = self.__dict__.get("_encoding")
         if state is None or state.rows is None:
             self._init_cache()
             state = self._encoding
         return state
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state.pop("_encoding", None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._init_cache()
 
     def _new_row(self, word: str) -> list[int]:
         """The row of a word met for the first time (the cache's `make_row`)."""
