@@ -1,5 +1,5 @@
 """What transformers versions name or do differently, in one place: the model and its configuration run unchanged on
-transformers 4.46 to the newest 5.x (tests/compat/ runs them on 4.46, 4.53, 5.16 and the pinned release).
+transformers 4.46 to the newest 5.x (tests/compat/ runs them on 4.46, 4.53, 5.3, 5.16 and the pinned release).
 
 Each difference is an import tried in order, or a look at what the installed transformers has, with the versions that
 need each branch written beside it. Nothing else in the package asks which transformers it runs on.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 import re
 from dataclasses import is_dataclass
 from functools import wraps
@@ -18,6 +19,9 @@ from functools import wraps
 import torch
 import transformers
 from transformers import PretrainedConfig, PreTrainedModel
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
 
 try:  # transformers >= 5.0: helpers that write a tensor only where the checkpoint did not fill it
     from transformers import initialization as init
@@ -103,3 +107,15 @@ def finish_config(config: PretrainedConfig, kwargs: dict) -> None:
         PretrainedConfig.__post_init__(config, **kwargs)
     else:
         PretrainedConfig.__init__(config, **kwargs)
+
+
+def warn_dotted_folder(folder: str | os.PathLike) -> None:
+    """A warning where the name of `folder`, about to hold remote code, has a dot: transformers 4.x (4.46 tested) names
+    the module of a folder's code after the folder, and a dot there splits it (`elmo-v1.0` -> `No module named
+    'transformers_modules.elmo-v1'`), so such a folder never loads with `trust_remote_code=True` there; 5.x replaces
+    the dot. The saving stack does not matter: the loading one does."""
+    name = os.path.basename(os.path.normpath(os.fspath(folder)))
+    if "." in name.strip("."):
+        logger.warning(f"{folder}: transformers 4.x cannot load a folder whose name has a dot with "
+                       f"trust_remote_code=True (No module named 'transformers_modules.{name.split('.')[0]}'); "
+                       f"name it without dots (e.g. {name.replace('.', '_')!r}) where 4.x users will load it")

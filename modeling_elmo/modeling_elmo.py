@@ -34,6 +34,7 @@ from .compat_elmo import (
     SAVE_PRETRAINED_KEEPS_NAMES,
     can_return_tuple,
     init,
+    warn_dotted_folder,
 )
 from .configuration_elmo import ElmoConfig
 from .inputs_elmo import check_inputs, check_state
@@ -431,20 +432,30 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
         """`PreTrainedModel.save_pretrained`, after checking the configuration (a field may have been set to a bad
         value since loading: a refused save writes nothing), with every travelling file of the model copied first
         (`remote_code_elmo.py`): the class is registered for remote code (`import elmo_hf.modeling_elmo` does it) or was
-        loaded as remote code (which transformers 4.x does not mark so). config.json then names only Auto classes
-        whose files the folder holds."""
+        loaded as remote code (which transformers 4.x does not mark so). Loaded as remote code, the files transformers
+        did not fetch (the pipelines', the other heads') come from where the model was loaded from. config.json then
+        names only Auto classes and pipelines whose files the folder holds. `Trainer.save_model` and `push_to_hub`
+        save through here."""
         self.config.validate()
         kwargs = {**SAVE_PRETRAINED_KEEPS_NAMES, **kwargs}  # today's weight names, also after loading old ones
         target = Path(save_directory)
         if self._auto_class is None and not is_remote_code(type(self)) or target.is_file():  # a file: refused
             return super().save_pretrained(save_directory, *args, **kwargs)
-        saved_map = self.config.auto_map or {}
-        left_out = copy_model_code(target, saved_map, origin=getattr(self.config, "_name_or_path", None))
+        warn_dotted_folder(target)
+        saved_map, saved_pipelines = self.config.auto_map or {}, getattr(self.config, "custom_pipelines", None)
+        left_out = copy_model_code(target, saved_map, origin=getattr(self.config, "_name_or_path", None),
+                                   custom_pipelines=saved_pipelines,
+                                   revision=getattr(self.config, "_commit_hash", None))
         self.config.auto_map = {key: value for key, value in saved_map.items() if key not in left_out}
+        if saved_pipelines:
+            self.config.custom_pipelines = {task: entry for task, entry in saved_pipelines.items()
+                                            if f"pipeline {task}" not in left_out}
         try:
             return super().save_pretrained(save_directory, *args, **kwargs)
         finally:
             self.config.auto_map = saved_map  # another folder may hold them all
+            if saved_pipelines:
+                self.config.custom_pipelines = saved_pipelines
 
     def quantize_int8(self) -> ElmoPreTrainedModel:
         """Run inference with int8 matrix multiplies on the CPU (torch's fbgemm kernels): the biLSTM and the

@@ -1,5 +1,5 @@
-"""The compatibility matrix: ELMo folders saved by the pinned stack, used on transformers 4.46, 4.53, 5.16 and the pinned
-5.23, as remote code (the project hidden) and installed, each stack in an interpreter of its own environment
+"""The compatibility matrix: ELMo folders saved by the pinned stack, used on transformers 4.46, 4.53, 5.3, 5.16 and the
+pinned 5.23, as remote code (the project hidden) and installed, each stack in an interpreter of its own environment
 (tests/compat/environments.py; `make test-compat` builds them, then runs this file).
 
 Every stack answers AutoTokenizer, AutoModel, AutoModelForSequenceClassification, AutoModelForTokenClassification, the
@@ -12,6 +12,7 @@ and windows to the bit (same torch, same weights). A stack whose environment is 
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,8 @@ environments = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(environments)
 
 PINNED = "pinned"  # this interpreter: the versions of constraints.txt
-STACKS = {"transformers-4.46": "4.46.3", "transformers-4.53": "4.53.2", "transformers-5.16": "5.16.1"}
+STACKS = {"transformers-4.46": "4.46.3", "transformers-4.53": "4.53.2", "transformers-5.3": "5.3.0",
+          "transformers-5.16": "5.16.1"}
 # `make test` runs these: the oldest supported (the one flair's and spaCy's ranges share) and a 5.x below 5.17
 IN_SUITE = {"transformers-4.46", "transformers-5.16"}
 # Where stacks may differ: the loss of two Trainer steps on a head initialised from each version's random draws.
@@ -109,3 +111,27 @@ def test_every_transformers_gives_the_pinned_stacks_results_to_the_bit(stack, fo
     for mode, results in zip(("remote code", "installed"), run_stack(stack, folders, scratch)):
         assert results["transformers"] == STACKS[stack], mode
         assert differences(reference, results) == [], f"{stack}, {mode}"
+
+
+DATASETS_STACK = "datasets-3.6"  # datasets before 4.7 (with transformers 4.46): they blank a tokenizer's `cache`
+
+
+def test_datasets_3_6_maps_with_the_tokenizer_and_runs_the_recipes(folders, scratch):
+    """Issue 54: on datasets 3.6 `Dataset.map` with the ELMo tokenizer failed (`KeyError: 'rows'`): their fingerprint
+    replaced the tokenizer's attribute `cache`, where the rows lived. tests/compat/datasets_checks.py maps with the
+    tokenizer as remote code and installed, and runs the SQuAD and GLUE blocks of docs/ecosystem.md as written."""
+    python = environments.python_of(DATASETS_STACK)
+    if python is None:
+        pytest.skip(f"the environment {DATASETS_STACK} is not built: make test-compat builds it (pip, from the registry)")
+    out = scratch / DATASETS_STACK
+    env = {**clean_env(), "HF_MODULES_CACHE": str(out / "modules"), "HF_DATASETS_CACHE": str(out / "datasets")}
+    result = subprocess.run([str(python), str(REPO / "tests" / "compat" / "datasets_checks.py"), str(folders / "base"),
+                             str(out), "--repo", str(REPO)], cwd=scratch, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, f"{DATASETS_STACK}:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    results = json.loads(result.stdout.strip().splitlines()[-1])
+    for mode in ("remote", "installed"):
+        assert results[mode] == {"datasets": "3.6.0", "rows_equal": True, "fingerprint_held": True}, mode
+    printed = results["recipes"]
+    assert [line.split(":")[0] for line in printed if line.startswith("SQuAD")] == ["SQuAD v1", "SQuAD v2"], printed
+    assert any("eval_accuracy" in line for line in printed), printed  # the GLUE block's trainer.evaluate()

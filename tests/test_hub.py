@@ -347,7 +347,9 @@ print(json.dumps({"oid": info.oid, "module": type(model).__module__}))
 
 @pytest.mark.slow
 def test_model_loaded_as_remote_code_pushes_again(hub, round_trip):
-    """Where the project is not installed, the remote code's push_to_hub falls back to transformers' own."""
+    """Where the project is not installed, the remote code's push_to_hub falls back to transformers' own. The push
+    carries every file its config.json names: those transformers did not fetch to load an AutoModel (the heads',
+    the pipelines') come from the repository it was loaded from, at the commit loaded."""
     target = "elmo-org/pushed-from-remote-code"
     code = REMOTE_PUSH.replace("__SOURCE__", repr(REPO_ID)).replace("__TARGET__", repr(target))
     work = round_trip["work"]
@@ -355,7 +357,13 @@ def test_model_loaded_as_remote_code_pushes_again(hub, round_trip):
     assert out["module"].startswith("transformers_modules.") and hub.head(target) == out["oid"]
     files = hub.files(target)
     assert {"config.json", "model.safetensors", "README.md", "modeling_elmo.py", "configuration_elmo.py"} <= set(files)
-    assert json.loads(hub.read(target, "config.json"))["auto_map"]["AutoModel"].endswith("modeling_elmo.ElmoModel")
+    config = json.loads(hub.read(target, "config.json"))
+    assert config["auto_map"]["AutoModel"].endswith("modeling_elmo.ElmoModel")
+    named = [*config["auto_map"].values(), *(entry["impl"] for entry in config["custom_pipelines"].values())]
+    assert set(config["auto_map"]) >= {"AutoModelForTokenClassification", "AutoModelForQuestionAnswering"}
+    assert {"token-classification", "question-answering"} <= set(config["custom_pipelines"])
+    assert {reference.rsplit(".", 1)[0] + ".py" for reference in named} <= set(files)
+    assert "elmo_sentence_pooling.py" in files
 
 
 @pytest.mark.slow

@@ -607,6 +607,22 @@ def test_datasets_map_and_fingerprint():
     assert tok.pad([mapped[i] for i in range(3)])["input_ids"].shape == (3, 5, 50)
 
 
+def test_datasets_before_4_7_fingerprinting_leaves_the_tokenizer_working():
+    """datasets 3.x - 4.6 fingerprint a tokenizer with `state = tok.__dict__; state["cache"] = {}` (no copy: the live
+    tokenizer's attribute named `cache` is replaced), then `Dataset.map` runs the tokenizer (issue 54: `KeyError:
+    'rows'` when the rows lived there). The cache lives elsewhere, and hashes as nothing in either version."""
+    datasets = pytest.importorskip("datasets")
+    tok = ElmoTokenizer()
+    state = tok.__dict__  # what datasets 3.6's reducer of tokenizers does, to the letter
+    if "cache" in state and isinstance(state["cache"], dict):
+        state["cache"] = {}
+    assert tok("a b c")["input_ids"] == expected_sentence(["a", "b", "c"])
+    fingerprint = datasets.fingerprint.Hasher.hash(tok)
+    tok("words never seen before fill the cache")
+    assert len(tok._encoding_state().rows) >= 9 and datasets.fingerprint.Hasher.hash(tok) == fingerprint
+    assert datasets.fingerprint.Hasher.hash(ElmoTokenizer()) == fingerprint  # a fresh one: the same fingerprint
+
+
 # ----- word vocabulary ------------------------------------------------------------------------------------------
 def test_vocab_ids(vocab_file):
     tok = ElmoTokenizer(vocab_file=str(vocab_file))
@@ -1017,7 +1033,7 @@ def test_cache_is_bounded_and_correct():
         == first
     )
     tok(["a"], is_split_into_words=True)
-    assert len(tok.cache["rows"]) <= 10
+    assert len(tok._encoding_state().rows) <= 10
 
 
 def test_pickle_deepcopy_and_threads():

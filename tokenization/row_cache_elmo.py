@@ -8,6 +8,10 @@ row). Once more than `size` words are cached the cache starts afresh, between ca
 One call at a time touches the cache: callers hold `lock` around everything they do with it (`ElmoTokenizer`
 holds it for a whole encoding), so a tokenizer is safe to share between threads.
 
+A tokenizer keeps its cache in an `EncodingState`, which pickles as an empty one: what is cached is never part of a
+pickle, a copy or a fingerprint of the tokenizer (datasets hashes a tokenizer's attributes to fingerprint
+`Dataset.map`; a fingerprint that changed as the cache fills would never find the results of an earlier map).
+
 This file travels to the Hub as remote code next to `tokenization_elmo.py`: it imports only the standard library,
 numpy and torch.
 """
@@ -107,3 +111,15 @@ class RowCache:
             if gc_was_enabled:
                 gc.enable()
         return input_ids
+
+
+class EncodingState:
+    """What a tokenizer changes as it encodes: its row cache (`rows`) and the keys of the warnings it gives once
+    (`warned`). Pickles, copies and hashes as an empty state (`rows` None), which its tokenizer makes afresh."""
+
+    def __init__(self, rows: RowCache | None = None):
+        self.rows = rows
+        self.warned: set[str] = set()
+
+    def __reduce__(self):
+        return (EncodingState, ())

@@ -102,7 +102,7 @@ from .padding_elmo import (
     to_list,
     token_level_keys,
 )
-from .row_cache_elmo import CACHED_BOS, CACHED_EOS, RowCache
+from .row_cache_elmo import CACHED_BOS, CACHED_EOS, EncodingState, RowCache
 from .text_inputs_elmo import as_pair_batch, check_word, refuse_unsupported, tensor_type_of
 from .truncation_elmo import kept_spans, windows
 from .word_splits_elmo import CJK_CHARACTER, CUSTOM_SPLIT_PREFIX, check_saved_split, split_name, split_words
@@ -614,7 +614,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         `padding` = (strategy, max_length, pad_to_multiple_of) says, with each row's length, the padded length (None:
         not padded) and the alignments of positions with words (of the first sentences, of the second or None)."""
         first, second = batches
-        cache = self.cache["rows"]
+        cache = self._encoding_state().rows
         with cache.lock:  # the cache is shared by every thread that uses this tokenizer
             cache.clear_if_full()
             sequences, alignment = self._cache_sequences(first, [a for a, _ in spans], add_special_tokens)
@@ -639,7 +639,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         """Each sentence's cache indices (the words of its span, then the added `<S>`/`</S>`) and its alignment:
         (words kept, index of the first kept word, whether `<S>`/`</S>` were added). Lock held."""
         sequences, alignment = [], []
-        indices_of = self.cache["rows"].indices
+        indices_of = self._encoding_state().rows.indices
         for words, (start, stop) in zip(batch, spans, strict=True):
             if (start, stop) != (0, len(words)):
                 words = words[start:stop]
@@ -755,22 +755,21 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return values
 
     # ----- the row cache (`row_cache_elmo.py`) ---------------------------------------------------------------------
-    # All mutable state lives in the dict `self.cache`: `datasets` blanks an attribute of that name (a dict) when it
-    # hashes a tokenizer, so `Dataset.map` fingerprints do not change as the cache fills; pickles and copies drop it.
+    # All mutable state lives in `self._encoding` (`EncodingState`), which pickles, copies and hashes as an empty one,
+    # made afresh on first use: `Dataset.map` fingerprints do not change as the cache fills, and pickles and copies
+    # have their own. Not an attribute named `cache`: datasets before 4.7 replaces that one with `{}` on the live
+    # tokenizer when it hashes it, which took the rows away mid-use (`KeyError: 'rows'`, issue 54).
     def _init_cache(self) -> None:
-        self.cache = {
-            "rows": RowCache(self._new_row, self._boundary_rows(), self.row_width, self.cache_size, self._ROW_DTYPE),
-            "warned": set(),  # warnings already given once
-        }
+        self._encoding = EncodingState(
+            RowCache(self._new_row, self._boundary_rows(), self.row_width, self.cache_size, self._ROW_DTYPE))
 
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state.pop("cache", None)
+    def _encoding_state(self) -> EncodingState:
+        """The tokenizer's `EncodingState`, made afresh where it is an empty one (in a pickle or a copy)."""
+        state = self.__dict__.get("_encoding")
+        if state is None or state.rows is None:
+            self._init_cache()
+            state = self._encoding
         return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._init_cache()
 
     def _new_row(self, word: str) -> list[int]:
         """The row of a word met for the first time (the cache's `make_row`)."""
@@ -780,8 +779,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return row
 
     def _warn_once(self, key: str, message: str, *args) -> None:
-        if key not in self.cache["warned"]:
-            self.cache["warned"].add(key)
+        warned = self._encoding_state().warned
+        if key not in warned:
+            warned.add(key)
             logger.warning(message, *args)
 
     def _warn_if_cut_cjk(self, word: str) -> None:

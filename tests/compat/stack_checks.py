@@ -139,7 +139,7 @@ def _checks(folders: Path) -> dict:
     torch.manual_seed(0)
     transformers, tokenizer, models = _load(folders)
     modules = {type(model).__module__.split(".")[0] for model in models.values()}
-    assert modules == {"transformers_modules" if TRUST else "modeling_elmo"}, modules  # remote code, or installed
+    assert modules == {"transformers_modules" if TRUST else "elmo_hf"}, modules  # remote code, or installed
     results = {"transformers": transformers.__version__}
     results.update(_forward(tokenizer, models))
     results.update(_multiple_choice(transformers, tokenizer, folders))
