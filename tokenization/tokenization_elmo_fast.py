@@ -20,7 +20,8 @@ the words it returns (lower-cases them) is refused in one line: the words are re
 
 A custom pre-tokenizer cannot be written to `tokenizer.json` nor pickled: the backend tokenizer is rebuilt from
 `word_split` when the tokenizer is loaded, unpickled or copied, and no `tokenizer.json` is saved. It lives in
-the dict `self.cache`, which `datasets` blanks when it fingerprints a tokenizer.
+`self._fast` (`FastState`), which pickles, copies and hashes as an empty one. Not an attribute named `cache`:
+`datasets` before 4.7 replaced that attribute of the live tokenizer with `{}` when it fingerprinted one.
 
 What differs from `ElmoTokenizer`, both as transformers' own fast and slow tokenizers differ: a pair cut by
 `truncation="longest_first"` without windows gives an odd word to the second sentence (the `tokenizers` rule, which
@@ -39,7 +40,6 @@ import logging
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from tokenizers import Regex, Tokenizer, models, pre_tokenizers, processors
@@ -115,6 +115,15 @@ def _backend(word_split, pre_split: bool, vocab: dict[str, int]) -> Tokenizer:
     return backend
 
 
+class FastState(dict):
+    """The per-process state of an `ElmoTokenizerFast` (its `tokenizers` backends, the lock, the row cache, the
+    `ElmoTokenizer` it hands decoding and padding to): pickles, copies and hashes as an empty one, which the tokenizer
+    builds again from its settings."""
+
+    def __reduce__(self):
+        return (FastState, ())
+
+
 class ElmoTokenizerFast(PreTrainedTokenizerFast):
     r"""ELMo character tokenizer on the `tokenizers` library: the outputs of `ElmoTokenizer`, from a
     `PreTrainedTokenizerFast` (see the module docstring for how, and for what differs).
@@ -147,13 +156,13 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
         # Built from word_split, never from files: what transformers' loading passes for them is dropped.
         for key in ("tokenizer_file", "tokenizer_object", "vocab", "merges", "split_special_tokens"):
             kwargs.pop(key, None)
-        self.cache: dict[str, Any] = {}  # before anything reads `_tokenizer`, which lives in it
+        self._fast = FastState()  # before anything reads `_tokenizer`, which lives in it
         # ElmoTokenizer checks every argument and keeps the word vocabulary, decoding and pad()
         slow = ElmoTokenizer(vocab_file=vocab_file, word_vocab=word_vocab, word_split=word_split,
                              max_characters_per_token=max_characters_per_token, cache_size=cache_size,
                              bos_token=bos_token, eos_token=eos_token, pad_token=pad_token,
                              padding_side=kwargs.get("padding_side", "right"))
-        self.cache["slow"] = slow  # what the methods delegated to it need, also while the base class initialises
+        self._fast["slow"] = slow  # what the methods delegated to it need, also while the base class initialises
         self._word_vocab_tokens = slow.word_vocab
         self.max_characters_per_token = max_characters_per_token
         self.cache_size = cache_size
@@ -171,15 +180,16 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
         self._init_cache(slow)
 
     # ----- per-process state: the backends, the rows, the slow tokenizer -------------------------------------------
-    # `self.cache` is a dict: `datasets` blanks an attribute of that name when it fingerprints a tokenizer, and the
+    # `self._fast` is a `FastState`: it hashes and pickles as an empty one (datasets' fingerprints do not change as the
+    # rows fill), and the
     # custom pre-tokenizer in it could not be pickled anyway; pickles and copies rebuild it from the settings.
     @property
     def _tokenizer(self) -> Tokenizer | None:
-        return self.cache.get("backend")
+        return self._fast.get("backend")
 
     @_tokenizer.setter
     def _tokenizer(self, value: Tokenizer) -> None:
-        self.cache["backend"] = value
+        self._fast["backend"] = value
 
     def _init_cache(self, slow: ElmoTokenizer | None = None) -> None:
         if slow is None:
@@ -192,7 +202,7 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
             backend.add_special_tokens([BOS_TOKEN, EOS_TOKEN, PAD_TOKEN])  # in the vocabulary: no new ids
             backend.encode_special_tokens = True  # a literal "<S>" in the text is a word, as in ElmoTokenizer
             backends[key] = backend
-        self.cache.update(
+        self._fast.update(
             backends,
             lock=threading.Lock(),
             slow=slow,
@@ -203,12 +213,12 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.pop("cache", None)
+        state.pop("_fast", None)
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self.cache = {}
+        self._fast = FastState()
         self._init_cache()
 
     def update_post_processor(self) -> None:
@@ -218,7 +228,7 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
     # ----- ElmoTokenizer's own: vocabularies, rows, decoding, padding ------------------------------------------------
     @property
     def _slow(self) -> ElmoTokenizer:
-        return self.cache["slow"]
+        return self._fast["slow"]
 
     @property
     def word_vocab(self) -> list[str] | None:
@@ -343,8 +353,8 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
             padding=padding, truncation=truncation, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
             verbose=verbose,
         )
-        backend = self.cache["words_backend" if is_split_into_words else "backend"]
-        with self.cache["lock"]:  # the backend's truncation and padding are set for each call: one call at a time
+        backend = self._fast["words_backend" if is_split_into_words else "backend"]
+        with self._fast["lock"]:  # the backend's truncation and padding are set for each call: one call at a time
             self._configure(backend, (padding_strategy, max_length, pad_to_multiple_of),
                             (truncation_strategy, stride), add_special_tokens, second is not None)
             encodings = _encode(backend, inputs, add_special_tokens, is_split_into_words)
@@ -420,7 +430,7 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
 
     def _rows(self, tokens: list[list[str | None]], lengths: list[int], target: int | None, tensor_type):
         """The character ids of every position (None: padding, a zero row), through the cache of rows."""
-        cache = self.cache["rows"]
+        cache = self._fast["rows"]
         with cache.lock:  # the cache is shared by every thread that uses this tokenizer
             cache.clear_if_full()
             sequences = []
