@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
-
-if TYPE_CHECKING:
-    from . import FineTuningTask
+from typing import Any, ClassVar
 
 
 class Task(ABC):
@@ -24,7 +21,7 @@ class Task(ABC):
     `ValueError` (or `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line
     naming the option and the file."""
 
-    row: ClassVar[FineTuningTask]  # the module's `TASK`
+    row: ClassVar[Any]  # the module's `TASK`, its `FineTuningTask` (not imported here: the package imports this)
     # Whether the examples carry labels from a set the head is built for (a classifier's classes, a tagger's tags):
     # the run then reads them (`labels_of`), gives a new head their ids and checks the validation file's. Multiple
     # choice and question answering have none: the answer is a position in the example itself.
