@@ -98,6 +98,9 @@ ELMO_CLASSES = (
               "question-answering", "extractive question answering (SQuAD)"),
     ElmoClass("AutoModelForMultipleChoice", "modeling_elmo_multiple_choice.ElmoForMultipleChoice",
               "multiple-choice", "multiple choice (SWAG-style: a context and its possible endings)"),
+    # no transformers Auto class for semantic role labelling: loaded by `load_elmo(task=...)` or by its `auto_map` key
+    ElmoClass(None, "modeling_elmo_srl.ElmoForSemanticRoleLabeling", "semantic-role-labeling",
+              "semantic role labelling (BIO argument tags of a marked predicate)"),
 )
 
 
