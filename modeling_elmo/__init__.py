@@ -14,23 +14,26 @@ from transformers import AutoConfig, AutoTokenizer
 
 from elmo_hf.tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
 
-from .configuration_elmo import AUTO_CLASSES, ELMO_CLASSES, ElmoConfig
+from .configuration_elmo import AUTO_CLASSES, AUTO_MAP, ELMO_CLASSES, ElmoConfig
 from .downstream_elmo import ElmoRepresentationsOutput, ElmoScalarMix
 from .modeling_elmo import ElmoForPreTrainingOutput, ElmoModelOutput, ElmoPreTrainedModel
 from .modeling_elmo_heads import ElmoPreTrainedModelForTasks
 
 
 def _register_elmo_classes() -> list[str]:
-    """Every row of `ELMO_CLASSES`: the class with its Auto class (in-library), marked for remote code, and exported
-    from this package; returns their names."""
+    """Every row of `ELMO_CLASSES`: the class with its Auto class (in-library), marked for remote code (under its
+    `auto_map_key` where it has no Auto class), and exported from this package; returns their names."""
     AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
     ElmoConfig.register_for_auto_class()
     names = []
     for row in ELMO_CLASSES:
         module, name = row.path.split(".")
         model_class = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        getattr(transformers, row.auto_class).register(ElmoConfig, model_class, exist_ok=True)
-        model_class.register_for_auto_class(row.auto_class)
+        if row.auto_class is None:  # no Auto class to register with: saved folders name it by its own name
+            model_class._auto_class = row.auto_map_key
+        else:
+            getattr(transformers, row.auto_class).register(ElmoConfig, model_class, exist_ok=True)
+            model_class.register_for_auto_class(row.auto_class)
         globals()[name] = model_class
         names.append(name)
     return names
@@ -51,6 +54,7 @@ AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=
 
 __all__ = [
     "AUTO_CLASSES",
+    "AUTO_MAP",
     "ELMO_CLASSES",
     "ElmoConfig",
     "ElmoModelOutput",

@@ -64,12 +64,22 @@ PAIR_COMBINATIONS = {"concat_diff_product": 4, "concat": 2}
 class ElmoClass:
     """One Elmo model class: its Auto class, where it is ("module.Class" of the files that travel), and for a task
     head, the task as transformers names it (the fine-tuning command's task, `train/tasks/<task>.py`, and
-    `load_elmo(task=...)`) and what the head is for, in a few words (the model card's list of heads)."""
+    `load_elmo(task=...)`) and what the head is for, in a few words (the model card's list of heads).
 
-    auto_class: str
+    `auto_class` None: a head of a task that transformers has no Auto class for (semantic role labelling). It is
+    loaded by `elmo_hf.tools.loading.load_elmo(task=...)`, or as remote code through the saved config's `auto_map`,
+    where its key is the class's own name (`auto_map_key`): `get_class_from_dynamic_module(config.auto_map[
+    "ElmoForSemanticRoleLabeling"], folder)`, which `load_elmo(..., trust_remote_code=True)` does."""
+
+    auto_class: str | None
     path: str
     task: str | None = None
     description: str | None = None
+
+    @property
+    def auto_map_key(self) -> str:
+        """Its key in a config's `auto_map`: the Auto class, or the class's name where it has none."""
+        return self.auto_class or self.path.rsplit(".", 1)[1]
 
 
 # Every Elmo model class, the one list of them. `import elmo_hf.modeling_elmo` registers each with its Auto class and exports
@@ -88,8 +98,28 @@ ELMO_CLASSES = (
               "question-answering", "extractive question answering (SQuAD)"),
     ElmoClass("AutoModelForMultipleChoice", "modeling_elmo_multiple_choice.ElmoForMultipleChoice",
               "multiple-choice", "multiple choice (SWAG-style: a context and its possible endings)"),
+    # no transformers Auto class for semantic role labelling: loaded by `load_elmo(task=...)` or by its `auto_map` key
+    ElmoClass(None, "modeling_elmo_srl.ElmoForSemanticRoleLabeling", "semantic-role-labeling",
+              "semantic role labelling (BIO argument tags of a marked predicate)"),
 )
-AUTO_CLASSES = {row.auto_class: row.path for row in ELMO_CLASSES}  # "AutoModel": "modeling_elmo.ElmoModel", ...
+
+
+def auto_classes(rows: tuple[ElmoClass, ...]) -> dict[str, str]:
+    """Auto class -> "module.Class" of the rows that have one. Two rows of one Auto class: `ValueError` (the second
+    registration would replace the first, and every config's `auto_map` would name one of them only)."""
+    table: dict[str, str] = {}
+    for row in rows:
+        if row.auto_class is None:
+            continue
+        if row.auto_class in table:
+            raise ValueError(f"ELMO_CLASSES: {table[row.auto_class]} and {row.path} both claim {row.auto_class}; a "
+                             "head transformers has no Auto class for takes auto_class None")
+        table[row.auto_class] = row.path
+    return table
+
+
+AUTO_CLASSES = auto_classes(ELMO_CLASSES)  # "AutoModel": "modeling_elmo.ElmoModel", ...
+AUTO_MAP = {row.auto_map_key: row.path for row in ELMO_CLASSES}  # every class, as config.json's `auto_map` names it
 TASK_CLASSES = {row.task: row for row in ELMO_CLASSES if row.task}  # the task heads, by task
 
 
@@ -121,7 +151,7 @@ def _auto_map(saved: dict) -> dict:
     this folder (`modeling_elmo.ElmoForSequenceClassification`, as folders saved before the heads had their own
     file say) gives way to the table, which names the files written beside it now; one that names another
     repository's code (`owner/repo--module.Class`, as transformers writes for a config loaded from the Hub) is kept."""
-    table = {"AutoConfig": "configuration_elmo.ElmoConfig", **AUTO_CLASSES}
+    table = {"AutoConfig": "configuration_elmo.ElmoConfig", **AUTO_MAP}
     return {**saved, **{key: value for key, value in table.items() if "--" not in str(saved.get(key, ""))}}
 
 

@@ -397,6 +397,13 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
     _no_split_modules = ["ElmoBiLstmLayer"]
     # A pretraining folder opens as the feature model or a task model: its softmax is simply not used.
     _keys_to_ignore_on_load_unexpected = [r"^softmax\."]
+    # What a class reads and learns from, for the code that handles every Elmo class alike (transformers' common tests,
+    # tests/test_transformers_common.py) without naming one: `input_layout` "tokens" (input_ids [batch, tokens,
+    # characters]), "choices" ([batch, choices, tokens, characters]), "question-passage" (token_type_ids 1 on the
+    # passage) or "predicate" (predicate_mask 1 at the predicate); `label_layout` None (no `labels`), "sentence" (a
+    # label id per row), "token" (a label id per token), "choice" (the right choice's index) or "vocabulary" (word ids).
+    input_layout = "tokens"
+    label_layout = None
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
@@ -662,6 +669,8 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
     backward LM the previous one, each from its own direction's top layer, through one shared softmax.
     The loss is the mean of the two directions' mean losses.
     """
+
+    label_layout = "vocabulary"
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)

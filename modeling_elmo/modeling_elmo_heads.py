@@ -2,7 +2,7 @@
 biLM, the scalar mixes, freezing), `ElmoForSequenceClassification` and `ElmoForTokenClassification`.
 
 The scalar mix, the hashed word embedding and the pooling they use live in `downstream_elmo.py`, the biLM in
-`modeling_elmo.py`. A new head is a class here and one row of `configuration_elmo.AUTO_CLASSES` (which registers it
+`modeling_elmo.py`. A new head is a class here and one row of `configuration_elmo.ELMO_CLASSES` (which registers it
 with its Auto class and writes it into every saved `auto_map`). See docs/architecture.md ("Task heads").
 
 This file travels to the Hub as remote code with its siblings: it imports only torch, transformers and them.
@@ -69,6 +69,16 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
     # The heads compute a plain mean loss: Trainer must not pass `num_items_in_batch`
     # (docs/transformers_traps.md, "Trainer and num_items_in_batch").
     accepts_loss_kwargs = False
+    # How the head's logits go into an ONNX graph (`elmo_hf.tools.export_module`): "sentence" (the classifier on the
+    # pooled words), "token" (the classifier at every position), or None: not exported (the graph then holds the
+    # biLM's layers and the head's first mix). `onnx_unexportable_reason` says when a head's config rules it out.
+    onnx_logits = None
+
+    def onnx_unexportable_reason(self) -> str | None:
+        """Why this head's logits cannot be part of an ONNX graph (one line), or None."""
+        if self.onnx_logits is None:
+            return f"{type(self).__name__} is not exported (sentence and token classification are)"
+        return None
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
@@ -220,6 +230,16 @@ class ElmoForSequenceClassification(ElmoPreTrainedModelForTasks):
     "Sentence pairs").
     """
 
+    label_layout = "sentence"
+    onnx_logits = "sentence"
+
+    def onnx_unexportable_reason(self) -> str | None:
+        if self.config.pair_combination is not None:
+            return "a head of sentence pairs reads each side in its own biLM run (split by data): not exported"
+        if self.config.classifier_pooling == "lstm":
+            return "LSTM pooling packs each row's words by length (data-dependent): not exported"
+        return None
+
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -315,6 +335,16 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
     sequence: whatever takes the argmax of the logits (transformers' pipeline, `Trainer`'s metrics) gets the CRF's
     decoding. `decode()` gives the Viterbi tags themselves, `emission_scores()` the linear layer's scores.
     """
+
+    label_layout = "token"
+    onnx_logits = "token"
+
+    def onnx_unexportable_reason(self) -> str | None:
+        if self.config.token_classifier_encoder == "lstm":
+            return "the tagger's own biLSTM packs rows by length (data-dependent): not exported"
+        if self.config.use_crf:
+            return "a CRF's logits are max-marginals over tag sequences (a data-dependent dynamic programme): not exported"
+        return None
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)

@@ -52,6 +52,9 @@ class ElmoForMultipleChoice(ElmoPreTrainedModelForTasks):
     The choices of a row are independent sequences of one batch of the biLM (stateless: a choice's score never
     depends on the other choices, their padding or their order)."""
 
+    input_layout = "choices"
+    label_layout = "choice"
+
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
         self.classifier = nn.Linear(self._pooling_layers(), 1)

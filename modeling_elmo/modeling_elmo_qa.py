@@ -61,6 +61,8 @@ class ElmoForQuestionAnswering(ElmoPreTrainedModelForTasks):
     and end scores over the passage's words. `start_logits`/`end_logits` cover every position of `input_ids`:
     `NOT_IN_PASSAGE` outside the passage's words, except position 0 (the "no answer" score)."""
 
+    input_layout = "question-passage"  # labels: start_positions and end_positions
+
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
         width = self.representation_dim

@@ -395,6 +395,41 @@ def test_auto_map_lists_every_head():
     assert auto_map["AutoModelForMultipleChoice"] == "modeling_elmo_multiple_choice.ElmoForMultipleChoice"
 
 
+def test_two_rows_of_one_auto_class_are_refused_and_a_row_may_have_none():
+    """A duplicate Auto class would replace the first head's registration silently: refused at import (the table is
+    checked by `auto_classes` when configuration_elmo is imported). A row without an Auto class is in `auto_map`
+    under its class's name."""
+    from elmo_hf.modeling_elmo.configuration_elmo import AUTO_MAP, ELMO_CLASSES, ElmoClass, auto_classes
+
+    twice = (*ELMO_CLASSES, ElmoClass("AutoModelForTokenClassification", "modeling_elmo_x.ElmoForTagging", "tagging"))
+    with pytest.raises(ValueError, match="modeling_elmo_heads.ElmoForTokenClassification and modeling_elmo_x."
+                                         "ElmoForTagging both claim AutoModelForTokenClassification"):
+        auto_classes(twice)
+    alone = ElmoClass(None, "modeling_elmo_x.ElmoForCoreference", "coreference")
+    assert alone.auto_map_key == "ElmoForCoreference"
+    assert auto_classes((*ELMO_CLASSES, alone)) == auto_classes(ELMO_CLASSES)
+    for row in ELMO_CLASSES:
+        assert AUTO_MAP[row.auto_map_key] == row.path and head_config().auto_map[row.auto_map_key] == row.path
+
+
+def test_every_class_says_what_it_reads_learns_from_and_exports():
+    """The tools and the common tests handle every class by what it says (no class names): its inputs, its labels,
+    how its logits are exported."""
+    from elmo_hf import modeling_elmo
+    from elmo_hf.modeling_elmo.configuration_elmo import ELMO_CLASSES
+
+    for row in ELMO_CLASSES:
+        model_class = getattr(modeling_elmo, row.path.rsplit(".", 1)[1])
+        assert model_class.input_layout in ("tokens", "choices", "question-passage", "predicate"), row.path
+        assert model_class.label_layout in (None, "sentence", "token", "choice", "vocabulary"), row.path
+        if row.task:
+            assert model_class.onnx_logits in (None, "sentence", "token"), row.path
+    choices = modeling_elmo.ElmoForMultipleChoice(head_config())
+    assert choices.onnx_unexportable_reason() == ("ElmoForMultipleChoice is not exported (sentence and token "
+                                                  "classification are)")
+    assert ElmoForTokenClassification(head_config(token_classifier_encoder="none")).onnx_unexportable_reason() is None
+
+
 def test_auto_map_of_an_older_folder_names_the_files_written_now():
     """A config.json saved when the heads lived in modeling_elmo.py names that file; saved again, the folder holds
     modeling_elmo_heads.py, so the entry must follow. Another repository's code (`owner/repo--...`) is kept."""

@@ -195,10 +195,10 @@ def test_the_configuration_imports_nothing_of_the_model():
 def _loaded_by_name() -> set[str]:
     """The travelling modules transformers loads by name: the configuration's, every class of the model's and the
     tokenizer's `auto_map`, every pipeline of `custom_pipelines`, and sentence-transformers' pooling module."""
-    from elmo_hf.modeling_elmo.configuration_elmo import AUTO_CLASSES, CUSTOM_PIPELINES
+    from elmo_hf.modeling_elmo.configuration_elmo import AUTO_MAP, CUSTOM_PIPELINES
 
     names = {"configuration_elmo", "tokenization_elmo", "tokenization_elmo_manylangs", "elmo_sentence_pooling"}
-    names |= {path.split(".")[0] for path in AUTO_CLASSES.values()}
+    names |= {path.split(".")[0] for path in AUTO_MAP.values()}
     names |= {entry["impl"].split(".")[0] for entry in CUSTOM_PIPELINES.values()}
     return names
 

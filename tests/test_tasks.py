@@ -1,5 +1,5 @@
 """The fine-tuning tasks (`elmo_hf.train.tasks.TASKS`): every task head of `ELMO_CLASSES` has its module under `train/tasks/`
-with the parts every command runs (`elmo_hf.train.finetune_run.TaskParts`) and options that `--help` reads without torch, and
+with the parts every command runs (its `PARTS`, a `elmo_hf.train.tasks.Task`) and options that `--help` reads without torch, and
 every module its head; and a task added as a row and a module alone (here a throwaway one, registered with
 monkeypatch) trains, saves, predicts and loads end to end through `elmo-finetune TASK`."""
 
@@ -28,22 +28,43 @@ from elmo_hf.tools.model_card import render_model_card
 from elmo_hf.train.collators import ElmoDataCollatorForSequenceClassification
 from elmo_hf.train.finetune_arguments import DATA_FIELDS, short_help
 from elmo_hf.train.finetune_data import accuracy, split_text
-from elmo_hf.train.finetune_run import TaskParts
 from elmo_hf.train.predict import predict_labels
-from elmo_hf.train.tasks import TASKS, FineTuningTask, module_name, task_module
+from elmo_hf.train.tasks import TASKS, FineTuningTask, Task, module_name, task_module, task_parts
 
 # --------------------------------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------------------------------
 
 
-def assert_protocol(module) -> None:
-    """Every part of `TaskParts`, taking as many arguments as the run gives it."""
-    assert isinstance(module, TaskParts), module.__name__
-    for member, wanted in inspect.getmembers(TaskParts, inspect.isfunction):
+def assert_task(module) -> None:
+    """The module's `PARTS` is its `Task`, of its row, and every method of `Task` it overrides takes as many arguments
+    as the run gives it."""
+    parts = module.PARTS
+    assert isinstance(parts, Task) and type(parts).row is module.TASK, module.__name__
+    for member, wanted in inspect.getmembers(Task, inspect.isfunction):
         if not member.startswith("_"):
-            given = inspect.signature(getattr(module, member)).parameters
+            given = inspect.signature(getattr(parts, member)).parameters
             assert len(given) == len(inspect.signature(wanted).parameters) - 1, (module.__name__, member, given)
+
+
+def test_a_task_must_give_every_part_and_a_task_with_labels_its_labels():
+    """A subclass of `Task` without a part cannot be made (its module fails when imported); one with a label set
+    (the default) and no `labels_of` is refused when it is defined; a task without one reads no labels."""
+    class Partial(Task):
+        row = None
+        has_label_set = False
+
+        def read_file(self, path, encoding, data_args):
+            return []
+
+    with pytest.raises(TypeError, match="abstract"):
+        Partial()
+    with pytest.raises(TypeError, match="must define labels_of"):
+        type("Labelled", (Partial,), {"has_label_set": True})
+    assert task_parts("multiple-choice").has_label_set is False
+    assert task_parts("multiple-choice").labels_of({"context": "a", "endings": ["b", "c"], "label": 1}) == ()
+    assert task_parts("question-answering").predictions_file == "predictions.json"
+    assert task_parts("token-classification").labels_of({"tokens": ["EU"], "tags": ["B-ORG"]}) == ["B-ORG"]
 
 
 def test_every_task_head_has_its_module_and_every_module_its_head():
@@ -58,11 +79,11 @@ def test_every_task_head_has_its_module_and_every_module_its_head():
 
 
 @pytest.mark.parametrize("name", list(TASKS))
-def test_every_task_module_exposes_the_protocol(name):
+def test_every_task_module_defines_its_task(name):
     row = TASKS[name]
     module = task_module(name)
-    assert module.__name__ == module_name(name) and module.TASK is row
-    assert_protocol(module)
+    assert module.__name__ == module_name(name) and module.TASK is row and task_parts(name) is module.PARTS
+    assert_task(module)
     assert dataclasses.is_dataclass(row.data_options)
     assert set(DATA_FIELDS) <= {item.name for item in dataclasses.fields(row.data_options)}, name
 
@@ -144,21 +165,6 @@ def _prediction_lines(model, tokenizer, test: list[str], data_args, batch_size: 
     return [model.config.id2label[i] for i in predict_labels(model, tokenizer, words, batch_size)], len(test)
 
 
-def toy_module() -> types.ModuleType:
-    module = types.ModuleType(TOY_MODULE, "The toy task: a flag per sentence.")
-    module.TASK = TOY_ROW
-    module.read_file = _read_file
-    module.labels_of = lambda example: (example["label"],)
-    module.words_of = lambda example, tokenizer, data_args: split_text(example["text"], tokenizer, None)
-    module.sorted_labels = lambda labels: sorted(set(labels))
-    module.encode = _encode
-    module.collator = lambda tokenizer: ElmoDataCollatorForSequenceClassification(tokenizer)
-    module.metrics = _metrics
-    module.read_test_file = _read_test_file
-    module.prediction_lines = _prediction_lines
-    return module
-
-
 TOY_ROW = FineTuningTask(
     name=TOY,
     data_options=ToyDataArguments,
@@ -175,6 +181,43 @@ TOY_ROW = FineTuningTask(
 # Its row of ELMO_CLASSES: an existing head, for another task.
 TOY_HEAD = ElmoClass("AutoModelForSequenceClassification", "modeling_elmo_heads.ElmoForSequenceClassification", TOY,
                      "toy flags")
+
+
+class ToyFlag(Task):
+    """The toy task's parts: a label per line."""
+
+    row = TOY_ROW
+
+    def read_file(self, path, encoding, data_args):
+        return _read_file(path, encoding, data_args)
+
+    def labels_of(self, example):
+        return (example["label"],)
+
+    def words_of(self, example, tokenizer, data_args):
+        return split_text(example["text"], tokenizer, None)
+
+    def encode(self, examples, tokenizer, label2id, data_args):
+        return _encode(examples, tokenizer, label2id, data_args)
+
+    def collator(self, tokenizer):
+        return ElmoDataCollatorForSequenceClassification(tokenizer)
+
+    def metrics(self, config, data_args):
+        return _metrics(config, data_args)
+
+    def read_test_file(self, path, encoding, data_args):
+        return _read_test_file(path, encoding, data_args)
+
+    def prediction_lines(self, model, tokenizer, test, data_args, batch_size):
+        return _prediction_lines(model, tokenizer, test, data_args, batch_size)
+
+
+def toy_module() -> types.ModuleType:
+    module = types.ModuleType(TOY_MODULE, "The toy task: a flag per sentence.")
+    module.TASK = TOY_ROW
+    module.PARTS = ToyFlag()
+    return module
 
 
 @pytest.fixture
@@ -206,7 +249,7 @@ def test_a_task_added_as_a_row_and_a_module_trains_saves_and_predicts(toy_task, 
     """`elmo-finetune toy-flag`, in-process: --help from its row and its own options; a run on generated lines writes
     the model (with the row's default pooling), the metrics and the predictions; the fine-tuned folder predicts
     alone, loads with `load_elmo(task=...)` and gets the row's text in its model card."""
-    assert_protocol(sys.modules[TOY_MODULE])
+    assert_task(sys.modules[TOY_MODULE])
     result = run_cli("elmo-finetune", [TOY, "--help"])
     assert result.returncode == 0
     shown = result.stdout
@@ -276,5 +319,6 @@ def test_the_fine_tuning_page_lists_every_task():
         lines = [line for line in page if line.startswith(f"| `{name}` |")]
         assert len(lines) == 1, f"docs/finetuning.md has no row for {name}"
         head = TASK_CLASSES[name]
-        assert head.path.rsplit(".", 1)[1] in lines[0] and head.auto_class in lines[0], lines[0]
+        assert head.path.rsplit(".", 1)[1] in lines[0], lines[0]
+        assert (f"`{head.auto_class}`" if head.auto_class else "none (`load_elmo`)") in lines[0], lines[0]
         assert f"`{row.command or 'elmo-finetune ' + name}`" in lines[0], lines[0]

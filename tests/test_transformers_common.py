@@ -24,7 +24,7 @@ import torch
 from conftest import random_char_ids
 from transformers_sources import fetch_reason, import_transformers_tests
 
-from elmo_hf.modeling_elmo import AUTO_CLASSES, ElmoConfig
+from elmo_hf.modeling_elmo import AUTO_MAP, ElmoConfig
 from elmo_hf.modeling_elmo.configuration_elmo import PRESETS
 
 pytestmark = pytest.mark.slow  # about 30 s: some 180 tests, each saving and loading every class
@@ -36,7 +36,7 @@ modeling_common, configuration_common = import_transformers_tests("test_modeling
 
 MODEL_CLASSES = tuple(
     getattr(importlib.import_module(f"elmo_hf.modeling_elmo.{path.split('.')[0]}"), path.split(".")[1])
-    for path in AUTO_CLASSES.values()
+    for path in AUTO_MAP.values()
 )
 
 
@@ -89,32 +89,34 @@ class ElmoCommonTest(modeling_common.ModelTesterMixin, unittest.TestCase):
 
     def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
         inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
-        if model_class.__name__ == "ElmoForMultipleChoice":  # as the mixin expands its own multiple-choice inputs
+        layout = model_class.input_layout  # what the class reads and learns from: it says so itself
+        if layout == "choices":  # as the mixin expands its own multiple-choice inputs
             inputs_dict = {key: value.unsqueeze(1).expand(-1, 2, *value.shape[1:]).contiguous()
                            if isinstance(value, torch.Tensor) and value.ndim > 1 else value
                            for key, value in inputs_dict.items()}
-        if model_class.__name__ == "ElmoForQuestionAnswering":  # pairs (question, passage): the second half passage
-            mask = inputs_dict["attention_mask"]
+        mask = inputs_dict["attention_mask"]
+        if layout == "question-passage":  # pairs (question, passage): the second half passage
             lengths = mask.sum(1, keepdim=True)
             positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)
             inputs_dict["token_type_ids"] = ((positions >= lengths // 2) & mask.bool()).long()
             if return_labels:
                 inputs_dict["start_positions"] = (lengths.squeeze(1) - 1).clamp(min=0)
                 inputs_dict["end_positions"] = (lengths.squeeze(1) - 1).clamp(min=0)
-        if return_labels:
+        if layout == "predicate":  # a predicate marked in every row: its second token (the first word)
+            inputs_dict["predicate_mask"] = torch.zeros_like(mask)
+            inputs_dict["predicate_mask"][:, 1] = 1
+        if return_labels and model_class.label_layout is not None:
             # transformers adds labels for the classes of its own name tables, which registered models are not in
             batch, steps = self.model_tester.batch_size, inputs_dict["input_ids"].shape[-2]
             generator = torch.Generator().manual_seed(0)  # the same labels at every call: tests compare two runs
-            shapes = {
-                "ElmoForPreTraining": (self.model_tester.vocab_size, (batch, steps)),
-                "ElmoForSequenceClassification": (self.model_tester.num_labels, (batch,)),
-                "ElmoForTokenClassification": (self.model_tester.num_labels, (batch, steps)),
-                "ElmoForMultipleChoice": (2, (batch,)),  # the index of one of 2 choices
-            }
-            if model_class.__name__ in shapes:
-                high, shape = shapes[model_class.__name__]
-                labels = torch.randint(high, shape, generator=generator)
-                inputs_dict["labels"] = labels.to(inputs_dict["input_ids"].device)
+            high, shape = {
+                "vocabulary": (self.model_tester.vocab_size, (batch, steps)),
+                "sentence": (self.model_tester.num_labels, (batch,)),
+                "token": (self.model_tester.num_labels, (batch, steps)),
+                "choice": (2, (batch,)),  # the index of one of 2 choices
+            }[model_class.label_layout]
+            labels = torch.randint(high, shape, generator=generator)
+            inputs_dict["labels"] = labels.to(inputs_dict["input_ids"].device)
         return inputs_dict
 
     def test_training(self):
@@ -131,7 +133,7 @@ class ElmoCRFTaggerCommonTest(ElmoCommonTest):
     """The same common tests on `ElmoForTokenClassification` with `use_crf` (other weights, another loss, logits
     from the CRF)."""
 
-    all_model_classes = tuple(c for c in MODEL_CLASSES if c.__name__ == "ElmoForTokenClassification")
+    all_model_classes = tuple(c for c in MODEL_CLASSES if c.label_layout == "token" and c.input_layout == "tokens")
 
     def setUp(self):
         super().setUp()

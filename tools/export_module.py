@@ -198,23 +198,10 @@ __all__ = ["ExportableElmo", "padded_inputs", "reverse_within_lengths"]
 
 
 def head_unexportable_reason(head) -> str | None:
-    """Why a task head's logits cannot be part of the graph (one line), or None. Exported: sentence classification
+    """Why a task head's logits cannot be part of the graph (one line), or None: the head says it
+    (`ElmoPreTrainedModelForTasks.onnx_logits` and `onnx_unexportable_reason`). Exported: sentence classification
     pooled by mean, max or attention, one sentence a row; token classification by a linear layer."""
-    config = head.config
-    kind = type(head).__name__
-    if kind == "ElmoForSequenceClassification":
-        if config.pair_combination is not None:
-            return "a head of sentence pairs reads each side in its own biLM run (split by data): not exported"
-        if config.classifier_pooling == "lstm":
-            return "LSTM pooling packs each row's words by length (data-dependent): not exported"
-        return None
-    if kind == "ElmoForTokenClassification":
-        if config.token_classifier_encoder == "lstm":
-            return "the tagger's own biLSTM packs rows by length (data-dependent): not exported"
-        if config.use_crf:
-            return "a CRF's logits are max-marginals over tag sequences (a data-dependent dynamic programme): not exported"
-        return None
-    return f"{kind} is not exported (sentence and token classification are)"
+    return head.onnx_unexportable_reason()
 
 
 class ExportableHead(nn.Module):
@@ -238,8 +225,5 @@ class ExportableHead(nn.Module):
         x = mixed
         if head.word_embedding is not None:
             x = torch.cat([x, head.word_embedding(input_ids).to(x.dtype)], dim=-1)
-        if type(head).__name__ == "ElmoForSequenceClassification":
-            logits = head.classifier(head.pool(x, word_mask))
-        else:
-            logits = head.classifier(x)
+        logits = head.classifier(head.pool(x, word_mask) if head.onnx_logits == "sentence" else x)
         return hidden_states, mixed, logits

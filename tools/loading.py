@@ -19,7 +19,8 @@ fine-tuning commands, the demo):
   name does not resolve (offline), a Hub id not in the Hugging Face cache is refused at once too.
 
 `task` picks the class through the transformers Auto classes, which `import elmo_hf.modeling_elmo` registers (and which load
-a Hub model's own code with `trust_remote_code=True`): see `TASKS`. An ELMoForManyLangs model
+a Hub model's own code with `trust_remote_code=True`): see `TASKS`. A head that transformers has no Auto class for
+(`auto_class` None in `ELMO_CLASSES`: semantic role labelling) loads the same way through `HeadLoader`. An ELMoForManyLangs model
 (`token_encoder == "word_char"`, written by `convert_elmoformanylangs`) gets its `ElmoManyLangsTokenizer` from its
 saved dictionaries.
 
@@ -52,10 +53,11 @@ MODEL_TASKS: dict[str | None, str] = {None: "AutoModel", "model": "AutoModel", "
 class _Tasks(Mapping):
     """task -> the name of the Auto class that loads it (registered for ElmoConfig by `import elmo_hf.modeling_elmo`):
     `MODEL_TASKS`, then one per task head of `elmo_hf.modeling_elmo.configuration_elmo.ELMO_CLASSES`
-    ("sequence-classification", "token-classification", ...), read at each use (`TASK_CLASSES`)."""
+    ("sequence-classification", "token-classification", ...), read at each use (`TASK_CLASSES`); for a head without
+    an Auto class, its class's name (its key in `auto_map`)."""
 
     def _table(self) -> dict[str | None, str]:
-        return {**MODEL_TASKS, **{name: row.auto_class for name, row in TASK_CLASSES.items()}}
+        return {**MODEL_TASKS, **{name: row.auto_map_key for name, row in TASK_CLASSES.items()}}
 
     def __getitem__(self, task: str | None) -> str:
         return self._table()[task]
@@ -71,6 +73,40 @@ class _Tasks(Mapping):
 
 
 TASKS: Mapping[str | None, str] = _Tasks()
+
+
+class HeadLoader:
+    """Loads a head of `ELMO_CLASSES` that has no transformers Auto class as an Auto class would: `from_config`, and
+    `from_pretrained`, which with `trust_remote_code=True` takes the class of the folder's own code (its config's
+    `auto_map`, under the class's name), else the installed one."""
+
+    def __init__(self, row):
+        self.row = row
+        self.__name__ = row.auto_map_key
+
+    def installed(self) -> type:
+        import elmo_hf.modeling_elmo as modeling
+
+        return getattr(modeling, self.__name__)
+
+    def from_config(self, config):
+        return self.installed()._from_config(config)
+
+    def from_pretrained(self, name: str, *, config, trust_remote_code: bool = False, **kwargs):
+        reference = (getattr(config, "auto_map", None) or {}).get(self.__name__)
+        if trust_remote_code and reference:
+            from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+            return get_class_from_dynamic_module(reference, name).from_pretrained(name, config=config, **kwargs)
+        return self.installed().from_pretrained(name, config=config, **kwargs)
+
+
+def model_loader(task: str | None):
+    """What loads the model of `task` (a key of `TASKS`): its transformers Auto class, or a `HeadLoader`."""
+    row = TASK_CLASSES.get(task) if task is not None else None
+    if row is not None and row.auto_class is None:
+        return HeadLoader(row)
+    return getattr(transformers, TASKS[task])
 _ERRORS = (OSError, ValueError, TypeError, KeyError)  # what from_pretrained raises for files it cannot use
 
 
@@ -121,7 +157,7 @@ def load_elmo(
     name = str(name_or_path)
     if task not in TASKS:
         raise ModelLoadError(f"task {task!r} is not one of {[t for t in TASKS if t is not None]} (or None)")
-    auto_class = getattr(transformers, TASKS[task])
+    auto_class = model_loader(task)
     device, dtype = checked_device(device), _checked_dtype(dtype)
     overrides = dict(config_overrides or {})
     path = Path(name)

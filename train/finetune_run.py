@@ -3,7 +3,7 @@ checked, the head loaded quietly, a `Trainer` whose checkpoints are never cut in
 evaluation with the metrics files, predictions, and the one line an interrupt ends with.
 
 What differs between tasks is in the task's module under `train/tasks/` (`TASK`: names, defaults, the head option, the
-data options; and the parts of `TaskParts`); nothing here branches on a task's name. The command layer parses the
+data options; and `PARTS`, its `elmo_hf.train.tasks.Task`); nothing here branches on a task's name. The command layer parses the
 options (`elmo_hf.train.finetune_arguments.parse_finetune`) and calls `run(options, guard)`; `run_task(task, argv)` does both,
 for callers in Python.
 """
@@ -19,9 +19,8 @@ import os
 import re
 import shutil
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
 
 import torch
 from safetensors import safe_open
@@ -40,58 +39,10 @@ from elmo_hf.tools.loading import ModelLoadError, load_elmo
 from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
 from .finetune_data import limit, read_input_file
 from .predict import read_test_file, write_predictions
-from .tasks import TASKS, FineTuningTask, task_module
+from .tasks import TASKS, FineTuningTask, Task, module_name, task_parts
 from .time_budget import parse_duration
 
 logger = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class TaskParts(Protocol):
-    """What a task's module (`train/tasks/<task>.py`: `elmo_hf.train.tasks.sequence_classification`, ...) gives the
-    run. `data_args` is the parsed dataclass of the task's `data_options`. Readers raise `ValueError` (or
-    `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line naming the
-    option and the file."""
-
-    def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
-        """The examples of a training or validation file."""
-
-    def labels_of(self, example: dict) -> Sequence[str]:
-        """The labels of one example (one for a sentence, one per word for a tagger)."""
-
-    def words_of(self, example: dict, tokenizer, data_args) -> Sequence[str]:
-        """The words of one example, as the tokenizer will read them."""
-
-    def sorted_labels(self, labels: Iterable[str]) -> list[str]:
-        """The distinct labels of the data, in the order of their ids in a new head."""
-
-    def encode(self, examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
-        """A `datasets.Dataset` of the examples for the head: `input_ids`, `attention_mask`, `labels`."""
-
-    def collator(self, tokenizer) -> Callable:
-        """The data collator of the encoded examples, with the tokenizer as its `tokenizer` attribute (`Trainer`
-        saves it with the model and every checkpoint through the collator; predictions use it)."""
-
-    def metrics(self, config, data_args) -> tuple[Callable, Callable | None]:
-        """`Trainer`'s `compute_metrics` and `preprocess_logits_for_metrics` (or None) for a head of `config`."""
-
-    def read_test_file(self, path: str, encoding: str, data_args) -> Any:
-        """The sentences of `--test_file`, as `prediction_lines` takes them."""
-
-    def prediction_lines(self, model, tokenizer, test, data_args, batch_size: int) -> tuple[list[str], int]:
-        """The lines of the predictions file for `test`, and how many sentences they predict."""
-
-
-    # A module may also give `head_settings(examples, data_args) -> dict`: config fields that the training examples call
-    # for in a new head (sentence pairs: `pair_combination`; scores: `problem_type`), and `head_options(data_args) ->
-    # dict`: config fields the task's own options set (the tagger's --crf), which win over a saved config as the shared
-    # head options do, and `check_training_examples(config, examples, data_args, tokenizer=...)`, which refuses
-    # (InputError) training examples the loaded head cannot learn, and `prepare_test(model, tokenizer, test, data_args)
-    # -> test`, which refuses a test file the loaded head cannot predict (pairs for a single-sentence head) or settles
-    # how it is read, before anything is trained or written. Not part of the protocol, which every task module meets
-    # without them. A module may give `example_metrics(config, data_args, examples, dataset)` in place of `metrics`
-    # where scores need the examples behind the dataset's rows (question answering: a question's windows), and
-    # `PREDICTIONS_FILE`, the name of its predictions file (default predictions.txt).
 
 
 def run_task(task: str, argv: Sequence[str], guard=None) -> dict:
@@ -123,7 +74,7 @@ def output_claimed(row: FineTuningTask, options: FineTuneOptions, training_args)
                  data_args.validation_file, data_args.test_file)
         return owned(Path(training_args.output_dir), command_name(row), overwrite,
                      resuming=training_args.resume_from_checkpoint is not None, reads=reads)
-    path = Path(predictions_path(task_module(row.name), command_args, training_args))
+    path = Path(predictions_path(task_parts(row.name), command_args, training_args))
     if path.exists() and not overwrite:
         raise InputError(f"{path} exists (the predictions of another run): give another --output_dir or "
                          "--predictions_file, or --overwrite_output_dir to replace it")
@@ -131,35 +82,32 @@ def output_claimed(row: FineTuningTask, options: FineTuneOptions, training_args)
                     command_name(row))
 
 
-def predictions_path(parts, command_args, training_args) -> str:
-    return command_args.predictions_file or os.path.join(training_args.output_dir,
-                                                         getattr(parts, "PREDICTIONS_FILE", "predictions.txt"))
+def predictions_path(parts: Task, command_args, training_args) -> str:
+    return command_args.predictions_file or os.path.join(training_args.output_dir, parts.predictions_file)
 
 
 def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guard=None) -> dict:
     """The run in its output folder: read, load, train, evaluate, predict."""
-    parts: TaskParts = task_module(options.task)
+    parts = task_parts(options.task)
     model_args, head_args, data_args, command_args = options.model, options.head, options.data, options.command
     train_examples, eval_examples, test = read_inputs(row, parts, model_args, data_args, training_args,
                                                       command_args)
-    # a new head's labels are the training file's: one only the validation file has would never be learned
-    labels = parts.sorted_labels(label for example in train_examples
-                                 for label in parts.labels_of(example)) if train_examples else None
-    settings, task_options = getattr(parts, "head_settings", None), getattr(parts, "head_options", None)
-    model, tokenizer = load_head(model_args, row, {label: i for i, label in enumerate(labels)} if labels else None,
-                                 getattr(head_args, row.head_option), command_args.verbose,
-                                 settings(train_examples, data_args) if settings and train_examples else None,
-                                 task_options(data_args) if task_options else None)
+    # a new head's labels are the training file's: one only the validation file has would never be learned. A task
+    # without a label set trains with none ({}: a new head as the config makes it, a saved one as it is)
+    labels = parts.sorted_labels(label for example in train_examples for label in parts.labels_of(example)) \
+        if train_examples and parts.has_label_set else None
+    label2id = {label: i for i, label in enumerate(labels)} if labels else {} if train_examples else None
+    model, tokenizer = load_head(model_args, row, label2id, getattr(head_args, row.head_option), command_args.verbose,
+                                 parts.head_settings(train_examples, data_args) if train_examples else None,
+                                 parts.head_options(data_args))
     if train_examples:
-        check_examples = getattr(parts, "check_training_examples", None)
-        if check_examples:  # what the loaded head can learn (a CRF's scheme, its words), before anything is written
-            check_examples(model.config, train_examples, data_args, tokenizer=tokenizer)
+        # what the loaded head can learn (a CRF's scheme, its words), before anything is written
+        parts.check_training_examples(model.config, train_examples, data_args, tokenizer=tokenizer)
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
-    prepare_test = getattr(parts, "prepare_test", None)
-    if test is not None and prepare_test is not None:  # what the loaded head can predict, before anything is written
-        test = prepare_test(model, tokenizer, test, data_args)
+    if test is not None:  # what the loaded head can predict, before anything is written
+        test = parts.prepare_test(model, tokenizer, test, data_args)
     if train_examples or eval_examples:  # after the model: a bad one is one line
-        logging.getLogger(parts.__name__).info(
+        logging.getLogger(parts_logger_name(row)).info(
             "%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
             f", {row.labels} {labels}" if labels else "")
     before_training(model, tokenizer, row, data_args, training_args)
@@ -170,9 +118,8 @@ def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guar
         eval_dataset = parts.encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
 
     # a task whose scores need the examples behind the dataset's rows (question answering's windows) has its own
-    example_metrics = getattr(parts, "example_metrics", None)
     compute_metrics, preprocess_logits = (
-        example_metrics(model.config, data_args, eval_examples, eval_dataset) if example_metrics and eval_dataset
+        parts.evaluation_metrics(model.config, data_args, eval_examples, eval_dataset) if eval_dataset is not None
         else parts.metrics(model.config, data_args))
     trainer = GuardedTrainer(
         model=model,
@@ -228,7 +175,7 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
 
 def parts_logger_name(row: FineTuningTask) -> str:
     """The logger of the task's command lines ("elmo_hf.train.tasks.token_classification")."""
-    return task_module(row.name).__name__
+    return module_name(row.name)
 
 
 def _check_training_numbers(training_args, parsed) -> None:
@@ -333,7 +280,8 @@ def check_predict_only_options(model_args: ModelArguments, head_option: str, hea
 
 def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int] | None, head_value,
               verbose: bool, settings: dict | None = None, options: dict | None = None):
-    """The head of the task for the labels of `label2id` (None: predicting with the saved ones) and its tokenizer.
+    """The head of the task for the labels of `label2id` (None: predicting with the saved ones; {}: training a task
+    without a label set) and its tokenizer.
     `head_value` (of `row.head_option`: the pooling or encoder) when given, else the saved one for a fine-tuned
     folder, else `row.head_default`. A fine-tuned folder keeps its head when the data's labels are among its own
     (`head_labels`). `settings`: config fields the training data calls for (the task's `head_settings`), where the
@@ -343,10 +291,10 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
     fine_tuned = saved_head(model_args, row)
     if label2id is None:
         check_predict_only_options(model_args, row.head_option, head_value, options)
-    elif fine_tuned:
-        label2id = head_labels(model_args, row, label2id)
+    elif fine_tuned:  # a task without a label set ({}) trains a saved head further as it is
+        label2id = head_labels(model_args, row, label2id) if label2id else None
     new_head = not fine_tuned or label2id is not None
-    head = {} if label2id is None else {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
+    head = {} if not label2id else {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
     if head_value is None and not fine_tuned:
         head_value = row.head_default
     if head_value is not None:
@@ -455,7 +403,7 @@ def _new_head_weights(info: dict | None, new_head: bool, base_prefix: str) -> tu
 UNSEEN_WORDS_WARNING = 0.5
 
 
-def warn_if_unseen(examples: list[dict], parts: TaskParts, tokenizer, data_args, config) -> None:
+def warn_if_unseen(examples: list[dict], parts: Task, tokenizer, data_args, config) -> None:
     """One warning when most words of the training data are not in the word vocabulary the biLM was pretrained with
     (where the folder has one): ELMo reads them by their characters, but a small biLM may not tell them apart, and a
     trainable word embedding (`--word_embedding_dim`) then helps."""
@@ -678,7 +626,7 @@ def check_mode(data_args, training_args, model_args, row: FineTuningTask) -> boo
     return bool(data_args.test_file)
 
 
-def read_inputs(row: FineTuningTask, parts: TaskParts, model_args, data_args, training_args, command_args):
+def read_inputs(row: FineTuningTask, parts: Task, model_args, data_args, training_args, command_args):
     """What every fine-tuning command does before loading a model: the seed set, `--word_split` and the mode
     checked, then the training and validation files (`parts.read_file`) and the test file (`parts.read_test_file`)
     read, in that order, each checked before anything is written. Returns (train, validation, test); test is None
@@ -714,7 +662,7 @@ def file_encodings(command_args, data_args, predicting: bool) -> dict[str, tuple
     return encodings
 
 
-def check_known_labels(examples: list, parts: TaskParts, label2id: dict, what: str, data_args,
+def check_known_labels(examples: list, parts: Task, label2id: dict, what: str, data_args,
                        training: bool) -> None:
     """The labels (`what`: "labels", "tags") of the validation file must be among the model's, which a new head
     takes from the training file (`training`): one line otherwise, naming the first example with another one."""
@@ -734,7 +682,7 @@ def check_known_labels(examples: list, parts: TaskParts, label2id: dict, what: s
                          f"the model's {sorted(label2id)}")
 
 
-def predict_after(trainer, parts: TaskParts, test, data_args, command_args, training_args,
+def predict_after(trainer, parts: Task, test, data_args, command_args, training_args,
                   examples: str = "sentences") -> None:
     """`--do_predict`: write the predictions of the test file (main process only); an interrupt says that the
     model, if trained, is complete and that no predictions were written."""

@@ -1,14 +1,14 @@
 """The fine-tuning tasks, a module each: what drives a task head's command, its `--help` and its data.
 
     from elmo_hf.train.tasks import TASKS, task_module
-    row = TASKS["token-classification"]          # the task's FineTuningTask: words, defaults, its data options
-    parts = task_module("token-classification")  # train/tasks/token_classification.py: readers, encoder, metrics
+    row = TASKS["token-classification"]         # the task's FineTuningTask: words, defaults, its data options
+    parts = task_parts("token-classification")  # its `Task` (train/tasks/token_classification.py): readers, metrics
 
 A task is a head of `elmo_hf.modeling_elmo.configuration_elmo.ELMO_CLASSES` (its row names the task) and a module here named
-after it ("multiple-choice" -> `multiple_choice.py`) that defines `TASK`, a `FineTuningTask`, and the parts of
-`elmo_hf.train.finetune_run.TaskParts`. Nothing else lists the tasks: `TASKS` is read from this folder, the command
-`elmo-finetune TASK` takes any of them, and tests/test_tasks.py checks that every head has its module and every
-module its head.
+after it ("multiple-choice" -> `multiple_choice.py`) that defines `TASK`, a `FineTuningTask`, and `PARTS`, an instance
+of its subclass of `Task` (train/tasks/base.py: the parts every task gives, the optional hooks with their defaults).
+Nothing else lists the tasks: `TASKS` is read from this folder, the command `elmo-finetune TASK` takes any of them,
+and tests/test_tasks.py checks that every head has its module and every module its head.
 
 Each module imports only the standard library and the light readers at its top (its heavy parts import torch,
 datasets and the model inside the functions that need them), so that a command's `--help` reads the task's options
@@ -23,6 +23,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from .base import Task
+
+# Modules of this folder that are no task.
+NOT_TASKS = frozenset({"base"})
 
 @dataclass(frozen=True)
 class FineTuningTask:
@@ -53,6 +57,14 @@ def task_module(task: str) -> ModuleType:
     return importlib.import_module(module_name(task))
 
 
+def task_parts(task: str) -> Task:
+    """The `Task` of `task` (its module's `PARTS`), what the fine-tuning run calls."""
+    parts = task_module(task).PARTS
+    if not isinstance(parts, Task):
+        raise TypeError(f"{module_name(task)}.PARTS is a {type(parts).__name__}, not a Task")
+    return parts
+
+
 class _Tasks(Mapping):
     """task name -> its `FineTuningTask`, from the modules of this folder (read once, in name order)."""
 
@@ -62,6 +74,8 @@ class _Tasks(Mapping):
         if self._rows is None:
             rows = {}
             for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+                if info.name in NOT_TASKS:
+                    continue
                 row = importlib.import_module(f"{__name__}.{info.name}").TASK
                 rows[row.name] = row
             self._rows = rows

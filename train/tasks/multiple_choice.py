@@ -1,6 +1,5 @@
 """Fine-tune ELMo to choose the ending that follows a context (`ElmoForMultipleChoice`, SWAG-style rows) with
-`transformers.Trainer`, and choose for new rows: the task "multiple-choice" (`TASK`, its options, and the parts of
-`elmo_hf.train.finetune_run.TaskParts`).
+`transformers.Trainer`, and choose for new rows: the task "multiple-choice" (`TASK`, its options, and `PARTS`, its `Task`).
 
     elmo-finetune multiple-choice --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file swag/train.csv --validation_file swag/val.csv --output_dir out/swag
@@ -17,16 +16,12 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..finetune_data import accuracy, split_text
-from . import FineTuningTask
-
-# The one "label" of every row: the run's label machinery (a fine-tuned head continues on data of its labels) sees a
-# head that scores choices; the right choice's index is the row's own.
-CHOICE = "choice"
+from . import FineTuningTask, Task
 
 
 @dataclass
@@ -117,17 +112,9 @@ def read_file(path: str, encoding: str, data_args) -> list[dict]:
     return _examples(path, encoding, labelled=True)
 
 
-def labels_of(example: dict) -> Sequence[str]:
-    return (CHOICE,)
-
-
 def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
     return [word for text in (example["context"], *example["endings"])
             for word in split_text(text, tokenizer, data_args.word_split)]
-
-
-def sorted_labels(labels: Iterable[str]) -> list[str]:
-    return sorted(set(labels))
 
 
 def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args) -> list[dict]:
@@ -200,3 +187,20 @@ def prediction_lines(model, tokenizer, examples: list[dict], data_args, batch_si
         with torch.no_grad():
             chosen += model(**batch).logits.argmax(-1).tolist()
     return [str(index) for index in chosen], len(chosen)
+
+
+class MultipleChoice(Task):
+    """The task's parts: the functions of this module."""
+
+    row = TASK
+    has_label_set = False  # the answer is the index of one of the row's own endings
+    read_file = staticmethod(read_file)
+    words_of = staticmethod(words_of)
+    encode = staticmethod(encode)
+    collator = staticmethod(collator)
+    metrics = staticmethod(metrics)
+    read_test_file = staticmethod(read_test_file)
+    prediction_lines = staticmethod(prediction_lines)
+
+
+PARTS = MultipleChoice()

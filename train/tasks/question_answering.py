@@ -1,6 +1,6 @@
 """Fine-tune ELMo for extractive question answering (`ElmoForQuestionAnswering`) on SQuAD-format files with
-`transformers.Trainer`, and answer new questions with it: the task "question-answering" (`TASK`, its options, and the
-parts of `elmo_hf.train.finetune_run.TaskParts`).
+`transformers.Trainer`, and answer new questions with it: the task "question-answering" (`TASK`, its options, and
+`PARTS`, its `Task`).
 
     elmo-finetune-qa --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file train-v1.1.json --validation_file dev-v1.1.json --output_dir out/squad
@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import InputError
 
 from ..squad_metrics import SCORING_NAMES, scoring_for
-from . import FineTuningTask
+from . import FineTuningTask, Task
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +79,6 @@ TASK = FineTuningTask(
                 "`transformers.Trainer`, and answer new\nquestions with it (predictions.json: id -> answer text).",
     command="elmo-finetune-qa",
 )
-# The one "label" of every question: the run's label machinery (a fine-tuned head continues on data of its labels)
-# sees a head that extracts spans.
-SPAN = "span"
 PREDICTIONS_FILE = "predictions.json"
 
 
@@ -91,16 +88,8 @@ def read_file(path: str, encoding: str, data_args) -> list[dict]:
     return read_squad_file(path, encoding, data_args.version_2_with_negative)
 
 
-def labels_of(example: dict) -> Sequence[str]:
-    return (SPAN,)
-
-
 def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
     return tokenizer.tokenize(example["context"])
-
-
-def sorted_labels(labels: Iterable[str]) -> list[str]:
-    return sorted(set(labels))
 
 
 def unanswerable(examples: Sequence[dict]) -> bool:
@@ -230,3 +219,24 @@ def head_settings(examples: list[dict], data_args) -> dict:
     """A head trained with unanswerable questions says so in its config: predictions then let "no answer" win."""
     chosen = data_args.version_2_with_negative
     return {"qa_null_answer": unanswerable(examples) if chosen is None else chosen}
+
+
+class QuestionAnswering(Task):
+    """The task's parts: the functions of this module."""
+
+    row = TASK
+    has_label_set = False  # the answer is a span of the example's own passage
+    predictions_file = PREDICTIONS_FILE
+    evaluation_metrics = staticmethod(example_metrics)
+    read_file = staticmethod(read_file)
+    words_of = staticmethod(words_of)
+    encode = staticmethod(encode)
+    collator = staticmethod(collator)
+    metrics = staticmethod(metrics)
+    read_test_file = staticmethod(read_test_file)
+    prediction_lines = staticmethod(prediction_lines)
+    head_settings = staticmethod(head_settings)
+    prepare_test = staticmethod(prepare_test)
+
+
+PARTS = QuestionAnswering()

@@ -1,6 +1,5 @@
 """Fine-tune an ELMo sentence classifier (`ElmoForSequenceClassification`) with `transformers.Trainer`, and label new
-sentences with it: the task "sequence-classification" (`TASK`, its options, and the parts of
-`elmo_hf.train.finetune_run.TaskParts`).
+sentences with it: the task "sequence-classification" (`TASK`, its options, and `PARTS`, its `Task`).
 
     elmo-finetune-classification --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file sst2/train.tsv --validation_file sst2/dev.tsv --output_dir out/sst2
@@ -36,7 +35,7 @@ from ..finetune_data import (
     split_text,
     warn_if_cut,
 )
-from . import FineTuningTask
+from . import FineTuningTask, Task
 
 
 @dataclass
@@ -255,3 +254,23 @@ def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) 
         else:
             lines[i] = str(model.config.id2label[max(range(len(row)), key=row.__getitem__)])
     return lines, sum(1 for line in lines if line.strip())
+
+
+class SequenceClassification(Task):
+    """The task's parts: the functions of this module."""
+
+    row = TASK
+    read_file = staticmethod(read_file)
+    labels_of = staticmethod(labels_of)
+    words_of = staticmethod(words_of)
+    sorted_labels = staticmethod(sorted_labels)
+    encode = staticmethod(encode)
+    collator = staticmethod(collator)
+    metrics = staticmethod(metrics)
+    read_test_file = staticmethod(read_test_file)
+    prediction_lines = staticmethod(prediction_lines)
+    head_settings = staticmethod(head_settings)
+    prepare_test = staticmethod(prepare_test)
+
+
+PARTS = SequenceClassification()

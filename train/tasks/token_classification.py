@@ -1,6 +1,5 @@
 """Fine-tune an ELMo tagger (`ElmoForTokenClassification`), e.g. for NER, with `transformers.Trainer`, and tag new
-sentences with it: the task "token-classification" (`TASK`, its options, and the parts of
-`elmo_hf.train.finetune_run.TaskParts`).
+sentences with it: the task "token-classification" (`TASK`, its options, and `PARTS`, its `Task`).
 
     elmo-finetune-ner --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file conll2003/train.txt --validation_file conll2003/valid.txt --output_dir out/conll
@@ -38,7 +37,7 @@ from ..finetune_data import (
     warn_if_cut,
 )
 from ..tagging_inputs import CONLL, LAYOUTS, LINES, split_mismatch, test_file_layout
-from . import FineTuningTask
+from . import FineTuningTask, Task
 
 logger = logging.getLogger(__name__)
 # A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
@@ -321,3 +320,24 @@ def _conll_sentences(lines: list[str]) -> list[list[int]]:
 
 def _append_column(line: str, tag: str) -> str:
     return f"{line}{chr(9) if chr(9) in line else ' '}{tag}"
+
+
+class TokenClassification(Task):
+    """The task's parts: the functions of this module."""
+
+    row = TASK
+    read_file = staticmethod(read_file)
+    labels_of = staticmethod(labels_of)
+    words_of = staticmethod(words_of)
+    sorted_labels = staticmethod(sorted_labels)
+    encode = staticmethod(encode)
+    collator = staticmethod(collator)
+    metrics = staticmethod(metrics)
+    read_test_file = staticmethod(read_test_file)
+    prediction_lines = staticmethod(prediction_lines)
+    head_options = staticmethod(head_options)
+    check_training_examples = staticmethod(check_training_examples)
+    prepare_test = staticmethod(prepare_test)
+
+
+PARTS = TokenClassification()
