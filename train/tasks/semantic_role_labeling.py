@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from elmo_hf.tools.errors import InputError
+from elmo_hf.tools.core.errors import InputError
 
 from ..finetune_data import tag_list, warn_if_cut
 from . import FineTuningTask, Task
