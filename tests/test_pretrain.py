@@ -568,7 +568,7 @@ def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):
                                                "--verbose", "false", "--dropout", "0.25", "--encoding", "GBK"])
     assert args.train_file == ["a.txt", "b.txt"] and args.output_dir == "out" and args.dropout == 0.25
     assert args.disable_tqdm is True and args.verbose is False and args.validation_file is None
-    assert args.encoding == "gbk" and args.preset == "small" and args.learning_rate == 0.2
+    assert args.encoding == "gbk" and args.preset == "small" and args.learning_rate == 3e-3 and args.optimizer == "adamw"
     (tmp_path / "args.json").write_text(json.dumps({"train_file": ["a.txt"], "output_dir": "out", "max_steps": 3}))
     assert parse_dataclass(PretrainArguments, [str(tmp_path / "args.json")]).max_steps == 3
     (tmp_path / "bad.json").write_text(json.dumps({"train_file": ["a.txt"], "max_step": 3}))
