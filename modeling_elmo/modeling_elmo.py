@@ -15,6 +15,7 @@ This file travels to the Hub as remote code with its siblings: it imports only t
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -389,6 +390,17 @@ def _refuse_old_weight_names(loading_info: dict, name) -> None:
                       "transformers 4.50 and later load it; or load it there and save it again for this one")
 
 
+def weights_as_readable_as_config(folder: Path) -> None:
+    """safetensors writes its files private (0600), transformers writes config.json as any file (0666 less the
+    umask): the weights in `folder` get config.json's mode, so that a model folder shared on a machine is readable
+    whole by whoever may read its configuration."""
+    config = folder / "config.json"
+    if config.is_file():
+        mode = config.stat().st_mode & 0o777
+        for weights in folder.glob("*.safetensors"):
+            os.chmod(weights, mode)
+
+
 class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
     config_class = ElmoConfig
     base_model_prefix = "elmo"
@@ -442,7 +454,12 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
         loaded as remote code (which transformers 4.x does not mark so). Loaded as remote code, the files transformers
         did not fetch (the pipelines', the other heads') come from where the model was loaded from. config.json then
         names only Auto classes and pipelines whose files the folder holds. `Trainer.save_model` and `push_to_hub`
-        save through here."""
+        save through here. The weights are then as readable as config.json (safetensors writes them 0600)."""
+        saved = self._save_pretrained_with_code(save_directory, *args, **kwargs)
+        weights_as_readable_as_config(Path(save_directory))
+        return saved
+
+    def _save_pretrained_with_code(self, save_directory, *args, **kwargs):
         self.config.validate()
         kwargs = {**SAVE_PRETRAINED_KEEPS_NAMES, **kwargs}  # today's weight names, also after loading old ones
         target = Path(save_directory)

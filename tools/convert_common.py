@@ -27,7 +27,7 @@ from elmo_hf.tokenization import check_word_split
 
 from .core.errors import InputError, writing
 from .core.interrupts import Interrupted, written_whole
-from .core.output_paths import paths_within
+from .core.output_paths import as_ordinary, paths_within
 from .model_card import render_model_card
 
 logger = logging.getLogger(__name__)
@@ -150,12 +150,12 @@ def staged_output_dir(output_dir: Path, required_files: Iterable[str] = ()):
     tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
     placed = False
     try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the output is an ordinary folder
+        as_ordinary(tmp)  # mkdtemp makes it private; the output is an ordinary folder
         with _save_lines_hidden():
             yield tmp
         check_written(tmp, required_files)
         for file in tmp.iterdir():  # some writers create private (0600) files; the output is shared like any
-            os.chmod(file, 0o666 & ~_umask())
+            as_ordinary(file)
         with written_whole():  # never half-placed: the old folder moved aside and the new one not yet in
             _place(tmp, output_dir)
             placed = True
@@ -243,20 +243,6 @@ def interrupted_line(stop: Interrupted, output_dir: str | os.PathLike) -> str:
     line = f"interrupted ({stop.name}): {output_dir} was {before}"
     kept = getattr(stop, "kept", None)
     return f"{line}; {kept}" if kept else f"{line}; run the same command again to convert"
-
-
-def _umask() -> int:
-    """The process umask, read without changing it where Linux allows (os.umask alone must set it)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _is_nonempty_dir(path: Path) -> bool:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from elmo_hf.tools.core.output_paths import as_ordinary
+
 from .finetune_data import read_input_file
 
 logger = logging.getLogger(__name__)
@@ -71,6 +73,7 @@ def write_atomically(path: str, lines: list[str]) -> None:
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.writelines(line + "\n" for line in lines)
+        as_ordinary(temporary)  # mkstemp's file is private (0600); the predictions are an ordinary file
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)

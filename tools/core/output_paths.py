@@ -3,6 +3,7 @@ traceback after the work is done (or a folder made somewhere by accident)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -49,3 +50,24 @@ def _check_takes_files(where: Path, named: str) -> None:
             pass
     except OSError as error:
         raise OutputPathError(f"{named}: cannot write in {where} ({error.strerror or error})") from None
+
+
+def as_ordinary(path: str | os.PathLike) -> None:
+    """Give `path`, written through `tempfile` (which makes files 0600 and folders 0700: private), the mode any
+    other file or folder the user makes gets (0666 or 0777 less the umask), so that another user of the machine reads
+    an output as they read the rest. Call it before renaming the temporary into place."""
+    os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~umask())
+
+
+def umask() -> int:
+    """The process umask, read without changing it where Linux allows (os.umask alone must set it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
