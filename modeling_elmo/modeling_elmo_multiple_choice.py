@@ -74,7 +74,8 @@ class ElmoForMultipleChoice(ElmoPreTrainedModelForTasks):
         Args:
             input_ids (`torch.LongTensor` of shape `(batch, choices, tokens, max_characters_per_token)`): each
                 choice's character ids from `ElmoTokenizer` (the context and the choice, `tokenizer(context,
-                choice)`), right-padded with all-zero tokens.
+                choice)`), right-padded with all-zero tokens; `(batch, choices, tokens * max_characters_per_token)`,
+                as transformers' multiple-choice collators flatten them, is read as the same.
             attention_mask (`torch.Tensor` of shape `(batch, choices, tokens)`, *optional*): 1 for real tokens.
             token_type_ids (`torch.Tensor` of shape `(batch, choices, tokens)`, *optional*): accepted as the
                 tokenizer gives them for pairs, and not needed: each choice is read as one sequence.
@@ -82,6 +83,8 @@ class ElmoForMultipleChoice(ElmoPreTrainedModelForTasks):
             output_hidden_states (`bool`, *optional*): also return the L + 1 biLM layers, of shape
                 `(batch * choices, tokens, 2P)`, as transformers' multiple-choice heads return theirs.
         """
+        if input_ids is not None and input_ids.dim() == 3:
+            input_ids = self._unflatten_characters(input_ids, attention_mask)
         if input_ids is None or input_ids.dim() != 4:
             raise ValueError("input_ids must have shape (batch, choices, tokens, characters), got "
                              f"{None if input_ids is None else tuple(input_ids.shape)}")
@@ -98,6 +101,18 @@ class ElmoForMultipleChoice(ElmoPreTrainedModelForTasks):
             loss = self._regularized(F.cross_entropy(logits.float(), labels.to(logits.device).view(-1)))
         return MultipleChoiceModelOutput(loss=loss, logits=logits,
                                          hidden_states=layers if output_hidden_states else None)
+
+    def _unflatten_characters(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """(batch, choices, tokens * characters) -> (batch, choices, tokens, characters): what transformers'
+        multiple-choice collators make of a tokenizer's rows (run_swag.py's `DataCollatorForMultipleChoice` pads the
+        flattened choices, then views each feature as `(batch, choices, -1)`)."""
+        width = self.config.max_characters_per_token
+        tokens, rest = divmod(input_ids.shape[-1], width)
+        if rest or (attention_mask is not None and attention_mask.shape[-1] != tokens):
+            raise ValueError(f"input_ids of shape {tuple(input_ids.shape)} are not (batch, choices, tokens x {width} "
+                             f"characters) for an attention_mask of shape "
+                             f"{None if attention_mask is None else tuple(attention_mask.shape)}")
+        return input_ids.reshape(*input_ids.shape[:2], tokens, width)
 
 
 __all__ = ["ElmoForMultipleChoice"]

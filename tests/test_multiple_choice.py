@@ -46,6 +46,31 @@ def test_each_choice_is_scored_alone_and_the_loss_is_cross_entropy(pooling):
     assert_close(out.loss, F.cross_entropy(out.logits, labels), REORDERED, what="the loss")
 
 
+def test_transformers_multiple_choice_collator_flattens_and_the_head_reads_it_as_rows():
+    """transformers' DataCollatorForMultipleChoice (run_swag.py's, as tutorials use it) pads the choices flat and views
+    each feature as (batch, choices, -1): the head reads (batch, choices, tokens x 50) as the rows it is, with the
+    scores of the 4-D input, and refuses a width that is not whole tokens."""
+    from elmo_hf.tokenization import ElmoTokenizer
+
+    collator_class = pytest.importorskip("transformers").DataCollatorForMultipleChoice
+    tokenizer = ElmoTokenizer()
+    contexts, endings = ["A man sits down .", "She opens the door"], [["He eats .", "It rains on the bank ."],
+                                                                     ["The cat", "and walks out ."]]
+    features = [{**tokenizer([context] * 2, ending), "label": label}
+                for context, ending, label in zip(contexts, endings, (0, 1), strict=True)]
+    batch = collator_class(tokenizer)(features)
+    assert batch["input_ids"].dim() == 3 and batch["input_ids"].shape[-1] % 50 == 0
+    rows = batch["input_ids"].view(2, 2, -1, 50)
+    torch.manual_seed(0)
+    model = ElmoForMultipleChoice(tiny_config(word_embedding_dim=8)).eval()
+    with torch.no_grad():
+        flat = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+        four = model(input_ids=rows, attention_mask=batch["attention_mask"], labels=batch["labels"])
+    assert torch.equal(flat.logits, four.logits) and torch.equal(flat.loss, four.loss)
+    with pytest.raises(ValueError, match="not \\(batch, choices, tokens x 50"):
+        model(input_ids=batch["input_ids"][..., :-1], attention_mask=batch["attention_mask"])
+
+
 def test_rows_of_every_layout_are_read_and_bad_ones_refused(tmp_path):
     (tmp_path / "rows.jsonl").write_text(json.dumps({"context": "the cat sat .", "endings": ["it slept .", "it flew ."],
                                                      "label": 0}) + "\n")
