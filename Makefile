@@ -84,7 +84,7 @@ test-numerics: $(STAMP)
 	$(BIN)/python tests/run_numerics.py
 
 # The compatibility matrix (tests/test_compat.py, tests/test_ecosystem.py, marked `compat`): the same folders on
-# transformers 4.46, 4.53 and 5.16, flair 0.15.1 and spacy-transformers 1.4, each in a virtual environment of its own
+# transformers 4.46, 4.53, 5.3 and 5.16, datasets 3.6, flair 0.15.1 and spacy-transformers 1.4, each in a virtual environment of its own
 # that pip builds from the registry (tests/compat/requirements/) and that is cached in ~/.cache/elmo-hf/compat
 # (ELMO_COMPAT_CACHE): built once, again only when its requirements or the project's dependencies change.
 test-compat: $(STAMP)
