@@ -130,7 +130,7 @@ def test_datasets_3_6_maps_with_the_tokenizer_and_runs_the_recipes(folders, scra
                             timeout=600)
     assert result.returncode == 0, f"{DATASETS_STACK}:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     results = json.loads(result.stdout.strip().splitlines()[-1])
-    for mode in ("remote", "installed"):
+    for mode in ("remote", "installed", "installed_fast"):
         assert results[mode] == {"datasets": "3.6.0", "rows_equal": True, "fingerprint_held": True}, mode
     printed = results["recipes"]
     assert [line.split(":")[0] for line in printed if line.startswith("SQuAD")] == ["SQuAD v1", "SQuAD v2"], printed
