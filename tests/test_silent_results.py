@@ -388,3 +388,24 @@ def test_lines_elmo_analyze_cuts_at_max_tokens_are_said_with_their_line(tmp_path
     assert sentences == 3 and counts["four"] == 0 and counts["three"] == 1
     assert ("1 line(s) have more than --max_tokens 3 words: each is cut to its first 3 (the longest, line 3, has 6 "
             "words; the first is line 3)") in caplog.text
+
+
+# --------------------------------------------------------------------------------------------------
+# Line endings
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+def test_old_mac_windows_and_unix_line_endings_read_as_the_same_lines(tmp_path, ending):
+    """A file of \\r-ended lines (old Mac) was one line: elmo-embed wrote one key holding every sentence run
+    together, elmo-pretrain trained on one sentence, elmo-analyze counted 1 sentence."""
+    from elmo_hf.tools.analysis import count_words
+    from elmo_hf.tools.embed_io import Counts, count_lines, read_text_lines
+    from elmo_hf.train.data import read_sentences
+
+    sentences = ["the bank raised its rates .", "we sat on the river bank .", "", "it rained ."]
+    path = write(tmp_path, "corpus.txt", ending.join(sentences) + ending)
+    assert [row["text"] for row in read_sentences([str(path)])] == [s for s in sentences if s]
+    assert count_words(path, "whitespace", 100)[1] == 3
+    assert count_lines(path, "utf-8") == 4
+    assert [text for _, text in read_text_lines(path, 1000, "utf-8", "strict", Counts())] == sentences
