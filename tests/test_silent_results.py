@@ -69,6 +69,10 @@ def write(folder: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
                                     "0\tWhat is AI ?\tWho is Ada ?\t12\n",
      "the first line ('1', 'How do I learn Python ?', 'How can I learn Python fast ?', '11') looks like data, not a "
      "header of column names: give the columns' names in order with --column_names"),
+    ("a field more than the header (a tab in the text)", "label\ttext\n1\tgood film\n0\tbad\tfilm\n",
+     "train.tsv: line 3 has 3 tab-separated fields, the header line names 2 ('label', 'text'): the fields beyond "
+     "would be dropped ('film'); write the tab inside a text as a space, or name the extra column in the header "
+     "line"),
 ])
 def test_rows_that_trained_silently_are_refused_naming_their_line(tmp_path, case, train, says):
     path = write(tmp_path, "train.tsv", train)

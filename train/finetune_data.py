@@ -181,6 +181,17 @@ def _read_table(path, kind: str, encoding: str, column_names: Sequence[str] | No
                          f"{', ...' if len(columns) > 4 else ''}) looks like data, not a header of column names: give "
                          "the columns' names in order with --column_names (e.g. label,question1,question2,id), or add "
                          "a header line")
+    if not column_names:  # csv puts a row's fields beyond the header's under None: they would be lost
+        for row, line in zip(rows, lines):
+            extra = row.get(None) or []
+            if any(str(field).strip() for field in extra):
+                how = ("write the tab inside a text as a space" if kind != "csv" else
+                       "put a text that holds a comma in double quotes")
+                raise ValueError(f"line {line} has {len(columns) + len(extra)} "
+                                 f"{'comma' if kind == 'csv' else 'tab'}-separated fields, the header line names "
+                                 f"{len(columns)} ({', '.join(map(repr, columns))}): the fields beyond would be "
+                                 f"dropped ({', '.join(map(repr, extra))[:100]}); {how}, or name the extra column "
+                                 "in the header line")
     return rows, columns, lines
 
 
