@@ -413,3 +413,18 @@ def test_old_mac_windows_and_unix_line_endings_read_as_the_same_lines(tmp_path, 
     assert count_words(path, "whitespace", 100)[1] == 3
     assert count_lines(path, "utf-8") == 4
     assert [text for _, text in read_text_lines(path, 1000, "utf-8", "strict", Counts())] == sentences
+
+
+def test_lowercase_iob_tags_are_scored_as_their_uppercase(tmp_path):
+    """`b-per i-per o`: "o" was read as an entity type of its own (7 entities counted where there are 4)."""
+    from elmo_hf.train.finetune_data import entity_scores
+
+    upper = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG", "O", "B-MISC"]]
+    lower = [[tag.lower() for tag in sentence] for sentence in upper]
+    assert entity_scores(lower, lower)["num_entities"] == 4
+    predicted = [["B-PER", "I-PER", "O", "O"], ["O", "B-ORG", "B-ORG", "B-MISC"]]
+    expected = entity_scores(upper, predicted)
+    scores = entity_scores(lower, [[tag.lower() for tag in sentence] for sentence in predicted])
+    assert {k: v for k, v in scores.items() if not k.endswith("_f1")} == {
+        k: v for k, v in expected.items() if not k.endswith("_f1")}
+    assert scores["per_f1"] == expected["PER_f1"] and "o_f1" not in scores
