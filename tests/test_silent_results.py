@@ -428,3 +428,12 @@ def test_lowercase_iob_tags_are_scored_as_their_uppercase(tmp_path):
     assert {k: v for k, v in scores.items() if not k.endswith("_f1")} == {
         k: v for k, v in expected.items() if not k.endswith("_f1")}
     assert scores["per_f1"] == expected["PER_f1"] and "o_f1" not in scores
+
+
+def test_labels_that_differ_only_in_case_or_spaces_are_warned_of_with_their_counts(tmp_path):
+    train = write(tmp_path, "train.tsv", "label\ttext\npos\tgood film\nneg\tbad film\nPos\tfine film\npos\tnice one\n")
+    status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"])
+    assert status == 0
+    assert (f"{train}: the labels 'pos' (2 examples, first at line 2), 'Pos' (1 example, first at line 4) differ "
+            "only in case or spaces: they are trained as 2 classes") in stderr, stderr[-3000:]
+    assert "'neg' (" not in stderr
