@@ -148,6 +148,11 @@ def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path):
     (ANSWER, "train.jsonl", json.dumps({"id": "q1", "question": "Where ?", "context": "Ada was born in Lisbon .",
                                         "answers": {"text": "Lisbon", "answer_start": 16}}),
      "question q1 (line 1): answers' text and answer_start must be lists"),
+    # a list of answer texts: AttributeError ('str' object has no attribute 'get'), exit 1; one not in the context
+    (ANSWER, "train.jsonl", json.dumps({"id": "q1", "question": "Where ?", "context": "Ada was born in Lisbon .",
+                                        "answers": ["Paris"]}),
+     "question q1 (line 1): the answer 'Paris' is not in the context: give each answer as text the context holds, "
+     "or as {\"text\", \"answer_start\"}"),
 ])
 def test_columns_and_fields_of_another_shape_are_one_line(tmp_path, task, name, text, says):
     train = write(tmp_path, name, text + "\n")
@@ -437,3 +442,15 @@ def test_labels_that_differ_only_in_case_or_spaces_are_warned_of_with_their_coun
     assert (f"{train}: the labels 'pos' (2 examples, first at line 2), 'Pos' (1 example, first at line 4) differ "
             "only in case or spaces: they are trained as 2 classes") in stderr, stderr[-3000:]
     assert "'neg' (" not in stderr
+
+
+def test_answers_given_as_a_list_of_texts_are_found_in_the_context(tmp_path):
+    """`"answers": ["Lisbon"]` failed with an AttributeError (exit 1), in training and with --do_predict."""
+    from elmo_hf.train.squad_data import read_squad_file
+
+    record = {"id": "q1", "question": "Where was Ada born ?", "context": "Lisbon ? Ada was born in Lisbon .",
+              "answers": ["Lisbon", "in Lisbon"]}
+    path = write(tmp_path, "train.jsonl", json.dumps(record) + "\n")
+    for needed in (True, False):
+        answers = read_squad_file(path, answers_needed=needed)[0]["answers"]
+        assert answers == {"text": ["Lisbon", "in Lisbon"], "answer_start": [0, 22]}
