@@ -454,3 +454,15 @@ def test_answers_given_as_a_list_of_texts_are_found_in_the_context(tmp_path):
     for needed in (True, False):
         answers = read_squad_file(path, answers_needed=needed)[0]["answers"]
         assert answers == {"text": ["Lisbon", "in Lisbon"], "answer_start": [0, 22]}
+
+
+def test_questions_longer_than_max_question_length_are_said_with_their_id(tmp_path):
+    qas = [{"id": "long-one", "question": "Where " + "was " * 9 + "Ada born ?",
+            "answers": [{"text": "Lisbon", "answer_start": 16}]},
+           {"id": "q2", "question": "Where was Boris born ?", "answers": [{"text": "Oslo", "answer_start": 51}]}]
+    train = squad_file(tmp_path, qas)
+    status, _, stderr = command(ANSWER, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out",
+                                         "--max_question_length", "8"])
+    assert status == 0, stderr[-3000:]
+    assert ("1 of 2 questions have more than --max_question_length 8 words: each is read as its first 8 (questions "
+            "'long-one'; the longest, 'long-one', has 13 words)") in stderr, stderr[-3000:]
