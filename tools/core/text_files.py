@@ -78,32 +78,38 @@ def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int, o
     return text.rstrip("\r\n")
 
 
-_LINE_END = re.compile(rb"\r\n|\r|\n")
-
-
 def raw_lines(handle: BinaryIO, limit: int | None = None, block_size: int = 1 << 20) -> Iterator[tuple[bytes, bool]]:
     """(bytes, cut) of each line of the binary file `handle`, its ending removed: lines end at `\n`, `\r\n` or a lone
-    `\r`, as in Python's text files. With `limit`, a longer line yields its first `limit` bytes with `cut` True and
-    the rest is skipped, so memory stays bounded; without, `cut` is always False."""
-    rest, skipping = b"", False
+    `\r`, as in Python's text files. With `limit`, a line that runs on beyond a block read and `limit` bytes yields
+    its first `limit` bytes with `cut` True and the rest is skipped, so memory stays bounded (a longer line read
+    whole within a block comes whole, `cut` False); without, `cut` is always False."""
+    rest, skipping, pieces = b"", False, []  # pieces: blocks of a line without an ending yet (joined once)
     while True:
         block = handle.read(block_size)
-        data = rest + block
-        start = 0
-        for match in _LINE_END.finditer(data):
-            if match.end() == len(data) and block and data.endswith(b"\r"):
-                break  # a \r ending the block may be the first half of \r\n: read on
+        if block and b"\n" not in block and b"\r" not in block and (limit is None or skipping) \
+                and not rest.endswith(b"\r"):
+            if not skipping:
+                pieces.append(block)
+            continue
+        data = b"".join([rest, *pieces, block])
+        pieces = []
+        held = b"\r" if block and data.endswith(b"\r") else b""  # maybe the first half of \r\n: read on
+        if held:
+            data = data[:-1]
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = data.split(b"\n")
+        rest = lines.pop() + held  # the line not ended yet (b"" after an ending)
+        for line in lines:
             if skipping:
                 skipping = False
             else:
-                yield data[start:match.start()], False
-            start = match.end()
-        rest = data[start:]
+                yield line, False
         if not block:
             if rest and not skipping:
                 yield rest, False
             return
-        if limit is not None and len(rest) > limit and not rest.endswith(b"\r"):
+        if limit is not None and len(rest) > limit and not held:
             if not skipping:
                 yield rest[:limit], True
             rest, skipping = b"", True
