@@ -93,6 +93,29 @@ def test_rows_of_every_layout_are_read_and_bad_ones_refused(tmp_path):
                             str(tmp_path / name), "train_file")
 
 
+@pytest.mark.parametrize("name, text, says", [
+    # int(1.7) and int(True) were both 1: the second choice, without a word
+    ("float.jsonl", json.dumps({"context": "a", "endings": ["b", "c"], "label": 0}) + "\n" +
+     json.dumps({"context": "a", "endings": ["b", "c"], "label": 1.7}) + "\n",
+     "line 2: the label 1.7 is not the index of an ending: give a whole number from 0 to 1"),
+    ("true.jsonl", json.dumps({"context": "a", "endings": ["b", "c"], "label": True}) + "\n",
+     "line 1: the label True is not the index of an ending"),
+    ("true.csv", "context,ending0,ending1,label\na,b,c,true\n", "line 2: the label 'true' is not the index"),
+    # SWAG's ending3 left empty: the choice would be sent2 alone
+    ("swag.csv", "sent1,sent2,ending0,ending1,label\nThe cat sat.,Then it,slept.,flew.,0\n"
+                 "The dog ran.,Then it,barked.,,0\n",
+     "line 3: the ending (column 'ending1') is empty: every choice needs its words"),
+    ("empty.jsonl", json.dumps({"context": "a", "endings": ["b", " "], "label": 0}) + "\n",
+     "line 1: the ending (ending 2 of 'endings') is empty"),
+])
+def test_labels_not_whole_numbers_and_empty_endings_are_refused_with_their_line(tmp_path, name, text, says):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(f"--train_file {path}: {says}")):
+        read_input_file(lambda path, encoding: multiple_choice.read_file(path, encoding, None), str(path),
+                        "train_file")
+
+
 def write_rows(path: Path, count: int, seed: int) -> None:
     """The right ending names the animal of the context; the three others name other animals."""
     rng = random.Random(seed)

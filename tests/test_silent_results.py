@@ -69,6 +69,10 @@ def write(folder: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
                                     "0\tWhat is AI ?\tWho is Ada ?\t12\n",
      "the first line ('1', 'How do I learn Python ?', 'How can I learn Python fast ?', '11') looks like data, not a "
      "header of column names: give the columns' names in order with --column_names"),
+    ("a field more than the header (a tab in the text)", "label\ttext\n1\tgood film\n0\tbad\tfilm\n",
+     "train.tsv: line 3 has 3 tab-separated fields, the header line names 2 ('label', 'text'): the fields beyond "
+     "would be dropped ('film'); write the tab inside a text as a space, or name the extra column in the header "
+     "line"),
 ])
 def test_rows_that_trained_silently_are_refused_naming_their_line(tmp_path, case, train, says):
     path = write(tmp_path, "train.tsv", train)
@@ -144,6 +148,11 @@ def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path):
     (ANSWER, "train.jsonl", json.dumps({"id": "q1", "question": "Where ?", "context": "Ada was born in Lisbon .",
                                         "answers": {"text": "Lisbon", "answer_start": 16}}),
      "question q1 (line 1): answers' text and answer_start must be lists"),
+    # a list of answer texts: AttributeError ('str' object has no attribute 'get'), exit 1; one not in the context
+    (ANSWER, "train.jsonl", json.dumps({"id": "q1", "question": "Where ?", "context": "Ada was born in Lisbon .",
+                                        "answers": ["Paris"]}),
+     "question q1 (line 1): the answer 'Paris' is not in the context: give each answer as text the context holds, "
+     "or as {\"text\", \"answer_start\"}"),
 ])
 def test_columns_and_fields_of_another_shape_are_one_line(tmp_path, task, name, text, says):
     train = write(tmp_path, name, text + "\n")
@@ -388,3 +397,72 @@ def test_lines_elmo_analyze_cuts_at_max_tokens_are_said_with_their_line(tmp_path
     assert sentences == 3 and counts["four"] == 0 and counts["three"] == 1
     assert ("1 line(s) have more than --max_tokens 3 words: each is cut to its first 3 (the longest, line 3, has 6 "
             "words; the first is line 3)") in caplog.text
+
+
+# --------------------------------------------------------------------------------------------------
+# Line endings
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+def test_old_mac_windows_and_unix_line_endings_read_as_the_same_lines(tmp_path, ending):
+    """A file of \\r-ended lines (old Mac) was one line: elmo-embed wrote one key holding every sentence run
+    together, elmo-pretrain trained on one sentence, elmo-analyze counted 1 sentence."""
+    from elmo_hf.tools.analysis import count_words
+    from elmo_hf.tools.embed_io import Counts, count_lines, read_text_lines
+    from elmo_hf.train.data import read_sentences
+
+    sentences = ["the bank raised its rates .", "we sat on the river bank .", "", "it rained ."]
+    path = write(tmp_path, "corpus.txt", ending.join(sentences) + ending)
+    assert [row["text"] for row in read_sentences([str(path)])] == [s for s in sentences if s]
+    assert count_words(path, "whitespace", 100)[1] == 3
+    assert count_lines(path, "utf-8") == 4
+    assert [text for _, text in read_text_lines(path, 1000, "utf-8", "strict", Counts())] == sentences
+
+
+def test_lowercase_iob_tags_are_scored_as_their_uppercase(tmp_path):
+    """`b-per i-per o`: "o" was read as an entity type of its own (7 entities counted where there are 4)."""
+    from elmo_hf.train.finetune_data import entity_scores
+
+    upper = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG", "O", "B-MISC"]]
+    lower = [[tag.lower() for tag in sentence] for sentence in upper]
+    assert entity_scores(lower, lower)["num_entities"] == 4
+    predicted = [["B-PER", "I-PER", "O", "O"], ["O", "B-ORG", "B-ORG", "B-MISC"]]
+    expected = entity_scores(upper, predicted)
+    scores = entity_scores(lower, [[tag.lower() for tag in sentence] for sentence in predicted])
+    assert {k: v for k, v in scores.items() if not k.endswith("_f1")} == {
+        k: v for k, v in expected.items() if not k.endswith("_f1")}
+    assert scores["per_f1"] == expected["PER_f1"] and "o_f1" not in scores
+
+
+def test_labels_that_differ_only_in_case_or_spaces_are_warned_of_with_their_counts(tmp_path):
+    train = write(tmp_path, "train.tsv", "label\ttext\npos\tgood film\nneg\tbad film\nPos\tfine film\npos\tnice one\n")
+    status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"])
+    assert status == 0
+    assert (f"{train}: the labels 'pos' (2 examples, first at line 2), 'Pos' (1 example, first at line 4) differ "
+            "only in case or spaces: they are trained as 2 classes") in stderr, stderr[-3000:]
+    assert "'neg' (" not in stderr
+
+
+def test_answers_given_as_a_list_of_texts_are_found_in_the_context(tmp_path):
+    """`"answers": ["Lisbon"]` failed with an AttributeError (exit 1), in training and with --do_predict."""
+    from elmo_hf.train.squad_data import read_squad_file
+
+    record = {"id": "q1", "question": "Where was Ada born ?", "context": "Lisbon ? Ada was born in Lisbon .",
+              "answers": ["Lisbon", "in Lisbon"]}
+    path = write(tmp_path, "train.jsonl", json.dumps(record) + "\n")
+    for needed in (True, False):
+        answers = read_squad_file(path, answers_needed=needed)[0]["answers"]
+        assert answers == {"text": ["Lisbon", "in Lisbon"], "answer_start": [0, 22]}
+
+
+def test_questions_longer_than_max_question_length_are_said_with_their_id(tmp_path):
+    qas = [{"id": "long-one", "question": "Where " + "was " * 9 + "Ada born ?",
+            "answers": [{"text": "Lisbon", "answer_start": 16}]},
+           {"id": "q2", "question": "Where was Boris born ?", "answers": [{"text": "Oslo", "answer_start": 51}]}]
+    train = squad_file(tmp_path, qas)
+    status, _, stderr = command(ANSWER, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out",
+                                         "--max_question_length", "8"])
+    assert status == 0, stderr[-3000:]
+    assert ("1 of 2 questions have more than --max_question_length 8 words: each is read as its first 8 (questions "
+            "'long-one'; the longest, 'long-one', has 13 words)") in stderr, stderr[-3000:]

@@ -4,7 +4,13 @@ import argparse
 
 import pytest
 
-from elmo_hf.tools.core.text_files import UndecodableText, check_decodes, checked_encoding, iter_lines
+from elmo_hf.tools.core.text_files import (
+    UndecodableText,
+    check_decodes,
+    checked_encoding,
+    iter_lines,
+    raw_lines,
+)
 
 
 def test_lines_decode_in_the_named_encoding_and_lose_their_endings(tmp_path):
@@ -128,3 +134,17 @@ def test_windows_quotes_read_as_latin_1_control_characters_are_refused(tmp_path)
     assert str(caught.value) == (f"{path}: line 2, character 3 is the control character U+0093 in latin-1, which text "
                                  "does not hold; the file reads as cp1252: --encoding cp1252")
     check_decodes(path, "cp1252")
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 1 << 20])
+def test_lines_end_at_lf_crlf_and_a_lone_cr_across_block_boundaries(block_size):
+    import io
+    import re
+
+    for data in (b"a\rb\rc", b"a\r\nb\nc\n", b"x\r\r\ny\r", b"\r\n\r\n", b"one\r\ntwo\rthree\nfour"):
+        expected = re.split(rb"\r\n|\r|\n", data)
+        expected = expected[:-1] if expected[-1] == b"" else expected
+        assert [line for line, _ in raw_lines(io.BytesIO(data), block_size=block_size)] == expected
+    # a line that runs on beyond the limit is cut, the next one read whole
+    lines = list(raw_lines(io.BytesIO(b"abcdefgh\rxy\r\nz"), limit=3, block_size=min(block_size, 2)))
+    assert lines == [(b"abc", True), (b"xy", False), (b"z", False)]

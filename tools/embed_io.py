@@ -26,7 +26,7 @@ from elmo_hf.tokenization import WordSplitError, check_word_split, split_name
 
 from .core.early_checks import DATA_FILE_BUILDERS
 from .core.errors import InputError, RunFailed
-from .core.text_files import UndecodableText, check_decodes
+from .core.text_files import UndecodableText, check_decodes, raw_lines
 from .loading import ModelLoadError
 from .loading import checked_device as usable_device
 
@@ -80,9 +80,14 @@ def count_lines(path: Path, encoding: str | None = None, max_lines: int | None =
     if max_lines == 0:
         return 0
     decoder = codecs.getincrementaldecoder(encoding)() if encoding else None
-    count, last = 0, b"\n"
+    count, last, after_cr = 0, b"\n", False
     with open(path, "rb") as handle:
         while block := handle.read(1 << 24):
+            if b"\r" in block or after_cr:  # \r\n and a lone \r (old Mac files) end lines as \n does
+                block, after_cr = block[1:] if after_cr and block.startswith(b"\n") else block, block.endswith(b"\r")
+                block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                if not block:
+                    continue
             if max_lines is not None and count + block.count(b"\n") >= max_lines:
                 cut = -1
                 for _ in range(max_lines - count):  # the end of line `max_lines` in this block
@@ -121,15 +126,7 @@ def read_text_lines(path: Path, max_chars: int, encoding: str, errors: str,
     limit = 4 * max_chars + 4  # UTF-8 and GB18030 need at most 4 bytes a character, the other encodings fewer
     with open(path, "rb") as handle:
         line_no = 0
-        while True:
-            raw = handle.readline(limit)
-            if not raw:
-                return
-            too_long = not raw.endswith(b"\n") and len(raw) >= limit
-            if too_long:  # read the rest of the line in bounded pieces and drop it
-                while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
-                    pass
-            raw = raw.rstrip(b"\r\n")
+        for raw, too_long in raw_lines(handle, limit):  # lines end at \n, \r\n or \r; a longer one is cut at limit
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as error:

@@ -181,6 +181,17 @@ def _read_table(path, kind: str, encoding: str, column_names: Sequence[str] | No
                          f"{', ...' if len(columns) > 4 else ''}) looks like data, not a header of column names: give "
                          "the columns' names in order with --column_names (e.g. label,question1,question2,id), or add "
                          "a header line")
+    if not column_names:  # csv puts a row's fields beyond the header's under None: they would be lost
+        for row, line in zip(rows, lines):
+            extra = row.get(None) or []
+            if any(str(field).strip() for field in extra):
+                how = ("write the tab inside a text as a space" if kind != "csv" else
+                       "put a text that holds a comma in double quotes")
+                raise ValueError(f"line {line} has {len(columns) + len(extra)} "
+                                 f"{'comma' if kind == 'csv' else 'tab'}-separated fields, the header line names "
+                                 f"{len(columns)} ({', '.join(map(repr, columns))}): the fields beyond would be "
+                                 f"dropped ({', '.join(map(repr, extra))[:100]}); {how}, or name the extra column "
+                                 "in the header line")
     return rows, columns, lines
 
 
@@ -305,8 +316,8 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
 
 
 def _is_tag(tag: str) -> bool:
-    """An entity tag of IOB/BIOES: O, or a prefix B/I/E/S/L/U and a type (B-PER, I_LOC)."""
-    return tag == "O" or (len(tag) > 2 and tag[0] in "BIESLU" and tag[1] in "-_")
+    """An entity tag of IOB/BIOES: O, or a prefix B/I/E/S/L/U and a type (B-PER, I_LOC), in either case."""
+    return tag in ("O", "o") or (len(tag) > 2 and tag[0] in "BIESLUbieslu" and tag[1] in "-_")
 
 
 def _check_tag_column(path, encoding: str, columns: int, last: set[str]) -> None:
@@ -318,7 +329,7 @@ def _check_tag_column(path, encoding: str, columns: int, last: set[str]) -> None
         rows = [line.split() for line in f if line.split() and not line.startswith("-DOCSTART-")]
     for column in range(1, columns - 1):
         values = {row[column] for row in rows}
-        if all(_is_tag(value) for value in values) and "O" in values:
+        if all(_is_tag(value) for value in values) and values & {"O", "o"}:
             raise ValueError(f"{path}: the tags are the last column, but no value of it is an entity tag "
                              f"({sorted(last)[:5]}) while column {column + 1} holds them ({sorted(values)[:5]}): put "
                              "the tags last (word ... tag)")
@@ -487,11 +498,13 @@ def spearman(predictions: Sequence[float], references: Sequence[float]) -> float
 
 
 def _split_tag(tag: str) -> tuple[str, str]:
-    """"B-PER" -> ("B", "PER"); "O" -> ("O", ""); a tag without prefix, e.g. "PER", counts as "I-PER"."""
-    if tag in ("O", ""):
+    """"B-PER" -> ("B", "PER"); "O" -> ("O", ""); a tag without prefix, e.g. "PER", counts as "I-PER". The prefix
+    and O are read in either case ("b-per", "o"): a lowercase "o" read as an entity type would count entities that
+    are not there."""
+    if tag in ("O", "o", ""):
         return "O", ""
-    if len(tag) > 1 and tag[1] in "-_" and tag[0] in "BIESLU":
-        prefix = {"L": "E", "U": "S"}.get(tag[0], tag[0])
+    if len(tag) > 1 and tag[1] in "-_" and tag[0] in "BIESLUbieslu":
+        prefix = {"L": "E", "U": "S"}.get(tag[0].upper(), tag[0].upper())
         return prefix, tag[2:]
     return "I", tag
 

@@ -9,7 +9,8 @@ of their passages for `Trainer`, and `Trainer`'s logits turned back into answers
 
 Files: SQuAD v1.1 / v2.0 JSON (`data` -> `paragraphs` -> `context`, `qas` with `id`, `question`, `answers` of
 `text` and `answer_start`, and in v2.0 `is_impossible`), or JSON lines (or a JSON array) of flat records as the
-`datasets` SQuAD sets have them: `id`, `question`, `context`, `answers` {"text": [...], "answer_start": [...]}.
+`datasets` SQuAD sets have them: `id`, `question`, `context`, `answers` {"text": [...], "answer_start": [...]}
+(or a list of answer texts, `["Lisbon"]`, each found at its first occurrence in the context).
 Each answer's text must be the passage's at its `answer_start` (a whole number), each question's id unique, and a
 question without answers is unanswerable only where the file says so (SQuAD 2.0's `is_impossible`, an empty answers
 list of a flat record) or `version_2_with_negative` does: see `read_squad_file`.
@@ -142,8 +143,8 @@ def _checked(record, number: int, place: str, rule: _UnanswerableRule) -> dict:
         if not isinstance(record.get(key), str) or not record[key].strip():
             raise ValueError(f"{name} has no {key} (each question needs id, question, context and answers)")
     answers = record.get("answers") or {"text": [], "answer_start": []}
-    if isinstance(answers, list):  # SQuAD's own list of {"text", "answer_start"}
-        answers = {"text": [a.get("text") for a in answers], "answer_start": [a.get("answer_start") for a in answers]}
+    if isinstance(answers, list):  # SQuAD's own list of {"text", "answer_start"}, or of answer texts
+        answers = _answer_list(answers, record.get("context"), name)
     if not isinstance(answers, dict):
         raise ValueError(f"{name}: answers must be {{\"text\": [...], \"answer_start\": [...]}} or a list of "
                          f"{{\"text\", \"answer_start\"}}, got {answers!r:.60}")
@@ -168,6 +169,28 @@ def _checked(record, number: int, place: str, rule: _UnanswerableRule) -> dict:
     rule.check(record, name, bool(texts), bool(record.get("_nested")))
     return {"id": identifier, "question": record["question"], "context": context,
             "answers": {"text": texts, "answer_start": starts}}
+
+
+def _answer_list(answers: list, context: str, name: str) -> dict:
+    """`{"text", "answer_start"}` of a list of SQuAD's `{"text", "answer_start"}`, or of answer texts alone
+    (`["Lisbon"]`), each found at its first occurrence in the context; anything else is refused naming the question
+    and the forms it may take."""
+    texts, starts = [], []
+    for answer in answers:
+        if isinstance(answer, dict):
+            texts.append(answer.get("text"))
+            starts.append(answer.get("answer_start"))
+        elif isinstance(answer, str):
+            start = context.find(answer) if answer.strip() else -1
+            if start < 0:
+                raise ValueError(f"{name}: the answer {answer!r:.60} is not in the context: give each answer as text "
+                                 "the context holds, or as {\"text\", \"answer_start\"}")
+            texts.append(answer)
+            starts.append(start)
+        else:
+            raise ValueError(f"{name}: an answer must be {{\"text\", \"answer_start\"}} or the answer's text, got "
+                             f"{answer!r:.60}")
+    return {"text": texts, "answer_start": starts}
 
 
 def gold_answers(examples: Sequence[dict]) -> dict[str, list[str]]:

@@ -4,8 +4,9 @@ Bytes that do not decode are refused with one line that names the file, the line
 rather than replaced by U+FFFD characters that would be embedded or trained on without a word said. Commands call
 `check_decodes` on every input before they write anything, so a refusal leaves nothing half-written.
 
-Lines are split on the byte 0x0a, so only encodings in which a newline is that byte (and no other character contains
-it) are accepted: UTF-8, GBK/GB18030, Big5, Shift-JIS, the ISO-8859 and Windows code pages. UTF-16 and UTF-32 are
+Lines end at `\n`, `\r\n` or a lone `\r` (old Mac files) alike, as Python's text files read them: a file of
+`\r`-ended lines is as many lines, not one. Lines are split on the bytes 0x0a and 0x0d, so only encodings in which
+those are the line endings (and no other character contains them) are accepted: UTF-8, GBK/GB18030, Big5, Shift-JIS, the ISO-8859 and Windows code pages. UTF-16 and UTF-32 are
 refused by `checked_encoding`, with the conversion to use.
 """
 
@@ -17,6 +18,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .command_options import checked_encoding  # noqa: F401  (declared there: parsing needs it before any import)
 from .encoding_guess import first_non_ascii, guess_encodings, words_at
@@ -76,11 +78,48 @@ def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int, o
     return text.rstrip("\r\n")
 
 
+def raw_lines(handle: BinaryIO, limit: int | None = None, block_size: int = 1 << 20) -> Iterator[tuple[bytes, bool]]:
+    """(bytes, cut) of each line of the binary file `handle`, its ending removed: lines end at `\n`, `\r\n` or a lone
+    `\r`, as in Python's text files. With `limit`, a line that runs on beyond a block read and `limit` bytes yields
+    its first `limit` bytes with `cut` True and the rest is skipped, so memory stays bounded (a longer line read
+    whole within a block comes whole, `cut` False); without, `cut` is always False."""
+    rest, skipping, pieces = b"", False, []  # pieces: blocks of a line without an ending yet (joined once)
+    while True:
+        block = handle.read(block_size)
+        if block and b"\n" not in block and b"\r" not in block and (limit is None or skipping) \
+                and not rest.endswith(b"\r"):
+            if not skipping:
+                pieces.append(block)
+            continue
+        data = b"".join([rest, *pieces, block])
+        pieces = []
+        held = b"\r" if block and data.endswith(b"\r") else b""  # maybe the first half of \r\n: read on
+        if held:
+            data = data[:-1]
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = data.split(b"\n")
+        rest = lines.pop() + held  # the line not ended yet (b"" after an ending)
+        for line in lines:
+            if skipping:
+                skipping = False
+            else:
+                yield line, False
+        if not block:
+            if rest and not skipping:
+                yield rest, False
+            return
+        if limit is not None and len(rest) > limit and not held:
+            if not skipping:
+                yield rest[:limit], True
+            rest, skipping = b"", True
+
+
 def iter_lines(path: str | Path, encoding: str = DEFAULT_ENCODING, option: str = "--encoding") -> Iterator[str]:
-    """The lines of `path` decoded with `encoding`, line endings removed; `UndecodableText` at the first bad line
-    (its hint names `option`)."""
+    """The lines of `path` decoded with `encoding`, line endings (`\n`, `\r\n`, `\r`) removed; `UndecodableText` at
+    the first bad line (its hint names `option`)."""
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, (raw, _) in enumerate(raw_lines(handle), start=1):
             yield decode_line(raw, encoding, path, number, option)
 
 
@@ -122,7 +161,7 @@ def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, op
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
         maybe_utf8, first = legacy, None  # whether the file is still valid UTF-8; its first line beyond ASCII
         with reading(path), open(path, "rb") as handle:  # a file this process may not read: one line naming it
-            for number, raw in enumerate(handle, start=1):
+            for number, (raw, _) in enumerate(raw_lines(handle), start=1):
                 text = decode_line(raw, encoding, path, number, option)
                 if not legacy or raw.isascii():
                     continue

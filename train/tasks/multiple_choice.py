@@ -60,8 +60,8 @@ TASK = FineTuningTask(
 )
 
 
-def _rows(path: str, encoding: str) -> list[dict]:
-    """The records of a JSON-lines, CSV or TSV file."""
+def _rows(path: str, encoding: str) -> list[tuple[int, dict]]:
+    """(line, record) of each record of a JSON-lines, CSV or TSV file."""
     with open(path, encoding=encoding, newline="") as handle:
         if path.endswith((".jsonl", ".json")):
             rows = []
@@ -70,38 +70,59 @@ def _rows(path: str, encoding: str) -> list[dict]:
                     row = json.loads(line)
                     if not isinstance(row, dict):
                         raise ValueError(f"line {number} is not a JSON object")
-                    rows.append(row)
+                    rows.append((number, row))
             return rows
         dialect = "excel-tab" if path.endswith(".tsv") else "excel"
-        return list(csv.DictReader(handle, dialect=dialect))
+        reader = csv.DictReader(handle, dialect=dialect)
+        return [(reader.line_num, row) for row in reader]
 
 
-def _example(row: dict, number: int, labelled: bool) -> dict:
-    """`{"context", "endings", "label"}` of a record in any of the accepted layouts."""
+def _example(row: dict, line: int, labelled: bool) -> dict:
+    """`{"context", "endings", "label"}` of a record (at `line` of its file) in any of the accepted layouts. An empty
+    ending is refused (SWAG's `ending3` left empty would be a choice of `sent2` alone), and so is a label that is not
+    a whole number (1.7 or true would be read as choice 1)."""
     if "endings" in row:
         context, endings = row.get("context"), row["endings"]
+        names = [f"ending {k + 1} of 'endings'" for k in range(len(endings))] if isinstance(endings, list) else []
+        own = endings
     else:
         keys = sorted((key for key in row if key.startswith("ending") and key[6:].isdigit()), key=lambda k: int(k[6:]))
         start = row.get("sent2") or ""  # SWAG: the ending's first words
-        endings = [f"{start} {row[key]}".strip() for key in keys]
+        own = [row[key] for key in keys]
+        endings = [f"{start} {ending}".strip() if isinstance(ending, str) else ending for ending in own]
+        names = [f"column {key!r}" for key in keys]
         context = row.get("context", row.get("sent1"))
     if not isinstance(context, str) or not isinstance(endings, list) or len(endings) < 2 or \
             not all(isinstance(ending, str) for ending in endings):
-        raise ValueError(f"row {number}: expected a context and two or more endings (context + endings, SWAG's "
+        raise ValueError(f"line {line}: expected a context and two or more endings (context + endings, SWAG's "
                          "sent1, sent2, ending0.., or context, ending0..)")
+    empty = next((name for name, ending in zip(names, own) if not ending.strip()), None)
+    if empty is not None:
+        raise ValueError(f"line {line}: the ending ({empty}) is empty: every choice needs its words (give every row "
+                         "the same number of endings, each with text)")
     label = row.get("label")
     if labelled:
-        try:
-            label = int(label)
-        except (TypeError, ValueError):
-            raise ValueError(f"row {number}: label {label!r} is not the index of an ending") from None
-        if not 0 <= label < len(endings):
-            raise ValueError(f"row {number}: label {label} is not the index of one of its {len(endings)} endings")
+        label = _choice(label, len(endings), line)
     return {"context": context, "endings": endings, "label": label}
 
 
+def _choice(label, endings: int, line: int) -> int:
+    """The label as the index of an ending: a whole number (an int, or a string of one: CSV), from 0 to `endings`-1."""
+    if isinstance(label, str) and label.strip().lstrip("-").isdigit():
+        label = int(label)
+    elif isinstance(label, float) and label.is_integer():
+        label = int(label)
+    if not isinstance(label, int) or isinstance(label, bool):
+        raise ValueError(f"line {line}: the label {label!r} is not the index of an ending: give a whole number from "
+                         f"0 to {endings - 1}")
+    if not 0 <= label < endings:
+        raise ValueError(f"line {line}: label {label} is not the index of one of its {endings} endings (0 to "
+                         f"{endings - 1})")
+    return label
+
+
 def _examples(path: str, encoding: str, labelled: bool) -> list[dict]:
-    examples = [_example(row, number, labelled) for number, row in enumerate(_rows(path, encoding), start=1)]
+    examples = [_example(row, line, labelled) for line, row in _rows(path, encoding)]
     counts = {len(example["endings"]) for example in examples}
     if len(counts) > 1:
         raise ValueError(f"rows with {sorted(counts)} endings: every row needs the same number")

@@ -101,8 +101,24 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
     from ..squad_data import question_answering_features
 
     check_windows(examples, tokenizer, data_args)
+    warn_of_long_questions(examples, tokenizer, data_args)
     return question_answering_features(examples, tokenizer, max_length=data_args.max_seq_length,
                                        stride=data_args.doc_stride, max_question_words=data_args.max_question_length)
+
+
+def warn_of_long_questions(examples: Sequence[dict], tokenizer, data_args) -> None:
+    """One warning naming the questions longer than `--max_question_length` words, which are read as their first
+    words (`encode_windows` cuts them): how many, their ids (the first few) and the longest."""
+    limit = data_args.max_question_length
+    long = [(len(tokenizer.tokenize(example["question"])), example["id"]) for example in examples]
+    long = [(length, identifier) for length, identifier in long if length > limit]
+    if not long:
+        return
+    longest = max(long, key=lambda item: item[0])
+    ids = ", ".join(repr(identifier) for _, identifier in long[:5]) + (", ..." if len(long) > 5 else "")
+    logger.warning("%d of %d questions have more than --max_question_length %d words: each is read as its first %d "
+                   "(questions %s; the longest, %r, has %d words); a larger --max_question_length reads them whole",
+                   len(long), len(examples), limit, limit, ids, longest[1], longest[0])
 
 
 def check_windows(examples: Sequence[dict], tokenizer, data_args) -> None:
@@ -191,6 +207,7 @@ def predict_answers(model, tokenizer, examples: Sequence[dict], data_args, batch
     from ..collators import ElmoDataCollatorForQuestionAnswering
 
     model.eval()
+    warn_of_long_questions(examples, tokenizer, data_args)
     windows = encode_windows(tokenizer, [e["question"] for e in examples], [e["context"] for e in examples],
                              max_length=data_args.max_seq_length, stride=data_args.doc_stride,
                              max_question_words=data_args.max_question_length)

@@ -18,6 +18,7 @@ integers (or `--problem_type regression`), train a regression (STS-B), reported 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -36,6 +37,8 @@ from ..finetune_data import (
     warn_if_cut,
 )
 from . import FineTuningTask, Task
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -103,7 +106,24 @@ def read_file(path: str, encoding: str, data_args) -> list[dict]:
     if is_regression([example["label"] for example in examples], data_args.problem_type):
         for example in examples:
             example["score"], example["label"] = float(example["label"]), SCORE_LABEL
+    else:
+        warn_of_labels_alike(examples, path)
     return examples
+
+
+def warn_of_labels_alike(examples: list[dict], path: str) -> None:
+    """One warning for each set of labels that differ only in case or spaces ("pos", "Pos", "pos "), with their
+    counts and first lines: each is a class of its own, which is rarely meant."""
+    spelled: dict[str, dict[str, list]] = {}  # the label folded -> its spellings -> their examples
+    for example in examples:
+        label = example["label"]
+        spelled.setdefault(" ".join(label.split()).casefold(), {}).setdefault(label, []).append(example)
+    for spellings in spelled.values():
+        if len(spellings) > 1:
+            said = ", ".join(f"{label!r} ({len(found)} example{'s' * (len(found) != 1)}, first at {found[0].where()})"
+                             for label, found in spellings.items())
+            logger.warning("%s: the labels %s differ only in case or spaces: they are trained as %d classes; write "
+                           "them alike if they are one", path, said, len(spellings))
 
 
 def is_regression(labels: list[str], problem_type: str | None) -> bool:
