@@ -65,7 +65,14 @@ def test_flair_embeds_sentences_with_elmos_vectors_and_trains_a_tagger(workdir):
                             "--repo", str(REPO)], workdir, project=False)
     results = json.loads((out / "results.json").read_text())
     assert results["remote"]["embedding_length"] == results["installed"]["embedding_length"] == 32
+    assert results["remote"]["all_layers"] == [0, 1, 2]  # flair's layers="all": the token layer and both LSTM layers
     assert results["installed"]["saved_and_loaded"]
+    # ModelTrainer.train() with its defaults ran to its end without the project (it loads best-model.pt back), and
+    # a second process without the project loads that tagger and tags as the first did.
+    trained = results["remote"]["trainer"]
+    run_in("flair-0.15.1", [str(REPO / "tests" / "compat" / "flair_checks.py"), "outputs/demo/model", str(out),
+                            "--load", str(out / "trainer" / "best-model.pt")], workdir, project=False)
+    assert json.loads((out / "loaded.json").read_text()) == trained["tags"]
 
 
 def test_flair_block_of_the_page_runs_as_pasted(workdir):
