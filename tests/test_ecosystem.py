@@ -67,6 +67,8 @@ def test_flair_embeds_sentences_with_elmos_vectors_and_trains_a_tagger(workdir):
     assert results["remote"]["embedding_length"] == results["installed"]["embedding_length"] == 32
     assert results["remote"]["all_layers"] == [0, 1, 2]  # flair's layers="all": the token layer and both LSTM layers
     assert results["installed"]["saved_and_loaded"]
+    # the drop-in for flair's ELMoEmbeddings: 3 layers of 2 x 16 end to end ("all"), or one of them
+    assert results["installed"]["drop_in"]["embedding_length"] == {"all": 96, "top": 32, "average": 32}
     # ModelTrainer.train() with its defaults ran to its end without the project (it loads best-model.pt back), and
     # a second process without the project loads that tagger and tags as the first did.
     trained = results["remote"]["trainer"]

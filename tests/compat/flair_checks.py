@@ -1,15 +1,17 @@
 """flair 0.15.1 on an ELMo folder, run by the interpreter of the flair environment (tests/test_ecosystem.py starts it).
 
-    python tests/compat/flair_checks.py FOLDER OUT [--repo REPO]
+    python tests/compat/flair_checks.py FOLDER OUT [--repo REPO | --load TAGGER]
 
 First as a user without the project: `TransformerWordEmbeddings(FOLDER, trust_remote_code=True)` embeds flair
 Sentences, every token's vector the ELMo vector of its word (the model run by hand, as remote code), `layers="all"`
 mixes every layer (flair counts them with its probe `tensor([[1]])`), a `SequenceTagger` on those embeddings trains a
-few steps, and flair's `ModelTrainer.train()` with its defaults runs to its end (where it loads best-model.pt back);
-a second process without the project loads that best-model.pt after loading ELMo's remote code, and tags as it. With --repo, then, the project imported from REPO (as where
-it is installed, `import elmo_hf.modeling_elmo`): the same without `trust_remote_code`, and the tagger saved and loaded back
-(flair pickles the embeddings' tokenizer and configuration, which find ELMo's classes by name there). A check that
-fails ends the process with its traceback; OUT/results.json says what ran.
+few steps, and flair's `ModelTrainer.train()` with its defaults runs to its end (where it loads best-model.pt back).
+With --load, only that: a second process without the project loads a saved tagger after ELMo's remote code. With
+--repo, then, the project imported from REPO (as where it is installed, `import elmo_hf.modeling_elmo`): the same
+without `trust_remote_code`, the tagger saved and loaded back (flair pickles the embeddings' tokenizer and
+configuration, which find ELMo's classes by name there), and the project's drop-in for flair's `ELMoEmbeddings`
+(elmo_hf.tools.flair_embeddings) gives ElmoModel's layers. A check that fails ends the process with its traceback;
+OUT/results.json says what ran.
 """
 
 from __future__ import annotations
@@ -131,6 +133,49 @@ def load_in_fresh_process(folder: Path, tagger_file: Path) -> list:
     return _tags(SequenceTagger.load(tagger_file))
 
 
+def _drop_in(folder: Path, scratch: Path) -> dict:
+    """The project's ELMoEmbeddings (flair's arguments): each mode the layers of ElmoModel run directly, a published
+    name refused in one line with the command that converts it, and a tagger on it saved and loaded back."""
+    import torch
+    from flair.data import Dictionary, Sentence
+    from flair.models import SequenceTagger
+
+    from elmo_hf.modeling_elmo import ElmoModel
+    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.tools.flair_embeddings import ELMoEmbeddings
+
+    model, tokenizer = ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder)
+    sentences = [Sentence(text) for text in TEXTS]
+    lengths = {}
+    for mode, mix in (("all", lambda layers: torch.cat(list(layers), -1)), ("top", lambda layers: layers[-1]),
+                      ("average", lambda layers: layers.mean(0))):
+        embeddings = ELMoEmbeddings(str(folder), embedding_mode=mode)
+        embeddings.embed(sentences)  # one batch: padding must not change a sentence's vectors
+        for sentence in sentences:
+            words = [token.text for token in sentence]
+            with torch.no_grad():
+                out = model(**tokenizer([words], is_split_into_words=True, return_tensors="pt"),
+                            output_hidden_states=True)
+            expected = mix(torch.stack(out.hidden_states)[:, 0, 1: len(words) + 1])
+            got = torch.stack([token.get_embedding(embeddings.name) for token in sentence])
+            assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-6), (mode, sentence)
+        lengths[mode] = embeddings.embedding_length
+    try:
+        ELMoEmbeddings("original")
+    except FileNotFoundError as error:
+        assert "elmo-convert --model original --output_dir" in str(error) and "\n" not in str(error), error
+    else:
+        raise AssertionError("ELMoEmbeddings('original') loaded without a converted folder")
+    tags = Dictionary(add_unk=False)
+    for tag in sorted({tag for _, labels in TAGGED for tag in labels}):
+        tags.add_item(tag)
+    tagger = SequenceTagger(hidden_size=16, embeddings=ELMoEmbeddings(str(folder.resolve())), tag_dictionary=tags,
+                            tag_type="pos", use_crf=False, use_rnn=False, reproject_embeddings=False)
+    tagger.save(scratch / "drop-in-tagger.pt")
+    assert _tags(SequenceTagger.load(scratch / "drop-in-tagger.pt")) == _tags(tagger)
+    return {"embedding_length": lengths}
+
+
 def _tagger(folder: Path, trust: dict, save: bool) -> dict:
     import torch
     from flair.data import Dictionary, Sentence
@@ -196,7 +241,8 @@ def main() -> None:
         import_project_from(args.repo)
         from elmo_hf import modeling_elmo  # noqa: F401  (registers ELMo with transformers' Auto classes, as an installed user does)
 
-        results["installed"] = {"embedding_length": _embeddings(args.folder, {}), **_tagger(args.folder, {}, True)}
+        results["installed"] = {"embedding_length": _embeddings(args.folder, {}), **_tagger(args.folder, {}, True),
+                                "drop_in": _drop_in(args.folder, args.out)}
     (args.out / "results.json").write_text(json.dumps(results), encoding="utf-8")
 
 
