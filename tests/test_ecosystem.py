@@ -77,10 +77,12 @@ def test_flair_embeds_sentences_with_elmos_vectors_and_trains_a_tagger(workdir):
     assert json.loads((out / "loaded.json").read_text()) == trained["tags"]
 
 
-def test_flair_block_of_the_page_runs_as_pasted(workdir):
-    (block,) = page_blocks("flair")
-    result = run_in("flair-0.15.1", ["-c", block], workdir, project=False)
+def test_flair_blocks_of_the_page_run_as_pasted(workdir):
+    remote, drop_in = page_blocks("flair")
+    result = run_in("flair-0.15.1", ["-c", remote], workdir, project=False)
     assert "('The', torch.Size([32]))" in result.stdout
+    result = run_in("flair-0.15.1", ["-c", drop_in], workdir, project=True)
+    assert result.stdout.split() == ["96", "torch.Size([96])"]  # 3 layers of 2 x 16, end to end
 
 
 def test_spacy_fills_trf_data_with_one_aligned_row_per_token_for_every_document_of_a_batch(workdir):
