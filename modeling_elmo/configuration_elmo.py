@@ -592,3 +592,31 @@ class ElmoConfig(PretrainedConfig):
         if name not in PRESETS:
             raise ValueError(f"Unknown ELMo preset {name!r}; choose one of {sorted(PRESETS)}")
         return cls(**{**copy.deepcopy(PRESETS[name]), **overrides})
+
+
+def _register_as_remote_code() -> None:
+    """Name "elmo" to transformers' AutoConfig when this file runs as remote code (`trust_remote_code=True`).
+
+    Loading remote code registers the model class for this configuration class, never the model type; but code that
+    rebuilds a model from a saved configuration dictionary looks the type up by name (flair's `SequenceTagger.load`,
+    which `ModelTrainer.train()` calls at its end, does `CONFIG_MAPPING[config["model_type"]]`). Where the project
+    is installed its package has registered its own class already, and that one stays. The same loader rebuilds the
+    tokenizer from a folder it saved, without `trust_remote_code`: a tokenizer module of this remote folder loaded
+    before (flair loads the tokenizer first) is registered too, so that AutoTokenizer finds its classes by name.
+    """
+    import sys
+
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if ElmoConfig.model_type in CONFIG_MAPPING:
+        return
+    AutoConfig.register(ElmoConfig.model_type, ElmoConfig)
+    tokenization = sys.modules.get(f"{__package__}.tokenization_elmo")
+    for name in ("ElmoManyLangsTokenizer", "ElmoTokenizer"):  # the last one is ElmoConfig's default
+        if hasattr(tokenization, name):
+            AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=getattr(tokenization, name), exist_ok=True)
+
+
+if __name__.split(".")[0] == "transformers_modules":
+    _register_as_remote_code()

@@ -7,10 +7,43 @@ This file travels to the Hub as remote code with `modeling_elmo.py`: it imports 
 from __future__ import annotations
 
 import torch
+from transformers.utils import logging
 
-from .character_ids import real_token_mask
+from .character_ids import (
+    BOS_CHAR_ID,
+    BOW_ID,
+    CHAR_PAD_ID,
+    EOS_CHAR_ID,
+    EOW_ID,
+    MAX_CHARACTERS_PER_TOKEN,
+    real_token_mask,
+)
 from .configuration_elmo import ElmoConfig
 from .word_char_encoder import token_id_parts
+
+logger = logging.get_logger(__name__)
+
+
+def answer_layer_count_probe(config: ElmoConfig, input_ids):
+    """`input_ids`, or for flair's layer count probe the input that stands in for it (and a warning that says so).
+
+    flair's `TransformerWordEmbeddings(..., layers="all")` counts a model's layers by running it on exactly
+    `torch.tensor([[1]])` (one vocabulary id) and reading the length of its hidden states. ELMo reads rows of
+    character ids (a real input is 3-D), so exactly that tensor, and nothing else, runs as the empty sentence
+    (`<S> </S>`), whose outputs have the layers flair counts; any other 2-D input is refused by `check_inputs` as
+    before. The warning is there so that no one takes these vectors for the vectors of an input.
+    """
+    if not (isinstance(input_ids, torch.Tensor) and tuple(input_ids.shape) == (1, 1)
+            and input_ids.dtype == torch.long and int(input_ids[0, 0]) == 1):
+        return input_ids
+    logger.warning("input_ids tensor([[1]]) is flair's layer count probe (layers=\"all\"): ran as the empty "
+                   "sentence <S> </S>; give character ids of shape [batch, tokens, 50] for vectors")
+    rows = config.sentence_boundary_rows
+    if rows is None:
+        pad = [CHAR_PAD_ID] * (MAX_CHARACTERS_PER_TOKEN - 3)
+        rows = [[BOW_ID, mark, EOW_ID, *pad] + [0] * (config.token_row_width - MAX_CHARACTERS_PER_TOKEN)
+                for mark in (BOS_CHAR_ID, EOS_CHAR_ID)]
+    return torch.tensor([rows], dtype=torch.long, device=input_ids.device)
 
 
 def check_inputs(config: ElmoConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:

@@ -38,7 +38,7 @@ from .compat_elmo import (
     warn_dotted_folder,
 )
 from .configuration_elmo import ElmoConfig
-from .inputs_elmo import check_inputs, check_state
+from .inputs_elmo import answer_layer_count_probe, check_inputs, check_state
 from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS
 from .lstm_graph_elmo import lstm_graph  # noqa: F401  (imported for its registration: the "graph" kernel)
 from .lstm_inference_elmo import lstm_implementation, packed_index
@@ -641,6 +641,8 @@ class ElmoModel(ElmoTokenCacheMixin, ElmoPreTrainedModel):
             output_hidden_states if output_hidden_states is not None else config.output_hidden_states
         )
         use_cache = bool(use_cache or return_state)
+        if attention_mask is None and state is None:  # flair's layers="all" probe runs as <S> </S> (inputs_elmo)
+            input_ids = answer_layer_count_probe(config, input_ids)
 
         with float32_cudnn(getattr(input_ids, "device", torch.device("cpu"))):  # a wrong type is reported below
             return self._forward(input_ids, attention_mask, state, use_cache, output_hidden_states, backward_input_ids)

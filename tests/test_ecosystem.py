@@ -65,13 +65,24 @@ def test_flair_embeds_sentences_with_elmos_vectors_and_trains_a_tagger(workdir):
                             "--repo", str(REPO)], workdir, project=False)
     results = json.loads((out / "results.json").read_text())
     assert results["remote"]["embedding_length"] == results["installed"]["embedding_length"] == 32
+    assert results["remote"]["all_layers"] == [0, 1, 2]  # flair's layers="all": the token layer and both LSTM layers
     assert results["installed"]["saved_and_loaded"]
+    # the drop-in for flair's ELMoEmbeddings: 3 layers of 2 x 16 end to end ("all"), or one of them
+    assert results["installed"]["drop_in"]["embedding_length"] == {"all": 96, "top": 32, "average": 32}
+    # ModelTrainer.train() with its defaults ran to its end without the project (it loads best-model.pt back), and
+    # a second process without the project loads that tagger and tags as the first did.
+    trained = results["remote"]["trainer"]
+    run_in("flair-0.15.1", [str(REPO / "tests" / "compat" / "flair_checks.py"), "outputs/demo/model", str(out),
+                            "--load", str(out / "trainer" / "best-model.pt")], workdir, project=False)
+    assert json.loads((out / "loaded.json").read_text()) == trained["tags"]
 
 
-def test_flair_block_of_the_page_runs_as_pasted(workdir):
-    (block,) = page_blocks("flair")
-    result = run_in("flair-0.15.1", ["-c", block], workdir, project=False)
+def test_flair_blocks_of_the_page_run_as_pasted(workdir):
+    remote, drop_in = page_blocks("flair")
+    result = run_in("flair-0.15.1", ["-c", remote], workdir, project=False)
     assert "('The', torch.Size([32]))" in result.stdout
+    result = run_in("flair-0.15.1", ["-c", drop_in], workdir, project=True)
+    assert result.stdout.split() == ["96", "torch.Size([96])"]  # 3 layers of 2 x 16, end to end
 
 
 def test_spacy_fills_trf_data_with_one_aligned_row_per_token_for_every_document_of_a_batch(workdir):
