@@ -113,9 +113,10 @@ def warn_dotted_folder(folder: str | os.PathLike) -> None:
     """A warning where the name of `folder`, about to hold remote code, has a dot: transformers 4.x (4.46 tested) names
     the module of a folder's code after the folder, and a dot there splits it (`elmo-v1.0` -> `No module named
     'transformers_modules.elmo-v1'`), so such a folder never loads with `trust_remote_code=True` there; 5.x replaces
-    the dot. The saving stack does not matter: the loading one does."""
+    the dot. The saving stack does not matter: the loading one does. A hidden folder (a leading dot) is a staging one
+    that a command renames into place (`elmo-convert`): the command asks about the final name itself."""
     name = os.path.basename(os.path.normpath(os.fspath(folder)))
-    if "." in name.strip("."):
+    if not name.startswith(".") and "." in name:
         logger.warning(f"{folder}: transformers 4.x cannot load a folder whose name has a dot with "
                        f"trust_remote_code=True (No module named 'transformers_modules.{name.split('.')[0]}'); "
                        f"name it without dots (e.g. {name.replace('.', '_')!r}) where 4.x users will load it")

@@ -640,7 +640,9 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(module, "_write_tokenizer", broken)
-    with pytest.raises(OSError, match="disk full"):
+    from elmo_hf.tools.core.errors import RunFailed
+
+    with pytest.raises(RunFailed, match=f"could not write --output_dir {out}: disk full"):  # the output named
         convert(options_file, weight_file, out, overwrite=True)
     assert [p.name for p in parent.iterdir()] == ["elmo"] and [p.name for p in out.iterdir()] == ["keep.txt"]
     monkeypatch.undo()

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
+from elmo_hf.modeling_elmo.compat_elmo import warn_dotted_folder
 from elmo_hf.modeling_elmo.configuration_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import check_word_split
@@ -159,6 +160,7 @@ def staged_output_dir(output_dir: Path, required_files: Iterable[str] = ()):
         with written_whole():  # never half-placed: the old folder moved aside and the new one not yet in
             _place(tmp, output_dir)
             placed = True
+        warn_dotted_folder(output_dir)  # the staging folder's name (hidden) was not the one users load
     except BaseException as error:
         if isinstance(error, Interrupted):
             error.output_written = placed
