@@ -55,6 +55,20 @@ def fast() -> ElmoTokenizerFast:
     return ElmoTokenizerFast()
 
 
+@pytest.fixture(scope="module")
+def every_call_on_tokenizers() -> ElmoTokenizerFast:
+    """Plain calls too go through the `tokenizers` encodings (as calls with truncation, windows or offsets do)."""
+    tokenizer = ElmoTokenizerFast()
+    tokenizer._plain_calls = False
+    return tokenizer
+
+
+@pytest.fixture(params=["plain calls on ElmoTokenizer's path", "every call on tokenizers"])
+def fast_path(request, fast, every_call_on_tokenizers) -> ElmoTokenizerFast:
+    """Both ways a call is encoded: the equality tests hold for each."""
+    return fast if request.param.startswith("plain") else every_call_on_tokenizers
+
+
 def assert_same(expected, got, skip: tuple[str, ...] = ()) -> None:
     """The same keys in the same order, the same values (and tensor types), and the same alignment of every row."""
     assert list(got) == list(expected)
@@ -82,12 +96,12 @@ def test_it_is_a_fast_tokenizer_with_the_character_vocabulary(slow, fast):
 
 
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
-def test_each_text_alone_gives_the_same_outputs(slow, fast, text):
+def test_each_text_alone_gives_the_same_outputs(slow, fast_path, text):
     options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, return_length=True,
                    return_token_type_ids=True)
     skip = ("offset_mapping",) if text in SURROGATE_TEXTS else ()
-    assert_same(slow(text, **options), fast(text, **options), skip)
-    assert_same(slow(text, add_special_tokens=False), fast(text, add_special_tokens=False))
+    assert_same(slow(text, **options), fast_path(text, **options), skip)
+    assert_same(slow(text, add_special_tokens=False), fast_path(text, add_special_tokens=False))
 
 
 @pytest.mark.parametrize(
@@ -105,9 +119,9 @@ def test_each_text_alone_gives_the_same_outputs(slow, fast, text):
     ],
     ids=lambda options: ",".join(options) or "defaults",
 )
-def test_a_batch_of_every_text_gives_the_same_outputs(slow, fast, options):
+def test_a_batch_of_every_text_gives_the_same_outputs(slow, fast_path, options):
     texts = [text for text in TEXTS if text not in SURROGATE_TEXTS]
-    assert_same(slow(texts, **options), fast(texts, **options))
+    assert_same(slow(texts, **options), fast_path(texts, **options))
 
 
 def test_truncation_side_left_and_windows_of_single_sentences(fast):
@@ -153,13 +167,27 @@ def test_a_split_that_changes_the_words_is_refused_in_one_line():
     assert lower("john lives")["input_ids"] == expected_sentence(["john", "lives"])
 
 
-def test_pre_split_words_are_used_as_they_are(slow, fast):
+def test_pre_split_words_are_used_as_they_are(slow, fast_path):
     words = [["EU", "rejects", "German", "call"], ["", "\ud800", " ", "New York", "<S>", "😀" * 13], ["Blackburn"]]
     for options in ({}, {"padding": True, "return_tensors": "pt", "return_offsets_mapping": True,
                          "return_special_tokens_mask": True}):
-        assert_same(slow(words, is_split_into_words=True, **options), fast(words, is_split_into_words=True, **options))
-    assert_same(slow(words[0], is_split_into_words=True), fast(words[0], is_split_into_words=True))
-    assert fast(words, is_split_into_words=True).word_ids(1) == [None, 0, 1, 2, 3, 4, 5, None]
+        assert_same(slow(words, is_split_into_words=True, **options), fast_path(words, is_split_into_words=True, **options))
+    assert_same(slow(words[0], is_split_into_words=True), fast_path(words[0], is_split_into_words=True))
+    assert fast_path(words, is_split_into_words=True).word_ids(1) == [None, 0, 1, 2, 3, 4, 5, None]
+
+
+def test_a_plain_call_makes_its_tokenizers_encodings_when_first_asked_for(fast, every_call_on_tokenizers):
+    texts = ["John lives in New York.", "", "我爱北京 😀!"]
+    plain = fast(texts, padding=True, return_tensors="pt")
+    assert plain._pending is not None and plain.is_fast  # nothing encoded by `tokenizers` yet
+    full = every_call_on_tokenizers(texts, padding=True, return_tensors="pt")
+    assert [e.offsets for e in plain.encodings] == [e.offsets for e in full.encodings]
+    assert plain._pending is None and len(plain.encodings) == 3
+    assert plain.char_to_token(2, 5) == full.char_to_token(2, 5) == 5
+    assert plain.tokens(2) == full.tokens(2) == ["<S>", "我", "爱", "北", "京", "😀", "!", "</S>"]
+    again = pickle.loads(pickle.dumps(fast(texts)))
+    assert again.word_ids(0) == full.word_ids(0) and again.tokens(2) == full.tokens(2)
+    assert again["input_ids"] == fast(texts)["input_ids"]
 
 
 QUESTION, PASSAGE = "Where does John work?", "John Smith works for Google in Paris. He likes it there, they say."
@@ -183,11 +211,11 @@ QUESTION, PASSAGE = "Where does John work?", "John Smith works for Google in Par
     ],
     ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "defaults",
 )
-def test_pairs_give_the_same_outputs(slow, fast, options):
+def test_pairs_give_the_same_outputs(slow, fast_path, options):
     questions, passages = [QUESTION, "Who?", "我在哪里？"], [PASSAGE, "Nobody is here at all today.", CHINESE_SAMPLE[1]]
-    assert_same(slow(questions, passages, **options), fast(questions, passages, **options))
-    assert_same(slow(QUESTION, PASSAGE, **options), fast(QUESTION, PASSAGE, **options))
-    assert_same(slow(list(zip(questions, passages)), **options), fast(list(zip(questions, passages)), **options))
+    assert_same(slow(questions, passages, **options), fast_path(questions, passages, **options))
+    assert_same(slow(QUESTION, PASSAGE, **options), fast_path(QUESTION, PASSAGE, **options))
+    assert_same(slow(list(zip(questions, passages)), **options), fast_path(list(zip(questions, passages)), **options))
 
 
 def test_an_odd_longest_first_cut_follows_the_tokenizers_library(slow, fast):

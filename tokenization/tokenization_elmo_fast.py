@@ -50,7 +50,7 @@ from transformers.utils import TensorType
 from .batch_encoding_elmo import offsets_output
 from .character_ids import BOS_CHAR_ID, MAX_CHARACTERS_PER_TOKEN
 from .padding_elmo import LABEL_PAD_ID, padded_target, tensor_length
-from .row_cache_elmo import CACHED_PAD, RowCache
+from .row_cache_elmo import CACHED_PAD
 from .text_inputs_elmo import as_pair_batch, refuse_unsupported, tensor_type_of
 from .tokenization_elmo import ElmoTokenizer
 
@@ -206,9 +206,7 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
             backends,
             lock=threading.Lock(),
             slow=slow,
-            rows=RowCache(slow.convert_tokens_to_char_ids, (slow.convert_tokens_to_char_ids(BOS_TOKEN),
-                                                             slow.convert_tokens_to_char_ids(EOS_TOKEN)),
-                          slow.row_width, self.cache_size, torch.int16),
+            rows=slow._encoding_state().rows,  # the slow tokenizer's rows: one cache, whichever path encodes
         )
 
     def __getstate__(self):
@@ -354,9 +352,23 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
             verbose=verbose,
         )
         backend = self._fast["words_backend" if is_split_into_words else "backend"]
+        padding_settings = (padding_strategy, max_length, pad_to_multiple_of)
+        if self._plain(truncation_strategy, max_length, return_overflowing_tokens, return_offsets_mapping):
+            encoding = self._slow(
+                text, text_pair, add_special_tokens=add_special_tokens, padding=padding_strategy,
+                truncation=TruncationStrategy.DO_NOT_TRUNCATE, max_length=max_length, is_split_into_words=is_split_into_words,
+                pad_to_multiple_of=pad_to_multiple_of, return_tensors=return_tensors,
+                return_token_type_ids=return_token_type_ids, return_attention_mask=return_attention_mask,
+                return_special_tokens_mask=return_special_tokens_mask, return_length=return_length, verbose=verbose,
+                return_vocab_ids=return_vocab_ids,
+            )
+            pending = self._pending_encodings(backend, inputs, padding_settings, add_special_tokens,
+                                              second is not None, is_split_into_words)
+            return ElmoFastBatchEncoding(encoding.data, n_sequences=1 if second is None else 2, pending=pending,
+                                         slow_encoding=encoding)
         with self._fast["lock"]:  # the backend's truncation and padding are set for each call: one call at a time
-            self._configure(backend, (padding_strategy, max_length, pad_to_multiple_of),
-                            (truncation_strategy, stride), add_special_tokens, second is not None)
+            self._configure(backend, padding_settings, (truncation_strategy, stride), add_special_tokens,
+                            second is not None)
             encodings = _encode(backend, inputs, add_special_tokens, is_split_into_words)
         rows = [(sample, e) for sample, top in enumerate(encodings)
                 for e in ([top, *top.overflowing] if return_overflowing_tokens else [top])]
@@ -395,6 +407,28 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
         tokens = [[PAD_TOKEN if t is None else t for t in row] for row in columns["tokens"]]
         return ElmoFastBatchEncoding(data, encoding=[e for _, e in rows], n_sequences=1 if second is None else 2,
                                      tokens=tokens)
+
+    # Plain calls (no truncation, windows nor offsets: what a model's forward pass and `datasets.map` mostly ask for)
+    # take the slow tokenizer's path, whose outputs are the same by construction and tested equal, at its speed: the
+    # `tokenizers` encoding and the reading of every position back in Python made this class 3-7x slower than
+    # `ElmoTokenizer` on plain text. The `tokenizers` encodings are made when first asked for (`word_ids()`,
+    # `encodings`, `char_to_token()`, ...), from the same inputs and padding. A word_split function is not taken this
+    # way: the fast path refuses one that changes the words, the slow one accepts it.
+    _plain_calls = True
+
+    def _plain(self, truncation_strategy, max_length, overflowing: bool, offsets: bool) -> bool:
+        no_truncation = truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None
+        return (self._plain_calls and isinstance(self.word_split, str) and no_truncation and not overflowing
+                and not offsets)
+
+    def _pending_encodings(self, backend: Tokenizer, inputs: list, padding: tuple, add_special_tokens: bool,
+                           pairs: bool, pre_split: bool):
+        """The `tokenizers` encodings of a plain call, made when first asked for."""
+        def encodings() -> list:
+            with self._fast["lock"]:
+                self._configure(backend, padding, (TruncationStrategy.DO_NOT_TRUNCATE, 0), add_special_tokens, pairs)
+                return _encode(backend, inputs, add_special_tokens, pre_split)
+        return encodings
 
     def _configure(self, backend: Tokenizer, padding: tuple, truncation: tuple, add_special_tokens: bool,
                    pairs: bool) -> None:
@@ -464,22 +498,45 @@ class ElmoFastBatchEncoding(BatchEncoding):
     as `ElmoTokenizer`'s outputs do."""
 
     def __init__(self, data=None, encoding=None, tensor_type=None, prepend_batch_axis=False, n_sequences=None,
-                 tokens=None):
+                 tokens=None, pending=None, slow_encoding=None):
+        # A plain call's encodings are made when first read (`pending`); its tokens are its `ElmoTokenizer` output's.
+        self._pending = pending
+        self._slow_encoding = slow_encoding
         super().__init__(data, encoding=encoding, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis,
                          n_sequences=n_sequences)
         self._tokens = tokens
 
+    @property
+    def _encodings(self):
+        if self._pending is not None:
+            self._made_encodings, self._pending = self._pending(), None
+        return self._made_encodings
+
+    @_encodings.setter
+    def _encodings(self, value) -> None:
+        self._made_encodings = value
+
+    @property
+    def is_fast(self) -> bool:
+        return self._pending is not None or self._made_encodings is not None
+
     def __getstate__(self):
-        return {**super().__getstate__(), "tokens": self._tokens}
+        tokens = self._tokens
+        if tokens is None and self._slow_encoding is not None:
+            tokens = [self._slow_encoding.tokens(i) for i in range(len(self._encodings))]
+        return {**super().__getstate__(), "tokens": tokens}
 
     def __setstate__(self, state):
+        self._pending = self._slow_encoding = self._made_encodings = None
         super().__setstate__(state)
         self._tokens = state.get("tokens")
 
     def tokens(self, batch_index: int = 0) -> list[str]:
-        if self._tokens is None:
-            return super().tokens(batch_index)
-        return list(self._tokens[batch_index])
+        if self._tokens is not None:
+            return list(self._tokens[batch_index])
+        if self._slow_encoding is not None:
+            return self._slow_encoding.tokens(batch_index)
+        return super().tokens(batch_index)
 
 
 def _whole_text(text: str) -> list[str]:
