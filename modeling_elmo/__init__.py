@@ -12,7 +12,7 @@ import importlib
 import transformers
 from transformers import AutoConfig, AutoTokenizer
 
-from elmo_hf.tokenization import ElmoManyLangsTokenizer, ElmoTokenizer
+from elmo_hf.tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, ElmoTokenizerFast
 
 from .configuration_elmo import AUTO_CLASSES, AUTO_MAP, ELMO_CLASSES, ElmoConfig
 from .downstream_elmo import ElmoRepresentationsOutput, ElmoScalarMix
@@ -46,11 +46,11 @@ _CLASS_NAMES = _register_elmo_classes()
 # name (tokenizer_config.json names one); the last registration is the default for ElmoConfig. `slow_tokenizer_class` is
 # the keyword of every transformers from 4.46 on (5.x names it `tokenizer_class` and still takes this one, the same way).
 AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
-AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
-# ElmoTokenizerFast is deliberately not registered here: a registered fast class is what AutoTokenizer returns by
-# default (transformers 5 ignores use_fast=False and maps the slow name to it; 4.x defaults to use_fast=True), which
-# would switch every in-library load to it. It is reached through the auto_map of a folder it saved (remote code,
-# trust_remote_code=True) or as ElmoTokenizerFast.from_pretrained(folder): docs/tokenizer.md, "Fast tokenizer".
+AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, fast_tokenizer_class=ElmoTokenizerFast, exist_ok=True)
+# ElmoTokenizerFast is ElmoTokenizer's fast class: what AutoTokenizer returns by default (transformers 5 always gives the
+# fast class where one is registered, use_fast=False is ignored; 4.x defaults to use_fast=True), as transformers' users
+# expect (word_ids(), offsets, the example scripts' isinstance check). Its plain calls run on ElmoTokenizer's path at
+# its speed; the project's own commands still load ElmoTokenizer (tools/loading.py), faster on windows and offsets.
 
 __all__ = [
     "AUTO_CLASSES",

@@ -29,6 +29,7 @@ from elmo_hf.tokenization import (
     LABEL_PAD_ID,
     WORD_SPLITTERS,
     ElmoTokenizer,
+    ElmoTokenizerFast,
     build_vocab,
     check_word_split,
     pad_character_batch,
@@ -763,11 +764,12 @@ def test_save_and_load_round_trip(tmp_path, vocab_file):
     assert config["tokenizer_class"] == "ElmoTokenizer"
     assert config["auto_map"] == {"AutoTokenizer": ["tokenization_elmo.ElmoTokenizer", None]}
     assert config["word_split"] == "whitespace" and "word_vocab" not in config
-    for loaded in (
-        ElmoTokenizer.from_pretrained(tmp_path / "tok"),
-        AutoTokenizer.from_pretrained(tmp_path / "tok"),
+    for cls, loaded in (
+        (ElmoTokenizer, ElmoTokenizer.from_pretrained(tmp_path / "tok")),
+        # in-library registration, no trust_remote_code needed; the fast class is AutoTokenizer's default
+        (ElmoTokenizerFast, AutoTokenizer.from_pretrained(tmp_path / "tok")),
     ):
-        assert type(loaded) is ElmoTokenizer  # in-library registration, no trust_remote_code needed
+        assert type(loaded) is cls
         assert loaded.word_vocab == tok.word_vocab and loaded.word_split == "whitespace"
         assert loaded.truncation_side == "left"
         a = tok(SAMPLE, padding=True, return_tensors="pt", return_vocab_ids=True)
@@ -786,7 +788,8 @@ def test_auto_tokenizer_with_a_model_config(tmp_path):
     ElmoConfig.from_preset("tiny").save_pretrained(tmp_path)
     ElmoTokenizer().save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
-    assert type(loaded) is ElmoTokenizer and loaded("a")["input_ids"] == expected_sentence(["a"])
+    assert type(loaded) is ElmoTokenizerFast and loaded("a")["input_ids"] == expected_sentence(["a"])
+    assert type(AutoTokenizer.from_pretrained(tmp_path, use_fast=True)) is ElmoTokenizerFast
 
 
 REMOTE_CODE = """

@@ -39,7 +39,7 @@ import transformers
 from safetensors import SafetensorError
 
 from elmo_hf.modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES, ElmoConfig
-from elmo_hf.tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, WordSplitError
+from elmo_hf.tokenization import ElmoManyLangsTokenizer, ElmoTokenizer, ElmoTokenizerFast, WordSplitError
 
 from .core.errors import InputError
 
@@ -321,13 +321,23 @@ def _default_tokenizer(config) -> ElmoTokenizer:
     return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
 
 
+def _slow_twin(tokenizer, name: str):
+    """`ElmoTokenizer` where AutoTokenizer gave the installed `ElmoTokenizerFast` (its default since the fast class is
+    registered): the same outputs, and the commands' calls with truncation, windows or offsets run 1.3-3x faster on
+    it (benchmarks/results_tokenizer.md). A tokenizer loaded as remote code is left as it is."""
+    if type(tokenizer) is ElmoTokenizerFast:
+        return ElmoTokenizer.from_pretrained(name)
+    return tokenizer
+
+
 def _tokenizer(name: str, config, tokenizer_name: str | None, trust_remote_code: bool, preset: bool):
     """`tokenizer_name`'s tokenizer, or the one saved with the model; a default `ElmoTokenizer` for a preset and
     where none is saved."""
     manylangs = getattr(config, "token_encoder", "char_cnn") == "word_char"  # reads rows of its own dictionaries
     if tokenizer_name is not None:
         try:
-            return transformers.AutoTokenizer.from_pretrained(tokenizer_name, trust_remote_code=trust_remote_code)
+            loaded = transformers.AutoTokenizer.from_pretrained(tokenizer_name, trust_remote_code=trust_remote_code)
+            return _slow_twin(loaded, tokenizer_name)
         except _ERRORS as error:
             raise ModelLoadError(f"cannot load the tokenizer {tokenizer_name}: {_first_line(error)}") from None
     if preset:
@@ -337,7 +347,8 @@ def _tokenizer(name: str, config, tokenizer_name: str | None, trust_remote_code:
         try:
             if manylangs:
                 return ElmoManyLangsTokenizer.from_pretrained(name)
-            return transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+            loaded = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+            return _slow_twin(loaded, name)
         except WordSplitError as error:  # its own split, unusable here: never silently another split
             raise ModelLoadError(f"cannot load the tokenizer of {name}: {_first_line(error)}") from None
         except _ERRORS as error:
