@@ -495,3 +495,34 @@ def test_auto_tokenizer_use_fast_loads_it_as_remote_code_in_a_fresh_process(tmp_
     assert remote["input_ids"] == local["input_ids"].tolist()
     assert remote["offsets"] == local["offset_mapping"].tolist()
     assert remote["word_ids"] == local.word_ids(1)
+
+
+def test_installed_auto_tokenizer_gives_it_and_the_pipelines_answer_on_it(tmp_path, slow):
+    """With the project installed ElmoTokenizerFast is ElmoTokenizer's registered fast class: AutoTokenizer gives it
+    (use_fast=True and by default) for a folder ElmoTokenizer saved, and the pipelines answer through it as through
+    ElmoTokenizer, the NER pipeline's word aggregation (which reads the offsets) included."""
+    from transformers import AutoTokenizer, pipeline
+
+    from elmo_hf.modeling_elmo import ElmoForTokenClassification
+    from elmo_hf.modeling_elmo.pipeline_token_classification_elmo import ElmoTokenClassificationPipeline
+
+    folder = tmp_path / "tagger"
+    torch.manual_seed(0)
+    labels = {0: "O", 1: "B-LOC", 2: "I-LOC"}
+    model = ElmoForTokenClassification(tiny_config(num_labels=3, id2label=labels,
+                                                   label2id={v: k for k, v in labels.items()})).eval()
+    model.save_pretrained(folder)
+    slow.save_pretrained(folder)
+    for options in ({}, {"use_fast": True}):
+        assert type(AutoTokenizer.from_pretrained(folder, **options)) is ElmoTokenizerFast
+    text = "John lives in New York, 我爱北京."
+    tagged = {}
+    for tokenizer in (AutoTokenizer.from_pretrained(folder), ElmoTokenizer.from_pretrained(folder)):
+        tagger = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="simple",
+                          pipeline_class=ElmoTokenClassificationPipeline)
+        tagged[type(tokenizer)] = [(g["entity_group"], g["word"], g["start"], g["end"], round(float(g["score"]), 5))
+                                   for g in tagger(text)]
+        features = pipeline("feature-extraction", model=str(folder), tokenizer=tokenizer)(text)
+        tagged[type(tokenizer), "features"] = np.asarray(features).round(5).tolist()
+    assert tagged[ElmoTokenizerFast] == tagged[ElmoTokenizer] and tagged[ElmoTokenizer]
+    assert tagged[ElmoTokenizerFast, "features"] == tagged[ElmoTokenizer, "features"]
