@@ -188,6 +188,10 @@ def test_a_plain_call_makes_its_tokenizers_encodings_when_first_asked_for(fast, 
     again = pickle.loads(pickle.dumps(fast(texts)))
     assert again.word_ids(0) == full.word_ids(0) and again.tokens(2) == full.tokens(2)
     assert again["input_ids"] == fast(texts)["input_ids"]
+    words = [["a", "b"]]
+    later = fast(words, is_split_into_words=True)
+    words[0].append("c")  # the caller reuses its list before asking for word_ids()
+    assert later.word_ids(0) == [None, 0, 1, None] and later.tokens(0) == ["<S>", "a", "b", "</S>"]
 
 
 QUESTION, PASSAGE = "Where does John work?", "John Smith works for Google in Paris. He likes it there, they say."

@@ -345,27 +345,28 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
         tensor_type = tensor_type_of(return_tensors)
         if return_vocab_ids and self.word_vocab is None:
             raise ValueError("return_vocab_ids=True needs a word vocabulary: ElmoTokenizerFast(vocab_file=...)")
-        first, second, batched = as_pair_batch(text, text_pair, is_split_into_words, _whole_text)
-        sources, inputs = _backend_inputs(first, second, is_split_into_words)
         padding_strategy, truncation_strategy, max_length, _ = self._get_padding_truncation_strategies(
             padding=padding, truncation=truncation, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
             verbose=verbose,
         )
-        backend = self._fast["words_backend" if is_split_into_words else "backend"]
         padding_settings = (padding_strategy, max_length, pad_to_multiple_of)
         if self._plain(truncation_strategy, max_length, return_overflowing_tokens, return_offsets_mapping):
             encoding = self._slow(
                 text, text_pair, add_special_tokens=add_special_tokens, padding=padding_strategy,
-                truncation=TruncationStrategy.DO_NOT_TRUNCATE, max_length=max_length, is_split_into_words=is_split_into_words,
-                pad_to_multiple_of=pad_to_multiple_of, return_tensors=return_tensors,
-                return_token_type_ids=return_token_type_ids, return_attention_mask=return_attention_mask,
-                return_special_tokens_mask=return_special_tokens_mask, return_length=return_length, verbose=verbose,
-                return_vocab_ids=return_vocab_ids,
+                truncation=TruncationStrategy.DO_NOT_TRUNCATE, max_length=max_length,
+                is_split_into_words=is_split_into_words, pad_to_multiple_of=pad_to_multiple_of,
+                return_tensors=return_tensors, return_token_type_ids=return_token_type_ids,
+                return_attention_mask=return_attention_mask, return_special_tokens_mask=return_special_tokens_mask,
+                return_length=return_length, verbose=verbose, return_vocab_ids=return_vocab_ids,
             )
-            pending = self._pending_encodings(backend, inputs, padding_settings, add_special_tokens,
-                                              second is not None, is_split_into_words)
-            return ElmoFastBatchEncoding(encoding.data, n_sequences=1 if second is None else 2, pending=pending,
+            # what the encodings are made from, as given now (the caller may reuse its lists)
+            inputs = (_snapshot(text), _snapshot(text_pair), is_split_into_words)
+            pending = self._pending_encodings(inputs, padding_settings, add_special_tokens)
+            return ElmoFastBatchEncoding(encoding.data, n_sequences=encoding.n_sequences, pending=pending,
                                          slow_encoding=encoding)
+        first, second, batched = as_pair_batch(text, text_pair, is_split_into_words, _whole_text)
+        sources, inputs = _backend_inputs(first, second, is_split_into_words)
+        backend = self._fast["words_backend" if is_split_into_words else "backend"]
         with self._fast["lock"]:  # the backend's truncation and padding are set for each call: one call at a time
             self._configure(backend, padding_settings, (truncation_strategy, stride), add_special_tokens,
                             second is not None)
@@ -421,12 +422,17 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
         return (self._plain_calls and isinstance(self.word_split, str) and no_truncation and not overflowing
                 and not offsets)
 
-    def _pending_encodings(self, backend: Tokenizer, inputs: list, padding: tuple, add_special_tokens: bool,
-                           pairs: bool, pre_split: bool):
-        """The `tokenizers` encodings of a plain call, made when first asked for."""
+    def _pending_encodings(self, given: tuple, padding: tuple, add_special_tokens: bool):
+        """The `tokenizers` encodings of a plain call, made when first asked for from its `(text, text_pair,
+        is_split_into_words)`."""
         def encodings() -> list:
+            text, text_pair, pre_split = given
+            first, second, _ = as_pair_batch(text, text_pair, pre_split, _whole_text)
+            _, inputs = _backend_inputs(first, second, pre_split)
+            backend = self._fast["words_backend" if pre_split else "backend"]
             with self._fast["lock"]:
-                self._configure(backend, padding, (TruncationStrategy.DO_NOT_TRUNCATE, 0), add_special_tokens, pairs)
+                self._configure(backend, padding, (TruncationStrategy.DO_NOT_TRUNCATE, 0), add_special_tokens,
+                                second is not None)
                 return _encode(backend, inputs, add_special_tokens, pre_split)
         return encodings
 
@@ -537,6 +543,13 @@ class ElmoFastBatchEncoding(BatchEncoding):
         if self._slow_encoding is not None:
             return self._slow_encoding.tokens(batch_index)
         return super().tokens(batch_index)
+
+
+def _snapshot(given):
+    """A call's input as it is now: its lists copied (words of pre-split sentences included), strings kept."""
+    if isinstance(given, (list, tuple)):
+        return [list(item) if isinstance(item, (list, tuple)) else item for item in given]
+    return given
 
 
 def _whole_text(text: str) -> list[str]:
