@@ -46,7 +46,8 @@ _CLASS_NAMES = _register_elmo_classes()
 # name (tokenizer_config.json names one); the last registration is the default for ElmoConfig. `slow_tokenizer_class` is
 # the keyword of every transformers from 4.46 on (5.x names it `tokenizer_class` and still takes this one, the same way).
 AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
-AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, fast_tokenizer_class=ElmoTokenizerFast, exist_ok=True)
+AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, fast_tokenizer_class=ElmoTokenizerFast,
+                       exist_ok=True)
 # ElmoTokenizerFast is ElmoTokenizer's fast class: what AutoTokenizer returns by default (transformers 5 always gives the
 # fast class where one is registered, use_fast=False is ignored; 4.x defaults to use_fast=True), as transformers' users
 # expect (word_ids(), offsets, the example scripts' isinstance check). Its plain calls run on ElmoTokenizer's path at

@@ -171,7 +171,8 @@ def test_pre_split_words_are_used_as_they_are(slow, fast_path):
     words = [["EU", "rejects", "German", "call"], ["", "\ud800", " ", "New York", "<S>", "😀" * 13], ["Blackburn"]]
     for options in ({}, {"padding": True, "return_tensors": "pt", "return_offsets_mapping": True,
                          "return_special_tokens_mask": True}):
-        assert_same(slow(words, is_split_into_words=True, **options), fast_path(words, is_split_into_words=True, **options))
+        assert_same(slow(words, is_split_into_words=True, **options),
+                    fast_path(words, is_split_into_words=True, **options))
     assert_same(slow(words[0], is_split_into_words=True), fast_path(words[0], is_split_into_words=True))
     assert fast_path(words, is_split_into_words=True).word_ids(1) == [None, 0, 1, 2, 3, 4, 5, None]
 
@@ -219,7 +220,8 @@ def test_pairs_give_the_same_outputs(slow, fast_path, options):
     questions, passages = [QUESTION, "Who?", "我在哪里？"], [PASSAGE, "Nobody is here at all today.", CHINESE_SAMPLE[1]]
     assert_same(slow(questions, passages, **options), fast_path(questions, passages, **options))
     assert_same(slow(QUESTION, PASSAGE, **options), fast_path(QUESTION, PASSAGE, **options))
-    assert_same(slow(list(zip(questions, passages)), **options), fast_path(list(zip(questions, passages)), **options))
+    assert_same(slow(list(zip(questions, passages)), **options),
+                fast_path(list(zip(questions, passages)), **options))
 
 
 def test_an_odd_longest_first_cut_follows_the_tokenizers_library(slow, fast):

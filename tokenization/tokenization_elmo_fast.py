@@ -12,6 +12,8 @@ only placeholders: every word becomes `<bow>`. This class then replaces each pos
 character ids, read from the word's text (the input's characters at the position's offsets, or the pre-split word),
 through a cache of rows like `ElmoTokenizer`'s. So `input_ids` is `[batch, tokens, 50]` as from `ElmoTokenizer`, and
 the `BatchEncoding` carries the `tokenizers` encodings (`word_ids()`, `sequence_ids()`, `char_to_token()`, ...).
+A plain call (no truncation, windows nor offsets) is encoded by `ElmoTokenizer` itself, at its speed, and its
+`tokenizers` encodings are made when first asked for (`ElmoTokenizerFast._plain`).
 
 The word split: `"whitespace"` is a `tokenizers` pre-tokenizer (a split on exactly the characters `str.isspace()`
 accepts); every other split (`"punctuation"`, `"jieba"`, a registered or passed function) runs in Python as a custom
