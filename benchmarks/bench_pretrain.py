@@ -8,6 +8,7 @@
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
     python -m benchmarks.bench_pretrain optimizer  # one optimizer step, torch's default against its fused CPU kernel
     python -m benchmarks.bench_pretrain profile    # a step's time by part, small and demo, 1 and 2 threads
+    python -m benchmarks.bench_pretrain batches    # a stream window's character ids: table gather against nested lists
 
 `speed` and `compare` run the real command (`elmo-pretrain`, through its frame) in a subprocess that times every
 call of its `training_step` (forward, backward, optimizer step; not the data loading, logging or saving) in
@@ -299,6 +300,48 @@ def optimizer_steps(threads: int, steps: int = 15) -> dict:
     return {"ms_per_step": results, "threads": threads, "machine": machine(), "load_average": os.getloadavg()}
 
 
+def batches(windows: int = 60, rounds: int = 3) -> dict:
+    """Milliseconds to make one stream window's character ids (32 x 20 tokens of the demo's corpus, both directions),
+    the median of `windows` windows, in alternating rounds: `BatchEncoder.char_id_tensor` (a gather from a table of the
+    distinct tokens' rows) against building the tensor from the nested lists of `char_ids`, as before."""
+    import torch
+
+    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.train.data import BatchEncoder, StreamBatcher
+    from elmo_hf.train.sense_corpus import generate_corpus
+
+    torch.set_num_threads(1)
+    corpus = [line.split() for line in generate_corpus(4000, seed=0)]
+    tokenizer = ElmoTokenizer()
+    class NestedLists:
+        """The encoder before: each token's list of ids kept in a dict, the window's tensor built from nested lists."""
+
+        def __init__(self):
+            self.lists = {}
+
+        def __call__(self, rows):
+            for token in {t for row in rows for t in row} - self.lists.keys():
+                self.lists[token] = tokenizer.convert_tokens_to_char_ids(token)
+            return torch.tensor([[self.lists[token] for token in row] for row in rows])
+
+    ways = {"table gather (now)": lambda: BatchEncoder(tokenizer).char_id_tensor,
+            "nested lists (before)": NestedLists}
+    results = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, encoder in ways.items():
+            batcher, make, times = StreamBatcher(iter(corpus), 32, 20), encoder(), []
+            for _ in range(windows):
+                fwd, bwd, _, _ = batcher.next_windows()
+                start = time.perf_counter()
+                make(fwd), make(bwd)
+                times.append(time.perf_counter() - start)
+            results[name].append(round(statistics.median(times[5:]) * 1e3, 2))  # after the first words are seen
+    medians = {name: statistics.median(values) for name, values in results.items()}
+    return {"ms_per_window": results, "median": medians,
+            "speed-up": round(medians["nested lists (before)"] / medians["table gather (now)"], 1),
+            "machine": machine(), "load_average": os.getloadavg()}
+
+
 def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
     train, valid = PTB / "ptb.train.txt", PTB / "ptb.valid.txt"
     if not train.exists():
@@ -313,7 +356,7 @@ def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["speed", "compare", "ptb", "optimizer", "profile"])
+    parser.add_argument("what", choices=["speed", "compare", "ptb", "optimizer", "profile", "batches"])
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of `compare`")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--threads", type=int, default=2)
@@ -342,6 +385,8 @@ def main() -> None:
     elif args.what == "profile":
         result = profile(args.steps or 10, [int(t) for t in args.profile_threads.split(",")],
                          args.profile_configs.split(","), args.batch, args.softmax)
+    elif args.what == "batches":
+        result = batches()
     elif args.what == "optimizer":
         result = optimizer_steps(args.threads)
     else:

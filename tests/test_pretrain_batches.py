@@ -55,3 +55,13 @@ def test_the_table_starts_again_when_full_and_char_ids_stay_lists(tokenizer, mon
         assert len(encoder._position) <= 40
     assert encoder.char_ids(["bank", BOS]) == reference_rows(tokenizer, [["bank", BOS]])[0].tolist()
     assert encoder.char_ids([]) == []
+
+
+def test_sentence_batches_are_the_tokenizers_ids_padded_with_zeros(tokenizer):
+    from elmo_hf.train.data import padded_batch
+
+    rows = [[BOS, *words, EOS] for words in sentences(6, seed=1)]
+    batch = padded_batch(rows, BatchEncoder(tokenizer))
+    for i, row in enumerate(rows):
+        assert torch.equal(batch["input_ids"][i, : len(row)], reference_rows(tokenizer, [row])[0])
+        assert not batch["input_ids"][i, len(row) :].any() and batch["attention_mask"][i].sum() == len(row)

@@ -225,7 +225,7 @@ def padded_batch(rows: list[list[str]], encoder: BatchEncoder) -> dict:
     char_ids = torch.zeros(len(rows), width, encoder.row_width, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
     for i, tokens in enumerate(rows):
-        char_ids[i, : len(tokens)] = torch.tensor(encoder.char_ids(tokens))
+        char_ids[i, : len(tokens)] = encoder.char_id_tensor([tokens])[0]
         labels[i, : len(tokens)] = torch.tensor(encoder.vocab_ids(tokens))
     return {"input_ids": char_ids, "attention_mask": (labels != -100).long(), "labels": labels}
 
