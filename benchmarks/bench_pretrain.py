@@ -163,7 +163,6 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
     the first two (warm-up): the median step's, the fastest step's (on a shared machine, the least disturbed), and
     tokens per CPU-second of the process (both threads). `implementation` is the config's `lstm_implementation`,
     "autograd_lstm", "bf16" or "baseline" (see the module's docstring)."""
-
     timed, trained = timed_steps(steps, threads, batch, softmax, implementation, preset, baseline_repo, data)
     rates = [s["tokens"] / s["wall"] for s in timed]
     flops = flops_per_training_token(trained, softmax)
