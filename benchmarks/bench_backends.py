@@ -46,6 +46,7 @@ from bench_speed import PTB, Peak, flops_per_token, original_model_dir  # noqa: 
 
 from elmo_hf.tools import backend_choice  # noqa: E402
 from elmo_hf.tools.backends import unavailable_reason  # noqa: E402
+from elmo_hf.tools.core.backend_registry import backend_row  # noqa: E402
 from elmo_hf.tools.embed import Piece, _batches  # noqa: E402
 from elmo_hf.tools.loading import load_elmo  # noqa: E402
 
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         del reference
         gc.collect()
         fresh, _ = load_elmo(folder)  # as elmo-embed measures: on the model as loaded, not on the table's (whose
-        measured = backend_choice.measure(paths, fresh, tokenizer, folder, threads)  # torch float32 ran 3.4x slower)
+        automatic = [path for path in paths if path[1] in backend_row(path[0]).automatic_dtypes]  # what auto measures
+        measured = backend_choice.measure(automatic, fresh, tokenizer, folder, threads)  # torch float32 ran 3.4x slower)
         chosen, alternative = backend_choice.best(measured)
         auto = {"chosen": chosen.name, "alternative": alternative.name if alternative else None,
                 "measured": [vars(m) for m in measured]}

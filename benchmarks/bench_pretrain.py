@@ -7,6 +7,8 @@
     python -m benchmarks.bench_pretrain compare --config demo [--data demo]   # train/demo_run.py's model [and corpus]
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
     python -m benchmarks.bench_pretrain optimizer  # one optimizer step, torch's default against its fused CPU kernel
+    python -m benchmarks.bench_pretrain profile    # a step's time by part, small and demo, 1 and 2 threads
+    python -m benchmarks.bench_pretrain batches    # a stream window's character ids: table gather against nested lists
 
 `speed` and `compare` run the real command (`elmo-pretrain`, through its frame) in a subprocess that times every
 call of its `training_step` (forward, backward, optimizer step; not the data loading, logging or saving) in
@@ -81,12 +83,16 @@ sys.exit(code)
 
 def run_pretrain(args: list[str], threads: int, variant: str = "auto", repo: Path = REPO) -> list[dict]:
     """`elmo-pretrain` with `args` and the code of the checkout `repo` (this one by default); returns the wall-clock
-    and CPU seconds and the tokens of every training step."""
+    and CPU seconds and the tokens of every training step (`profile`: the seconds of each part of every step,
+    profile_pretrain.py)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(repo)}
     with tempfile.TemporaryDirectory() as tmp:
         times = Path(tmp) / "steps.json"
-        subprocess.run([sys.executable, "-c", TIMED_PRETRAIN, str(times), variant, *args], cwd=repo, env=env,
-                       check=True)
+        if variant == "profile":
+            command = [sys.executable, str(REPO / "benchmarks" / "profile_pretrain.py"), str(times), *args]
+        else:
+            command = [sys.executable, "-c", TIMED_PRETRAIN, str(times), variant, *args]
+        subprocess.run(command, cwd=repo, env=env, check=True)
         return json.loads(times.read_text())
 
 
@@ -157,6 +163,21 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
     the first two (warm-up): the median step's, the fastest step's (on a shared machine, the least disturbed), and
     tokens per CPU-second of the process (both threads). `implementation` is the config's `lstm_implementation`,
     "autograd_lstm", "bf16" or "baseline" (see the module's docstring)."""
+    timed, trained = timed_steps(steps, threads, batch, softmax, implementation, preset, baseline_repo, data)
+    rates = [s["tokens"] / s["wall"] for s in timed]
+    flops = flops_per_training_token(trained, softmax)
+    return {"preset": preset, "data": data, "lstm_implementation": implementation, "threads": threads,
+            "flops_per_token": flops, "vocab_size": trained.vocab_size,
+            "batch": f"{batch} x 20 tokens", "softmax": softmax, "steps": len(timed),
+            "median_tokens_per_second": round(statistics.median(rates), 1), "best": round(max(rates), 1),
+            "tokens_per_cpu_second": round(sum(s["tokens"] for s in timed) / sum(s["cpu"] for s in timed), 1),
+            "load_average": round(os.getloadavg()[0], 1), "machine": machine()}
+
+
+def timed_steps(steps: int, threads: int, batch: int, softmax: str, implementation: str, preset: str,
+                baseline_repo: Path | None, data: str) -> tuple[list[dict], object]:
+    """`steps` timed training steps after two warm-up steps (`run_pretrain`'s records; `implementation` "profile":
+    the auto variant with each step split by part), and the trained model's config (its vocabulary)."""
     from elmo_hf.modeling_elmo import ElmoConfig
 
     repo, variant = REPO, implementation
@@ -164,7 +185,7 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
         if baseline_repo is None:
             sys.exit("the variant `baseline` needs --baseline_repo (a checkout of the code to compare with)")
         repo, implementation = baseline_repo, "auto"
-    elif implementation in ("autograd_lstm", "bf16"):
+    elif implementation in ("autograd_lstm", "bf16", "profile"):
         implementation = "auto"
     precision = ["--mixed_precision", "bf16"] if variant == "bf16" else []
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,15 +200,37 @@ def speed(steps: int, threads: int, batch: int, softmax: str, implementation: st
                               "--unroll_steps", "20", "--softmax", softmax, "--logging_steps", "1000",
                               "--report_to", "none", "--disable_tqdm", *optimizer, *precision], threads, variant, repo)
         trained = ElmoConfig.from_json_file(next(out.rglob("config.json")))  # with the corpus's vocabulary
-    timed = timed[2:]
-    rates = [s["tokens"] / s["wall"] for s in timed]
-    flops = flops_per_training_token(trained, softmax)
-    return {"preset": preset, "data": data, "lstm_implementation": variant, "threads": threads,
-            "flops_per_token": flops, "vocab_size": trained.vocab_size,
-            "batch": f"{batch} x 20 tokens", "softmax": softmax, "steps": len(timed),
-            "median_tokens_per_second": round(statistics.median(rates), 1), "best": round(max(rates), 1),
-            "tokens_per_cpu_second": round(sum(s["tokens"] for s in timed) / sum(s["cpu"] for s in timed), 1),
-            "load_average": round(os.getloadavg()[0], 1), "machine": machine()}
+    return timed[2:], trained
+
+
+def profile(steps: int, threads_list: list[int], configs: list[str], batch: int, softmax: str) -> dict:
+    """Each config (`small` on PTB, `demo` on the demo's corpus with its optimizer) at each thread count: the step's
+    tokens/s and share of the GEMM peak measured right before and after, and each part's median milliseconds and
+    share of the steps' total time (profile_pretrain.py names the parts), with the load average before and after."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from profile_pretrain import PARTS
+
+    results = []
+    for preset in configs:
+        data = "demo" if preset == "demo" else "ptb"
+        for threads in threads_list:
+            load_before = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
+            before = peak_gflops(threads)
+            timed, trained = timed_steps(steps, threads, batch, softmax, "profile", preset, None, data)
+            peak = (before + peak_gflops(threads)) / 2
+            load_after = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
+            total = sum(s["step"] + s["data_loading"] for s in timed)
+            flops = flops_per_training_token(trained, softmax)
+            rate = statistics.median(s["tokens"] / (s["step"] + s["data_loading"]) for s in timed)
+            results.append({
+                "config": preset, "data": data, "threads": threads, "steps": len(timed), "vocab_size": trained.vocab_size,
+                "median_step_ms": round(statistics.median(s["step"] for s in timed) * 1e3, 1),
+                "median_tokens_per_second": round(rate, 1), "flops_per_token": flops,
+                "peak_gflops": round(peak, 1), "fraction_of_peak": round(rate * flops / 1e9 / peak, 4),
+                "parts_ms": {part: round(statistics.median(s[part] for s in timed) * 1e3, 2) for part in PARTS},
+                "parts_share": {part: round(sum(s[part] for s in timed) / total, 3) for part in PARTS},
+                "load_before": load_before, "load_after": load_after})
+    return {"runs": results, "batch": f"{batch} x 20 tokens", "softmax": softmax, "machine": machine()}
 
 
 def compare(steps: int, threads: int, batch: int, softmax: str, rounds: int, variants: list[str] | None = None,
@@ -255,6 +298,48 @@ def optimizer_steps(threads: int, steps: int = 15) -> dict:
     return {"ms_per_step": results, "threads": threads, "machine": machine(), "load_average": os.getloadavg()}
 
 
+def batches(windows: int = 60, rounds: int = 3) -> dict:
+    """Milliseconds to make one stream window's character ids (32 x 20 tokens of the demo's corpus, both directions),
+    the median of `windows` windows, in alternating rounds: `BatchEncoder.char_id_tensor` (a gather from a table of the
+    distinct tokens' rows) against building the tensor from the nested lists of `char_ids`, as before."""
+    import torch
+
+    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.train.data import BatchEncoder, StreamBatcher
+    from elmo_hf.train.sense_corpus import generate_corpus
+
+    torch.set_num_threads(1)
+    corpus = [line.split() for line in generate_corpus(4000, seed=0)]
+    tokenizer = ElmoTokenizer()
+    class NestedLists:
+        """The encoder before: each token's list of ids kept in a dict, the window's tensor built from nested lists."""
+
+        def __init__(self):
+            self.lists = {}
+
+        def __call__(self, rows):
+            for token in {t for row in rows for t in row} - self.lists.keys():
+                self.lists[token] = tokenizer.convert_tokens_to_char_ids(token)
+            return torch.tensor([[self.lists[token] for token in row] for row in rows])
+
+    ways = {"table gather (now)": lambda: BatchEncoder(tokenizer).char_id_tensor,
+            "nested lists (before)": NestedLists}
+    results = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, encoder in ways.items():
+            batcher, make, times = StreamBatcher(iter(corpus), 32, 20), encoder(), []
+            for _ in range(windows):
+                fwd, bwd, _, _ = batcher.next_windows()
+                start = time.perf_counter()
+                make(fwd), make(bwd)
+                times.append(time.perf_counter() - start)
+            results[name].append(round(statistics.median(times[5:]) * 1e3, 2))  # after the first words are seen
+    medians = {name: statistics.median(values) for name, values in results.items()}
+    return {"ms_per_window": results, "median": medians,
+            "speed-up": round(medians["nested lists (before)"] / medians["table gather (now)"], 1),
+            "machine": machine(), "load_average": os.getloadavg()}
+
+
 def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
     train, valid = PTB / "ptb.train.txt", PTB / "ptb.valid.txt"
     if not train.exists():
@@ -269,7 +354,7 @@ def ptb(steps: int, threads: int, output_dir: str, extra: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["speed", "compare", "ptb", "optimizer"])
+    parser.add_argument("what", choices=["speed", "compare", "ptb", "optimizer", "profile", "batches"])
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of `compare`")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--threads", type=int, default=2)
@@ -284,6 +369,9 @@ def main() -> None:
                         help="the `small` preset, or train/demo_run.py's model")
     parser.add_argument("--data", default="ptb", choices=["ptb", "demo"],
                         help="`speed`/`compare`: train on PTB, or on the demo's generated corpus with its optimizer")
+    parser.add_argument("--profile_threads", default="1,2", help="`profile`: comma-separated thread counts")
+    parser.add_argument("--profile_configs", default="small,demo",
+                        help="`profile`: comma-separated configs (small on PTB, demo on the demo's corpus)")
     parser.add_argument("--output_dir", default="outputs/ptb-elmo")
     parser.add_argument("extra", nargs="*", help="more elmo-pretrain arguments for `ptb` (after --)")
     args = parser.parse_args()
@@ -292,6 +380,11 @@ def main() -> None:
     elif args.what == "compare":
         result = compare(args.steps or 8, args.threads, args.batch, args.softmax, args.rounds,
                          args.variants.split(","), args.config, args.baseline_repo, args.data)
+    elif args.what == "profile":
+        result = profile(args.steps or 10, [int(t) for t in args.profile_threads.split(",")],
+                         args.profile_configs.split(","), args.batch, args.softmax)
+    elif args.what == "batches":
+        result = batches()
     elif args.what == "optimizer":
         result = optimizer_steps(args.threads)
     else:

@@ -46,7 +46,7 @@ def test_the_automatic_choice_considers_exactly_the_rows_marked_automatic(monkey
     monkeypatch.setattr(backend_choice, "unavailable_reason", lambda *args, **kwargs: None)  # all installed
     every = set(backend_choice.candidates(AUTO, AUTO, lambda dtype: None))
     assert every == {(name, dtype) for name, row in ROWS.items() if row.automatic
-                     for dtype in row.dtypes if dtype != "float16"}
+                     for dtype in row.automatic_dtypes}  # the batch-invariant ones: tests/test_batch_invariance.py
     assert {name for name, _ in backend_choice.candidates(AUTO, "float32", lambda dtype: None)} == {
         name for name, row in ROWS.items() if row.automatic}
     # What cannot run here is left out: the model's dtypes by the caller's check, a runtime's by its row.

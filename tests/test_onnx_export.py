@@ -262,7 +262,8 @@ def test_auto_measures_once_remembers_and_the_default_follows(clipped_dir, corpu
     (entry,) = memory.values()
     measured = {(m["backend"], m["dtype"]): m for m in entry["measurements"]}
     assert measured[("torch", "float32")]["cosine_min"] == pytest.approx(1.0, abs=1e-9)
-    assert {("onnxruntime", "float32"), ("onnxruntime", "int8")} <= measured.keys()
+    assert ("onnxruntime", "float32") in measured.keys()
+    assert ("onnxruntime", "int8") not in measured.keys()  # its vectors move with the batch: never chosen
     chosen = max((m for m in measured.values() if m["cosine_min"] >= 0.9999), key=lambda m: m["tokens_per_s"])
     assert line.startswith(f"--backend/--dtype auto: {chosen['backend']} {chosen['dtype']} (")
     with h5py.File(tmp_path / "auto.hdf5") as handle:

@@ -1,6 +1,8 @@
 """`--backend auto` / `--dtype auto`: the fastest path on this CPU whose vectors stay within cosine 0.9999 of float32.
 
-The paths (a backend of the table's rows marked `automatic`, `core/backend_registry.py`, and one of its dtypes) are measured once per CPU and model size, on a batch of
+The paths (a backend of the table's rows marked `automatic`, `core/backend_registry.py`, and one of its row's
+`automatic_dtypes`: those whose vectors for a sentence do not depend on its batch; the cosine below is measured on one
+batch and cannot see that) are measured once per CPU and model size, on a batch of
 sentences shaped as `elmo-embed` cuts them (wikitext-like lengths), one path after the other, against torch's float32
 vectors of the same batch: tokens/s, and the smallest cosine between a vector and its float32 counterpart over every
 token of every layer. The measurements are remembered in `$ELMO_HF_CACHE/backend_choice.json` (default
@@ -135,20 +137,36 @@ def remember(config, threads: int, measurements: list[Measurement]) -> Path:
 
 def candidates(backend: str | None, dtype: str | None, torch_reason) -> list[tuple[str, str]]:
     """The (backend, dtype) paths `auto` chooses among: every backend marked `automatic` for `backend` "auto" (or None
-    with dtype "auto"), every dtype of its row for `dtype` "auto" (float16 is CUDA's, never measured on the CPU),
-    those that can run here. `torch_reason(dtype)` says why the model itself cannot run a dtype (None when it can)."""
+    with dtype "auto"), every dtype of its row's `automatic_dtypes` for `dtype` "auto", those that can run here.
+    Only batch-invariant paths, even where a dtype is named: `--backend auto --dtype int8` chooses among the backends
+    whose int8 keeps a sentence's vectors independent of its batch. `torch_reason(dtype)` says why the model itself
+    cannot run a dtype (None when it can)."""
     backends = AUTOMATIC_BACKENDS if backend in (None, AUTO) else (backend,)
     paths = []
     for name in backends:
         row = backend_row(name)
-        dtypes = [d for d in row.dtypes if d != "float16"] if dtype == AUTO else [dtype or "float32"]
+        dtypes = row.automatic_dtypes if dtype == AUTO else (dtype or "float32",)
         for each in dtypes:
+            if each not in row.automatic_dtypes:
+                logger.debug("not chosen automatically: %s %s (a sentence's vectors depend on its batch)", name, each)
+                continue
             reason = unavailable_reason(name, each) if row.graph else torch_reason(each)
             if reason is None:
                 paths.append((name, each))
             else:
                 logger.debug("not measured: %s %s (%s)", name, each, reason)
     return paths
+
+
+def no_path_reason(backend: str | None, dtype: str | None) -> str:
+    """The one line for an `auto` with nothing to choose from: a named backend that cannot run here, or a dtype that
+    no batch-invariant path runs here (bfloat16: none does)."""
+    if dtype in (None, AUTO):
+        return unavailable_reason(backend, "float32") or f"--backend {backend} --dtype auto: nothing runs here"
+    named = [name for name in AUTOMATIC_BACKENDS if dtype in backend_row(name).dtypes]
+    return (f"--backend auto --dtype {dtype}: auto chooses only paths whose vectors do not depend on the batch, and "
+            f"none runs {dtype} here (docs/embedding.md); name the backend: "
+            + " or ".join(f"--backend {name}" for name in named))
 
 
 def sample_sentences(count: int = SAMPLE_SENTENCES, seed: int = 0) -> list[list[str]]:
@@ -227,6 +245,10 @@ def choose_auto(backend: str | None, dtype: str | None, model, tokenizer, folder
                 torch_reason) -> Choice:
     """The path for `--backend auto` and/or `--dtype auto`: measured once per CPU and size, remembered."""
     paths = candidates(backend, dtype, torch_reason)
+    if not paths:
+        from .backends import BackendError
+
+        raise BackendError(no_path_reason(backend, dtype))
     known = remembered(model.config, threads) or []
     measured = {(m.backend, m.dtype): m for m in known}
     todo = [p for p in paths if p not in measured]

@@ -111,24 +111,49 @@ class BatchEncoder:
     `<S>` and `</S>` get the tokenizer's sentence-marker rows: the same rows for the AllenNLP layout, `<bos>` and
     `<eos>` for an ELMoForManyLangs tokenizer (`sentence_boundary_rows`)."""
 
+    MAX_TOKENS = 200_000  # distinct tokens whose rows are kept (then the table starts again)
+
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        self._chars: dict[str, list[int]] = {}
         boundaries = getattr(tokenizer, "sentence_boundary_rows", None)
         self._markers = dict(zip((BOS, EOS), boundaries)) if boundaries else {}
+        self._forget()
         self.row_width = len(self.char_ids([BOS])[0])
 
+    def _forget(self) -> None:
+        # Each distinct token's row of character ids, once, in a table that doubles when full: a batch is then one
+        # gather, where building its tensor from nested lists cost about as much as a demo-size model's step's
+        # softmax (30 ms for 32 x 20 tokens, benchmarks/results_pretrain.md).
+        self._position: dict[str, int] = {}
+        self._table: torch.Tensor | None = None
+
+    def _positions(self, tokens: list[str]) -> list[int]:
+        new = [token for token in dict.fromkeys(tokens) if token not in self._position]
+        if new:
+            if len(self._position) + len(new) > self.MAX_TOKENS:
+                self._forget()
+                new = list(dict.fromkeys(tokens))
+            rows = torch.tensor([self._markers.get(token) or self.tokenizer.convert_tokens_to_char_ids(token)
+                                 for token in new], dtype=torch.long)
+            start = len(self._position)
+            if self._table is None:
+                self._table = torch.empty(max(1024, 2 * len(new)), rows.shape[1], dtype=torch.long)
+            elif start + len(new) > self._table.shape[0]:
+                grown = torch.empty(2 * (start + len(new)), self._table.shape[1], dtype=torch.long)
+                grown[:start] = self._table[:start]
+                self._table = grown
+            self._table[start : start + len(new)] = rows
+            self._position.update((token, start + i) for i, token in enumerate(new))
+        return [self._position[token] for token in tokens]
+
     def char_ids(self, tokens: list[str]) -> list[list[int]]:
-        out = []
-        for token in tokens:
-            ids = self._chars.get(token)
-            if ids is None:
-                if len(self._chars) > 200_000:
-                    self._chars.clear()
-                ids = self._markers.get(token) or self.tokenizer.convert_tokens_to_char_ids(token)
-                self._chars[token] = ids
-            out.append(ids)
-        return out
+        positions = self._positions(tokens)  # first: it fills the table
+        return self._table[positions].tolist() if tokens else []
+
+    def char_id_tensor(self, rows: list[list[str]]) -> torch.Tensor:
+        """(len(rows), len(rows[0]), row width) int64 for rows of equal length: `torch.tensor` of their `char_ids`."""
+        flat = self._positions([token for row in rows for token in row])
+        return self._table[torch.tensor(flat, dtype=torch.long)].view(len(rows), -1, self._table.shape[1])
 
     def vocab_ids(self, tokens: list[str]) -> list[int]:
         return self.tokenizer.convert_tokens_to_vocab_ids(tokens)
@@ -186,8 +211,8 @@ def stream_batches(batcher: StreamBatcher, encoder: BatchEncoder, skip: int = 0)
             continue
         fwd, bwd, fwd_next, bwd_next = windows
         yield {
-            "input_ids": torch.tensor([encoder.char_ids(row) for row in fwd]),
-            "backward_input_ids": torch.tensor([encoder.char_ids(row) for row in bwd]),
+            "input_ids": encoder.char_id_tensor(fwd),
+            "backward_input_ids": encoder.char_id_tensor(bwd),
             "forward_labels": torch.tensor([encoder.vocab_ids(row) for row in fwd_next]),
             "backward_labels": torch.tensor([encoder.vocab_ids(row) for row in bwd_next]),
         }
@@ -200,7 +225,7 @@ def padded_batch(rows: list[list[str]], encoder: BatchEncoder) -> dict:
     char_ids = torch.zeros(len(rows), width, encoder.row_width, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
     for i, tokens in enumerate(rows):
-        char_ids[i, : len(tokens)] = torch.tensor(encoder.char_ids(tokens))
+        char_ids[i, : len(tokens)] = encoder.char_id_tensor([tokens])[0]
         labels[i, : len(tokens)] = torch.tensor(encoder.vocab_ids(tokens))
     return {"input_ids": char_ids, "attention_mask": (labels != -100).long(), "labels": labels}
 

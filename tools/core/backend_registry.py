@@ -30,20 +30,29 @@ class Backend:
     graph: bool  # runs the model's ONNX graph (float32, exported once per weights), not the model
     app: bool  # offered by elmo-app --backend (float32)
     automatic: bool  # among the paths --backend auto measures
+    # The dtypes `auto` may choose on this row: those that keep a sentence's vectors independent of the other sentences
+    # of its batch (to float32's reordering, tests/test_batch_invariance.py). The others are offered by name only:
+    # bfloat16 rounds every multiply's output to 8 bits, and which way a value rounds follows the float32 sum under it,
+    # whose order the kernels pick by the batch's shape (torch's autocast: 0.0078 between a sentence alone and in its
+    # batch); the runtimes' int8 graph quantizes each multiply's activations with one scale for the whole batch (0.094).
+    # OpenVINO's bfloat16 kept the same bits on one AVX-512 CPU (benchmarks/results_backends.md), but nothing holds its
+    # kernels to that on another. torch's int8 scales each row by itself and sums in integers: the same bits alone or
+    # batched, on every CPU.
+    automatic_dtypes: tuple[str, ...]
     standalone: bool  # runs in onnx_standalone.py, without torch
 
 
 BACKENDS = (
     Backend("torch", dtypes=("float32", "bfloat16", "float16", "int8"), packages=("torch",),
             devices=("cpu", "cuda", "mps", "xpu"), runner="elmo_hf.tools.backends:TorchRunner", graph=False,
-            app=True, automatic=True, standalone=False),
+            app=True, automatic=True, automatic_dtypes=("float32", "int8"), standalone=False),
     Backend("onnxruntime", dtypes=("float32", "int8"), packages=("onnxruntime", "onnx"), devices=("cpu",),
             runner="elmo_hf.tools.onnx_standalone:OnnxRuntimeRunner", graph=True, app=True, automatic=True,
-            standalone=True),
+            automatic_dtypes=("float32",), standalone=True),
     # OpenVINO's int8 is ONNX Runtime's quantized graph: its quantizer is onnxruntime's.
     Backend("openvino", dtypes=("float32", "bfloat16", "int8"), packages=("openvino", "onnx", "onnxruntime"),
             devices=("cpu",), runner="elmo_hf.tools.onnx_standalone:OpenVinoRunner", graph=True, app=True,
-            automatic=True, standalone=True),
+            automatic=True, automatic_dtypes=("float32",), standalone=True),
 )
 BACKEND_NAMES = tuple(row.name for row in BACKENDS)
 EMBED_BACKENDS = (*BACKEND_NAMES, AUTO)  # elmo-embed --backend

@@ -96,8 +96,8 @@ class EmbedOptions:
         "help": "cpu, cuda, cuda:1 ... (default: cuda if available; cuda:LOCAL_RANK under torchrun)"})
     dtype: str = field(default="float32", metadata={
         "help": "compute dtype of the matrix multiplies (autocast; float16 on CUDA only; int8: the model quantized on "
-                "the CPU, as ElmoModel.quantize_int8; auto: the fastest within cosine 0.9999 of float32 on this CPU, "
-                "measured once); outputs are float32", "choices": EMBED_DTYPES})
+                "the CPU, as ElmoModel.quantize_int8; auto: the fastest within cosine 0.9999 of float32 on this CPU "
+                "whose vectors do not depend on the batch, measured once); outputs are float32", "choices": EMBED_DTYPES})
     backend: str | None = field(default=None, metadata={
         "help": "what runs the model: torch, onnxruntime or openvino (its ONNX graph, exported once; pip install "
                 "'elmo-hf[onnx]'), auto (the fastest, measured once on this CPU). Default: torch, or the float32 "
