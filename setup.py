@@ -1,5 +1,5 @@
 """The one build step pyproject.toml cannot say: a wheel carries the top-level `model_card.md` (the model card
-template) inside `elmo_hf/tools/`, where `elmo_hf.tools.model_card` looks for it beside the repository's own."""
+template) inside `elmo_hf/tools/`, where `elmo_hf.tools.hub.model_card` looks for it beside the repository's own."""
 
 from pathlib import Path
 

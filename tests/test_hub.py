@@ -44,9 +44,9 @@ from tolerances import REORDERED, assert_close
 from elmo_hf import modeling_elmo
 from elmo_hf.modeling_elmo import ElmoConfig, ElmoForPreTraining
 from elmo_hf.tokenization import ElmoTokenizer
-from elmo_hf.tools import model_card
-from elmo_hf.tools.hub_push import HubPushError, push_folder
-from elmo_hf.tools.model_card import render_model_card, write_model_card
+from elmo_hf.tools.hub import model_card
+from elmo_hf.tools.hub.hub_push import HubPushError, push_folder
+from elmo_hf.tools.hub.model_card import render_model_card, write_model_card
 
 TOKEN = "hf_test_token_for_the_local_hub"
 REPO_ID = "elmo-org/elmo-tiny"

@@ -17,8 +17,8 @@ from tolerances import REORDERED, assert_close
 from transformers import AutoModelForMultipleChoice, AutoTokenizer
 
 from elmo_hf.modeling_elmo import ElmoForMultipleChoice
-from elmo_hf.train.finetune_data import read_input_file
 from elmo_hf.train.tasks import multiple_choice
+from elmo_hf.train.tasks.common_data import read_input_file
 
 ANIMALS = ["cat", "dog", "bird", "fish", "horse", "cow"]
 

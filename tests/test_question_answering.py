@@ -27,8 +27,8 @@ from elmo_hf.modeling_elmo.question_answering_elmo import (
     word_spans,
 )
 from elmo_hf.tokenization import ElmoTokenizer
-from elmo_hf.train.squad_data import read_squad_file
-from elmo_hf.train.squad_metrics import f1, normalize_answer, squad_scores
+from elmo_hf.train.tasks.squad_data import read_squad_file
+from elmo_hf.train.tasks.squad_metrics import f1, normalize_answer, squad_scores
 
 pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")
 
@@ -331,8 +331,8 @@ def test_a_long_passage_in_windows_gives_the_answer_of_the_whole_passage(fine_tu
 def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, Trainer, TrainingArguments
 
-    from elmo_hf.train.collators import ElmoDataCollatorForQuestionAnswering
-    from elmo_hf.train.squad_data import evaluate_answers, question_answering_features
+    from elmo_hf.train.tasks.common_collators import ElmoDataCollatorForQuestionAnswering
+    from elmo_hf.train.tasks.squad_data import evaluate_answers, question_answering_features
 
     model = AutoModelForQuestionAnswering.from_pretrained(fine_tuned["model"])
     tokenizer = AutoTokenizer.from_pretrained(fine_tuned["model"])

@@ -22,14 +22,14 @@ from conftest import REPO, run_cli
 from elmo_hf import modeling_elmo
 from elmo_hf.modeling_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES, ElmoClass
+from elmo_hf.tools.hub.model_card import render_model_card
 from elmo_hf.tools.loading import TASKS as LOADER_TASKS
 from elmo_hf.tools.loading import load_elmo
-from elmo_hf.tools.model_card import render_model_card
-from elmo_hf.train.collators import ElmoDataCollatorForSequenceClassification
 from elmo_hf.train.finetune_arguments import DATA_FIELDS, short_help
-from elmo_hf.train.finetune_data import accuracy, split_text
-from elmo_hf.train.predict import predict_labels
 from elmo_hf.train.tasks import TASKS, FineTuningTask, Task, module_name, task_module, task_parts
+from elmo_hf.train.tasks.common_collators import ElmoDataCollatorForSequenceClassification
+from elmo_hf.train.tasks.common_data import accuracy, split_text
+from elmo_hf.train.tasks.common_predict import predict_labels
 
 # --------------------------------------------------------------------------------------------------
 # The table

@@ -26,7 +26,7 @@ from types import ModuleType
 from .base import Task
 
 # Modules of this folder that are no task.
-NOT_TASKS = frozenset({"base"})
+NOT_TASKS = frozenset({"base", "common_data", "common_collators", "common_predict", "squad_data", "squad_metrics", "tagging_inputs"})
 
 @dataclass(frozen=True)
 class FineTuningTask:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..finetune_data import accuracy, split_text
 from . import FineTuningTask, Task
+from .common_data import accuracy, split_text
 
 
 @dataclass

@@ -7,7 +7,7 @@
     elmo-finetune-qa --model_name_or_path out/squad --do_predict --test_file questions.jsonl --output_dir out/test
 
 Files: SQuAD v1.1 / v2.0 JSON, or JSON lines with id, question, context and answers {text, answer_start}
-(`elmo_hf.train.squad_data`). Long passages are read in overlapping windows of words (`--max_seq_length`, `--doc_stride`).
+(`elmo_hf.train.tasks.squad_data`). Long passages are read in overlapping windows of words (`--max_seq_length`, `--doc_stride`).
 Reports SQuAD's exact match and F1 (percent) on the validation file; with unanswerable questions in the data (SQuAD
 2.0) or `--version_2_with_negative`, "no answer" competes with the best span. Writes the model and tokenizer (they
 load with `AutoModelForQuestionAnswering` / `AutoTokenizer`, and answer through `pipeline("question-answering",
@@ -25,8 +25,8 @@ from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import InputError
 
-from ..squad_metrics import SCORING_NAMES, scoring_for
 from . import FineTuningTask, Task
+from .squad_metrics import SCORING_NAMES, scoring_for
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ PREDICTIONS_FILE = "predictions.json"
 
 
 def read_file(path: str, encoding: str, data_args) -> list[dict]:
-    from ..squad_data import read_squad_file
+    from .squad_data import read_squad_file
 
     return read_squad_file(path, encoding, data_args.version_2_with_negative)
 
@@ -98,7 +98,7 @@ def unanswerable(examples: Sequence[dict]) -> bool:
 
 def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
     """The windows of the questions' passages (`question_answering_features`)."""
-    from ..squad_data import question_answering_features
+    from .squad_data import question_answering_features
 
     check_windows(examples, tokenizer, data_args)
     warn_of_long_questions(examples, tokenizer, data_args)
@@ -144,7 +144,7 @@ def check_windows(examples: Sequence[dict], tokenizer, data_args) -> None:
 
 
 def collator(tokenizer):
-    from ..collators import ElmoDataCollatorForQuestionAnswering
+    from .common_collators import ElmoDataCollatorForQuestionAnswering
 
     return ElmoDataCollatorForQuestionAnswering(tokenizer)
 
@@ -167,7 +167,7 @@ def example_metrics(config, data_args, examples: list[dict], dataset):
     """Exact match and F1 of the best answers over each question's windows, on words (SQuAD) or, for passages
     mostly of CJK characters or with `--scoring characters`, on characters (CMRC 2018), said in the results
     (`scoring`) and in a line."""
-    from ..squad_data import evaluate_answers
+    from .squad_data import evaluate_answers
 
     null = with_null(data_args, config, examples)
     try:
@@ -187,7 +187,7 @@ def example_metrics(config, data_args, examples: list[dict], dataset):
 
 
 def read_test_file(path: str, encoding: str, data_args) -> list[dict]:
-    from ..squad_data import read_squad_file
+    from .squad_data import read_squad_file
 
     return read_squad_file(path, encoding, answers_needed=False)
 
@@ -204,7 +204,7 @@ def predict_answers(model, tokenizer, examples: Sequence[dict], data_args, batch
 
     from elmo_hf.modeling_elmo.question_answering_elmo import best_answers, encode_windows
 
-    from ..collators import ElmoDataCollatorForQuestionAnswering
+    from .common_collators import ElmoDataCollatorForQuestionAnswering
 
     model.eval()
     warn_of_long_questions(examples, tokenizer, data_args)

@@ -25,7 +25,8 @@ from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import InputError
 
-from ..finetune_data import (
+from . import FineTuningTask, Task
+from .common_data import (
     PAIR_COLUMNS,
     accuracy,
     label_list,
@@ -36,7 +37,6 @@ from ..finetune_data import (
     split_text,
     warn_if_cut,
 )
-from . import FineTuningTask, Task
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args)
 
 
 def collator(tokenizer):
-    from ..collators import ElmoDataCollatorForSequenceClassification
+    from .common_collators import ElmoDataCollatorForSequenceClassification
 
     return ElmoDataCollatorForSequenceClassification(tokenizer)
 
@@ -259,7 +259,7 @@ def check_test_kind(model, texts: list, where: str = "") -> None:
 
 def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) -> tuple[list[str], int]:
     """One label per text or pair ("" for a blank one; a regression's score), and how many were labelled."""
-    from ..predict import predict_logits
+    from .common_predict import predict_logits
 
     pairs = bool(texts) and isinstance(texts[0], tuple)
     check_test_kind(model, texts)

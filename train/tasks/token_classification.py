@@ -15,7 +15,7 @@ tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), 
 CoNLL file's lines with the predicted tag appended as a last column, CoNLL-2003's layout plus the prediction, what
 conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, each word beside its tag,
 a word a line, a blank line after each sentence) to `--output_dir`. Which layout a text test file has is told by
-`elmo_hf.train.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
+`elmo_hf.train.tasks.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
 training file's words (`check_word_units`).
 """
 
@@ -28,7 +28,8 @@ from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import InputError
 
-from ..finetune_data import (
+from . import FineTuningTask, Task
+from .common_data import (
     entity_scores,
     read_tagging_file,
     read_words_file,
@@ -36,8 +37,7 @@ from ..finetune_data import (
     tag_list,
     warn_if_cut,
 )
-from ..tagging_inputs import CONLL, LAYOUTS, LINES, split_mismatch, test_file_layout
-from . import FineTuningTask, Task
+from .tagging_inputs import CONLL, LAYOUTS, LINES, split_mismatch, test_file_layout
 
 logger = logging.getLogger(__name__)
 # A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
@@ -219,7 +219,7 @@ def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
 
 
 def collator(tokenizer):
-    from ..collators import ElmoDataCollatorForTokenClassification
+    from .common_collators import ElmoDataCollatorForTokenClassification
 
     return ElmoDataCollatorForTokenClassification(tokenizer)
 
@@ -283,7 +283,7 @@ def prepare_test(model, tokenizer, test: tuple[str, list], data_args) -> tuple[s
 def prediction_lines(model, tokenizer, test: tuple[str, list], data_args, batch_size: int) -> tuple[list[str], int]:
     """The CoNLL lines with the predicted tag appended, or each word and its tag on a line, a blank line after each
     sentence (module docstring), and how many sentences were tagged."""
-    from ..predict import predict_tags
+    from .common_predict import predict_tags
 
     kind, items = test
     if kind == "conll":

@@ -1,6 +1,6 @@
 """Reading `elmo-embed`'s input and writing its output: text and `datasets` readers, the chunk files of each window
 (HDF5 or Parquet; parts committed as the window goes), and the merge of the chunks into the final file. The layout
-is described in `elmo_hf.tools.embed`.
+is described in `elmo_hf.tools.embedding.embed`.
 
 Like `embed.py`, this module is not imported by the model files and does not travel as remote code.
 """
@@ -24,11 +24,11 @@ import torch
 
 from elmo_hf.tokenization import WordSplitError, check_word_split, split_name
 
-from .core.early_checks import DATA_FILE_BUILDERS
-from .core.errors import InputError, RunFailed
-from .core.text_files import UndecodableText, check_decodes, raw_lines
-from .loading import ModelLoadError
-from .loading import checked_device as usable_device
+from ..core.early_checks import DATA_FILE_BUILDERS
+from ..core.errors import InputError, RunFailed
+from ..core.text_files import UndecodableText, check_decodes, raw_lines
+from ..loading import ModelLoadError
+from ..loading import checked_device as usable_device
 
 
 class EmbedError(InputError):

@@ -14,8 +14,8 @@ import torch
 from elmo_hf.modeling_elmo.character_ids import real_token_mask
 from elmo_hf.modeling_elmo.modeling_elmo import ElmoModelOutput, ElmoPreTrainedModel
 
+from ..core.backend_registry import BACKEND_NAMES, backend_row
 from .backends import GraphRunner, runner_for
-from .core.backend_registry import BACKEND_NAMES, backend_row
 
 
 class ElmoRuntimeModel(ElmoPreTrainedModel):

@@ -5,7 +5,7 @@ split and the characters per token) and, to split raw text as the model's tokeni
 (which needs the `regex` package; pre-split words need neither). This file imports nothing of the project: copy it
 beside them, or import it from an installed `elmo_hf.tools`.
 
-    from onnx_standalone import ElmoOnnx            # or: from elmo_hf.tools.onnx_standalone import ElmoOnnx
+    from onnx_standalone import ElmoOnnx            # or: from elmo_hf.tools.export.onnx_standalone import ElmoOnnx
     elmo = ElmoOnnx("my-elmo")                      # FOLDER/onnx/model.onnx; backend="openvino" for OpenVINO
     vectors = elmo.embed(["The bank raised its rates .", "We sat on the river bank ."])
     vectors[0].shape                                # (L + 1, words, 2P): layer 0, then every biLSTM layer
@@ -56,7 +56,7 @@ def encode(sentences: list[list[str]], width: int = 50) -> tuple[np.ndarray, np.
 class GraphRunner:
     """An ONNX graph of the biLM in one runtime: `run(input_ids, attention_mask) -> hidden_states` (numpy int64 in,
     (B, L + 1, T, 2P) float32 out). The runners of `elmo-embed --backend`, the app and the pipelines too
-    (`elmo_hf.tools.backends` imports them from here): one implementation, with and without torch."""
+    (`elmo_hf.tools.export.backends` imports them from here): one implementation, with and without torch."""
 
     backend = ""
 

@@ -17,7 +17,7 @@ import torch
 
 from elmo_hf.tools.core.output_paths import as_ordinary
 
-from .finetune_data import read_input_file
+from .common_data import read_input_file
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Sentence vectors: one fixed, mean-pooled ELMo vector per sentence (TF Hub's `default` output), and the files
 that make a saved ELMo folder load with `SentenceTransformer(folder, trust_remote_code=True)`.
 
-    from elmo_hf.tools.sentence_vectors import sentence_vectors
+    from elmo_hf.tools.embedding.sentence_vectors import sentence_vectors
     vectors = sentence_vectors(model, tokenizer, ["The bank raised its rates .", "We sat on the bank ."])  # (2, 2P)
 
 The pooled vector of a sentence is the mean, over its words, of a fixed mix of the L + 1 layers of `hidden_states`:

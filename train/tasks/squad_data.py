@@ -257,6 +257,6 @@ def answers_of(predictions, dataset: datasets.Dataset, examples: Sequence[dict],
 def evaluate_answers(predictions, dataset, examples, max_answer_words: int = 30,
                      handle_impossible_answer: bool = False, scoring: str = "words") -> dict[str, float]:
     """`exact_match` and `f1` (percent) of `Trainer`'s predictions on the dataset of `examples`, on words (SQuAD) or
-    characters (`scoring="characters"`, CMRC 2018: `elmo_hf.train.squad_metrics`)."""
+    characters (`scoring="characters"`, CMRC 2018: `elmo_hf.train.tasks.squad_metrics`)."""
     answers = answers_of(predictions, dataset, examples, max_answer_words, handle_impossible_answer)
     return squad_scores(answers, gold_answers(examples), scoring)
