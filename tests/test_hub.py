@@ -669,9 +669,10 @@ def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
 
 
 def test_model_card_template_is_the_repository_file():
+    template = REPO / "tools" / "hub" / "model_card.md"
     found = model_card.find_model_card_template()
-    assert found is not None and found.resolve() == (REPO / "model_card.md").resolve()
-    assert found.read_text() == (REPO / "model_card.md").read_text()
+    assert found is not None and found.resolve() == template.resolve()
+    assert found.read_text() == template.read_text()
 
 
 def test_model_card_validates_against_the_hub_api(hub, monkeypatch):

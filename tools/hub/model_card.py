@@ -7,9 +7,9 @@ as `EvalResult`s in `model-index`), so it parses and validates as the Hub expect
 This module never travels to the Hub as remote code (it imports `huggingface_hub`, a dependency of transformers, and
 this package's configuration); it does not import the models (it counts parameters through the Auto classes).
 
-Where the template is found: the repository's top-level `model_card.md`, beside this package's folder in a checkout
-or an editable install; in a wheel, `elmo_hf/tools/model_card.md` (`setup.py` copies it into the package when it
-builds). When neither exists, a minimal template embedded here is used, with a warning.
+Where the template is found: `model_card.md` beside this module (`tools/hub/`), in a checkout, an editable install
+and a wheel alike (pyproject.toml's package data). When it is missing, a minimal template embedded here is used,
+with a warning.
 """
 
 from __future__ import annotations
@@ -31,10 +31,7 @@ from elmo_hf.modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES, Elmo
 logger = logging.get_logger(__name__)
 
 TEMPLATE_NAME = "model_card.md"
-TEMPLATE_LOCATIONS = (
-    Path(__file__).resolve().parent / TEMPLATE_NAME,  # a wheel's copy (setup.py)
-    Path(__file__).resolve().parents[1] / TEMPLATE_NAME,  # the repository's own, in a checkout
-)
+TEMPLATE_LOCATIONS = (Path(__file__).resolve().parent / TEMPLATE_NAME,)
 
 DEFAULT_TAGS = ("elmo", "bilm", "lstm", "character-level", "contextual-embeddings", "feature-extraction", "custom_code")
 
