@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from ..conversion.download import default_cache_dir
-from ..embedding.embed_io import weights_fingerprint
+from ..loading import weights_fingerprint
 from .export_module import ExportableElmo
 
 logger = logging.getLogger(__name__)
