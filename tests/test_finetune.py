@@ -826,12 +826,13 @@ def test_training_words_the_bilm_never_saw_are_said_in_one_warning(caplog):
     data_args = SimpleNamespace(word_split=None)
     config = SimpleNamespace(word_embedding_dim=0)
     unseen = [{"text": "a truly wonderful film", "label": "1"}, {"text": "the bank", "label": "0"}]
-    warn_if_unseen(unseen, sequence_classification, tokenizer, data_args, config)
+    warn_if_unseen(unseen, sequence_classification.PARTS, tokenizer, data_args, config)
     assert "67% of the training words are not in the biLM's pretraining vocabulary" in caplog.text
     assert "--word_embedding_dim 32" in caplog.text
     caplog.clear()
-    warn_if_unseen([{"text": "the river bank", "label": "0"}], sequence_classification, tokenizer, data_args, config)
-    warn_if_unseen(unseen, sequence_classification, tokenizer, data_args, SimpleNamespace(word_embedding_dim=32))
+    warn_if_unseen([{"text": "the river bank", "label": "0"}], sequence_classification.PARTS, tokenizer, data_args,
+                   config)
+    warn_if_unseen(unseen, sequence_classification.PARTS, tokenizer, data_args, SimpleNamespace(word_embedding_dim=32))
     assert not caplog.text
 
 

@@ -351,7 +351,7 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
 def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from elmo_hf.train.tasks.question_answering import QuestionAnsweringDataArguments, prediction_lines
+    from elmo_hf.train.tasks.question_answering import PARTS, QuestionAnsweringDataArguments
 
     examples = squad_examples(4, seed=5)
     for example in examples[::3]:  # SQuAD 2.0: about a person the passage does not name
@@ -366,5 +366,5 @@ def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_foll
     assert sorted(json.loads((out / "predictions.json").read_text())) == sorted(e["id"] for e in examples)
     model, tokenizer = AutoModelForQuestionAnswering.from_pretrained(out), AutoTokenizer.from_pretrained(out)
     spans_only = QuestionAnsweringDataArguments(version_2_with_negative=False, max_seq_length=32, doc_stride=12)
-    lines, count = prediction_lines(model, tokenizer, examples, spans_only, batch_size=4)
+    lines, count = PARTS.prediction_lines(model, tokenizer, examples, spans_only, batch_size=4)
     assert count == len(examples) and "" not in json.loads("\n".join(lines)).values()  # never "no answer"

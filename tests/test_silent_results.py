@@ -177,9 +177,9 @@ def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words
     line = refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
                    "is not valid utf-8; the file reads as cp1252: --encoding cp1252")
     assert line.endswith("--encoding cp1252")
-    from elmo_hf.train.tasks.sequence_classification import SequenceClassificationDataArguments, read_file
+    from elmo_hf.train.tasks.sequence_classification import PARTS, SequenceClassificationDataArguments
 
-    texts = [e["text"] for e in read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
+    texts = [e["text"] for e in PARTS.read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
     assert texts == ["une crème brûlée", "un café naïf"]
 
 
@@ -257,17 +257,13 @@ def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, tex
     from types import SimpleNamespace
 
     from elmo_hf.tokenization import ElmoTokenizer
-    from elmo_hf.train.tasks.token_classification import (
-        TokenClassificationDataArguments,
-        prepare_test,
-        read_test_file,
-    )
+    from elmo_hf.train.tasks.token_classification import PARTS, TokenClassificationDataArguments
 
     path = write(tmp_path, "test.txt", text)
     data_args = TokenClassificationDataArguments(test_file=str(path))
     model = SimpleNamespace(config=SimpleNamespace(label2id={"O": 0, "B-ORG": 1, "B-PER": 2}))
     with caplog.at_level("INFO"):
-        kind, _ = prepare_test(model, ElmoTokenizer(), read_test_file(str(path), "utf-8", data_args), data_args)
+        kind, _ = PARTS.prepare_test(model, ElmoTokenizer(), PARTS.read_test_file(str(path), "utf-8", data_args), data_args)
     assert kind == ("lines" if layout.startswith("sentences") else "conll")
     assert f"read as {layout}" in caplog.text
 
