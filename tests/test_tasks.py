@@ -78,6 +78,21 @@ def test_every_task_head_has_its_module_and_every_module_its_head():
     assert set(LOADER_TASKS) == {None, "model", "pre-training", *TASKS}
 
 
+def test_the_modules_beside_the_tasks_are_no_tasks():
+    """The readers, metrics, collators and predictions beside the task modules (`NOT_TASKS`) are modules of the folder
+    and define no `TASK`: a stale name, or a task hidden among them, fails here."""
+    import importlib
+    import pkgutil
+
+    from elmo_hf.train import tasks
+
+    modules = {info.name for info in pkgutil.iter_modules(tasks.__path__)}
+    assert tasks.NOT_TASKS <= modules
+    assert {module.replace("_", "-") for module in modules - tasks.NOT_TASKS} == set(TASKS)
+    for name in tasks.NOT_TASKS:
+        assert not hasattr(importlib.import_module(f"{tasks.__name__}.{name}"), "TASK"), name
+
+
 @pytest.mark.parametrize("name", list(TASKS))
 def test_every_task_module_defines_its_task(name):
     row = TASKS[name]
