@@ -40,7 +40,7 @@ import json, sys, time
 import h5py, safetensors.torch, torch, transformers
 from elmo_hf import tokenization
 from elmo_hf.cli import run
-from elmo_hf.tools import convert_allennlp_elmo  # noqa: F401  (imported before the peak is read)
+from elmo_hf.tools.conversion import convert_allennlp_elmo  # noqa: F401  (imported before the peak is read)
 def peak_kib():
     # VmHWM: this process's own peak RSS. ru_maxrss would also do on Linux, except that it is kept across
     # exec and so starts at the parent's peak (pytest's, the benchmark's).

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_speed import machine, original_model_dir
 
     from elmo_hf.tokenization import ElmoTokenizer
-    from elmo_hf.tools.embed import Embedder, Piece, _batches
+    from elmo_hf.tools.embedding.embed import Embedder, Piece, _batches
 
     model_dir = args.model or original_model_dir(args.work_dir)
     tokenizer = ElmoTokenizer.from_pretrained(model_dir)

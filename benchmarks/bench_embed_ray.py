@@ -44,7 +44,7 @@ ONE_BATCH = """
 import sys, torch
 torch.set_num_threads(1)
 from elmo_hf.tools.loading import load_elmo
-from elmo_hf.tools.embed import Embedder
+from elmo_hf.tools.embedding.embed import Embedder
 from elmo_hf.tokenization import split_words
 model, tokenizer = load_elmo(sys.argv[1], device=torch.device("cpu"))
 lines = open(sys.argv[2], encoding="utf-8").read().splitlines()

@@ -97,8 +97,8 @@ def task_data(task: str, root: Path, sense_train: int) -> tuple[str, Path] | Non
 
 def predict(kind: str, model, tokenizer, data: Path, batch_size: int) -> tuple[list, list, float]:
     """(predicted labels or tag lists, gold ones, seconds) on the held-out file of `data`."""
-    from elmo_hf.train.finetune_data import read_classification_file, read_tagging_file
-    from elmo_hf.train.predict import predict_labels, predict_tags
+    from elmo_hf.train.tasks.common_data import read_classification_file, read_tagging_file
+    from elmo_hf.train.tasks.common_predict import predict_labels, predict_tags
 
     start = time.perf_counter()
     if kind == "classification":
@@ -117,7 +117,7 @@ def compare(kind: str, folder: Path, data: Path, batch_size: int) -> dict:
     """Predictions of the saved head in float32, then after `quantize_int8()`, and how far they agree."""
     from elmo_hf.modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
     from elmo_hf.tokenization import ElmoTokenizer
-    from elmo_hf.train.finetune_data import accuracy, entity_scores
+    from elmo_hf.train.tasks.common_data import accuracy, entity_scores
 
     model_class = ElmoForSequenceClassification if kind == "classification" else ElmoForTokenClassification
     model = model_class.from_pretrained(folder).eval()

@@ -384,7 +384,7 @@ def section_fused(model, tokenizer, peak: Peak, repeats: int, device) -> dict:
 
 
 def section_bulk(model, tokenizer, peak: Peak, repeats: int, device, lines: int) -> dict:
-    from elmo_hf.tools.embed import Embedder, Piece, _batches
+    from elmo_hf.tools.embedding.embed import Embedder, Piece, _batches
 
     flops = flops_per_token(model.config)
     text = [words for words in corpus(lines) if words]

@@ -1,6 +1,6 @@
 """Downstream use of ELMo (Peters et al. 2018, section 3.3): the layers the task heads of `modeling_elmo.py` add on
 top of the biLM: the scalar mix of its layers, the hashed word embedding, the sentence boundaries, pooling; and
-the fixed sentence vector (TF Hub's `default`: `mean_pool`), which `elmo_hf.tools.sentence_vectors` and the
+the fixed sentence vector (TF Hub's `default`: `mean_pool`), which `elmo_hf.tools.embedding.sentence_vectors` and the
 sentence-transformers module `elmo_sentence_pooling.py` compute from here.
 
 This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch, transformers and its

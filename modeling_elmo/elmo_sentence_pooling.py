@@ -1,7 +1,7 @@
 """`ElmoSentencePooling`: the sentence-transformers module that turns ELMo's layers into the pooled sentence vector
 (`downstream_elmo.mean_pool`: mean over words, `<S>`/`</S>` and padding left out, of a fixed mix of the layers).
 
-`elmo_hf.tools.sentence_vectors.save_for_sentence_transformers(folder)` copies this file into a saved model
+`elmo_hf.tools.embedding.sentence_vectors.save_for_sentence_transformers(folder)` copies this file into a saved model
 folder (beside `downstream_elmo.py`, which the folder holds as the model's remote code) and names this class in
 `modules.json`; `SentenceTransformer(folder, trust_remote_code=True)` then imports it from the folder. It sits flat
 in `modeling_elmo/` for that reason: its one import of this package is a sibling's. Needs sentence-transformers

@@ -69,7 +69,7 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
     # The heads compute a plain mean loss: Trainer must not pass `num_items_in_batch`
     # (docs/transformers_traps.md, "Trainer and num_items_in_batch").
     accepts_loss_kwargs = False
-    # How the head's logits go into an ONNX graph (`elmo_hf.tools.export_module`): "sentence" (the classifier on the
+    # How the head's logits go into an ONNX graph (`elmo_hf.tools.export.export_module`): "sentence" (the classifier on the
     # pooled words), "token" (the classifier at every position), or None: not exported (the graph then holds the
     # biLM's layers and the head's first mix). `onnx_unexportable_reason` says when a head's config rules it out.
     onnx_logits = None

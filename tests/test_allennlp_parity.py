@@ -23,7 +23,7 @@ from tolerances import PARITY, PARITY_SCALED, assert_close
 
 from elmo_hf.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import ElmoTokenizer
-from elmo_hf.tools.convert_allennlp_elmo import convert
+from elmo_hf.tools.conversion.convert_allennlp_elmo import convert
 
 SENTENCES = [
     "The bank of the river was steep .".split(),

@@ -41,7 +41,7 @@ def test_the_app_offers_exactly_the_rows_marked_for_it(monkeypatch):
 
 
 def test_the_automatic_choice_considers_exactly_the_rows_marked_automatic(monkeypatch):
-    from elmo_hf.tools import backend_choice
+    from elmo_hf.tools.export import backend_choice
 
     monkeypatch.setattr(backend_choice, "unavailable_reason", lambda *args, **kwargs: None)  # all installed
     every = set(backend_choice.candidates(AUTO, AUTO, lambda dtype: None))
@@ -57,7 +57,7 @@ def test_the_automatic_choice_considers_exactly_the_rows_marked_automatic(monkey
 
 
 def test_every_row_names_a_runner_and_its_dtypes_are_embed_dtypes():
-    from elmo_hf.tools.backends import runner_class
+    from elmo_hf.tools.export.backends import runner_class
 
     for name, row in ROWS.items():
         runner = runner_class(name)
@@ -71,20 +71,20 @@ def test_every_row_names_a_runner_and_its_dtypes_are_embed_dtypes():
 def test_the_standalone_runners_are_the_rows_marked_standalone():
     """onnx_standalone.py imports nothing of the project (it is copied alone beside a graph): its runners are the
     classes the table's standalone rows name, the same objects `elmo-embed --backend` builds."""
-    from elmo_hf.tools import onnx_standalone
-    from elmo_hf.tools.backends import runner_class
+    from elmo_hf.tools.export import onnx_standalone
+    from elmo_hf.tools.export.backends import runner_class
 
     standalone = {name for name, row in ROWS.items() if row.standalone}
     assert set(onnx_standalone.runners()) == standalone
     for name in standalone:
         assert runner_class(name) is onnx_standalone.runners()[name]
-        assert ROWS[name].runner.startswith("elmo_hf.tools.onnx_standalone:")
+        assert ROWS[name].runner.startswith("elmo_hf.tools.export.onnx_standalone:")
     with pytest.raises(ValueError, match="backend must be one of"):
         onnx_standalone.ElmoOnnx("nowhere", backend=DEFAULT)
 
 
 def test_unknown_backends_are_refused_in_one_line():
-    from elmo_hf.tools.backends import unavailable_reason
+    from elmo_hf.tools.export.backends import unavailable_reason
 
     assert unavailable_reason("tensorrt", "float32") == (
         f"unknown backend 'tensorrt': choose one of {', '.join(ROWS)}")

@@ -57,7 +57,7 @@ def cache(tmp_path_factory):
 
 def alone_and_batched(backend: str, dtype: str, model, tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """The sentence's hidden states (L + 1, T, 2P) run alone and run as row 1 of `batch_around`, its real positions."""
-    from elmo_hf.tools.backends import runner_for, unavailable_reason
+    from elmo_hf.tools.export.backends import runner_for, unavailable_reason
 
     reason = unavailable_reason(backend, dtype)
     if reason is not None:
@@ -77,7 +77,7 @@ def torch_reason(dtype: str) -> str | None:
 
 
 def test_the_automatic_dtypes_are_offered_dtypes_and_auto_considers_no_other():
-    from elmo_hf.tools import backend_choice
+    from elmo_hf.tools.export import backend_choice
 
     for row in BACKENDS:
         assert set(row.automatic_dtypes) <= set(row.dtypes), row.name
@@ -118,8 +118,8 @@ def test_the_batch_catches_a_batch_wide_activation_scale(model_and_tokenizer, ca
 def test_auto_never_chooses_a_path_whose_vectors_depend_on_the_batch(model_and_tokenizer, tmp_path, monkeypatch):
     """The choice's own test (cosine to float32 on one batch) passes a batch-dependent path as readily as any: here
     each such path is measured perfect and fastest, and is still neither measured nor chosen."""
-    from elmo_hf.tools import backend_choice
-    from elmo_hf.tools.backend_choice import Measurement
+    from elmo_hf.tools.export import backend_choice
+    from elmo_hf.tools.export.backend_choice import Measurement
 
     monkeypatch.setenv("ELMO_HF_CACHE", str(tmp_path))
     monkeypatch.setattr(backend_choice, "unavailable_reason", lambda *args, **kwargs: None)
@@ -145,8 +145,8 @@ def test_auto_never_chooses_a_path_whose_vectors_depend_on_the_batch(model_and_t
 
 
 def test_auto_with_a_dtype_no_invariant_path_runs_is_refused_in_one_line(model_and_tokenizer):
-    from elmo_hf.tools import backend_choice
-    from elmo_hf.tools.backends import BackendError
+    from elmo_hf.tools.export import backend_choice
+    from elmo_hf.tools.export.backends import BackendError
 
     model, tokenizer = model_and_tokenizer
     with pytest.raises(BackendError) as refused:

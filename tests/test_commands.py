@@ -106,7 +106,7 @@ def test_bad_paths_answer_without_loading_torch(tmp_path):
         ("elmo-embed", "corpus.txt", "no/out.h5", *tiny): "ERROR elmo-embed: output no/out.h5: the folder no does not",
         ("elmo-analyze", "missing.txt", "--output_dir", "out", *tiny): "ERROR elmo-analyze: input missing.txt not found",
         ("elmo-analyze", ".", "--output_dir", "out", *tiny): "ERROR elmo-analyze: input . is not a file",
-        ("elmo-convert", "--model", "small", "--output_dir", "no/out"): "ERROR elmo_hf.tools.convert: --output_dir no/out",
+        ("elmo-convert", "--model", "small", "--output_dir", "no/out"): "ERROR elmo_hf.tools.conversion.convert: --output_dir no/out",
         ("elmo-pretrain", "--train_file", "missing.txt", "--output_dir", "out"): "no file matches 'missing.txt'",
         ("elmo-demo", "--train_file", "corpus.txt", "--output_dir", "no/out"): "--output_dir no/out: the folder no",
         ("elmo-finetune-ner", "--model", "tiny", "--train_file", "missing.txt", "--output_dir", "out"):

@@ -40,7 +40,7 @@ h5py = pytest.importorskip("h5py", reason="the converter needs h5py: pip install
 
 from elmo_hf.modeling_elmo import ElmoModel  # noqa: E402
 from elmo_hf.tokenization import ElmoTokenizer  # noqa: E402
-from elmo_hf.tools.convert_allennlp_elmo import (  # noqa: E402
+from elmo_hf.tools.conversion.convert_allennlp_elmo import (  # noqa: E402
     ConversionError,
     config_from_options,
     convert,
@@ -394,7 +394,7 @@ def test_variant_matches_numpy_reference(variant, tmp_path):
 
 
 def test_options_mapping_logs_and_defaults(caplog):
-    with caplog.at_level("INFO", logger="elmo_hf.tools.convert_allennlp_elmo"):
+    with caplog.at_level("INFO", logger="elmo_hf.tools.conversion.convert_allennlp_elmo"):
         config = config_from_options({**VARIANTS["bilm_tf_defaults_training_options"], "surprise": 1})
     assert (config.num_layers, config.num_highway_layers, config.char_vocab_size) == (1, 0, 262)
     assert (config.cell_clip, config.proj_clip, config.use_skip_connections) == (None, None, False)
@@ -446,7 +446,7 @@ import json, sys
 import h5py, safetensors.torch, torch, transformers
 from elmo_hf import tokenization
 from elmo_hf.cli import run
-from elmo_hf.tools import convert_allennlp_elmo
+from elmo_hf.tools.conversion import convert_allennlp_elmo
 def peak_kib():
     # VmHWM: this process's own peak RSS. ru_maxrss would also do on Linux, except that it is kept across
     # exec and so starts at the parent's peak (pytest's, the benchmark's).
@@ -634,7 +634,7 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path, monkeypatch):
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
     # A failure while writing leaves the existing folder as it was, and no temporary folder.
-    import elmo_hf.tools.convert_common as module
+    import elmo_hf.tools.conversion.convert_common as module
 
     def broken(*args):
         raise OSError("disk full")
@@ -791,7 +791,7 @@ def test_word_split_and_the_model_card_of_a_bilm_tf_model(tmp_path):
 _PAUSED_CONVERSION = """
 import sys, time
 from pathlib import Path
-import elmo_hf.tools.convert_common as common
+import elmo_hf.tools.conversion.convert_common as common
 from elmo_hf.cli import run
 
 write = common._write_tokenizer
@@ -874,7 +874,7 @@ def test_command_is_quiet_and_names_no_temporary_folder(tmp_path):
     args = ["--options_file", str(options_file), "--weight_file", str(weight_file)]
     quiet = run_converter(*args, "--output_dir", str(tmp_path / "quiet"))
     assert quiet.returncode == 0, quiet.stderr
-    assert quiet.stderr.splitlines() == [f"INFO elmo_hf.tools.convert: wrote {tmp_path / 'quiet'}"]
+    assert quiet.stderr.splitlines() == [f"INFO elmo_hf.tools.conversion.convert: wrote {tmp_path / 'quiet'}"]
     from safetensors.torch import load_file
 
     by_command = load_file(tmp_path / "quiet" / "model.safetensors")
@@ -884,4 +884,4 @@ def test_command_is_quiet_and_names_no_temporary_folder(tmp_path):
     verbose = run_converter(*args, "--output_dir", str(tmp_path / "verbose"), "--verbose")
     assert verbose.returncode == 0, verbose.stderr
     assert "ELMo: 2 layers, cell 64, projection 16" in verbose.stderr and ".tmp-" not in verbose.stderr
-    assert verbose.stderr.splitlines()[-1] == f"INFO elmo_hf.tools.convert: wrote {tmp_path / 'verbose'}"
+    assert verbose.stderr.splitlines()[-1] == f"INFO elmo_hf.tools.conversion.convert: wrote {tmp_path / 'verbose'}"

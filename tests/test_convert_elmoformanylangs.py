@@ -22,8 +22,8 @@ import torch
 from conftest import REPO, cli, run_cli, run_isolated
 from tolerances import PARITY_SCALED, REORDERED, assert_close
 
-from elmo_hf.tools.convert_common import ConversionError
-from elmo_hf.tools.convert_elmoformanylangs import convert, read_dictionary, read_network_config
+from elmo_hf.tools.conversion.convert_common import ConversionError
+from elmo_hf.tools.conversion.convert_elmoformanylangs import convert, read_dictionary, read_network_config
 
 # Chinese and Latin, lengths 1 to 10 (padding in every batch), unknown words and characters, a word longer than
 # max_characters_per_token - 2 characters (cut, as theirs), a whitespace character (their "\u3000" entry), and the
@@ -223,12 +223,12 @@ def main(argv: list[str]) -> int:
 def test_command_converts_and_refuses_a_bad_folder(package, tmp_path, caplog):
     """The command converts; and refuses in one line (the other bad folders: below)."""
     theirs = manylangs_fixture.write_model(tmp_path / "theirs")
-    # elmo-convert --manylangs_dir (elmo_hf.tools.convert) hands the folder to this converter
+    # elmo-convert --manylangs_dir (elmo_hf.tools.conversion.convert) hands the folder to this converter
     result = run_cli("elmo-convert", ["--manylangs_dir", theirs, "--output_dir", tmp_path / "out"], cwd=REPO)
     assert result.returncode == 0, result.stderr
     # quiet: how to split its Chinese words (its word.dic holds words of several ideographs), and where it wrote
     notice, wrote = result.stderr.splitlines()
-    assert "--word_split jieba" in notice and wrote == f"INFO elmo_hf.tools.convert: wrote {tmp_path / 'out'}"
+    assert "--word_split jieba" in notice and wrote == f"INFO elmo_hf.tools.conversion.convert: wrote {tmp_path / 'out'}"
     assert (tmp_path / "out" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "out" / "config.json").read_text())["token_encoder"] == "word_char"
     both = ["--manylangs_dir", str(theirs), "--model", "original", "--output_dir", str(tmp_path / "both")]

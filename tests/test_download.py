@@ -33,8 +33,8 @@ pytest.importorskip("h5py", reason="the converter needs h5py: pip install 'elmo-
 from safetensors.torch import load_file  # noqa: E402
 
 from elmo_hf.modeling_elmo.configuration_elmo import PRESETS  # noqa: E402
-from elmo_hf.tools import download  # noqa: E402
-from elmo_hf.tools.convert_allennlp_elmo import convert  # noqa: E402
+from elmo_hf.tools.conversion import download  # noqa: E402
+from elmo_hf.tools.conversion.convert_allennlp_elmo import convert  # noqa: E402
 
 ORIGINAL = download.PUBLISHED_MODELS["original"]
 
@@ -214,7 +214,7 @@ def test_model_name_downloads_converts_and_reuses_the_cache(server, reference, t
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == requests  # no second download, not even a HEAD
     assert "from the cache" in second.stderr  # said with --verbose only: the first run is quiet
-    assert first.stderr.splitlines()[-1] == f"INFO elmo_hf.tools.convert: wrote {tmp_path / 'a'}"
+    assert first.stderr.splitlines()[-1] == f"INFO elmo_hf.tools.conversion.convert: wrote {tmp_path / 'a'}"
     before = "".join(first.stderr.splitlines()[:-1])
     assert "INFO" not in before and Path(ORIGINAL.weights_path).name in before  # the downloads' progress bars only
     assert_same_model(tmp_path / "b", reference)

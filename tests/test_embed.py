@@ -35,10 +35,10 @@ from tolerances import REORDERED, assert_close
 
 from elmo_hf.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import ElmoTokenizer, split_words
-from elmo_hf.tools import embed as embed_module
 from elmo_hf.tools.core.arguments import parse_options
 from elmo_hf.tools.core.command_options import EmbedOptions
-from elmo_hf.tools.embed_io import done_windows
+from elmo_hf.tools.embedding import embed as embed_module
+from elmo_hf.tools.embedding.embed_io import done_windows
 
 SENTENCES = [
     "The cat sat on the mat .",
@@ -762,7 +762,7 @@ def test_elmoformanylangs_model_follows_its_tokenizer(tmp_path):
     import manylangs_fixture
 
     from elmo_hf.tokenization import ElmoManyLangsTokenizer
-    from elmo_hf.tools.convert_elmoformanylangs import convert
+    from elmo_hf.tools.conversion.convert_elmoformanylangs import convert
     from elmo_hf.tools.loading import load_elmo
 
     folder = convert(manylangs_fixture.write_model(tmp_path / "theirs"), tmp_path / "ours")

@@ -1,4 +1,4 @@
-"""`elmo-embed` resolves its options once into a frozen `EmbedPlan` (tools/embed_plan.py) and leaves the caller's
+"""`elmo-embed` resolves its options once into a frozen `EmbedPlan` (tools/embedding/embed_plan.py) and leaves the caller's
 `EmbedOptions` as they were given: the format from OUTPUT's suffix, the tokenizer's word split, the backend and dtype
 are the plan's, recorded in the output."""
 
@@ -10,10 +10,10 @@ import json
 import h5py
 import pytest
 
-from elmo_hf.tools import embed as embed_module
 from elmo_hf.tools.core.arguments import parse_options
 from elmo_hf.tools.core.command_options import EmbedOptions
-from elmo_hf.tools.embed_plan import EmbedPlan
+from elmo_hf.tools.embedding import embed as embed_module
+from elmo_hf.tools.embedding.embed_plan import EmbedPlan
 
 
 def test_a_run_leaves_its_options_as_given_and_records_the_plan(tiny_model_dir, tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """`elmo-embed --engine ray` on a real local Ray (started by the command on 127.0.0.1, two actors on two CPUs).
 
-The engine embeds the same windows into the same chunk files as one process (tools/embed_ray.py), so its output
+The engine embeds the same windows into the same chunk files as one process (tools/embedding/embed_ray.py), so its output
 is compared with the default engine's for equality of the bits: both on one thread per process, without the token
 cache (with it, a token's layer 0 may come from a batch of another window: equal to rounding, as in
 tests/test_embed.py). Each Ray run starts its own cluster (seconds on two cores): the cases share runs where one run
@@ -25,7 +25,7 @@ import pytest
 from conftest import REPO, clean_env, cli
 from test_embed import SENTENCES, generated_lines, read_hdf5, read_tokens, write_corpus
 
-from elmo_hf.tools.embed_io import done_windows
+from elmo_hf.tools.embedding.embed_io import done_windows
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason="Ray is not installed (pip install 'elmo-hf[ray]')")
@@ -146,7 +146,7 @@ def test_a_killed_worker_is_replaced_and_the_output_is_complete_and_equal(tiny_m
 def test_a_window_whose_actor_dies_at_every_try_ends_the_run_in_one_line(tiny_model_dir, tmp_path):
     """Each actor SIGKILLed as soon as it has loaded the model (as memory exhausted at every window would): the
     first window is sent WINDOW_TRIES times, then the command ends with status 1 and one line, not a loop."""
-    from elmo_hf.tools.embed_ray import WINDOW_TRIES
+    from elmo_hf.tools.embedding.embed_ray import WINDOW_TRIES
 
     corpus = write_corpus(tmp_path / "in.txt", LINES[:10])  # one window
     out = tmp_path / "ray.hdf5"

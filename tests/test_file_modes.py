@@ -11,7 +11,7 @@ import pytest
 from conftest import tiny_model
 
 from elmo_hf.tokenization import ElmoTokenizer
-from elmo_hf.train.predict import write_atomically
+from elmo_hf.train.tasks.common_predict import write_atomically
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX's")
 

@@ -14,12 +14,14 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 
 from elmo_hf import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes: the tests load without remote code)
 from elmo_hf.tools.core.errors import InputError
-from elmo_hf.train.collators import (
+from elmo_hf.train.finetune_arguments import ModelArguments
+from elmo_hf.train.finetune_run import load_model, run_task
+from elmo_hf.train.tasks import sequence_classification
+from elmo_hf.train.tasks.common_collators import (
     ElmoDataCollatorForSequenceClassification,
     ElmoDataCollatorForTokenClassification,
 )
-from elmo_hf.train.finetune_arguments import ModelArguments
-from elmo_hf.train.finetune_data import (
+from elmo_hf.train.tasks.common_data import (
     entity_scores,
     get_entities,
     label_list,
@@ -27,8 +29,6 @@ from elmo_hf.train.finetune_data import (
     read_tagging_file,
     tag_list,
 )
-from elmo_hf.train.finetune_run import load_model, run_task
-from elmo_hf.train.tasks import sequence_classification
 
 # --------------------------------------------------------------------------------------------------
 # Entity-level scoring (conlleval / seqeval rules)
@@ -130,7 +130,7 @@ def test_a_tsv_of_sentences_is_not_read_as_conll_columns(tmp_path):
 @pytest.mark.parametrize("name, text", [("empty.txt", ""), ("blank.txt", "\n  \n\n"), ("docstart.conll", "-DOCSTART- O\n\n"),
                                         ("empty.tsv", "label\ttext\n1\t\n"), ("empty.jsonl", '{"tokens": []}\n')])
 def test_a_test_file_without_sentences_is_refused(tmp_path, name, text):
-    from elmo_hf.train.finetune_data import read_texts_file, read_words_file
+    from elmo_hf.train.tasks.common_data import read_texts_file, read_words_file
 
     path = tmp_path / name
     path.write_text(text)
@@ -418,7 +418,7 @@ def manylangs_models(tmp_path_factory):
     pytest.importorskip("elmoformanylangs", reason='the ManyLangs fixture needs pip install "elmo-hf[manylangs-test]"')
     import manylangs_fixture
 
-    from elmo_hf.tools.convert_elmoformanylangs import convert
+    from elmo_hf.tools.conversion.convert_elmoformanylangs import convert
 
     root = tmp_path_factory.mktemp("manylangs-finetune")
     return {name: convert(manylangs_fixture.write_model(root / f"theirs-{seed}", seed=seed, **dims),
@@ -567,7 +567,7 @@ def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_acce
 
     for registry in ("_functions", "_requirements"):  # the split registered below is the test's own
         monkeypatch.setattr(WORD_SPLITTERS, registry, dict(getattr(WORD_SPLITTERS, registry)))
-    from elmo_hf.train.finetune_data import split_text
+    from elmo_hf.train.tasks.common_data import split_text
 
     assert split_text("rates, too", ElmoTokenizer(word_split="whitespace"), None) == ["rates,", "too"]
     assert split_text("rates, too", ElmoTokenizer(word_split="punctuation"), None) == ["rates", ",", "too"]
@@ -826,12 +826,13 @@ def test_training_words_the_bilm_never_saw_are_said_in_one_warning(caplog):
     data_args = SimpleNamespace(word_split=None)
     config = SimpleNamespace(word_embedding_dim=0)
     unseen = [{"text": "a truly wonderful film", "label": "1"}, {"text": "the bank", "label": "0"}]
-    warn_if_unseen(unseen, sequence_classification, tokenizer, data_args, config)
+    warn_if_unseen(unseen, sequence_classification.PARTS, tokenizer, data_args, config)
     assert "67% of the training words are not in the biLM's pretraining vocabulary" in caplog.text
     assert "--word_embedding_dim 32" in caplog.text
     caplog.clear()
-    warn_if_unseen([{"text": "the river bank", "label": "0"}], sequence_classification, tokenizer, data_args, config)
-    warn_if_unseen(unseen, sequence_classification, tokenizer, data_args, SimpleNamespace(word_embedding_dim=32))
+    warn_if_unseen([{"text": "the river bank", "label": "0"}], sequence_classification.PARTS, tokenizer, data_args,
+                   config)
+    warn_if_unseen(unseen, sequence_classification.PARTS, tokenizer, data_args, SimpleNamespace(word_embedding_dim=32))
     assert not caplog.text
 
 

@@ -27,7 +27,7 @@ from elmo_hf.modeling_elmo import (
 )
 from elmo_hf.modeling_elmo.downstream_elmo import sentence_boundary_mask
 from elmo_hf.tokenization import ElmoTokenizer
-from elmo_hf.train.collators import (
+from elmo_hf.train.tasks.common_collators import (
     ElmoDataCollatorForSequenceClassification,
     ElmoDataCollatorForTokenClassification,
 )

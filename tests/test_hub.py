@@ -44,9 +44,9 @@ from tolerances import REORDERED, assert_close
 from elmo_hf import modeling_elmo
 from elmo_hf.modeling_elmo import ElmoConfig, ElmoForPreTraining
 from elmo_hf.tokenization import ElmoTokenizer
-from elmo_hf.tools import model_card
-from elmo_hf.tools.hub_push import HubPushError, push_folder
-from elmo_hf.tools.model_card import render_model_card, write_model_card
+from elmo_hf.tools.hub import model_card
+from elmo_hf.tools.hub.hub_push import HubPushError, push_folder
+from elmo_hf.tools.hub.model_card import render_model_card, write_model_card
 
 TOKEN = "hf_test_token_for_the_local_hub"
 REPO_ID = "elmo-org/elmo-tiny"
@@ -669,9 +669,10 @@ def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
 
 
 def test_model_card_template_is_the_repository_file():
+    template = REPO / "tools" / "hub" / "model_card.md"
     found = model_card.find_model_card_template()
-    assert found is not None and found.resolve() == (REPO / "model_card.md").resolve()
-    assert found.read_text() == (REPO / "model_card.md").read_text()
+    assert found is not None and found.resolve() == template.resolve()
+    assert found.read_text() == template.read_text()
 
 
 def test_model_card_validates_against_the_hub_api(hub, monkeypatch):

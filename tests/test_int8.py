@@ -86,7 +86,11 @@ def test_int8_is_close_to_float32(model_factory):
 
 def test_trained_fixture_is_close_to_float32():
     """The bilm-tf fixture: trained weights (saturated gates, clipped cells) on its own real sentences."""
-    from elmo_hf.tools.convert_allennlp_elmo import config_from_options, load_hdf5_weights, read_options
+    from elmo_hf.tools.conversion.convert_allennlp_elmo import (
+        config_from_options,
+        load_hdf5_weights,
+        read_options,
+    )
 
     options, weights = shared_file("elmo-fixtures/allennlp/options.json"), shared_file("elmo-fixtures/allennlp/lm_weights.hdf5")
     config = config_from_options(read_options(options))

@@ -175,7 +175,7 @@ def test_an_elmoformanylangs_folder_gets_its_tokenizer(tmp_path):
     pytest.importorskip("elmoformanylangs", reason="the ELMoForManyLangs fixture is written with its package")
     import manylangs_fixture
 
-    from elmo_hf.tools.convert_elmoformanylangs import convert
+    from elmo_hf.tools.conversion.convert_elmoformanylangs import convert
 
     ours = convert(manylangs_fixture.write_model(tmp_path / "theirs"), tmp_path / "ours")
     model, tokenizer = load_elmo(ours)

@@ -247,7 +247,7 @@ def _run_fresh(names: dict[str, str], out: Path, env: dict[str, str], cwd: Path)
 def fresh_vectors(kind_dirs, tmp_path_factory) -> dict[str, list[np.ndarray]]:
     """Every kind pushed to a Hub on 127.0.0.1, then loaded as remote code by folder and by repository id in a
     fresh interpreter that cannot import this project."""
-    from elmo_hf.tools.hub_push import push_folder
+    from elmo_hf.tools.hub.hub_push import push_folder
 
     work = tmp_path_factory.mktemp("fresh")
     server = HubServer(work / "hub", token=TOKEN).start()
@@ -300,7 +300,7 @@ def test_pushed_to_a_hub_and_loaded_back_by_id(kind, kind_dirs, expected, fresh_
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
 def test_sentence_vectors_and_sentence_transformer(kind, kind_dirs, tmp_path):
-    from elmo_hf.tools.sentence_vectors import save_for_sentence_transformers, sentence_vectors
+    from elmo_hf.tools.embedding.sentence_vectors import save_for_sentence_transformers, sentence_vectors
 
     pytest.importorskip("sentence_transformers", reason="sentence-transformers (an extra) is absent")
     from sentence_transformers import SentenceTransformer

@@ -17,8 +17,8 @@ from tolerances import REORDERED, assert_close
 from transformers import AutoModelForMultipleChoice, AutoTokenizer
 
 from elmo_hf.modeling_elmo import ElmoForMultipleChoice
-from elmo_hf.train.finetune_data import read_input_file
 from elmo_hf.train.tasks import multiple_choice
+from elmo_hf.train.tasks.common_data import read_input_file
 
 ANIMALS = ["cat", "dog", "bird", "fish", "horse", "cow"]
 
@@ -77,7 +77,7 @@ def test_rows_of_every_layout_are_read_and_bad_ones_refused(tmp_path):
     (tmp_path / "swag.csv").write_text("video-id,sent1,sent2,ending0,ending1,label\n"
                                        "v1,The cat sat on the mat.,Then it,slept.,flew away.,0\n")
     (tmp_path / "plain.tsv").write_text("context\tending0\tending1\tlabel\nthe cat sat .\tit slept .\tit flew .\t1\n")
-    read = [multiple_choice.read_file(str(tmp_path / name), "utf-8", None)[0]
+    read = [multiple_choice.PARTS.read_file(str(tmp_path / name), "utf-8", None)[0]
             for name in ("rows.jsonl", "swag.csv", "plain.tsv")]
     assert read[0] == {"context": "the cat sat .", "endings": ["it slept .", "it flew ."], "label": 0}
     assert read[1] == {"context": "The cat sat on the mat.", "endings": ["Then it slept.", "Then it flew away."],
@@ -89,7 +89,7 @@ def test_rows_of_every_layout_are_read_and_bad_ones_refused(tmp_path):
     for name, says in (("bad.jsonl", "label 2 is not the index of one of its 2 endings"),
                        ("uneven.jsonl", "rows with [2, 3] endings: every row needs the same number")):
         with pytest.raises(ValueError, match=re.escape(says)):
-            read_input_file(lambda path, encoding: multiple_choice.read_file(path, encoding, None),
+            read_input_file(lambda path, encoding: multiple_choice.PARTS.read_file(path, encoding, None),
                             str(tmp_path / name), "train_file")
 
 
@@ -112,7 +112,7 @@ def test_labels_not_whole_numbers_and_empty_endings_are_refused_with_their_line(
     path = tmp_path / name
     path.write_text(text)
     with pytest.raises(ValueError, match=re.escape(f"--train_file {path}: {says}")):
-        read_input_file(lambda path, encoding: multiple_choice.read_file(path, encoding, None), str(path),
+        read_input_file(lambda path, encoding: multiple_choice.PARTS.read_file(path, encoding, None), str(path),
                         "train_file")
 
 

@@ -1,4 +1,4 @@
-"""The ONNX graph and the runtime backends (tools/export_module.py, onnx_export.py, backends.py,
+"""The ONNX graph and the runtime backends (tools/export/export_module.py, onnx_export.py, backends.py,
 backend_choice.py): the export-friendly module against the reference at every length and batch, the graph exported
 once and checked at lengths other than its example's, `elmo-export`, `elmo-embed --backend`, and `auto`.
 
@@ -19,7 +19,7 @@ from conftest import cli, run_cli, tiny_config
 from tolerances import PARITY_SCALED, REORDERED, assert_close
 
 from elmo_hf.modeling_elmo import ElmoModel
-from elmo_hf.tools.export_module import ExportableElmo
+from elmo_hf.tools.export.export_module import ExportableElmo
 
 pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")
 
@@ -34,7 +34,7 @@ def clipped_model(**overrides) -> ElmoModel:
 
 def padded_batch(batch: int, length: int, seed: int = 0):
     """Row 0 of `length` tokens, the others of random lengths (padding), every token random characters."""
-    from elmo_hf.tools.onnx_export import random_batch
+    from elmo_hf.tools.export.onnx_export import random_batch
 
     return random_batch(tiny_config(), batch, length, seed=seed)
 
@@ -77,7 +77,7 @@ def test_padded_masked_loop_without_projection_skips_and_with_word_and_char_laye
     for overrides in (dict(cell_size=16, use_skip_connections=False),
                       dict(token_encoder="word_char", word_input_vocab_size=30, word_input_embedding_dim=8)):
         model = clipped_model(**overrides)
-        from elmo_hf.tools.onnx_export import random_batch
+        from elmo_hf.tools.export.onnx_export import random_batch
 
         input_ids, attention_mask = random_batch(model.config, 3, 9, seed=1)
         with torch.no_grad():
@@ -116,9 +116,9 @@ def clipped_dir(tmp_path_factory, cache):
 @pytest.mark.numerics
 def test_exported_graph_at_every_length_and_batch(clipped_dir):
     """The graph was traced at one shape (3 x 7): it must hold at every other, in ONNX Runtime and OpenVINO."""
-    from elmo_hf.tools.backends import OnnxRuntimeRunner, OpenVinoRunner, unavailable_reason
+    from elmo_hf.tools.export.backends import OnnxRuntimeRunner, OpenVinoRunner, unavailable_reason
+    from elmo_hf.tools.export.onnx_export import beside_model
     from elmo_hf.tools.loading import load_elmo
-    from elmo_hf.tools.onnx_export import beside_model
 
     model, _ = load_elmo(clipped_dir)
     graph = beside_model(clipped_dir)
@@ -136,8 +136,8 @@ def test_exported_graph_at_every_length_and_batch(clipped_dir):
 
 @pytest.mark.slow
 def test_elmo_export_command_metadata_up_to_date_and_refusals(clipped_dir, tmp_path, caplog):
+    from elmo_hf.tools.export.onnx_export import beside_model, graph_metadata, model_digest
     from elmo_hf.tools.loading import load_elmo
-    from elmo_hf.tools.onnx_export import beside_model, graph_metadata, model_digest
 
     meta = graph_metadata(beside_model(clipped_dir))
     model, _ = load_elmo(clipped_dir)
@@ -164,7 +164,7 @@ def test_heads_export_their_mix_and_logits_or_say_why_not(tmp_path, cache):
 
     from elmo_hf.modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
     from elmo_hf.tokenization import ElmoTokenizer
-    from elmo_hf.tools.onnx_export import random_batch, reference_outputs
+    from elmo_hf.tools.export.onnx_export import random_batch, reference_outputs
 
     torch.manual_seed(0)
     head = ElmoForSequenceClassification(tiny_config(classifier_pooling="mean", num_labels=3,
@@ -180,7 +180,7 @@ def test_heads_export_their_mix_and_logits_or_say_why_not(tmp_path, cache):
         assert_close(value, reference_outputs(head, input_ids, attention_mask)[name], PARITY_SCALED, name)
 
     # A head that cannot be exported keeps the biLM's layers and its mix, and says why (no export needed to see it).
-    from elmo_hf.tools.onnx_export import exportable
+    from elmo_hf.tools.export.onnx_export import exportable
 
     tagger = ElmoForTokenClassification(tiny_config(num_labels=3, use_crf=True, token_classifier_encoder="none"))
     module, outputs, reason = exportable(tagger.eval())
@@ -222,8 +222,8 @@ def corpus(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.numerics
 def test_embed_backends_equal_torch_in_float32_and_measure_their_low_precision(clipped_dir, corpus, tmp_path):
-    from elmo_hf.tools.backend_choice import min_cosine
-    from elmo_hf.tools.backends import unavailable_reason
+    from elmo_hf.tools.export.backend_choice import min_cosine
+    from elmo_hf.tools.export.backends import unavailable_reason
 
     assert embed(corpus, tmp_path / "torch.hdf5", "--model", clipped_dir, "--backend", "torch") == 0
     expected = read(tmp_path / "torch.hdf5")
@@ -252,7 +252,7 @@ def test_embed_backends_equal_torch_in_float32_and_measure_their_low_precision(c
 @pytest.mark.slow
 def test_auto_measures_once_remembers_and_the_default_follows(clipped_dir, corpus, tmp_path, cache, caplog,
                                                               monkeypatch):
-    from elmo_hf.tools import backend_choice
+    from elmo_hf.tools.export import backend_choice
 
     caplog.set_level(logging.INFO)
     assert embed(corpus, tmp_path / "auto.hdf5", "--model", clipped_dir, "--backend", "auto", "--dtype", "auto") == 0
@@ -297,7 +297,7 @@ def test_auto_measures_once_remembers_and_the_default_follows(clipped_dir, corpu
 
 @pytest.mark.slow
 def test_backends_refuse_in_one_line(clipped_dir, corpus, tmp_path, caplog, monkeypatch):
-    from elmo_hf.tools import backends
+    from elmo_hf.tools.export import backends
 
     caplog.set_level(logging.INFO)
     assert embed(corpus, tmp_path / "x.hdf5", "--model", clipped_dir, "--backend", "onnxruntime",
@@ -315,7 +315,7 @@ def test_backends_refuse_in_one_line(clipped_dir, corpus, tmp_path, caplog, monk
 def test_openvino_bfloat16_is_refused_under_a_onednn_cap_below_bfloat16(monkeypatch):
     """Under ONEDNN_MAX_CPU_ISA=AVX2 (what `make test`'s numerics run sets) OpenVINO still lists BF16, and its
     bfloat16 graph returned no vectors: refused in one line naming the variable."""
-    from elmo_hf.tools import backends
+    from elmo_hf.tools.export import backends
 
     monkeypatch.setattr(backends, "missing_packages", lambda backend: [])
     monkeypatch.setattr(backends, "openvino_capabilities", lambda: ["FP32", "BF16"])
@@ -328,8 +328,8 @@ def test_openvino_bfloat16_is_refused_under_a_onednn_cap_below_bfloat16(monkeypa
 
 def test_a_runtime_that_returns_no_vectors_is_an_error_not_an_empty_result():
     from elmo_hf.tokenization import ElmoTokenizer
-    from elmo_hf.tools.backends import GraphEmbedder, GraphRunner
     from elmo_hf.tools.core.errors import RunFailed
+    from elmo_hf.tools.export.backends import GraphEmbedder, GraphRunner
 
     class Empty(GraphRunner):  # what OpenVINO's bfloat16 graph gave under a oneDNN cap: a batch of none
         backend = "openvino"
@@ -349,7 +349,7 @@ def test_a_runtime_that_returns_no_vectors_is_an_error_not_an_empty_result():
 def test_standalone_character_ids_equal_the_tokenizer():
     """The torch-free encoder of `onnx_standalone.py` gives ElmoTokenizer's ids and mask (long, non-ASCII, empty)."""
     from elmo_hf.tokenization import ElmoTokenizer
-    from elmo_hf.tools.onnx_standalone import encode
+    from elmo_hf.tools.export.onnx_standalone import encode
 
     sentences = [["The", "bank"], ["naïve", "東京", "x" * 70, ""], [], ["a"] * 9]
     expected = ElmoTokenizer()(sentences, is_split_into_words=True, padding=True, return_tensors="np")
@@ -363,8 +363,8 @@ def test_app_and_pipeline_run_on_a_runtime_backend(clipped_dir):
     from transformers import pipeline
 
     from elmo_hf.tools.app.session import embed_sentences, load_session
+    from elmo_hf.tools.export.runtime_model import ElmoRuntimeModel, on_backend
     from elmo_hf.tools.loading import load_elmo
-    from elmo_hf.tools.runtime_model import ElmoRuntimeModel, on_backend
 
     sentences = [["the", "bank", "raised", "its", "rates"], ["we", "sat"]]
     on_torch = embed_sentences(load_session(str(clipped_dir)), sentences)
@@ -388,7 +388,7 @@ def test_a_deployment_without_torch_gives_the_same_vectors(clipped_dir, tmp_path
     import subprocess
     import sys
 
-    import elmo_hf.tools.onnx_standalone as standalone
+    import elmo_hf.tools.export.onnx_standalone as standalone
     from elmo_hf.tools.loading import load_elmo
 
     deploy = tmp_path / "deploy"

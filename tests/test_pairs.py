@@ -424,7 +424,7 @@ def test_zero_shot_pipeline_scores_are_the_models_entailment_logits(nli_folder, 
 
 
 def test_the_reader_finds_the_columns_of_pairs(tmp_path):
-    from elmo_hf.train.finetune_data import read_classification_file, read_texts_file
+    from elmo_hf.train.tasks.common_data import read_classification_file, read_texts_file
 
     glue = tmp_path / "rte.tsv"
     glue.write_text("index\tsentence1\tsentence2\tlabel\n0\tA man sleeps .\tA person rests .\tentailment\n")
@@ -461,7 +461,7 @@ def test_pearson_and_spearman(monkeypatch, scipy):
 
     import numpy as np
 
-    from elmo_hf.train.finetune_data import pearson, ranks, spearman
+    from elmo_hf.train.tasks.common_data import pearson, ranks, spearman
 
     if not scipy:
         monkeypatch.setitem(sys.modules, "scipy.stats", None)  # the numpy ranks, as without scipy

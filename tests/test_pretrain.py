@@ -534,7 +534,7 @@ def test_push_uploads_the_model_not_the_training_state(corpus, tmp_path, monkeyp
     import huggingface_hub.constants
     from hub_server import HubServer
 
-    from elmo_hf.tools.hub_push import push_folder
+    from elmo_hf.tools.hub.hub_push import push_folder
 
     token = "hf_test_token_for_the_local_hub"
     train, _ = corpus

@@ -27,8 +27,8 @@ from elmo_hf.modeling_elmo.question_answering_elmo import (
     word_spans,
 )
 from elmo_hf.tokenization import ElmoTokenizer
-from elmo_hf.train.squad_data import read_squad_file
-from elmo_hf.train.squad_metrics import f1, normalize_answer, squad_scores
+from elmo_hf.train.tasks.squad_data import read_squad_file
+from elmo_hf.train.tasks.squad_metrics import f1, normalize_answer, squad_scores
 
 pytestmark = pytest.mark.usefixtures("one_thread_unless_numerics")
 
@@ -331,8 +331,8 @@ def test_a_long_passage_in_windows_gives_the_answer_of_the_whole_passage(fine_tu
 def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, Trainer, TrainingArguments
 
-    from elmo_hf.train.collators import ElmoDataCollatorForQuestionAnswering
-    from elmo_hf.train.squad_data import evaluate_answers, question_answering_features
+    from elmo_hf.train.tasks.common_collators import ElmoDataCollatorForQuestionAnswering
+    from elmo_hf.train.tasks.squad_data import evaluate_answers, question_answering_features
 
     model = AutoModelForQuestionAnswering.from_pretrained(fine_tuned["model"])
     tokenizer = AutoTokenizer.from_pretrained(fine_tuned["model"])
@@ -351,7 +351,7 @@ def test_trainer_directly_evaluates_as_the_command_did(fine_tuned):
 def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_follow(tmp_path, tiny_model_dir):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from elmo_hf.train.tasks.question_answering import QuestionAnsweringDataArguments, prediction_lines
+    from elmo_hf.train.tasks.question_answering import PARTS, QuestionAnsweringDataArguments
 
     examples = squad_examples(4, seed=5)
     for example in examples[::3]:  # SQuAD 2.0: about a person the passage does not name
@@ -366,5 +366,5 @@ def test_unanswerable_questions_train_a_head_for_no_answer_that_predictions_foll
     assert sorted(json.loads((out / "predictions.json").read_text())) == sorted(e["id"] for e in examples)
     model, tokenizer = AutoModelForQuestionAnswering.from_pretrained(out), AutoTokenizer.from_pretrained(out)
     spans_only = QuestionAnsweringDataArguments(version_2_with_negative=False, max_seq_length=32, doc_stride=12)
-    lines, count = prediction_lines(model, tokenizer, examples, spans_only, batch_size=4)
+    lines, count = PARTS.prediction_lines(model, tokenizer, examples, spans_only, batch_size=4)
     assert count == len(examples) and "" not in json.loads("\n".join(lines)).values()  # never "no answer"

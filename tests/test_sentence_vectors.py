@@ -18,7 +18,11 @@ from tolerances import REORDERED, assert_close
 
 from elmo_hf.modeling_elmo import ElmoModel, ElmoScalarMix
 from elmo_hf.tokenization import ElmoTokenizer
-from elmo_hf.tools.sentence_vectors import mean_pool, save_for_sentence_transformers, sentence_vectors
+from elmo_hf.tools.embedding.sentence_vectors import (
+    mean_pool,
+    save_for_sentence_transformers,
+    sentence_vectors,
+)
 
 SENTENCES = [
     "The bank raised its rates.",
@@ -124,7 +128,7 @@ def test_sentence_transformers_encode_gives_the_pooled_vector(saved, model_and_t
 
 def test_sentence_transformer_built_in_library(saved, model_and_tokenizer):
     pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
-    from elmo_hf.tools.sentence_vectors import sentence_transformer
+    from elmo_hf.tools.embedding.sentence_vectors import sentence_transformer
 
     model = sentence_transformer(saved, layers=[0.2, 0.3, 0.5], device="cpu")  # no files written, no remote code
     assert not (saved / "modules.json").exists()

@@ -177,9 +177,9 @@ def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words
     line = refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
                    "is not valid utf-8; the file reads as cp1252: --encoding cp1252")
     assert line.endswith("--encoding cp1252")
-    from elmo_hf.train.tasks.sequence_classification import SequenceClassificationDataArguments, read_file
+    from elmo_hf.train.tasks.sequence_classification import PARTS, SequenceClassificationDataArguments
 
-    texts = [e["text"] for e in read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
+    texts = [e["text"] for e in PARTS.read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
     assert texts == ["une crème brûlée", "un café naïf"]
 
 
@@ -257,17 +257,13 @@ def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, tex
     from types import SimpleNamespace
 
     from elmo_hf.tokenization import ElmoTokenizer
-    from elmo_hf.train.tasks.token_classification import (
-        TokenClassificationDataArguments,
-        prepare_test,
-        read_test_file,
-    )
+    from elmo_hf.train.tasks.token_classification import PARTS, TokenClassificationDataArguments
 
     path = write(tmp_path, "test.txt", text)
     data_args = TokenClassificationDataArguments(test_file=str(path))
     model = SimpleNamespace(config=SimpleNamespace(label2id={"O": 0, "B-ORG": 1, "B-PER": 2}))
     with caplog.at_level("INFO"):
-        kind, _ = prepare_test(model, ElmoTokenizer(), read_test_file(str(path), "utf-8", data_args), data_args)
+        kind, _ = PARTS.prepare_test(model, ElmoTokenizer(), PARTS.read_test_file(str(path), "utf-8", data_args), data_args)
     assert kind == ("lines" if layout.startswith("sentences") else "conll")
     assert f"read as {layout}" in caplog.text
 
@@ -313,7 +309,7 @@ def test_squad_files_that_trained_silently_are_refused_naming_the_question(tmp_p
 
 
 def test_a_v2_file_and_the_option_read_questions_without_answers_as_unanswerable(tmp_path):
-    from elmo_hf.train.squad_data import read_squad_file
+    from elmo_hf.train.tasks.squad_data import read_squad_file
 
     qas = [{"id": "q1", "question": "Where was Ada born ?", "answers": [], "is_impossible": True},
            {"id": "q2", "question": "Where was Boris born ?", "answers": [{"text": "Oslo", "answer_start": 51}],
@@ -366,7 +362,7 @@ def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(
 def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_path):
     """F1 on words is 0 for "深圳市" against "广东省深圳市龙岗区" (no spaces: one word each); CMRC 2018 scores characters,
     and drops Chinese punctuation too. The run's eval_f1 is that of its own predictions.json, on characters."""
-    from elmo_hf.train.squad_metrics import character_exact_match, character_f1, f1, squad_scores
+    from elmo_hf.train.tasks.squad_metrics import character_exact_match, character_f1, f1, squad_scores
 
     assert f1("深圳市", "广东省深圳市龙岗区") == 0.0 and character_f1("深圳市", "广东省深圳市龙岗区") == pytest.approx(0.5)
     assert character_exact_match("北京。", "北京") == 1.0 and character_exact_match("“北京”", "北京") == 1.0
@@ -409,7 +405,7 @@ def test_old_mac_windows_and_unix_line_endings_read_as_the_same_lines(tmp_path, 
     """A file of \\r-ended lines (old Mac) was one line: elmo-embed wrote one key holding every sentence run
     together, elmo-pretrain trained on one sentence, elmo-analyze counted 1 sentence."""
     from elmo_hf.tools.analysis import count_words
-    from elmo_hf.tools.embed_io import Counts, count_lines, read_text_lines
+    from elmo_hf.tools.embedding.embed_io import Counts, count_lines, read_text_lines
     from elmo_hf.train.data import read_sentences
 
     sentences = ["the bank raised its rates .", "we sat on the river bank .", "", "it rained ."]
@@ -422,7 +418,7 @@ def test_old_mac_windows_and_unix_line_endings_read_as_the_same_lines(tmp_path, 
 
 def test_lowercase_iob_tags_are_scored_as_their_uppercase(tmp_path):
     """`b-per i-per o`: "o" was read as an entity type of its own (7 entities counted where there are 4)."""
-    from elmo_hf.train.finetune_data import entity_scores
+    from elmo_hf.train.tasks.common_data import entity_scores
 
     upper = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG", "O", "B-MISC"]]
     lower = [[tag.lower() for tag in sentence] for sentence in upper]
@@ -446,7 +442,7 @@ def test_labels_that_differ_only_in_case_or_spaces_are_warned_of_with_their_coun
 
 def test_answers_given_as_a_list_of_texts_are_found_in_the_context(tmp_path):
     """`"answers": ["Lisbon"]` failed with an AttributeError (exit 1), in training and with --do_predict."""
-    from elmo_hf.train.squad_data import read_squad_file
+    from elmo_hf.train.tasks.squad_data import read_squad_file
 
     record = {"id": "q1", "question": "Where was Ada born ?", "context": "Lisbon ? Ada was born in Lisbon .",
               "answers": ["Lisbon", "in Lisbon"]}

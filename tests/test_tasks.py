@@ -22,14 +22,14 @@ from conftest import REPO, run_cli
 from elmo_hf import modeling_elmo
 from elmo_hf.modeling_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES, ElmoClass
+from elmo_hf.tools.hub.model_card import render_model_card
 from elmo_hf.tools.loading import TASKS as LOADER_TASKS
 from elmo_hf.tools.loading import load_elmo
-from elmo_hf.tools.model_card import render_model_card
-from elmo_hf.train.collators import ElmoDataCollatorForSequenceClassification
 from elmo_hf.train.finetune_arguments import DATA_FIELDS, short_help
-from elmo_hf.train.finetune_data import accuracy, split_text
-from elmo_hf.train.predict import predict_labels
 from elmo_hf.train.tasks import TASKS, FineTuningTask, Task, module_name, task_module, task_parts
+from elmo_hf.train.tasks.common_collators import ElmoDataCollatorForSequenceClassification
+from elmo_hf.train.tasks.common_data import accuracy, split_text
+from elmo_hf.train.tasks.common_predict import predict_labels
 
 # --------------------------------------------------------------------------------------------------
 # The table
@@ -76,6 +76,21 @@ def test_every_task_head_has_its_module_and_every_module_its_head():
         assert hasattr(ElmoConfig(), row.head_option), (name, row.head_option)
         ElmoConfig(**{row.head_option: row.head_default})  # a value the config accepts
     assert set(LOADER_TASKS) == {None, "model", "pre-training", *TASKS}
+
+
+def test_the_modules_beside_the_tasks_are_no_tasks():
+    """The readers, metrics, collators and predictions beside the task modules (`NOT_TASKS`) are modules of the folder
+    and define no `TASK`: a stale name, or a task hidden among them, fails here."""
+    import importlib
+    import pkgutil
+
+    from elmo_hf.train import tasks
+
+    modules = {info.name for info in pkgutil.iter_modules(tasks.__path__)}
+    assert tasks.NOT_TASKS <= modules
+    assert {module.replace("_", "-") for module in modules - tasks.NOT_TASKS} == set(TASKS)
+    for name in tasks.NOT_TASKS:
+        assert not hasattr(importlib.import_module(f"{tasks.__name__}.{name}"), "TASK"), name
 
 
 @pytest.mark.parametrize("name", list(TASKS))

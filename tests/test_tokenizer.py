@@ -569,8 +569,8 @@ def test_pad_in_data_collators(tok):
 
 
 def test_pad_character_batch_is_the_padding_of_pad_and_the_collators(tok):
-    from elmo_hf.train.collators import LABEL_PAD_ID as collator_pad_id
-    from elmo_hf.train.collators import ElmoDataCollatorForTokenClassification
+    from elmo_hf.train.tasks.common_collators import LABEL_PAD_ID as collator_pad_id
+    from elmo_hf.train.tasks.common_collators import ElmoDataCollatorForTokenClassification
 
     assert collator_pad_id == LABEL_PAD_ID == -100
     sentences = [tok(t)["input_ids"] for t in ["a b c", "d"]]

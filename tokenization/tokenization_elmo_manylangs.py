@@ -19,7 +19,7 @@ row in `input_ids` is its character ids (when the model has a character CNN) fol
 word embedding): `ElmoConfig.token_row_width` ids.
 
 The dictionaries are saved as `char_dictionary.json` / `word_dictionary.json` (`{entry: their id}`), exactly as
-the package reads `char.dic` / `word.dic`; `elmo_hf.tools.convert_elmoformanylangs` writes them.
+the package reads `char.dic` / `word.dic`; `elmo_hf.tools.conversion.convert_elmoformanylangs` writes them.
 """
 
 from __future__ import annotations

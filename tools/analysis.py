@@ -71,7 +71,7 @@ from .core.errors import InputError, RunFailed
 from .core.interrupts import Interrupted, InterruptGuard
 from .core.output_folders import run_lock
 from .core.text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
-from .embed_io import tokenizer_word_split
+from .embedding.embed_io import tokenizer_word_split
 from .loading import ModelLoadError, checked_device, load_elmo
 
 logger = logging.getLogger("elmo-analyze")

@@ -22,7 +22,8 @@ fine-tuning commands, the demo):
 a Hub model's own code with `trust_remote_code=True`): see `TASKS`. A head that transformers has no Auto class for
 (`auto_class` None in `ELMO_CLASSES`: semantic role labelling) loads the same way through `HeadLoader`. An ELMoForManyLangs model
 (`token_encoder == "word_char"`, written by `convert_elmoformanylangs`) gets its `ElmoManyLangsTokenizer` from its
-saved dictionaries.
+saved dictionaries. `weights_fingerprint(model)` names loaded weights by their bytes (elmo-embed's `--resume`, the
+export's cache), here because both features read it and neither imports the other for it.
 
 Every failure is a `ModelLoadError` (a `ValueError`) whose message is one line naming `name_or_path` and what is
 accepted; each command reports it as its own exit-2 error. This module does not travel as remote code.
@@ -30,6 +31,7 @@ accepted; each command reports it as its own exit-2 error. This module does not 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -362,3 +364,15 @@ def _tokenizer(name: str, config, tokenizer_name: str | None, trust_remote_code:
         raise ModelLoadError(f"{name} holds an ELMoForManyLangs model but not its tokenizer files (its dictionaries)")
     logger.info("%s has no tokenizer files: using a default ElmoTokenizer", name)
     return _default_tokenizer(config)
+
+
+def weights_fingerprint(model) -> str:
+    """A digest of the model's tensors (names, dtypes, shapes and bytes), for `--resume` to refuse other weights
+    behind the same name and config (a model folder whose safetensors was replaced). Hashing is far cheaper than
+    embedding: well under a second for the largest ELMo. Taken before `--dtype int8` quantizes the model."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        tensor = tensor.detach()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).contiguous().view(torch.uint8).cpu().numpy())
+    return digest.hexdigest()[:16]

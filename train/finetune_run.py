@@ -37,9 +37,9 @@ from elmo_hf.tools.core.output_paths import check_writable_folder
 from elmo_hf.tools.loading import ModelLoadError, load_elmo
 
 from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
-from .finetune_data import limit, read_input_file
-from .predict import read_test_file, write_predictions
 from .tasks import TASKS, FineTuningTask, Task, module_name, task_parts
+from .tasks.common_data import limit, read_input_file
+from .tasks.common_predict import read_test_file, write_predictions
 from .time_budget import parse_duration
 
 logger = logging.getLogger(__name__)

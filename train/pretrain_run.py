@@ -45,15 +45,15 @@ from elmo_hf.tokenization import (
     write_vocab,
 )
 from elmo_hf.tokenization.word_splits_elmo import CJK_CHARACTER, WordSplitError
-from elmo_hf.tools.convert_allennlp_elmo import read_hdf5_softmax
+from elmo_hf.tools.conversion.convert_allennlp_elmo import read_hdf5_softmax
 from elmo_hf.tools.core.errors import InputError, RunFailed, reading, writing
 from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard
 from elmo_hf.tools.core.output_folders import run_lock
 from elmo_hf.tools.core.output_paths import check_writable_folder
 from elmo_hf.tools.core.text_files import check_decodes, resolve_files
-from elmo_hf.tools.hub_push import HubPushError, push_folder
+from elmo_hf.tools.hub.hub_push import HubPushError, push_folder
+from elmo_hf.tools.hub.model_card import write_model_card
 from elmo_hf.tools.loading import load_elmo
-from elmo_hf.tools.model_card import write_model_card
 
 from .checkpoints import (
     Progress,

@@ -20,12 +20,12 @@ import torch
 from elmo_hf.modeling_elmo.configuration_elmo import PRESETS
 from elmo_hf.tokenization import WORD_SPLITTERS, check_word_split, split_words
 
-from ..backends import BackendError
 from ..core.backend_registry import DEFAULT
 from ..core.errors import InputError
 from ..core.text_files import UndecodableText, check_decodes, checked_encoding
+from ..export.backends import BackendError
+from ..export.runtime_model import on_backend
 from ..loading import ModelLoadError, load_elmo
-from ..runtime_model import on_backend
 from .examples import training_line
 
 logger = logging.getLogger(__name__)

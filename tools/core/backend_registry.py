@@ -44,14 +44,14 @@ class Backend:
 
 BACKENDS = (
     Backend("torch", dtypes=("float32", "bfloat16", "float16", "int8"), packages=("torch",),
-            devices=("cpu", "cuda", "mps", "xpu"), runner="elmo_hf.tools.backends:TorchRunner", graph=False,
+            devices=("cpu", "cuda", "mps", "xpu"), runner="elmo_hf.tools.export.backends:TorchRunner", graph=False,
             app=True, automatic=True, automatic_dtypes=("float32", "int8"), standalone=False),
     Backend("onnxruntime", dtypes=("float32", "int8"), packages=("onnxruntime", "onnx"), devices=("cpu",),
-            runner="elmo_hf.tools.onnx_standalone:OnnxRuntimeRunner", graph=True, app=True, automatic=True,
+            runner="elmo_hf.tools.export.onnx_standalone:OnnxRuntimeRunner", graph=True, app=True, automatic=True,
             automatic_dtypes=("float32",), standalone=True),
     # OpenVINO's int8 is ONNX Runtime's quantized graph: its quantizer is onnxruntime's.
     Backend("openvino", dtypes=("float32", "bfloat16", "int8"), packages=("openvino", "onnx", "onnxruntime"),
-            devices=("cpu",), runner="elmo_hf.tools.onnx_standalone:OpenVinoRunner", graph=True, app=True,
+            devices=("cpu",), runner="elmo_hf.tools.export.onnx_standalone:OpenVinoRunner", graph=True, app=True,
             automatic=True, automatic_dtypes=("float32",), standalone=True),
 )
 BACKEND_NAMES = tuple(row.name for row in BACKENDS)

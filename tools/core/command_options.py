@@ -1,6 +1,6 @@
 """The options of the tool commands (`elmo-embed`, `elmo-analyze`, `elmo-convert`, `elmo-app`), one dataclass each.
 
-The tools' run functions take these (`elmo_hf.tools.embed.run(EmbedOptions(...))`); the command layer (`elmo_hf.cli`)
+The tools' run functions take these (`elmo_hf.tools.embedding.embed.run(EmbedOptions(...))`); the command layer (`elmo_hf.cli`)
 builds their parsers (`elmo_hf.tools.core.arguments`) before torch and transformers are imported (seconds), so that `--help`
 and a mistyped option answer at once. Standard library only, with the light `published_models`; what an option
 needs at parse time is written here (`checked_encoding`, which `text_files` re-exports).
@@ -182,7 +182,7 @@ class ConvertOptions:
                 "(docs/converting.md)"})
     manylangs_dir: str | None = field(default=None, metadata={
         "help": "an ELMoForManyLangs model folder (HIT-SCIR) instead of the options above: see "
-                "elmo_hf.tools.convert_elmoformanylangs"})
+                "elmo_hf.tools.conversion.convert_elmoformanylangs"})
     verbose: bool = flag("log what is read and converted (by default: only where the model was written, and problems)")
 
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..finetune_data import accuracy, split_text
 from . import FineTuningTask, Task
+from .common_data import accuracy, split_text
 
 
 @dataclass
@@ -129,31 +129,6 @@ def _examples(path: str, encoding: str, labelled: bool) -> list[dict]:
     return examples
 
 
-def read_file(path: str, encoding: str, data_args) -> list[dict]:
-    return _examples(path, encoding, labelled=True)
-
-
-def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
-    return [word for text in (example["context"], *example["endings"])
-            for word in split_text(text, tokenizer, data_args.word_split)]
-
-
-def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args) -> list[dict]:
-    """Each row's choices as the tokenizer encodes (context, ending) pairs: `input_ids` (choices, tokens, characters),
-    `attention_mask`, and the right choice's index as `labels`."""
-    encoded = []
-    for example in examples:
-        context = split_text(example["context"], tokenizer, data_args.word_split)
-        endings = [split_text(ending, tokenizer, data_args.word_split) for ending in example["endings"]]
-        pairs = tokenizer([context] * len(endings), endings, is_split_into_words=True, truncation="only_first",
-                          max_length=data_args.max_seq_length)
-        row = {"input_ids": pairs["input_ids"], "attention_mask": pairs["attention_mask"]}
-        if example["label"] is not None:
-            row["labels"] = example["label"]
-        encoded.append(row)
-    return encoded
-
-
 class ChoicesCollator:
     """Pads a batch of rows to (batch, choices, tokens, characters) with all-zero tokens (and their attention mask
     with zeros); `labels` (batch,). Holds the tokenizer, which `Trainer` saves with the model."""
@@ -178,50 +153,62 @@ class ChoicesCollator:
         return batch
 
 
-def collator(tokenizer) -> ChoicesCollator:
-    return ChoicesCollator(tokenizer)
-
-
 def compute_metrics(eval_prediction) -> dict[str, float]:
     logits = eval_prediction.predictions
     logits = logits[0] if isinstance(logits, tuple) else logits
     return {"accuracy": accuracy(logits.argmax(axis=-1).tolist(), eval_prediction.label_ids.tolist())}
 
 
-def metrics(config, data_args):
-    return compute_metrics, None
-
-
-def read_test_file(path: str, encoding: str, data_args) -> list[dict]:
-    return _examples(path, encoding, labelled=False)
-
-
-def prediction_lines(model, tokenizer, examples: list[dict], data_args, batch_size: int) -> tuple[list[str], int]:
-    """The index of the chosen ending of each row, one a line."""
-    import torch
-
-    rows = encode(examples, tokenizer, {}, data_args)
-    pad, chosen = ChoicesCollator(tokenizer), []
-    model.eval()
-    for first in range(0, len(rows), batch_size):
-        batch = {key: value.to(model.device) for key, value in pad(rows[first: first + batch_size]).items()}
-        with torch.no_grad():
-            chosen += model(**batch).logits.argmax(-1).tolist()
-    return [str(index) for index in chosen], len(chosen)
-
-
 class MultipleChoice(Task):
-    """The task's parts: the functions of this module."""
+    """Examples are a context and its endings; the label is the index of the one that follows."""
 
     row = TASK
     has_label_set = False  # the answer is the index of one of the row's own endings
-    read_file = staticmethod(read_file)
-    words_of = staticmethod(words_of)
-    encode = staticmethod(encode)
-    collator = staticmethod(collator)
-    metrics = staticmethod(metrics)
-    read_test_file = staticmethod(read_test_file)
-    prediction_lines = staticmethod(prediction_lines)
+
+    def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
+        return _examples(path, encoding, labelled=True)
+
+    def words_of(self, example: dict, tokenizer, data_args) -> Sequence[str]:
+        return [word for text in (example["context"], *example["endings"])
+                for word in split_text(text, tokenizer, data_args.word_split)]
+
+    def encode(self, examples: list[dict], tokenizer, label2id: dict[str, int], data_args) -> list[dict]:
+        """Each row's choices as the tokenizer encodes (context, ending) pairs: `input_ids` (choices, tokens,
+        characters), `attention_mask`, and the right choice's index as `labels`."""
+        encoded = []
+        for example in examples:
+            context = split_text(example["context"], tokenizer, data_args.word_split)
+            endings = [split_text(ending, tokenizer, data_args.word_split) for ending in example["endings"]]
+            pairs = tokenizer([context] * len(endings), endings, is_split_into_words=True, truncation="only_first",
+                              max_length=data_args.max_seq_length)
+            row = {"input_ids": pairs["input_ids"], "attention_mask": pairs["attention_mask"]}
+            if example["label"] is not None:
+                row["labels"] = example["label"]
+            encoded.append(row)
+        return encoded
+
+    def collator(self, tokenizer) -> ChoicesCollator:
+        return ChoicesCollator(tokenizer)
+
+    def metrics(self, config, data_args):
+        return compute_metrics, None
+
+    def read_test_file(self, path: str, encoding: str, data_args) -> list[dict]:
+        return _examples(path, encoding, labelled=False)
+
+    def prediction_lines(self, model, tokenizer, examples: list[dict], data_args,
+                         batch_size: int) -> tuple[list[str], int]:
+        """The index of the chosen ending of each row, one a line."""
+        import torch
+
+        rows = self.encode(examples, tokenizer, {}, data_args)
+        pad, chosen = ChoicesCollator(tokenizer), []
+        model.eval()
+        for first in range(0, len(rows), batch_size):
+            batch = {key: value.to(model.device) for key, value in pad(rows[first: first + batch_size]).items()}
+            with torch.no_grad():
+                chosen += model(**batch).logits.argmax(-1).tolist()
+        return [str(index) for index in chosen], len(chosen)
 
 
 PARTS = MultipleChoice()

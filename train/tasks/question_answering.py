@@ -7,7 +7,7 @@
     elmo-finetune-qa --model_name_or_path out/squad --do_predict --test_file questions.jsonl --output_dir out/test
 
 Files: SQuAD v1.1 / v2.0 JSON, or JSON lines with id, question, context and answers {text, answer_start}
-(`elmo_hf.train.squad_data`). Long passages are read in overlapping windows of words (`--max_seq_length`, `--doc_stride`).
+(`elmo_hf.train.tasks.squad_data`). Long passages are read in overlapping windows of words (`--max_seq_length`, `--doc_stride`).
 Reports SQuAD's exact match and F1 (percent) on the validation file; with unanswerable questions in the data (SQuAD
 2.0) or `--version_2_with_negative`, "no answer" competes with the best span. Writes the model and tokenizer (they
 load with `AutoModelForQuestionAnswering` / `AutoTokenizer`, and answer through `pipeline("question-answering",
@@ -25,8 +25,8 @@ from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import InputError
 
-from ..squad_metrics import SCORING_NAMES, scoring_for
 from . import FineTuningTask, Task
+from .squad_metrics import SCORING_NAMES, scoring_for
 
 logger = logging.getLogger(__name__)
 
@@ -82,28 +82,8 @@ TASK = FineTuningTask(
 PREDICTIONS_FILE = "predictions.json"
 
 
-def read_file(path: str, encoding: str, data_args) -> list[dict]:
-    from ..squad_data import read_squad_file
-
-    return read_squad_file(path, encoding, data_args.version_2_with_negative)
-
-
-def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
-    return tokenizer.tokenize(example["context"])
-
-
 def unanswerable(examples: Sequence[dict]) -> bool:
     return any(not example["answers"]["text"] for example in examples)
-
-
-def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
-    """The windows of the questions' passages (`question_answering_features`)."""
-    from ..squad_data import question_answering_features
-
-    check_windows(examples, tokenizer, data_args)
-    warn_of_long_questions(examples, tokenizer, data_args)
-    return question_answering_features(examples, tokenizer, max_length=data_args.max_seq_length,
-                                       stride=data_args.doc_stride, max_question_words=data_args.max_question_length)
 
 
 def warn_of_long_questions(examples: Sequence[dict], tokenizer, data_args) -> None:
@@ -143,12 +123,6 @@ def check_windows(examples: Sequence[dict], tokenizer, data_args) -> None:
                          "--doc_stride or a larger --max_seq_length")
 
 
-def collator(tokenizer):
-    from ..collators import ElmoDataCollatorForQuestionAnswering
-
-    return ElmoDataCollatorForQuestionAnswering(tokenizer)
-
-
 def with_null(data_args, config, examples: Sequence[dict] = ()) -> bool:
     """Whether "no answer" competes with the best span: `--version_2_with_negative`, else whether the head was
     trained with unanswerable questions (`config.qa_null_answer`) or `examples` have some."""
@@ -158,53 +132,13 @@ def with_null(data_args, config, examples: Sequence[dict] = ()) -> bool:
     return bool(getattr(config, "qa_null_answer", None)) or unanswerable(examples)
 
 
-def metrics(config, data_args):
-    """Scores need the questions behind the windows: `example_metrics`."""
-    return None, None
-
-
-def example_metrics(config, data_args, examples: list[dict], dataset):
-    """Exact match and F1 of the best answers over each question's windows, on words (SQuAD) or, for passages
-    mostly of CJK characters or with `--scoring characters`, on characters (CMRC 2018), said in the results
-    (`scoring`) and in a line."""
-    from ..squad_data import evaluate_answers
-
-    null = with_null(data_args, config, examples)
-    try:
-        scoring = scoring_for((example["context"] for example in examples), data_args.scoring)
-    except ValueError as error:
-        raise InputError(str(error)) from None
-    if data_args.scoring in (None, "auto") and scoring == "characters":
-        logger.info("answers are scored on %s: the validation passages are mostly CJK characters (--scoring words "
-                    "scores them on words)", SCORING_NAMES[scoring])
-
-    def compute_metrics(eval_prediction) -> dict:
-        scores = evaluate_answers(eval_prediction.predictions, dataset, examples, data_args.max_answer_length, null,
-                                  scoring)
-        return {**scores, "scoring": SCORING_NAMES[scoring]}
-
-    return compute_metrics, None
-
-
-def read_test_file(path: str, encoding: str, data_args) -> list[dict]:
-    from ..squad_data import read_squad_file
-
-    return read_squad_file(path, encoding, answers_needed=False)
-
-
-def prepare_test(model, tokenizer, examples: list[dict], data_args) -> list[dict]:
-    """Every question of the test file fits a window (`check_windows`), before anything is trained or written."""
-    check_windows(examples, tokenizer, data_args)
-    return examples
-
-
 def predict_answers(model, tokenizer, examples: Sequence[dict], data_args, batch_size: int) -> list[dict]:
     """The best answer (`{"score", "start", "end", "answer"}`) of each question, its windows run by batches."""
     import torch
 
     from elmo_hf.modeling_elmo.question_answering_elmo import best_answers, encode_windows
 
-    from ..collators import ElmoDataCollatorForQuestionAnswering
+    from .common_collators import ElmoDataCollatorForQuestionAnswering
 
     model.eval()
     warn_of_long_questions(examples, tokenizer, data_args)
@@ -225,35 +159,83 @@ def predict_answers(model, tokenizer, examples: Sequence[dict], data_args, batch
     return [answers[0] for answers in best]
 
 
-def prediction_lines(model, tokenizer, examples: list[dict], data_args, batch_size: int) -> tuple[list[str], int]:
-    """`predictions.json`: id -> answer text ("" for "no answer"), as SQuAD's evaluation script reads it."""
-    answers = predict_answers(model, tokenizer, examples, data_args, batch_size)
-    predicted = {example["id"]: answer["answer"] for example, answer in zip(examples, answers)}
-    return json.dumps(predicted, ensure_ascii=False, indent=1).splitlines(), len(predicted)
-
-
-def head_settings(examples: list[dict], data_args) -> dict:
-    """A head trained with unanswerable questions says so in its config: predictions then let "no answer" win."""
-    chosen = data_args.version_2_with_negative
-    return {"qa_null_answer": unanswerable(examples) if chosen is None else chosen}
-
-
 class QuestionAnswering(Task):
-    """The task's parts: the functions of this module."""
+    """Examples are questions on a passage; an answer is a span of the passage's own text."""
 
     row = TASK
     has_label_set = False  # the answer is a span of the example's own passage
     predictions_file = PREDICTIONS_FILE
-    evaluation_metrics = staticmethod(example_metrics)
-    read_file = staticmethod(read_file)
-    words_of = staticmethod(words_of)
-    encode = staticmethod(encode)
-    collator = staticmethod(collator)
-    metrics = staticmethod(metrics)
-    read_test_file = staticmethod(read_test_file)
-    prediction_lines = staticmethod(prediction_lines)
-    head_settings = staticmethod(head_settings)
-    prepare_test = staticmethod(prepare_test)
+
+    def evaluation_metrics(self, config, data_args, examples: list[dict], dataset):
+        """Exact match and F1 of the best answers over each question's windows, on words (SQuAD) or, for passages
+        mostly of CJK characters or with `--scoring characters`, on characters (CMRC 2018), said in the results
+        (`scoring`) and in a line."""
+        from .squad_data import evaluate_answers
+
+        null = with_null(data_args, config, examples)
+        try:
+            scoring = scoring_for((example["context"] for example in examples), data_args.scoring)
+        except ValueError as error:
+            raise InputError(str(error)) from None
+        if data_args.scoring in (None, "auto") and scoring == "characters":
+            logger.info("answers are scored on %s: the validation passages are mostly CJK characters (--scoring words "
+                        "scores them on words)", SCORING_NAMES[scoring])
+
+        def compute_metrics(eval_prediction) -> dict:
+            scores = evaluate_answers(eval_prediction.predictions, dataset, examples, data_args.max_answer_length, null,
+                                      scoring)
+            return {**scores, "scoring": SCORING_NAMES[scoring]}
+
+        return compute_metrics, None
+
+    def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
+        from .squad_data import read_squad_file
+
+        return read_squad_file(path, encoding, data_args.version_2_with_negative)
+
+    def words_of(self, example: dict, tokenizer, data_args) -> Sequence[str]:
+        return tokenizer.tokenize(example["context"])
+
+    def encode(self, examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
+        """The windows of the questions' passages (`question_answering_features`)."""
+        from .squad_data import question_answering_features
+
+        check_windows(examples, tokenizer, data_args)
+        warn_of_long_questions(examples, tokenizer, data_args)
+        return question_answering_features(examples, tokenizer, max_length=data_args.max_seq_length,
+                                           stride=data_args.doc_stride,
+                                           max_question_words=data_args.max_question_length)
+
+    def collator(self, tokenizer):
+        from .common_collators import ElmoDataCollatorForQuestionAnswering
+
+        return ElmoDataCollatorForQuestionAnswering(tokenizer)
+
+    def metrics(self, config, data_args):
+        """Scores need the questions behind the windows: `example_metrics`."""
+        return None, None
+
+    def read_test_file(self, path: str, encoding: str, data_args) -> list[dict]:
+        from .squad_data import read_squad_file
+
+        return read_squad_file(path, encoding, answers_needed=False)
+
+    def prediction_lines(self, model, tokenizer, examples: list[dict], data_args,
+                         batch_size: int) -> tuple[list[str], int]:
+        """`predictions.json`: id -> answer text ("" for "no answer"), as SQuAD's evaluation script reads it."""
+        answers = predict_answers(model, tokenizer, examples, data_args, batch_size)
+        predicted = {example["id"]: answer["answer"] for example, answer in zip(examples, answers)}
+        return json.dumps(predicted, ensure_ascii=False, indent=1).splitlines(), len(predicted)
+
+    def head_settings(self, examples: list[dict], data_args) -> dict:
+        """A head trained with unanswerable questions says so in its config: predictions then let "no answer" win."""
+        chosen = data_args.version_2_with_negative
+        return {"qa_null_answer": unanswerable(examples) if chosen is None else chosen}
+
+    def prepare_test(self, model, tokenizer, examples: list[dict], data_args) -> list[dict]:
+        """Every question of the test file fits a window (`check_windows`), before anything is trained or written."""
+        check_windows(examples, tokenizer, data_args)
+        return examples
 
 
 PARTS = QuestionAnswering()

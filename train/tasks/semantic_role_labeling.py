@@ -25,8 +25,8 @@ from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import InputError
 
-from ..finetune_data import tag_list, warn_if_cut
 from . import FineTuningTask, Task
+from .common_data import tag_list, warn_if_cut
 
 logger = logging.getLogger(__name__)
 NOT_A_PREDICATE = "-"
@@ -183,7 +183,7 @@ class PredicateCollator:
     `Trainer` saves with the model."""
 
     def __init__(self, tokenizer):
-        from ..collators import ElmoDataCollatorForTokenClassification
+        from .common_collators import ElmoDataCollatorForTokenClassification
 
         self.tokenizer = tokenizer
         self.tags = ElmoDataCollatorForTokenClassification(tokenizer)

@@ -25,7 +25,8 @@ from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import InputError
 
-from ..finetune_data import (
+from . import FineTuningTask, Task
+from .common_data import (
     PAIR_COLUMNS,
     accuracy,
     label_list,
@@ -36,7 +37,6 @@ from ..finetune_data import (
     split_text,
     warn_if_cut,
 )
-from . import FineTuningTask, Task
 
 logger = logging.getLogger(__name__)
 
@@ -98,19 +98,6 @@ SCORE_LABEL = "score"
 PROBLEM_TYPES = ("regression", "single_label_classification")
 
 
-def read_file(path: str, encoding: str, data_args) -> list[dict]:
-    """`[{"text": ..., "label": ...}, ...]` of a TSV, CSV or JSON-lines file (`read_classification_file`), with
-    `"text_pair"` for sentence pairs; for a regression, `"label"` is `SCORE_LABEL` and `"score"` the number."""
-    examples = read_classification_file(path, data_args.text_column, data_args.label_column, encoding,
-                                        data_args.text_pair_column, data_args.column_names)
-    if is_regression([example["label"] for example in examples], data_args.problem_type):
-        for example in examples:
-            example["score"], example["label"] = float(example["label"]), SCORE_LABEL
-    else:
-        warn_of_labels_alike(examples, path)
-    return examples
-
-
 def warn_of_labels_alike(examples: list[dict], path: str) -> None:
     """One warning for each set of labels that differ only in case or spaces ("pos", "Pos", "pos "), with their
     counts and first lines: each is a class of its own, which is rarely meant."""
@@ -142,77 +129,6 @@ def is_regression(labels: list[str], problem_type: str | None) -> bool:
     return problem_type == "regression" or (problem_type is None and any(not x.is_integer() for x in numbers))
 
 
-def labels_of(example: dict) -> Sequence[str]:
-    return (example["label"],)
-
-
-def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
-    words = split_text(example["text"], tokenizer, data_args.word_split)
-    return words + (split_text(example["text_pair"], tokenizer, data_args.word_split) if "text_pair" in example else [])
-
-
-def head_settings(examples: list[dict], data_args) -> dict:
-    """What the training examples call for in a new head: the pair head for pairs, a regression for scores."""
-    settings = {}
-    if "text_pair" in examples[0]:
-        settings["pair_combination"] = "concat_diff_product"
-    if "score" in examples[0]:
-        settings["problem_type"] = "regression"
-    return settings
-
-
-def sorted_labels(labels: Iterable[str]) -> list[str]:
-    """Numerically when they all are integers (SST-2's "0", "1"), else as strings (`label_list`)."""
-    return label_list(labels)
-
-
-def encode(examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
-    """Examples -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask`, `labels` (via `map`)."""
-    import datasets
-
-    pairs, scores = "text_pair" in examples[0], "score" in examples[0]
-    room = data_args.max_seq_length - (4 if pairs else 2)  # words beside each sentence's <S> and </S>
-    if room < (2 if pairs else 1):
-        raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> take "
-                         f"{4 if pairs else 2} tokens{' (two of each for a pair)' if pairs else ''}; give at least "
-                         f"{6 if pairs else 3} (default 128)")
-    lengths = []
-
-    def tokenize(batch):
-        words = [[split_text(text, tokenizer, data_args.word_split) for text in batch[column]]
-                 for column in (("text", "text_pair") if pairs else ("text",))]
-        lengths.extend(sum(len(column[i]) for column in words) for i in range(len(words[0])))
-        # pairs: longest_first truncation, both sentences counted in max_seq_length
-        encoded = tokenizer(*words, is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
-        return {
-            "input_ids": encoded["input_ids"],
-            "attention_mask": encoded["attention_mask"],
-            **({"token_type_ids": encoded["token_type_ids"]} if pairs else {}),
-            "labels": batch["score"] if scores else [label2id[label] for label in batch["label"]],
-        }
-
-    features = datasets.Features(
-        {
-            "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int32"))),  # character (and word) ids
-            "attention_mask": datasets.Sequence(datasets.Value("int8")),
-            **({"token_type_ids": datasets.Sequence(datasets.Value("int8"))} if pairs else {}),
-            "labels": datasets.Value("float32" if scores else "int64"),
-        }
-    )
-    dataset = datasets.Dataset.from_list(examples)
-    dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
-                          desc="Tokenizing", load_from_cache_file=False)
-    warn_if_cut(examples, lengths, room, "the longer sentence of each pair loses its last words until the two hold "
-                "{room}" if pairs else "each is cut to its first {room} words")
-    return dataset
-
-
-def collator(tokenizer):
-    from ..collators import ElmoDataCollatorForSequenceClassification
-
-    return ElmoDataCollatorForSequenceClassification(tokenizer)
-
-
 def compute_metrics(eval_prediction) -> dict[str, float]:
     logits = eval_prediction.predictions
     logits = logits[0] if isinstance(logits, tuple) else logits
@@ -228,24 +144,6 @@ def regression_metrics(eval_prediction) -> dict[str, float]:
     return {"pearson": pearson(predictions, references), "spearmanr": spearman(predictions, references), "mse": mse}
 
 
-def metrics(config, data_args):
-    """Accuracy from the logits; Pearson and Spearman for a regression."""
-    return (regression_metrics if config.problem_type == "regression" else compute_metrics), None
-
-
-def read_test_file(path: str, encoding: str, data_args) -> list[str] | list[tuple[str, str]]:
-    """Sentences one a line (a blank line stays, as ""), or the text column of the training formats (pairs as
-    `(first, second)`)."""
-    return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column, data_args.column_names)
-
-
-def prepare_test(model, tokenizer, texts: list, data_args) -> list:
-    """A pair head predicts pairs and a single-sentence head single sentences: one line naming the test file
-    otherwise, before anything is trained or written."""
-    check_test_kind(model, texts, f"--test_file {data_args.test_file}: ")
-    return texts
-
-
 def check_test_kind(model, texts: list, where: str = "") -> None:
     pairs = bool(texts) and isinstance(texts[0], tuple)
     if pairs != (model.config.pair_combination is not None):
@@ -257,40 +155,124 @@ def check_test_kind(model, texts: list, where: str = "") -> None:
                                       if not pairs else ""))
 
 
-def prediction_lines(model, tokenizer, texts: list, data_args, batch_size: int) -> tuple[list[str], int]:
-    """One label per text or pair ("" for a blank one; a regression's score), and how many were labelled."""
-    from ..predict import predict_logits
-
-    pairs = bool(texts) and isinstance(texts[0], tuple)
-    check_test_kind(model, texts)
-    kept = [i for i, text in enumerate(texts) if (all(text) if pairs else text)]
-    columns = zip(*(texts[i] for i in kept)) if pairs else [[texts[i] for i in kept]]
-    words = [[split_text(text, tokenizer, data_args.word_split) for text in column] for column in columns]
-    lines = [""] * len(texts)
-    logits = predict_logits(model, tokenizer, words[0], batch_size, words[1] if pairs else None) if kept else []
-    for i, row in zip(kept, logits):
-        if model.config.problem_type == "regression":
-            lines[i] = f"{row[0]:.6g}"
-        else:
-            lines[i] = str(model.config.id2label[max(range(len(row)), key=row.__getitem__)])
-    return lines, sum(1 for line in lines if line.strip())
-
-
 class SequenceClassification(Task):
-    """The task's parts: the functions of this module."""
+    """Examples are sentences or sentence pairs, each with a label: a class, or a score (regression)."""
 
     row = TASK
-    read_file = staticmethod(read_file)
-    labels_of = staticmethod(labels_of)
-    words_of = staticmethod(words_of)
-    sorted_labels = staticmethod(sorted_labels)
-    encode = staticmethod(encode)
-    collator = staticmethod(collator)
-    metrics = staticmethod(metrics)
-    read_test_file = staticmethod(read_test_file)
-    prediction_lines = staticmethod(prediction_lines)
-    head_settings = staticmethod(head_settings)
-    prepare_test = staticmethod(prepare_test)
+
+    def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
+        """`[{"text": ..., "label": ...}, ...]` of a TSV, CSV or JSON-lines file (`read_classification_file`), with
+        `"text_pair"` for sentence pairs; for a regression, `"label"` is `SCORE_LABEL` and `"score"` the number."""
+        examples = read_classification_file(path, data_args.text_column, data_args.label_column, encoding,
+                                            data_args.text_pair_column, data_args.column_names)
+        if is_regression([example["label"] for example in examples], data_args.problem_type):
+            for example in examples:
+                example["score"], example["label"] = float(example["label"]), SCORE_LABEL
+        else:
+            warn_of_labels_alike(examples, path)
+        return examples
+
+    def labels_of(self, example: dict) -> Sequence[str]:
+        return (example["label"],)
+
+    def words_of(self, example: dict, tokenizer, data_args) -> Sequence[str]:
+        words = split_text(example["text"], tokenizer, data_args.word_split)
+        if "text_pair" in example:
+            words = words + split_text(example["text_pair"], tokenizer, data_args.word_split)
+        return words
+
+    def sorted_labels(self, labels: Iterable[str]) -> list[str]:
+        """Numerically when they all are integers (SST-2's "0", "1"), else as strings (`label_list`)."""
+        return label_list(labels)
+
+    def encode(self, examples: list[dict], tokenizer, label2id: dict[str, int], data_args):
+        """Examples -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask`, `labels` (via
+        `map`)."""
+        import datasets
+
+        pairs, scores = "text_pair" in examples[0], "score" in examples[0]
+        room = data_args.max_seq_length - (4 if pairs else 2)  # words beside each sentence's <S> and </S>
+        if room < (2 if pairs else 1):
+            raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> take "
+                             f"{4 if pairs else 2} tokens{' (two of each for a pair)' if pairs else ''}; give at least "
+                             f"{6 if pairs else 3} (default 128)")
+        lengths = []
+
+        def tokenize(batch):
+            words = [[split_text(text, tokenizer, data_args.word_split) for text in batch[column]]
+                     for column in (("text", "text_pair") if pairs else ("text",))]
+            lengths.extend(sum(len(column[i]) for column in words) for i in range(len(words[0])))
+            # pairs: longest_first truncation, both sentences counted in max_seq_length
+            encoded = tokenizer(*words, is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
+            return {
+                "input_ids": encoded["input_ids"],
+                "attention_mask": encoded["attention_mask"],
+                **({"token_type_ids": encoded["token_type_ids"]} if pairs else {}),
+                "labels": batch["score"] if scores else [label2id[label] for label in batch["label"]],
+            }
+
+        features = datasets.Features(
+            {
+                "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int32"))),  # character (and word) ids
+                "attention_mask": datasets.Sequence(datasets.Value("int8")),
+                **({"token_type_ids": datasets.Sequence(datasets.Value("int8"))} if pairs else {}),
+                "labels": datasets.Value("float32" if scores else "int64"),
+            }
+        )
+        dataset = datasets.Dataset.from_list(examples)
+        dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
+                              desc="Tokenizing", load_from_cache_file=False)
+        warn_if_cut(examples, lengths, room, "the longer sentence of each pair loses its last words until the two hold "
+                    "{room}" if pairs else "each is cut to its first {room} words")
+        return dataset
+
+    def collator(self, tokenizer):
+        from .common_collators import ElmoDataCollatorForSequenceClassification
+
+        return ElmoDataCollatorForSequenceClassification(tokenizer)
+
+    def metrics(self, config, data_args):
+        """Accuracy from the logits; Pearson and Spearman for a regression."""
+        return (regression_metrics if config.problem_type == "regression" else compute_metrics), None
+
+    def read_test_file(self, path: str, encoding: str, data_args) -> list[str] | list[tuple[str, str]]:
+        """Sentences one a line (a blank line stays, as ""), or the text column of the training formats (pairs as
+        `(first, second)`)."""
+        return read_texts_file(path, data_args.text_column, encoding, data_args.text_pair_column,
+                               data_args.column_names)
+
+    def prediction_lines(self, model, tokenizer, texts: list, data_args, batch_size: int) -> tuple[list[str], int]:
+        """One label per text or pair ("" for a blank one; a regression's score), and how many were labelled."""
+        from .common_predict import predict_logits
+
+        pairs = bool(texts) and isinstance(texts[0], tuple)
+        check_test_kind(model, texts)
+        kept = [i for i, text in enumerate(texts) if (all(text) if pairs else text)]
+        columns = zip(*(texts[i] for i in kept)) if pairs else [[texts[i] for i in kept]]
+        words = [[split_text(text, tokenizer, data_args.word_split) for text in column] for column in columns]
+        lines = [""] * len(texts)
+        logits = predict_logits(model, tokenizer, words[0], batch_size, words[1] if pairs else None) if kept else []
+        for i, row in zip(kept, logits):
+            if model.config.problem_type == "regression":
+                lines[i] = f"{row[0]:.6g}"
+            else:
+                lines[i] = str(model.config.id2label[max(range(len(row)), key=row.__getitem__)])
+        return lines, sum(1 for line in lines if line.strip())
+
+    def head_settings(self, examples: list[dict], data_args) -> dict:
+        """What the training examples call for in a new head: the pair head for pairs, a regression for scores."""
+        settings = {}
+        if "text_pair" in examples[0]:
+            settings["pair_combination"] = "concat_diff_product"
+        if "score" in examples[0]:
+            settings["problem_type"] = "regression"
+        return settings
+
+    def prepare_test(self, model, tokenizer, texts: list, data_args) -> list:
+        """A pair head predicts pairs and a single-sentence head single sentences: one line naming the test file
+        otherwise, before anything is trained or written."""
+        check_test_kind(model, texts, f"--test_file {data_args.test_file}: ")
+        return texts
 
 
 PARTS = SequenceClassification()

@@ -15,7 +15,7 @@ tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), 
 CoNLL file's lines with the predicted tag appended as a last column, CoNLL-2003's layout plus the prediction, what
 conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, each word beside its tag,
 a word a line, a blank line after each sentence) to `--output_dir`. Which layout a text test file has is told by
-`elmo_hf.train.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
+`elmo_hf.train.tasks.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
 training file's words (`check_word_units`).
 """
 
@@ -28,7 +28,8 @@ from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import InputError
 
-from ..finetune_data import (
+from . import FineTuningTask, Task
+from .common_data import (
     entity_scores,
     read_tagging_file,
     read_words_file,
@@ -36,8 +37,7 @@ from ..finetune_data import (
     tag_list,
     warn_if_cut,
 )
-from ..tagging_inputs import CONLL, LAYOUTS, LINES, split_mismatch, test_file_layout
-from . import FineTuningTask, Task
+from .tagging_inputs import CONLL, LAYOUTS, LINES, split_mismatch, test_file_layout
 
 logger = logging.getLogger(__name__)
 # A biLSTM tagger predicts only O until it has had some thousand updates (benchmarks/bench_finetune.md): on a small
@@ -102,53 +102,6 @@ TASK = FineTuningTask(
 )
 
 
-def read_file(path: str, encoding: str, data_args) -> list[dict]:
-    """`[{"tokens": [...], "tags": [...]}, ...]` of CoNLL columns or JSON lines (`read_tagging_file`)."""
-    return read_tagging_file(path, encoding)
-
-
-def labels_of(example: dict) -> Sequence[str]:
-    return example["tags"]
-
-
-def words_of(example: dict, tokenizer, data_args) -> Sequence[str]:
-    return example["tokens"]
-
-
-def sorted_labels(labels: Iterable[str]) -> list[str]:
-    """"O" first, then by entity type and prefix (`tag_list`)."""
-    return tag_list(labels)
-
-
-def head_options(data_args) -> dict:
-    """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's)."""
-    from elmo_hf.modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
-
-    options = {}
-    if data_args.use_crf is not None:
-        options["use_crf"] = data_args.use_crf
-    if data_args.crf_constraints is not None:
-        if data_args.crf_constraints not in CRF_CONSTRAINTS:
-            raise InputError(f"--crf_constraints must be one of {', '.join(CRF_CONSTRAINTS)}, got "
-                             f"{data_args.crf_constraints!r}")
-        options["crf_constraints"] = data_args.crf_constraints
-    return options
-
-
-def check_training_examples(config, sentences: list[dict], data_args, tokenizer=None) -> None:
-    """A CRF head, new (--crf) or a saved one trained further, must be able to learn every training sentence: a gold
-    sequence its scheme forbids is never learned (each forbidden step costs FORBIDDEN in its score, so the loss is
-    in the thousands and says nothing), so it is refused in one line naming the sentence and the way out.
-    With the `tokenizer`: the word split saved with the tagger (which cuts the text it tags later) must cut the
-    training sentences into the file's words (`check_word_units`)."""
-    if tokenizer is not None:
-        check_word_units(sentences, tokenizer, data_args)
-    if config.use_crf:
-        labels = [config.id2label[i] for i in range(config.num_labels)]
-        check_crf_tags(sentences, labels, config.crf_constraints, f"--train_file {data_args.train_file}",
-                       "--crf" if data_args.use_crf else "the saved head's CRF")
-
-
 def check_word_units(sentences: list[dict], tokenizer, data_args) -> None:
     """A word split that cuts the training text into other units than the file's words (characters under jieba, say)
     makes a tagger that tags units it never learned: refused in one line when --word_split names it, a warning when
@@ -183,47 +136,6 @@ def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, w
                              "forbid; give IOB2 or BIOES tags, or --crf_constraints none (IOB1 tags)")
 
 
-def encode(sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
-    """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask` and aligned `labels`."""
-    import datasets
-
-    from elmo_hf.tokenization import LABEL_PAD_ID
-
-    room = data_args.max_seq_length - 2  # words beside <S> and </S>
-    if room < 1:
-        raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> take 2 "
-                         "tokens; give at least 3 (default 256)")
-
-    def tokenize(batch):
-        encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
-                            max_length=data_args.max_seq_length)
-        labels = []
-        for row, tags in enumerate(batch["tags"]):
-            word_ids = encoded.word_ids(row)  # None at <S>, </S>
-            labels.append([LABEL_PAD_ID if w is None else tag2id[tags[w]] for w in word_ids])
-        return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], "labels": labels}
-
-    features = datasets.Features(
-        {
-            "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int32"))),  # character (and word) ids
-            "attention_mask": datasets.Sequence(datasets.Value("int8")),
-            "labels": datasets.Sequence(datasets.Value("int64")),
-        }
-    )
-    dataset = datasets.Dataset.from_list(sentences)
-    dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
-                          desc="Tokenizing")
-    warn_if_cut(sentences, [len(sentence["tokens"]) for sentence in sentences], room,
-                "each is cut to its first {room} words, the rest neither tagged nor scored")
-    return dataset
-
-
-def collator(tokenizer):
-    from ..collators import ElmoDataCollatorForTokenClassification
-
-    return ElmoDataCollatorForTokenClassification(tokenizer)
-
-
 def make_compute_metrics(id2label: dict[int, str], strict: bool):
     from elmo_hf.tokenization import LABEL_PAD_ID
 
@@ -248,61 +160,6 @@ def argmax_logits(logits, labels):
     return logits.argmax(-1)
 
 
-def metrics(config, data_args):
-    """Entity-level precision, recall and F1 (`--strict_iob2`: seqeval's strict mode) and token accuracy, from the
-    argmax of each evaluation batch."""
-    return make_compute_metrics(config.id2label, data_args.strict_iob2), argmax_logits
-
-
-def read_test_file(path: str, encoding: str, data_args) -> tuple[str, list]:
-    """`(kind, items)` of `read_words_file`: CoNLL columns, JSON lines with tokens, or sentences one a line (the
-    layout of a text file is settled by `prepare_test`, which knows the tagger)."""
-    return read_words_file(path, encoding)
-
-
-def prepare_test(model, tokenizer, test: tuple[str, list], data_args) -> tuple[str, list]:
-    """The layout of a text --test_file: `--test_format`, or told from the file (`test_file_layout`: the tagger's tags
-    and word split help), said in one line with its reason."""
-    kind, items = test
-    if kind == "json":
-        return test
-    if data_args.test_format is not None:
-        if data_args.test_format not in LAYOUTS:
-            raise InputError(f"--test_format must be one of {', '.join(LAYOUTS)}, got {data_args.test_format!r}")
-        layout, why = data_args.test_format, "--test_format"
-    else:
-        split = data_args.word_split or getattr(tokenizer, "word_split", None) or "punctuation"
-        layout, why = test_file_layout(items, split, list(model.config.label2id))
-    logger.info("--test_file %s: read as %s (%s)%s", data_args.test_file,
-                "CoNLL columns, the word first" if layout == CONLL else "sentences, one a line", why,
-                "" if data_args.test_format else f"; --test_format {LINES if layout == CONLL else CONLL} reads it "
-                "the other way")
-    return layout, items
-
-
-def prediction_lines(model, tokenizer, test: tuple[str, list], data_args, batch_size: int) -> tuple[list[str], int]:
-    """The CoNLL lines with the predicted tag appended, or each word and its tag on a line, a blank line after each
-    sentence (module docstring), and how many sentences were tagged."""
-    from ..predict import predict_tags
-
-    kind, items = test
-    if kind == "conll":
-        groups = _conll_sentences(items)
-        sentences = [[items[i].split()[0] for i in group] for group in groups]
-    elif kind == "json":
-        sentences = items
-    else:
-        sentences = [split_text(line, tokenizer, data_args.word_split) for line in items]
-    tags = iter(predict_tags(model, tokenizer, [s for s in sentences if s], batch_size))
-    predicted = [[model.config.id2label[t] for t in next(tags)] if words else [] for words in sentences]
-    if kind != "conll":
-        lines = [line for words, row in zip(sentences, predicted) for line in [*map(" ".join, zip(words, row)), ""]]
-        return lines, sum(1 for words in sentences if words)
-    appended = {i: tag for group, row in zip(groups, predicted) for i, tag in zip(group, row)}
-    lines = [_append_column(line, appended.get(i, "O")) if line.strip() else line for i, line in enumerate(items)]
-    return lines, len(groups)
-
-
 def _conll_sentences(lines: list[str]) -> list[list[int]]:
     """Indices of the token lines of each sentence (blank lines and `-DOCSTART-` end one)."""
     groups, current = [], []
@@ -323,21 +180,142 @@ def _append_column(line: str, tag: str) -> str:
 
 
 class TokenClassification(Task):
-    """The task's parts: the functions of this module."""
+    """Examples are sentences of words, each word with its tag."""
 
     row = TASK
-    read_file = staticmethod(read_file)
-    labels_of = staticmethod(labels_of)
-    words_of = staticmethod(words_of)
-    sorted_labels = staticmethod(sorted_labels)
-    encode = staticmethod(encode)
-    collator = staticmethod(collator)
-    metrics = staticmethod(metrics)
-    read_test_file = staticmethod(read_test_file)
-    prediction_lines = staticmethod(prediction_lines)
-    head_options = staticmethod(head_options)
-    check_training_examples = staticmethod(check_training_examples)
-    prepare_test = staticmethod(prepare_test)
+
+    def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
+        """`[{"tokens": [...], "tags": [...]}, ...]` of CoNLL columns or JSON lines (`read_tagging_file`)."""
+        return read_tagging_file(path, encoding)
+
+    def labels_of(self, example: dict) -> Sequence[str]:
+        return example["tags"]
+
+    def words_of(self, example: dict, tokenizer, data_args) -> Sequence[str]:
+        return example["tokens"]
+
+    def sorted_labels(self, labels: Iterable[str]) -> list[str]:
+        """"O" first, then by entity type and prefix (`tag_list`)."""
+        return tag_list(labels)
+
+    def encode(self, sentences: list[dict], tokenizer, tag2id: dict[str, int], data_args):
+        """Sentences -> a `datasets.Dataset` of `input_ids` [tokens, row width], `attention_mask` and aligned
+        `labels`."""
+        import datasets
+
+        from elmo_hf.tokenization import LABEL_PAD_ID
+
+        room = data_args.max_seq_length - 2  # words beside <S> and </S>
+        if room < 1:
+            raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> "
+                             "take 2 tokens; give at least 3 (default 256)")
+
+        def tokenize(batch):
+            encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
+                                max_length=data_args.max_seq_length)
+            labels = []
+            for row, tags in enumerate(batch["tags"]):
+                word_ids = encoded.word_ids(row)  # None at <S>, </S>
+                labels.append([LABEL_PAD_ID if w is None else tag2id[tags[w]] for w in word_ids])
+            return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], "labels": labels}
+
+        features = datasets.Features(
+            {
+                "input_ids": datasets.Sequence(datasets.Sequence(datasets.Value("int32"))),  # character (and word) ids
+                "attention_mask": datasets.Sequence(datasets.Value("int8")),
+                "labels": datasets.Sequence(datasets.Value("int64")),
+            }
+        )
+        dataset = datasets.Dataset.from_list(sentences)
+        dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, features=features,
+                              desc="Tokenizing")
+        warn_if_cut(sentences, [len(sentence["tokens"]) for sentence in sentences], room,
+                    "each is cut to its first {room} words, the rest neither tagged nor scored")
+        return dataset
+
+    def collator(self, tokenizer):
+        from .common_collators import ElmoDataCollatorForTokenClassification
+
+        return ElmoDataCollatorForTokenClassification(tokenizer)
+
+    def metrics(self, config, data_args):
+        """Entity-level precision, recall and F1 (`--strict_iob2`: seqeval's strict mode) and token accuracy, from the
+        argmax of each evaluation batch."""
+        return make_compute_metrics(config.id2label, data_args.strict_iob2), argmax_logits
+
+    def read_test_file(self, path: str, encoding: str, data_args) -> tuple[str, list]:
+        """`(kind, items)` of `read_words_file`: CoNLL columns, JSON lines with tokens, or sentences one a line (the
+        layout of a text file is settled by `prepare_test`, which knows the tagger)."""
+        return read_words_file(path, encoding)
+
+    def prediction_lines(self, model, tokenizer, test: tuple[str, list], data_args,
+                         batch_size: int) -> tuple[list[str], int]:
+        """The CoNLL lines with the predicted tag appended, or each word and its tag on a line, a blank line after each
+        sentence (module docstring), and how many sentences were tagged."""
+        from .common_predict import predict_tags
+
+        kind, items = test
+        if kind == "conll":
+            groups = _conll_sentences(items)
+            sentences = [[items[i].split()[0] for i in group] for group in groups]
+        elif kind == "json":
+            sentences = items
+        else:
+            sentences = [split_text(line, tokenizer, data_args.word_split) for line in items]
+        tags = iter(predict_tags(model, tokenizer, [s for s in sentences if s], batch_size))
+        predicted = [[model.config.id2label[t] for t in next(tags)] if words else [] for words in sentences]
+        if kind != "conll":
+            lines = [line for words, row in zip(sentences, predicted) for line in [*map(" ".join, zip(words, row)), ""]]
+            return lines, sum(1 for words in sentences if words)
+        appended = {i: tag for group, row in zip(groups, predicted) for i, tag in zip(group, row)}
+        lines = [_append_column(line, appended.get(i, "O")) if line.strip() else line for i, line in enumerate(items)]
+        return lines, len(groups)
+
+    def head_options(self, data_args) -> dict:
+        """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's)."""
+        from elmo_hf.modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
+
+        options = {}
+        if data_args.use_crf is not None:
+            options["use_crf"] = data_args.use_crf
+        if data_args.crf_constraints is not None:
+            if data_args.crf_constraints not in CRF_CONSTRAINTS:
+                raise InputError(f"--crf_constraints must be one of {', '.join(CRF_CONSTRAINTS)}, got "
+                                 f"{data_args.crf_constraints!r}")
+            options["crf_constraints"] = data_args.crf_constraints
+        return options
+
+    def check_training_examples(self, config, sentences: list[dict], data_args, tokenizer=None) -> None:
+        """A CRF head, new (--crf) or a saved one trained further, must be able to learn every training sentence: a gold
+        sequence its scheme forbids is never learned (each forbidden step costs FORBIDDEN in its score, so the loss is
+        in the thousands and says nothing), so it is refused in one line naming the sentence and the way out.
+        With the `tokenizer`: the word split saved with the tagger (which cuts the text it tags later) must cut the
+        training sentences into the file's words (`check_word_units`)."""
+        if tokenizer is not None:
+            check_word_units(sentences, tokenizer, data_args)
+        if config.use_crf:
+            labels = [config.id2label[i] for i in range(config.num_labels)]
+            check_crf_tags(sentences, labels, config.crf_constraints, f"--train_file {data_args.train_file}",
+                           "--crf" if data_args.use_crf else "the saved head's CRF")
+
+    def prepare_test(self, model, tokenizer, test: tuple[str, list], data_args) -> tuple[str, list]:
+        """The layout of a text --test_file: `--test_format`, or told from the file (`test_file_layout`: the
+        tagger's tags and word split help), said in one line with its reason."""
+        kind, items = test
+        if kind == "json":
+            return test
+        if data_args.test_format is not None:
+            if data_args.test_format not in LAYOUTS:
+                raise InputError(f"--test_format must be one of {', '.join(LAYOUTS)}, got {data_args.test_format!r}")
+            layout, why = data_args.test_format, "--test_format"
+        else:
+            split = data_args.word_split or getattr(tokenizer, "word_split", None) or "punctuation"
+            layout, why = test_file_layout(items, split, list(model.config.label2id))
+        logger.info("--test_file %s: read as %s (%s)%s", data_args.test_file,
+                    "CoNLL columns, the word first" if layout == CONLL else "sentences, one a line", why,
+                    "" if data_args.test_format else f"; --test_format {LINES if layout == CONLL else CONLL} reads it "
+                    "the other way")
+        return layout, items
 
 
 PARTS = TokenClassification()

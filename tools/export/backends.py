@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.backend_registry import BACKEND_NAMES, backend_row
-from .core.errors import InputError, RunFailed
+from ..core.backend_registry import BACKEND_NAMES, backend_row
+from ..core.errors import InputError, RunFailed
 from .onnx_standalone import GraphRunner, OnnxRuntimeRunner, OpenVinoRunner  # noqa: F401  (the runners live there)
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Reading `elmo-embed`'s input and writing its output: text and `datasets` readers, the chunk files of each window
 (HDF5 or Parquet; parts committed as the window goes), and the merge of the chunks into the final file. The layout
-is described in `elmo_hf.tools.embed`.
+is described in `elmo_hf.tools.embedding.embed`.
 
 Like `embed.py`, this module is not imported by the model files and does not travel as remote code.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -24,11 +23,14 @@ import torch
 
 from elmo_hf.tokenization import WordSplitError, check_word_split, split_name
 
-from .core.early_checks import DATA_FILE_BUILDERS
-from .core.errors import InputError, RunFailed
-from .core.text_files import UndecodableText, check_decodes, raw_lines
-from .loading import ModelLoadError
-from .loading import checked_device as usable_device
+from ..core.early_checks import DATA_FILE_BUILDERS
+from ..core.errors import InputError, RunFailed
+from ..core.text_files import UndecodableText, check_decodes, raw_lines
+from ..loading import (
+    ModelLoadError,
+    weights_fingerprint,  # noqa: F401 (embed.py reads it from here)
+)
+from ..loading import checked_device as usable_device
 
 
 class EmbedError(InputError):
@@ -191,18 +193,6 @@ def checked_device(name: str | None, world: int = 1, local_rank: int = 0):
     except ModelLoadError as error:
         raise EmbedError(str(error)) from None
     return device
-
-
-def weights_fingerprint(model) -> str:
-    """A digest of the model's tensors (names, dtypes, shapes and bytes), for `--resume` to refuse other weights
-    behind the same name and config (a model folder whose safetensors was replaced). Hashing is far cheaper than
-    embedding: well under a second for the largest ELMo. Taken before `--dtype int8` quantizes the model."""
-    digest = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        tensor = tensor.detach()
-        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
-        digest.update(tensor.reshape(-1).contiguous().view(torch.uint8).cpu().numpy())
-    return digest.hexdigest()[:16]
 
 
 def recorded_settings(output: Path, output_format: str) -> dict | None:

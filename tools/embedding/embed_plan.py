@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from elmo_hf.tokenization import check_word_split
 
-from .core.command_options import EmbedOptions
+from ..core.command_options import EmbedOptions
 from .embed_io import EmbedError
 
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ..core.command_options import ConvertOptions
+from ..core.errors import RunFailed
+from ..core.interrupts import Interrupted, InterruptGuard
+from ..core.output_folders import run_lock
+from ..core.output_paths import check_writable_folder
+from ..hub.hub_push import HubPushError, push_folder
 from . import convert_allennlp_elmo, convert_elmoformanylangs
 from .convert_common import ConversionError, hide_write_progress, interrupted_line, notice
-from .core.command_options import ConvertOptions
-from .core.errors import RunFailed
-from .core.interrupts import Interrupted, InterruptGuard
-from .core.output_folders import run_lock
-from .core.output_paths import check_writable_folder
-from .hub_push import HubPushError, push_folder
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def _push(out: Path, args: ConvertOptions) -> None:
                            commit_message="Upload ELMo converted with elmo-convert")
     except Interrupted as stop:
         stop.report = (f"interrupted ({stop.name}) while pushing: the conversion is in {out}; push it with "
-                       "elmo_hf.tools.hub_push.push_folder or run the command again")
+                       "elmo_hf.tools.hub.hub_push.push_folder or run the command again")
         raise
     except (HubPushError, FileNotFoundError) as error:  # the folder is written: not bad input, a run that failed
         raise RunFailed(f"the conversion is in {out}, but the push failed: {error}") from None

@@ -137,12 +137,13 @@ from transformers.utils import logging as hf_logging
 from elmo_hf.modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
 from elmo_hf.tokenization import split_words  # noqa: E402
 
-from .core.backend_registry import AUTO, DEFAULT, backend_row  # noqa: E402
-from .core.command_options import EmbedOptions  # noqa: E402
-from .core.early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
-from .core.interrupts import Interrupted, InterruptGuard  # noqa: E402
-from .core.output_folders import run_lock  # noqa: E402
-from .core.text_files import UndecodableText  # noqa: E402
+from ..core.backend_registry import AUTO, DEFAULT, backend_row  # noqa: E402
+from ..core.command_options import EmbedOptions  # noqa: E402
+from ..core.early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
+from ..core.interrupts import Interrupted, InterruptGuard  # noqa: E402
+from ..core.output_folders import run_lock  # noqa: E402
+from ..core.text_files import UndecodableText  # noqa: E402
+from ..loading import ModelLoadError, load_elmo  # noqa: E402
 from .embed_io import (  # noqa: E402
     DATA_FILE_BUILDERS,
     Counts,
@@ -162,7 +163,6 @@ from .embed_io import (  # noqa: E402
 )
 from .embed_plan import EmbedPlan, check_options  # noqa: E402
 from .embed_processes import Processes  # noqa: E402
-from .loading import ModelLoadError, load_elmo  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
 LONG_LINES_SAID = 3  # lines cut into pieces or truncated that are named as they are met (all are counted at the end)
@@ -580,7 +580,7 @@ def _dtype(name: str, device: torch.device) -> torch.dtype:
 def _backend_and_dtype(args, model, tokenizer, device: torch.device) -> tuple[str, str]:
     """The backend and dtype this run takes (`backend_choice.resolve`: auto measured once and remembered; the default
     float32 on the backend remembered as fastest, named in one line); `BackendError` (bad input) when it cannot run."""
-    from .backend_choice import resolve
+    from ..export.backend_choice import resolve
 
     def torch_reason(name: str) -> str | None:
         try:
@@ -601,7 +601,7 @@ def _embedder(args, model, tokenizer, device: torch.device):
     (`backends.GraphEmbedder`, exported once), or the model itself (`Embedder`: quantized for int8, autocast for
     bfloat16 and float16, with its token cache). After the settings are recorded: int8 changes the weights."""
     if backend_row(args.backend).graph:
-        from .backends import graph_embedder
+        from ..export.backends import graph_embedder
 
         return graph_embedder(args.backend, args.dtype, model, tokenizer, args.mode, args.model)
     dtype = _dtype(args.dtype, device)

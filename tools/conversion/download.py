@@ -29,9 +29,9 @@ from huggingface_hub import constants
 from huggingface_hub.utils import get_session
 from huggingface_hub.utils import tqdm as hf_tqdm
 
-from .core.errors import InputError
-from .core.interrupts import Interrupted
-from .core.published_models import (
+from ..core.errors import InputError
+from ..core.interrupts import Interrupted
+from ..core.published_models import (
     BASE_URL_ENV,
     CACHE_ENV,
     DEFAULT_BASE_URL,

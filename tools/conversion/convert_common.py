@@ -26,14 +26,14 @@ from elmo_hf.modeling_elmo.configuration_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import check_word_split
 
-from .core.errors import InputError, writing
-from .core.interrupts import Interrupted, written_whole
-from .core.output_paths import as_ordinary, paths_within
-from .model_card import render_model_card
+from ..core.errors import InputError, writing
+from ..core.interrupts import Interrupted, written_whole
+from ..core.output_paths import as_ordinary, paths_within
+from ..hub.model_card import render_model_card
 
 logger = logging.getLogger(__name__)
 # What a conversion command says without --verbose: where it wrote the model, and advice a user can act on.
-notice = logging.getLogger("elmo_hf.tools.convert")
+notice = logging.getLogger("elmo_hf.tools.conversion.convert")
 
 # The files every converted folder holds, so that remote code loads it where this project is not installed.
 REQUIRED_FILES = (

@@ -37,6 +37,7 @@ import torch
 from elmo_hf.modeling_elmo.configuration_elmo import ElmoConfig
 from elmo_hf.tokenization import ElmoManyLangsTokenizer
 
+from ..core.interrupts import Interrupted
 from .convert_common import (
     ConversionError,
     build_model,
@@ -45,7 +46,6 @@ from .convert_common import (
     notice,
     write_converted,
 )
-from .core.interrupts import Interrupted
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,7 @@
 """`--do_predict`: the labels of a file of new sentences from a fine-tuned head, written whole or not at all.
 
-What the file holds and what is written for it is the task's (its module's `read_test_file` and `prediction_lines`:
-`train/tasks/`); the argmax of a batch of sentences or words, and the writing,
-are here.
+What the file holds and what is written for it is the task's (the `read_test_file` and `prediction_lines` methods of
+its `Task`); the argmax of a batch of sentences or words, and the writing, which every task shares, are here.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import torch
 
 from elmo_hf.tools.core.output_paths import as_ordinary
 
-from .finetune_data import read_input_file
+from .common_data import read_input_file
 
 logger = logging.getLogger(__name__)
 

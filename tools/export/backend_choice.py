@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.backend_registry import AUTO, AUTOMATIC_BACKENDS, DEFAULT, backend_row
 from .backends import unavailable_reason
-from .core.backend_registry import AUTO, AUTOMATIC_BACKENDS, DEFAULT, backend_row
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class Choice:
 
 
 def memory_path() -> Path:
-    from .download import default_cache_dir
+    from ..conversion.download import default_cache_dir
 
     return default_cache_dir() / MEMORY_NAME
 

@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .download import default_cache_dir
-from .embed_io import weights_fingerprint
+from ..conversion.download import default_cache_dir
+from ..loading import weights_fingerprint
 from .export_module import ExportableElmo
 
 logger = logging.getLogger(__name__)
@@ -332,9 +332,9 @@ def _head_task(name: str) -> str | None:
 def run(options, guard=None) -> Path:
     """`elmo-export MODEL [--output OUT.onnx]` (`export_options.ExportOptions`): the graph written, or found up to
     date; `InputError` for a bad model, output or a missing package, `RunFailed` for a graph that fails its check."""
-    from .core.errors import InputError, RunFailed, writing
-    from .core.output_paths import check_writable_file
-    from .loading import load_elmo
+    from ..core.errors import InputError, RunFailed, writing
+    from ..core.output_paths import check_writable_file
+    from ..loading import load_elmo
 
     log = logging.getLogger("elmo-export")
     missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]
