@@ -73,10 +73,27 @@ def write(folder: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
      "train.tsv: line 3 has 3 tab-separated fields, the header line names 2 ('label', 'text'): the fields beyond "
      "would be dropped ('film'); write the tab inside a text as a space, or name the extra column in the header "
      "line"),
+    # issue 55, case 7: a hint that, followed, dropped the first example or the second sentence
+    ("headerless, short label and text", "pos\tgood film\nneg\tbad film\npos\tfine film\n",
+     "train.tsv: the first line ('pos', 'good film') is an example, not column names: its 'pos' is also a value of "
+     "that column at line 3; name the columns in order with --column_names (e.g. --column_names label,text)"),
+    ("two text columns the readers do not know", "query\ttitle\tlabel\nhow old is Ada\tAda's age\t1\n"
+                                                 "where is Rome\tAda's home\t0\n",
+     "2 columns hold text ('query', 'title'): for sentence pairs give both, --text_column query --text_pair_column "
+     "title; for single sentences, --text_column query"),
 ])
 def test_rows_that_trained_silently_are_refused_naming_their_line(tmp_path, case, train, says):
     path = write(tmp_path, "train.tsv", train)
     refused(CLASSIFY, [*ONE_STEP, "--train_file", path, "--output_dir", tmp_path / "out"], tmp_path, says)
+
+
+def test_a_column_named_by_a_value_of_the_first_line_is_refused_not_a_row_dropped(tmp_path):
+    """--label_column pos on a file without a header line would take its first example for the header (47 of 48
+    rows trained, without a word): refused, with the --column_names that reads every row."""
+    path = write(tmp_path, "train.tsv", "pos\tgood film\nneg\tbad film\npos\tfine film\n")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", path, "--label_column", "pos", "--output_dir", tmp_path / "out"],
+            tmp_path, "--label_column pos would take it for the header and leave that example out; name the columns "
+                      "in order with --column_names (e.g. --column_names label,text)")
 
 
 def test_a_label_only_the_validation_file_has_is_refused_and_a_tag_too(tmp_path):
