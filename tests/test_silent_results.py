@@ -200,6 +200,39 @@ def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words
     assert texts == ["une crème brûlée", "un café naïf"]
 
 
+GREEK = "Άθήνα είναι η πρωτεύουσα\nτης Ελλάδας\n"
+MIXED = "un café\nle thé\n".encode() + "une crème brûlée\n".encode("latin-1") + "ça va\n".encode()
+
+
+@pytest.mark.parametrize("case, data, says", [  # issue 55, case 7: hints that misread the rest of the file
+    ("UTF-8 with one Latin-1 line", MIXED,
+     "line 3, byte 7 of the line (0xe8) is not valid utf-8; the file is UTF-8 but for line 3 (it reads as cp1252: "
+     "'crème brûlée'): another --encoding would misread its 3 UTF-8 lines beyond ASCII; write that line in UTF-8, or "
+     "leave it out with --encoding_errors skip"),
+    ("ISO-8859-7 Greek (its Ά is cp1253's ¶)", GREEK.encode("iso8859_7"),
+     "is not valid utf-8; the file reads as iso8859_7: --encoding iso8859_7"),
+    ("UTF-16 with its byte-order mark", "the bank\nraised rates\n".encode("utf-16"),
+     "is UTF-16 text (it starts with its byte-order mark), which is not read line by line: convert it to UTF-8 first, "
+     "for example: iconv -f utf-16 -t utf-8"),
+])
+def test_an_encoding_hint_names_what_the_bytes_are(tmp_path, case, data, says):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(data)
+    before = folder_state(tmp_path)
+    result = run_cli("elmo-embed", [corpus, tmp_path / "out.h5", "--model", "tiny", "--quiet"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert says in result.stderr.splitlines()[-1] and folder_state(tmp_path) == before, result.stderr[-3000:]
+
+
+def test_utf_8_sig_is_an_encoding_and_reads_the_file(tmp_path):
+    """--encoding utf-8-sig was refused as not read line by line (its encoder writes a byte-order mark first)."""
+    from elmo_hf.tools.core.text_files import checked_encoding, iter_lines
+
+    corpus = tmp_path / "bom.txt"
+    corpus.write_bytes("\ufeffun café\nle thé\n".encode())
+    assert list(iter_lines(corpus, checked_encoding("utf-8-sig"))) == ["un café", "le thé"]
+
+
 def test_each_file_of_a_run_has_its_own_encoding(tmp_path):
     """A GBK training file with a UTF-8 validation file: --encoding gbk alone is refused for the validation file, with
     the per-file option in the hint; --validation_encoding reads each right, and the words of a GBK test file come
