@@ -93,7 +93,7 @@ def test_a_column_named_by_a_value_of_the_first_line_is_refused_not_a_row_droppe
     path = write(tmp_path, "train.tsv", "pos\tgood film\nneg\tbad film\npos\tfine film\n")
     refused(CLASSIFY, [*ONE_STEP, "--train_file", path, "--label_column", "pos", "--output_dir", tmp_path / "out"],
             tmp_path, "--label_column pos would take it for the header and leave that example out; name the columns "
-                      "in order with --column_names (e.g. --column_names label,text)")
+                      "in order with --column_names in place of --label_column pos (e.g. --column_names label,text)")
 
 
 def test_a_label_only_the_validation_file_has_is_refused_and_a_tag_too(tmp_path):
@@ -137,7 +137,7 @@ def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_traini
     (CLASSIFY, 0, "--max_seq_length 0 leaves no room for words: <S> and </S> take 2 tokens; give at least 3"),
     (CLASSIFY, 2, "--max_seq_length 2 leaves no room for words"),
     (ANSWER, 6, "--max_seq_length 6 leaves no room for the passage beside question 'q1' (5 words, and 4 <S>/</S>): "
-                "give at least 10"),
+                "give at least 42 (with --doc_stride 32)"),
 ])
 def test_a_max_seq_length_without_room_for_words_is_one_line(tmp_path, task, length, says):
     train = write(tmp_path, "train.tsv", SENTENCES) if task == CLASSIFY else squad_file(tmp_path)

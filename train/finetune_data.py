@@ -24,9 +24,13 @@ from pathlib import Path
 
 from elmo_hf.tools.core.errors import InputError
 from elmo_hf.tools.core.text_files import check_decodes
-
-from elmo_hf.train.table_header import (header_values_below, headerless_message, pair_hint, suggested_column_names,
-                           text_like_columns)
+from elmo_hf.train.table_header import (
+    header_values_below,
+    headerless_message,
+    pair_hint,
+    suggested_column_names,
+    text_like_columns,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -47,8 +47,10 @@ def headerless_message(columns: Sequence, found: dict[str, int], suggestion: str
     name, line = next(iter(found.items()))
     shown = ", ".join(repr(c) for c in list(columns)[:4] if c is not None)
     drop = f"{named} would take it for the header and leave that example out; " if named else ""
+    instead = f" in place of {named}" if named else ""
     return (f"the first line ({shown}) is an example, not column names: its {name!r} is also a value of that column "
-            f"at line {line}; {drop}name the columns in order with --column_names (e.g. --column_names {suggestion})")
+            f"at line {line}; {drop}name the columns in order with --column_names{instead} (e.g. --column_names "
+            f"{suggestion})")
 
 
 def text_like_columns(rows: Sequence[dict], columns: Sequence, exclude: Sequence = ()) -> list[str]:
