@@ -145,6 +145,10 @@ CASES = {
     "tags the CRF forbids": Case("sentence 2 of --train_file {input} starts with I-PER, which BIO tags forbid",
                                  input="EU B-ORG\nrejects O\n\nPeter I-PER\nBlackburn I-PER\n",
                                  extra=("--crf", "true")),
+    # issue 55: the CRF read lowercase tags as a scheme of no rules while the scorer read them as IOB
+    "lowercase tags the CRF forbids": Case("sentence 2 of --train_file {input} starts with i-per, which BIO tags "
+                                           "forbid", input="EU b-org\nrejects o\n\nPeter i-per\nBlackburn i-per\n",
+                                           extra=("--crf", "true")),
     # question answering's files
     "not SQuAD JSON": Case("is neither SQuAD JSON", input='{"questions": []}'),
     # the output belongs to one run (elmo_hf.tools.core.output_folders)
@@ -178,8 +182,8 @@ NOT_APPLICABLE = {
     **{(command, "nothing to train"): f"{command} trains nothing"
        for command in ("elmo-embed", "elmo-analyze", "elmo-convert", "elmo-app")},
     ("elmo-convert", "non-positive number"): "elmo-convert takes no number",
-    **{(command, "tags the CRF forbids"): f"{command} has no CRF" for command in COMMANDS
-       if command != "elmo-finetune-ner"},
+    **{(command, case): f"{command} has no CRF" for command in COMMANDS if command != "elmo-finetune-ner"
+       for case in ("tags the CRF forbids", "lowercase tags the CRF forbids")},
     **{(command, case): f"{command} reads no SQuAD file" for command in COMMANDS if command != "elmo-finetune-qa"
        for case in QA_CASES},
     **{(command, case): f"{command} writes a folder, never over a file"

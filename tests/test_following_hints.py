@@ -121,6 +121,12 @@ ROWS = {
         ("tools/core/text_files.py: --<option>",), "elmo-embed", {"corpus.txt": MIXED}, EMBED,
         "the file is UTF-8 but for line 3", ("--encoding_errors", "skip"),
         embedded(["un", "café"], ["le", "thé"], ["ça", "va"])),
+    "tags the CRF's scheme forbids": Row(
+        ("train/tasks/token_classification.py: --crf_constraints",), "elmo-finetune-ner",
+        {"train.conll": b"EU B-ORG\nrejects O\n\nPeter I-PER\nBlackburn I-PER\n"},
+        (*ONE_STEP, "--train_file", "{dir}/train.conll", "--output_dir", "{dir}/out", "--crf", "true"),
+        "which BIO tags forbid; give IOB2 or BIOES tags, or --crf_constraints none (IOB1 tags)",
+        ("--crf_constraints", "none"), trained_on(2)),
     "output folder of another run": Row(
         ("tools/core/output_folders.py: --<option> --<overwrite_option>",), CLASSIFY,
         {"train.tsv": b"label\ttext\n1\tgood film\n0\tbad film\n"},
@@ -226,7 +232,7 @@ EXEMPT = {
         "train/finetune_run.py: --max_steps --num_train_epochs", "train/pretrain_args.py: --max_steps "
         "--num_train_epochs", "train/pretrain_args.py: --unroll_steps", "train/squad_metrics.py: --scoring",
         "train/tasks/question_answering.py: --doc_stride", "train/tasks/sequence_classification.py: --problem_type",
-        "train/tasks/token_classification.py: --crf_constraints", "train/tasks/token_classification.py: --test_format",
+        "train/tasks/token_classification.py: --test_format",
         "train/time_budget.py: --<option>", "train/tasks/semantic_role_labeling.py: --predicate_column",
         "tools/onnx_export.py: --output", "tools/core/output_paths.py: --<option>", "train/finetune_run.py: --help",
         "train/pretrain_run.py: --per_device_batch_size --unroll_steps",
