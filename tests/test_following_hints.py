@@ -73,6 +73,18 @@ def embedded(*lines: list[str]) -> Callable[[Path], None]:
     return check
 
 
+def _predicted(folder: Path, lines: int) -> None:
+    """The classifier's rerun labelled `lines` examples (predictions.txt: a header line, then one a line)."""
+    written = (folder / "out" / "predictions.txt").read_text(encoding="utf-8").splitlines()
+    assert len([line for line in written if line.strip()]) in (lines, lines + 1), written
+
+
+def _pair_head(folder: Path) -> None:
+    """A pair classifier trained for a step on train.tsv, saved in pairs/."""
+    done = run_cli(CLASSIFY, [*ONE_STEP, "--train_file", folder / "train.tsv", "--output_dir", folder / "pairs"])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def _output_of_another_run(folder: Path) -> None:
     (folder / "out").mkdir()
     (folder / "out" / "eval_results.json").write_text("{}")
@@ -89,6 +101,10 @@ MIXED = "un café\nle thé\n".encode() + "une crème brûlée\n".encode("latin-1
 SQUAD = json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{
     "context": "Ada was born in Lisbon .", "qas": [{"id": "q1", "question": "Where was Ada born ?",
                                                  "answers": [{"text": "Lisbon", "answer_start": 16}]}]}]}]}).encode()
+SQUAD_NO_ANSWER = json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{
+    "context": "Ada was born in Lisbon .", "qas": [
+        {"id": "q1", "question": "Where was Ada born ?", "answers": [{"text": "Lisbon", "answer_start": 16}]},
+        {"id": "q2", "question": "When was Ada born ?", "answers": []}]}]}]}).encode()
 
 ROWS = {
     "a file without a header line": Row(
@@ -127,6 +143,24 @@ ROWS = {
         (*ONE_STEP, "--train_file", "{dir}/train.conll", "--output_dir", "{dir}/out", "--crf", "true"),
         "which BIO tags forbid; give IOB2 or BIOES tags, or --crf_constraints none (IOB1 tags)",
         ("--crf_constraints", "none"), trained_on(2)),
+    "a question without answers": Row(
+        ("train/squad_data.py: --version_2_with_negative",), "elmo-finetune-qa", {"train.json": SQUAD_NO_ANSWER},
+        (*ONE_STEP, "--train_file", "{dir}/train.json", "--output_dir", "{dir}/out"),
+        "or --version_2_with_negative true to read questions without answers as unanswerable",
+        ("--version_2_with_negative", "true"), trained_on(2)),  # both questions, the second unanswerable
+    "a data file without a text column": Row(
+        ("tools/embed_io.py: --text_column",), "elmo-embed",
+        {"corpus.jsonl": b'{"sentence": "the bank ."}\n{"sentence": "rates rose ."}\n'},
+        ("{dir}/corpus.jsonl", *EMBED[1:]), "has no column 'text'; it has ['sentence'] (--text_column)",
+        ("--text_column", "sentence"), embedded(["the", "bank", "."], ["rates", "rose", "."])),
+    "a pair head given one text column to predict": Row(  # predicting only: the option names the test file's
+        ("train/tasks/sequence_classification.py: --text_pair_column",), CLASSIFY,
+        {"train.tsv": b"label\ttext\ttext_pair\n1\tA man sleeps .\tA man rests .\n0\tA man sleeps .\tA man runs .\n",
+         "test.tsv": b"text\tsecond\nA man sleeps .\tA man rests .\nA dog barks .\tA dog sleeps .\n"},
+        (*ONE_STEP, "--model_name_or_path", "{dir}/pairs", "--do_predict", "--test_file", "{dir}/test.tsv",
+         "--output_dir", "{dir}/out"),
+        "(with a header naming both sentences' columns, or --text_pair_column)", ("--text_pair_column", "second"),
+        lambda folder: _predicted(folder, 2), before=lambda folder: _pair_head(folder)),
     "output folder of another run": Row(
         ("tools/core/output_folders.py: --<option> --<overwrite_option>",), CLASSIFY,
         {"train.tsv": b"label\ttext\n1\tgood film\n0\tbad film\n"},
@@ -271,11 +305,12 @@ EXEMPT = {
                      "tools/embed.py: --dtype", "tools/loading.py: --<option>"], DEVICE),
     "tools/embed_io.py: --encoding": "not reached: text_files' line-by-line check names the line first (a "
                                      "fallback for an encoding that decodes otherwise in blocks)",
+    "train/tasks/sequence_classification.py: --train_file": "a test file of single sentences for a pair head in a "
+                                                            "run that trains: the hint renames its column, no option "
+                                                            "(tests/test_silent_results.py)",
     "tools/embed.py: --encoding --encoding_errors": "every line left out by --encoding_errors skip: the rerun gives "
                                                     "--encoding (tests/test_bad_inputs.py 'every line left out')",
     **dict.fromkeys([
-        "tools/embed_io.py: --text_column", "train/squad_data.py: --version_2_with_negative",
-        "train/tasks/sequence_classification.py: --text_pair_column",
         "train/tasks/token_classification.py: --train_file --word_split"], NOT_YET),
     "tools/core/output_folders.py: --<option>": "a folder another run is writing (the rerun waits for it: "
                                                 "tests/test_bad_inputs.py 'output locked by another run'), or one "

@@ -133,6 +133,17 @@ def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_traini
                               "sentences")
 
 
+def test_a_pair_head_trained_in_the_run_is_told_to_name_the_test_files_column_as_the_training_files(tmp_path):
+    """--text_pair_column names the column in every file of a run: hinted for a test file whose second column has
+    another name, it refused the training file ('no text_pair column'); the hint names the header instead."""
+    pairs = write(tmp_path, "pairs.tsv", PAIRS)
+    test = write(tmp_path, "test.tsv", "text\tsecond\nA man sleeps .\tA man rests .\n")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", pairs, "--test_file", test, "--output_dir", tmp_path / "out"],
+            tmp_path, "the head classifies pairs of sentences, the file holds single sentences; give a file of pairs "
+                      "of sentences (its second sentence's column named as a pair's second column is in --train_file: "
+                      "text_pair, sentence2")
+
+
 @pytest.mark.parametrize("task, length, says", [
     (CLASSIFY, 0, "--max_seq_length 0 leaves no room for words: <S> and </S> take 2 tokens; give at least 3"),
     (CLASSIFY, 2, "--max_seq_length 2 leaves no room for words"),

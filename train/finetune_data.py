@@ -122,7 +122,8 @@ def _pair_columns(columns: list, text_column: str | None, pair_column: str | Non
         found = [(a, b) for a, b in PAIR_COLUMNS if a in columns and b in columns and text_column in (None, a)]
         return found[0] if found else None
     _pick(columns, pair_column, (), "text_pair", path)  # refuses a column that is not there
-    first = text_column or next((a for a, b in PAIR_COLUMNS if b == pair_column and a in columns), None)
+    first = text_column or next((a for a, b in PAIR_COLUMNS if b == pair_column and a in columns), None) or \
+        next((c for c in TEXT_COLUMNS if c in columns and c != pair_column), None)  # "text" beside any second one
     if first is None:
         raise ValueError(f"{path}: cannot tell the first sentence's column among {columns}; name it with --text_column")
     return _pick(columns, first, (), "text", path), pair_column
