@@ -46,6 +46,7 @@ class Row:
     check: Callable[[Path], None]
     before: Callable[[Path], None] | None = field(default=None)  # sets the folder up beyond `files`
     drop: tuple[str, ...] = ()  # options of `args` (with their value) that the line says to give in place of
+    needs: str | None = None  # an optional package the rerun needs (skipped without it)
 
 
 def results(folder: Path, name: str = "out") -> dict:
@@ -77,6 +78,12 @@ def _predicted(folder: Path, lines: int) -> None:
     """The classifier's rerun labelled `lines` examples (predictions.txt: a header line, then one a line)."""
     written = (folder / "out" / "predictions.txt").read_text(encoding="utf-8").splitlines()
     assert len([line for line in written if line.strip()]) in (lines, lines + 1), written
+
+
+def _split_saved(folder: Path, split: str, samples: int) -> None:
+    """The tagger's rerun trained on `samples` sentences and saved the word split it names for the text it reads."""
+    trained_on(samples)(folder)
+    assert json.loads((folder / "out" / "tokenizer_config.json").read_text())["word_split"] == split
 
 
 def _pair_head(folder: Path) -> None:
@@ -161,6 +168,12 @@ ROWS = {
          "--output_dir", "{dir}/out"),
         "(with a header naming both sentences' columns, or --text_pair_column)", ("--text_pair_column", "second"),
         lambda folder: _predicted(folder, 2), before=lambda folder: _pair_head(folder)),
+    "a word split that cuts the file's words": Row(
+        ("train/tasks/token_classification.py: --train_file --word_split",), "elmo-finetune-ner",
+        {"train.conll": "北京 B-LOC\n是 O\n首都 O\n\n上海 B-LOC\n很 O\n大 O\n".encode()},
+        (*ONE_STEP, "--train_file", "{dir}/train.conll", "--output_dir", "{dir}/out", "--word_split", "punctuation"),
+        "--word_split jieba cuts text as the file does", ("--word_split", "jieba"), lambda folder: _split_saved(
+            folder, "jieba", 2), needs="jieba"),
     "output folder of another run": Row(
         ("tools/core/output_folders.py: --<option> --<overwrite_option>",), CLASSIFY,
         {"train.tsv": b"label\ttext\n1\tgood film\n0\tbad film\n"},
@@ -191,6 +204,8 @@ def _args(args: tuple[str, ...], folder: Path, drop: tuple[str, ...] = ()) -> li
 @pytest.mark.parametrize("name", ROWS)
 def test_a_hint_followed_gives_the_right_run(name, tmp_path):
     row = ROWS[name]
+    if row.needs:
+        pytest.importorskip(row.needs, reason=f"the rerun needs {row.needs}, an optional package")
     for file_name, data in row.files.items():
         (tmp_path / file_name).write_bytes(data)
     if row.before:
@@ -253,7 +268,6 @@ TOGETHER = "names options that do not go together: the rerun leaves one of them 
 OWNED = ("an earlier run's output: --overwrite replaces it (the rows 'embed output exists' and 'output folder of "
          "another run'), --resume continues it (tests/test_embed.py, tests/test_pretrain.py)")
 DEVICE = "a device or dtype this machine does not have: the rerun names another device (tests/test_backend_registry.py)"
-NOT_YET = "a hint about the data whose rerun is not a row yet (issue 55, to do)"
 EXEMPT = {
     **dict.fromkeys([
         "tokenization/word_splits_elmo.py: --<option>", "tools/analysis.py: --max_lines", "tools/analysis.py: "
@@ -310,8 +324,6 @@ EXEMPT = {
                                                             "(tests/test_silent_results.py)",
     "tools/embed.py: --encoding --encoding_errors": "every line left out by --encoding_errors skip: the rerun gives "
                                                     "--encoding (tests/test_bad_inputs.py 'every line left out')",
-    **dict.fromkeys([
-        "train/tasks/token_classification.py: --train_file --word_split"], NOT_YET),
     "tools/core/output_folders.py: --<option>": "a folder another run is writing (the rerun waits for it: "
                                                 "tests/test_bad_inputs.py 'output locked by another run'), or one "
                                                 "that holds the run's own inputs (the rerun names another folder)",
