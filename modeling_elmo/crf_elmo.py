@@ -26,13 +26,15 @@ SCHEMES = ("auto", "bio", "bioes", "none")
 
 
 def _split_label(label: str) -> tuple[str, str | None]:
-    """("B", "PER") of "B-PER"; ("O", None) of "O"; ("", label) of a label of no scheme."""
+    """("B", "PER") of "B-PER"; ("O", None) of "O"; ("", label) of a label of no scheme. Read as the entity scorer
+    (train/tasks/common_data.py `_split_tag`) and the tag readers read tags: the prefix and O in either case ("b-per",
+    "o"), "_" as well as "-" after it, and BILOU's L and U as BIOES's E and S; a lowercase file was otherwise a
+    scheme of no rules ("none"), so that --crf's constraints and their check silently did nothing."""
     label = str(label)
-    if label == "O":
+    if label in ("O", "o"):
         return "O", None
-    prefix, dash, kind = label.partition("-")
-    if dash and prefix in ("B", "I", "E", "S") and kind:
-        return prefix, kind
+    if len(label) > 2 and label[1] in "-_" and label[0] in "BIESLUbieslu":
+        return {"L": "E", "U": "S"}.get(label[0].upper(), label[0].upper()), label[2:]
     return "", label
 
 

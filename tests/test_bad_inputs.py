@@ -145,6 +145,10 @@ CASES = {
     "tags the CRF forbids": Case("sentence 2 of --train_file {input} starts with I-PER, which BIO tags forbid",
                                  input="EU B-ORG\nrejects O\n\nPeter I-PER\nBlackburn I-PER\n",
                                  extra=("--crf", "true")),
+    # issue 55: the CRF read lowercase tags as a scheme of no rules while the scorer read them as IOB
+    "lowercase tags the CRF forbids": Case("sentence 2 of --train_file {input} starts with i-per, which BIO tags "
+                                           "forbid", input="EU b-org\nrejects o\n\nPeter i-per\nBlackburn i-per\n",
+                                           extra=("--crf", "true")),
     # question answering's files
     "not SQuAD JSON": Case("is neither SQuAD JSON", input='{"questions": []}'),
     # the output belongs to one run (elmo_hf.tools.core.output_folders)
@@ -178,8 +182,8 @@ NOT_APPLICABLE = {
     **{(command, "nothing to train"): f"{command} trains nothing"
        for command in ("elmo-embed", "elmo-analyze", "elmo-convert", "elmo-app")},
     ("elmo-convert", "non-positive number"): "elmo-convert takes no number",
-    **{(command, "tags the CRF forbids"): f"{command} has no CRF" for command in COMMANDS
-       if command != "elmo-finetune-ner"},
+    **{(command, case): f"{command} has no CRF" for command in COMMANDS if command != "elmo-finetune-ner"
+       for case in ("tags the CRF forbids", "lowercase tags the CRF forbids")},
     **{(command, case): f"{command} reads no SQuAD file" for command in COMMANDS if command != "elmo-finetune-qa"
        for case in QA_CASES},
     **{(command, case): f"{command} writes a folder, never over a file"
@@ -337,3 +341,39 @@ def test_an_unreadable_input_is_bad_input_not_a_failed_write(command, tmp_path, 
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1].endswith(f"input {corpus} cannot be read (permission denied)")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+
+
+@contextlib.contextmanager
+def _held_by_another_process(folder: Path, command: str):
+    """`folder`'s run lock, held by another process (a running `command`) for the block: a lock this process takes
+    itself counts as its own run's."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pathlib import Path; from elmo_hf.tools.core.output_folders import run_lock\n"
+            f"with run_lock(Path({str(folder)!r}), {command!r}):\n    print('held', flush=True); sys.stdin.read()")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+@pytest.mark.parametrize("command", ["elmo-embed", "elmo-analyze"])
+def test_a_command_writing_inside_a_folder_another_run_writes_is_refused(command, tmp_path):
+    """Issue 55, case 6: elmo-embed wrote its file into the folder of a running fine-tuning run (both exit 0), while
+    the other order was refused. A run now refuses a path inside a folder another run holds, naming the holder."""
+    corpus, run = tmp_path / "in.txt", tmp_path / "run"
+    corpus.write_text(GOOD_TEXT)
+    run.mkdir()
+    argv = [corpus, run / "vectors.h5", "--model", "tiny", "--quiet"] if command == "elmo-embed" else \
+        [corpus, "--model", "tiny", "--output_dir", run / "analysis", "--quiet", "--min_count", "2"]
+    with _held_by_another_process(run, "elmo-finetune-classification") as pid:
+        done = run_cli(command, argv)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"is inside {run}, which another run is writing (elmo-finetune-classification, process {pid}" in \
+        done.stderr.splitlines()[-1], done.stderr[-3000:]
+    assert sorted(path.name for path in run.iterdir()) == []
+    assert run_cli(command, argv).returncode == 0  # the run over, the same command writes there

@@ -133,6 +133,10 @@ def test_constrained_decoding_never_takes_a_forbidden_transition(labels, scheme)
 def test_schemes_and_transition_rules_from_label_names():
     assert scheme_of(BIO) == "bio" and scheme_of(BIOES) == "bioes" and scheme_of(["LABEL_0", "LABEL_1"]) == "none"
     assert scheme_of(["O", "B-PER", "NOUN"]) == "none" and scheme_of(BIO, "none") == "none"
+    # tags read as the entity scorer reads them: either case, "_" after the prefix, BILOU's L and U
+    lower = [label.lower() for label in BIO]
+    assert scheme_of(lower) == "bio" and allowed_transitions(lower) == allowed_transitions(BIO)
+    assert scheme_of(["O", "U_PER", "B_LOC", "L_LOC"]) == "bioes"
     start, follow, end = allowed_transitions(BIO)
     assert start == [True, True, False, True, False] and end == [True] * 5
     names = {(a, b): follow[i][j] for i, a in enumerate(BIO) for j, b in enumerate(BIO)}

@@ -414,3 +414,35 @@ def test_a_deployment_without_torch_gives_the_same_vectors(clipped_dir, tmp_path
         batch = tokenizer([sentence], return_tensors="pt")
         expected = reference_layers(model, batch["input_ids"], batch["attention_mask"])[0, :, 1:-1]
         assert_close(vectors, expected, PARITY_SCALED, sentence)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["export", "int8"])
+def test_an_interrupted_export_leaves_nothing(where, tmp_path, clipped_dir, monkeypatch):
+    """Ctrl-C during `elmo-export` (issue 55): while the graph is made (a new model folder), or while its int8 graph
+    is made (the module's model, its graph up to date). The model folder is as it was: no empty onnx/ folder (the
+    default output's), no partial file; exit status 130."""
+    import signal
+    from pathlib import Path
+
+    import onnxruntime.quantization
+
+    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.tools.core.interrupts import Interrupted
+
+    def interrupt(*args, **kwargs):
+        if where == "int8":  # the quantizer has begun writing its graph
+            Path(args[1]).write_bytes(b"half a graph")
+        raise Interrupted(signal.SIGINT)
+
+    if where == "export":  # a model without a graph yet: the default output's folder onnx/ is made for it
+        folder = tmp_path / "model"
+        clipped_model().save_pretrained(folder)
+        ElmoTokenizer().save_pretrained(folder)
+        monkeypatch.setattr(torch.onnx, "export", interrupt)
+    else:
+        folder = clipped_dir
+        monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", interrupt)
+    before = sorted(path.relative_to(folder) for path in folder.rglob("*"))
+    assert cli("elmo-export", [folder, *(["--int8"] if where == "int8" else [])]) == 130
+    assert sorted(path.relative_to(folder) for path in folder.rglob("*")) == before

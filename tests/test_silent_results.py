@@ -73,10 +73,27 @@ def write(folder: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
      "train.tsv: line 3 has 3 tab-separated fields, the header line names 2 ('label', 'text'): the fields beyond "
      "would be dropped ('film'); write the tab inside a text as a space, or name the extra column in the header "
      "line"),
+    # issue 55, case 7: a hint that, followed, dropped the first example or the second sentence
+    ("headerless, short label and text", "pos\tgood film\nneg\tbad film\npos\tfine film\n",
+     "train.tsv: the first line ('pos', 'good film') is an example, not column names: its 'pos' is also a value of "
+     "that column at line 3; name the columns in order with --column_names (e.g. --column_names label,text)"),
+    ("two text columns the readers do not know", "query\ttitle\tlabel\nhow old is Ada\tAda's age\t1\n"
+                                                 "where is Rome\tAda's home\t0\n",
+     "2 columns hold text ('query', 'title'): for sentence pairs give both, --text_column query --text_pair_column "
+     "title; for single sentences, --text_column query"),
 ])
 def test_rows_that_trained_silently_are_refused_naming_their_line(tmp_path, case, train, says):
     path = write(tmp_path, "train.tsv", train)
     refused(CLASSIFY, [*ONE_STEP, "--train_file", path, "--output_dir", tmp_path / "out"], tmp_path, says)
+
+
+def test_a_column_named_by_a_value_of_the_first_line_is_refused_not_a_row_dropped(tmp_path):
+    """--label_column pos on a file without a header line would take its first example for the header (47 of 48
+    rows trained, without a word): refused, with the --column_names that reads every row."""
+    path = write(tmp_path, "train.tsv", "pos\tgood film\nneg\tbad film\npos\tfine film\n")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", path, "--label_column", "pos", "--output_dir", tmp_path / "out"],
+            tmp_path, "--label_column pos would take it for the header and leave that example out; name the columns "
+                      "in order with --column_names in place of --label_column pos (e.g. --column_names label,text)")
 
 
 def test_a_label_only_the_validation_file_has_is_refused_and_a_tag_too(tmp_path):
@@ -116,11 +133,22 @@ def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_traini
                               "sentences")
 
 
+def test_a_pair_head_trained_in_the_run_is_told_to_name_the_test_files_column_as_the_training_files(tmp_path):
+    """--text_pair_column names the column in every file of a run: hinted for a test file whose second column has
+    another name, it refused the training file ('no text_pair column'); the hint names the header instead."""
+    pairs = write(tmp_path, "pairs.tsv", PAIRS)
+    test = write(tmp_path, "test.tsv", "text\tsecond\nA man sleeps .\tA man rests .\n")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", pairs, "--test_file", test, "--output_dir", tmp_path / "out"],
+            tmp_path, "the head classifies pairs of sentences, the file holds single sentences; give a file of pairs "
+                      "of sentences (its second sentence's column named as a pair's second column is in --train_file: "
+                      "text_pair, sentence2")
+
+
 @pytest.mark.parametrize("task, length, says", [
     (CLASSIFY, 0, "--max_seq_length 0 leaves no room for words: <S> and </S> take 2 tokens; give at least 3"),
     (CLASSIFY, 2, "--max_seq_length 2 leaves no room for words"),
     (ANSWER, 6, "--max_seq_length 6 leaves no room for the passage beside question 'q1' (5 words, and 4 <S>/</S>): "
-                "give at least 10"),
+                "give at least 42 (with --doc_stride 32)"),
 ])
 def test_a_max_seq_length_without_room_for_words_is_one_line(tmp_path, task, length, says):
     train = write(tmp_path, "train.tsv", SENTENCES) if task == CLASSIFY else squad_file(tmp_path)
@@ -181,6 +209,39 @@ def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words
 
     texts = [e["text"] for e in PARTS.read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
     assert texts == ["une crème brûlée", "un café naïf"]
+
+
+GREEK = "Άθήνα είναι η πρωτεύουσα\nτης Ελλάδας\n"
+MIXED = "un café\nle thé\n".encode() + "une crème brûlée\n".encode("latin-1") + "ça va\n".encode()
+
+
+@pytest.mark.parametrize("case, data, says", [  # issue 55, case 7: hints that misread the rest of the file
+    ("UTF-8 with one Latin-1 line", MIXED,
+     "line 3, byte 7 of the line (0xe8) is not valid utf-8; the file is UTF-8 but for line 3 (it reads as cp1252: "
+     "'crème brûlée'): another --encoding would misread its 3 UTF-8 lines beyond ASCII; write that line in UTF-8, or "
+     "leave it out with --encoding_errors skip"),
+    ("ISO-8859-7 Greek (its Ά is cp1253's ¶)", GREEK.encode("iso8859_7"),
+     "is not valid utf-8; the file reads as iso8859_7: --encoding iso8859_7"),
+    ("UTF-16 with its byte-order mark", "the bank\nraised rates\n".encode("utf-16"),
+     "is UTF-16 text (it starts with its byte-order mark), which is not read line by line: convert it to UTF-8 first, "
+     "for example: iconv -f utf-16 -t utf-8"),
+])
+def test_an_encoding_hint_names_what_the_bytes_are(tmp_path, case, data, says):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(data)
+    before = folder_state(tmp_path)
+    result = run_cli("elmo-embed", [corpus, tmp_path / "out.h5", "--model", "tiny", "--quiet"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert says in result.stderr.splitlines()[-1] and folder_state(tmp_path) == before, result.stderr[-3000:]
+
+
+def test_utf_8_sig_is_an_encoding_and_reads_the_file(tmp_path):
+    """--encoding utf-8-sig was refused as not read line by line (its encoder writes a byte-order mark first)."""
+    from elmo_hf.tools.core.text_files import checked_encoding, iter_lines
+
+    corpus = tmp_path / "bom.txt"
+    corpus.write_bytes("\ufeffun café\nle thé\n".encode())
+    assert list(iter_lines(corpus, checked_encoding("utf-8-sig"))) == ["un café", "le thé"]
 
 
 def test_each_file_of_a_run_has_its_own_encoding(tmp_path):

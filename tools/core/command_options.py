@@ -36,6 +36,8 @@ def checked_encoding(name: str) -> str:
     except LookupError:
         raise argparse.ArgumentTypeError(f"unknown encoding {name!r} (Python's codec names: utf-8, gb18030, "
                                          "big5, shift_jis, latin-1, cp1252, ...)") from None
+    if info.name == "utf-8-sig":  # UTF-8 with a byte-order mark at the start, which reading removes
+        return info.name
     if not _splits_on_newline_byte(info.name):
         raise argparse.ArgumentTypeError(
             f"encoding {name!r} is not read line by line (a newline is not the byte 0x0a in it); convert the file "

@@ -22,7 +22,7 @@ _SAMPLE_BYTES = 1 << 14
 # encodings under their supersets' names (gb18030 reads GBK and GB2312, cp932 Shift-JIS, cp949 EUC-KR), then the
 # other single-byte pages.
 CANDIDATES = ("utf-8", "cp1252", "gb18030", "cp932", "cp949", "big5", "euc_jp", "cp1250", "cp1251", "cp1253",
-              "cp1254", "cp1257")
+              "iso8859_7", "cp1254", "cp1257")  # ISO-8859-7: Greek's other page (its Ά is cp1253's ¶)
 CJK_ENCODINGS = ("gb18030", "cp932", "cp949", "big5", "euc_jp")
 SURE = 0.75  # the best decoding is named alone at this plausibility or more ...
 MARGIN = 0.15  # ... when every other decoding is this much less plausible; those within it are listed beside it
@@ -60,15 +60,17 @@ class Reading:
     words: str
 
 
-def guess_encodings(path, bad_line: bytes = b"", exclude: str | None = None) -> list[Reading]:
+def guess_encodings(path, bad_line: bytes = b"", exclude: str | None = None,
+                    sample: bytes | None = None) -> list[Reading]:
     """The plausible encodings of the file at `path` (its start, and `bad_line`, the line that did not decode), best
     first: one when it is clearly best, several when they read alike, none when none reads as text. `exclude`: the
-    encoding that failed."""
-    try:
-        with open(path, "rb") as handle:
-            sample = handle.read(_SAMPLE_BYTES)
-    except OSError:
-        sample = b""
+    encoding that failed. `sample`: these bytes instead of the file's start."""
+    if sample is None:
+        try:
+            with open(path, "rb") as handle:
+                sample = handle.read(_SAMPLE_BYTES)
+        except OSError:
+            sample = b""
     if len(sample) == _SAMPLE_BYTES and b"\n" in sample:
         sample = sample[: sample.rindex(b"\n") + 1]  # no character cut in half at the end
     if bad_line not in sample:  # a line beyond the sample's end
@@ -92,6 +94,8 @@ def guess_encodings(path, bad_line: bytes = b"", exclude: str | None = None) -> 
         return []
     best = readings[0][0]
     close = [r for r in readings if r[0] >= max(UNLIKELY, best - MARGIN)][:3]
+    if len(close) > 1 and not _impossible(close[0][2]):  # of pages alike, one reads a symbol no text has (¶ for Ά)
+        close = [r for r in close if not _impossible(r[2])]
     if best >= SURE and len(close) == 1:
         return [Reading(close[0][1], min(best, 1.0), words_at(close[0][2], first_non_ascii(close[0][2])))]
     where = _first_difference([text for _, _, text in close])
@@ -126,6 +130,12 @@ def plausibility(text: str, encoding: str) -> float:
         frequent = sum(c in _FREQUENT[encoding] for c in cjk_characters) / max(1, len(cjk_characters))
         score *= 0.6 + 0.4 * min(1.0, frequent / 0.15)
     return score
+
+
+def _impossible(text: str) -> int:
+    """How many characters of `text` are beyond ASCII and neither letters, CJK, nor symbols that text has."""
+    return sum(not c.isascii() and not c.isalpha() and c not in _COMMON_SYMBOLS and _cjk(c, "gb18030") is None
+               for c in text)
 
 
 def _latin(c: str) -> bool:

@@ -86,14 +86,43 @@ def run_lock(folder: Path, command: str, option: str = "--output_dir") -> Iterat
     except OSError:  # a folder that takes no file: the run's own check says so
         yield
         return
+    held = Path(folder).absolute()
     try:
         info.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
                                     "started": time.strftime("%Y-%m-%d %H:%M:%S")}), encoding="utf-8")
+        _refuse_inside_another_run(held, folder, option)
+        _HELD.add(held)
         yield
     finally:
+        _HELD.discard(held)
         info.unlink(missing_ok=True)
         lock.release()
         path.unlink(missing_ok=True)
+
+
+# The folders this process's runs hold: a run inside one of them is this process's own (elmo-demo pretrains and
+# fine-tunes inside its folder), not another run's.
+_HELD: set[Path] = set()
+
+
+def _refuse_inside_another_run(held: Path, folder: Path, option: str) -> None:
+    """An `InputError` when a folder above `held` is being written by another run: elmo-embed writing its file into
+    a fine-tuning run's output folder was not refused, while the fine-tuning run, started second, is (it finds the
+    embedding's files there)."""
+    for above in held.parents:
+        path = lock_path(above)
+        if above in _HELD or above == above.parent or not path.exists():
+            continue
+        probe = FileLock(path, timeout=0)
+        try:
+            _acquire(probe, path)
+        except Timeout:
+            raise InputError(f"{option} {folder} is inside {above}, which another run is writing "
+                             f"({_holder(path.with_name(path.name + '.json'))}): wait for it to end, or give a path "
+                             "outside that folder") from None
+        except OSError:  # a lock file this process cannot open: not one a run of this user holds
+            continue
+        probe.release()  # nobody holds it: a lock file left by a run that is over
 
 
 def _refuse_removing_inputs(folder: Path, reads: Iterable[str | os.PathLike | None], option: str) -> None:

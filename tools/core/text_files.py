@@ -35,17 +35,25 @@ class UndecodableText(InputError):
     `option`: the option that names the file's encoding (a command that reads several files may have one each)."""
 
     def __init__(self, path: str | Path, line_number: int, error: UnicodeDecodeError, encoding: str,
-                 option: str = "--encoding"):
+                 option: str = "--encoding", errors_option: str | None = None):
         bad = error.object[error.start: error.start + 1]
         value = f" (0x{bad[0]:02x})" if bad else ""
+        hint = encoding_hint(path, bytes(error.object), encoding, option, errors_option)
         super().__init__(f"{path}: line {line_number}, byte {error.start + 1} of the line{value} is not valid "
-                         f"{encoding}; {encoding_hint(path, bytes(error.object), encoding, option)}")
+                         f"{encoding}; {hint}")
         self.path, self.line_number, self.byte = str(path), line_number, error.start + 1
 
 
-def encoding_hint(path: str | Path, bad_line: bytes, encoding: str, option: str = "--encoding") -> str:
+def encoding_hint(path: str | Path, bad_line: bytes, encoding: str, option: str = "--encoding",
+                  errors_option: str | None = None) -> str:
     """What to give `option` for the file at `path`, whose line `bad_line` did not decode in `encoding`: the
-    encoding it reads in, or the candidates with the words of the line as each reads them, or the usual ones."""
+    encoding it reads in, or the candidates with the words of the line as each reads them, or the usual ones. A
+    UTF-8 file with a few lines in another encoding is told so (`mixed_utf8_hint`): another encoding would misread
+    the rest. `errors_option`: the command's option that leaves undecodable lines out, if it has one."""
+    if _utf8_encoding(encoding):
+        mixed = mixed_utf8_hint(path, bad_line, option, errors_option)
+        if mixed:
+            return mixed
     readings = guess_encodings(path, bad_line, exclude=codecs.lookup(encoding).name)
     if len(readings) == 1:
         return f"the file reads as {readings[0].encoding}: {option} {readings[0].encoding}"
@@ -56,15 +64,63 @@ def encoding_hint(path: str | Path, bad_line: bytes, encoding: str, option: str 
     return f"give the file's encoding with {option} (gb18030 for simplified Chinese, big5 for traditional)"
 
 
+def mixed_utf8_hint(path: str | Path, bad_line: bytes, option: str, errors_option: str | None) -> str | None:
+    """For a file of UTF-8 lines beyond ASCII with some lines that are not UTF-8 (one Latin-1 line pasted into a
+    UTF-8 file): the lines that are not, how the first reads, and what to do; None when no line beyond ASCII is
+    UTF-8 (the whole file is in another encoding: `guess_encodings` names it)."""
+    good, bad = 0, []
+    try:
+        with open(path, "rb") as handle:
+            for number, (raw, _) in enumerate(raw_lines(handle), start=1):
+                if raw.isascii():
+                    continue
+                try:
+                    raw.decode("utf-8")
+                    good += 1
+                except UnicodeDecodeError:
+                    bad.append(number)
+    except OSError:
+        return None
+    if not good or not bad:
+        return None
+    readings = guess_encodings(path, bad_line, exclude="utf-8", sample=bad_line)
+    reads = f" (it reads as {readings[0].encoding}: {readings[0].words!r})" if readings else ""
+    more = f" and {len(bad) - 1} more (lines {', '.join(map(str, bad[1:4]))}{', ...' if len(bad) > 4 else ''})" \
+        if len(bad) > 1 else ""
+    skip = f", or leave {'it' if len(bad) == 1 else 'them'} out with {errors_option} skip" if errors_option else ""
+    return (f"the file is UTF-8 but for line {bad[0]}{more}{reads}: another {option} would misread its {good} UTF-8 "
+            f"lines beyond ASCII; write {'that line' if len(bad) == 1 else 'those lines'} in UTF-8{skip}")
+
+
+# The byte-order marks of the encodings that are not read line by line (a newline is not the byte 0x0a in them)
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+              (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def wide_encoding(path: str | Path) -> str | None:
+    """"utf-16" or "utf-32" for a file that starts with their byte-order mark (Windows' "Unicode" text), else None."""
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(4)
+    except OSError:
+        return None
+    return next((name for bom, name in _WIDE_BOMS if start.startswith(bom)), None)
+
+
 class BinaryText(UndecodableText):
     """A line holds a NUL byte, which no encoding read line by line puts in text: the file is binary."""
 
     def __init__(self, path: str | Path, line_number: int):
-        ValueError.__init__(self, f"{path}: line {line_number} holds a NUL byte: a binary file, not text")
+        wide = wide_encoding(path)
+        message = (f"{path} is {wide.upper()} text (it starts with its byte-order mark), which is not read line by "
+                   f"line: convert it to UTF-8 first, for example: iconv -f {wide} -t utf-8 {path} > {path}.utf8"
+                   if wide else f"{path}: line {line_number} holds a NUL byte: a binary file, not text")
+        ValueError.__init__(self, message)
         self.path, self.line_number, self.byte = str(path), line_number, None
 
 
-def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int, option: str = "--encoding") -> str:
+def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int, option: str = "--encoding",
+                errors_option: str | None = None) -> str:
     """One line's bytes as text (its line ending removed; a byte-order mark at the start of the file too).
     `option`: the option that names the file's encoding, for the hint of `UndecodableText`."""
     if b"\x00" in raw:
@@ -72,7 +128,7 @@ def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int, o
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as error:
-        raise UndecodableText(path, line_number, error, encoding, option) from None
+        raise UndecodableText(path, line_number, error, encoding, option, errors_option) from None
     if line_number == 1 and text.startswith(_BOM):
         text = text[1:]
     return text.rstrip("\r\n")
@@ -152,7 +208,8 @@ def _utf8_encoding(encoding: str) -> bool:
     return codecs.lookup(encoding).name in ("utf-8", "utf-8-sig", "ascii")
 
 
-def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, option: str = "--encoding") -> None:
+def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, option: str = "--encoding",
+                  errors_option: str | None = None) -> None:
     """Raises `UndecodableText` for the first line of `paths` that does not decode: one pass, nothing kept. `option`:
     the option that names their encoding. In a legacy `encoding`, a file that is valid UTF-8 beyond ASCII (which
     legacy text practically never is: `MisreadText`) or that decodes into C1 control characters (Windows' quotes read
@@ -162,7 +219,7 @@ def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, op
         maybe_utf8, first = legacy, None  # whether the file is still valid UTF-8; its first line beyond ASCII
         with reading(path), open(path, "rb") as handle:  # a file this process may not read: one line naming it
             for number, (raw, _) in enumerate(raw_lines(handle), start=1):
-                text = decode_line(raw, encoding, path, number, option)
+                text = decode_line(raw, encoding, path, number, option, errors_option)
                 if not legacy or raw.isascii():
                     continue
                 if _C1_CONTROLS.search(text):

@@ -25,7 +25,7 @@ from elmo_hf.tokenization import WordSplitError, check_word_split, split_name
 
 from ..core.early_checks import DATA_FILE_BUILDERS
 from ..core.errors import InputError, RunFailed
-from ..core.text_files import UndecodableText, check_decodes, raw_lines
+from ..core.text_files import BinaryText, UndecodableText, check_decodes, raw_lines, wide_encoding
 from ..loading import (
     ModelLoadError,
     weights_fingerprint,  # noqa: F401 (embed.py reads it from here)
@@ -97,6 +97,8 @@ def count_lines(path: Path, encoding: str | None = None, max_lines: int | None =
                 block = block[: cut + 1]
             if b"\x00" in block:  # no encoding read line by line puts a NUL in text: a binary file
                 line = count + block[: block.index(b"\x00")].count(b"\n") + 1
+                if wide_encoding(path):  # UTF-16/32 text: named, with the conversion (BinaryText's message)
+                    raise EmbedError(str(BinaryText(path, line)))
                 raise EmbedError(f"{path}: line {line} holds a NUL byte: a binary file, not text (a data file is read "
                                  "as a dataset: .jsonl, .csv, .parquet, or --text_column)")
             count += block.count(b"\n")
@@ -114,7 +116,7 @@ def _decode_or_name_the_line(decoder, block: bytes, path: Path, encoding: str, f
     try:
         decoder.decode(block, final=final)  # C speed on large blocks; the text is not kept
     except UnicodeDecodeError as error:
-        check_decodes(path, encoding)  # line by line: raises UndecodableText naming the line and the byte
+        check_decodes(path, encoding, errors_option="--encoding_errors")  # raises UndecodableText naming the line
         # not reached for the encodings text_files accepts, which decode the same line by line as in blocks
         raise EmbedError(f"{path} is not valid {encoding} ({error.reason}); give the file's encoding with "
                          "--encoding") from None
@@ -136,7 +138,8 @@ def read_text_lines(path: Path, max_chars: int, encoding: str, errors: str,
                 text = raw.decode(encoding, "ignore") if too_long and _valid_prefix(raw, encoding) else None
                 if text is None:
                     if errors == "strict":
-                        raise UndecodableText(path, line_no + 1, error, encoding) from None
+                        raise UndecodableText(path, line_no + 1, error, encoding,
+                                              errors_option="--encoding_errors") from None
                     counts.undecodable += 1
                     if errors == "skip":
                         yield line_no, None

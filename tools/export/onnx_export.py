@@ -121,8 +121,9 @@ def export_onnx(model, path: str | os.PathLike, check: bool = True) -> Path:
     input_ids, attention_mask = _example(model)
     batch, length = torch.export.Dim("batch"), torch.export.Dim("length")
     dynamic = {"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}}
+    made = _folders_to_make(path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=path.parent))
+    tmp, done = Path(tempfile.mkdtemp(prefix=".export-", dir=path.parent)), False
     try:
         graph = tmp / path.name
         with _quiet_exporter(), torch.no_grad():
@@ -136,10 +137,32 @@ def export_onnx(model, path: str | os.PathLike, check: bool = True) -> Path:
         if check:
             check_graph(graph, model)
         os.replace(graph, path)
-    finally:
+        done = True
+    finally:  # however it ends (a failed check, Ctrl-C): no partial file, and no folder made for the graph alone
         shutil.rmtree(tmp, ignore_errors=True)
+        if not done:
+            _remove_empty(made)
     logger.info("wrote the ONNX graph of the model to %s (opset %d)", path, OPSET)
     return path
+
+
+def _folders_to_make(folder: Path) -> list[Path]:
+    """The folders `folder.mkdir(parents=True)` would make, innermost first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove `folders` (innermost first) while each is empty: an interrupted export left the model folder's onnx/
+    behind, empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another run wrote there meanwhile), or gone: left as it is
+            return
 
 
 @contextlib.contextmanager
@@ -303,10 +326,13 @@ def quantize_int8_graph(graph: Path) -> Path:
     if target.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == made_as:
         return target
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with _quiet_exporter():
-        quantize_dynamic(str(graph), str(tmp), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"],
-                         reduce_range=made_as["reduce_range"], extra_options={"EnableSubgraph": True})
-    os.replace(tmp, target)
+    try:
+        with _quiet_exporter():
+            quantize_dynamic(str(graph), str(tmp), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"],
+                             reduce_range=made_as["reduce_range"], extra_options={"EnableSubgraph": True})
+        os.replace(tmp, target)
+    finally:  # interrupted or failed: no partial graph beside the model
+        tmp.unlink(missing_ok=True)
     stamp.write_text(json.dumps(made_as))
     return target
 

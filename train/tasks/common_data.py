@@ -24,14 +24,22 @@ from pathlib import Path
 
 from elmo_hf.tools.core.errors import InputError
 from elmo_hf.tools.core.text_files import check_decodes
+from elmo_hf.train.table_header import (
+    header_values_below,
+    headerless_message,
+    pair_hint,
+    suggested_column_names,
+    text_like_columns,
+)
 
 logger = logging.getLogger(__name__)
 
 TEXT_COLUMNS = ("text", "sentence", "content", "review")
 # The columns of a pair's two sentences, as transformers' tokenizers and GLUE's files name them (RTE, MRPC, STS-B,
-# WNLI: sentence1/sentence2; MNLI, SNLI, ANLI: premise/hypothesis; QNLI: question/sentence; QQP: question1/question2)
+# WNLI: sentence1/sentence2; MNLI, SNLI, ANLI: premise/hypothesis; QNLI: question/sentence; QQP: question1/question2;
+# CLUE-style files and BERT's InputExample: text_a/text_b)
 PAIR_COLUMNS = (("text", "text_pair"), ("sentence1", "sentence2"), ("premise", "hypothesis"),
-                ("question", "sentence"), ("question1", "question2"))
+                ("question", "sentence"), ("question1", "question2"), ("text_a", "text_b"))
 LABEL_COLUMNS = ("label", "gold_label", "score")  # MNLI's TSV: gold_label; STS-B's: score
 TOKEN_COLUMNS = ("tokens", "words")
 TAG_COLUMNS = ("tags", "ner_tags", "labels", "label")
@@ -114,7 +122,8 @@ def _pair_columns(columns: list, text_column: str | None, pair_column: str | Non
         found = [(a, b) for a, b in PAIR_COLUMNS if a in columns and b in columns and text_column in (None, a)]
         return found[0] if found else None
     _pick(columns, pair_column, (), "text_pair", path)  # refuses a column that is not there
-    first = text_column or next((a for a, b in PAIR_COLUMNS if b == pair_column and a in columns), None)
+    first = text_column or next((a for a, b in PAIR_COLUMNS if b == pair_column and a in columns), None) or \
+        next((c for c in TEXT_COLUMNS if c in columns and c != pair_column), None)  # "text" beside any second one
     if first is None:
         raise ValueError(f"{path}: cannot tell the first sentence's column among {columns}; name it with --text_column")
     return _pick(columns, first, (), "text", path), pair_column
@@ -246,6 +255,8 @@ def read_classification_file(
     columns = [c.strip() if isinstance(c, str) else c for c in columns]
     if not rows:
         raise ValueError(f"{path}: no examples")
+    table = kind != "json" and not column_names  # a header line, which may be an example (table_header)
+    found = header_values_below(rows, columns, lines) if table else {}
     try:
         label_name = _pick(columns, label_column, LABEL_COLUMNS, "label", path)
         others = [c for c in columns if c != label_name]
@@ -253,10 +264,14 @@ def read_classification_file(
         text_name = pair[0] if pair else _pick(columns, text_column,
                                                (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
     except ValueError as error:
-        if kind == "json" or column_names:
-            raise
-        raise ValueError(f"{error} (or, for a file without a header line, name all its columns in order with "
-                         "--column_names)") from None
+        _refuse_columns_not_told(error, rows, columns, found, table, label_column, path)
+    if found.keys() & {label_name, text_name, *(pair[1:] if pair else ())}:
+        named = next((f"--{option} {value}" for option, value in (("label_column", label_column), ("text_column",
+                      text_column), ("text_pair_column", pair_column)) if value in found), "")
+        raise ValueError(f"{path}: " + headerless_message(columns, found, suggested_column_names(
+            columns, label_name, text_name, pair[1] if pair else None), named))
+    if table and not pair:
+        _warn_of_unread_text(rows, columns, label_name, text_name, path)
     names = {"text": text_name, "label": label_name, **({"text_pair": pair[1]} if pair else {})}
     examples = []
     for number, (row, line) in enumerate(zip(rows, lines), start=1):
@@ -275,6 +290,33 @@ def read_classification_file(
                              f"example needs one{why}")
         examples.append(example)
     return examples
+
+
+def _refuse_columns_not_told(error: ValueError, rows, columns, found: dict, table: bool, label_column, path):
+    """The refusal of a file whose label or text column cannot be told, with the hint that reads it whole: for a
+    first line that is an example, --column_names only (a column named by that line's value would drop it); for
+    several text columns, the pair option beside --text_column."""
+    if not table:
+        raise error
+    if found:  # the first line is an example: the column it names recurs below as a value
+        label = label_column if label_column in columns else next(iter(found))
+        texts = text_like_columns(rows, columns, exclude=(label,))
+        suggestion = suggested_column_names(columns, label, *(texts[:2] or [None]))
+        raise ValueError(f"{path}: " + headerless_message(columns, found, suggestion)) from None
+    texts = text_like_columns(rows, columns, exclude=(label_column,))
+    hint = pair_hint(texts) if len(texts) >= 2 and "the text column" in str(error) else ""
+    raise ValueError(f"{error}{hint} (or, for a file without a header line, name all its columns in order with "
+                     "--column_names)") from None
+
+
+def _warn_of_unread_text(rows, columns, label_name: str, text_name: str, path) -> None:
+    """A warning when single sentences are read from a file with another text column: a pair read as its first
+    sentences only is rarely meant."""
+    unread = [c for c in text_like_columns(rows, columns, exclude=(label_name, text_name))
+              if c not in ("id", "idx", "index")]
+    if unread:
+        logger.warning("%s: the column %r holds text too, and is not read: the head classifies %r alone; for "
+                       "sentence pairs give --text_pair_column %s", path, unread[0], text_name, unread[0])
 
 
 def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str = "utf-8") -> list[dict]:

@@ -114,9 +114,10 @@ def check_windows(examples: Sequence[dict], tokenizer, data_args) -> None:
     example = examples[-example]
     room = data_args.max_seq_length - asked - 4  # the question's words, and <S> and </S> around each sentence
     named = f"question {example['id']!r} ({asked} words, and 4 <S>/</S>)"
-    if room < 1:
+    if room < 1:  # the least that runs: room for more passage words than --doc_stride, or the next line refuses it
         raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for the passage beside {named}: "
-                         f"give at least {asked + 5}, or a smaller --max_question_length")
+                         f"give at least {asked + 5 + data_args.doc_stride} (with --doc_stride "
+                         f"{data_args.doc_stride}), or a smaller --max_question_length")
     if data_args.doc_stride >= room:
         raise InputError(f"--doc_stride {data_args.doc_stride} must be less than the {room} passage words a window of "
                          f"--max_seq_length {data_args.max_seq_length} holds beside {named}: give a smaller "

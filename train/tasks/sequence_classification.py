@@ -144,15 +144,26 @@ def regression_metrics(eval_prediction) -> dict[str, float]:
     return {"pearson": pearson(predictions, references), "spearmanr": spearman(predictions, references), "mse": mse}
 
 
-def check_test_kind(model, texts: list, where: str = "") -> None:
+def check_test_kind(model, texts: list, where: str = "", data_args=None) -> None:
     pairs = bool(texts) and isinstance(texts[0], tuple)
     if pairs != (model.config.pair_combination is not None):
         head = "pairs of sentences" if not pairs else "single sentences"
         held = ("pairs (a second text column: " + ", ".join(b for _, b in PAIR_COLUMNS) + ")" if pairs
                 else "single sentences")
         raise InputError(f"{where}the head classifies {head}, the file holds {held}; give a file of "
-                         f"{head}" + (" (with a header naming both sentences' columns, or --text_pair_column)"
-                                      if not pairs else ""))
+                         f"{head}" + (_pair_hint(data_args) if not pairs else ""))
+
+
+def _pair_hint(data_args) -> str:
+    """How a file of pairs names its second sentence's column: --text_pair_column names it in every file of a run,
+    so a run that trains too (its training file read with it) needs the test file's header to name it alike."""
+    named = getattr(data_args, "text_pair_column", None)
+    if named:
+        return f" (with the column {named!r} that --text_pair_column names, as every file of the run does)"
+    if getattr(data_args, "train_file", None):
+        return (" (its second sentence's column named as a pair's second column is in --train_file: "
+                + ", ".join(b for _, b in PAIR_COLUMNS) + ")")
+    return " (with a header naming both sentences' columns, or --text_pair_column)"
 
 
 class SequenceClassification(Task):
@@ -271,7 +282,7 @@ class SequenceClassification(Task):
     def prepare_test(self, model, tokenizer, texts: list, data_args) -> list:
         """A pair head predicts pairs and a single-sentence head single sentences: one line naming the test file
         otherwise, before anything is trained or written."""
-        check_test_kind(model, texts, f"--test_file {data_args.test_file}: ")
+        check_test_kind(model, texts, f"--test_file {data_args.test_file}: ", data_args)
         return texts
 
 
