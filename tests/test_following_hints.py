@@ -115,18 +115,18 @@ SQUAD_NO_ANSWER = json.dumps({"version": "1.1", "data": [{"title": "t", "paragra
 
 ROWS = {
     "a file without a header line": Row(
-        ("train/tasks/common_data.py: --column_names", "train/table_header.py: --column_names"), CLASSIFY,
+        ("train/tasks/common_data.py: --column_names", "train/tasks/table_header.py: --column_names"), CLASSIFY,
         {"train.tsv": HEADERLESS}, (*ONE_STEP, "--train_file", "{dir}/train.tsv", "--output_dir", "{dir}/out"),
         "name the columns in order with --column_names (e.g. --column_names label,text)",
         ("--column_names", "label,text"), trained_on(4)),  # every row: none taken for a header
     "a column named by the first line's value": Row(
-        ("train/table_header.py: --column_names",), CLASSIFY, {"train.tsv": HEADERLESS},
+        ("train/tasks/table_header.py: --column_names",), CLASSIFY, {"train.tsv": HEADERLESS},
         (*ONE_STEP, "--train_file", "{dir}/train.tsv", "--output_dir", "{dir}/out", "--label_column", "pos"),
         "--label_column pos would take it for the header and leave that example out; name the columns in order with "
         "--column_names in place of --label_column pos", ("--column_names", "label,text"), trained_on(4),
         drop=("--label_column",)),
     "two text columns": Row(
-        ("train/tasks/common_data.py: --text_column", "train/table_header.py: --text_column --text_pair_column"),
+        ("train/tasks/common_data.py: --text_column", "train/tasks/table_header.py: --text_column --text_pair_column"),
         CLASSIFY, {"train.tsv": QUERY_TITLE},
         (*ONE_STEP, "--train_file", "{dir}/train.tsv", "--output_dir", "{dir}/out"),
         "for sentence pairs give both, --text_column query --text_pair_column title",

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from elmo_hf.tools.core.errors import InputError
 from elmo_hf.tools.core.text_files import check_decodes
-from elmo_hf.train.table_header import (
+
+from .table_header import (
     header_values_below,
     headerless_message,
     pair_hint,
