@@ -466,3 +466,35 @@ def test_questions_longer_than_max_question_length_are_said_with_their_id(tmp_pa
     assert status == 0, stderr[-3000:]
     assert ("1 of 2 questions have more than --max_question_length 8 words: each is read as its first 8 (questions "
             "'long-one'; the longest, 'long-one', has 13 words)") in stderr, stderr[-3000:]
+
+
+# --------------------------------------------------------------------------------------------------
+# Chinese text without spaces (issue 55, cases 8 and 9)
+# --------------------------------------------------------------------------------------------------
+PRETRAIN_STEP = ["--preset", "tiny", "--per_device_batch_size", "2", "--unroll_steps", "8", "--max_steps", "1",
+                 "--disable_tqdm", "--report_to", "none", "--seed", "0"]
+
+
+@pytest.mark.parametrize("given, lines, split", [
+    (None, ["我们在银行存钱。", "他们在河边散步了。", "老师在学校看书呢。"] * 4, "punctuation"),
+    (None, ["we sat on the river bank .", "the bank raised its rates ."] * 4, "whitespace"),
+    (None, ["我们 在 银行 存钱 。", "他们 在 河边 散步 。"] * 4, "whitespace"),  # already segmented: its words
+    ("whitespace", ["我们在银行存钱。", "他们在河边散步了。"] * 4, "whitespace"),  # asked for: kept, and warned
+])
+def test_pretraining_on_chinese_without_spaces_splits_per_character_unless_told(tmp_path, given, lines, split):
+    """The default split of elmo-pretrain was whitespace, which made each unsegmented Chinese sentence one word of
+    the vocabulary: without --word_split, text mostly CJK without spaces is split per character, in one line."""
+    train = write(tmp_path, "train.txt", "\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    result = run_cli("elmo-pretrain", ["--train_file", train, "--output_dir", out, *PRETRAIN_STEP,
+                                       *(["--word_split", given] if given else [])])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((out / "tokenizer_config.json").read_text())["word_split"] == split
+    vocab = set((out / "vocab.txt").read_text(encoding="utf-8").split("\n"))
+    chose = re.search(r"--word_split punctuation: \d+% of the characters of the corpus's first lines are CJK, "
+                      "written without spaces", result.stderr)
+    assert bool(chose) == (split == "punctuation" and given is None), result.stderr[-3000:]
+    if split == "punctuation":
+        assert {"银", "行", "。"} <= vocab and not any(len(word) > 1 and "\u4e00" <= word[0] for word in vocab)
+    if given == "whitespace":
+        assert "我们在银行存钱。" in vocab and "--word_split whitespace does not segment" in result.stderr
