@@ -498,3 +498,21 @@ def test_pretraining_on_chinese_without_spaces_splits_per_character_unless_told(
         assert {"银", "行", "。"} <= vocab and not any(len(word) > 1 and "\u4e00" <= word[0] for word in vocab)
     if given == "whitespace":
         assert "我们在银行存钱。" in vocab and "--word_split whitespace does not segment" in result.stderr
+
+
+def test_a_tagger_on_a_biLM_that_kept_chinese_sentences_as_words_is_warned_of_with_counts(tmp_path):
+    """A biLM pretrained with --word_split whitespace on Chinese without spaces saves that split; a character tagger
+    fine-tuned from it tagged each raw test line as one word without a word: the training file's words and the lines
+    to tag are now warned of, with their counts."""
+    corpus = write(tmp_path, "corpus.txt", "\n".join(text for text, _ in CHARACTERS * 4) + "\n")
+    result = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", tmp_path / "bilm", *PRETRAIN_STEP,
+                                       "--word_split", "whitespace"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    test = write(tmp_path, "raw.txt", "鲁迅出生在绍兴。\n北京是中国的首都。\n我们\n")
+    status, _, stderr = command(TAG, [*ONE_STEP[2:], "--model_name_or_path", tmp_path / "bilm", "--train_file",
+                                      character_conll(tmp_path), "--do_predict", "--test_file", test,
+                                      "--output_dir", tmp_path / "tagger"])
+    assert status == 0, stderr[-3000:]
+    assert "the word split whitespace cuts the training sentences into" in stderr, stderr[-3000:]
+    assert (f"--test_file {test}: the word split whitespace leaves 2 words of six or more CJK characters in 2 of 3 "
+            "lines ('鲁迅出生在绍兴。', ...), each tagged as one word; give --word_split punctuation") in stderr

@@ -280,6 +280,21 @@ def prepare_test(model, tokenizer, test: tuple[str, list], data_args) -> tuple[s
     return layout, items
 
 
+def warn_if_unsegmented_lines(sentences: list[list[str]], tokenizer, data_args) -> None:
+    """One warning when the word split leaves runs of CJK characters as words in the lines to tag (a tagger from a
+    biLM pretrained with whitespace on Chinese without spaces): each run would get one tag, a sentence one tag."""
+    from ..pretrain_word_split import UNSEGMENTED_CJK
+
+    runs = [word for words in sentences for word in words if UNSEGMENTED_CJK.search(word)]
+    if runs:
+        lines = sum(any(UNSEGMENTED_CJK.search(word) for word in words) for words in sentences)
+        split = data_args.word_split or getattr(tokenizer, "word_split", None) or "punctuation"
+        logger.warning("--test_file %s: the word split %s leaves %d words of six or more CJK characters in %d of "
+                       "%d lines (%r, ...), each tagged as one word; give --word_split punctuation (a tag per "
+                       "character) or jieba (Chinese words)", data_args.test_file, split, len(runs), lines,
+                       len(sentences), runs[0][:20])
+
+
 def prediction_lines(model, tokenizer, test: tuple[str, list], data_args, batch_size: int) -> tuple[list[str], int]:
     """The CoNLL lines with the predicted tag appended, or each word and its tag on a line, a blank line after each
     sentence (module docstring), and how many sentences were tagged."""
@@ -293,6 +308,7 @@ def prediction_lines(model, tokenizer, test: tuple[str, list], data_args, batch_
         sentences = items
     else:
         sentences = [split_text(line, tokenizer, data_args.word_split) for line in items]
+        warn_if_unsegmented_lines(sentences, tokenizer, data_args)
     tags = iter(predict_tags(model, tokenizer, [s for s in sentences if s], batch_size))
     predicted = [[model.config.id2label[t] for t in next(tags)] if words else [] for words in sentences]
     if kind != "conll":
