@@ -516,3 +516,21 @@ def test_a_tagger_on_a_biLM_that_kept_chinese_sentences_as_words_is_warned_of_wi
     assert "the word split whitespace cuts the training sentences into" in stderr, stderr[-3000:]
     assert (f"--test_file {test}: the word split whitespace leaves 2 words of six or more CJK characters in 2 of 3 "
             "lines ('鲁迅出生在绍兴。', ...), each tagged as one word; give --word_split punctuation") in stderr
+
+
+def test_answers_inside_a_jieba_word_are_warned_of_with_their_count_and_ids(tmp_path):
+    """--word_split jieba: 北京 in 北京大学 is trained as the whole word and can never be matched exactly; the answers
+    such a split cannot reach are counted and named before training, and none is under the per-character split."""
+    pytest.importorskip("jieba", reason="jieba is the optional extra elmo-hf[zh]")
+    context = "他在北京大学读书。鲁迅出生在绍兴。"
+    qas = [{"id": "inside", "question": "他在哪个城市读书？", "answers": [{"text": "北京", "answer_start": 2}]},
+           {"id": "whole", "question": "他在哪里读书？", "answers": [{"text": "北京大学", "answer_start": 2}]},
+           {"id": "person", "question": "谁出生在绍兴？", "answers": [{"text": "鲁迅", "answer_start": 9}]}]
+    data = write(tmp_path, "cmrc.json", json.dumps({"version": "v1.0", "data": [
+        {"paragraphs": [{"context": context, "qas": qas}]}]}, ensure_ascii=False))
+    warned = ("1 of 3 answers start or end inside a word of the word split jieba: the head answers whole words, so "
+              "these can never be matched exactly (questions 'inside'; '北京' is inside ['北京大学'])")
+    for split, says in (("jieba", True), ("punctuation", False)):
+        status, _, stderr = command(ANSWER, [*ONE_STEP, "--train_file", data, "--word_split", split,
+                                             "--output_dir", tmp_path / split])
+        assert status == 0 and (warned in stderr) == says, stderr[-3000:]
