@@ -475,29 +475,36 @@ PRETRAIN_STEP = ["--preset", "tiny", "--per_device_batch_size", "2", "--unroll_s
                  "--disable_tqdm", "--report_to", "none", "--seed", "0"]
 
 
-@pytest.mark.parametrize("given, lines, split", [
-    (None, ["我们在银行存钱。", "他们在河边散步了。", "老师在学校看书呢。"] * 4, "punctuation"),
-    (None, ["we sat on the river bank .", "the bank raised its rates ."] * 4, "whitespace"),
-    (None, ["我们 在 银行 存钱 。", "他们 在 河边 散步 。"] * 4, "whitespace"),  # already segmented: its words
-    ("whitespace", ["我们在银行存钱。", "他们在河边散步了。"] * 4, "whitespace"),  # asked for: kept, and warned
-])
-def test_pretraining_on_chinese_without_spaces_splits_per_character_unless_told(tmp_path, given, lines, split):
+def test_pretraining_on_chinese_without_spaces_splits_per_character_and_says_so(tmp_path):
     """The default split of elmo-pretrain was whitespace, which made each unsegmented Chinese sentence one word of
     the vocabulary: without --word_split, text mostly CJK without spaces is split per character, in one line."""
-    train = write(tmp_path, "train.txt", "\n".join(lines) + "\n")
+    train = write(tmp_path, "train.txt", "\n".join(["我们在银行存钱。", "他们在河边散步了。", "老师在学校看书呢。"] * 4))
     out = tmp_path / "out"
-    result = run_cli("elmo-pretrain", ["--train_file", train, "--output_dir", out, *PRETRAIN_STEP,
-                                       *(["--word_split", given] if given else [])])
+    result = run_cli("elmo-pretrain", ["--train_file", train, "--output_dir", out, *PRETRAIN_STEP])
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads((out / "tokenizer_config.json").read_text())["word_split"] == split
+    assert json.loads((out / "tokenizer_config.json").read_text())["word_split"] == "punctuation"
     vocab = set((out / "vocab.txt").read_text(encoding="utf-8").split("\n"))
-    chose = re.search(r"--word_split punctuation: \d+% of the characters of the corpus's first lines are CJK, "
-                      "written without spaces", result.stderr)
-    assert bool(chose) == (split == "punctuation" and given is None), result.stderr[-3000:]
-    if split == "punctuation":
-        assert {"银", "行", "。"} <= vocab and not any(len(word) > 1 and "\u4e00" <= word[0] for word in vocab)
-    if given == "whitespace":
-        assert "我们在银行存钱。" in vocab and "--word_split whitespace does not segment" in result.stderr
+    assert {"银", "行", "。"} <= vocab and not any(len(word) > 1 and "\u4e00" <= word[0] for word in vocab)
+    assert re.search(r"--word_split punctuation: \d+% of the characters of the corpus's first lines are CJK, written "
+                     "without spaces", result.stderr), result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("given, lines, split", [
+    (None, ["我们在银行存钱。", "他们在河边散步了。"], "punctuation"),
+    (None, ["we sat on the river bank .", "the bank raised its rates ."], "whitespace"),
+    (None, ["我们 在 银行 存钱 。", "他们 在 河边 散步 。"], "whitespace"),  # already segmented: its words
+    (None, ["我们在银行存钱。 we sat on the river bank and watched the boats go by ."], "whitespace"),  # mostly Latin
+    ("whitespace", ["我们在银行存钱。", "他们在河边散步了。"], "whitespace"),  # asked for: kept (and warned of)
+    ("jieba", ["我们在银行存钱。"], "jieba"),
+])
+def test_the_default_word_split_is_chosen_from_the_corpus_and_a_given_one_kept(tmp_path, given, lines, split):
+    from types import SimpleNamespace
+
+    from elmo_hf.train.pretrain_word_split import choose_word_split
+
+    args = SimpleNamespace(word_split=given, encoding="utf-8")
+    choose_word_split(args, [str(write(tmp_path, "train.txt", "\n".join(lines) + "\n"))], is_main=True)
+    assert args.word_split == split
 
 
 def test_a_tagger_on_a_biLM_that_kept_chinese_sentences_as_words_is_warned_of_with_counts(tmp_path):
