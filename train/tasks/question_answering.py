@@ -128,7 +128,7 @@ def warn_of_cut_answers(examples: Sequence[dict], tokenizer) -> None:
     exactly. How many, their ids (the first few) and the first one with its words."""
     from elmo_hf.modeling_elmo.question_answering_elmo import word_spans
 
-    cut, first, answered = [], None, 0
+    cut, first, answered, spans_of = [], None, 0, {}  # SQuAD asks several questions of each passage
     for example in examples:
         answers = example["answers"]
         if not answers["text"]:
@@ -137,11 +137,15 @@ def warn_of_cut_answers(examples: Sequence[dict], tokenizer) -> None:
         text = answers["text"][0]
         start = answers["answer_start"][0] + len(text) - len(text.lstrip())
         end = answers["answer_start"][0] + len(text.rstrip())
-        spans = word_spans(tokenizer, example["context"])
-        if start < end and not ({start} <= {a for a, _ in spans} and {end} <= {b for _, b in spans}):
+        context = example["context"]
+        if context not in spans_of:
+            spans = word_spans(tokenizer, context)
+            spans_of[context] = spans, {a for a, _ in spans}, {b for _, b in spans}
+        spans, starts, ends = spans_of[context]
+        if start < end and not (start in starts and end in ends):
             cut.append(example["id"])
             if first is None:
-                around = [example["context"][a:b] for a, b in spans if a < end and b > start]
+                around = [context[a:b] for a, b in spans if a < end and b > start]
                 first = (text.strip(), around)
     if not cut:
         return
@@ -149,7 +153,7 @@ def warn_of_cut_answers(examples: Sequence[dict], tokenizer) -> None:
     ids = ", ".join(repr(identifier) for identifier in cut[:5]) + (", ..." if len(cut) > 5 else "")
     logger.warning("%d of %d answers start or end inside a word of the word split %s: the head answers whole words, "
                    "so these can never be matched exactly (questions %s; %r is inside %s); --word_split punctuation "
-                   "cuts Chinese into characters, which every answer starts and ends on",
+                   "cuts Chinese and Japanese into characters, which such answers start and end on",
                    len(cut), answered, split if isinstance(split, str) else "given", ids, first[0], first[1])
 
 
