@@ -44,10 +44,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_speed import PTB, Peak, flops_per_token, original_model_dir  # noqa: E402
 
+from elmo_hf.tools.core.backend_registry import backend_row  # noqa: E402
 from elmo_hf.tools.embedding.embed import Piece, _batches  # noqa: E402
 from elmo_hf.tools.export import backend_choice  # noqa: E402
 from elmo_hf.tools.export.backends import unavailable_reason  # noqa: E402
-from elmo_hf.tools.core.backend_registry import backend_row  # noqa: E402
 from elmo_hf.tools.loading import load_elmo  # noqa: E402
 
 PATHS = [("torch", "float32"), ("torch", "bfloat16"), ("torch", "int8"), ("onnxruntime", "float32"),

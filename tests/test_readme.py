@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 # The pages whose blocks run here, in addition to the README.
 DOC_PAGES = ["models", "tokenizer", "converting", "pretraining", "finetuning", "embedding", "analysis", "sharing",
-             "tests", "app", "scaling", "deployment", "ecosystem"]
+             "tests", "app", "scaling", "deployment", "ecosystem", "chinese"]
 RUN_LANGUAGES = {"python", "bash"}
 FENCE = re.compile(r"^(`{3,})(\S*)\s*$")  # a fence of three or more backticks, then the language
 NOT_RUN = re.compile(r"^<!-- not run: (.*\S) -->$")

@@ -523,3 +523,78 @@ def test_questions_longer_than_max_question_length_are_said_with_their_id(tmp_pa
     assert status == 0, stderr[-3000:]
     assert ("1 of 2 questions have more than --max_question_length 8 words: each is read as its first 8 (questions "
             "'long-one'; the longest, 'long-one', has 13 words)") in stderr, stderr[-3000:]
+
+
+# --------------------------------------------------------------------------------------------------
+# Chinese text without spaces (issue 55, cases 8 and 9)
+# --------------------------------------------------------------------------------------------------
+PRETRAIN_STEP = ["--preset", "tiny", "--per_device_batch_size", "2", "--unroll_steps", "8", "--max_steps", "1",
+                 "--disable_tqdm", "--report_to", "none", "--seed", "0"]
+
+
+def test_pretraining_on_chinese_without_spaces_splits_per_character_and_says_so(tmp_path):
+    """The default split of elmo-pretrain was whitespace, which made each unsegmented Chinese sentence one word of
+    the vocabulary: without --word_split, text mostly CJK without spaces is split per character, in one line."""
+    train = write(tmp_path, "train.txt", "\n".join(["我们在银行存钱。", "他们在河边散步了。", "老师在学校看书呢。"] * 4))
+    out = tmp_path / "out"
+    result = run_cli("elmo-pretrain", ["--train_file", train, "--output_dir", out, *PRETRAIN_STEP])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((out / "tokenizer_config.json").read_text())["word_split"] == "punctuation"
+    vocab = set((out / "vocab.txt").read_text(encoding="utf-8").split("\n"))
+    assert {"银", "行", "。"} <= vocab and not any(len(word) > 1 and "\u4e00" <= word[0] for word in vocab)
+    assert re.search(r"--word_split punctuation: \d+% of the characters of the corpus's first lines are CJK, written "
+                     "without spaces", result.stderr), result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("given, lines, split", [
+    (None, ["我们在银行存钱。", "他们在河边散步了。"], "punctuation"),
+    (None, ["we sat on the river bank .", "the bank raised its rates ."], "whitespace"),
+    (None, ["我们 在 银行 存钱 。", "他们 在 河边 散步 。"], "whitespace"),  # already segmented: its words
+    (None, ["我们在银行存钱。 we sat on the river bank and watched the boats go by ."], "whitespace"),  # mostly Latin
+    ("whitespace", ["我们在银行存钱。", "他们在河边散步了。"], "whitespace"),  # asked for: kept (and warned of)
+    ("jieba", ["我们在银行存钱。"], "jieba"),
+])
+def test_the_default_word_split_is_chosen_from_the_corpus_and_a_given_one_kept(tmp_path, given, lines, split):
+    from types import SimpleNamespace
+
+    from elmo_hf.train.pretrain_word_split import choose_word_split
+
+    args = SimpleNamespace(word_split=given, encoding="utf-8")
+    choose_word_split(args, [str(write(tmp_path, "train.txt", "\n".join(lines) + "\n"))], is_main=True)
+    assert args.word_split == split
+
+
+def test_a_tagger_on_a_biLM_that_kept_chinese_sentences_as_words_is_warned_of_with_counts(tmp_path):
+    """A biLM pretrained with --word_split whitespace on Chinese without spaces saves that split; a character tagger
+    fine-tuned from it tagged each raw test line as one word without a word: the training file's words and the lines
+    to tag are now warned of, with their counts."""
+    corpus = write(tmp_path, "corpus.txt", "\n".join(text for text, _ in CHARACTERS * 4) + "\n")
+    result = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", tmp_path / "bilm", *PRETRAIN_STEP,
+                                       "--word_split", "whitespace"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    test = write(tmp_path, "raw.txt", "鲁迅出生在绍兴。\n北京是中国的首都。\n我们\n")
+    status, _, stderr = command(TAG, [*ONE_STEP[2:], "--model_name_or_path", tmp_path / "bilm", "--train_file",
+                                      character_conll(tmp_path), "--do_predict", "--test_file", test,
+                                      "--output_dir", tmp_path / "tagger"])
+    assert status == 0, stderr[-3000:]
+    assert "the word split whitespace cuts the training sentences into" in stderr, stderr[-3000:]
+    assert (f"--test_file {test}: the word split whitespace leaves 2 words of six or more CJK characters in 2 of 3 "
+            "lines ('鲁迅出生在绍兴。', ...), each tagged as one word; give --word_split punctuation") in stderr
+
+
+def test_answers_inside_a_jieba_word_are_warned_of_with_their_count_and_ids(tmp_path):
+    """--word_split jieba: 北京 in 北京大学 is trained as the whole word and can never be matched exactly; the answers
+    such a split cannot reach are counted and named before training, and none is under the per-character split."""
+    pytest.importorskip("jieba", reason="jieba is the optional extra elmo-hf[zh]")
+    context = "他在北京大学读书。鲁迅出生在绍兴。"
+    qas = [{"id": "inside", "question": "他在哪个城市读书？", "answers": [{"text": "北京", "answer_start": 2}]},
+           {"id": "whole", "question": "他在哪里读书？", "answers": [{"text": "北京大学", "answer_start": 2}]},
+           {"id": "person", "question": "谁出生在绍兴？", "answers": [{"text": "鲁迅", "answer_start": 9}]}]
+    data = write(tmp_path, "cmrc.json", json.dumps({"version": "v1.0", "data": [
+        {"paragraphs": [{"context": context, "qas": qas}]}]}, ensure_ascii=False))
+    warned = ("1 of 3 answers start or end inside a word of the word split jieba: the head answers whole words, so "
+              "these can never be matched exactly (questions 'inside'; '北京' is inside ['北京大学'])")
+    for split, says in (("jieba", True), ("punctuation", False)):
+        status, _, stderr = command(ANSWER, [*ONE_STEP, "--train_file", data, "--word_split", split,
+                                             "--output_dir", tmp_path / split])
+        assert status == 0 and (warned in stderr) == says, stderr[-3000:]

@@ -140,6 +140,9 @@ def head_arguments(row: FineTuningTask) -> type:
     given, and then `row.head_default` for a new head and the saved value for a fine-tuned folder."""
     help_text = (f"{row.head_help} (default: {row.head_default} for a new head, the saved one for a fine-tuned "
                  "folder).")
+    if row.new_head_defaults:
+        help_text += " A new head also gets " + ", ".join(f"--{key} {value}" for key, value in
+                                                          row.new_head_defaults.items()) + " unless given."
     return dataclasses.make_dataclass(
         f"{row.name.title().replace('-', '')}HeadArguments",
         [(row.head_option, str | None, field(default=None, metadata={"help": help_text}))],

@@ -299,6 +299,9 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
         head_value = row.head_default
     if head_value is not None:
         head[row.head_option] = head_value
+    if label2id is not None and not fine_tuned:  # training a new head: the task's own defaults, where none was given
+        head.update({key: value for key, value in row.new_head_defaults.items()
+                     if getattr(model_args, key, None) is None})
     saved = saved_config(model_args)
     head.update({key: value for key, value in (settings or {}).items() if saved.get(key) is None})
     head.update(options or {})

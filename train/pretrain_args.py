@@ -54,7 +54,8 @@ class PretrainArguments:
         "help": "How lines are split into words, a name in tokenization.WORD_SPLITTERS: whitespace, punctuation, or jieba "
                 "(punctuation, with runs of Chinese ideographs segmented into words by jieba; needs pip install "
                 "'elmo-hf[zh]'), one registered there, or module:function (a function of yours, imported). Saved "
-                "with the tokenizer. Default: the split of the --init_from model's tokenizer, else whitespace."})
+                "with the tokenizer. Default: the split of the --init_from model's tokenizer, else punctuation (a token per "
+                "CJK character) when most of the corpus is Chinese or Japanese without spaces, else whitespace."})
     encoding: str = encoding_option("the training and validation files")
     recipe: str = field(default="default", metadata={
         "help": "The defaults of --optimizer, --learning_rate, --softmax and --per_device_batch_size: default (AdamW "
@@ -123,8 +124,8 @@ class PretrainArguments:
             raise ValueError("--init_from takes its architecture from the model folder; drop --preset/--config_file")
         if not (self.preset or self.config_file or self.init_from):
             self.preset = "small"
-        if self.word_split is None and not self.init_from:
-            self.word_split = "whitespace"  # with --init_from, the model's own split (set when it is loaded)
+        # no --word_split: the run chooses (train/pretrain_run.py, `choose_word_split`): the --init_from model's own,
+        # else punctuation for Chinese or Japanese written without spaces, else whitespace
         for name in ("unroll_steps", "per_device_batch_size", "logging_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be positive, got {getattr(self, name)}")

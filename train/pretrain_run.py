@@ -12,7 +12,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable
@@ -44,7 +43,7 @@ from elmo_hf.tokenization import (
     split_name,
     write_vocab,
 )
-from elmo_hf.tokenization.word_splits_elmo import CJK_CHARACTER, WordSplitError
+from elmo_hf.tokenization.word_splits_elmo import WordSplitError
 from elmo_hf.tools.conversion.convert_allennlp_elmo import read_hdf5_softmax
 from elmo_hf.tools.core.errors import InputError, RunFailed, reading, writing
 from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard
@@ -75,6 +74,7 @@ from .data import (
     word_splitter,
 )
 from .pretrain_args import PretrainArguments
+from .pretrain_word_split import choose_word_split, warn_if_unsegmented
 from .time_budget import format_duration, parse_duration
 
 logger = logging.getLogger("elmo-pretrain")
@@ -116,6 +116,7 @@ def train(args: PretrainArguments, guard: InterruptGuard | None = None) -> dict:
         valid_files = resolve_files(args.validation_file) if args.validation_file else None
         check_decodes(train_files + (valid_files or []), args.encoding)
         start = check_model_source(args)
+        choose_word_split(args, train_files, is_main)
         accelerator = make_accelerator(args)
         is_main = accelerator.is_main_process
         with UndoUntilCheckpoint(output_dir, is_main):
@@ -344,21 +345,6 @@ def vocabulary_words(args: PretrainArguments, train_files: list[str], accelerato
         raise InputError(f"the training corpus {train_files} holds no words")
     warn_if_unsegmented(words, args.word_split)
     return words
-
-
-# A "word" of this many CJK characters in a row is text the split did not segment (Chinese words are 1-4 characters).
-UNSEGMENTED_CJK = re.compile(f"(?:{CJK_CHARACTER.pattern}){{6,}}")
-
-
-def warn_if_unsegmented(words: list[str], word_split: str | None) -> None:
-    """One warning when many of the vocabulary's words are long runs of CJK characters: Chinese or Japanese text
-    split on spaces (`whitespace`, the default of elmo-pretrain) keeps whole sentences as words."""
-    unsegmented = [word for word in words if UNSEGMENTED_CJK.search(word)]
-    if len(unsegmented) >= max(2, len(words) // 10):
-        logger.warning(
-            "%d of the %d words of the vocabulary are runs of six or more CJK characters (%s, ...): --word_split %s "
-            "does not segment text written without spaces; give --word_split punctuation (a token per character) "
-            "or jieba (Chinese words)", len(unsegmented), len(words), ", ".join(unsegmented[:2]), word_split)
 
 
 def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator,

@@ -21,7 +21,7 @@ import importlib
 import pkgutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 
 from .base import Task
 
@@ -48,6 +48,9 @@ class FineTuningTask:
     description: str  # the first paragraph of --help
     epochs_note: str = ""  # appended to --num_train_epochs' help
     command: str | None = None  # a console script of its own, besides `elmo-finetune TASK`: "elmo-finetune-ner"
+    # Config fields (model options: "word_embedding_dim") a new head of a training run gets where the user gave none;
+    # a fine-tuned folder keeps its own
+    new_head_defaults: Mapping[str, float | int] = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
 
 def module_name(task: str) -> str:

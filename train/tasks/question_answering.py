@@ -101,6 +101,41 @@ def warn_of_long_questions(examples: Sequence[dict], tokenizer, data_args) -> No
                    len(long), len(examples), limit, limit, ids, longest[1], longest[0])
 
 
+def warn_of_cut_answers(examples: Sequence[dict], tokenizer) -> None:
+    """One warning naming the answers that start or end inside a word of the word split (北京 in jieba's 北京大学):
+    the head answers whole words, so such an answer is trained as the words around it and can never be matched
+    exactly. How many, their ids (the first few) and the first one with its words."""
+    from elmo_hf.modeling_elmo.question_answering_elmo import word_spans
+
+    cut, first, answered, spans_of = [], None, 0, {}  # SQuAD asks several questions of each passage
+    for example in examples:
+        answers = example["answers"]
+        if not answers["text"]:
+            continue
+        answered += 1
+        text = answers["text"][0]
+        start = answers["answer_start"][0] + len(text) - len(text.lstrip())
+        end = answers["answer_start"][0] + len(text.rstrip())
+        context = example["context"]
+        if context not in spans_of:
+            spans = word_spans(tokenizer, context)
+            spans_of[context] = spans, {a for a, _ in spans}, {b for _, b in spans}
+        spans, starts, ends = spans_of[context]
+        if start < end and not (start in starts and end in ends):
+            cut.append(example["id"])
+            if first is None:
+                around = [context[a:b] for a, b in spans if a < end and b > start]
+                first = (text.strip(), around)
+    if not cut:
+        return
+    split = getattr(tokenizer, "word_split", None)
+    ids = ", ".join(repr(identifier) for identifier in cut[:5]) + (", ..." if len(cut) > 5 else "")
+    logger.warning("%d of %d answers start or end inside a word of the word split %s: the head answers whole words, "
+                   "so these can never be matched exactly (questions %s; %r is inside %s); --word_split punctuation "
+                   "cuts Chinese and Japanese into characters, which such answers start and end on",
+                   len(cut), answered, split if isinstance(split, str) else "given", ids, first[0], first[1])
+
+
 def check_windows(examples: Sequence[dict], tokenizer, data_args) -> None:
     """Every question leaves a window room for passage words, more than `--doc_stride` of them: one line naming the
     option and the question with the longest question otherwise."""
@@ -203,6 +238,7 @@ class QuestionAnswering(Task):
 
         check_windows(examples, tokenizer, data_args)
         warn_of_long_questions(examples, tokenizer, data_args)
+        warn_of_cut_answers(examples, tokenizer)
         return question_answering_features(examples, tokenizer, max_length=data_args.max_seq_length,
                                            stride=data_args.doc_stride,
                                            max_question_words=data_args.max_question_length)

@@ -160,6 +160,21 @@ def argmax_logits(logits, labels):
     return logits.argmax(-1)
 
 
+def warn_if_unsegmented_lines(sentences: list[list[str]], tokenizer, data_args) -> None:
+    """One warning when the word split leaves runs of CJK characters as words in the lines to tag (a tagger from a
+    biLM pretrained with whitespace on Chinese without spaces): each run would get one tag, a sentence one tag."""
+    from ..pretrain_word_split import UNSEGMENTED_CJK
+
+    runs = [word for words in sentences for word in words if UNSEGMENTED_CJK.search(word)]
+    if runs:
+        lines = sum(any(UNSEGMENTED_CJK.search(word) for word in words) for words in sentences)
+        split = data_args.word_split or getattr(tokenizer, "word_split", None) or "punctuation"
+        logger.warning("--test_file %s: the word split %s leaves %d words of six or more CJK characters in %d of "
+                       "%d lines (%r, ...), each tagged as one word; give --word_split punctuation (a tag per "
+                       "character) or jieba (Chinese words)", data_args.test_file, split, len(runs), lines,
+                       len(sentences), runs[0][:20])
+
+
 def _conll_sentences(lines: list[str]) -> list[list[int]]:
     """Indices of the token lines of each sentence (blank lines and `-DOCSTART-` end one)."""
     groups, current = [], []
@@ -262,6 +277,7 @@ class TokenClassification(Task):
             sentences = items
         else:
             sentences = [split_text(line, tokenizer, data_args.word_split) for line in items]
+            warn_if_unsegmented_lines(sentences, tokenizer, data_args)
         tags = iter(predict_tags(model, tokenizer, [s for s in sentences if s], batch_size))
         predicted = [[model.config.id2label[t] for t in next(tags)] if words else [] for words in sentences]
         if kind != "conll":

@@ -1,0 +1,60 @@
+"""`elmo-pretrain`'s word split when none is given, and the warning for a vocabulary of unsegmented CJK text:
+Chinese or Japanese written without spaces, split on spaces, would make whole sentences the words of the vocabulary.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+
+from elmo_hf.tokenization.word_splits_elmo import CJK_CHARACTER
+
+from .data import read_sentences
+
+logger = logging.getLogger("elmo-pretrain")
+
+# A "word" of this many CJK characters in a row is text the split did not segment (Chinese words are 1-4 characters).
+UNSEGMENTED_CJK = re.compile(f"(?:{CJK_CHARACTER.pattern}){{6,}}")
+
+
+# The lines of the corpus read to choose the default word split: its start tells its script well enough.
+WORD_SPLIT_SAMPLE_LINES = 1000
+
+
+def choose_word_split(args, train_files: list[str], is_main: bool) -> None:
+    """Without --word_split (and --init_from): `whitespace`, unless most of the corpus's first lines is CJK text
+    written without spaces, where splitting on spaces would make whole sentences the words of the vocabulary:
+    then `punctuation` (a token per ideograph or kana, the tokenizer's own default for CJK), said in one line."""
+    if args.word_split is not None:
+        return
+    args.word_split = "whitespace"
+    non_space = cjk = unsegmented = pieces = 0
+    lines = (example["text"] for example in read_sentences(train_files, encoding=args.encoding))
+    for text in itertools.islice(lines, WORD_SPLIT_SAMPLE_LINES):
+        non_space += sum(not c.isspace() for c in text)
+        cjk += len(CJK_CHARACTER.findall(text))
+        for piece in text.split():
+            if CJK_CHARACTER.search(piece):
+                pieces += 1
+                unsegmented += bool(UNSEGMENTED_CJK.search(piece))
+    # mostly CJK characters, and most of the space-separated pieces holding them are runs no word is as long as
+    if cjk > non_space / 2 and unsegmented > pieces / 2:
+        args.word_split = "punctuation"
+        if is_main:
+            logger.info("--word_split punctuation: %.0f%% of the characters of the corpus's first lines are CJK, "
+                        "written without spaces (whitespace would make sentences the words); give --word_split "
+                        "jieba for Chinese words, or whitespace for text already segmented", 100 * cjk / non_space)
+
+
+def warn_if_unsegmented(words: list[str], word_split: str | None) -> None:
+    """One warning when many of the vocabulary's words are long runs of CJK characters: Chinese or Japanese text
+    split on spaces (`whitespace`, the default of elmo-pretrain) keeps whole sentences as words."""
+    unsegmented = [word for word in words if UNSEGMENTED_CJK.search(word)]
+    if len(unsegmented) >= max(2, len(words) // 10):
+        logger.warning(
+            "%d of the %d words of the vocabulary are runs of six or more CJK characters (%s, ...): --word_split %s "
+            "does not segment text written without spaces; give --word_split punctuation (a token per character) "
+            "or jieba (Chinese words)", len(unsegmented), len(words), ", ".join(unsegmented[:2]), word_split)
+
+
