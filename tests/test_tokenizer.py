@@ -823,6 +823,32 @@ def test_remote_code_loads_in_a_fresh_process_without_the_project(tmp_path, voca
     assert remote["word_ids"] == local.word_ids(1)
 
 
+REMOTE_FINGERPRINT = """
+import importlib, json, os
+os.environ["HF_MODULES_CACHE"] = {modules!r}
+from datasets.utils._dill import dumps
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained({folder!r}, trust_remote_code=True)
+cls, found = type(tok), importlib.import_module(type(tok).__module__.split(".")[0])
+for part in cls.__module__.split(".")[1:] + [cls.__qualname__]:
+    found = getattr(found, part, None)
+print(json.dumps({{"found": found is cls, "by_value": b"_encoding_state" in dumps(tok)}}))
+"""
+
+
+@pytest.mark.slow
+def test_remote_code_tokenizer_is_hashed_by_name(tmp_path):
+    """datasets hashes a tokenizer with dill, which pickles a class it cannot reach as `package.module.Class` by value,
+    with the globals of its module (`cannot pickle '_thread._local'` for one holding a thread-local; fingerprints that
+    depend on the classes loaded). transformers imports remote code without binding the module to its package; the
+    tokenizer's modules bind themselves, so the class is pickled by name as when the project is installed."""
+    pytest.importorskip("datasets")
+    ElmoTokenizer().save_pretrained(tmp_path / "folder")
+    code = REMOTE_FINGERPRINT.format(modules=str(tmp_path / "modules"), folder=str(tmp_path / "folder"))
+    result = run_isolated(code, cwd=tmp_path, timeout=120)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"found": True, "by_value": False}
+
+
 CHINESE_SAMPLE = ["我爱北京天安门，天安门上太阳升。", "我在Google工作了3年。", "ELMo很好用!"]
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import threading
 from collections.abc import Callable, Sequence
 
@@ -123,3 +124,18 @@ class EncodingState:
 
     def __reduce__(self):
         return (EncodingState, ())
+
+
+def reachable_by_name(module_name: str) -> None:
+    """Make the module `module_name` an attribute of its package, where it is not one yet.
+
+    transformers imports a remote-code tokenizer's module by hand (into `sys.modules`, not onto its package), so
+    dill, which datasets hashes with to fingerprint `Dataset.map`, finds no `package.module` and pickles the tokenizer's
+    class by value: its methods with the module's globals (a `threading.local` among them fails with "cannot pickle
+    '_thread._local'"), and a fingerprint that depends on which other classes were loaded. Reachable by name, the
+    class is pickled as a reference, as it is when the project is installed.
+    """
+    package_name, _, child = module_name.rpartition(".")
+    package, module = sys.modules.get(package_name), sys.modules.get(module_name)
+    if package is not None and module is not None and getattr(package, child, None) is not module:
+        setattr(package, child, module)

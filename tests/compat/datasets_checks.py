@@ -8,7 +8,8 @@ project cannot be imported: the tokenizer loads as remote code, datasets fingerp
 before 4.7 does by replacing the tokenizer's attribute named `cache` on the live object), `Dataset.map` runs it, and
 the SQuAD and GLUE blocks of docs/ecosystem.md run as written on FOLDER. Then, with the project's packages imported
 from REPO, the same fingerprint and map with `ElmoTokenizer` and `ElmoTokenizerFast`. Prints one JSON line last: per mode, whether the mapped
-rows are the tokenizer's own and whether the fingerprint held as the cache filled, and the recipes' printed lines.
+rows are the tokenizer's own, whether the fingerprint held as the cache filled and whether the
+tokenizer's class is pickled by name (not by value), and the recipes' printed lines.
 Standard library, transformers and datasets only.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -29,6 +31,17 @@ TEXTS = ["The bank of England rose .", "We sat on the river bank today", "", "EL
 RECIPES = ("## transformers' SQuAD recipe", "## flair")  # the part of docs/ecosystem.md whose blocks run here
 
 
+def class_found_by_name(tokenizer) -> bool:
+    """Whether the tokenizer's class is reached from its top package through attributes (`package.module.Class`), as
+    dill looks a class up before pickling it by reference; one it does not reach it pickles by value, with the globals
+    of its module (remote code as transformers imports it: a thread-local there failed the fingerprint)."""
+    cls = type(tokenizer)
+    found = importlib.import_module(cls.__module__.split(".")[0])
+    for part in cls.__module__.split(".")[1:] + cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is cls
+
+
 def map_checks(tokenizer) -> dict:
     """Fingerprint `tokenizer`, map it over TEXTS, fingerprint it again after new words filled its cache."""
     import datasets
@@ -38,7 +51,7 @@ def map_checks(tokenizer) -> dict:
     mapped = datasets.Dataset.from_dict({"text": TEXTS}).map(lambda batch: tokenizer(batch["text"]), batched=True)
     direct = tokenizer(TEXTS)
     tokenizer("words this tokenizer never saw before")
-    return {"datasets": datasets.__version__,
+    return {"datasets": datasets.__version__, "class_found_by_name": class_found_by_name(tokenizer),
             "rows_equal": [mapped[i]["input_ids"] for i in range(len(TEXTS))] == direct["input_ids"],
             "fingerprint_held": Hasher.hash(tokenizer) == fingerprint}
 
