@@ -15,7 +15,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-numerics test-compat lint clean anchors browser app
+.PHONY: demo test test-all test-fast test-numerics test-compat lint clean anchors browser app
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,10 +71,15 @@ PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist lo
 # below 5.17 (5.16): each environment takes under a minute to build, once (torch shared, tests/compat/environments.py);
 # 4.53, flair and spaCy are make test-compat's.
 SUITE_STACKS := transformers-4.46 transformers-5.16
+# make test leaves out the tests marked `extended` (long kill/restart runs, each beside a cheaper test of the same path,
+# so that the suite keeps within 15 minutes on 2 cores); make test-all is make test with them.
+SUITE_MARKS ?= (not compat or in_suite) and not extended
+test-all: SUITE_MARKS = not compat or in_suite
+test-all: test
 test: $(STAMP)
 	$(BIN)/python tests/compat/environments.py build $(SUITE_STACKS) || \
 		echo "the environments $(SUITE_STACKS) were not all built: tests/test_compat.py skips the missing ones"
-	$(BIN)/python -m pytest -q --durations=20 -m "not compat or in_suite" $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=20 -m "$(SUITE_MARKS)" $(PYTEST_WORKERS) $(PYTEST_ARGS)
 	$(BIN)/python tests/run_numerics.py --nearest
 
 # The tests marked `numerics` again, each on two threads and on older CPUs' kernels (tests/run_numerics.py): a bound

@@ -653,6 +653,7 @@ def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_torchrun_max_restarts_resumes_after_a_killed_process(model_dir, tmp_path):
     """Elastic: `torchrun --max_restarts 1` with `--resume` from the start. One process SIGKILLed once a window is
     complete: torchrun stops the other (SIGTERM: it commits what it did) and starts both again; they resume the work

@@ -112,6 +112,7 @@ def test_ray_options_are_checked_in_one_line(tiny_model_dir, tmp_path, caplog, m
 
 @needs_ray
 @pytest.mark.slow
+@pytest.mark.extended
 def test_a_killed_worker_is_replaced_and_the_output_is_complete_and_equal(tiny_model_dir, tmp_path):
     """SIGKILL to one actor's process once a window is complete: Ray restarts it and sends its windows again."""
     corpus = write_corpus(tmp_path / "in.txt", LINES)
@@ -143,6 +144,7 @@ def test_a_killed_worker_is_replaced_and_the_output_is_complete_and_equal(tiny_m
 
 @needs_ray
 @pytest.mark.slow
+@pytest.mark.extended
 def test_a_window_whose_actor_dies_at_every_try_ends_the_run_in_one_line(tiny_model_dir, tmp_path):
     """Each actor SIGKILLed as soon as it has loaded the model (as memory exhausted at every window would): the
     first window is sent WINDOW_TRIES times, then the command ends with status 1 and one line, not a loop."""

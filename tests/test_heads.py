@@ -246,7 +246,9 @@ def distinct_mix_weights(model) -> None:
 
 
 @pytest.mark.numerics
-@pytest.mark.parametrize("pooling", ["mean", "max", "lstm", "attention"])
+@pytest.mark.parametrize("pooling", [pytest.param("mean", marks=pytest.mark.extended), "max",
+                                     pytest.param("lstm", marks=pytest.mark.extended),
+                                     pytest.param("attention", marks=pytest.mark.extended)])
 def test_sequence_logits_do_not_depend_on_the_batch(pooling):
     """Each sentence alone gives its logits in a padded batch of three, layer norm on (statistics per sentence)."""
     model = ElmoForSequenceClassification(
@@ -553,7 +555,9 @@ def encode_rows(tokenizer, sentences, labels_for) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pooling", ["mean", "max", "lstm", "attention"])
+@pytest.mark.parametrize("pooling", [pytest.param("mean", marks=pytest.mark.extended), "max",
+                                     pytest.param("lstm", marks=pytest.mark.extended),
+                                     pytest.param("attention", marks=pytest.mark.extended)])
 def test_sequence_classifier_learns_generated_task_and_frozen_bilm_stays_bit_identical(tmp_path, pooling):
     tokenizer = ElmoTokenizer()
     sentences = sentiment_sentences(300, seed=1)
@@ -574,7 +578,7 @@ def test_sequence_classifier_learns_generated_task_and_frozen_bilm_stays_bit_ide
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("encoder, word_dim", [("lstm", 0), ("none", 16)])
+@pytest.mark.parametrize("encoder, word_dim", [("lstm", 0), pytest.param("none", 16, marks=pytest.mark.extended)])
 def test_token_classifier_learns_generated_ner(tmp_path, encoder, word_dim):
     tokenizer = ElmoTokenizer()
     tag2id = {tag: i for i, tag in enumerate(TAGS)}

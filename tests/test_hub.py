@@ -779,6 +779,7 @@ def test_converter_pushes_with_its_model_card(hub, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_pretraining_pushes_its_output_folder(hub, tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(f"the cat number {i % 7} sat on the mat ." for i in range(120)) + "\n")
