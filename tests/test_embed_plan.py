@@ -1,4 +1,5 @@
-"""`elmo-embed` resolves its options once into a frozen `EmbedPlan` (tools/embedding/embed_plan.py) and leaves the caller's
+"""`elmo-embed` resolves its options once into a frozen `EmbedPlan` (tools/embedding/embed_plan.py) and leaves the \
+caller's
 `EmbedOptions` as they were given: the format from OUTPUT's suffix, the tokenizer's word split, the backend and dtype
 are the plan's, recorded in the output."""
 
