@@ -144,8 +144,8 @@ def model_config(name: str, implementation: str):
 
 
 def training_corpus(data: str, folder: Path) -> Path:
-    """PTB's training text, or (`demo`) the corpus `python -m elmo_hf.cli demo` generates (20,000 sentences, 222 \
-words)."""
+    """PTB's training text, or (`demo`) the corpus `python -m elmo_hf.cli demo` generates (20,000 sentences, 222
+    words)."""
     if data == "demo":
         from elmo_hf.train.sense_corpus import generate_corpus
 

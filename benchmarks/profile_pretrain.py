@@ -1,4 +1,4 @@
-"""Where a training step's time goes: `elmo-pretrain` run with timers on its parts (`bench_pretrain.py profile` runs \
+"""Where a training step's time goes: `elmo-pretrain` run with timers on its parts (`bench_pretrain.py profile` runs
 it).
 
     python benchmarks/profile_pretrain.py STEPS.json ELMO-PRETRAIN-ARGS...

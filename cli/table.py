@@ -1,10 +1,10 @@
 """Every console command of the project, a row each: its options, the checks before torch is imported, its run.
 
     elmo-embed, elmo-analyze, elmo-convert, elmo-app      the tools (`elmo_hf.tools`)
-    elmo-export                                          the ONNX graph of a saved model \
-(`elmo_hf.tools.export.onnx_export`)
-    elmo-pretrain, elmo-demo                             pretraining (`elmo_hf.train.pretrain_run`, \
-`elmo_hf.train.demo_run`)
+    elmo-export                                          the ONNX graph of a saved model
+                                                         (`elmo_hf.tools.export.onnx_export`)
+    elmo-pretrain, elmo-demo                             pretraining (`elmo_hf.train.pretrain_run`,
+                                                         `elmo_hf.train.demo_run`)
     elmo-finetune TASK                                   fine-tuning, for every task of `elmo_hf.train.tasks.TASKS`
     elmo-finetune-classification, -ner, -qa              the same for the tasks that have a command of their own
 

@@ -1,4 +1,4 @@
-"""ELMo for Hugging Face transformers: the configuration and the models, the files that travel to the Hub as remote \
+"""ELMo for Hugging Face transformers: the configuration and the models, the files that travel to the Hub as remote
 code.
 
 Importing this package registers the Elmo classes and the tokenizers with the transformers Auto classes

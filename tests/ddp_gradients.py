@@ -6,8 +6,8 @@ test_cuda.py with both processes on one GPU).
 
 DEVICE is "cpu" or "cuda". The processes talk through gloo on either: NCCL refuses two processes on one GPU, and gloo
 reduces CUDA tensors too; on CUDA each process's LOCAL_RANK is taken modulo the GPUs, since Accelerate uses it as the
-index of the process's GPU (two processes on one GPU would otherwise ask for a second). Process 0 saves both losses \
-and both sets of gradients to OUT.pt for the test to compare.
+index of the process's GPU (two processes on one GPU would otherwise ask for a second). Process 0 saves both losses and
+both sets of gradients to OUT.pt for the test to compare.
 """
 
 from __future__ import annotations

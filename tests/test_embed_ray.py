@@ -1,8 +1,7 @@
 """`elmo-embed --engine ray` on a real local Ray (started by the command on 127.0.0.1, two actors on two CPUs).
 
-The engine embeds the same windows into the same chunk files as one process (tools/embedding/embed_ray.py), so its \
-output
-is compared with the default engine's for equality of the bits: both on one thread per process, without the token
+The engine embeds the same windows into the same chunk files as one process (tools/embedding/embed_ray.py), so its
+output is compared with the default engine's for equality of the bits: both on one thread per process, without the token
 cache (with it, a token's layer 0 may come from a batch of another window: equal to rounding, as in
 tests/test_embed.py). Each Ray run starts its own cluster (seconds on two cores): the cases share runs where one run
 shows two things.

@@ -169,8 +169,8 @@ def saved(tmp_path_factory):
 
 PUSH = """
 import json, os, urllib.request
-from elmo_hf import modeling_elmo, tokenization  # registers the classes for auto classes, so save_pretrained copies \
-the code
+# registers the classes for auto classes, so save_pretrained copies the code
+from elmo_hf import modeling_elmo, tokenization
 from transformers import AutoModelForPreTraining, AutoModelForSequenceClassification
 from elmo_hf.tokenization import ElmoTokenizer
 
@@ -458,8 +458,8 @@ except Exception as exc:
     out["error"] = f"{type(exc).__name__}: {exc}"
 else:
     out["error"] = None
-out["missing_seconds"], out["missing_waits"] = time.monotonic() - started, \
-RecordedWaits.waits[len(out["cached_waits"]):]
+out["missing_seconds"], out["missing_waits"] = (time.monotonic() - started,
+                                                RecordedWaits.waits[len(out["cached_waits"]):])
 print(json.dumps(out))
 """
 

@@ -279,9 +279,8 @@ def test_no_module_imports_or_names_a_higher_layer():
 
 
 def test_at_most_two_places_build_a_command_line_parser():
-    """The options of every command are dataclasses read by `elmo_hf.tools.core.arguments`; transformers' own parser \
-reads
-    its `TrainingArguments`, for the fine-tuning commands only."""
+    """The options of every command are dataclasses read by `elmo_hf.tools.core.arguments`; transformers' own parser
+    reads its `TrainingArguments`, for the fine-tuning commands only."""
     places = []
     for name, path in _project_modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -105,8 +105,8 @@ for name, text in texts.items():
     out["offsets"][name] = encoded["offset_mapping"][0].tolist()
 out["split"] = plain(tagger(texts["english"].split(), is_split_into_words=True, aggregation_strategy="simple")[0])
 out["batched"] = [plain(r) for r in tagger(list(texts.values()), batch_size=2, aggregation_strategy="simple")]
-out["ner"] = plain(pipeline("ner", model=folder, trust_remote_code=True)(texts["english"], \
-aggregation_strategy="simple"))
+out["ner"] = plain(pipeline("ner", model=folder, trust_remote_code=True)(texts["english"],
+                                                                         aggregation_strategy="simple"))
 try:
     tagger(texts["english"], stride=4, aggregation_strategy="simple")
 except ValueError as error:

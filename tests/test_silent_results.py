@@ -423,9 +423,9 @@ def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(
 
 
 def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_path):
-    """F1 on words is 0 for "深圳市" against "广东省深圳市龙岗区" (no spaces: one word each); CMRC 2018 \
-scores characters,
-    and drops Chinese punctuation too. The run's eval_f1 is that of its own predictions.json, on characters."""
+    """F1 on words is 0 for "深圳市" against "广东省深圳市龙岗区" (no spaces: one word each); CMRC 2018 scores
+    characters, and drops Chinese punctuation too. The run's eval_f1 is that of its own predictions.json, on
+    characters."""
     from elmo_hf.train.tasks.squad_metrics import character_exact_match, character_f1, f1, squad_scores
 
     assert (f1("深圳市", "广东省深圳市龙岗区") == 0.0

@@ -1,9 +1,7 @@
-"""The fine-tuning tasks (`elmo_hf.train.tasks.TASKS`): every task head of `ELMO_CLASSES` has its module under \
-`train/tasks/`
-with the parts every command runs (its `PARTS`, a `elmo_hf.train.tasks.Task`) and options that `--help` reads without \
-torch, and
-every module its head; and a task added as a row and a module alone (here a throwaway one, registered with
-monkeypatch) trains, saves, predicts and loads end to end through `elmo-finetune TASK`."""
+"""The fine-tuning tasks (`elmo_hf.train.tasks.TASKS`): every task head of `ELMO_CLASSES` has its module under
+`train/tasks/` with the parts every command runs (its `PARTS`, a `elmo_hf.train.tasks.Task`) and options that `--help`
+reads without torch, and every module its head; and a task added as a row and a module alone (here a throwaway one,
+registered with monkeypatch) trains, saves, predicts and loads end to end through `elmo-finetune TASK`."""
 
 from __future__ import annotations
 

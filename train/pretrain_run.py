@@ -1,7 +1,6 @@
 """A pretraining run of `elmo-pretrain`: what is checked before anything is written, the set-up, the loop, the
-evaluation and the end (the model folder, the push). The command's row is in `cli/table.py`, its arguments in \
-`train/pretrain_args.py`;
-checkpoints, resuming and stopping on a signal in `train/checkpoints.py`.
+evaluation and the end (the model folder, the push). The command's row is in `cli/table.py`, its arguments in
+`train/pretrain_args.py`; checkpoints, resuming and stopping on a signal in `train/checkpoints.py`.
 """
 
 from __future__ import annotations

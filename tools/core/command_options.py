@@ -1,11 +1,10 @@
 """The options of the tool commands (`elmo-embed`, `elmo-analyze`, `elmo-convert`, `elmo-app`), one dataclass each.
 
-The tools' run functions take these (`elmo_hf.tools.embedding.embed.run(EmbedOptions(...))`); the command layer \
-(`elmo_hf.cli`)
-builds their parsers (`elmo_hf.tools.core.arguments`) before torch and transformers are imported (seconds), so that \
-`--help`
-and a mistyped option answer at once. Standard library only, with the light `published_models`; what an option
-needs at parse time is written here (`checked_encoding`, which `text_files` re-exports).
+The tools' run functions take these (`elmo_hf.tools.embedding.embed.run(EmbedOptions(...))`); the command layer
+(`elmo_hf.cli`) builds their parsers (`elmo_hf.tools.core.arguments`) before torch and transformers are imported
+(seconds), so that `--help` and a mistyped option answer at once. Standard library only, with the light
+`published_models`; what an option needs at parse time is written here (`checked_encoding`, which `text_files`
+re-exports).
 """
 
 from __future__ import annotations

@@ -4,12 +4,11 @@
     row = TASKS["token-classification"]         # the task's FineTuningTask: words, defaults, its data options
     parts = task_parts("token-classification")  # its `Task` (train/tasks/token_classification.py): readers, metrics
 
-A task is a head of `elmo_hf.modeling_elmo.configuration_elmo.ELMO_CLASSES` (its row names the task) and a module here \
-named
-after it ("multiple-choice" -> `multiple_choice.py`) that defines `TASK`, a `FineTuningTask`, and `PARTS`, an instance
-of its subclass of `Task` (train/tasks/base.py: the parts every task gives, the optional hooks with their defaults).
-Nothing else lists the tasks: `TASKS` is read from this folder, the command `elmo-finetune TASK` takes any of them,
-and tests/test_tasks.py checks that every head has its module and every module its head.
+A task is a head of `elmo_hf.modeling_elmo.configuration_elmo.ELMO_CLASSES` (its row names the task) and a module here
+named after it ("multiple-choice" -> `multiple_choice.py`) that defines `TASK`, a `FineTuningTask`, and `PARTS`, an
+instance of its subclass of `Task` (train/tasks/base.py: the parts every task gives, the optional hooks with their
+defaults). Nothing else lists the tasks: `TASKS` is read from this folder, the command `elmo-finetune TASK` takes any of
+them, and tests/test_tasks.py checks that every head has its module and every module its head.
 
 Each module imports only the standard library and the light readers at its top (its heavy parts import torch,
 datasets and the model inside the functions that need them), so that a command's `--help` reads the task's options

@@ -4,12 +4,12 @@ that module.
 
 * Readers of the task files: SST-2 style TSV (`label<TAB>sentence`, a header line, CRLF or LF), CSV and JSON lines
   with `text`/`label` columns for classification, and a second sentence for pairs (`text_pair`, or GLUE's
-  `sentence1`/`sentence2`, `premise`/`hypothesis`, `question`/`sentence`, `question1`/`question2`); CoNLL columns \
-(`word POS chunk NER`, a blank line between
-  sentences, `-DOCSTART-` skipped) and JSON lines with `tokens`/`tags` for tagging.
-* Metrics: accuracy, Pearson and Spearman correlations (STS-B), and entity-level precision/recall/F1 of \
-IOB1/IOB2/IOBES tag sequences, scored as
-  conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on seqeval.
+  `sentence1`/`sentence2`, `premise`/`hypothesis`, `question`/`sentence`, `question1`/`question2`); CoNLL columns
+  (`word POS chunk NER`, a blank line between sentences, `-DOCSTART-` skipped) and JSON lines with `tokens`/`tags` for
+  tagging.
+* Metrics: accuracy, Pearson and Spearman correlations (STS-B), and entity-level precision/recall/F1 of IOB1/IOB2/IOBES
+  tag sequences, scored as conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on
+  seqeval.
 * Readers of the files to predict (`--test_file`): sentences (one a line, or a text column) and words (CoNLL
   columns, the word first; JSON lines with `tokens`; or sentences one a line, cut by the word split).
 """
