@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         fresh, _ = load_elmo(folder)  # as elmo-embed measures: on the model as loaded, not on the table's (whose
         automatic = [path for path in paths if path[1] in backend_row(path[0]).automatic_dtypes]  # what auto measures
-        measured = backend_choice.measure(automatic, fresh, tokenizer, folder, threads)  # torch float32 ran 3.4x slower)
+        # (torch float32 ran 3.4x slower)
+        measured = backend_choice.measure(automatic, fresh, tokenizer, folder, threads)
         chosen, alternative = backend_choice.best(measured)
         auto = {"chosen": chosen.name, "alternative": alternative.name if alternative else None,
                 "measured": [vars(m) for m in measured]}

@@ -69,13 +69,15 @@ def write_tasks(folder: Path, size: int) -> None:
         (folder / f"{name}.conll").write_text("\n\n".join(blocks) + "\n")
 
 
-def run(task: str, model: str, data: Path, out: Path, options: list[str], seed: int = 0) -> tuple[float, float, list[str]]:
+def run(task: str, model: str, data: Path, out: Path, options: list[str], seed: int = 0) -> tuple[float, float,
+                                                                                                  list[str]]:
     from elmo_hf.train.finetune_run import run_task
 
     suffix = "tsv" if task == "classification" else "conll"
     argv = ["--model_name_or_path", model, "--train_file", str(data / f"train.{suffix}"),
             "--validation_file", str(data / f"dev.{suffix}"), "--output_dir", str(out), "--use_cpu",
-            "--save_strategy", "no", "--disable_tqdm", "true", "--seed", str(seed), "--word_split", "whitespace", *options]
+            "--save_strategy", "no", "--disable_tqdm", "true", "--seed", str(seed), "--word_split", "whitespace",
+            *options]
     if task == "tagging":
         argv.remove("--word_split"), argv.remove("whitespace")
     start = time.perf_counter()
@@ -92,7 +94,8 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--tasks", nargs="+", default=["classification", "tagging"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0],
-                        help="seeds of the head's initialisation and the data order (the tasks' sentences stay the same)")
+                        help="seeds of the head's initialisation and the data order (the tasks' sentences stay the "
+                             "same)")
     args = parser.parse_args()
     root = Path(args.output_dir)
     for size in args.sizes:

@@ -54,10 +54,10 @@ REPO = Path(__file__).resolve().parents[1]
 PTB = REPO.parent / "shared" / "data" / "ptb"
 
 
-# Runs elmo-pretrain (through its frame), timing every call of its `training_step` (forward, backward, optimizer step: no data
-# loading, logging or saving) in wall-clock and process CPU seconds, written as JSON to the file named by argv[1].
-# With argv[2] == "autograd_lstm", the dispatch is as before issue 15: "training" (the written-out LSTM backward)
-# -> "reference", nothing else changes.
+# Runs elmo-pretrain (through its frame), timing every call of its `training_step` (forward, backward, optimizer step:
+# no data loading, logging or saving) in wall-clock and process CPU seconds, written as JSON to the file named by
+# argv[1]. With argv[2] == "autograd_lstm", the dispatch is as before issue 15: "training" (the written-out LSTM
+# backward) -> "reference", nothing else changes.
 TIMED_PRETRAIN = """
 import json, sys, time
 import elmo_hf.modeling_elmo.modeling_elmo as modeling
@@ -144,7 +144,8 @@ def model_config(name: str, implementation: str):
 
 
 def training_corpus(data: str, folder: Path) -> Path:
-    """PTB's training text, or (`demo`) the corpus `python -m elmo_hf.cli demo` generates (20,000 sentences, 222 words)."""
+    """PTB's training text, or (`demo`) the corpus `python -m elmo_hf.cli demo` generates (20,000 sentences, 222
+    words)."""
     if data == "demo":
         from elmo_hf.train.sense_corpus import generate_corpus
 
@@ -223,7 +224,8 @@ def profile(steps: int, threads_list: list[int], configs: list[str], batch: int,
             flops = flops_per_training_token(trained, softmax)
             rate = statistics.median(s["tokens"] / (s["step"] + s["data_loading"]) for s in timed)
             results.append({
-                "config": preset, "data": data, "threads": threads, "steps": len(timed), "vocab_size": trained.vocab_size,
+                "config": preset, "data": data, "threads": threads, "steps": len(timed),
+                "vocab_size": trained.vocab_size,
                 "median_step_ms": round(statistics.median(s["step"] for s in timed) * 1e3, 1),
                 "median_tokens_per_second": round(rate, 1), "flops_per_token": flops,
                 "peak_gflops": round(peak, 1), "fraction_of_peak": round(rate * flops / 1e9 / peak, 4),
@@ -255,7 +257,8 @@ def compare(steps: int, threads: int, batch: int, softmax: str, rounds: int, var
             fractions[implementation].append(round(result["median_tokens_per_second"] * flops / 1e9 / peak, 4))
             peaks.append(round(peak, 1))
             loads.append(result["load_average"])
-    medians = {variant: {key: statistics.median(values) for key, values in run.items()} for variant, run in runs.items()}
+    medians = {variant: {key: statistics.median(values) for key, values in run.items()} for variant,
+               run in runs.items()}
     first, second = variants[:2]
     return {"runs": runs, "median": medians,
             "speed-up": {key: round(medians[first][key] / medians[second][key], 2) for key in keys},
@@ -361,7 +364,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--softmax", default="full")
     parser.add_argument("--variants", default="auto,reference",
-                        help="`compare`: comma-separated reference, autograd_lstm, auto, bf16, baseline; the first over "
+                        help="`compare`: comma-separated reference, autograd_lstm, auto, bf16, baseline; the first "
+                             "over "
                         "the second")
     parser.add_argument("--baseline_repo", type=Path, default=None,
                         help="the variant `baseline`: elmo-pretrain (default settings) from this checkout")

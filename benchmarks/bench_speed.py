@@ -162,7 +162,8 @@ def sentences(min_words: int, max_words: int, count: int, seed: int = 0) -> list
         return [rng.choice(pool) for _ in range(count)] if len(pool) < count else rng.sample(pool, count)
     letters = "abcdefghijklmnopqrstuvwxyz"
     return [
-        ["".join(rng.choice(letters) for _ in range(rng.randint(1, 9))) for _ in range(rng.randint(min_words, max_words))]
+        ["".join(rng.choice(letters) for _ in range(rng.randint(1, 9)))
+         for _ in range(rng.randint(min_words, max_words))]
         for _ in range(count)
     ]
 
@@ -375,7 +376,8 @@ def section_fused(model, tokenizer, peak: Peak, repeats: int, device) -> dict:
 
             train()
             # forward + backward is about 3x the forward's FLOPs
-            results[name] = summarize([timed_ratio(train, tokens, 3 * flops, peak) for _ in range(max(1, repeats // 2))])
+            results[name] = summarize([timed_ratio(train, tokens, 3 * flops, peak)
+                                       for _ in range(max(1, repeats // 2))])
     finally:
         for layer, (cell_clip, proj_clip) in zip(model.bilm.layers, saved):
             layer.cell_clip, layer.proj_clip = cell_clip, proj_clip
@@ -427,7 +429,8 @@ def section_command(model_dir: Path, lines: int, threads: int) -> dict:
         seconds = time.perf_counter() - start
         line = next((x for x in result.stderr.splitlines() if "wrote" in x), result.stderr[-500:])
         return {"command": "elmo-embed in.txt out.hdf5 --model ORIGINAL --all", "wall_s_with_startup": seconds,
-                "log": line.split("elmo-embed: ")[-1], "output_mb": out.stat().st_size / 2**20 if out.exists() else None}
+                "log": line.split("elmo-embed: ")[-1],
+                "output_mb": out.stat().st_size / 2**20 if out.exists() else None}
 
 
 class RssSampler:
@@ -504,7 +507,8 @@ def matmul_tflops(dtype: torch.dtype, device: torch.device, size: int = 8192, re
 
 
 # The LSTM routes of the gpu section: (name, lstm_implementation, Triton's fused step on)
-GPU_ROUTES = (("loop (before)", "loop", False), ("graph, torch step", "graph", False), ("graph, Triton step", "graph", True))
+GPU_ROUTES = (("loop (before)", "loop", False), ("graph, torch step", "graph", False),
+              ("graph, Triton step", "graph", True))
 
 
 def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train_batches=(128,),

@@ -180,7 +180,8 @@ def compare_fast(lines: int) -> None:
             tokenizer = cls(word_split=split)
             start, count = time.perf_counter(), 0
             for i in range(0, len(text), batch_size):
-                args = (questions[i : i + batch_size], text[i : i + batch_size]) if pairs else (text[i : i + batch_size],)
+                args = (questions[i : i + batch_size],
+                        text[i : i + batch_size]) if pairs else (text[i : i + batch_size],)
                 enc = tokenizer(*args, **kwargs)
                 mask = enc["attention_mask"]
                 count += int(mask.sum()) if isinstance(mask, torch.Tensor) else sum(map(sum, mask))

@@ -1,4 +1,5 @@
-"""Where a training step's time goes: `elmo-pretrain` run with timers on its parts (`bench_pretrain.py profile` runs it).
+"""Where a training step's time goes: `elmo-pretrain` run with timers on its parts (`bench_pretrain.py profile` runs
+it).
 
     python benchmarks/profile_pretrain.py STEPS.json ELMO-PRETRAIN-ARGS...
 
@@ -137,7 +138,8 @@ def install(recorder: Recorder) -> None:
 
     accelerate.Accelerator.backward = span("backward", accelerate.Accelerator.backward, mark_start=True)
     accelerate.Accelerator.clip_grad_norm_ = span("clip_grad_norm", accelerate.Accelerator.clip_grad_norm_)
-    accelerate.optimizer.AcceleratedOptimizer.step = span("optimizer_step", accelerate.optimizer.AcceleratedOptimizer.step)
+    accelerate.optimizer.AcceleratedOptimizer.step = span("optimizer_step",
+                                                          accelerate.optimizer.AcceleratedOptimizer.step)
     step, last_end = pretrain_run.training_step, [None]
 
     def timed_step(run, batch):

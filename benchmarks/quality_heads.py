@@ -132,7 +132,8 @@ def table(args: argparse.Namespace) -> None:
         metric = "SST-2 dev accuracy" if task == "sst2" else "CoNLL-2003 valid entity F1"
         spread = f"{min(scores):.3f} - {max(scores):.3f}" if len(scores) > 1 else "-"
         print(f"| {metric} | {bilm} | {variant} | {statistics.mean(scores):.3f} | {spread} | "
-              f"{', '.join(f'{s:.3f}' for s in scores)} | {statistics.mean(minutes) if minutes else float('nan'):.1f} |")
+              f"{', '.join(f'{s:.3f}' for s in scores)} | "
+              f"{statistics.mean(minutes) if minutes else float('nan'):.1f} |")
 
 
 def random_bilm(args: argparse.Namespace) -> None:

@@ -183,7 +183,8 @@ def wlm_harness(args: argparse.Namespace) -> None:
 
 def our_command(args: argparse.Namespace, data: Path, folder: Path, core: int, options: list[str]) -> list[str]:
     return ["taskset", "-c", str(core), sys.executable, "-m", "elmo_hf.cli", "pretrain", "--train_file",
-            str(data / "ptb.train.txt"), "--output_dir", str(folder), "--max_train_time", f"{round(args.minutes * 60)}s",
+            str(data / "ptb.train.txt"), "--output_dir", str(folder), "--max_train_time",
+            f"{round(args.minutes * 60)}s",
             "--num_train_epochs", "1000", "--save_steps", str(args.save_every), "--save_total_limit", "100000",
             "--use_cpu", "--disable_tqdm", "--report_to", "none", "--logging_steps", "100", *options]
 
@@ -424,7 +425,8 @@ def evaluate_theirs(snapshots: Path, wlm_dir: Path, data: Path, test_at: list[fl
         if index is None:
             continue
         model.load_state_dict(torch.load(files[index]))
-        at[f"{minutes:g}"] = {"minutes": float(files[index].stem) / 60, "valid_perplexity": curve[index]["valid_perplexity"],
+        at[f"{minutes:g}"] = {"minutes": float(files[index].stem) / 60,
+                              "valid_perplexity": curve[index]["valid_perplexity"],
                               "test_perplexity": their_perplexity(model, word_ids, test)[0]}
         print(f"theirs at {minutes:g} min: {at[f'{minutes:g}']}", file=sys.stderr)
     model.load_state_dict(torch.load(files[-1]))
@@ -433,7 +435,8 @@ def evaluate_theirs(snapshots: Path, wlm_dir: Path, data: Path, test_at: list[fl
             "last_model_valid_perplexity": curve[-1]["valid_perplexity"]}
 
 
-EPOCH_LINE = re.compile(r"\| end of epoch\s+(\d+) \| time:\s*([\d.]+)s \| valid loss\s*([\d.]+) \| valid ppl\s*([\d.]+)")
+EPOCH_LINE = re.compile(
+    r"\| end of epoch\s+(\d+) \| time:\s*([\d.]+)s \| valid loss\s*([\d.]+) \| valid ppl\s*([\d.]+)")
 BATCH_LINE = re.compile(r"\| epoch\s+(\d+) \|\s*(\d+)/\s*(\d+) batches \| lr ([\d.]+) \| ms/batch\s*([\d.]+)")
 TEST_LINE = re.compile(r"\| End of training \| test loss\s*([\d.]+) \| test ppl\s*([\d.]+)")
 

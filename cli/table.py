@@ -1,8 +1,10 @@
 """Every console command of the project, a row each: its options, the checks before torch is imported, its run.
 
     elmo-embed, elmo-analyze, elmo-convert, elmo-app      the tools (`elmo_hf.tools`)
-    elmo-export                                          the ONNX graph of a saved model (`elmo_hf.tools.export.onnx_export`)
-    elmo-pretrain, elmo-demo                             pretraining (`elmo_hf.train.pretrain_run`, `elmo_hf.train.demo_run`)
+    elmo-export                                          the ONNX graph of a saved model
+                                                         (`elmo_hf.tools.export.onnx_export`)
+    elmo-pretrain, elmo-demo                             pretraining (`elmo_hf.train.pretrain_run`,
+                                                         `elmo_hf.train.demo_run`)
     elmo-finetune TASK                                   fine-tuning, for every task of `elmo_hf.train.tasks.TASKS`
     elmo-finetune-classification, -ner, -qa              the same for the tasks that have a command of their own
 
@@ -66,12 +68,14 @@ def _task_command(task: str) -> Command:
 
 
 COMMANDS: dict[str, Command] = {row.name: row for row in (
-    Command("elmo-embed", parse=_parser(EmbedOptions, "elmo-embed"), run="elmo_hf.tools.embedding.embed:run", logger="elmo-embed",
+    Command("elmo-embed", parse=_parser(EmbedOptions, "elmo-embed"), run="elmo_hf.tools.embedding.embed:run",
+            logger="elmo-embed",
             checks=early_checks.check_embed_paths, help="ELMo vectors of every line of a corpus"),
     Command("elmo-analyze", parse=_parser(AnalyzeOptions, "elmo-analyze"), run="elmo_hf.tools.analysis:run",
             logger="elmo-analyze", checks=early_checks.check_analyze_paths, help="how contextual each layer is"),
     Command("elmo-convert", parse=_parser(ConvertOptions, "elmo-convert"), run="elmo_hf.tools.conversion.convert:run",
-            logger="elmo_hf.tools.conversion.convert", checks=early_checks.check_convert_paths, quiet=True, download_bars=True,
+            logger="elmo_hf.tools.conversion.convert", checks=early_checks.check_convert_paths, quiet=True,
+            download_bars=True,
             help="original ELMo weights to a Hugging Face folder"),
     Command("elmo-app", parse=_parser(AppOptions, "elmo-app"), run="elmo_hf.tools.app.server:run", logger="elmo-app",
             help="the demo page"),

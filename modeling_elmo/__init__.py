@@ -1,4 +1,5 @@
-"""ELMo for Hugging Face transformers: the configuration and the models, the files that travel to the Hub as remote code.
+"""ELMo for Hugging Face transformers: the configuration and the models, the files that travel to the Hub as remote
+code.
 
 Importing this package registers the Elmo classes and the tokenizers with the transformers Auto classes
 (in-library), and marks the models for remote code, so that `save_pretrained` copies the modeling files and
@@ -42,16 +43,18 @@ def _register_elmo_classes() -> list[str]:
 _CLASS_NAMES = _register_elmo_classes()
 
 # The tokenizers live one level down (`tokenization` imports nothing from this package); they are registered here,
-# against ElmoConfig, so that `import elmo_hf.modeling_elmo` is enough for every Auto class. Both classes must be found by
-# name (tokenizer_config.json names one); the last registration is the default for ElmoConfig. `slow_tokenizer_class` is
-# the keyword of every transformers from 4.46 on (5.x names it `tokenizer_class` and still takes this one, the same way).
+# against ElmoConfig, so that `import elmo_hf.modeling_elmo` is enough for every Auto class. Both classes must be found
+# by name (tokenizer_config.json names one); the last registration is the default for ElmoConfig.
+# `slow_tokenizer_class` is the keyword of every transformers from 4.46 on (5.x names it `tokenizer_class` and still
+# takes this one, the same way).
 AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoManyLangsTokenizer, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, fast_tokenizer_class=ElmoTokenizerFast,
                        exist_ok=True)
-# ElmoTokenizerFast is ElmoTokenizer's fast class: what AutoTokenizer returns by default (transformers 5 always gives the
-# fast class where one is registered, use_fast=False is ignored; 4.x defaults to use_fast=True), as transformers' users
-# expect (word_ids(), offsets, the example scripts' isinstance check). Its plain calls run on ElmoTokenizer's path at
-# its speed; the project's own commands still load ElmoTokenizer (tools/loading.py), faster on windows and offsets.
+# ElmoTokenizerFast is ElmoTokenizer's fast class: what AutoTokenizer returns by default (transformers 5 always gives
+# the fast class where one is registered, use_fast=False is ignored; 4.x defaults to use_fast=True), as transformers'
+# users expect (word_ids(), offsets, the example scripts' isinstance check). Its plain calls run on ElmoTokenizer's
+# path at its speed; the project's own commands still load ElmoTokenizer (tools/loading.py), faster on windows and
+# offsets.
 
 __all__ = [
     "AUTO_CLASSES",

@@ -82,11 +82,11 @@ class ElmoClass:
         return self.auto_class or self.path.rsplit(".", 1)[1]
 
 
-# Every Elmo model class, the one list of them. `import elmo_hf.modeling_elmo` registers each with its Auto class and exports
-# it; every config.json gets them all in its `auto_map`, and a model's `save_pretrained` copies every travelling file
-# (`remote_code_elmo.py`), so that a folder saved from any one class opens with every Auto class through remote code
-# (transformers alone records and copies only the class saved). A new head is a class in a file of this folder and
-# a row here (docs/architecture.md, "A new head").
+# Every Elmo model class, the one list of them. `import elmo_hf.modeling_elmo` registers each with its Auto class and
+# exports it; every config.json gets them all in its `auto_map`, and a model's `save_pretrained` copies every
+# travelling file (`remote_code_elmo.py`), so that a folder saved from any one class opens with every Auto class
+# through remote code (transformers alone records and copies only the class saved). A new head is a class in a file of
+# this folder and a row here (docs/architecture.md, "A new head").
 ELMO_CLASSES = (
     ElmoClass("AutoModel", "modeling_elmo.ElmoModel"),
     ElmoClass("AutoModelForPreTraining", "modeling_elmo.ElmoForPreTraining"),
@@ -487,7 +487,8 @@ class ElmoConfig(PretrainedConfig):
     qa_modeling_layer: Annotated[str, _one_of(("none", "lstm"))] = "lstm"
     qa_null_answer: Annotated[bool | None, _optional(_flag)] = None  # None: not trained for questions
     head_hidden_size: Annotated[int | None, _optional(_integer(1))] = None  # None: projection_dim
-    pair_combination: Annotated[str | None, _optional(_one_of(tuple(PAIR_COMBINATIONS)))] = None  # None: single sentences
+    # None: single sentences
+    pair_combination: Annotated[str | None, _optional(_one_of(tuple(PAIR_COMBINATIONS)))] = None
 
     def __post_init__(self, **kwargs):
         # transformers >= 5.6 makes this class a dataclass of the fields above; on 4.46 - 4.x, where it does not,
@@ -507,7 +508,8 @@ class ElmoConfig(PretrainedConfig):
             kwargs["custom_pipelines"] = pipelines
         _check_value("num_labels", kwargs.get("num_labels"), [_INHERITED_FIELD_CHECKS["num_labels"]])
         finish_config(self, kwargs)
-        if getattr(self, "tokenizer_class", None) is None:  # transformers 4.x's pipeline() loads no tokenizer for remote code without it
+        # transformers 4.x's pipeline() loads no tokenizer for remote code without it
+        if getattr(self, "tokenizer_class", None) is None:
             self.tokenizer_class = "ElmoTokenizer"
         self.validate()
 

@@ -49,7 +49,8 @@ def scheme_of(labels: list[str], constraints: str = "auto") -> str:
     return "bioes" if prefixes & {"E", "S"} else "bio"
 
 
-def allowed_transitions(labels: list[str], constraints: str = "auto") -> tuple[list[bool], list[list[bool]], list[bool]]:
+def allowed_transitions(labels: list[str], constraints: str = "auto") -> tuple[list[bool], list[list[bool]],
+                                                                               list[bool]]:
     """(may start a sentence [K], may follow [K][K] as [previous][next], may end a sentence [K]) for the labels in
     id order, under the scheme `scheme_of(labels, constraints)`."""
     scheme = scheme_of(labels, constraints)

@@ -113,7 +113,8 @@ class ElmoScalarMix(nn.Module):
         variance = (((x.to(wide) - mean) * elements) ** 2).sum((-2, -1), keepdim=True) / count
         return ((x - mean.float()) / torch.sqrt(variance + self.eps).float()).to(layer.dtype)
 
-    def forward(self, layers: list[torch.Tensor] | tuple[torch.Tensor, ...], mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, layers: list[torch.Tensor] | tuple[torch.Tensor, ...],
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """`layers`: L + 1 tensors (B, T, D); `mask` (B, T), the positions whose elements enter each sentence's
         layer-norm statistics (all when absent). Returns (B, T, D)."""
         if len(layers) != self.mixture_size:
@@ -271,7 +272,8 @@ def word_mask_of(
 
 
 def pool(
-    x: torch.Tensor, word_mask: torch.Tensor, pooling: str, lstm: nn.LSTM | None = None, attention: nn.Module | None = None
+    x: torch.Tensor, word_mask: torch.Tensor, pooling: str, lstm: nn.LSTM | None = None,
+    attention: nn.Module | None = None
 ) -> torch.Tensor:
     """(B, T, D) token vectors and (B, T) mask of the tokens to pool -> (B, D'): "mean", "max", "lstm" (the final
     states of `lstm` over the words) or "attention" (softmax of `attention`'s scores over the words)."""

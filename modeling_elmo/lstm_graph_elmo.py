@@ -12,11 +12,12 @@ results equal the reference to float32 rounding, padding and state included (tes
 
 On CUDA (outside `torch.compile` tracing) each (bucket, dtypes, weights) gets one captured graph with its own static
 input and output buffers; all graphs on a device share one memory pool for their intermediates (they never run at
-once, and every call copies its results out before returning; the first graph captured is kept to keep the pool), and a layer keeps its graphs in a bounded LRU cache
-(`GraphCache`, at most `GRAPH_CACHE_BYTES` of static buffers per layer), emptied when training starts or the weights
-are loaded. Where Triton is installed the step's pointwise work runs as two fused kernels (`lstm_triton_elmo.py`);
-the torch ops here are the fallback and the reference of those kernels. On the CPU the same loop runs without a graph
-(what CI tests); "auto" picks this kernel for CUDA inference of clipped models (`lstm_implementation`).
+once, and every call copies its results out before returning; the first graph captured is kept to keep the pool), and a
+layer keeps its graphs in a bounded LRU cache (`GraphCache`, at most `GRAPH_CACHE_BYTES` of static buffers per layer),
+emptied when training starts or the weights are loaded. Where Triton is installed the step's pointwise work runs as two
+fused kernels (`lstm_triton_elmo.py`); the torch ops here are the fallback and the reference of those kernels. On the
+CPU the same loop runs without a graph (what CI tests); "auto" picks this kernel for CUDA inference of clipped models
+(`lstm_implementation`).
 
 This file travels to the Hub as remote code with `modeling_elmo.py`: it imports only torch, the standard library and
 its siblings.
@@ -287,8 +288,10 @@ def run_padded(layer, x: torch.Tensor, batch_sizes: list[int], state: LayerState
     with torch.autocast(device.type, enabled=False), _CALL_LOCK:
         weights = _weights(layer, dtype)
         if graphed:
-            key = (rows, steps, dtype, state_dtype, device, clips, fused, tuple(t.data_ptr() for t in weights.tensors()))
-            build = lambda: _capture(weights, rows, steps, dtype, state_dtype, layer.cell_size, device, clips, fused)  # noqa: E731
+            key = (rows, steps, dtype, state_dtype, device, clips, fused,
+                   tuple(t.data_ptr() for t in weights.tensors()))
+            build = lambda: _capture(  # noqa: E731
+                weights, rows, steps, dtype, state_dtype, layer.cell_size, device, clips, fused)
             buffers = graph_cache(layer).get(key, build)
         else:
             buffers = SimpleBuffers(rows, steps, x.shape[-1], layer.cell_size, dtype, state_dtype, device)

@@ -381,13 +381,14 @@ class ElmoBiLm(nn.Module):
 
 def _refuse_old_weight_names(loading_info: dict, name) -> None:
     """A checkpoint whose weights carry names of `OLD_WEIGHT_NAMES`, loaded by a transformers that cannot rename
-    them (4.46 - 4.49; up to 4.48 it also renames every weight named gamma to weight), would leave them untrained: an OSError
-    in one line instead."""
+    them (4.46 - 4.49; up to 4.48 it also renames every weight named gamma to weight), would leave them untrained:
+    an OSError in one line instead."""
     old = [key for key in loading_info.get("unexpected_keys", [])
            if re.search(r"scalar_mixes\.\d+\.(gamma|weight)$", key)]
     if old:
-        raise OSError(f"{name} was saved by an earlier release, which named the scale of its scalar mix gamma ({old[0]}): "
-                      "transformers 4.50 and later load it; or load it there and save it again for this one")
+        raise OSError(
+            f"{name} was saved by an earlier release, which named the scale of its scalar mix gamma ({old[0]}): "
+            "transformers 4.50 and later load it; or load it there and save it again for this one")
 
 
 def weights_as_readable_as_config(folder: Path) -> None:

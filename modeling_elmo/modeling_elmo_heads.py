@@ -69,8 +69,8 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
     # The heads compute a plain mean loss: Trainer must not pass `num_items_in_batch`
     # (docs/transformers_traps.md, "Trainer and num_items_in_batch").
     accepts_loss_kwargs = False
-    # How the head's logits go into an ONNX graph (`elmo_hf.tools.export.export_module`): "sentence" (the classifier on the
-    # pooled words), "token" (the classifier at every position), or None: not exported (the graph then holds the
+    # How the head's logits go into an ONNX graph (`elmo_hf.tools.export.export_module`): "sentence" (the classifier on
+    # the pooled words), "token" (the classifier at every position), or None: not exported (the graph then holds the
     # biLM's layers and the head's first mix). `onnx_unexportable_reason` says when a head's config rules it out.
     onnx_logits = None
 
@@ -188,7 +188,8 @@ class ElmoPreTrainedModelForTasks(ElmoPreTrainedModel):
         `elmo_representations`), before dropout and without the word embedding."""
         layers, mask, word_mask = self._bilm_layers(input_ids, attention_mask, **kwargs)
         mixes = tuple(mix(layers, word_mask) for mix in self.scalar_mixes)
-        return ElmoRepresentationsOutput(elmo_representations=mixes, mask=mask, word_mask=word_mask, hidden_states=layers)
+        return ElmoRepresentationsOutput(elmo_representations=mixes, mask=mask, word_mask=word_mask,
+                                         hidden_states=layers)
 
     def _task_inputs(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs
@@ -343,7 +344,8 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
         if self.config.token_classifier_encoder == "lstm":
             return "the tagger's own biLSTM packs rows by length (data-dependent): not exported"
         if self.config.use_crf:
-            return "a CRF's logits are max-marginals over tag sequences (a data-dependent dynamic programme): not exported"
+            return ("a CRF's logits are max-marginals over tag sequences (a data-dependent dynamic programme): not "
+                    "exported")
         return None
 
     def __init__(self, config: ElmoConfig):

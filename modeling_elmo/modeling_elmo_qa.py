@@ -8,8 +8,9 @@ question attention (which question words matter to each passage word) and questi
 passage words matter most to the question), a trainable biLSTM over the passage ("modelling layer"), and a start and
 an end score per passage word. Position 0 (the question's `<S>`) scores "no answer" (SQuAD 2.0), as BERT's [CLS].
 
-Windows of long passages, and the best span mapped back to the passage's characters, are in `question_answering_elmo.py`.
-This file travels to the Hub as remote code with its siblings: it imports only torch, transformers and them.
+Windows of long passages, and the best span mapped back to the passage's characters, are in
+`question_answering_elmo.py`. This file travels to the Hub as remote code with its siblings: it imports only torch,
+transformers and them.
 """
 
 from __future__ import annotations

@@ -140,7 +140,8 @@ class ElmoForSemanticRoleLabeling(ElmoPreTrainedModelForTasks):
             if self.crf is None:
                 loss = F.cross_entropy(logits.view(-1, self.num_labels).float(), labels.view(-1))
             else:  # the CRF scores every word: -100 only at <S>, </S> and padding
-                loss = self.crf.negative_log_likelihood(emissions, ElmoForTokenClassification._crf_labels(labels, words),
+                loss = self.crf.negative_log_likelihood(emissions,
+                                                        ElmoForTokenClassification._crf_labels(labels, words),
                                                         words)
             loss = self._regularized(loss)
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None)

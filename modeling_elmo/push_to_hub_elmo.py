@@ -1,7 +1,7 @@
 """`push_to_hub` of the Elmo models: one commit with the ELMo model card where the project is installed.
 
-The push with the card belongs to the project's tools (`elmo_hf.tools.hub.hub_push.push_folder`), which import the models;
-this file, which travels to the Hub as remote code, never names them. It finds the push as a plugin, by the
+The push with the card belongs to the project's tools (`elmo_hf.tools.hub.hub_push.push_folder`), which import the
+models; this file, which travels to the Hub as remote code, never names them. It finds the push as a plugin, by the
 entry point the installed project declares (group "elmo_hf", name "push_folder" in pyproject.toml). Where only the
 remote code exists (a model loaded with `trust_remote_code=True` without the project), there is none, and the push
 is transformers' own.

@@ -4,8 +4,8 @@ Every file of this folder but `__init__.py` travels: `save_pretrained` of an Elm
 weights (transformers alone copies only the file of the class saved and what it imports), so that a folder saved
 from any one class opens with every Auto class of its `auto_map` and every pipeline of its `custom_pipelines`
 through `trust_remote_code=True`, and with sentence-transformers' pooling module (`elmo_sentence_pooling.py`). The
-Hub push (`elmo_hf.tools.hub.hub_push`) and the sentence-transformers export (`elmo_hf.tools.embedding.sentence_vectors`) take
-their lists from here too.
+Hub push (`elmo_hf.tools.hub.hub_push`) and the sentence-transformers export
+(`elmo_hf.tools.embedding.sentence_vectors`) take their lists from here too.
 
 A model that was itself loaded as remote code (a notebook without the project: load, fine-tune, `save_pretrained`,
 `Trainer.save_model`, `push_to_hub`) has only the files transformers fetched for the class loaded, in a folder of its

@@ -32,7 +32,8 @@ class ElmoSoftmax(nn.Module):
         self.num_sampled = config.num_sampled
         if self.softmax_type == "adaptive":
             cutoffs = config.adaptive_cutoffs or _default_cutoffs(config.vocab_size)
-            self.adaptive = nn.AdaptiveLogSoftmaxWithLoss(config.projection_dim, config.vocab_size, cutoffs, div_value=4.0)
+            self.adaptive = nn.AdaptiveLogSoftmaxWithLoss(config.projection_dim, config.vocab_size, cutoffs,
+                                                          div_value=4.0)
         else:
             self.weight = nn.Parameter(torch.empty(config.vocab_size, config.projection_dim))
             self.bias = nn.Parameter(torch.empty(config.vocab_size))

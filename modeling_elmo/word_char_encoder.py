@@ -23,7 +23,8 @@ def token_id_parts(input_ids: torch.Tensor, config) -> list[tuple[str, torch.Ten
     if chars:
         parts.append(("the character ids of input_ids", input_ids[..., :chars], config.char_vocab_size))
     if config.word_input_embedding_dim > 0:
-        parts.append(("the word ids of input_ids (last of each row)", input_ids[..., chars], config.word_input_vocab_size))
+        parts.append(("the word ids of input_ids (last of each row)", input_ids[..., chars],
+                      config.word_input_vocab_size))
     return parts
 
 

@@ -30,7 +30,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # idles; collected first, the short files fill in around them and both workers end together.
 LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "test_embed.py", "test_matrix.py",
                     "test_hub.py", "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py",
-                    "test_heads.py", "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py", "test_demo.py")
+                    "test_heads.py", "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py",
+                    "test_demo.py")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:

@@ -6,7 +6,8 @@ test_cuda.py with both processes on one GPU).
 
 DEVICE is "cpu" or "cuda". The processes talk through gloo on either: NCCL refuses two processes on one GPU, and gloo
 reduces CUDA tensors too; on CUDA each process's LOCAL_RANK is taken modulo the GPUs, since Accelerate uses it as the
-index of the process's GPU (two processes on one GPU would otherwise ask for a second). Process 0 saves both losses and both sets of gradients to OUT.pt for the test to compare.
+index of the process's GPU (two processes on one GPU would otherwise ask for a second). Process 0 saves both losses and
+both sets of gradients to OUT.pt for the test to compare.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def model_and_batch(device: torch.device):
 
 
 def main(device_name: str, out: str) -> None:
-    if device_name == "cuda":  # as elmo_hf.train.pretrain_run does where processes outnumber GPUs: Accelerate takes LOCAL_RANK for
-        # the index of the process's GPU (its device, DDP's device_ids, its barriers)
+    if device_name == "cuda":
+        # as elmo_hf.train.pretrain_run does where processes outnumber GPUs: Accelerate takes LOCAL_RANK for the index
+        # of the process's GPU (its device, DDP's device_ids, its barriers)
         os.environ["LOCAL_RANK"] = str(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     handlers = [InitProcessGroupKwargs(backend="gloo", timeout=datetime.timedelta(seconds=120))]
     accelerator = Accelerator(cpu=device_name == "cpu", kwargs_handlers=handlers)

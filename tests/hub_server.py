@@ -522,7 +522,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise HubError(401, f"Repository {repo_id} not found", "RepoNotFound")
         return repo
 
-    # ----- account -----------------------------------------------------------------------------------------------------
+    # ----- account ----------------------------------------------------------------------------------------------------
     def whoami(self) -> int:
         hub = self.server_hub
         if hub.token is not None and self._token() is None:
@@ -701,7 +701,7 @@ class _Handler(BaseHTTPRequestHandler):
         })
         return 200
 
-    # ----- LFS ---------------------------------------------------------------------------------------------------------
+    # ----- LFS --------------------------------------------------------------------------------------------------------
     def lfs_batch(self, repo: str) -> int:
         hub = self.server_hub
         self._auth(write=True)

@@ -73,8 +73,8 @@ def write_model(
     """Write a random model folder with the package's own classes; returns the folder.
 
     Every parameter (padding rows included) is drawn at random, at the scale of trained weights, so that no structure
-    of the package's initialisation (zero biases, orthogonal blocks, unit-norm rows) can hide a mistake. `legacy_format` saves the
-    `.pkl` files in the pre-1.6 torch format of the published models.
+    of the package's initialisation (zero biases, orthogonal blocks, unit-norm rows) can hide a mistake. `legacy_format`
+    saves the `.pkl` files in the pre-1.6 torch format of the published models.
     """
     from elmoformanylangs.frontend import Model
     from elmoformanylangs.modules.embedding_layer import EmbeddingLayer

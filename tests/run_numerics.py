@@ -12,7 +12,8 @@ through `tolerances.assert_close` is recorded, and the closest calls are printed
 
 `--nearest` runs one level, the one just below this CPU's (AVX2 on an AVX-512 machine, no AVX2 on an AVX2 one; this
 CPU's own where torch knows none older): the suite has just run every test on this CPU's kernels, so the other
-branch a user's CPU takes is what it lacks. Each level costs a pytest run of its own (50-70 s on the 2-core test machine).
+branch a user's CPU takes is what it lacks. Each level costs a pytest run of its own (50-70 s on the 2-core test
+machine).
 """
 
 from __future__ import annotations

@@ -216,7 +216,8 @@ def test_existing_outputs_need_overwrite(tmp_path, caplog):
     out = tmp_path / "out"
     out.mkdir()
     (out / "contextuality.json").write_text("{}")
-    assert cli("elmo-analyze", [str(corpus), "--model", "tiny", "--output_dir", str(out), "--min_count", "2", "--quiet"]) == 2
+    assert cli("elmo-analyze",
+               [str(corpus), "--model", "tiny", "--output_dir", str(out), "--min_count", "2", "--quiet"]) == 2
     assert "--overwrite" in caplog.text
     assert (out / "contextuality.json").read_text() == "{}"
 
@@ -270,19 +271,22 @@ def test_default_split_is_the_tokenizers_and_undecodable_text_is_one_line(model_
         "--encoding" in errors[0], errors
     assert not (tmp_path / "none").exists()
 
-    assert cli("elmo-analyze", [str(corpus), "--output_dir", str(tmp_path / "own"), "--encoding", "gb18030", *options]) == 0
+    assert cli("elmo-analyze",
+               [str(corpus), "--output_dir", str(tmp_path / "own"), "--encoding", "gb18030", *options]) == 0
     own = json.loads((tmp_path / "own" / analysis.JSON_NAME).read_text())
     assert own["split"] == "punctuation" and own["encoding"] == "gb18030"
     assert own["tokens"] == 19 and own["words"]["bank"]["count"] == 4 and own["words"]["."]["count"] == 3
 
     corpus.write_text("\n".join(raw), encoding="utf-8")
-    assert cli("elmo-analyze", [str(corpus), "--output_dir", str(tmp_path / "ws"), "--split", "whitespace", *options]) == 0
+    assert cli("elmo-analyze",
+               [str(corpus), "--output_dir", str(tmp_path / "ws"), "--split", "whitespace", *options]) == 0
     spaces = json.loads((tmp_path / "ws" / analysis.JSON_NAME).read_text())
     # on whitespace, "bank," and "river." are words of their own
     assert spaces["split"] == "whitespace" and spaces["tokens"] == 13 and spaces["words"]["bank"]["count"] == 2
 
     corpus.write_text("the|bank|of the river\nthe|bank\n", encoding="utf-8")
-    assert cli("elmo-analyze", [str(corpus), "--output_dir", str(tmp_path / "bars"), "--split", "test_analysis:bar_words",
+    assert cli("elmo-analyze",
+               [str(corpus), "--output_dir", str(tmp_path / "bars"), "--split", "test_analysis:bar_words",
                           *options]) == 0
     bars = json.loads((tmp_path / "bars" / analysis.JSON_NAME).read_text())
     assert bars["split"] == "test_analysis:bar_words" and bars["tokens"] == 5 and bars["words"]["bank"]["count"] == 2

@@ -95,7 +95,8 @@ def test_projection_is_the_pca_of_the_occurrences():
     coords, explained = project_2d(points)
     for layer in (1, 2):
         assert_close(torch.cdist(coords[layer], coords[layer]),
-                     torch.cdist(points[layer].double(), points[layer].double()), FLOAT64, what=f"distances, layer {layer}")
+                     torch.cdist(points[layer].double(), points[layer].double()), FLOAT64,
+                     what=f"distances, layer {layer}")
         assert_close(explained[layer].sum(), 1.0, FLOAT64, what=f"variance explained, layer {layer}")
         assert explained[layer, 0] >= explained[layer, 1]
     assert coords[0].abs().max() == 0 and explained[0].tolist() == [0.0, 0.0]
@@ -263,7 +264,8 @@ def test_the_examples_use_the_words_of_the_models_vocabulary(demo_like_model, se
     assert "a word vocabulary of 222 words" in summary
     assert "<br>" not in server.model_summary(session)  # nothing known, nothing said
     demo_page = server.build_app(demo)
-    values = {c.get("props", {}).get("elem_id"): c.get("props", {}).get("value") for c in demo_page.config["components"]}
+    values = {c.get("props", {}).get("elem_id"): c.get("props", {}).get("value")
+              for c in demo_page.config["components"]}
     assert values["sim-text"] == text and values["sim-word"] == word and values["nn-corpus"] == examples.corpus
 
 
@@ -380,7 +382,8 @@ def test_the_api_endpoints_of_the_real_server(tiny_model_dir, reference, tmp_pat
         message, figure, table = client.predict(text, None, "utf-8", "whitespace", 2, api_name="/contextuality")
         corpus_file = tmp_path / "text.txt"
         corpus_file.write_text(text + "\n")
-        model, tokenizer = ElmoModel.from_pretrained(tiny_model_dir).eval(), ElmoTokenizer.from_pretrained(tiny_model_dir)
+        model, tokenizer = (ElmoModel.from_pretrained(tiny_model_dir).eval(),
+                            ElmoTokenizer.from_pretrained(tiny_model_dir))
         analysed = analyze(model, tokenizer, corpus_file, min_count=2, max_words=200, quiet=True)
         shown = {k: v for k, v in re.findall(r"data-measure='self_similarity' data-layer='(\d)'>(-?[0-9.]+)<", table)}
         assert message == "" and Image.open(figure).size[0] > 300

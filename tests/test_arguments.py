@@ -1,5 +1,5 @@
-"""The option parser of every command (`elmo_hf.tools.core.arguments`): one spec per field, read by the command line, the
-options file (a single `.json` argument) and a dataclass made in Python alike, so that a converter (an encoding's
+"""The option parser of every command (`elmo_hf.tools.core.arguments`): one spec per field, read by the command line,
+the options file (a single `.json` argument) and a dataclass made in Python alike, so that a converter (an encoding's
 check, a duration's) or a field's choices hold wherever the value comes from."""
 
 from __future__ import annotations

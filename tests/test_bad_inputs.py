@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 GOOD_TEXT = "the bank raised its rates .\nwe sat on the river bank .\n"
 GOOD = object()  # a case that keeps the command's good input
 CONVERT_OPTIONS = json.dumps({  # elmo-convert's good input: options.json of a tiny biLM in the original layout
-    "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
+    "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1, "cell_clip": 3, "proj_clip": 3,
+             "use_skip_connections": True},
     "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 4]], "n_highway": 1, "activation": "relu",
                  "n_characters": 262, "max_characters_per_token": 50}})
 
@@ -161,7 +162,8 @@ CASES = {
                                            input=SQUAD.replace('"answer_start": 16', '"answer_start": 3')),
     "no questions": Case("holds no questions", input=json.dumps({"version": "1.1", "data": [{"paragraphs": []}]})),
     **{  # issue 46: inputs that trained silently; tests/test_silent_results.py has these and more, with the results
-        "empty label": Case("line 3: the label (column 'label') is empty", input="label\ttext\n1\tgood film\n\tno label\n"),
+        "empty label":
+            Case("line 3: the label (column 'label') is empty", input="label\ttext\n1\tgood film\n\tno label\n"),
         "duplicate question ids": Case("the question id 'q1' is at article 1, paragraph 1, question 1 and again at "
                                        "article 1, paragraph 1, question 2",
                                        input=SQUAD.replace('"qas": [', '"qas": [' + json.dumps(
@@ -203,8 +205,8 @@ NOT_APPLICABLE = {
 NOT_APPLICABLE.update({(command, case): f"run on {only}, whose reader it meets (issue 46)"
                        for case, only in ISSUE_46_CASES.items() for command in COMMANDS if command != only})
 # The fine-tuning commands are rows of one task table that parse their options, load the model and check the output
-# folder in one shared `elmo_hf.train.finetune_run.run`: a case that only that shared code sees runs on one of them, in turn,
-# and each of them still meets the cases of its own file reader.
+# folder in one shared `elmo_hf.train.finetune_run.run`: a case that only that shared code sees runs on one of them, in
+# turn, and each of them still meets the cases of its own file reader.
 SHARED_FT_CASES = ("unknown option", "non-positive number", "nothing to train", "corrupted config",
                    "truncated weights", "unwritable output", "output in a missing folder",
                    "output folder of another run", "output locked by another run")

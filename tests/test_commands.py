@@ -104,9 +104,11 @@ def test_bad_paths_answer_without_loading_torch(tmp_path):
         ("elmo-embed", "empty.txt", "out.h5", *tiny): "ERROR elmo-embed: input empty.txt is empty: nothing to embed",
         ("elmo-embed", "corpus.txt", "out.txt", *tiny): "ERROR elmo-embed: output out.txt: elmo-embed writes HDF5",
         ("elmo-embed", "corpus.txt", "no/out.h5", *tiny): "ERROR elmo-embed: output no/out.h5: the folder no does not",
-        ("elmo-analyze", "missing.txt", "--output_dir", "out", *tiny): "ERROR elmo-analyze: input missing.txt not found",
+        ("elmo-analyze", "missing.txt", "--output_dir", "out", *tiny):
+            "ERROR elmo-analyze: input missing.txt not found",
         ("elmo-analyze", ".", "--output_dir", "out", *tiny): "ERROR elmo-analyze: input . is not a file",
-        ("elmo-convert", "--model", "small", "--output_dir", "no/out"): "ERROR elmo_hf.tools.conversion.convert: --output_dir no/out",
+        ("elmo-convert", "--model", "small", "--output_dir", "no/out"):
+            "ERROR elmo_hf.tools.conversion.convert: --output_dir no/out",
         ("elmo-pretrain", "--train_file", "missing.txt", "--output_dir", "out"): "no file matches 'missing.txt'",
         ("elmo-demo", "--train_file", "corpus.txt", "--output_dir", "no/out"): "--output_dir no/out: the folder no",
         ("elmo-finetune-ner", "--model", "tiny", "--train_file", "missing.txt", "--output_dir", "out"):

@@ -118,13 +118,14 @@ DATASETS_STACK = "datasets-3.6"  # datasets before 4.7 (with transformers 4.46):
 
 def test_datasets_3_6_maps_with_the_tokenizer_and_runs_the_recipes(folders, scratch):
     """Issue 54: on datasets 3.6 `Dataset.map` with the ELMo tokenizer failed (`KeyError: 'rows'`): their fingerprint
-    replaced the tokenizer's attribute `cache`, where the rows lived; as remote code the class was pickled by value, with
-    its module's globals (`cannot pickle '_thread._local'` once one held a thread-local, and fingerprints that depended
-    on the classes loaded). tests/compat/datasets_checks.py maps with the
+    replaced the tokenizer's attribute `cache`, where the rows lived; as remote code the class was pickled by value,
+    with its module's globals (`cannot pickle '_thread._local'` once one held a thread-local, and fingerprints that
+    depended on the classes loaded). tests/compat/datasets_checks.py maps with the
     tokenizer as remote code and installed, and runs the SQuAD and GLUE blocks of docs/ecosystem.md as written."""
     python = environments.python_of(DATASETS_STACK)
     if python is None:
-        pytest.skip(f"the environment {DATASETS_STACK} is not built: make test-compat builds it (pip, from the registry)")
+        pytest.skip(
+            f"the environment {DATASETS_STACK} is not built: make test-compat builds it (pip, from the registry)")
     out = scratch / DATASETS_STACK
     env = {**clean_env(), "HF_MODULES_CACHE": str(out / "modules"), "HF_DATASETS_CACHE": str(out / "datasets")}
     result = subprocess.run([str(python), str(REPO / "tests" / "compat" / "datasets_checks.py"), str(folders / "base"),

@@ -228,7 +228,8 @@ def test_command_converts_and_refuses_a_bad_folder(package, tmp_path, caplog):
     assert result.returncode == 0, result.stderr
     # quiet: how to split its Chinese words (its word.dic holds words of several ideographs), and where it wrote
     notice, wrote = result.stderr.splitlines()
-    assert "--word_split jieba" in notice and wrote == f"INFO elmo_hf.tools.conversion.convert: wrote {tmp_path / 'out'}"
+    assert "--word_split jieba" in notice and wrote == ("INFO elmo_hf.tools.conversion.convert: wrote "
+                                                        f"{tmp_path / 'out'}")
     assert (tmp_path / "out" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "out" / "config.json").read_text())["token_encoder"] == "word_char"
     both = ["--manylangs_dir", str(theirs), "--model", "original", "--output_dir", str(tmp_path / "both")]
@@ -436,6 +437,7 @@ def test_model_card_describes_the_dictionaries(converted, variant):
     assert "converted from an ELMoForManyLangs model" in card
     assert ("its first 10 characters (Unicode code points) looked up in the model's character dictionary "
             f"({config['char_vocab_size'] - 1} entries" in card) == chars
-    assert (f"| Word embedding | {config['word_input_vocab_size'] - 1} words of the word dictionary × 6 |" in card) == words
+    assert (f"| Word embedding | {config['word_input_vocab_size'] - 1} words of the word dictionary × 6 |"
+            in card) == words
     assert ("| Character CNN |" in card) == chars
     assert "UTF-8 bytes" not in card and "<S> and </S>" not in card and "{{" not in card

@@ -59,16 +59,19 @@ def test_forward_viterbi_and_max_marginals_equal_brute_force(labels, constraints
     for row in range(mask.shape[0]):
         positions = mask[row].nonzero().flatten().tolist()
         scores = every_sequence(crf, emissions[row], positions)
-        assert_close(log_z[row], torch.logsumexp(torch.tensor(list(scores.values()), dtype=torch.float64), 0), FLOAT64, f"log Z row {row}")
+        assert_close(log_z[row], torch.logsumexp(torch.tensor(list(scores.values()), dtype=torch.float64), 0), FLOAT64,
+                     f"log Z row {row}")
         best = max(scores, key=scores.get)
         assert paths[row] == list(best), row
         assert marginals[row, positions].argmax(-1).tolist() == list(best)  # the logits' argmax is Viterbi
         expected = [[max(s for tags, s in scores.items() if tags[i] == k) for k in range(len(labels))]
                     for i in range(len(positions))]
-        assert_close(marginals[row, positions], torch.tensor(expected, dtype=torch.float64), FLOAT64, f"max-marginals row {row}")
+        assert_close(marginals[row, positions], torch.tensor(expected, dtype=torch.float64), FLOAT64,
+                     f"max-marginals row {row}")
         gold = torch.zeros(mask.shape, dtype=torch.long)
         gold[row, positions] = torch.tensor(best)
-        assert_close(crf.sequence_score(emissions, gold, mask)[row], torch.tensor(scores[best], dtype=torch.float64), FLOAT64)
+        assert_close(crf.sequence_score(emissions, gold, mask)[row], torch.tensor(scores[best], dtype=torch.float64),
+                     FLOAT64)
     outside = ~mask
     assert torch.equal(marginals[outside], emissions[outside])  # <S>, </S>, padding: the emissions as they are
 

@@ -183,7 +183,8 @@ def test_chinese_plot_labels_use_a_cjk_font_when_installed_else_pinyin(monkeypat
     some_font = str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf")
     monkeypatch.setattr(demo, "find_font_for", lambda text: some_font)
     words, senses, font = demo._labels(vectors, "zh")
-    assert font.get_file() == some_font and words["行"] == "行 háng / xíng" and senses["行", "walk"] == "xíng (walk, 行走)"
+    assert (font.get_file() == some_font and words["行"] == "行 háng / xíng"
+            and senses["行", "walk"] == "xíng (walk, 行走)")
 
 def test_a_font_is_found_only_where_it_draws_every_character(monkeypatch):
     """Against a known list of fonts (matplotlib's own, whatever this machine has installed): matplotlib's Last Resort

@@ -259,7 +259,8 @@ def test_sigint_commits_what_is_done_and_resume_completes_it(model_dir, tmp_path
     assert embed_main(corpus, whole, *common) == 0
     out = tmp_path / "out.hdf5"
     partial = out.with_name(out.name + ".partial")
-    command = [ELMO_EMBED, str(corpus), str(out), *map(str, common), "--commit_seconds", "0.1", "--debug_batch_delay", "0.05", "--threads", "1", "--quiet"]
+    command = [ELMO_EMBED, str(corpus), str(out), *map(str, common), "--commit_seconds", "0.1", "--debug_batch_delay",
+               "0.05", "--threads", "1", "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not list(partial.glob("chunk-*-part*.h5")) and process.poll() is None and time.monotonic() < deadline:
@@ -739,7 +740,8 @@ def test_default_split_is_the_tokenizers(model_dir, reference, tmp_path, caplog,
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     with h5py.File(out, "r") as handle:
         assert handle.attrs["split"] == "jieba"
-        assert list(handle["0"].attrs["tokens"]) == tokenizer.tokenize("我爱北京天安门") == ["我", "爱", "北京", "天安门"]
+        assert (list(handle["0"].attrs["tokens"]) == tokenizer.tokenize("我爱北京天安门")
+                == ["我", "爱", "北京", "天安门"])
         assert_close(handle["0"][()], reference(["我", "爱", "北京", "天安门"]), REORDERED, what="jieba's words")
     assert embed_main(corpus, tmp_path / "ws.hdf5", "--model", folder, "--word_split", "whitespace") == 0
     with h5py.File(tmp_path / "ws.hdf5", "r") as handle:

@@ -1,6 +1,6 @@
-"""`elmo-embed` resolves its options once into a frozen `EmbedPlan` (tools/embedding/embed_plan.py) and leaves the caller's
-`EmbedOptions` as they were given: the format from OUTPUT's suffix, the tokenizer's word split, the backend and dtype
-are the plan's, recorded in the output."""
+"""`elmo-embed` resolves its options once into a frozen `EmbedPlan` (tools/embedding/embed_plan.py) and leaves the
+caller's `EmbedOptions` as they were given: the format from OUTPUT's suffix, the tokenizer's word split, the backend and
+dtype are the plan's, recorded in the output."""
 
 from __future__ import annotations
 

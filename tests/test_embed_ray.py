@@ -1,7 +1,7 @@
 """`elmo-embed --engine ray` on a real local Ray (started by the command on 127.0.0.1, two actors on two CPUs).
 
-The engine embeds the same windows into the same chunk files as one process (tools/embedding/embed_ray.py), so its output
-is compared with the default engine's for equality of the bits: both on one thread per process, without the token
+The engine embeds the same windows into the same chunk files as one process (tools/embedding/embed_ray.py), so its
+output is compared with the default engine's for equality of the bits: both on one thread per process, without the token
 cache (with it, a token's layer 0 may come from a batch of another window: equal to rounding, as in
 tests/test_embed.py). Each Ray run starts its own cluster (seconds on two cores): the cases share runs where one run
 shows two things.
@@ -57,7 +57,8 @@ def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 1
     deadline = time.monotonic() + timeout
     while not condition():
         if process.poll() is not None:
-            raise AssertionError(f"the command ended ({process.returncode}) before {what}:\n{process.stderr.read()[-3000:]}")
+            raise AssertionError(
+                f"the command ended ({process.returncode}) before {what}:\n{process.stderr.read()[-3000:]}")
         if time.monotonic() > deadline:
             process.kill()
             raise AssertionError(f"no {what} in {timeout} s")

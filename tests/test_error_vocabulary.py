@@ -1,5 +1,5 @@
-"""One error vocabulary for every command (issue 53, item 2; `elmo_hf.tools.core.errors`): only `InputError` (exit 2) and
-`RunFailed` (exit 1), raised where the code anticipated the condition, end a command with one line. Any other
+"""One error vocabulary for every command (issue 53, item 2; `elmo_hf.tools.core.errors`): only `InputError` (exit 2)
+and `RunFailed` (exit 1), raised where the code anticipated the condition, end a command with one line. Any other
 exception from a run (a plain `ValueError`, an `OSError`, a shape error inside the optimizer's step) is a bug: exit
 status 1 and its traceback, never a line that blames the input. With `--verbose` a handled error's line is followed
 by its traceback.

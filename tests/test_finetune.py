@@ -12,7 +12,8 @@ import torch
 from conftest import REPO, clean_env, run_cli, run_command, shared_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
 
-from elmo_hf import modeling_elmo  # noqa: F401  (registers the Elmo classes with the Auto classes: the tests load without remote code)
+# registers the Elmo classes with the Auto classes: the tests load without remote code
+from elmo_hf import modeling_elmo  # noqa: F401
 from elmo_hf.tools.core.errors import InputError
 from elmo_hf.train.finetune_arguments import ModelArguments
 from elmo_hf.train.finetune_run import load_model, run_task
@@ -127,7 +128,8 @@ def test_a_tsv_of_sentences_is_not_read_as_conll_columns(tmp_path):
                                        {"tokens": ["Peter"], "tags": ["B-PER"]}]
 
 
-@pytest.mark.parametrize("name, text", [("empty.txt", ""), ("blank.txt", "\n  \n\n"), ("docstart.conll", "-DOCSTART- O\n\n"),
+@pytest.mark.parametrize("name, text",
+                         [("empty.txt", ""), ("blank.txt", "\n  \n\n"), ("docstart.conll", "-DOCSTART- O\n\n"),
                                         ("empty.tsv", "label\ttext\n1\t\n"), ("empty.jsonl", '{"tokens": []}\n')])
 def test_a_test_file_without_sentences_is_refused(tmp_path, name, text):
     from elmo_hf.train.tasks.common_data import read_texts_file, read_words_file
@@ -551,14 +553,17 @@ def test_encoding_option_reads_gbk_and_refuses_undecodable_bytes(fine_tuned_clas
 
     (tmp_path / "gbk.txt").write_bytes("银行 great\n太阳 awful\n".encode("gbk"))
     with pytest.raises(InputError, match=r"gbk.txt: line 1, byte 1 of the line \(0xd2\) is not valid utf-8"):
-        run_task("sequence-classification", ["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
+        run_task("sequence-classification",
+                 ["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
                                       "--output_dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
-    run_task("sequence-classification", ["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
+    run_task("sequence-classification",
+             ["--model", str(fine_tuned_classifier), "--test_file", str(tmp_path / "gbk.txt"),
                                   "--output_dir", str(tmp_path / "out"), "--encoding", "gbk"])
     assert len((tmp_path / "out" / "predictions.txt").read_text().split()) == 2
     with pytest.raises(InputError, match="--encoding: unknown encoding 'no-such'"):
-        run_task("token-classification", ["--model", str(fine_tuned_classifier), "--train_file", str(tmp_path / "gbk.txt"),
+        run_task("token-classification",
+                 ["--model", str(fine_tuned_classifier), "--train_file", str(tmp_path / "gbk.txt"),
                            "--output_dir", str(tmp_path / "out2"), "--encoding", "no-such"])
 
 
@@ -737,10 +742,12 @@ def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one
                                                      tmp_path / "kept"])
     assert said.returncode == 0, said.stderr
     assert saved_labels(tmp_path / "kept") == {"0": "0", "1": "1"}
-    assert "metrics *****" not in said.stdout and " INFO elmo_hf.train.finetune_run: train metrics: epoch " in said.stderr
+    assert ("metrics *****" not in said.stdout
+            and " INFO elmo_hf.train.finetune_run: train metrics: epoch " in said.stderr)
     (tmp_path / "three.tsv").write_text("label\ttext\n0\tawful\n1\tgreat\n2\tso so\n")
     out = tmp_path / "three"
-    with pytest.raises(InputError, match=r"holds a sequence-classification head of the labels \['0', '1'\]; the data's labels "
+    with pytest.raises(InputError,
+                       match=r"holds a sequence-classification head of the labels \['0', '1'\]; the data's labels "
                                          r"\['2'\] are not among them: add --ignore_mismatched_sizes true") as caught:
         classify([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out)])
     assert "\n" not in str(caught.value) and not out.exists()
@@ -796,7 +803,8 @@ def test_a_folder_saved_for_int8_inference_fine_tunes_its_bilm_in_float32(fine_t
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "lstm_implementation": "int8"}))  # quantize_int8()
     (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n0\tan awful film\n")
-    result = run_cli("elmo-finetune-classification", ["--model", folder, *ONE_STEP, "--train_file", tmp_path / "one.tsv",
+    result = run_cli("elmo-finetune-classification",
+                     ["--model", folder, *ONE_STEP, "--train_file", tmp_path / "one.tsv",
                                                        "--freeze_bilm", "false", "--output_dir", tmp_path / "out"])
     assert "saved for int8 inference: training in float32" in result.stderr
     assert json.loads((tmp_path / "out" / "config.json").read_text())["lstm_implementation"] == "auto"

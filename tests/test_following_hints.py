@@ -282,15 +282,18 @@ EXEMPT = {
         "train/tasks/question_answering.py: --doc_stride", "train/tasks/sequence_classification.py: --problem_type",
         "train/tasks/token_classification.py: --test_format",
         "train/time_budget.py: --<option>", "train/tasks/semantic_role_labeling.py: --predicate_column",
-        "tools/export/onnx_export.py: --output", "tools/core/output_paths.py: --<option>", "train/finetune_run.py: --help",
+        "tools/export/onnx_export.py: --output", "tools/core/output_paths.py: --<option>",
+        "train/finetune_run.py: --help",
         "train/pretrain_run.py: --per_device_batch_size --unroll_steps",
         "train/tasks/sequence_classification.py: --max_seq_length", "train/tasks/token_classification.py: "
         "--max_seq_length", "train/tasks/semantic_role_labeling.py: --max_seq_length",
         "train/tasks/question_answering.py: --doc_stride --max_seq_length"], VALUE),
     **dict.fromkeys([
         "tools/analysis.py: --model", "tools/app/server.py: --model", "tools/conversion/convert.py: --manylangs_dir",
-        "tools/conversion/convert_allennlp_elmo.py: --model", "tools/conversion/convert_allennlp_elmo.py: --model --options_file "
-        "--weight_file", "tools/conversion/convert_allennlp_elmo.py: --vocab_file --with_vocab", "tools/conversion/download.py: --model",
+        "tools/conversion/convert_allennlp_elmo.py: --model",
+        "tools/conversion/convert_allennlp_elmo.py: --model --options_file "
+        "--weight_file", "tools/conversion/convert_allennlp_elmo.py: --vocab_file --with_vocab",
+        "tools/conversion/download.py: --model",
         "tools/embedding/embed.py: --model", "tools/flair_embeddings.py: --options_file --output_dir --weight_file",
         "tools/flair_embeddings.py: --output_dir", "tools/core/early_checks.py: --<option>",
         "train/tasks/common_data.py: --<option>", "train/finetune_run.py: --<option>",
@@ -309,12 +312,15 @@ EXEMPT = {
         "--hub_model_id --push_to_hub", "train/pretrain_args.py: --init_from --softmax_weight_file",
         "train/pretrain_args.py: --softmax --softmax_weight_file"], TOGETHER),
     **dict.fromkeys([
-        "tools/analysis.py: --overwrite", "tools/conversion/convert_common.py: --overwrite", "tools/embedding/embed.py: --overwrite "
-        "--resume", "tools/embedding/embed.py: --resume", "tools/embedding/embed_io.py: --overwrite", "tools/export/onnx_export.py: --overwrite",
+        "tools/analysis.py: --overwrite", "tools/conversion/convert_common.py: --overwrite",
+        "tools/embedding/embed.py: --overwrite "
+        "--resume", "tools/embedding/embed.py: --resume", "tools/embedding/embed_io.py: --overwrite",
+        "tools/export/onnx_export.py: --overwrite",
         "train/demo_run.py: --output_dir --overwrite_output_dir", "train/pretrain_run.py: --overwrite_output_dir "
         "--resume_from_checkpoint", "tools/embedding/embed_plan.py: --overwrite --resume",
         "train/finetune_run.py: --output_dir --overwrite_output_dir --predictions_file"], OWNED),
-    **dict.fromkeys(["tools/export/backend_choice.py: --backend --device --dtype", "tools/export/backends.py: --backend",
+    **dict.fromkeys(["tools/export/backend_choice.py: --backend --device --dtype",
+                     "tools/export/backends.py: --backend",
                      "tools/export/backends.py: --backend --dtype", "tools/embedding/embed.py: --device --dtype",
                      "tools/embedding/embed.py: --dtype", "tools/loading.py: --<option>"], DEVICE),
     "tools/embedding/embed_io.py: --encoding": "not reached: text_files' line-by-line check names the line first (a "
@@ -322,7 +328,8 @@ EXEMPT = {
     "train/tasks/sequence_classification.py: --train_file": "a test file of single sentences for a pair head in a "
                                                             "run that trains: the hint renames its column, no option "
                                                             "(tests/test_silent_results.py)",
-    "tools/embedding/embed.py: --encoding --encoding_errors": "every line left out by --encoding_errors skip: the rerun gives "
+    "tools/embedding/embed.py: --encoding --encoding_errors":
+        "every line left out by --encoding_errors skip: the rerun gives "
                                                     "--encoding (tests/test_bad_inputs.py 'every line left out')",
     "tools/core/output_folders.py: --<option>": "a folder another run is writing (the rerun waits for it: "
                                                 "tests/test_bad_inputs.py 'output locked by another run'), or one "

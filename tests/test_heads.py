@@ -352,7 +352,8 @@ HEAD_VARIANTS = [
     (ElmoForSequenceClassification, dict(classifier_pooling="lstm", word_embedding_dim=4, word_embedding_buckets=64)),
     (ElmoForSequenceClassification, dict(classifier_pooling="attention", scalar_mix_layer_norm=True)),
     (ElmoForSequenceClassification, dict(scalar_mix="fixed", scalar_mix_parameters=[0.0, 1.0, 2.0])),
-    (ElmoForTokenClassification, dict(token_classifier_encoder="lstm", word_embedding_dim=3, word_embedding_buckets=32)),
+    (ElmoForTokenClassification,
+     dict(token_classifier_encoder="lstm", word_embedding_dim=3, word_embedding_buckets=32)),
 ]
 
 
@@ -365,7 +366,8 @@ def test_save_and_load_reproduce_outputs_exactly(tmp_path, cls, overrides):
     ids = with_boundaries(random_char_ids([5, 3]))
     expected = model(ids).logits
     model.save_pretrained(tmp_path)
-    auto = AutoModelForSequenceClassification if cls is ElmoForSequenceClassification else AutoModelForTokenClassification
+    auto = (AutoModelForSequenceClassification if cls is ElmoForSequenceClassification
+            else AutoModelForTokenClassification)
     loaded = auto.from_pretrained(tmp_path).eval()
     assert type(loaded) is cls
     assert torch.equal(loaded(ids).logits, expected)
@@ -458,7 +460,8 @@ def test_heads_open_as_remote_code_in_fresh_python(tmp_path):
         model.eval().save_pretrained(tmp_path / name)
         expected[name] = model(ids).logits
     saved = json.loads((tmp_path / "seq" / "config.json").read_text())
-    assert {"AutoModel", "AutoModelForSequenceClassification", "AutoModelForTokenClassification"} <= set(saved["auto_map"])
+    assert {"AutoModel", "AutoModelForSequenceClassification",
+            "AutoModelForTokenClassification"} <= set(saved["auto_map"])
     code = f"""
 import torch
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification

@@ -169,7 +169,8 @@ def saved(tmp_path_factory):
 
 PUSH = """
 import json, os, urllib.request
-from elmo_hf import modeling_elmo, tokenization  # registers the classes for auto classes, so save_pretrained copies the code
+# registers the classes for auto classes, so save_pretrained copies the code
+from elmo_hf import modeling_elmo, tokenization
 from transformers import AutoModelForPreTraining, AutoModelForSequenceClassification
 from elmo_hf.tokenization import ElmoTokenizer
 
@@ -257,7 +258,8 @@ print(json.dumps({"classes": classes, "transformers": transformers.__version__})
 def round_trip(hub, saved, tmp_path_factory):
     """Push (subprocess with the project), then load (subprocess without it); the HF_HOME the load filled."""
     work = tmp_path_factory.mktemp("round-trip")
-    push = PUSH.replace("__ROOT__", repr(str(saved))).replace("__REPO__", repr(REPO_ID)).replace("__CLS__", repr(CLS_REPO_ID))
+    push = PUSH.replace("__ROOT__", repr(str(saved))).replace("__REPO__", repr(REPO_ID)).replace("__CLS__",
+                                                                                                 repr(CLS_REPO_ID))
     started = time.monotonic()
     pushed = _run(push, _hub_env(hub.url, work / "push-home", token=TOKEN), cwd=REPO, isolated=False)
     push_seconds = time.monotonic() - started
@@ -456,7 +458,8 @@ except Exception as exc:
     out["error"] = f"{type(exc).__name__}: {exc}"
 else:
     out["error"] = None
-out["missing_seconds"], out["missing_waits"] = time.monotonic() - started, RecordedWaits.waits[len(out["cached_waits"]):]
+out["missing_seconds"], out["missing_waits"] = (time.monotonic() - started,
+                                                RecordedWaits.waits[len(out["cached_waits"]):])
 print(json.dumps(out))
 """
 
@@ -630,7 +633,8 @@ def test_model_card_fills_config_facts_results_and_parity():
     for fact in ("`original`", "cell size 4096", "projection 512", "2 layers per direction", "| Highway layers | 2 |",
                  "F = 2048", "93.6M (93,600,864)", "1024 (2P)", "skip connections yes"):
         assert fact in card, fact
-    for fact in ("41.25", "40.5", "1.19e-06", "7.20e-07", "bilm-tf outputs", "| Steps | 1,200 |", "Continued pretraining."):
+    for fact in ("41.25", "40.5", "1.19e-06", "7.20e-07", "bilm-tf outputs", "| Steps | 1,200 |",
+                 "Continued pretraining."):
         assert fact in card, fact
     assert "@inproceedings{peters-etal-2018-deep" in card and "trust_remote_code=True" in card
     assert "{{" not in card
@@ -697,7 +701,8 @@ def test_model_card_code_runs(tmp_path, saved):
     code = re.findall(r"```python\n(.*?)```", card, re.DOTALL)[0].replace('"path/to/model"', repr(str(folder)))
     namespace: dict = {}
     exec(compile(code, "model_card_example", "exec"), namespace)
-    assert namespace["elmo"].shape == (len(namespace["batch"]["input_ids"]), namespace["batch"]["input_ids"].shape[1], 32)
+    assert namespace["elmo"].shape == (len(namespace["batch"]["input_ids"]), namespace["batch"]["input_ids"].shape[1],
+                                       32)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -784,7 +789,8 @@ def test_pretraining_pushes_its_output_folder(hub, tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(f"the cat number {i % 7} sat on the mat ." for i in range(120)) + "\n")
     out = tmp_path / "trained"
-    command = [str(Path(sys.executable).parent / "elmo-pretrain"), "--train_file", str(corpus), "--output_dir", str(out),
+    command = [str(Path(sys.executable).parent / "elmo-pretrain"), "--train_file", str(corpus), "--output_dir",
+               str(out),
                "--preset", "tiny", "--max_steps", "2", "--per_device_batch_size", "4", "--unroll_steps", "8",
                "--report_to", "none", "--disable_tqdm", "--push_to_hub", "--hub_model_id", "elmo-org/pretrained"]
     result = subprocess.run(command, env=_command_env(hub, tmp_path), capture_output=True, text=True, timeout=300)

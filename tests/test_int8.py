@@ -92,7 +92,8 @@ def test_trained_fixture_is_close_to_float32():
         read_options,
     )
 
-    options, weights = shared_file("elmo-fixtures/allennlp/options.json"), shared_file("elmo-fixtures/allennlp/lm_weights.hdf5")
+    options, weights = (shared_file("elmo-fixtures/allennlp/options.json"),
+                        shared_file("elmo-fixtures/allennlp/lm_weights.hdf5"))
     config = config_from_options(read_options(options))
     model = ElmoModel(config).eval()
     model.load_state_dict(load_hdf5_weights(weights, config))
@@ -221,7 +222,8 @@ def no_fbgemm(monkeypatch):
 
 
 def test_missing_engine_is_refused_in_one_line(no_fbgemm, tiny_model_dir, tmp_path, caplog):
-    one_line = r"^int8 inference needs torch's fbgemm quantized engine \(x86 CPUs\); this torch offers \['qnnpack'\][^\n]*$"
+    one_line = (r"^int8 inference needs torch's fbgemm quantized engine \(x86 CPUs\); this torch offers "
+                r"\['qnnpack'\][^\n]*$")
     model = tiny_model()
     with pytest.raises(RuntimeError, match=one_line):
         model.quantize_int8()

@@ -14,12 +14,16 @@ import circles, the places that build a command-line parser. Nothing is imported
 * No file of the packages is above 800 lines: a concept that outgrows them is split by its parts (the tokenizer's
   alignment, row cache and padding are files of their own).
 * The project's modules import each other without a circle.
+* ruff passes on the whole tree with the configuration in pyproject.toml, its line length (120) included: the one
+  check here that runs a program.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,7 +39,8 @@ PACKAGES = LAYERS
 MAX_LINES = 800
 
 # What remote code may import besides its siblings: what transformers itself needs to run.
-REMOTE_CODE_MAY_IMPORT = {"torch", "transformers", "tokenizers", "numpy", "safetensors", "huggingface_hub", "__future__"}
+REMOTE_CODE_MAY_IMPORT = {"torch", "transformers", "tokenizers", "numpy", "safetensors", "huggingface_hub",
+                          "__future__"}
 # Travelling files that reach outside, each for a reason written at the import:
 EXCEPTIONS = {
     # Triton, for the optional fused step of the "graph" LSTM kernel: imported in a try block (transformers' import
@@ -120,13 +125,12 @@ def test_travelling_file_names_do_not_collide():
     for path in _travelling_files():
         names.setdefault(path.name, set()).add(path.read_bytes())
     assert {name for name, contents in names.items() if len(contents) > 1} == set()
-    assert (REPO / "tokenization" / "character_ids.py").is_file() and (REPO / "modeling_elmo" / "character_ids.py").is_file()
+    assert ((REPO / "tokenization" / "character_ids.py").is_file()
+            and (REPO / "modeling_elmo" / "character_ids.py").is_file())
 
 
 def test_the_tree_holds_no_links():
     """A checkout without symbolic links (Windows, some archives) has every file: git records none."""
-    import subprocess
-
     staged = subprocess.run(["git", "ls-files", "-s"], cwd=REPO, capture_output=True, text=True)
     if staged.returncode != 0:
         pytest.skip("not a git checkout: " + staged.stderr.strip())
@@ -188,7 +192,8 @@ def test_the_configuration_imports_nothing_of_the_model():
     `lstm_implementation`, and what transformers versions name differently (`compat_elmo`, which imports nothing of
     the package)."""
     graph = _graph()
-    assert graph["elmo_hf.modeling_elmo.configuration_elmo"] == {"elmo_hf.modeling_elmo.kernels_elmo", "elmo_hf.modeling_elmo.compat_elmo"}
+    assert graph["elmo_hf.modeling_elmo.configuration_elmo"] == {"elmo_hf.modeling_elmo.kernels_elmo",
+                                                                 "elmo_hf.modeling_elmo.compat_elmo"}
     assert graph["elmo_hf.modeling_elmo.compat_elmo"] == set()
 
 
@@ -274,8 +279,8 @@ def test_no_module_imports_or_names_a_higher_layer():
 
 
 def test_at_most_two_places_build_a_command_line_parser():
-    """The options of every command are dataclasses read by `elmo_hf.tools.core.arguments`; transformers' own parser reads
-    its `TrainingArguments`, for the fine-tuning commands only."""
+    """The options of every command are dataclasses read by `elmo_hf.tools.core.arguments`; transformers' own parser
+    reads its `TrainingArguments`, for the fine-tuning commands only."""
     places = []
     for name, path in _project_modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -308,7 +313,8 @@ def test_every_entry_point_names_a_function_of_the_project():
 
 # What the runtime core may import besides the standard library and itself: the encoding guess reads
 # charset-normalizer's letter frequencies, the run lock is filelock's (both light, and dependencies of the project).
-CORE_MAY_IMPORT = {"charset_normalizer": {"elmo_hf.tools.core.encoding_guess"}, "filelock": {"elmo_hf.tools.core.output_folders"}}
+CORE_MAY_IMPORT = {"charset_normalizer": {"elmo_hf.tools.core.encoding_guess"},
+                   "filelock": {"elmo_hf.tools.core.output_folders"}}
 
 
 CORE = f"{NAMESPACE}.tools.core"
@@ -444,3 +450,12 @@ def test_old_import_names_are_the_moved_modules():
     for old, new in OLD_NAMES.items():
         assert graph[old] <= {new, new.rpartition(".")[0]}, (old, graph[old])  # an alias, nothing more
         assert importlib.import_module(old) is importlib.import_module(new)
+
+
+def test_ruff_passes_on_the_tree():
+    if importlib.util.find_spec("ruff") is None:
+        pytest.skip("ruff is not installed in this environment (it is in the dev extra: pip install -e .[dev])")
+    # --no-cache: a test writes nothing into the checkout
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, f"ruff check . failed:\n{result.stdout}{result.stderr}"

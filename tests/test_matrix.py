@@ -59,7 +59,8 @@ DOORS = {  # named in the README
     "continue": "`elmo-pretrain --init_from`",
 }
 # The cells that cannot make sense: (kind, door) -> the words of the one-line refusal (exit 2, nothing written).
-REFUSED = {(kind, "continue"): "reads words through its own input dictionary" for kind in ("manylangs", "manylangs_words")}
+REFUSED = {(kind, "continue"): "reads words through its own input dictionary"
+           for kind in ("manylangs", "manylangs_words")}
 
 
 def test_the_readme_names_every_kind_door_and_refusal():

@@ -139,7 +139,8 @@ def fine_tuned(tmp_path_factory, tiny_model_dir) -> Path:
         "multiple-choice", "--model_name_or_path", tiny_model_dir, "--train_file", root / "train.jsonl",
         "--validation_file", root / "valid.jsonl", "--do_predict", "--test_file", root / "test.jsonl",
         # the task's defaults (learning rate, pooling, word embedding); 120 steps, fewer than its 10 epochs (300)
-        "--output_dir", root / "model", "--max_steps", "120", "--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "0"])
+        "--output_dir", root / "model", "--max_steps", "120", "--use_cpu", "--report_to", "none", "--save_strategy",
+        "no", "--disable_tqdm", "true", "--seed", "0"])
     assert result.returncode == 0, result.stderr[-4000:]
     return root
 

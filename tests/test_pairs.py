@@ -155,7 +155,8 @@ def test_pair_truncation_keeps_what_transformers_own_rule_keeps_and_says_nothing
         over = max(0, a + b + 4 - max_length)
         for strategy in ("longest_first", "only_first", "only_second"):
             cut = {"only_first": a, "only_second": b}.get(strategy)
-            expected = (tok.truncate_sequences(first, second, num_tokens_to_remove=over, truncation_strategy=strategy)[:2]
+            expected = (tok.truncate_sequences(first, second, num_tokens_to_remove=over,
+                                               truncation_strategy=strategy)[:2]
                         if over else (first, second))
             cases.append((first, second, max_length, strategy, None if cut is not None and cut < over else expected))
     records = []
@@ -473,7 +474,8 @@ def test_pearson_and_spearman(monkeypatch, scipy):
     assert np.isnan(spearman([1.0, 1.0], [1.0, 2.0])) and np.isnan(pearson([1.0, 1.0], [1.0, 2.0]))
 
 
-NLI_ROWS = [("A man sleeps on a bench.", "A man rests.", "entailment"), ("A man sleeps.", "A man runs.", "contradiction"),
+NLI_ROWS = [("A man sleeps on a bench.", "A man rests.", "entailment"),
+            ("A man sleeps.", "A man runs.", "contradiction"),
             ("Two dogs play.", "Animals play.", "entailment"), ("Two dogs play.", "Two cats sleep.", "contradiction"),
             ("It rains.", "The street is wet.", "neutral"), ("It rains.", "It is sunny.", "contradiction"),
             ("A girl sings.", "Someone sings.", "entailment"), ("A girl sings.", "A girl is quiet.", "contradiction"),

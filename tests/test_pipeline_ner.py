@@ -105,7 +105,8 @@ for name, text in texts.items():
     out["offsets"][name] = encoded["offset_mapping"][0].tolist()
 out["split"] = plain(tagger(texts["english"].split(), is_split_into_words=True, aggregation_strategy="simple")[0])
 out["batched"] = [plain(r) for r in tagger(list(texts.values()), batch_size=2, aggregation_strategy="simple")]
-out["ner"] = plain(pipeline("ner", model=folder, trust_remote_code=True)(texts["english"], aggregation_strategy="simple"))
+out["ner"] = plain(pipeline("ner", model=folder, trust_remote_code=True)(texts["english"],
+                                                                         aggregation_strategy="simple"))
 try:
     tagger(texts["english"], stride=4, aggregation_strategy="simple")
 except ValueError as error:
@@ -194,7 +195,8 @@ def test_predicting_with_the_crf_switched_off_is_refused_in_one_line(crf_tagger,
 
     (tmp_path / "new.txt").write_text("John Smith works for Google in Paris .\n")
     with pytest.raises(InputError, match=r"--use_crf False \(trained: True\): without --train_file") as caught:
-        run_task("token-classification", ["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"), "--crf", "false",
+        run_task("token-classification",
+                 ["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"), "--crf", "false",
                            "--output_dir", str(tmp_path / "out")])
     assert "\n" not in str(caught.value) and not (tmp_path / "out").exists()
     run_task("token-classification", ["--model", str(crf_tagger), "--test_file", str(tmp_path / "new.txt"),
@@ -212,7 +214,8 @@ def test_training_a_saved_crf_head_further_checks_its_tags_without_the_flag(crf_
     (tmp_path / "more.txt").write_text("John B-PER\nSmith I-PER\n\nParis I-LOC\nis O\n")
     with pytest.raises(InputError, match=r"^the saved head's CRF: sentence 2 of --train_file \S+more.txt starts "
                                          r"with I-LOC, which BIO tags forbid") as caught:
-        run_task("token-classification", ["--model_name_or_path", str(crf_tagger), "--train_file", str(tmp_path / "more.txt"),
+        run_task("token-classification",
+                 ["--model_name_or_path", str(crf_tagger), "--train_file", str(tmp_path / "more.txt"),
                            "--output_dir", str(tmp_path / "out"), "--max_steps", "1", "--use_cpu", "--report_to",
                            "none"])
     assert "\n" not in str(caught.value) and not (tmp_path / "out").exists()

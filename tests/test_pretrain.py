@@ -66,7 +66,8 @@ def pretrain(*args: str, launcher: list[str] | None = None, check: bool = True, 
         env = {**clean_env(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         result = run_command(command_line(args, launcher), cwd=cwd or REPO, env=env, timeout=300)
     if check and result.returncode != 0:
-        raise AssertionError(f"pretrain failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
+        raise AssertionError(
+            f"pretrain failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
     return result
 
 
@@ -359,7 +360,8 @@ def manylangs_folder(folder: Path, *, words: bool) -> Path:
     from elmo_hf.modeling_elmo import ElmoConfig, ElmoModel
     from elmo_hf.tokenization import ElmoManyLangsTokenizer
 
-    chars = {c: i for i, c in enumerate(["<bow>", "<eow>", "<oov>", "<pad>", "<bos>", "<eos>", *"abcdefghijklmnopqrstuvwxyz."])}
+    chars = {c: i for i, c in enumerate(
+        ["<bow>", "<eow>", "<oov>", "<pad>", "<bos>", "<eos>", *"abcdefghijklmnopqrstuvwxyz."])}
     dictionary = {w: i for i, w in enumerate(["<oov>", "<pad>", "the", "cat", "sat"])} if words else None
     config = ElmoConfig(token_encoder="word_char", char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8]],
                         num_highway_layers=1, max_characters_per_token=12, char_vocab_size=len(chars) + 1,
@@ -513,8 +515,8 @@ def test_word_split_jieba_trains_on_chinese_words(tmp_path):
     rng = random.Random(0)
     subjects, places, verbs = ["我们", "他们", "老师"], ["银行", "河边", "学校"], ["散步", "存钱", "看书"]
     train = tmp_path / "train.txt"
-    train.write_text("".join(f"{rng.choice(subjects)}在{rng.choice(places)}{rng.choice(verbs)}。\n" for _ in range(200)),
-                     encoding="utf-8")
+    train.write_text("".join(f"{rng.choice(subjects)}在{rng.choice(places)}{rng.choice(verbs)}。\n"
+                             for _ in range(200)), encoding="utf-8")
     out = tmp_path / "out"
     pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "3", "--word_split", "jieba",
              *COMMON)
@@ -565,11 +567,13 @@ def test_arguments_read_as_hf_argument_parser_reads_them(tmp_path):
     from elmo_hf.tools.core.arguments import parse_options as parse_dataclass
     from elmo_hf.train.pretrain_args import PretrainArguments
 
-    args = parse_dataclass(PretrainArguments, ["--train_file", "a.txt", "b.txt", "--output-dir", "out", "--disable_tqdm",
+    args = parse_dataclass(PretrainArguments,
+                           ["--train_file", "a.txt", "b.txt", "--output-dir", "out", "--disable_tqdm",
                                                "--verbose", "false", "--dropout", "0.25", "--encoding", "GBK"])
     assert args.train_file == ["a.txt", "b.txt"] and args.output_dir == "out" and args.dropout == 0.25
     assert args.disable_tqdm is True and args.verbose is False and args.validation_file is None
-    assert args.encoding == "gbk" and args.preset == "small" and args.learning_rate == 3e-3 and args.optimizer == "adamw"
+    assert (args.encoding == "gbk" and args.preset == "small" and args.learning_rate == 3e-3
+            and args.optimizer == "adamw")
     (tmp_path / "args.json").write_text(json.dumps({"train_file": ["a.txt"], "output_dir": "out", "max_steps": 3}))
     assert parse_dataclass(PretrainArguments, [str(tmp_path / "args.json")]).max_steps == 3
     (tmp_path / "bad.json").write_text(json.dumps({"train_file": ["a.txt"], "max_step": 3}))

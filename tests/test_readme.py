@@ -166,7 +166,8 @@ def demo_outputs(tmp_path_factory) -> Path:
     done = run_cli("elmo-pretrain", [
         "--train_file", corpus / "train.txt", "--validation_file", corpus / "valid.txt", "--output_dir",
         demo / "model", "--preset", "tiny", "--word_split", "punctuation", "--max_steps", "3",
-        "--per_device_batch_size", "8", "--max_eval_batches", "2", "--use_cpu", "--disable_tqdm", "--report_to", "none"])
+        "--per_device_batch_size", "8", "--max_eval_batches", "2", "--use_cpu", "--disable_tqdm", "--report_to",
+        "none"])
     assert done.returncode == 0, done.stderr[-4000:]
     return demo
 

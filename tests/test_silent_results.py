@@ -207,7 +207,8 @@ def test_latin_1_text_is_hinted_as_cp1252_and_the_hint_trains_on_the_right_words
     assert line.endswith("--encoding cp1252")
     from elmo_hf.train.tasks.sequence_classification import PARTS, SequenceClassificationDataArguments
 
-    texts = [e["text"] for e in PARTS.read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
+    texts = [e["text"]
+             for e in PARTS.read_file(str(train), "cp1252", SequenceClassificationDataArguments(train_file=str(train)))]
     assert texts == ["une crème brûlée", "un café naïf"]
 
 
@@ -324,7 +325,8 @@ def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, tex
     data_args = TokenClassificationDataArguments(test_file=str(path))
     model = SimpleNamespace(config=SimpleNamespace(label2id={"O": 0, "B-ORG": 1, "B-PER": 2}))
     with caplog.at_level("INFO"):
-        kind, _ = PARTS.prepare_test(model, ElmoTokenizer(), PARTS.read_test_file(str(path), "utf-8", data_args), data_args)
+        kind, _ = PARTS.prepare_test(model, ElmoTokenizer(), PARTS.read_test_file(str(path), "utf-8", data_args),
+                                     data_args)
     assert kind == ("lines" if layout.startswith("sentences") else "conll")
     assert f"read as {layout}" in caplog.text
 
@@ -421,11 +423,13 @@ def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(
 
 
 def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_path):
-    """F1 on words is 0 for "深圳市" against "广东省深圳市龙岗区" (no spaces: one word each); CMRC 2018 scores characters,
-    and drops Chinese punctuation too. The run's eval_f1 is that of its own predictions.json, on characters."""
+    """F1 on words is 0 for "深圳市" against "广东省深圳市龙岗区" (no spaces: one word each); CMRC 2018 scores
+    characters, and drops Chinese punctuation too. The run's eval_f1 is that of its own predictions.json, on
+    characters."""
     from elmo_hf.train.tasks.squad_metrics import character_exact_match, character_f1, f1, squad_scores
 
-    assert f1("深圳市", "广东省深圳市龙岗区") == 0.0 and character_f1("深圳市", "广东省深圳市龙岗区") == pytest.approx(0.5)
+    assert (f1("深圳市", "广东省深圳市龙岗区") == 0.0
+            and character_f1("深圳市", "广东省深圳市龙岗区") == pytest.approx(0.5))
     assert character_exact_match("北京。", "北京") == 1.0 and character_exact_match("“北京”", "北京") == 1.0
     assert character_f1("2018年NBA总决赛", "NBA总决赛") == pytest.approx(2 * (4 / 6) / (4 / 6 + 1))
     context = "鲁迅出生在浙江省绍兴市。北京是中国的首都。"
@@ -535,7 +539,8 @@ PRETRAIN_STEP = ["--preset", "tiny", "--per_device_batch_size", "2", "--unroll_s
 def test_pretraining_on_chinese_without_spaces_splits_per_character_and_says_so(tmp_path):
     """The default split of elmo-pretrain was whitespace, which made each unsegmented Chinese sentence one word of
     the vocabulary: without --word_split, text mostly CJK without spaces is split per character, in one line."""
-    train = write(tmp_path, "train.txt", "\n".join(["我们在银行存钱。", "他们在河边散步了。", "老师在学校看书呢。"] * 4))
+    train = write(tmp_path, "train.txt",
+                  "\n".join(["我们在银行存钱。", "他们在河边散步了。", "老师在学校看书呢。"] * 4))
     out = tmp_path / "out"
     result = run_cli("elmo-pretrain", ["--train_file", train, "--output_dir", out, *PRETRAIN_STEP])
     assert result.returncode == 0, result.stderr[-3000:]

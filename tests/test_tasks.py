@@ -1,7 +1,7 @@
-"""The fine-tuning tasks (`elmo_hf.train.tasks.TASKS`): every task head of `ELMO_CLASSES` has its module under `train/tasks/`
-with the parts every command runs (its `PARTS`, a `elmo_hf.train.tasks.Task`) and options that `--help` reads without torch, and
-every module its head; and a task added as a row and a module alone (here a throwaway one, registered with
-monkeypatch) trains, saves, predicts and loads end to end through `elmo-finetune TASK`."""
+"""The fine-tuning tasks (`elmo_hf.train.tasks.TASKS`): every task head of `ELMO_CLASSES` has its module under
+`train/tasks/` with the parts every command runs (its `PARTS`, a `elmo_hf.train.tasks.Task`) and options that `--help`
+reads without torch, and every module its head; and a task added as a row and a module alone (here a throwaway one,
+registered with monkeypatch) trains, saves, predicts and loads end to end through `elmo-finetune TASK`."""
 
 from __future__ import annotations
 
@@ -269,7 +269,8 @@ def test_a_task_added_as_a_row_and_a_module_trains_saves_and_predicts(toy_task, 
     assert result.returncode == 0
     shown = result.stdout
     assert shown == short_help(toy_task)
-    for text in ("usage: elmo-finetune toy-flag ", "--separator", "ToyFlagHeadArguments", "mean or max (default: mean for a "
+    for text in ("usage: elmo-finetune toy-flag ", "--separator", "ToyFlagHeadArguments",
+                 "mean or max (default: mean for a "
                  "new head", "training epochs to perform. (default 3 (a toy))", "for the optimizer. (default 0.05)"):
         assert text in " ".join(shown.split()), text
 
@@ -281,7 +282,8 @@ def test_a_task_added_as_a_row_and_a_module_trains_saves_and_predicts(toy_task, 
     assert result.returncode == 0, result.stderr
     said = result.stderr
     assert f"INFO {TOY_MODULE}: 24 training and 24 validation lines, flags ['no', 'yes']" in said
-    assert "INFO elmo_hf.train.finetune_run: initialised the toy-flag head (4 tensors of classifier, scalar_mixes)" in said
+    assert ("INFO elmo_hf.train.finetune_run: initialised the toy-flag head "
+            "(4 tensors of classifier, scalar_mixes)") in said
     assert "LOAD REPORT" not in said and "WARNING" not in said, said
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["ElmoForSequenceClassification"] and config["classifier_pooling"] == "mean"

@@ -72,10 +72,14 @@ LEGACY_FILES = {
     "cp1252": ("label\ttext\n1\t“quoted” café – 5 €\n0\tnaïve façade\n", "cp1252", ["“quoted”", "–", "€", "façade"]),
     "cp1250": ("label\ttext\n1\tPříliš žluťoučký kůň úpěl ďábelské ódy\n0\tZażółć gęślą jaźń\n", "cp1250",
                ["Příliš", "žluťoučký", "kůň", "gęślą"]),
-    "shift-jis": ("label\ttext\n1\t東京は日本の首都です。\n0\tこんにちは世界\n", "shift_jis", ["東京は日本の首都です。"]),
-    "euc-kr": ("label\ttext\n1\t서울은 한국의 수도입니다.\n0\t안녕하세요 세계\n", "euc-kr", ["서울은", "한국의", "안녕하세요"]),
-    "gbk": ("label\ttext\n1\t北京是中国的首都。\n0\t鲁迅出生在绍兴。\n", "gbk", ["北京是中国的首都。", "鲁迅出生在绍兴。"]),
-    "big5": ("label\ttext\n1\t臺北是臺灣的首都。\n0\t魯迅出生在紹興。\n", "big5", ["臺北是臺灣的首都。", "魯迅出生在紹興。"]),
+    "shift-jis": ("label\ttext\n1\t東京は日本の首都です。\n0\tこんにちは世界\n", "shift_jis",
+                  ["東京は日本の首都です。"]),
+    "euc-kr": ("label\ttext\n1\t서울은 한국의 수도입니다.\n0\t안녕하세요 세계\n", "euc-kr",
+               ["서울은", "한국의", "안녕하세요"]),
+    "gbk": ("label\ttext\n1\t北京是中国的首都。\n0\t鲁迅出生在绍兴。\n", "gbk",
+            ["北京是中国的首都。", "鲁迅出生在绍兴。"]),
+    "big5": ("label\ttext\n1\t臺北是臺灣的首都。\n0\t魯迅出生在紹興。\n", "big5",
+             ["臺北是臺灣的首都。", "魯迅出生在紹興。"]),
 }
 
 
@@ -117,8 +121,9 @@ def test_utf8_text_named_as_a_legacy_encoding_is_refused_not_misread(tmp_path):
     for encoding, misread in (("gbk", "caf茅 au lait"), ("cp1252", "cafÃ© au lait")):
         with pytest.raises(MisreadText) as caught:
             check_decodes(path, encoding, option="--test_encoding")
-        assert str(caught.value) == (f"{path} is UTF-8 text (line 2 reads as 'café au lait'), which {encoding} misreads "
-                                     f"(as {misread!r}): --test_encoding utf-8")
+        assert str(caught.value) == (
+            f"{path} is UTF-8 text (line 2 reads as 'café au lait'), which {encoding} misreads "
+            f"(as {misread!r}): --test_encoding utf-8")
     check_decodes(path, "utf-8")
     legacy = tmp_path / "gbk.txt"
     legacy.write_bytes("银行 贷款\ncafé\n".encode("gbk"))  # real GBK text is not valid UTF-8: read as named

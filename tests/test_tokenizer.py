@@ -284,7 +284,8 @@ def test_jieba_missing_is_a_one_line_error(monkeypatch, tmp_path):
     tok.save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     assert loaded.word_split == "jieba"
-    assert loaded([["我", "爱"]], is_split_into_words=True)["input_ids"] == tok([["我", "爱"]], is_split_into_words=True)["input_ids"]
+    assert loaded([["我", "爱"]], is_split_into_words=True)["input_ids"] == tok([["我", "爱"]],
+                                                                              is_split_into_words=True)["input_ids"]
     with pytest.raises(
         ImportError, match=r"word_split='jieba' needs the jieba package: pip install 'elmo-hf\[zh\]'"
     ):
@@ -869,7 +870,8 @@ def test_word_split_travels_with_the_saved_tokenizer(tmp_path, vocab_file):
             assert saved == "test_tokenizer:_bar_segmenter"
             unregistered = ElmoTokenizer.from_pretrained(folder)
             with pytest.raises(ValueError, match=r"'test_tokenizer:_bar_segmenter' names a function that is not "
-                                                 r"registered in this process: .*--word_split test_tokenizer:_bar_segmenter"):
+                                                 r"registered in this process: .*--word_split "
+                                                 r"test_tokenizer:_bar_segmenter"):
                 unregistered("北京|天安门")
             loaded = AutoTokenizer.from_pretrained(folder, word_split=segment)
             assert loaded.word_split is segment

@@ -48,7 +48,8 @@ class ElmoTokenizerCommonTest(tokenization_common.TokenizerTesterMixin, unittest
 FIXED_SPECIAL_TOKENS = ("<S>, </S> and the padding <pad> are fixed by the ELMo format (the character ids the published "
                         "models were trained with): other special tokens are refused")
 TOO_LONG = ("a text longer than model_max_length gets the project's own one-line warning (logger "
-            "elmo_hf.tokenization.tokenization_elmo), not transformers' message under its logger; overflowing tokens come "
+            "elmo_hf.tokenization.tokenization_elmo), not transformers' message under its logger; overflowing tokens "
+            "come "
             "back as windows, rows with overflow_to_sample_mapping, as transformers' fast tokenizers give them "
             "(tests/test_windows.py), not as the overflowing_tokens lists of its slow tokenizers that the test reads")
 # The mixin's tests that cannot apply to ELMo's tokenizer, and why: removed from the class (not collected), so that a
@@ -69,7 +70,8 @@ NOT_APPLICABLE = {
     "test_tokenize_special_tokens": NO_VOCABULARY,
     "test_maximum_encoding_length_single_input": TOO_LONG,
     "test_maximum_encoding_length_pair_input": TOO_LONG,
-    "test_tokenizer_store_full_signature": "word_vocab is the word vocabulary given as a list: it is saved as vocab.txt "
+    "test_tokenizer_store_full_signature":
+        "word_vocab is the word vocabulary given as a list: it is saved as vocab.txt "
                                            "and reloaded as vocab_file, which the mixin exempts",
     # what the mixin itself skips for a tokenizer like ours
     "test_chat_template_save_loading": "no chat template: ELMo encodes sentences",

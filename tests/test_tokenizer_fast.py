@@ -150,7 +150,8 @@ def test_other_word_splits(split, monkeypatch):
         WORD_SPLITTERS.register("bars", lambda text: text.split("|"))
     texts = [*CHINESE_SAMPLE, "北京|天安门 a\x1fb", " consumers may  want\u2003to\x1cmove ", "我 爱 北京 天安门 。"]
     options = dict(padding=True, return_offsets_mapping=True, return_tensors="pt")
-    assert_same(ElmoTokenizer(word_split=split)(texts, **options), ElmoTokenizerFast(word_split=split)(texts, **options))
+    assert_same(ElmoTokenizer(word_split=split)(texts, **options),
+                ElmoTokenizerFast(word_split=split)(texts, **options))
 
 
 def test_the_whitespace_split_splits_on_what_str_isspace_accepts():
@@ -398,9 +399,11 @@ def prepare_train_features(examples, tokenizer, max_seq_length: int, doc_stride:
 
 
 SQUAD = [
-    {"id": "a", "question": "  Where was Ada born?", "context": "Ada was born in Lisbon in 1990. Boris was born in Oslo.",
+    {"id": "a", "question": "  Where was Ada born?",
+     "context": "Ada was born in Lisbon in 1990. Boris was born in Oslo.",
      "answers": {"text": ["Lisbon"], "answer_start": [16]}},
-    {"id": "b", "question": "Where was Boris born?", "context": "Ada was born in Lisbon in 1990. Boris was born in Oslo.",
+    {"id": "b", "question": "Where was Boris born?",
+     "context": "Ada was born in Lisbon in 1990. Boris was born in Oslo.",
      "answers": {"text": ["Oslo"], "answer_start": [50]}},
     {"id": "c", "question": "Who was born in 京都?", "context": "陈 was born in 京都 in 1950 🎉. Nobody else was.",
      "answers": {"text": ["陈"], "answer_start": [0]}},

@@ -36,12 +36,12 @@ while `input_ids` holds one row of 50 character ids per token: shape `[batch, to
 
 Splitting raw text into words
 -----------------------------
-`word_split` is a name registered in `WORD_SPLITTERS` (`word_splits_elmo.py`): `"punctuation"` (default: PTB-like
-words, one token per CJK ideograph or kana, never cutting a user-perceived character such as an emoji sequence), `"whitespace"` (`str.split()`, for text that is already tokenized, such
-as PTB or the 1B Word Benchmark the published models were trained on), `"jieba"` (Chinese word segmentation, the
-optional extra `elmo-hf[zh]`) or one registered with `WORD_SPLITTERS.register`; or any function `str -> list[str]`.
-It is saved in tokenizer_config.json and used again after `from_pretrained`. Pre-split words
-(`is_split_into_words=True`) are used verbatim, one token per word.
+`word_split` is a name registered in `WORD_SPLITTERS` (`word_splits_elmo.py`): `"punctuation"` (default: PTB-like words,
+one token per CJK ideograph or kana, never cutting a user-perceived character such as an emoji sequence), `"whitespace"`
+(`str.split()`, for text that is already tokenized, such as PTB or the 1B Word Benchmark the published models were
+trained on), `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf[zh]`) or one registered with
+`WORD_SPLITTERS.register`; or any function `str -> list[str]`. It is saved in tokenizer_config.json and used again after
+`from_pretrained`. Pre-split words (`is_split_into_words=True`) are used verbatim, one token per word.
 
 Encoding a batch
 ----------------
@@ -209,8 +209,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             or max_characters_per_token < 3
         ):
             raise ValueError(
-                f"max_characters_per_token must be an integer >= 3 (begin, one byte, end), got {max_characters_per_token!r}"
-            )
+                "max_characters_per_token must be an integer >= 3 (begin, one byte, end), got "
+                f"{max_characters_per_token!r}")
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
             raise ValueError(f"cache_size must be a positive integer, got {cache_size!r}")
         if kwargs.get("padding_side", "right") != "right":
@@ -389,8 +389,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
         """Character ids -> names (an int or a list of ints), or rows of 50 ids -> words, a padding row `<pad>` (one
-        string per row, as transformers' tokenizers give one per id: spaCy counts them). `skip_special_tokens` leaves out
-        padding and the `<S>`/`</S>` the tokenizer adds."""
+        string per row, as transformers' tokenizers give one per id: spaCy counts them). `skip_special_tokens`
+        leaves out padding and the `<S>`/`</S>` the tokenizer adds."""
         ids = to_list(ids)
         if isinstance(ids, int):
             return self._convert_id_to_token(ids)

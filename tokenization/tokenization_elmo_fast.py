@@ -298,9 +298,10 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
             return super().save_pretrained(save_directory, *args, **kwargs)
         function, name = self.word_split, split_name(self.word_split)
         if name.startswith(CUSTOM_SPLIT_PREFIX):
-            logger.warning("word_split is the function %s, which cannot be imported again by name: tokenizer_config.json "
-                           "records %r, and loading the tokenizer needs from_pretrained(path, word_split=...) with the "
-                           "same function", name[len(CUSTOM_SPLIT_PREFIX):], name)
+            logger.warning(
+                "word_split is the function %s, which cannot be imported again by name: tokenizer_config.json "
+                "records %r, and loading the tokenizer needs from_pretrained(path, word_split=...) with the "
+                "same function", name[len(CUSTOM_SPLIT_PREFIX):], name)
         self.word_split = name  # what transformers writes to tokenizer_config.json
         try:
             return super().save_pretrained(save_directory, *args, **kwargs)

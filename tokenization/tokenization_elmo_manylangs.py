@@ -109,8 +109,10 @@ class ElmoManyLangsTokenizer(ElmoTokenizer):
             word_dictionary = _load_dictionary(word_dictionary_file)
         if char_dictionary is None and word_dictionary is None:
             raise ValueError("ElmoManyLangsTokenizer needs a character dictionary, a word dictionary or both")
-        self.char_dictionary = None if char_dictionary is None else _check_dictionary("character", char_dictionary, CHAR_SPECIALS)
-        self.word_dictionary = None if word_dictionary is None else _check_dictionary("word", word_dictionary, WORD_SPECIALS)
+        self.char_dictionary = None if char_dictionary is None else _check_dictionary("character", char_dictionary,
+                                                                                      CHAR_SPECIALS)
+        self.word_dictionary = None if word_dictionary is None else _check_dictionary("word", word_dictionary,
+                                                                                      WORD_SPECIALS)
         self._id_to_char = None if self.char_dictionary is None else {i: c for c, i in self.char_dictionary.items()}
         self._id_to_word = None if self.word_dictionary is None else {i: w for w, i in self.word_dictionary.items()}
         super().__init__(**kwargs)

@@ -224,7 +224,8 @@ def _check_args(args) -> None:
         except ValueError as error:
             raise AnalysisError(str(error)) from None
     if args.min_count < 2:
-        raise AnalysisError(f"--min_count must be at least 2 (self-similarity needs two occurrences), got {args.min_count}")
+        raise AnalysisError(
+            f"--min_count must be at least 2 (self-similarity needs two occurrences), got {args.min_count}")
     if args.max_occurrences < 2:
         raise AnalysisError(f"--max_occurrences must be at least 2, got {args.max_occurrences}")
     for name in ("batch_size", "max_tokens", "anisotropy_pairs"):

@@ -40,7 +40,8 @@ _PUBLISHED = {
     "pt": f"--options_file {_ALLENNLP}/contributed/pt/elmo_pt_options.json "
           f"--weight_file {_ALLENNLP}/contributed/pt/elmo_pt_weights.hdf5",
     "pubmed": f"--options_file {_ALLENNLP}/contributed/pubmed/elmo_2x4096_512_2048cnn_2xhighway_options.json "
-              f"--weight_file {_ALLENNLP}/contributed/pubmed/elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5",
+              f"--weight_file {_ALLENNLP}/contributed/pubmed/"
+              "elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5",
 }
 _ALIASES = {"portuguese": "pt", "5.5B": "large"}
 EMBEDDING_MODES = ("all", "top", "average")

@@ -18,12 +18,12 @@ fine-tuning commands, the demo):
   local folder: `outputs/modle`) and names nothing is refused at once, without a Hub request; where the Hub's host
   name does not resolve (offline), a Hub id not in the Hugging Face cache is refused at once too.
 
-`task` picks the class through the transformers Auto classes, which `import elmo_hf.modeling_elmo` registers (and which load
-a Hub model's own code with `trust_remote_code=True`): see `TASKS`. A head that transformers has no Auto class for
-(`auto_class` None in `ELMO_CLASSES`: semantic role labelling) loads the same way through `HeadLoader`. An ELMoForManyLangs model
-(`token_encoder == "word_char"`, written by `convert_elmoformanylangs`) gets its `ElmoManyLangsTokenizer` from its
-saved dictionaries. `weights_fingerprint(model)` names loaded weights by their bytes (elmo-embed's `--resume`, the
-export's cache), here because both features read it and neither imports the other for it.
+`task` picks the class through the transformers Auto classes, which `import elmo_hf.modeling_elmo` registers (and which
+load a Hub model's own code with `trust_remote_code=True`): see `TASKS`. A head that transformers has no Auto class for
+(`auto_class` None in `ELMO_CLASSES`: semantic role labelling) loads the same way through `HeadLoader`. An
+ELMoForManyLangs model (`token_encoder == "word_char"`, written by `convert_elmoformanylangs`) gets its
+`ElmoManyLangsTokenizer` from its saved dictionaries. `weights_fingerprint(model)` names loaded weights by their bytes
+(elmo-embed's `--resume`, the export's cache), here because both features read it and neither imports the other for it.
 
 Every failure is a `ModelLoadError` (a `ValueError`) whose message is one line naming `name_or_path` and what is
 accepted; each command reports it as its own exit-2 error. This module does not travel as remote code.
@@ -49,7 +49,8 @@ logger = logging.getLogger(__name__)
 
 
 # The tasks without a head: the biLM alone, and the biLM with its language-model softmax.
-MODEL_TASKS: dict[str | None, str] = {None: "AutoModel", "model": "AutoModel", "pre-training": "AutoModelForPreTraining"}
+MODEL_TASKS: dict[str | None, str] = {None: "AutoModel", "model": "AutoModel",
+                                      "pre-training": "AutoModelForPreTraining"}
 
 
 class _Tasks(Mapping):

@@ -5,9 +5,9 @@ states of every process), `progress_rank{i}.pt` (the data position and the LSTM 
 `args.json`. It is written into a temporary folder renamed into place, with SIGINT/SIGTERM held back until it is
 whole, so a folder named `step-*` is always complete.
 
-SIGINT and SIGTERM during training stop every process at the same step (`InterruptGuard.received`, `agreed_stop`): the processes
-agree at each step boundary, write a checkpoint of that step, and end with one line saying what was kept and how to
-go on; the exit status is 130 or 143.
+SIGINT and SIGTERM during training stop every process at the same step (`InterruptGuard.received`, `agreed_stop`): the
+processes agree at each step boundary, write a checkpoint of that step, and end with one line saying what was kept and
+how to go on; the exit status is 130 or 143.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ def agreed_stop(accelerator, guard: InterruptGuard, have_batch: bool | None = No
 
 
 def save_checkpoint(run: Any) -> Path:
-    """Write a checkpoint of `run` (a `elmo_hf.train.pretrain_run.Run`) atomically: into a temporary folder, renamed into
-    place, with the signals held back until it is whole. Every process calls it."""
+    """Write a checkpoint of `run` (a `elmo_hf.train.pretrain_run.Run`) atomically: into a temporary folder, renamed
+    into place, with the signals held back until it is whole. Every process calls it."""
     accelerator, progress = run.accelerator, run.progress
     root = run.output_dir / "checkpoints"
     final = root / f"step-{progress.step:08d}"

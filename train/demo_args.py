@@ -11,7 +11,8 @@ class DemoArguments:
     output_dir: str | None = field(default=None, metadata={
         "help": "Where the corpus, model and plot go (default outputs/demo, outputs/demo_zh for --language zh)."})
     language: str = field(default="en", metadata={
-        "help": "Language of the generated corpus: en (bank, bat, plant, spring) or zh (行, 长, 花, 打, 还, 好, 觉, 乐).",
+        "help": "Language of the generated corpus: en (bank, bat, plant, spring) "
+                "or zh (行, 长, 花, 打, 还, 好, 觉, 乐).",
         "choices": ["en", "zh"]})
     train_file: list[str] | None = field(default=None, metadata={"help": "Your corpus instead of the generated one."})
     validation_file: list[str] | None = field(default=None, metadata={

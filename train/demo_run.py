@@ -408,7 +408,8 @@ def report(scores: dict, contextuality: dict, outputs: DemoOutputs) -> None:
     logger.info("sense accuracy of ambiguous words: contextual layers %.2f, context-free layer 0 %.2f (chance 0.50)",
                 summary["contextual_accuracy"], summary["layer0_accuracy"])
     for word, result in scores["words"].items():
-        logger.info("  %-7s contextual %.2f   layer 0 %.2f", word, result["contextual_accuracy"], result["layer0_accuracy"])
+        logger.info("  %-7s contextual %.2f   layer 0 %.2f", word, result["contextual_accuracy"],
+                    result["layer0_accuracy"])
     if eval_results:
         logger.info("validation perplexity: forward %.1f, backward %.1f", eval_results["forward_perplexity"],
                     eval_results["backward_perplexity"])

@@ -3,10 +3,10 @@
 A command's options are `ModelArguments`, its task's head option (`head_arguments`, from its `FineTuningTask`), its
 task's data options (the task's `data_options`, in its module under `train/tasks/`), `CommandArguments`, and
 transformers' `TrainingArguments`, which only `transformers.HfArgumentParser` parses (in the run, once transformers
-is imported: `elmo_hf.train.finetune_run.training_arguments`). `parse_finetune` parses the first four (`elmo_hf.tools.core.arguments`)
-and keeps the rest of the command line for `TrainingArguments`, so that `--help`, a mistyped option of ours and a
-missing file answer in the time Python takes to start. `--help_all` lists every `TrainingArguments` option (it
-imports transformers, so it takes seconds).
+is imported: `elmo_hf.train.finetune_run.training_arguments`). `parse_finetune` parses the first four
+(`elmo_hf.tools.core.arguments`) and keeps the rest of the command line for `TrainingArguments`, so that `--help`, a
+mistyped option of ours and a missing file answer in the time Python takes to start. `--help_all` lists every
+`TrainingArguments` option (it imports transformers, so it takes seconds).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ class ModelArguments:
         metadata={"help": "A model folder (converted, pretrained or already fine-tuned), a Hub id, or a preset name "
                   "(tiny, small, medium, original) for a randomly initialised biLM.", "aliases": ["--model"]}
     )
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer folder or Hub id, if not the model's."})
+    tokenizer_name: str | None = field(default=None,
+                                       metadata={"help": "Tokenizer folder or Hub id, if not the model's."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow the model's own code from the Hub."})
     freeze_bilm: bool | None = field(default=None, metadata={"help": "Keep the biLM fixed (default) or fine-tune it."})
     scalar_mix: str | None = field(default=None, metadata={"help": "learned, top, average or fixed."})

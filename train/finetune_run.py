@@ -3,9 +3,9 @@ checked, the head loaded quietly, a `Trainer` whose checkpoints are never cut in
 evaluation with the metrics files, predictions, and the one line an interrupt ends with.
 
 What differs between tasks is in the task's module under `train/tasks/` (`TASK`: names, defaults, the head option, the
-data options; and `PARTS`, its `elmo_hf.train.tasks.Task`); nothing here branches on a task's name. The command layer parses the
-options (`elmo_hf.train.finetune_arguments.parse_finetune`) and calls `run(options, guard)`; `run_task(task, argv)` does both,
-for callers in Python.
+data options; and `PARTS`, its `elmo_hf.train.tasks.Task`); nothing here branches on a task's name. The command layer
+parses the options (`elmo_hf.train.finetune_arguments.parse_finetune`) and calls `run(options, guard)`;
+`run_task(task, argv)` does both, for callers in Python.
 """
 
 from __future__ import annotations
@@ -325,10 +325,11 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
 
 def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed: int | None = None,
                output_loading_info: bool = False):
-    """`(model, tokenizer)`: the head of `task` (a key of `TASKS`: "sequence-classification", "token-classification", ...) on the biLM of `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM), by
-    `elmo_hf.tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
-    config. `seed`: of a preset's random weights (None: the generators as `set_seed` left them).
-    `output_loading_info`: `(model, tokenizer, info)`, with `load_elmo`'s loading info."""
+    """`(model, tokenizer)`: the head of `task` (a key of `TASKS`: "sequence-classification",
+    "token-classification", ...) on the biLM of `model_name_or_path` (a folder, a Hub id, or a preset: a random biLM),
+    by `elmo_hf.tools.loading.load_elmo`; `head_overrides` (labels, pooling, ...) win over the options and the saved
+    config. `seed`: of a preset's random weights (None: the generators as `set_seed` left them). `output_loading_info`:
+    `(model, tokenizer, info)`, with `load_elmo`'s loading info."""
     try:
         return load_elmo(
             model_args.model_name_or_path,

@@ -33,8 +33,10 @@ class PretrainArguments:
     train_file: list[str] = field(metadata={"help": "Text files or globs, one sentence per line."})
     output_dir: str = field(metadata={"help": "Where the model folder, logs and checkpoints go."})
     validation_file: list[str] | None = field(default=None, metadata={"help": "Held-out text for perplexity."})
-    preset: str | None = field(default=None, metadata={"help": "tiny, small, medium or original (ElmoConfig.from_preset)."})
-    config_file: str | None = field(default=None, metadata={"help": "A config.json for ElmoConfig, instead of --preset."})
+    preset: str | None = field(default=None,
+                               metadata={"help": "tiny, small, medium or original (ElmoConfig.from_preset)."})
+    config_file: str | None = field(default=None,
+                                    metadata={"help": "A config.json for ElmoConfig, instead of --preset."})
     init_from: str | None = field(
         default=None, metadata={"help": "A model to continue training: a folder (converted, pretrained or fine-tuned), "
                                         "a Hub id, or a preset (random weights), as every command loads models."}
@@ -46,15 +48,20 @@ class PretrainArguments:
                           "vocabulary; without it a new softmax starts from the model's layer-0 vectors of the words."},
     )
     vocab_file: str | None = field(
-        default=None, metadata={"help": "Word vocabulary, one token a line (<S>, </S>, <UNK> on any line; ids follow the file); built if absent."}
+        default=None,
+        metadata={
+            "help": "Word vocabulary, one token a line (<S>, </S>, <UNK> on any line; ids follow the file); built if "
+                    "absent."}
     )
     max_vocab_size: int = field(default=50000, metadata={"help": "Size of a vocabulary built from the corpus."})
     min_count: int = field(default=1, metadata={"help": "Minimum count of a word in a built vocabulary."})
     word_split: str | None = field(default=None, metadata={
-        "help": "How lines are split into words, a name in tokenization.WORD_SPLITTERS: whitespace, punctuation, or jieba "
+        "help": "How lines are split into words, a name in tokenization.WORD_SPLITTERS: whitespace, punctuation, or "
+                "jieba "
                 "(punctuation, with runs of Chinese ideographs segmented into words by jieba; needs pip install "
                 "'elmo-hf[zh]'), one registered there, or module:function (a function of yours, imported). Saved "
-                "with the tokenizer. Default: the split of the --init_from model's tokenizer, else punctuation (a token per "
+                "with the tokenizer. Default: the split of the --init_from model's tokenizer, else punctuation (a "
+                "token per "
                 "CJK character) when most of the corpus is Chinese or Japanese without spaces, else whitespace."})
     encoding: str = encoding_option("the training and validation files")
     recipe: str = field(default="default", metadata={
@@ -67,7 +74,8 @@ class PretrainArguments:
     num_sampled: int = field(default=8192, metadata={"help": "Negatives per batch for the sampled softmax."})
     batch_mode: str = field(default="stream", metadata={"help": "stream (bilm-tf windows, state carried) or sentence.",
                                                          "choices": ("stream", "sentence")})
-    unroll_steps: int = field(default=20, metadata={"help": "Window length in tokens (the longest sentence in sentence mode)."})
+    unroll_steps: int = field(default=20,
+                              metadata={"help": "Window length in tokens (the longest sentence in sentence mode)."})
     per_device_batch_size: int | None = field(default=None, metadata={
         "help": "Rows per batch and process (default: the recipe's)."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides num_train_epochs when > 0."})
@@ -85,7 +93,8 @@ class PretrainArguments:
     warmup_steps: int = field(default=0)
     max_grad_norm: float = field(default=10.0, metadata={"help": "Global-norm gradient clipping (bilm-tf: 10)."})
     dropout: float | None = field(default=None, metadata={"help": "Override the config's dropout (bilm-tf: 0.1)."})
-    mixed_precision: str = field(default="no", metadata={"help": "no, bf16 or fp16.", "choices": ("no", "bf16", "fp16")})
+    mixed_precision: str = field(default="no",
+                                 metadata={"help": "no, bf16 or fp16.", "choices": ("no", "bf16", "fp16")})
     seed: int = field(default=42)
     shuffle_buffer: int = field(default=10000, metadata={"help": "Sentences shuffled together; 1 keeps file order."})
     logging_steps: int = field(default=10)
@@ -98,7 +107,8 @@ class PretrainArguments:
                                         "'auto': the newest if there is one, else a fresh start (for a launcher that "
                                         "restarts its workers, torchrun --max_restarts, or a requeued job)."}
     )
-    report_to: str = field(default="auto", metadata={"help": "Accelerate tracker: auto (tensorboard if installed), none, ..."})
+    report_to: str = field(default="auto",
+                           metadata={"help": "Accelerate tracker: auto (tensorboard if installed), none, ..."})
     overwrite_output_dir: bool = field(default=False)
     push_to_hub: bool = field(default=False)
     hub_model_id: str | None = field(default=None)
@@ -106,7 +116,8 @@ class PretrainArguments:
     use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even when a GPU is there."})
     ddp_timeout: int = field(
         default=1800,
-        metadata={"help": "Seconds a process waits for the others in a collective before the run fails (as Trainer's)."},
+        metadata={
+            "help": "Seconds a process waits for the others in a collective before the run fails (as Trainer's)."},
     )
     disable_tqdm: bool = field(default=False)
     verbose: bool = field(default=False, metadata={"help": "Also log what the libraries say (Accelerate, datasets, "

@@ -1,6 +1,6 @@
 """A pretraining run of `elmo-pretrain`: what is checked before anything is written, the set-up, the loop, the
-evaluation and the end (the model folder, the push). The command's row is in `cli/table.py`, its arguments in `train/pretrain_args.py`;
-checkpoints, resuming and stopping on a signal in `train/checkpoints.py`.
+evaluation and the end (the model folder, the push). The command's row is in `cli/table.py`, its arguments in
+`train/pretrain_args.py`; checkpoints, resuming and stopping on a signal in `train/checkpoints.py`.
 """
 
 from __future__ import annotations
@@ -239,7 +239,8 @@ class Run:
     started: float = 0.0  # perf_counter at the start, less the training time of the run resumed
     window_tokens: int = 0  # tokens since the last log line, and when that was
     window_start: float = 0.0
-    guard: InterruptGuard = field(default_factory=InterruptGuard)  # SIGINT/SIGTERM: the step boundary stops every process
+    # SIGINT/SIGTERM: the step boundary stops every process
+    guard: InterruptGuard = field(default_factory=InterruptGuard)
     saved_step: int = -1  # the step of the last checkpoint written or resumed from
     start_step: int = 0  # the step this process started (or resumed) at
     time_budget: float | None = None  # --max_train_time in seconds
@@ -326,7 +327,8 @@ def make_accelerator(args: PretrainArguments):
         cpu=cpu,
         mixed_precision=args.mixed_precision,
         log_with=log_with,
-        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=os.path.join(args.output_dir, "logs")),
+        project_config=ProjectConfiguration(project_dir=args.output_dir,
+                                            logging_dir=os.path.join(args.output_dir, "logs")),
         kwargs_handlers=handlers,
     )
 
@@ -456,8 +458,8 @@ def _has_softmax(name: str) -> bool:
 
 def make_optimizer(args: PretrainArguments, model, device_type: str = "cpu"):
     # Training on the CPU uses torch's fused kernels (one pass over each parameter instead of a dozen tensor ops):
-    # at the `small` preset a step of AdamW 45 -> 5.5 ms, of Adagrad 17 -> 4.7 ms (benchmarks/results_pretrain.md). Fused
-    # Adagrad exists only for the CPU, so other devices keep torch's default.
+    # at the `small` preset a step of AdamW 45 -> 5.5 ms, of Adagrad 17 -> 4.7 ms (benchmarks/results_pretrain.md).
+    # Fused Adagrad exists only for the CPU, so other devices keep torch's default.
     fused = {"fused": True} if device_type == "cpu" else {}
     if args.optimizer == "adagrad":
         return torch.optim.Adagrad(model.parameters(), lr=args.learning_rate, initial_accumulator_value=1.0,
@@ -645,7 +647,8 @@ def evaluate(run: Run) -> dict[str, float] | None:
     if stopped:
         return None
     if n_f == 0:
-        raise InputError(f"the validation data {files} gave no batch; use a smaller --per_device_batch_size or --unroll_steps")
+        raise InputError(
+            f"the validation data {files} gave no batch; use a smaller --per_device_batch_size or --unroll_steps")
     loss_f, loss_b = nll_f / n_f, nll_b / n_b
     return {
         "forward_perplexity": math.exp(loss_f),

@@ -5,7 +5,8 @@ transformers' `TrainingArguments` has no time budget; this is the usual way to g
 saves, evaluates and writes its files as at the end of any run. The time is counted over the whole run, like
 `max_steps`: the callback is an `ExportableState`, so every checkpoint's `trainer_state.json` records the time
 spent, and a run resumed from it goes on from there (with the same budget it stops after one more step, the first
-boundary Trainer asks at; give a larger one to train longer). With several processes the first to run out of time stops them all at the same step.
+boundary Trainer asks at; give a larger one to train longer). With several processes the first to run out of time stops
+them all at the same step.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ FOLDER is a saved ELMo model with its tokenizer; OUT a scratch folder (the recip
 project cannot be imported: the tokenizer loads as remote code, datasets fingerprints it (`Hasher.hash`, which datasets
 before 4.7 does by replacing the tokenizer's attribute named `cache` on the live object), `Dataset.map` runs it, and
 the SQuAD and GLUE blocks of docs/ecosystem.md run as written on FOLDER. Then, with the project's packages imported
-from REPO, the same fingerprint and map with `ElmoTokenizer` and `ElmoTokenizerFast`. Prints one JSON line last: per mode, whether the mapped
-rows are the tokenizer's own, whether the fingerprint held as the cache filled and whether the
+from REPO, the same fingerprint and map with `ElmoTokenizer` and `ElmoTokenizerFast`. Prints one JSON line last: per
+mode, whether the mapped rows are the tokenizer's own, whether the fingerprint held as the cache filled and whether the
 tokenizer's class is pickled by name (not by value), and the recipes' printed lines.
 Standard library, transformers and datasets only.
 """

@@ -95,7 +95,8 @@ def link_torch(folder: Path, python: Path) -> None:
 
 
 def build(name: str) -> Path:
-    """Build the environment `name` unless it is built; returns its interpreter. pip's output goes to build.log in it."""
+    """Build the environment `name` unless it is built; returns its interpreter. pip's output goes to build.log in
+    it."""
     python = python_of(name)
     if python is not None:
         return python

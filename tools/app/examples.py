@@ -75,7 +75,8 @@ DEMO_ENGLISH = Examples(
          "punctuation"],
     ],
     "\n".join([
-        "henry sat on the bank of the lake and watched a duck .", "the grassy bank of the river was covered with reeds .",
+        "henry sat on the bank of the lake and watched a duck .",
+        "the grassy bank of the river was covered with reeds .",
         "the stream flooded its bank after the heavy rain .", "iris withdrew money from the bank yesterday .",
         "the clerk at the bank explained the mortgage .", "the bank charged a fee on the account .",
         "a bat flew out of the barn in the dark .", "jack bought a heavy bat for baseball .",

@@ -1,7 +1,8 @@
 """The app's pictures, returned as PIL images. The similarity view's figure, drawn for every request, is drawn with
 PIL itself (about 10 ms, where matplotlib took a second on a loaded 2-core machine: the figure was most of a
-request's time, and the page answers visitors' requests in batches); the contextuality view's is `elmo-analyze`'s own (matplotlib).
-Labels are ASCII (S1, S2 ...), so that no CJK font is needed: the words themselves are shown in the page's text."""
+request's time, and the page answers visitors' requests in batches); the contextuality view's is `elmo-analyze`'s own
+(matplotlib). Labels are ASCII (S1, S2 ...), so that no CJK font is needed: the words themselves are shown in the page's
+text."""
 
 from __future__ import annotations
 

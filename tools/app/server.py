@@ -4,7 +4,8 @@
     python app.py ...   (the same: the Hugging Face Spaces convention)
 
 `--model`: a folder, a Hub id or a preset (random weights, said in red at the top of the page); by default
-`$ELMO_APP_MODEL` (a Space's setting), else the demo's model (`outputs/demo/model`, written by `make demo`) where it exists, else the `small` preset.
+`$ELMO_APP_MODEL` (a Space's setting), else the demo's model (`outputs/demo/model`, written by `make demo`) where it
+exists, else the `small` preset.
 
 The three views are also API endpoints, `/similarity`, `/neighbours` and `/contextuality` (docs/app.md). The
 similarity view's concurrent requests are answered in batches (`similarity_batch`, Gradio's `batch=True`).

@@ -354,7 +354,8 @@ def _explain_extra(name: str, config: ElmoConfig) -> str:
     if name.startswith("CNN/"):
         return f"check char_cnn.filters (options give {len(config.char_cnn_filters)} filters)"
     if name.endswith("W_P_0"):
-        return f"the options give lstm.dim == lstm.projection_dim ({config.cell_size}), so there is no projection; check both"
+        return (f"the options give lstm.dim == lstm.projection_dim ({config.cell_size}), so there is no projection; "
+                "check both")
     if name.startswith("RNN_"):
         return f"check lstm.n_layers (options say {config.num_layers})"
     return "check that the options file belongs to this weight file"

@@ -343,8 +343,10 @@ def read_model(model_dir: str | os.PathLike):
     words = read_dictionary(model_dir / "word.dic") if word_dim else None
     token_path, encoder_path = model_dir / "token_embedder.pkl", model_dir / "encoder.pkl"
     token_state, encoder_state = load_state_dict(token_path), load_state_dict(encoder_path)
-    char_rows = _table_rows(token_path, "char_emb_layer.embedding.weight", token_state, chars, CHAR_SPECIALS) if chars is not None else 0
-    word_rows = _table_rows(token_path, "word_emb_layer.embedding.weight", token_state, words, WORD_SPECIALS) if words is not None else 0
+    char_rows = _table_rows(token_path, "char_emb_layer.embedding.weight", token_state, chars,
+                            CHAR_SPECIALS) if chars is not None else 0
+    word_rows = _table_rows(token_path, "word_emb_layer.embedding.weight", token_state, words,
+                            WORD_SPECIALS) if words is not None else 0
     config = config_from_network(network, source, char_rows, word_rows)
     state = convert_token_embedder(_Weights(token_state, token_path), config, char_rows, word_rows)
     state.update(convert_encoder(_Weights(encoder_state, encoder_path), config))

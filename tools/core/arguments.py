@@ -1,9 +1,9 @@
 """Command lines from dataclasses: the one way this project declares and parses a command's options.
 
 Every command's options are a dataclass, one field per option (`elmo_hf.tools.core.command_options` for the tools,
-`elmo_hf.train.pretrain_args`, `elmo_hf.train.demo_args`, `elmo_hf.train.finetune_arguments` for training); `options_parser` builds an
-`argparse` parser from it, with the spelling of `transformers.HfArgumentParser` (which the fine-tuning commands use
-for transformers' own `TrainingArguments` only), so the two read alike:
+`elmo_hf.train.pretrain_args`, `elmo_hf.train.demo_args`, `elmo_hf.train.finetune_arguments` for training);
+`options_parser` builds an `argparse` parser from it, with the spelling of `transformers.HfArgumentParser` (which the
+fine-tuning commands use for transformers' own `TrainingArguments` only), so the two read alike:
 
 * one `--field` per field (and `--field-with-dashes`), its type from the annotation, `list[...]` fields take one or
   more values;

@@ -1,9 +1,10 @@
 """The options of the tool commands (`elmo-embed`, `elmo-analyze`, `elmo-convert`, `elmo-app`), one dataclass each.
 
-The tools' run functions take these (`elmo_hf.tools.embedding.embed.run(EmbedOptions(...))`); the command layer (`elmo_hf.cli`)
-builds their parsers (`elmo_hf.tools.core.arguments`) before torch and transformers are imported (seconds), so that `--help`
-and a mistyped option answer at once. Standard library only, with the light `published_models`; what an option
-needs at parse time is written here (`checked_encoding`, which `text_files` re-exports).
+The tools' run functions take these (`elmo_hf.tools.embedding.embed.run(EmbedOptions(...))`); the command layer
+(`elmo_hf.cli`) builds their parsers (`elmo_hf.tools.core.arguments`) before torch and transformers are imported
+(seconds), so that `--help` and a mistyped option answer at once. Standard library only, with the light
+`published_models`; what an option needs at parse time is written here (`checked_encoding`, which `text_files`
+re-exports).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class EmbedOptions:
     mode: str = field(default="all", metadata={
         "help": "all layers (all, the default), the top layer only (top), or their mean (average)",
         "choices": ("all", "top", "average"), "values": {"--all": "all", "--top": "top", "--average": "average"}})
-    format: str | None = field(default=None, metadata={"help": "default: from OUTPUT's suffix", "choices": EMBED_FORMATS})
+    format: str | None = field(default=None,
+                               metadata={"help": "default: from OUTPUT's suffix", "choices": EMBED_FORMATS})
     word_split: str | None = word_split_option()
     text_column: str | None = field(default=None, metadata={
         "help": "column of a dataset or data-file input (default 'text')"})
@@ -99,7 +101,8 @@ class EmbedOptions:
     dtype: str = field(default="float32", metadata={
         "help": "compute dtype of the matrix multiplies (autocast; float16 on CUDA only; int8: the model quantized on "
                 "the CPU, as ElmoModel.quantize_int8; auto: the fastest within cosine 0.9999 of float32 on this CPU "
-                "whose vectors do not depend on the batch, measured once); outputs are float32", "choices": EMBED_DTYPES})
+                "whose vectors do not depend on the batch, measured once); outputs are float32",
+        "choices": EMBED_DTYPES})
     backend: str | None = field(default=None, metadata={
         "help": "what runs the model: torch, onnxruntime or openvino (its ONNX graph, exported once; pip install "
                 "'elmo-hf[onnx]'), auto (the fastest, measured once on this CPU). Default: torch, or the float32 "
@@ -164,7 +167,8 @@ class ConvertOptions:
     model: str | None = field(default=None, metadata={
         "help": f"a published AllenNLP model to download and convert: {', '.join(PUBLISHED_MODELS)}"})
     options_file: str | None = field(default=None, metadata={"help": "bilm-tf options JSON (a path or an http(s) URL)"})
-    weight_file: str | None = field(default=None, metadata={"help": "bilm-tf / allennlp hdf5 weights (a path or a URL)"})
+    weight_file: str | None = field(default=None,
+                                    metadata={"help": "bilm-tf / allennlp hdf5 weights (a path or a URL)"})
     vocab_file: str | None = field(default=None, metadata={
         "help": "optional vocabulary, one token per line (path or URL)"})
     with_vocab: bool = flag("with --model: also download the 1B Word Benchmark vocabulary (793,471 words) for the "

@@ -6,8 +6,8 @@ rather than replaced by U+FFFD characters that would be embedded or trained on w
 
 Lines end at `\n`, `\r\n` or a lone `\r` (old Mac files) alike, as Python's text files read them: a file of
 `\r`-ended lines is as many lines, not one. Lines are split on the bytes 0x0a and 0x0d, so only encodings in which
-those are the line endings (and no other character contains them) are accepted: UTF-8, GBK/GB18030, Big5, Shift-JIS, the ISO-8859 and Windows code pages. UTF-16 and UTF-32 are
-refused by `checked_encoding`, with the conversion to use.
+those are the line endings (and no other character contains them) are accepted: UTF-8, GBK/GB18030, Big5, Shift-JIS, the
+ISO-8859 and Windows code pages. UTF-16 and UTF-32 are refused by `checked_encoding`, with the conversion to use.
 """
 
 from __future__ import annotations

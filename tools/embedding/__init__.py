@@ -1,1 +1,2 @@
-"""Embedding: `elmo-embed` (its options resolved once into a frozen plan), its readers and writers, worker processes and Ray, and sentence vectors."""
+"""Embedding: `elmo-embed` (its options resolved once into a frozen plan), its readers and writers, worker processes and
+Ray, and sentence vectors."""

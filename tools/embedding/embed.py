@@ -34,12 +34,13 @@ and bilm-tf's `dump_bilm_embeddings`): one float32 dataset per input line, named
 Each dataset's attribute `tokens` holds the line's words, one per vector (`handle["3"].attrs["tokens"]`, an array
 of str). An empty line gives an empty dataset (`(L + 1, 0, 2P)` or `(0, 2P)`). The file's attributes record the
 model, the mode, the word split, the compute dtype, the line count (`skipped_lines` lists the lines left out by
-`--encoding_errors skip`) and `settings`: the run's settings as JSON (a fingerprint of the weights among them). Written in HDF5's format of 1.8 and later (long lines' words need it).
+`--encoding_errors skip`) and `settings`: the run's settings as JSON (a fingerprint of the weights among them). Written
+in HDF5's format of 1.8 and later (long lines' words need it).
 
 Parquet (OUTPUT ending in `.parquet`, or `--format parquet`): one row per line, columns `line` (int64), `tokens`
-(list of str: the words, one per vector) and `embedding` (float32, nested lists of the shapes above). Rows are in no particular order (by
-length within windows): use `line`. `datasets.Dataset.from_parquet(OUTPUT)` reads it. The schema's metadata
-`elmo-embed` holds the attributes above, as JSON.
+(list of str: the words, one per vector) and `embedding` (float32, nested lists of the shapes above). Rows are in no
+particular order (by length within windows): use `line`. `datasets.Dataset.from_parquet(OUTPUT)` reads it. The schema's
+metadata `elmo-embed` holds the attributes above, as JSON.
 
 Speed and memory
 ----------------
@@ -48,11 +49,11 @@ batches of similar lengths (at most `--batch_size` sentences and `--batch_tokens
 goes to padding and memory stays flat however large the corpus. A line with more than `--max_tokens` words is
 embedded in pieces of `--max_tokens` words (each with its own `<S>`/`</S>`) whose vectors are concatenated, so it
 still gets one vector per word (with a warning and a count); a line of a text file longer than `--max_line_chars`
-characters is truncated (with a warning). With `--max_lines N` nothing beyond line N is read. The model runs under `torch.inference_mode` with the fast LSTM loop and a token cache
-(`--token_cache_size`, 0 turns it off): results equal a sentence-by-sentence run of the model and do not depend on
-the batch size (tested). `--dtype bfloat16` runs the matrix multiplies in bfloat16 (autocast; the LSTM cell
-state stays float32; outputs are float32): faster on CPUs with AVX512-BF16 or AMX and on GPUs, at a deviation
-measured in `benchmarks/results_embed_dtype.md`.
+characters is truncated (with a warning). With `--max_lines N` nothing beyond line N is read. The model runs under
+`torch.inference_mode` with the fast LSTM loop and a token cache (`--token_cache_size`, 0 turns it off): results equal a
+sentence-by-sentence run of the model and do not depend on the batch size (tested). `--dtype bfloat16` runs the matrix
+multiplies in bfloat16 (autocast; the LSTM cell state stays float32; outputs are float32): faster on CPUs with
+AVX512-BF16 or AMX and on GPUs, at a deviation measured in `benchmarks/results_embed_dtype.md`.
 
 Interruption and `--resume`
 ---------------------------
@@ -321,7 +322,8 @@ class WindowEmbedder:
 
     def _say_long_line(self, line_no: int, words: int, pieces: int) -> None:
         """A line longer than the model's window (`--max_tokens` words) is said at once, with its number and how it is
-        cut: it may take long, and the progress bar counts lines. The first `LONG_LINES_SAID`; the summary counts all."""
+        cut: it may take long, and the progress bar counts lines. The first `LONG_LINES_SAID`; the summary counts
+        all."""
         self.long_lines_said += 1
         if self.long_lines_said <= LONG_LINES_SAID:
             logger.warning("line %d has %d words, more than --max_tokens %d: it is embedded in %d pieces of at most %d "
@@ -525,8 +527,9 @@ def _check_complete(output: Path, output_format: str, settings: dict) -> None:
         raise EmbedError(f"output {output} is complete and records no settings to compare: --resume only continues "
                          "an interrupted run; pass --overwrite to replace it")
     if recorded != settings:
-        raise EmbedError(f"output {output} is complete, made with other settings ({', '.join(_differences(recorded, settings))} "
-                         "differ): --resume does not extend or change a complete output; pass --overwrite to replace it")
+        raise EmbedError(
+            f"output {output} is complete, made with other settings ({', '.join(_differences(recorded, settings))} "
+            "differ): --resume does not extend or change a complete output; pass --overwrite to replace it")
 
 
 @dataclass

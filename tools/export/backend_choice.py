@@ -273,7 +273,8 @@ def default_path(config, threads: int) -> Choice:
     """float32 on the backend a remembered measurement found fastest for this CPU and size (and installed), else
     torch; the line names a backend other than torch."""
     measurements = [m for m in remembered(config, threads) or []
-                    if m.dtype == "float32" and (m.backend == DEFAULT or unavailable_reason(m.backend, "float32") is None)]
+                    if m.dtype == "float32"
+                    and (m.backend == DEFAULT or unavailable_reason(m.backend, "float32") is None)]
     torch_float32 = next((m for m in measurements if m.backend == DEFAULT), None)
     if torch_float32 is None:
         return Choice(DEFAULT, "float32", "")

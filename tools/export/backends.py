@@ -10,16 +10,19 @@ runs it in the runtime's own kernels:
 | backend | float32 | bfloat16 | int8 |
 |---|---|---|---|
 | torch | the model | autocast | `quantize_int8` (fbgemm, per-row activation scales) |
-| onnxruntime | the graph | (no bfloat16 kernels on the CPU: refused) | `quantize_dynamic` of the graph (int8 weights, one activation scale per multiply and call) |
-| openvino | the graph, `INFERENCE_PRECISION_HINT` f32 | the graph, hint bf16 (CPUs with bfloat16 instructions) | ONNX Runtime's int8 graph |
+| onnxruntime | the graph | (no bfloat16 kernels on the CPU: refused) | `quantize_dynamic` of the graph (int8 weights,
+  one activation scale per multiply and call) |
+| openvino | the graph, `INFERENCE_PRECISION_HINT` f32 | the graph, hint bf16 (CPUs with bfloat16 instructions) |
+  ONNX Runtime's int8 graph |
 
 OpenVINO computes in bfloat16 by default on CPUs that have bfloat16 instructions: float32 is asked for explicitly.
 ONNX Runtime's int8 quantizes the activations of each multiply with one scale for the whole batch, so a sentence's
 vectors move slightly with its batch (measured in benchmarks/results_backends.md); torch's int8 does not.
 
 `GraphRunner.run(input_ids, attention_mask)` (numpy int64) gives `hidden_states` (B, L + 1, T, 2P) float32, the
-graph's output (`TorchRunner.run` the same from the model); `GraphEmbedder` is `embed.Embedder` on a runner. Neither needs torch to run: a deployment with the
-graph, the tokenizer's files and `onnxruntime` or `openvino` (docs/deployment.md).
+graph's output (`TorchRunner.run` the same from the model); `GraphEmbedder` is `embed.Embedder` on a runner. Neither
+needs torch to run: a deployment with the graph, the tokenizer's files and `onnxruntime` or `openvino`
+(docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -89,7 +92,8 @@ def openvino_capabilities() -> list[str]:
 class TorchRunner:
     """The model itself at a dtype, as `elmo-embed` runs it (bfloat16: autocast; int8: `quantize_int8`), on a copy of
     the model for any dtype but float32: each dtype packs its own copies of the weights, and paths measured in turn on
-    one model would repack them at every call. On the CPU (what `--backend auto` measures); `run` as a `GraphRunner`'s."""
+    one model would repack them at every call. On the CPU (what `--backend auto` measures); `run` as a
+    `GraphRunner`'s."""
 
     backend = "torch"
 

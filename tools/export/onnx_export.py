@@ -13,10 +13,10 @@ a graph wrong at every other length. `check_graph` therefore runs the written gr
 batches other than the example's, with padding, against the PyTorch model, and a graph that differs is removed.
 
 The graph records in its metadata (`metadata_props`) what it was made from and with: the weights' fingerprint (as
-`elmo-embed --resume` takes it), the configuration's digest, the opset, the torch and ONNX Runtime versions, the outputs.
-`cached_export(model)` finds a graph made from these very weights (beside a model folder, `FOLDER/onnx/model.onnx`,
-or in the cache, `$ELMO_HF_CACHE/onnx/<fingerprint>/model.onnx`) or makes one in the cache: weights that change
-get a new graph.
+`elmo-embed --resume` takes it), the configuration's digest, the opset, the torch and ONNX Runtime versions, the
+outputs. `cached_export(model)` finds a graph made from these very weights (beside a model folder,
+`FOLDER/onnx/model.onnx`, or in the cache, `$ELMO_HF_CACHE/onnx/<fingerprint>/model.onnx`) or makes one in the cache:
+weights that change get a new graph.
 
 ONNX Runtime's int8 (`quantize_int8_graph`): its dynamic quantization of the graph's matrix multiplies
 (`onnxruntime.quantization.quantize_dynamic`, int8 weights, activations quantized at run time), cached beside the

@@ -55,9 +55,11 @@ def _remote_code_files(folder: Path) -> list[str]:
                 files = module_with_siblings(module, [folder])
                 if files is None:
                     raise FileNotFoundError(
-                        f"{folder} names {reference} in an auto_map but does not hold {module}.py or a file it imports: "
+                        f"{folder} names {reference} in an auto_map but does not hold {module}.py or a file it "
+                        "imports: "
                         "the repository would not open with trust_remote_code=True. Save the model with the classes "
-                        "registered for auto classes (`import elmo_hf.modeling_elmo` does it) so that save_pretrained copies "
+                        "registered for auto classes (`import elmo_hf.modeling_elmo` does it) so that save_pretrained "
+                        "copies "
                         "the code."
                     )
                 needed.update(file.name for file in files)

@@ -4,11 +4,11 @@
     row = TASKS["token-classification"]         # the task's FineTuningTask: words, defaults, its data options
     parts = task_parts("token-classification")  # its `Task` (train/tasks/token_classification.py): readers, metrics
 
-A task is a head of `elmo_hf.modeling_elmo.configuration_elmo.ELMO_CLASSES` (its row names the task) and a module here named
-after it ("multiple-choice" -> `multiple_choice.py`) that defines `TASK`, a `FineTuningTask`, and `PARTS`, an instance
-of its subclass of `Task` (train/tasks/base.py: the parts every task gives, the optional hooks with their defaults).
-Nothing else lists the tasks: `TASKS` is read from this folder, the command `elmo-finetune TASK` takes any of them,
-and tests/test_tasks.py checks that every head has its module and every module its head.
+A task is a head of `elmo_hf.modeling_elmo.configuration_elmo.ELMO_CLASSES` (its row names the task) and a module here
+named after it ("multiple-choice" -> `multiple_choice.py`) that defines `TASK`, a `FineTuningTask`, and `PARTS`, an
+instance of its subclass of `Task` (train/tasks/base.py: the parts every task gives, the optional hooks with their
+defaults). Nothing else lists the tasks: `TASKS` is read from this folder, the command `elmo-finetune TASK` takes any of
+them, and tests/test_tasks.py checks that every head has its module and every module its head.
 
 Each module imports only the standard library and the light readers at its top (its heavy parts import torch,
 datasets and the model inside the functions that need them), so that a command's `--help` reads the task's options
@@ -27,7 +27,8 @@ from .base import Task
 
 # Modules of this folder that are no task: the base class, what every task shares (`common_*`: readers and metrics,
 # collators, predictions) and what one task reads with (SQuAD's files and scores, a tagger's test files).
-NOT_TASKS = frozenset({"base", "common_data", "common_collators", "common_predict", "squad_data", "squad_metrics", "table_header",
+NOT_TASKS = frozenset({"base", "common_data", "common_collators", "common_predict", "squad_data", "squad_metrics",
+                       "table_header",
                        "tagging_inputs"})
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@ that module.
 
 * Readers of the task files: SST-2 style TSV (`label<TAB>sentence`, a header line, CRLF or LF), CSV and JSON lines
   with `text`/`label` columns for classification, and a second sentence for pairs (`text_pair`, or GLUE's
-  `sentence1`/`sentence2`, `premise`/`hypothesis`, `question`/`sentence`, `question1`/`question2`); CoNLL columns (`word POS chunk NER`, a blank line between
-  sentences, `-DOCSTART-` skipped) and JSON lines with `tokens`/`tags` for tagging.
-* Metrics: accuracy, Pearson and Spearman correlations (STS-B), and entity-level precision/recall/F1 of IOB1/IOB2/IOBES tag sequences, scored as
-  conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on seqeval.
+  `sentence1`/`sentence2`, `premise`/`hypothesis`, `question`/`sentence`, `question1`/`question2`); CoNLL columns
+  (`word POS chunk NER`, a blank line between sentences, `-DOCSTART-` skipped) and JSON lines with `tokens`/`tags` for
+  tagging.
+* Metrics: accuracy, Pearson and Spearman correlations (STS-B), and entity-level precision/recall/F1 of IOB1/IOB2/IOBES
+  tag sequences, scored as conlleval and seqeval (default mode) do, plus seqeval's strict IOB2 mode. No dependency on
+  seqeval.
 * Readers of the files to predict (`--test_file`): sentences (one a line, or a text column) and words (CoNLL
   columns, the word first; JSON lines with `tokens`; or sentences one a line, cut by the word split).
 """
@@ -148,7 +150,8 @@ def example_at(values: dict, path, line: int | None, number: int) -> Example:
     return example
 
 
-def warn_if_cut(examples: Sequence, lengths: Sequence[int], room: int, how: str = "each is cut to its first {room} words") -> None:
+def warn_if_cut(examples: Sequence, lengths: Sequence[int], room: int,
+                how: str = "each is cut to its first {room} words") -> None:
     """One warning when some examples have more words than `room`, what `--max_seq_length` leaves: how many, the
     longest (its file and line), and `how` each is cut (`{room}` filled in)."""
     cut = [(length, -i) for i, length in enumerate(lengths) if length > room]
@@ -178,7 +181,8 @@ def _read_table(path, kind: str, encoding: str, column_names: Sequence[str] | No
         first = next(iter(rows), {})
         if set(column_names) & {str(value).strip() for value in first.values() if value is not None}:
             raise ValueError(f"--column_names names the columns of a file without a header line, but its first line "
-                             f"is a header ({', '.join(repr(v) for v in list(first.values())[:4] if v is not None)}): leave "
+                             f"is a header ({', '.join(repr(v) for v in list(first.values())[:4] if v is not None)}): "
+                             "leave "
                              "--column_names out, or the header line")
         for row, line in zip(rows, lines):  # csv puts extra fields under None, and None for missing ones
             extra = row.get(None) or []
@@ -580,7 +584,8 @@ def get_entities(tags: Sequence[str], strict: bool = False) -> list[tuple[str, i
         if start is not None and ends:
             entities.append((prev_label, start, i - 1))
             start = None
-        begins = prefix in ("B", "S") or (prefix in ("I", "E") and (prev_prefix in ("O", "E", "S") or label != prev_label))
+        begins = prefix in ("B", "S") or (prefix in ("I", "E")
+                                          and (prev_prefix in ("O", "E", "S") or label != prev_label))
         if begins:
             start = i
         prev_prefix, prev_label = prefix, label

@@ -1,5 +1,6 @@
 """Fine-tune ELMo to choose the ending that follows a context (`ElmoForMultipleChoice`, SWAG-style rows) with
-`transformers.Trainer`, and choose for new rows: the task "multiple-choice" (`TASK`, its options, and `PARTS`, its `Task`).
+`transformers.Trainer`, and choose for new rows: the task "multiple-choice" (`TASK`, its options, and `PARTS`, its
+`Task`).
 
     elmo-finetune multiple-choice --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file swag/train.csv --validation_file swag/val.csv --output_dir out/swag

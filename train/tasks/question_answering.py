@@ -7,10 +7,10 @@
     elmo-finetune-qa --model_name_or_path out/squad --do_predict --test_file questions.jsonl --output_dir out/test
 
 Files: SQuAD v1.1 / v2.0 JSON, or JSON lines with id, question, context and answers {text, answer_start}
-(`elmo_hf.train.tasks.squad_data`). Long passages are read in overlapping windows of words (`--max_seq_length`, `--doc_stride`).
-Reports SQuAD's exact match and F1 (percent) on the validation file; with unanswerable questions in the data (SQuAD
-2.0) or `--version_2_with_negative`, "no answer" competes with the best span. Writes the model and tokenizer (they
-load with `AutoModelForQuestionAnswering` / `AutoTokenizer`, and answer through `pipeline("question-answering",
+(`elmo_hf.train.tasks.squad_data`). Long passages are read in overlapping windows of words (`--max_seq_length`,
+`--doc_stride`). Reports SQuAD's exact match and F1 (percent) on the validation file; with unanswerable questions in the
+data (SQuAD 2.0) or `--version_2_with_negative`, "no answer" competes with the best span. Writes the model and tokenizer
+(they load with `AutoModelForQuestionAnswering` / `AutoTokenizer`, and answer through `pipeline("question-answering",
 model=folder, trust_remote_code=True)`), the metrics files, and with `--do_predict` `predictions.json` (id -> answer
 text) to `--output_dir`.
 """

@@ -4,16 +4,17 @@ given a marked predicate, at small scale) with `transformers.Trainer`, and label
 
     elmo-finetune semantic-role-labeling --model_name_or_path PATH_OR_HUB_ID_OR_PRESET \\
         --train_file conll05/train.txt --validation_file conll05/dev.txt --output_dir out/srl
-    elmo-finetune semantic-role-labeling --model_name_or_path out/srl --do_predict --test_file new.txt --output_dir out/new
+    elmo-finetune semantic-role-labeling --model_name_or_path out/srl --do_predict --test_file new.txt \\
+        --output_dir out/new
 
 Files: CoNLL-2005/2012-style predicate-argument columns, a word a line and a blank line between sentences: the word
 first, then a column of predicate marks (the predicate's lemma or sense where the word is a predicate, `-` where it is
 not), then one column of argument tags per predicate of the sentence, in the order of the predicates: BIO tags
 (`B-ARG0`, `I-ARG0`, `B-V`, `O`) or CoNLL-2005's brackets (`(A0*`, `*`, `*)`, `(V*)`). Columns between the word and
-the marks are not read (`--predicate_column`: default 1, the column after the word). A sentence with N predicates is N examples. Reports span
-precision, recall and F1 over the labelled argument spans, the predicate's own `V` span left out (as CoNLL-2005's
-srl-eval.pl), and tag accuracy. `--do_predict` reads the same columns (tags not needed) and writes each word line with
-its predicate mark and one predicted BIO column per predicate (`predictions.txt`).
+the marks are not read (`--predicate_column`: default 1, the column after the word). A sentence with N predicates is N
+examples. Reports span precision, recall and F1 over the labelled argument spans, the predicate's own `V` span left out
+(as CoNLL-2005's srl-eval.pl), and tag accuracy. `--do_predict` reads the same columns (tags not needed) and writes each
+word line with its predicate mark and one predicted BIO column per predicate (`predictions.txt`).
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ Files: TSV with a header (`label<TAB>sentence`, SST-2), CSV or JSON lines with `
 file may also hold one sentence a line. Sentence pairs (NLI, paraphrase, STS): a second text column (`text_pair`, or
 GLUE's `sentence1`/`sentence2`, `premise`/`hypothesis`, `question`/`sentence`, `question1`/`question2`) trains the
 pair head (`ElmoConfig.pair_combination`), which reads each sentence on its own. Labels that are numbers, not all
-integers (or `--problem_type regression`), train a regression (STS-B), reported by Pearson and Spearman. Writes the model and tokenizer (they load with
-`AutoModelForSequenceClassification` / `AutoTokenizer`, also as remote code), `train_results.json`,
-`eval_results.json` (accuracy), `all_results.json`, and with `--do_predict` one label per line of the test file
-(`predictions.txt`; a blank line of a one-sentence-a-line file gives a blank line) to `--output_dir`.
+integers (or `--problem_type regression`), train a regression (STS-B), reported by Pearson and Spearman. Writes the
+model and tokenizer (they load with `AutoModelForSequenceClassification` / `AutoTokenizer`, also as remote code),
+`train_results.json`, `eval_results.json` (accuracy), `all_results.json`, and with `--do_predict` one label per line of
+the test file (`predictions.txt`; a blank line of a one-sentence-a-line file gives a blank line) to `--output_dir`.
 """
 
 from __future__ import annotations

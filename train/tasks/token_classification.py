@@ -15,8 +15,8 @@ tokenizer (they load with `AutoModelForTokenClassification` / `AutoTokenizer`), 
 CoNLL file's lines with the predicted tag appended as a last column, CoNLL-2003's layout plus the prediction, what
 conlleval reads when the file had the gold tags; for JSON lines or sentences one a line, each word beside its tag,
 a word a line, a blank line after each sentence) to `--output_dir`. Which layout a text test file has is told by
-`elmo_hf.train.tasks.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked against the
-training file's words (`check_word_units`).
+`elmo_hf.train.tasks.tagging_inputs.test_file_layout` and said (`--test_format` chooses); the word split is checked
+against the training file's words (`check_word_units`).
 """
 
 from __future__ import annotations
