@@ -62,9 +62,10 @@ demo: $(DEMO_STAMP)
 app: $(APP_STAMP)
 	$(BIN)/elmo-app $(ARGS)
 
-# The suite runs in TEST_WORKERS processes (pytest-xdist), a test file to a process: most tests wait on commands,
-# servers and fresh interpreters, so two workers use two cores. TEST_WORKERS=0 runs it in this process.
-TEST_WORKERS ?= 2
+# The suite runs in TEST_WORKERS processes (pytest-xdist), a test file to a process, each computing on one thread:
+# many tests wait on commands, servers and fresh interpreters, and two workers kept two cores 81% busy (1.62 CPU-seconds
+# a second), so a third fills the waits. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 3
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # Two stacks of the compatibility matrix run with the suite, the oldest transformers 4 (4.46) and a transformers 5
