@@ -1,5 +1,5 @@
 """Whether the first line of a TSV/CSV task file names its columns, and which columns hold text: what the refusals of
-`finetune_data.read_classification_file` tell the user to give, so that following them reads every row and every
+`common_data.read_classification_file` tell the user to give, so that following them reads every row and every
 text column.
 
 A file without a header line whose first line does not look like data (a label `pos` and a short text) used to be
