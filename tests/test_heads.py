@@ -246,9 +246,7 @@ def distinct_mix_weights(model) -> None:
 
 
 @pytest.mark.numerics
-@pytest.mark.parametrize("pooling", [pytest.param("mean", marks=pytest.mark.extended), "max",
-                                     pytest.param("lstm", marks=pytest.mark.extended),
-                                     pytest.param("attention", marks=pytest.mark.extended)])
+@pytest.mark.parametrize("pooling", ["mean", "max", "lstm", "attention"])
 def test_sequence_logits_do_not_depend_on_the_batch(pooling):
     """Each sentence alone gives its logits in a padded batch of three, layer norm on (statistics per sentence)."""
     model = ElmoForSequenceClassification(
