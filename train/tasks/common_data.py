@@ -30,6 +30,7 @@ from elmo_hf.tools.core.text_files import check_decodes
 from .table_header import (
     header_values_below,
     headerless_message,
+    is_number,
     pair_hint,
     suggested_column_names,
     text_like_columns,
@@ -213,15 +214,7 @@ def looks_like_data(columns: Sequence) -> bool:
     """Whether a TSV/CSV file's first line is an example rather than a header: some field is a number (a label, an
     id), or most fields are several words (sentences)."""
     fields = [str(c).strip() for c in columns if c is not None]
-
-    def number(text: str) -> bool:
-        try:
-            float(text)
-        except ValueError:
-            return False
-        return True
-
-    return any(number(c) for c in fields) or sum(len(c.split()) > 1 for c in fields) > len(fields) / 2
+    return any(is_number(c) for c in fields) or sum(len(c.split()) > 1 for c in fields) > len(fields) / 2
 
 
 def column_list(column_names: str | Sequence[str] | None) -> list[str] | None:

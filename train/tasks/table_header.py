@@ -64,13 +64,14 @@ def text_like_columns(rows: Sequence[dict], columns: Sequence, exclude: Sequence
         values = [v for v in (_value(row, name) for row in sample) if v]
         if not values:
             continue
-        words = sum(not _number(v) for v in values)
+        words = sum(not is_number(v) for v in values)
         if words > len(values) / 2 and (len(set(values)) > len(values) / 2 or len(values) < 3):
             found.append(name)
     return found
 
 
-def _number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether a field reads as a number (a label, an id, a score)."""
     try:
         float(text)
     except ValueError:
