@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine (Python >= 3.10, no torch needed beforehand):
 #   make demo   trains a small ELMo on a generated corpus and shows what its vectors are for
 #   make test   runs the test suite, then the numerics tests on the nearest older CPU level (make test-fast: the fast
-#               core, pytest -m "not slow"; make test-numerics: the numerics tests on every level)
+#               core, pytest -m "not slow"; make test-all: with the long kill/restart tests marked `extended`;
+#               make test-numerics: the numerics tests on every level)
 #   make app    serves the demo page (elmo-app, docs/app.md) on http://127.0.0.1:7860
 # Each creates .venv with the versions pinned in constraints.txt. The pin fixes torch's version, not its build:
 # where pip finds PyTorch's CPU wheels you get the CPU build; see the README ("The environment") to choose.
