@@ -379,11 +379,7 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
     def decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> list[list[int]]:
         """The tag ids of the words of every sentence, in order: the CRF's Viterbi sequence, or the argmax of each
         word's logits without a CRF."""
-        emissions, words, _ = self.emission_scores(input_ids, attention_mask)
-        if self.crf is not None:
-            return self.crf.decode(emissions, words)
-        best = emissions.argmax(-1)
-        return [best[row][words[row]].tolist() for row in range(best.shape[0])]
+        return best_tags(self.crf, *self.emission_scores(input_ids, attention_mask)[:2])
 
     @can_return_tuple
     def forward(
@@ -405,35 +401,48 @@ class ElmoForTokenClassification(ElmoPreTrainedModelForTasks):
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         emissions, words, layers = self.emission_scores(input_ids, attention_mask, **kwargs)  # (B, T, num_labels)
-        logits = emissions if self.crf is None else self.crf.max_marginals(emissions, words)
+        return tagger_output(self, emissions, words, layers, labels, output_hidden_states)
 
-        loss = None
-        if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(
-                    f"labels must have shape [batch, tokens] = {tuple(logits.shape[:2])}, got {tuple(labels.shape)}"
-                )
-            labels = labels.to(logits.device)
-            if self.crf is None:
-                loss = F.cross_entropy(logits.view(-1, self.num_labels).float(), labels.view(-1))
-            else:
-                loss = self.crf.negative_log_likelihood(emissions, self._crf_labels(labels, words), words)
-            loss = self._regularized(loss)
 
-        hidden_states = layers if output_hidden_states else None
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+def best_tags(crf: ElmoCRF | None, emissions: torch.Tensor, words: torch.Tensor) -> list[list[int]]:
+    """The tag ids of the words of every row, in order: the CRF's Viterbi sequence, or each word's argmax."""
+    if crf is not None:
+        return crf.decode(emissions, words)
+    best = emissions.argmax(-1)
+    return [best[row][words[row]].tolist() for row in range(best.shape[0])]
 
-    @staticmethod
-    def _crf_labels(labels: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-        """The labels the CRF scores: one at every word (a sequence has no gap), whatever is at `<S>`/`</S>`."""
-        missing = (labels < 0) & words
-        if bool(missing.any()):
-            row, position = missing.nonzero()[0].tolist()
+
+def tagger_output(head, emissions: torch.Tensor, words: torch.Tensor, layers, labels: torch.Tensor | None,
+                  output_hidden_states: bool) -> TokenClassifierOutput:
+    """A tagging head's output from its emissions (the taggers and semantic role labelling): the logits (the CRF's
+    max-marginals with one), and with `labels` the loss (cross-entropy, or the CRF's negative log-likelihood)."""
+    crf = head.crf
+    logits = emissions if crf is None else crf.max_marginals(emissions, words)
+    loss = None
+    if labels is not None:
+        if labels.shape != logits.shape[:2]:
             raise ValueError(
-                f"with use_crf every word needs a label (the CRF scores whole tag sequences): row {row} has "
-                f"{int(labels[row, position])} at word position {position}; -100 belongs at <S>, </S> and padding only"
+                f"labels must have shape [batch, tokens] = {tuple(logits.shape[:2])}, got {tuple(labels.shape)}"
             )
-        return labels.masked_fill(~words, 0)
+        labels = labels.to(logits.device)
+        if crf is None:
+            loss = F.cross_entropy(logits.view(-1, head.num_labels).float(), labels.view(-1))
+        else:  # the CRF scores every word: -100 only at <S>, </S> and padding
+            loss = crf.negative_log_likelihood(emissions, _crf_labels(labels, words), words)
+        loss = head._regularized(loss)
+    return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None)
+
+
+def _crf_labels(labels: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+    """The labels the CRF scores: one at every word (a sequence has no gap), whatever is at `<S>`/`</S>`."""
+    missing = (labels < 0) & words
+    if bool(missing.any()):
+        row, position = missing.nonzero()[0].tolist()
+        raise ValueError(
+            f"with use_crf every word needs a label (the CRF scores whole tag sequences): row {row} has "
+            f"{int(labels[row, position])} at word position {position}; -100 belongs at <S>, </S> and padding only"
+        )
+    return labels.masked_fill(~words, 0)
 
 
 __all__ = ["ElmoPreTrainedModelForTasks", "ElmoForSequenceClassification", "ElmoForTokenClassification"]

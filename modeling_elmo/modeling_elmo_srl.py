@@ -12,7 +12,6 @@ This file travels to the Hub as remote code with its siblings: it imports only t
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import TokenClassifierOutput
 
@@ -20,7 +19,7 @@ from .compat_elmo import can_return_tuple
 from .configuration_elmo import ElmoConfig
 from .crf_elmo import ElmoCRF, allowed_transitions
 from .downstream_elmo import run_lstm, sentence_boundary_mask
-from .modeling_elmo_heads import ElmoForTokenClassification, ElmoPreTrainedModelForTasks
+from .modeling_elmo_heads import ElmoPreTrainedModelForTasks, best_tags, tagger_output
 
 # isort: split
 # transformers 4.x copies the remote code of a folder loaded from disk file by file: the module of a class it loads by
@@ -100,11 +99,7 @@ class ElmoForSemanticRoleLabeling(ElmoPreTrainedModelForTasks):
     def decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                predicate_mask: torch.Tensor | None = None) -> list[list[int]]:
         """The tag ids of the words of every row, in order: the CRF's Viterbi sequence, or each word's argmax."""
-        emissions, words, _ = self.emission_scores(input_ids, attention_mask, predicate_mask)
-        if self.crf is not None:
-            return self.crf.decode(emissions, words)
-        best = emissions.argmax(-1)
-        return [best[row][words[row]].tolist() for row in range(best.shape[0])]
+        return best_tags(self.crf, *self.emission_scores(input_ids, attention_mask, predicate_mask)[:2])
 
     @can_return_tuple
     def forward(
@@ -129,22 +124,7 @@ class ElmoForSemanticRoleLabeling(ElmoPreTrainedModelForTasks):
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         emissions, words, layers = self.emission_scores(input_ids, attention_mask, predicate_mask, **kwargs)
-        logits = emissions if self.crf is None else self.crf.max_marginals(emissions, words)
-        loss = None
-        if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(
-                    f"labels must have shape [batch, tokens] = {tuple(logits.shape[:2])}, got {tuple(labels.shape)}"
-                )
-            labels = labels.to(logits.device)
-            if self.crf is None:
-                loss = F.cross_entropy(logits.view(-1, self.num_labels).float(), labels.view(-1))
-            else:  # the CRF scores every word: -100 only at <S>, </S> and padding
-                loss = self.crf.negative_log_likelihood(emissions,
-                                                        ElmoForTokenClassification._crf_labels(labels, words),
-                                                        words)
-            loss = self._regularized(loss)
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None)
+        return tagger_output(self, emissions, words, layers, labels, output_hidden_states)
 
 
 __all__ = ["ElmoForSemanticRoleLabeling"]
