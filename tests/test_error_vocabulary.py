@@ -193,3 +193,58 @@ def test_an_onnx_graph_for_a_folder_that_is_not_there_is_bad_input(tmp_path):
     assert done.returncode == 2 and TRACEBACK not in done.stderr, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1].endswith(f"the folder {target.parent} does not exist"), done.stderr
     assert sorted(tmp_path.iterdir()) == []
+
+
+def _disk_full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _internal_file_missing(*args, **kwargs):
+    raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/some/internal/file")
+
+
+def test_embed_says_a_failed_write_in_one_line_and_any_other_oserror_with_its_traceback(tmp_path, monkeypatch):
+    """elmo-embed used to turn every `OSError` of its run into `could not write OUTPUT`: one raised while building
+    the embedder (nothing to do with the output) read as a full disk. Now only a write into the output's work folder
+    is that line (exit 1, with what is kept); any other `OSError` is a traceback."""
+    from elmo_hf.tools.embedding import embed, embed_io
+
+    argv = _good_argv("elmo-embed", tmp_path)
+    monkeypatch.setattr(embed, "_embedder", _internal_file_missing)
+    done = run_cli("elmo-embed", argv, cwd=tmp_path)
+    assert done.returncode == 1 and TRACEBACK in done.stderr, done.stderr[-3000:]
+    assert done.stderr.rstrip().endswith("FileNotFoundError: [Errno 2] No such file or directory: "
+                                         "'/some/internal/file'"), done.stderr[-3000:]
+    assert "could not write" not in done.stderr
+    monkeypatch.undo()
+
+    monkeypatch.setattr(embed_io, "open_chunk", _disk_full)
+    output = tmp_path / "out.h5"
+    done = run_cli("elmo-embed", [*argv, "--overwrite"], cwd=tmp_path)
+    last = done.stderr.rstrip().splitlines()[-1]
+    assert done.returncode == 1 and TRACEBACK not in done.stderr, done.stderr[-3000:]
+    assert f"could not write {output}.partial/chunk-" in last and "No space left on device" in last, last
+    assert last.endswith(f"what is complete is kept in {output}.partial: run the same command with --resume to "
+                         "continue"), last
+    assert not output.exists()
+
+
+def test_analyze_says_a_failed_write_in_one_line_and_any_other_oserror_with_its_traceback(tmp_path, monkeypatch):
+    """elmo-analyze likewise: a full disk while it writes its outputs is one line naming --output_dir (exit 1,
+    nothing left behind); an `OSError` while it computes is a traceback."""
+    from elmo_hf.tools import analysis
+
+    argv = _good_argv("elmo-analyze", tmp_path)
+    out = tmp_path / "out"
+    monkeypatch.setattr(analysis, "analyze", _internal_file_missing)
+    done = run_cli("elmo-analyze", argv, cwd=tmp_path)
+    assert done.returncode == 1 and TRACEBACK in done.stderr, done.stderr[-3000:]
+    assert "could not write" not in done.stderr
+    monkeypatch.undo()
+
+    monkeypatch.setattr(analysis, "analyze", lambda *args, **kwargs: {})
+    monkeypatch.setattr(analysis, "plot", _disk_full)
+    done = run_cli("elmo-analyze", argv, cwd=tmp_path)
+    assert done.returncode == 1 and TRACEBACK not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.rstrip().endswith(f"could not write --output_dir {out}: No space left on device"), done.stderr
+    assert not any(out.iterdir()) if out.exists() else True

@@ -67,7 +67,7 @@ from elmo_hf.tokenization import check_word_split, split_name, split_words
 
 from .core.command_options import AnalyzeOptions
 from .core.early_checks import check_analyze_paths
-from .core.errors import InputError, RunFailed
+from .core.errors import InputError, writing
 from .core.interrupts import Interrupted, InterruptGuard
 from .core.output_folders import run_lock
 from .core.text_files import DEFAULT_ENCODING, UndecodableText, iter_lines
@@ -384,8 +384,6 @@ def run(args: AnalyzeOptions, guard: InterruptGuard | None = None) -> Path:
         kept = "the outputs were written first" if getattr(stop, "after_writing", False) else "nothing was written"
         stop.report = f"interrupted by {stop.name}: {kept}"
         raise
-    except OSError as error:
-        raise RunFailed(f"could not write to {args.output_dir}: {error}") from None
 
 
 def _run(args: AnalyzeOptions, guard: InterruptGuard) -> Path:
@@ -454,16 +452,18 @@ def _written_whole(guard: InterruptGuard):
 
 
 def write_outputs(results: dict, out: Path, title: str) -> Path:
-    """contextuality.json and contextuality.png in `out`, each written under a temporary name and renamed."""
-    out.mkdir(parents=True, exist_ok=True)
+    """contextuality.json and contextuality.png in `out`, each written under a temporary name and renamed. A failed
+    write (a full disk) is a `RunFailed` naming the folder."""
     json_path, plot_path = out / JSON_NAME, out / PLOT_NAME
     tmp_plot = out / (PLOT_NAME + ".tmp.png")
     tmp_json = out / (JSON_NAME + ".tmp")
     try:
-        plot(results, tmp_plot, title)
-        tmp_json.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
-        os.replace(tmp_plot, plot_path)
-        os.replace(tmp_json, json_path)
+        with writing(out, "--output_dir"):
+            out.mkdir(parents=True, exist_ok=True)
+            plot(results, tmp_plot, title)
+            tmp_json.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
+            os.replace(tmp_plot, plot_path)
+            os.replace(tmp_json, json_path)
     finally:
         for leftover in (tmp_plot, tmp_json):
             leftover.unlink(missing_ok=True)

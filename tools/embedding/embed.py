@@ -141,6 +141,7 @@ from elmo_hf.tokenization import split_words  # noqa: E402
 from ..core.backend_registry import AUTO, DEFAULT, backend_row  # noqa: E402
 from ..core.command_options import EmbedOptions  # noqa: E402
 from ..core.early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
+from ..core.errors import RunFailed, reading, writing  # noqa: E402
 from ..core.interrupts import Interrupted, InterruptGuard  # noqa: E402
 from ..core.output_folders import run_lock  # noqa: E402
 from ..core.text_files import UndecodableText  # noqa: E402
@@ -502,15 +503,17 @@ def _prepare_work_dir(args, output: Path, work: Path, settings: dict) -> set[int
                 f"{work} was started with other settings ({', '.join(changed)} differ); rerun with the same "
                 "arguments, or pass --overwrite to start again"
             )
-        for leftover in work.glob("*.tmp*"):  # a chunk being written when the run was killed
-            leftover.unlink()
+        with writing(work):
+            for leftover in work.glob("*.tmp*"):  # a chunk being written when the run was killed
+                leftover.unlink()
         done = done_windows(work)
         parts = len(list(work.glob("chunk-*-part*")))
         logger.info("resuming: %d window(s) of %d lines already done in %s%s", len(done), args.window, work,
                     f", and {parts} committed part(s) of windows in progress" if parts else "")
         return done
-    work.mkdir(parents=True)
-    _write_json(progress, {"settings": settings})
+    with writing(work):
+        work.mkdir(parents=True)
+        _write_json(progress, {"settings": settings})
     return set()
 
 
@@ -552,10 +555,11 @@ def _open_input(args) -> Input:
         rows, total, fingerprint = open_dataset(source, args.text_column or "text", args.dataset_split, args.encoding)
         lines, is_dataset = enumerate(rows), True
     else:
-        stat = source.stat()
         strict = args.encoding if args.encoding_errors == "strict" else None  # checked in the same pass
         try:
-            total = count_lines(source, strict, args.max_lines)
+            with reading(source, "--input"):
+                stat = source.stat()
+                total = count_lines(source, strict, args.max_lines)
         except UndecodableText as error:
             raise EmbedError(str(error)) from None
         fingerprint, is_dataset = f"{stat.st_size}-{stat.st_mtime_ns}", False
@@ -627,11 +631,9 @@ def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
     except Interrupted as stop:
         stop.report = _interrupted_line(stop, output)
         raise
-    except EmbedFailed as error:
+    except RunFailed as error:  # EmbedFailed, or a write into the output's work folder that failed (`writing`)
         raise EmbedFailed(f"{error}; what is complete is kept in {output.with_name(output.name + '.partial')}: run "
                           "the same command with --resume to continue") from None
-    except OSError as error:
-        raise EmbedFailed(f"could not write {output}: {error}") from None
 
 
 def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
@@ -727,8 +729,9 @@ def _merge(args, work: Path, output: Path, windows: int, lines_read: int, layers
              "lines": lines_read, "settings": json.dumps(settings)}
     tmp = output.with_name(output.name + ".tmp")
     logger.info("merging %d chunk(s) into %s", len(chunks), output)
-    merge_chunks(args.format, chunks, tmp, args.mode, attrs)
-    os.replace(tmp, output)
+    with writing(output):
+        merge_chunks(args.format, chunks, tmp, args.mode, attrs)
+        os.replace(tmp, output)
     shutil.rmtree(work, ignore_errors=True)
 
 

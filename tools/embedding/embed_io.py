@@ -24,7 +24,7 @@ import torch
 from elmo_hf.tokenization import WordSplitError, check_word_split, split_name
 
 from ..core.early_checks import DATA_FILE_BUILDERS
-from ..core.errors import InputError, RunFailed
+from ..core.errors import InputError, RunFailed, writing
 from ..core.text_files import BinaryText, UndecodableText, check_decodes, raw_lines, wide_encoding
 from ..loading import (
     ModelLoadError,
@@ -414,11 +414,12 @@ class WindowChunks:
     def _open(self, skipped: list[int]) -> None:
         self.path = chunk_path(self.work, self.window, self.format, self.part)
         self.tmp = self.path.with_name(self.path.name + ".tmp")
-        self.writer = open_chunk(self.format, self.tmp, self.mode, skipped)
+        with writing(self.tmp):
+            self.writer = open_chunk(self.format, self.tmp, self.mode, skipped)
         self.opened = time.monotonic()
 
     def write(self, rows: list[tuple[int, list[str], np.ndarray]]) -> None:
-        with self.protect():
+        with self.protect(), writing(self.tmp):
             self.writer.write([row for row in rows if row[0] not in self.done])
         if time.monotonic() - self.opened >= self.commit_seconds:
             self.commit()
@@ -443,7 +444,7 @@ class WindowChunks:
     def _close_as(self, path: Path) -> None:
         if self.writer is None:
             return
-        with self.protect():
+        with self.protect(), writing(path):
             self.writer.close()
             os.replace(self.tmp, path)
             self.writer = None
