@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine (Python >= 3.10, no torch needed beforehand):
 #   make demo   trains a small ELMo on a generated corpus and shows what its vectors are for
-#   make test   runs the test suite, then the numerics tests on the nearest older CPU level (make test-fast: the fast
+#   make test   runs the numerics tests on the nearest older CPU level, then the test suite (make test-fast: the fast
 #               core, pytest -m "not slow"; make test-all: with the long kill/restart tests marked `extended`;
 #               make test-numerics: the numerics tests on every level)
 #   make app    serves the demo page (elmo-app, docs/app.md) on http://127.0.0.1:7860
@@ -71,18 +71,25 @@ PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist lo
 
 # Two stacks of the compatibility matrix run with the suite, the oldest transformers 4 (4.46) and a transformers 5
 # below 5.17 (5.16): each environment takes under a minute to build, once (torch shared, tests/compat/environments.py);
-# 4.53, flair and spaCy are make test-compat's.
+# 4.53, flair and spaCy are make test-compat's. They are built while the numerics tests run on the nearest older CPU
+# level (both mostly use one core: pip waits on files, the numerics tests are small models), then the suite runs;
+# make test fails when either the suite or the numerics tests failed.
 SUITE_STACKS := transformers-4.46 transformers-5.16
+COMPAT_LOG := $(VENV)/compat-build.log
 # make test leaves out the tests marked `extended` (long kill/restart runs, each beside a cheaper test of the same path,
 # so that the suite keeps within 15 minutes on 2 cores); make test-all is make test with them.
 SUITE_MARKS ?= (not compat or in_suite) and not extended
 test-all: SUITE_MARKS = not compat or in_suite
 test-all: test
 test: $(STAMP)
-	$(BIN)/python tests/compat/environments.py build $(SUITE_STACKS) || \
-		echo "the environments $(SUITE_STACKS) were not all built: tests/test_compat.py skips the missing ones"
-	$(BIN)/python -m pytest -q --durations=20 -m "$(SUITE_MARKS)" $(PYTEST_WORKERS) $(PYTEST_ARGS)
-	$(BIN)/python tests/run_numerics.py --nearest
+	@$(BIN)/python tests/compat/environments.py build $(SUITE_STACKS) > $(COMPAT_LOG) 2>&1 & compat=$$!; \
+	$(BIN)/python tests/run_numerics.py --nearest; numerics=$$?; \
+	wait $$compat || echo "the environments $(SUITE_STACKS) were not all built: tests/test_compat.py skips" \
+		"the missing ones" >> $(COMPAT_LOG); \
+	cat $(COMPAT_LOG); \
+	$(BIN)/python -m pytest -q --durations=20 -m "$(SUITE_MARKS)" $(PYTEST_WORKERS) $(PYTEST_ARGS); suite=$$?; \
+	[ $$numerics = 0 ] || echo "make test: the numerics tests on the nearest older CPU level failed (above)"; \
+	[ $$suite = 0 ] && [ $$numerics = 0 ]
 
 # The tests marked `numerics` again, each on two threads and on older CPUs' kernels (tests/run_numerics.py): a bound
 # that holds only on one thread or on this CPU's own kernels fails here, not for a user. About a minute a level

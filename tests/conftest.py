@@ -6,6 +6,7 @@ import contextlib
 import io
 import logging
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -37,6 +38,29 @@ LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "
 def pytest_collection_modifyitems(session, config, items) -> None:
     rank = {name: position for position, name in enumerate(LONG_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the order inside a file is kept
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of the children it has waited for (commands, fresh interpreters, servers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+_CPU_AT_SETUP = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    item.stash[_CPU_AT_SETUP] = _cpu_seconds()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item, call) -> None:
+    """Each test's CPU seconds (set-up and teardown included) go to the JUnit report beside its wall time: on two cores
+    the suite's length follows the CPU it needs, which wall times taken under load overstate (tests/suite_profile.py
+    --cpu)."""
+    if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
+        item.user_properties.append(("cpu_seconds", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 2)))
 
 
 def shared_file(relative: str) -> Path:

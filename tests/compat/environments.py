@@ -3,6 +3,7 @@ the package registry and cached outside the checkout, so that only a changed fil
 the project) builds again.
 
     python tests/compat/environments.py build [NAME ...]    # all by default; prints where each is, and its time
+                                                             # (two builds at a time: pip waits on files a lot)
     python tests/compat/environments.py list                 # the names, and whether each is built
 
 An environment is `$ELMO_COMPAT_CACHE` (default `~/.cache/elmo-hf/compat`) / `NAME-KEY`, KEY a hash of its
@@ -31,12 +32,14 @@ import subprocess
 import sys
 import time
 import venv
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 REQUIREMENTS = HERE / "requirements"
 BUILT = ".built"  # written last: an environment without it is not built
+AT_ONCE = 2  # builds at a time
 
 
 def names() -> list[str]:
@@ -123,15 +126,23 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(args.names) - set(names()))
     if unknown:
         parser.error(f"no environment named {unknown}: choose among {names()}")
-    for name in args.names or names():
-        if args.action == "list":
+    chosen = args.names or names()
+    if args.action == "list":
+        for name in chosen:
             print(f"{name}: {python_of(name) or 'not built'}")
-            continue
-        start = time.monotonic()
-        was_built = python_of(name) is not None
-        python = build(name)
-        took = "cached" if was_built else f"built in {time.monotonic() - start:.0f} s"
-        print(f"{name}: {python} ({took})", flush=True)
+        return
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:  # each build is a pip process of its own
+        for line in pool.map(build_timed, chosen):
+            print(line, flush=True)
+
+
+def build_timed(name: str) -> str:
+    """Build `name` (or find it built); the line that says where it is and how long it took."""
+    start = time.monotonic()
+    was_built = python_of(name) is not None
+    python = build(name)
+    took = "cached" if was_built else f"built in {time.monotonic() - start:.0f} s"
+    return f"{name}: {python} ({took})"
 
 
 if __name__ == "__main__":
