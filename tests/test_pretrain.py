@@ -1,5 +1,6 @@
 """`elmo-pretrain` end to end on a small generated corpus: through its frame in this process, and as real processes
-where signals, several processes (torchrun, accelerate launch) or the Hub push are what is tested.
+where signals, several processes (torchrun; accelerate launch in tests/test_pretrain_nodes.py) or the Hub push are
+what is tested.
 
 A softmax initialised from layer-0 vectors is compared with the model's own character CNN to REORDERED
 (tests/tolerances.py); a resumed run with the run never stopped to RESUMED, below."""
@@ -81,6 +82,7 @@ def losses(folder: Path) -> dict[int, float]:
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m"]
+ACCELERATE = [str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2", "-m"]
 
 
 def interrupt_after_first_checkpoint(*args: str, signum: int, launcher: list[str] | None = None):
@@ -448,18 +450,6 @@ def test_init_from_with_an_hdf5_softmax(corpus, tmp_path):
                       str(tmp_path / "base"), "--vocab_file", str(tmp_path / "vocab.txt"), "--softmax_weight_file",
                       str(bad), "--max_steps", "1", *[a for a in COMMON if a not in ("--preset", "tiny")], check=False)
     assert result.returncode == 2 and "softmax/W" in result.stderr and "shape" in result.stderr
-
-
-@pytest.mark.slow
-def test_accelerate_launch_runs_two_processes(corpus, tmp_path):
-    """`accelerate launch --multi_gpu` on a machine without GPUs: the script asks for CPU DDP itself."""
-    train, _ = corpus
-    out = tmp_path / "accelerate"
-    accelerate = Path(sys.executable).with_name("accelerate")
-    launcher = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "-m"]
-    pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "2", *COMMON, launcher=launcher)
-    summary = json.loads((out / "train_results.json").read_text())
-    assert summary["processes"] == 2 and summary["parameters_identical_across_processes"] is True
 
 
 @pytest.mark.slow

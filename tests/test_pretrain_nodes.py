@@ -1,5 +1,6 @@
 """`elmo-pretrain` across machines, played by two torchrun "nodes" on 127.0.0.1: two launchers started together
-(`--nnodes 2 --nproc_per_node 1`, a c10d rendezvous, gloo on the CPU) against one launcher with two processes.
+(`--nnodes 2 --nproc_per_node 1`, a c10d rendezvous, gloo on the CPU) against one launcher with two processes
+(`accelerate launch`, so that the two launchers users start DDP with are held to the same bits).
 
 The same two ranks read the same shards and add the same two gradients, so the parameters are expected bit for bit
 (`torch.equal`), and so after a worker is killed and torchrun restarts both nodes from the last checkpoint: the
@@ -21,7 +22,7 @@ import pytest
 import torch
 from app_browser import free_port
 from conftest import REPO, _descendants, clean_env
-from test_pretrain import COMMON, TORCHRUN, losses, parameters, pretrain, write_corpus
+from test_pretrain import ACCELERATE, COMMON, losses, parameters, pretrain, write_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -37,10 +38,12 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def single_node(corpus, tmp_path_factory) -> Path:
-    """The reference: one launcher, two processes."""
+    """The reference: one launcher, two processes. The launcher is Accelerate's (`accelerate launch --multi_gpu`
+    on a machine without GPUs: the script asks for CPU DDP itself), so that the two nodes of torchrun below also
+    prove it trains as torchrun does, bit for bit."""
     out = tmp_path_factory.mktemp("single") / "out"
     pretrain("--train_file", str(corpus[0]), "--validation_file", str(corpus[1]), "--output_dir", str(out), *RUN,
-             launcher=TORCHRUN)
+             launcher=ACCELERATE)
     return out
 
 
