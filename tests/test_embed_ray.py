@@ -192,7 +192,9 @@ def test_an_interrupted_run_resumes_without_redoing_its_windows(tiny_model_dir, 
     command = ray_command(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "2",
                           "--debug_batch_delay", "0.2")
     with subprocess.Popen(command, cwd=REPO, env=ray_env(), stderr=subprocess.PIPE, text=True) as process:
-        wait_for(lambda: partial.is_dir() and len(done_windows(partial)) >= 2, process, "two complete windows")
+        # a Ray cluster's start and two windows: 20-40 s on two idle cores, minutes on a loaded machine
+        wait_for(lambda: partial.is_dir() and len(done_windows(partial)) >= 2, process, "two complete windows",
+                 timeout=300)
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-5000:]

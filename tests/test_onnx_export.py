@@ -114,6 +114,7 @@ def clipped_dir(tmp_path_factory, cache):
 
 @pytest.mark.slow
 @pytest.mark.numerics
+@pytest.mark.own_kernels
 def test_exported_graph_at_every_length_and_batch(clipped_dir):
     """The graph was traced at one shape (3 x 7): it must hold at every other, in ONNX Runtime and OpenVINO."""
     from elmo_hf.tools.export.backends import OnnxRuntimeRunner, OpenVinoRunner, unavailable_reason
@@ -158,6 +159,7 @@ def test_elmo_export_command_metadata_up_to_date_and_refusals(clipped_dir, tmp_p
 
 @pytest.mark.slow
 @pytest.mark.numerics
+@pytest.mark.own_kernels
 def test_heads_export_their_mix_and_logits_or_say_why_not(tmp_path, cache):
     pytest.importorskip("onnxruntime", reason="the ONNX tests need the onnx extra: pip install 'elmo-hf[onnx]'")
     import onnxruntime
@@ -221,6 +223,7 @@ def corpus(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.numerics
+@pytest.mark.own_kernels
 def test_embed_backends_equal_torch_in_float32_and_measure_their_low_precision(clipped_dir, corpus, tmp_path):
     from elmo_hf.tools.export.backend_choice import min_cosine
     from elmo_hf.tools.export.backends import unavailable_reason
