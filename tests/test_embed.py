@@ -617,15 +617,20 @@ def torchrun_embed(*args, processes: int = 2) -> subprocess.CompletedProcess:
     return run_command(command, cwd=REPO, env=env, timeout=300)
 
 
-@pytest.mark.slow
-def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp_path):
+def _two_process_case(model_dir, tmp_path) -> tuple[Path, list[str], Path, list[str]]:
+    """A corpus of 7 windows of 10 lines, the options, and the one process's output of it (the expected)."""
     lines = SENTENCES + generated_lines(60, seed=4)
-    corpus = write_corpus(tmp_path / "in.txt", lines)  # 7 windows of 10
+    corpus = write_corpus(tmp_path / "in.txt", lines)
     common = ["--model", model_dir, "--window", "10", "--batch_size", "4"]
     single = tmp_path / "single.hdf5"
     assert embed_main(corpus, single, *common) == 0
-    expected = read_hdf5(single)
+    return corpus, common, single, lines
 
+
+@pytest.mark.slow
+def test_two_processes_write_the_single_process_output(model_dir, tmp_path):
+    corpus, common, single, lines = _two_process_case(model_dir, tmp_path)
+    expected = read_hdf5(single)
     out = tmp_path / "two.hdf5"
     result = torchrun_embed(corpus, out, *common)
     assert result.returncode == 0, result.stderr[-6000:]
@@ -639,7 +644,14 @@ def test_two_processes_write_the_single_process_output_and_resume(model_dir, tmp
         assert int(handle.attrs["lines"]) == len(expected)
     assert not out.with_name(out.name + ".partial").exists()
 
-    # Each process killed while writing its second chunk: complete chunks only count; then one process resumes.
+
+@pytest.mark.slow
+@pytest.mark.extended
+def test_two_processes_killed_while_writing_then_one_process_resumes(model_dir, tmp_path):
+    """Each process killed while writing its second chunk: complete chunks only count; then one process resumes
+    (make test keeps the one-process kill and resume, test_resume_after_kill_equals_uninterrupted_run)."""
+    corpus, common, single, _ = _two_process_case(model_dir, tmp_path)
+    expected = read_hdf5(single)
     killed = tmp_path / "killed.hdf5"
     partial = killed.with_name(killed.name + ".partial")
     result = torchrun_embed(corpus, killed, *common, "--debug_kill_after_chunks", "1")
