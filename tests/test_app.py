@@ -340,8 +340,17 @@ def _shown(html_text: str, attribute: str) -> dict[str, float]:
     return {key: float(value) for key, value in re.findall(rf"{attribute}='([^']+)'>(-?[0-9.]+)<", html_text)}
 
 
+@pytest.fixture(scope="module")
+def served(tiny_model_dir):
+    """One real `elmo-app` server for the tests that reach it over HTTP (an API client, a browser: each start costs
+    seconds of imports); it must end on SIGTERM with its status 143, checked when the file's tests are done."""
+    with running_app(tiny_model_dir) as (url, process):
+        yield url
+    assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-2000:]
+
+
 @pytest.mark.slow
-def test_the_api_endpoints_of_the_real_server(tiny_model_dir, reference, tmp_path):
+def test_the_api_endpoints_of_the_real_server(served, tiny_model_dir, reference, tmp_path):
     """`elmo-app` on a free 127.0.0.1 port, called by name with gradio_client as an API user does: the similarity
     endpoint's unrounded cosines are the model's own, requests sent at once each get their own, and the neighbours
     and contextuality endpoints answer with the model's numbers."""
@@ -349,47 +358,45 @@ def test_the_api_endpoints_of_the_real_server(tiny_model_dir, reference, tmp_pat
     from gradio_client import Client
 
     sentences = ["The bank lent money .", "We sat on the river bank .", "A bank of fish swam by ."]
-    with running_app(tiny_model_dir) as (url, process):
-        client = Client(url, verbose=False, download_files=str(tmp_path))
-        api = client.view_api(print_info=False, return_format="dict")
-        assert set(api["named_endpoints"]) == {"/similarity", "/neighbours", "/contextuality"}
-        assert not api["unnamed_endpoints"]
-        requests = ["\n".join(sentences[:2]), "\n".join(sentences[1:]), "", "\n".join(sentences[::2])]
-        jobs = [client.submit(text, "bank", "punctuation", api_name="/similarity") for text in requests]
-        answers = [job.result(timeout=300) for job in jobs]
-        for text, (message, marked, table, figure, numbers) in zip(requests, answers):
-            if not text:
-                assert message.startswith("❌ the sentence box is empty") and numbers is None
-                continue
-            first, second = (reference(line) for line in text.splitlines())
-            expected = _cosines(first[:, first_bank(text, 0)], second[:, first_bank(text, 1)])
-            assert message == "" and marked.count("<mark>") == 2
-            assert [o["label"] for o in numbers["occurrences"]] == ["S1", "S2"]
-            assert_close([layer[0][1] for layer in numbers["cosine"]], expected, STATISTIC,
-                         what=f"the /similarity cosines of {text!r}")
-            assert table.count("data-pair='0-1'") == len(expected) and Image.open(figure).size[0] > 600
-        corpus = "The bank lent money .\nThe river bank was muddy .\nA bank of the river .\nThe cat sat ."
-        query = "He fished from the bank ."
-        message, html_text = client.predict(corpus, None, "utf-8", query, "bank", "whitespace", 2, 10, True,
-                                            api_name="/neighbours")
-        q = reference(query)[2, 4]
-        expected = sorted((_cosines(q, reference(line)[2, i]).item() for line in corpus.splitlines()
-                           for i, w in enumerate(line.split()) if w == "bank"), reverse=True)
-        shown = _shown(html_text, "data-rank")
-        assert "corpus: 4 sentences" in message and list(shown) == ["1", "2", "3"]
-        assert_close(list(shown.values()), expected, DISPLAYED, what="the /neighbours cosines")
-        text = "\n".join(["the bank lent money", "the river bank", "a bank of fish", "the money was lent"] * 2)
-        message, figure, table = client.predict(text, None, "utf-8", "whitespace", 2, api_name="/contextuality")
-        corpus_file = tmp_path / "text.txt"
-        corpus_file.write_text(text + "\n")
-        model, tokenizer = (ElmoModel.from_pretrained(tiny_model_dir).eval(),
-                            ElmoTokenizer.from_pretrained(tiny_model_dir))
-        analysed = analyze(model, tokenizer, corpus_file, min_count=2, max_words=200, quiet=True)
-        shown = {k: v for k, v in re.findall(r"data-measure='self_similarity' data-layer='(\d)'>(-?[0-9.]+)<", table)}
-        assert message == "" and Image.open(figure).size[0] > 300
-        assert_close([float(shown[str(k)]) for k in range(len(analysed["self_similarity"]))],
-                     analysed["self_similarity"], DISPLAYED, what="the /contextuality self-similarity")
-    assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-2000:]
+    client = Client(served, verbose=False, download_files=str(tmp_path))
+    api = client.view_api(print_info=False, return_format="dict")
+    assert set(api["named_endpoints"]) == {"/similarity", "/neighbours", "/contextuality"}
+    assert not api["unnamed_endpoints"]
+    requests = ["\n".join(sentences[:2]), "\n".join(sentences[1:]), "", "\n".join(sentences[::2])]
+    jobs = [client.submit(text, "bank", "punctuation", api_name="/similarity") for text in requests]
+    answers = [job.result(timeout=300) for job in jobs]
+    for text, (message, marked, table, figure, numbers) in zip(requests, answers):
+        if not text:
+            assert message.startswith("❌ the sentence box is empty") and numbers is None
+            continue
+        first, second = (reference(line) for line in text.splitlines())
+        expected = _cosines(first[:, first_bank(text, 0)], second[:, first_bank(text, 1)])
+        assert message == "" and marked.count("<mark>") == 2
+        assert [o["label"] for o in numbers["occurrences"]] == ["S1", "S2"]
+        assert_close([layer[0][1] for layer in numbers["cosine"]], expected, STATISTIC,
+                     what=f"the /similarity cosines of {text!r}")
+        assert table.count("data-pair='0-1'") == len(expected) and Image.open(figure).size[0] > 600
+    corpus = "The bank lent money .\nThe river bank was muddy .\nA bank of the river .\nThe cat sat ."
+    query = "He fished from the bank ."
+    message, html_text = client.predict(corpus, None, "utf-8", query, "bank", "whitespace", 2, 10, True,
+                                        api_name="/neighbours")
+    q = reference(query)[2, 4]
+    expected = sorted((_cosines(q, reference(line)[2, i]).item() for line in corpus.splitlines()
+                       for i, w in enumerate(line.split()) if w == "bank"), reverse=True)
+    shown = _shown(html_text, "data-rank")
+    assert "corpus: 4 sentences" in message and list(shown) == ["1", "2", "3"]
+    assert_close(list(shown.values()), expected, DISPLAYED, what="the /neighbours cosines")
+    text = "\n".join(["the bank lent money", "the river bank", "a bank of fish", "the money was lent"] * 2)
+    message, figure, table = client.predict(text, None, "utf-8", "whitespace", 2, api_name="/contextuality")
+    corpus_file = tmp_path / "text.txt"
+    corpus_file.write_text(text + "\n")
+    model, tokenizer = (ElmoModel.from_pretrained(tiny_model_dir).eval(),
+                        ElmoTokenizer.from_pretrained(tiny_model_dir))
+    analysed = analyze(model, tokenizer, corpus_file, min_count=2, max_words=200, quiet=True)
+    shown = {k: v for k, v in re.findall(r"data-measure='self_similarity' data-layer='(\d)'>(-?[0-9.]+)<", table)}
+    assert message == "" and Image.open(figure).size[0] > 300
+    assert_close([float(shown[str(k)]) for k in range(len(analysed["self_similarity"]))],
+                 analysed["self_similarity"], DISPLAYED, what="the /contextuality self-similarity")
 
 
 def first_bank(text: str, line: int) -> int:
@@ -397,14 +404,14 @@ def first_bank(text: str, line: int) -> int:
 
 
 @pytest.mark.slow
-def test_the_page_in_a_real_browser(tiny_model_dir, reference):
+def test_the_page_in_a_real_browser(served, reference):
     """`elmo-app` serving the tiny model; Chromium types two sentences and a word, and reads the numbers shown."""
     reason = browser_missing()
     if reason:
         pytest.skip(f"browser test of elmo-app skipped: {reason}")
     sentences = ["The bank lent money .", "We sat on the river bank ."]
-    with running_app(tiny_model_dir) as (url, process), chromium() as driver:
-        driver.get(url)
+    with chromium() as driver:
+        driver.get(served)
         assert "Model:" in element(driver, "#model-summary").text and "RANDOM" not in driver.page_source
         fill(driver, "#sim-text", "\n".join(sentences))
         fill(driver, "#sim-word", "bank")
@@ -419,7 +426,6 @@ def test_the_page_in_a_real_browser(tiny_model_dir, reference):
         fill(driver, "#sim-text", "\n".join(sentences[::-1]))
         message, cells = run_view(driver, "sim", "td[data-layer]")  # the error stopped nothing
         assert len(cells) == 3 and "❌" not in message
-    assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-2000:]
 
 
 def test_every_image_the_docs_show_is_there_and_the_app_page_shows_each_view():
