@@ -97,13 +97,15 @@ test: $(STAMP)
 test-numerics: $(STAMP)
 	$(BIN)/python tests/run_numerics.py
 
-# The compatibility matrix (tests/test_compat.py, tests/test_ecosystem.py, marked `compat`): the same folders on
-# transformers 4.46, 4.53, 5.3 and 5.16, datasets 3.6, flair 0.15.1 and spacy-transformers 1.4, each in a virtual environment of its own
+# The compatibility matrix (tests/test_compat.py, tests/test_ecosystem.py and test_resave_remote.py's stacks, marked
+# `compat`): the same folders on transformers 4.46, 4.53, 5.3 and 5.16, datasets 3.6, flair 0.15.1 and
+# spacy-transformers 1.4, each in a virtual environment of its own
 # that pip builds from the registry (tests/compat/requirements/) and that is cached in ~/.cache/elmo-hf/compat
 # (ELMO_COMPAT_CACHE): built once, again only when its requirements or the project's dependencies change.
 test-compat: $(STAMP)
 	$(BIN)/python tests/compat/environments.py build
-	$(BIN)/python -m pytest -q -m compat $(PYTEST_WORKERS) tests/test_compat.py tests/test_ecosystem.py
+	$(BIN)/python -m pytest -q -m compat $(PYTEST_WORKERS) tests/test_compat.py tests/test_ecosystem.py \
+		tests/test_resave_remote.py
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_WORKERS) $(PYTEST_ARGS)
