@@ -13,6 +13,11 @@ and scored on the full SST-2 dev set (accuracy) and CoNLL-2003 valid set (entity
         --variants char,top,mix --seeds 0 1 2
     python benchmarks/quality_heads.py table RUNS/heads        # mean, spread and each seed, per biLM and variant
     python benchmarks/quality_heads.py domain-text --task sst2 --out RUNS/sst2-text   # train/held-out sentences
+    python benchmarks/quality_heads.py run --out RUNS/defaults --bilm ptb=RUNS/p3/ours --variants mix --tasks sst2 \
+        --setting default= --setting lr3e-3="--learning_rate 3e-3"     # one head's options against another's
+
+`--setting NAME=OPTIONS` (repeatable) runs every job once per setting with those options added; the table names a
+setting after its biLM (`ptb+lr3e-3`) and, where the runs evaluated every epoch, gives the dev score by epoch.
 
 Each run is `python -m elmo_hf.cli finetune-classification` or `finetune-ner` in its own process, pinned to one
 core with one thread; `--parallel 2` runs two at a time (one a core). A run whose `eval_results.json` exists is
@@ -22,6 +27,7 @@ not run again, so an interrupted benchmark goes on where it stopped. Options aft
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import json
 import os
@@ -79,16 +85,18 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     bilms = dict(spec.split("=", 1) for spec in args.bilm)
+    settings = dict(spec.split("=", 1) for spec in args.setting) if args.setting else {"": ""}
     jobs = []
-    for (name, path), variant, task, seed in itertools.product(bilms.items(), args.variants.split(","),
-                                                               args.tasks.split(","), args.seeds):
-        folder = out / f"{task}-{name}-{variant}-seed{seed}"
+    for (name, path), (setting, setting_options), variant, task, seed in itertools.product(
+            bilms.items(), settings.items(), args.variants.split(","), args.tasks.split(","), args.seeds):
+        label = f"{name}+{setting}" if setting else name
+        folder = out / f"{task}-{label}-{variant}-seed{seed}"
         if (folder / "eval_results.json").exists():
             continue
         samples = args.sst2_train if task == "sst2" else args.conll_train
         task_extra = args.sst2_options if task == "sst2" else args.conll_options
         options = job_options(task, Path(args.data), samples, seed, variant, path, folder, args.extra,
-                              task_extra.split())
+                              [*task_extra.split(), *setting_options.split()])
         jobs.append(([sys.executable, "-m", "elmo_hf.cli", TASKS[task]["command"], *options], folder))
     print(f"{len(jobs)} runs to do", file=sys.stderr)
     free = list(range(args.parallel)) if args.cores is None else list(args.cores) or [None] * args.parallel
@@ -118,22 +126,44 @@ def collect(out: Path) -> dict:
         results = json.loads((folder / "eval_results.json").read_text())
         timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").exists() else {}
         found.setdefault((task, bilm, variant), []).append(
-            (int(seed.removeprefix("seed")), results[TASKS[task]["metric"]], timing.get("wall_seconds")))
+            (int(seed.removeprefix("seed")), results[TASKS[task]["metric"]], timing.get("wall_seconds"),
+             epoch_scores(folder.with_name(folder.name + ".log"), TASKS[task]["metric"])))
     return found
+
+
+def epoch_scores(log: Path, metric: str) -> list[float]:
+    """The dev scores a run logged at the end of each epoch (`--eval_strategy epoch`; Trainer logs its metrics as a
+    dict a line), in order; [] when it evaluated only at the end."""
+    scores = []
+    for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+        if line.startswith("{") and f"'{metric}'" in line:
+            scores.append(float(ast.literal_eval(line)[metric]))  # transformers 5 logs the values as strings
+    return scores[:-1] if len(scores) > 1 else []  # the last is the final evaluation again
 
 
 def table(args: argparse.Namespace) -> None:
     found = collect(Path(args.out))
     print("| task (metric) | biLM | layers | mean | spread (min - max) | seeds | minutes per run |")
     print("|---|---|---|---|---|---|---|")
+    curves = {}
     for (task, bilm, variant), rows in sorted(found.items()):
-        scores = [score for _, score, _ in sorted(rows)]
-        minutes = [w / 60 for *_, w in rows if w]
+        scores = [score for _, score, *_ in sorted(rows)]
+        minutes = [w / 60 for _, _, w, _ in rows if w]
+        by_epoch = [epochs for *_, epochs in rows if epochs]
+        if by_epoch and len({len(epochs) for epochs in by_epoch}) == 1:
+            curves[(task, bilm, variant)] = [statistics.mean(values) for values in zip(*by_epoch)]
         metric = "SST-2 dev accuracy" if task == "sst2" else "CoNLL-2003 valid entity F1"
         spread = f"{min(scores):.3f} - {max(scores):.3f}" if len(scores) > 1 else "-"
         print(f"| {metric} | {bilm} | {variant} | {statistics.mean(scores):.3f} | {spread} | "
               f"{', '.join(f'{s:.3f}' for s in scores)} | "
               f"{statistics.mean(minutes) if minutes else float('nan'):.1f} |")
+    if curves:
+        epochs = max(len(curve) for curve in curves.values())
+        print("\nThe dev score at the end of each epoch, mean of the seeds:\n")
+        print("| task | biLM | layers | " + " | ".join(str(epoch + 1) for epoch in range(epochs)) + " |")
+        print("|---|---|---|" + "---|" * epochs)
+        for (task, bilm, variant), curve in curves.items():
+            print(f"| {task} | {bilm} | {variant} | " + " | ".join(f"{value:.3f}" for value in curve) + " |")
 
 
 def random_bilm(args: argparse.Namespace) -> None:
@@ -191,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     runner.add_argument("--variants", default="char,top,mix", help=f"comma-separated of {sorted(VARIANTS)}")
     runner.add_argument("--tasks", default="sst2,conll")
     runner.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    runner.add_argument("--setting", action="append", help="NAME=OPTIONS, repeatable: the runs again with these "
+                                                            "options (NAME= for the defaults)")
     runner.add_argument("--sst2_train", type=int, default=5000, help="the first N SST-2 training rows")
     runner.add_argument("--conll_train", type=int, default=2000, help="the first N CoNLL-2003 training sentences")
     runner.add_argument("--sst2_options", default="", help="more options for the SST-2 runs only")
