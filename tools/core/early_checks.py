@@ -71,8 +71,24 @@ def check_analyze_paths(args) -> None:
 
 
 def check_convert_paths(args) -> None:
-    """elmo-convert's output folder can be made or written."""
+    """elmo-convert's local input files exist (a URL is the download's to check) and its output folder can be made or
+    written: refused in the converter's words, before torch and h5py are imported."""
+    for option in ("options_file", "weight_file", "vocab_file"):
+        value, what = getattr(args, option, None), option.replace("_", " ")
+        if value and not str(value).startswith(("http://", "https://")):
+            if Path(value).is_dir():
+                raise InputError(f"{what} {value} is a folder, not a file")
+            if not Path(value).is_file():
+                raise InputError(f"{what} {value} does not exist")
     check_writable_folder(Path(args.output_dir), "--output_dir")
+
+
+def check_model_path(args) -> None:
+    """A model named by a path (`./my-model`, `../x`, `/data/elmo`, `~/elmo`: never a Hub id nor a preset) exists."""
+    name = str(args.model)
+    if name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
+        raise InputError(f"model {name} not found: no such folder (a model is a folder with config.json, a Hub id "
+                         "or a preset)")
 
 
 def check_corpus_paths(train_file: list[str] | None, validation_file: list[str] | None,
