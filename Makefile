@@ -72,8 +72,8 @@ PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist lo
 # Two stacks of the compatibility matrix run with the suite, the oldest transformers 4 (4.46) and a transformers 5
 # below 5.17 (5.16): each environment takes under a minute to build, once (torch shared, tests/compat/environments.py);
 # 4.53, flair and spaCy are make test-compat's. They are built while the numerics tests run on the nearest older CPU
-# level (both mostly use one core: pip waits on files), then the suite runs (building them beside the suite made it
-# 70 s longer); make test fails when either the suite or the numerics tests failed.
+# level (both mostly use one core: pip waits on files), then the suite runs (built beside the suite, with another
+# order of its files, the suite took 70 s longer); make test fails when either the suite or the numerics tests failed.
 SUITE_STACKS := transformers-4.46 transformers-5.16
 COMPAT_LOG := $(VENV)/compat-build.log
 # make test leaves out the tests marked `extended` (long kill/restart runs, each beside a cheaper test of the same path,

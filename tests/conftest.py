@@ -29,8 +29,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # The longest test files, longest first. pytest-xdist hands out whole files (`--dist loadfile`) in the order they are
 # collected, so a long file collected last (test_readme.py, by its name) runs alone at the end while the other workers
 # idle; collected first, the short files fill in around them and the workers end together. (An order taken from the
-# CPU profile instead, longest first, made the suite end 70 s later: the Ray run, which waits on its cluster more
-# than it computes, belongs early.)
+# CPU profile instead, tried together with the compatibility builds beside the suite, ended it 70 s later; the Ray
+# run, which waits on its cluster more than it computes, took twice its time there.)
 LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "test_embed.py", "test_matrix.py",
                     "test_hub.py", "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py",
                     "test_heads.py", "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py",
