@@ -26,6 +26,7 @@ from elmo_hf.modeling_elmo.configuration_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import check_word_split
 
+from ..core.early_checks import existing_file
 from ..core.errors import InputError, writing
 from ..core.interrupts import Interrupted, written_whole
 from ..core.output_paths import as_ordinary, paths_within
@@ -50,13 +51,9 @@ class ConversionError(InputError):
 
 
 def check_input_file(path: str | os.PathLike, what: str) -> Path:
-    """`path` as a Path, once it is known to be a file: a missing one and a folder are refused by name."""
-    path = Path(path)
-    if path.is_dir():
-        raise ConversionError(f"{what} {path} is a folder, not a file")
-    if not path.is_file():
-        raise ConversionError(f"{what} {path} does not exist")
-    return path
+    """`path` as a Path, once it is known to be a file: a missing one and a folder are refused by name (the check
+    elmo-convert's early checks make before torch is imported)."""
+    return existing_file(path, what, ConversionError)
 
 
 # --------------------------------------------------------------------------------------------------

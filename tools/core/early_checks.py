@@ -74,13 +74,20 @@ def check_convert_paths(args) -> None:
     """elmo-convert's local input files exist (a URL is the download's to check) and its output folder can be made or
     written: refused in the converter's words, before torch and h5py are imported."""
     for option in ("options_file", "weight_file", "vocab_file"):
-        value, what = getattr(args, option, None), option.replace("_", " ")
+        value = getattr(args, option, None)
         if value and not str(value).startswith(("http://", "https://")):
-            if Path(value).is_dir():
-                raise InputError(f"{what} {value} is a folder, not a file")
-            if not Path(value).is_file():
-                raise InputError(f"{what} {value} does not exist")
+            existing_file(value, option.replace("_", " "))
     check_writable_folder(Path(args.output_dir), "--output_dir")
+
+
+def existing_file(path, what: str, error: type[InputError] = InputError) -> Path:
+    """`path` as a Path, once it is known to be a file: a missing one and a folder are refused by name (`error`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise error(f"{what} {path} is a folder, not a file")
+    if not path.is_file():
+        raise error(f"{what} {path} does not exist")
+    return path
 
 
 def check_model_path(args) -> None:
