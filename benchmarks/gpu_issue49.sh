@@ -40,7 +40,7 @@ MODEL=/tmp/g49/original
 if want bench; then
 part "2. fast: bench_speed.py --sections gpu (original size)"
 if [ "$SMALL" = 1 ]; then
-    $PY -c "import torch; from modeling_elmo import ElmoModel, ElmoConfig; from tokenization import ElmoTokenizer
+    $PY -c "import torch; from elmo_hf.modeling_elmo import ElmoModel, ElmoConfig; from elmo_hf.tokenization import ElmoTokenizer
 torch.manual_seed(0); ElmoModel(ElmoConfig.from_preset('tiny')).save_pretrained('/tmp/g49/original')
 ElmoTokenizer().save_pretrained('/tmp/g49/original')" >/dev/null 2>&1
     BENCH="--model /tmp/g49/original --device cpu --gpu_batches 4,8 --peak_size 256 --repeats 2"
