@@ -68,6 +68,11 @@ app: $(APP_STAMP)
 # a second), so a third fills the waits. TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 3
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+# The tests write bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some CI images):
+# without it, each of the suite's ~200 Python processes compiles the project from source again (about 1 CPU-second
+# each) and each worker rewrites every test module's asserts again (about 7); the caches go to __pycache__ folders,
+# which git ignores. An empty value is Python's "unset".
+test test-all test-fast test-numerics test-compat: export PYTHONDONTWRITEBYTECODE :=
 
 # Two stacks of the compatibility matrix run with the suite, the oldest transformers 4 (4.46) and a transformers 5
 # below 5.17 (5.16): each environment takes under a minute to build, once (torch shared, tests/compat/environments.py);
