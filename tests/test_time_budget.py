@@ -129,6 +129,40 @@ def test_pretraining_stops_when_the_time_is_spent_and_resumes_as_if_never_stoppe
         assert_close(got[k], expected[k], RESUMED, what=f"loss of step {k}")
 
 
+def test_a_schedule_under_a_budget_is_read_at_the_later_of_the_steps_and_the_time():
+    import torch
+
+    from elmo_hf.train.lr_schedule import make_scheduler
+
+    share = [0.0]
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizers = torch.optim.SGD([parameter], lr=1.0), torch.optim.SGD([parameter], lr=1.0)
+    with_time = make_scheduler("linear", optimizers[0], 10, 1000, time_share=lambda: share[0])
+    steps_only = make_scheduler("linear", optimizers[1], 10, 1000)
+    rates = {}
+    for step in range(1, 31):
+        share[0] = 0.5 if step > 20 else 0.0  # half the time spent after step 20
+        for optimizer, scheduler in zip(optimizers, (with_time, steps_only)):
+            optimizer.step()
+            scheduler.step()
+        rates[step] = with_time.get_last_lr()[0], steps_only.get_last_lr()[0]
+    assert rates[3] == (0.3, 0.3)  # the warm-up stays in steps
+    assert rates[15][0] == rates[15][1] == pytest.approx(985 / 990)  # no time spent: the steps' schedule
+    assert rates[25][0] == pytest.approx(0.5, abs=1e-3)  # half the time: half the decay, at step 25 of 1000
+    assert rates[25][1] == pytest.approx(975 / 990)
+
+
+def test_a_decaying_schedule_ends_when_the_time_does(pretrain, tmp_path):
+    """With epochs enough for hours, a 2-second budget still takes the linear schedule to its end."""
+    summary = pretrain(tmp_path / "timed", max_train_time="2s", num_train_epochs=1000, lr_scheduler_type="linear",
+                       learning_rate=1e-2)
+    records = [json.loads(line) for line in (tmp_path / "timed" / "train_log.jsonl").read_text().splitlines()]
+    rates = [r["learning_rate"] for r in records]
+    assert summary["steps"] == len(records) >= 5
+    assert rates[0] > 0.5e-2 and rates[-1] < 0.2e-2, rates
+    assert rates == sorted(rates, reverse=True)
+
+
 # --------------------------------------------------------------------------------------------------
 # The fine-tuning commands (Trainer)
 # --------------------------------------------------------------------------------------------------

@@ -89,7 +89,9 @@ class PretrainArguments:
     learning_rate: float | None = field(default=None, metadata={
         "help": "Default: the recipe's with its optimizer, else 3e-3 for adamw and 0.2 for adagrad."})
     weight_decay: float = field(default=0.0)
-    lr_scheduler_type: str = field(default="constant", metadata={"help": "A transformers scheduler name."})
+    lr_scheduler_type: str = field(default="constant", metadata={
+        "help": "A transformers scheduler name. With --max_train_time it ends when the run does, whichever of the "
+                "time and the steps ends it (train/lr_schedule.py)."})
     warmup_steps: int = field(default=0)
     max_grad_norm: float = field(default=10.0, metadata={"help": "Global-norm gradient clipping (bilm-tf: 10)."})
     dropout: float | None = field(default=None, metadata={"help": "Override the config's dropout (bilm-tf: 0.1)."})

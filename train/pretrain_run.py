@@ -29,7 +29,6 @@ from accelerate.utils import (
 )
 from safetensors import safe_open
 from tqdm.auto import tqdm
-from transformers import get_scheduler
 from transformers.utils import cached_file
 from transformers.utils import logging as hf_logging
 
@@ -73,9 +72,10 @@ from .data import (
     read_sentences,
     word_splitter,
 )
+from .lr_schedule import make_scheduler
 from .pretrain_args import PretrainArguments
 from .pretrain_word_split import choose_word_split, warn_if_unsegmented
-from .time_budget import format_duration, parse_duration
+from .time_budget import TrainClock, format_duration, parse_duration
 
 logger = logging.getLogger("elmo-pretrain")
 
@@ -243,7 +243,7 @@ class Run:
     guard: InterruptGuard = field(default_factory=InterruptGuard)
     saved_step: int = -1  # the step of the last checkpoint written or resumed from
     start_step: int = 0  # the step this process started (or resumed) at
-    time_budget: float | None = None  # --max_train_time in seconds
+    clock: TrainClock = field(default_factory=TrainClock)  # --max_train_time, and the time spent against it
     finished: bool = False  # the model folder is written
 
     @property
@@ -278,15 +278,16 @@ def set_up(args: PretrainArguments, accelerator, train_files: list[str], valid_f
         count = count_batches(train_files, layout, split, rank=rank, world_size=world, encoding=args.encoding)
         per_epoch = accelerator.gather(torch.tensor([count], device=accelerator.device))
         total_steps = math.ceil(args.num_train_epochs * int(per_epoch.min()))
-    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=args.warmup_steps,
-                              num_training_steps=total_steps)
+    clock = TrainClock(parse_duration(args.max_train_time) if args.max_train_time else None)
+    scheduler = make_scheduler(args.lr_scheduler_type, optimizer, args.warmup_steps, total_steps,
+                               time_share=clock.share if clock.budget else None)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     run = Run(args, accelerator, tokenizer, BatchEncoder(tokenizer), model, optimizer, scheduler, layout, split,
-              train_files, valid_files, total_steps, Progress(), guard=guard)
+              train_files, valid_files, total_steps, Progress(), guard=guard, clock=clock)
     if args.resume_from_checkpoint:
         resume(run, find_checkpoint(output_dir, args.resume_from_checkpoint))
     run.start_step = run.progress.step
-    run.time_budget = parse_duration(args.max_train_time) if args.max_train_time else None
+    clock.agreed = run.progress.train_seconds
 
     with contextlib.suppress(Exception):
         accelerator.init_trackers("elmo-pretrain", config={k: str(v) for k, v in asdict(args).items()})
@@ -527,16 +528,18 @@ def run_epoch(run: Run, batches) -> bool:
 
 def time_spent(run: Run) -> bool:
     """--max_train_time: whether the run's training time (the resumed checkpoint's included) is spent. The processes
-    agree (one collective), so that all of them stop at the same step boundary."""
-    if run.time_budget is None:
+    agree on the time (one collective: the longest of theirs), so that all of them stop at the same step boundary
+    and the schedule gives all of them the same rate."""
+    if run.clock.budget is None:
         return False
-    spent = time.perf_counter() - run.started >= run.time_budget
+    seconds = time.perf_counter() - run.started
     if run.accelerator.num_processes > 1:
-        flag = torch.tensor([float(spent)], device=run.accelerator.device)
-        spent = run.accelerator.reduce(flag, reduction="sum").item() > 0
+        seconds = run.accelerator.gather(torch.tensor([seconds], device=run.accelerator.device)).max().item()
+    run.clock.agreed = seconds
+    spent = seconds >= run.clock.budget
     if spent:
         logger.info("--max_train_time %s is spent at step %d: saving, evaluating and writing the model folder",
-                    format_duration(run.time_budget), run.progress.step)
+                    format_duration(run.clock.budget), run.progress.step)
     return spent
 
 

@@ -56,6 +56,18 @@ def max_train_time_option(then: str) -> dataclasses.Field:
         "type": checked_duration})
 
 
+@dataclasses.dataclass
+class TrainClock:
+    """A pretraining run's budget (seconds, or None) and the training seconds its processes last agreed on."""
+
+    budget: float | None = None
+    agreed: float = 0.0
+
+    def share(self) -> float:
+        """The share of the budget spent (0 without one), what a schedule over the time reads."""
+        return self.agreed / self.budget if self.budget else 0.0
+
+
 def format_duration(seconds: float) -> str:
     """`seconds` for a log line: 45.2s, 20m, 1h30m5s."""
     if seconds < 60:
