@@ -15,6 +15,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
+TORCH_STAMP := $(VENV)/.installed-torch
 
 .PHONY: demo test test-all test-fast test-numerics test-compat lint clean anchors browser app
 
@@ -35,6 +36,13 @@ $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(MAKE) anchors
 	$(MAKE) browser
 	touch $(STAMP)
+
+# torch alone first, at the pin (a torch installed beforehand at that version is kept, whatever its build): make test's
+# compatibility environments link to it, so they build while pip installs the rest (one core each: pip is
+# single-threaded) instead of after it.
+$(TORCH_STAMP): constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt torch
+	touch $(TORCH_STAMP)
 
 # allennlp 2.10.1, the anchor of tests/test_allennlp_parity.py and benchmarks/bench_speed.py --sections anchor.
 # Its own requirements (torch < 1.13, spaCy, ...) would replace this stack: installed without them, and run
@@ -76,9 +84,10 @@ test test-all test-fast test-numerics test-compat: export PYTHONDONTWRITEBYTECOD
 
 # Two stacks of the compatibility matrix run with the suite, the oldest transformers 4 (4.46) and a transformers 5
 # below 5.17 (5.16): each environment takes under a minute to build, once (torch shared, tests/compat/environments.py);
-# 4.53, flair and spaCy are make test-compat's. They are built while the numerics tests run on the nearest older CPU
-# level (both mostly use one core: pip waits on files), then the suite runs (built beside the suite, with another
-# order of its files, the suite took 70 s longer); make test fails when either the suite or the numerics tests failed.
+# 4.53, flair and spaCy are make test-compat's. They are built while pip installs the rest of the project's
+# environment and the numerics tests run on the nearest older CPU level, then the suite runs (built beside the suite,
+# with another order of its files, the suite took 70 s longer); make test fails when either the suite or the numerics
+# tests failed.
 SUITE_STACKS := transformers-4.46 transformers-5.16
 COMPAT_LOG := $(VENV)/compat-build.log
 # make test leaves out the tests marked `extended` (long kill/restart runs, each beside a cheaper test of the same path,
@@ -86,8 +95,9 @@ COMPAT_LOG := $(VENV)/compat-build.log
 SUITE_MARKS ?= (not compat or in_suite) and not extended
 test-all: SUITE_MARKS = not compat or in_suite
 test-all: test
-test: $(STAMP)
+test: $(TORCH_STAMP)
 	@$(BIN)/python tests/compat/environments.py build $(SUITE_STACKS) > $(COMPAT_LOG) 2>&1 & compat=$$!; \
+	$(MAKE) --no-print-directory $(STAMP) || { wait $$compat; exit 1; }; \
 	$(BIN)/python tests/run_numerics.py --nearest; numerics=$$?; \
 	wait $$compat || echo "the environments $(SUITE_STACKS) were not all built: their tests skip" >> $(COMPAT_LOG); \
 	cat $(COMPAT_LOG); \
