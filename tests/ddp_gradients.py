@@ -13,6 +13,7 @@ both sets of gradients to OUT.pt for the test to compare.
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 import sys
 from pathlib import Path
@@ -72,6 +73,11 @@ def main(device_name: str, out: str) -> None:
             "single": {n: p.grad.cpu() for n, p in single.named_parameters() if p.grad is not None},
         }, out)
     accelerator.wait_for_everyone()
+    # The DDP wrapper first, while the process group is registered, then the group: as elmo_hf.train.pretrain_run's
+    # tear_down, and for its reason (the wrapper's reducer, freed last, destroys the group holding the GIL while a gloo
+    # thread freeing the tensors of the last collective waits for it: a hang seen here once, rank 1 at exit).
+    del ddp, loss, losses
+    gc.collect()
     accelerator.end_training()
 
 
