@@ -27,9 +27,10 @@ from test_pretrain import ACCELERATE, COMMON, losses, parameters, pretrain, writ
 pytestmark = pytest.mark.slow
 
 # 8 steps, a checkpoint every 2; dropout, so that the RNG states of both processes must be restored too. A time
-# budget never reached: the processes agree on the time spent at every step (a collective), changing no bit.
+# budget never reached: the processes agree on the time spent at every step (a collective), changing no bit. A linear
+# schedule with a warm-up, counted in optimizer steps whatever the number of processes.
 RUN = [*COMMON, "--max_steps", "8", "--save_steps", "2", "--dropout", "0.2", "--ddp_timeout", "120",
-       "--max_train_time", "1h"]
+       "--max_train_time", "1h", "--lr_scheduler_type", "linear", "--warmup_steps", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +115,9 @@ def assert_same_run(out: Path, expected: Path) -> None:
 
 
 def test_two_nodes_train_as_one_node_with_two_processes(corpus, single_node, tmp_path):
+    records = [json.loads(line) for line in (single_node / "train_log.jsonl").read_text().splitlines()]
+    schedule = {step: 3e-3 * (step / 2 if step < 2 else (8 - step) / 6) for step in range(1, 9)}
+    assert {r["step"]: r["learning_rate"] for r in records} == pytest.approx(schedule)  # two processes, one schedule
     out = tmp_path / "two-nodes"
     nodes = start_nodes(out, "--train_file", str(corpus[0]), "--validation_file", str(corpus[1]), *RUN)
     wait_for_nodes(nodes)

@@ -29,7 +29,7 @@ def make_scheduler(name: str, optimizer, warmup_steps: int, total_steps: int,
         if step < warmup_steps:
             return step
         decaying = max(total_steps - warmup_steps, 0)
-        return max(step, warmup_steps + math.ceil(min(time_share(), 1.0) * decaying))
+        return max(step, warmup_steps + math.floor(min(time_share(), 1.0) * decaying))
 
     shapes = list(scheduler.lr_lambdas)
     scheduler.lr_lambdas = [lambda step, shape=shape: shape(position(step)) for shape in shapes]

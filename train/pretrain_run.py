@@ -327,6 +327,9 @@ def make_accelerator(args: PretrainArguments):
     return Accelerator(
         cpu=cpu,
         mixed_precision=args.mixed_precision,
+        # The schedule counts optimizer steps (total_steps, --warmup_steps): one scheduler step each. Accelerate's
+        # default steps it once per process, which with two processes ended a linear schedule half-way through.
+        step_scheduler_with_optimizer=False,
         log_with=log_with,
         project_config=ProjectConfiguration(project_dir=args.output_dir,
                                             logging_dir=os.path.join(args.output_dir, "logs")),
