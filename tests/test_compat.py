@@ -63,7 +63,7 @@ _RUNS: dict[str, tuple[dict, dict]] = {}
 def run_stack(stack: str, folders: Path, scratch: Path) -> tuple[dict, dict]:
     """The results of tests/compat/stack_checks.py on `stack` (remote code, installed), run once per module."""
     if stack not in _RUNS:
-        python = sys.executable if stack == PINNED else environments.ready_python(stack)
+        python = sys.executable if stack == PINNED else environments.python_of(stack)
         if python is None:
             pytest.skip(f"the environment {stack} is not built: make test-compat builds it (pip, from the registry)")
         out = scratch / stack
@@ -122,7 +122,7 @@ def test_datasets_3_6_maps_with_the_tokenizer_and_runs_the_recipes(folders, scra
     with its module's globals (`cannot pickle '_thread._local'` once one held a thread-local, and fingerprints that
     depended on the classes loaded). tests/compat/datasets_checks.py maps with the
     tokenizer as remote code and installed, and runs the SQuAD and GLUE blocks of docs/ecosystem.md as written."""
-    python = environments.ready_python(DATASETS_STACK)
+    python = environments.python_of(DATASETS_STACK)
     if python is None:
         pytest.skip(
             f"the environment {DATASETS_STACK} is not built: make test-compat builds it (pip, from the registry)")

@@ -37,7 +37,7 @@ def workdir(tmp_path_factory) -> Path:
 
 def run_in(name: str, arguments: list[str], workdir: Path, project: bool) -> subprocess.CompletedProcess:
     """`python ARGUMENTS` in the environment `name`, from `workdir`; the project importable only with `project`."""
-    python = environments.ready_python(name)
+    python = environments.python_of(name)
     if python is None:
         pytest.skip(f"the environment {name} is not built: make test-compat builds it (pip, from the registry)")
     env = {**clean_env(), "HF_MODULES_CACHE": str(workdir / f"modules-{name}")}

@@ -173,7 +173,7 @@ def test_a_task_model_fine_tuned_as_remote_code_and_saved_answers_its_pipeline(t
     from elmo_hf.modeling_elmo import ElmoForQuestionAnswering, ElmoForTokenClassification
     from elmo_hf.tokenization import ElmoTokenizer
 
-    python = sys.executable if stack == "pinned" else environments.ready_python(stack)
+    python = sys.executable if stack == "pinned" else environments.python_of(stack)
     if python is None:
         pytest.skip(f"the environment {stack} is not built: make test-compat builds it (pip, from the registry)")
     torch.manual_seed(0)

@@ -86,29 +86,6 @@ def python_of(name: str) -> Path | None:
     return folder / "bin" / "python" if whole else None
 
 
-def _building_mark(name: str) -> Path:
-    """A file beside the environment while a build of it runs, holding the building process's id."""
-    folder = location(name)
-    return folder.with_name(folder.name + ".building")
-
-
-def _build_running(mark: Path) -> bool:
-    try:
-        os.kill(int(mark.read_text()), 0)
-    except (OSError, ValueError):  # no mark, or its process is gone (a build that was killed)
-        return False
-    return True
-
-
-def ready_python(name: str, wait: float = 900) -> Path | None:
-    """`python_of(name)`, after waiting (up to `wait` seconds) for a build of it that is running: `make test` builds
-    the suite's environments while the numerics tests and then the suite run, so a test may ask before it ends."""
-    mark, deadline = _building_mark(name), time.monotonic() + wait
-    while _build_running(mark) and time.monotonic() < deadline:
-        time.sleep(1)
-    return python_of(name)
-
-
 def link_torch(folder: Path, python: Path) -> None:
     """Make this interpreter's torch visible to the environment at `folder`, after its own site-packages."""
     shared = folder / "shared-torch"
@@ -126,16 +103,6 @@ def build(name: str) -> Path:
     python = python_of(name)
     if python is not None:
         return python
-    mark = _building_mark(name)
-    mark.parent.mkdir(parents=True, exist_ok=True)
-    mark.write_text(str(os.getpid()), encoding="utf-8")
-    try:
-        return _build(name)
-    finally:
-        mark.unlink(missing_ok=True)
-
-
-def _build(name: str) -> Path:
     folder = location(name)
     shutil.rmtree(folder, ignore_errors=True)  # a build that did not finish
     venv.EnvBuilder(with_pip=True, clear=True).create(folder)
