@@ -25,10 +25,11 @@ def make_scheduler(name: str, optimizer, warmup_steps: int, total_steps: int,
     if time_share is None or not isinstance(scheduler, LambdaLR):
         return scheduler  # no budget, or a schedule that is not a function of the step (reduce_lr_on_plateau)
 
+    decaying = max(total_steps - warmup_steps, 0)
+
     def position(step: int) -> int:
         if step < warmup_steps:
             return step
-        decaying = max(total_steps - warmup_steps, 0)
         return max(step, warmup_steps + math.floor(min(time_share(), 1.0) * decaying))
 
     shapes = list(scheduler.lr_lambdas)
