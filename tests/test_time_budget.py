@@ -152,6 +152,20 @@ def test_a_schedule_under_a_budget_is_read_at_the_later_of_the_steps_and_the_tim
     assert rates[25][1] == pytest.approx(975 / 990)
 
 
+@pytest.mark.parametrize("name, said", [
+    ("bogus", "--lr_scheduler_type bogus: bogus is not a valid SchedulerType"),
+    ("warmup_stable_decay", "--lr_scheduler_type warmup_stable_decay: get_wsd_schedule() missing 1 required"),
+    ("reduce_lr_on_plateau", "--lr_scheduler_type reduce_lr_on_plateau is stepped with a metric"),
+])
+def test_elmo_pretrain_refuses_a_schedule_it_cannot_step_before_anything_is_written(tmp_path, name, said):
+    corpus = write_corpus(tmp_path / "train.txt", 20, 0)
+    result = run_cli("elmo-pretrain", ["--train_file", corpus, "--output_dir", tmp_path / "out", "--preset", "tiny",
+                                       "--lr_scheduler_type", name])
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_decaying_schedule_ends_when_the_time_does(pretrain, tmp_path):
     """With epochs enough for hours, a 2-second budget still takes the linear schedule to its end."""
     summary = pretrain(tmp_path / "timed", max_train_time="2s", num_train_epochs=1000, lr_scheduler_type="linear",

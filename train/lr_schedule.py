@@ -12,8 +12,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import get_scheduler
+
+from elmo_hf.tools.core.errors import InputError
+
+
+def check_schedule(name: str, warmup_steps: int) -> None:
+    """`--lr_scheduler_type`: a schedule of the step that needs no more arguments than elmo-pretrain gives, refused in
+    one line before anything is written (transformers' names differ between its versions, so it is asked)."""
+    probe = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    try:
+        scheduler = get_scheduler(name, probe, num_warmup_steps=warmup_steps, num_training_steps=100)
+    except (ValueError, TypeError) as error:  # an unknown name, or one that needs arguments of its own
+        raise InputError(f"--lr_scheduler_type {name}: {str(error).splitlines()[0]}") from None
+    if not isinstance(scheduler, LambdaLR):
+        raise InputError(f"--lr_scheduler_type {name} is stepped with a metric, which elmo-pretrain does not give "
+                         "it: choose a schedule of the step (constant, linear, cosine, ...)")
 
 
 def make_scheduler(name: str, optimizer, warmup_steps: int, total_steps: int,

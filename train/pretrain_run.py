@@ -72,7 +72,7 @@ from .data import (
     read_sentences,
     word_splitter,
 )
-from .lr_schedule import make_scheduler
+from .lr_schedule import check_schedule, make_scheduler
 from .pretrain_args import PretrainArguments
 from .pretrain_word_split import choose_word_split, warn_if_unsegmented
 from .time_budget import TrainClock, format_duration, parse_duration
@@ -85,8 +85,8 @@ class NonFiniteLossError(InputError):
 
 
 def check_model_options(args: PretrainArguments) -> None:
-    """The options that need the model's presets and the registered word splits (the arguments' own checks need
-    neither): an `InputError` in one line, before anything is written."""
+    """The options that need the model's presets, the registered word splits or transformers' schedules (the
+    arguments' own checks need none of them): an `InputError` in one line, before anything is written."""
     if args.preset is not None and args.preset not in PRESETS:
         raise InputError(f"--preset must be one of {sorted(PRESETS)}, got {args.preset!r}")
     if args.word_split is not None:  # a missing package (jieba), an unknown name: one line
@@ -94,6 +94,7 @@ def check_model_options(args: PretrainArguments) -> None:
             check_word_split(args.word_split, option="--word_split", allow_import=True)
         except WordSplitError as error:
             raise InputError(str(error)) from None
+    check_schedule(args.lr_scheduler_type, args.warmup_steps)
 
 
 def train(args: PretrainArguments, guard: InterruptGuard | None = None) -> dict:
