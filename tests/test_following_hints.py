@@ -261,7 +261,8 @@ def refusals_naming_options() -> set[str]:
 
 # Why a refusal that names an option has no row. A reason says what the rerun would be and where it is tested.
 VALUE = ("names the option given and the values it takes (a range, a choice, a format): the rerun is any valid value, "
-         "which the option's own tests run (tests/test_arguments.py, tests/test_bad_inputs.py 'non-positive number')")
+         "which the option's own tests run (tests/test_arguments.py, tests/test_bad_inputs.py 'non-positive number', "
+         "tests/test_time_budget.py for --lr_scheduler_type)")
 MISSING = ("names a file, folder, model, checkpoint or package that is not there or not what the option needs: the "
            "rerun needs that thing, not another option value")
 TOGETHER = "names options that do not go together: the rerun leaves one of them out, which each one's own tests run"
@@ -277,7 +278,8 @@ EXEMPT = {
         "tools/embedding/embed_plan.py: --engine", "tools/embedding/embed_plan.py: --<option> --engine",
         "tools/embedding/embed_plan.py: --max_lines", "tools/embedding/embed_plan.py: --num_workers",
         "tools/embedding/embed_plan.py: --token_cache_size", "train/finetune_run.py: --learning_rate",
-        "train/finetune_run.py: --max_steps --num_train_epochs", "train/pretrain_args.py: --max_steps "
+        "train/finetune_run.py: --max_steps --num_train_epochs", "train/lr_schedule.py: --lr_scheduler_type",
+        "train/pretrain_args.py: --max_steps "
         "--num_train_epochs", "train/pretrain_args.py: --unroll_steps", "train/tasks/squad_metrics.py: --scoring",
         "train/tasks/question_answering.py: --doc_stride", "train/tasks/sequence_classification.py: --problem_type",
         "train/tasks/token_classification.py: --test_format",
