@@ -10,6 +10,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# pip compiles every file it installs to bytecode, one at a time: 90 of the 125 s of make test's set-up here (about
+# 20,000 files, of which a run imports a few thousand). --no-compile leaves it to Python, which compiles a module
+# the first time it is imported and keeps the result (make test writes bytecode, see below).
+PIP_INSTALL := $(BIN)/pip install --quiet --no-compile
 # What each target installs, once (a stamp file says it is done; pyproject.toml or constraints.txt changing redoes it):
 # the demo the runtime and the training extras, the app those and the page's, the tests everything (`dev`).
 DEMO_STAMP := $(VENV)/.installed-demo
@@ -24,15 +28,15 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(DEMO_STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[train]"
+	$(PIP_INSTALL) -c constraints.txt -e ".[train]"
 	touch $(DEMO_STAMP)
 
 $(APP_STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[train,app]"
+	$(PIP_INSTALL) -c constraints.txt -e ".[train,app]"
 	touch $(APP_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
+	$(PIP_INSTALL) -c constraints.txt -e ".[dev]"
 	$(MAKE) anchors
 	$(MAKE) browser
 	touch $(STAMP)
@@ -41,7 +45,7 @@ $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 # compatibility environments link to it, so they build while pip installs the rest (one core each: pip is
 # single-threaded) instead of after it.
 $(TORCH_STAMP): constraints.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -c constraints.txt torch
+	$(PIP_INSTALL) -c constraints.txt torch
 	touch $(TORCH_STAMP)
 
 # allennlp 2.10.1, the anchor of tests/test_allennlp_parity.py and benchmarks/bench_speed.py --sections anchor.
@@ -49,7 +53,7 @@ $(TORCH_STAMP): constraints.txt | $(BIN)/python
 # through benchmarks/allennlp_anchor.py, which loads only its ELMo files. A test-only reference: where it cannot be
 # installed, set-up goes on and those tests skip, saying so.
 anchors:
-	$(BIN)/pip install --quiet --no-deps allennlp==2.10.1 || \
+	$(PIP_INSTALL) --no-deps allennlp==2.10.1 || \
 		echo "allennlp 2.10.1 (a test anchor) was not installed: tests/test_allennlp_parity.py will skip"
 
 # Chromium and its driver from the system's packages, for the browser test of tests/test_app.py (Selenium drives

@@ -110,7 +110,7 @@ def build(name: str) -> Path:
     link_torch(folder, python)
     log = folder / "build.log"
     with open(log, "w", encoding="utf-8") as out:
-        command = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        command = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
                    "-r", str(REQUIREMENTS / f"{name}.txt"), *project_dependencies()]
         if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
             raise SystemExit(f"building the environment {name} failed: see {log}")
