@@ -24,6 +24,8 @@ Variants of `compare` (the model's `lstm_implementation` and how the LSTM trains
                    autograd loop, as before issue 15 (the dispatch is wrapped in the subprocess, nothing else changes);
     auto           the default;
     bf16           the default under `--mixed_precision bf16` (autocast: the LSTM trains through the autograd loop);
+    unclipped      the same model without the LSTM's clipping (`cell_clip` and `proj_clip` None): "auto" then trains
+                   it with torch's own LSTM kernel (`lstm_fused`), one call a layer and direction;
     baseline       the default settings of another checkout (`--baseline_repo`): the same command and
                    configuration, that checkout's code.
 
@@ -132,15 +134,17 @@ def machine() -> str:
     return f"{model or platform.processor()}, {os.cpu_count()} cores, {platform.python_version()}"
 
 
-def model_config(name: str, implementation: str):
-    """The `small` preset, or (`demo`) the configuration of train/demo_run.py."""
+def model_config(name: str, implementation: str, clipped: bool = True):
+    """The `small` preset, or (`demo`) the configuration of train/demo_run.py; without the LSTM's clipping unless
+    `clipped`."""
     from elmo_hf.modeling_elmo import ElmoConfig
 
+    clips = {} if clipped else {"cell_clip": None, "proj_clip": None}
     if name == "demo":
         from elmo_hf.train.demo_run import DEMO_CONFIG
 
-        return ElmoConfig(**DEMO_CONFIG, lstm_implementation=implementation)
-    return ElmoConfig.from_preset(name, lstm_implementation=implementation)
+        return ElmoConfig(**DEMO_CONFIG, lstm_implementation=implementation, **clips)
+    return ElmoConfig.from_preset(name, lstm_implementation=implementation, **clips)
 
 
 def training_corpus(data: str, folder: Path) -> Path:
@@ -186,13 +190,13 @@ def timed_steps(steps: int, threads: int, batch: int, softmax: str, implementati
         if baseline_repo is None:
             sys.exit("the variant `baseline` needs --baseline_repo (a checkout of the code to compare with)")
         repo, implementation = baseline_repo, "auto"
-    elif implementation in ("autograd_lstm", "bf16", "profile"):
+    elif implementation in ("autograd_lstm", "bf16", "profile", "unclipped"):
         implementation = "auto"
     precision = ["--mixed_precision", "bf16"] if variant == "bf16" else []
     with tempfile.TemporaryDirectory() as tmp:
         train = training_corpus(data, Path(tmp))
         config = Path(tmp) / "config.json"
-        model_config(preset, implementation).to_json_file(config)
+        model_config(preset, implementation, clipped=variant != "unclipped").to_json_file(config)
         out = Path(tmp) / "out"
         # the demo's optimizer on its corpus (train/demo_run.py), else elmo-pretrain's defaults
         optimizer = ["--optimizer", "adamw", "--learning_rate", "3e-3"] if data == "demo" else []

@@ -30,11 +30,13 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # collected, so a long file collected last (test_readme.py, by its name) runs alone at the end while the other workers
 # idle; collected first, the short files fill in around them and the workers end together. (An order taken from the
 # CPU profile instead, tried together with the compatibility builds beside the suite, ended it 70 s later; the Ray
-# run, which waits on its cluster more than it computes, took twice its time there.)
+# run, which waits on its cluster more than it computes, took twice its time there.) test_resave_remote.py (about 110
+# s) and test_transformers_common.py (80 s), collected near the end by their names, left one worker running for two
+# minutes after the others had finished.
 LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "test_embed.py", "test_matrix.py",
                     "test_hub.py", "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py",
                     "test_heads.py", "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py",
-                    "test_demo.py")
+                    "test_demo.py", "test_resave_remote.py", "test_transformers_common.py")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
