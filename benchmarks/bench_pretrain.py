@@ -8,6 +8,7 @@
     python -m benchmarks.bench_pretrain ptb        # validation perplexity on Penn Treebank after --steps steps
     python -m benchmarks.bench_pretrain optimizer  # one optimizer step, torch's default against its fused CPU kernel
     python -m benchmarks.bench_pretrain profile    # a step's time by part, small and demo, 1 and 2 threads
+                                                   # (--profile_data ptb: the demo's model on PTB's 10k words too)
     python -m benchmarks.bench_pretrain batches    # a stream window's character ids: table gather against nested lists
 
 `speed` and `compare` run the real command (`elmo-pretrain`, through its frame) in a subprocess that times every
@@ -208,27 +209,29 @@ def timed_steps(steps: int, threads: int, batch: int, softmax: str, implementati
     return timed[2:], trained
 
 
-def profile(steps: int, threads_list: list[int], configs: list[str], batch: int, softmax: str) -> dict:
-    """Each config (`small` on PTB, `demo` on the demo's corpus with its optimizer) at each thread count: the step's
-    tokens/s and share of the GEMM peak measured right before and after, and each part's median milliseconds and
-    share of the steps' total time (profile_pretrain.py names the parts), with the load average before and after."""
+def profile(steps: int, threads_list: list[int], configs: list[str], batch: int, softmax: str,
+            data: str | None = None) -> dict:
+    """Each config (`small` on PTB, `demo` on the demo's corpus with its optimizer, or both on `data`) at each thread
+    count: the step's tokens/s and share of the GEMM peak measured right before and after, and each part's median
+    milliseconds and share of the steps' total time (profile_pretrain.py names the parts), with the load average
+    before and after."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     from profile_pretrain import PARTS
 
     results = []
     for preset in configs:
-        data = "demo" if preset == "demo" else "ptb"
+        corpus = data or ("demo" if preset == "demo" else "ptb")
         for threads in threads_list:
             load_before = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
             before = peak_gflops(threads)
-            timed, trained = timed_steps(steps, threads, batch, softmax, "profile", preset, None, data)
+            timed, trained = timed_steps(steps, threads, batch, softmax, "profile", preset, None, corpus)
             peak = (before + peak_gflops(threads)) / 2
             load_after = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
             total = sum(s["step"] + s["data_loading"] for s in timed)
             flops = flops_per_training_token(trained, softmax)
             rate = statistics.median(s["tokens"] / (s["step"] + s["data_loading"]) for s in timed)
             results.append({
-                "config": preset, "data": data, "threads": threads, "steps": len(timed),
+                "config": preset, "data": corpus, "threads": threads, "steps": len(timed),
                 "vocab_size": trained.vocab_size,
                 "median_step_ms": round(statistics.median(s["step"] for s in timed) * 1e3, 1),
                 "median_tokens_per_second": round(rate, 1), "flops_per_token": flops,
@@ -380,6 +383,8 @@ def main() -> None:
     parser.add_argument("--profile_threads", default="1,2", help="`profile`: comma-separated thread counts")
     parser.add_argument("--profile_configs", default="small,demo",
                         help="`profile`: comma-separated configs (small on PTB, demo on the demo's corpus)")
+    parser.add_argument("--profile_data", default=None, choices=["ptb", "demo"],
+                        help="`profile`: every config on this corpus (default: small on PTB, demo on the demo's)")
     parser.add_argument("--output_dir", default="outputs/ptb-elmo")
     parser.add_argument("extra", nargs="*", help="more elmo-pretrain arguments for `ptb` (after --)")
     args = parser.parse_args()
@@ -390,7 +395,7 @@ def main() -> None:
                          args.variants.split(","), args.config, args.baseline_repo, args.data)
     elif args.what == "profile":
         result = profile(args.steps or 10, [int(t) for t in args.profile_threads.split(",")],
-                         args.profile_configs.split(","), args.batch, args.softmax)
+                         args.profile_configs.split(","), args.batch, args.softmax, args.profile_data)
     elif args.what == "batches":
         result = batches()
     elif args.what == "optimizer":
