@@ -30,9 +30,10 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # collected, so a long file collected last (test_readme.py, by its name) runs alone at the end while the other workers
 # idle; collected first, the short files fill in around them and the workers end together. (An order taken from the
 # CPU profile instead, tried together with the compatibility builds beside the suite, ended it 70 s later; the Ray
-# run, which waits on its cluster more than it computes, took twice its time there.) test_resave_remote.py (about 110
-# s) and test_transformers_common.py (80 s) are collected near the end by their names; without them here, the last
-# 1% of the suite took two minutes.
+# run, which waits on its cluster more than it computes, took twice its time there.) This order only holds with
+# xdist's --no-loadscope-reorder (the Makefile passes it): by default xdist hands out the files with the most tests
+# first, whatever the order here, and the longest files, a few long tests each, ran last (seen 2026-11-28: Ray's,
+# the compatibility stacks' and test_resave_remote.py's, with one worker busy for two minutes after the others).
 LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "test_embed.py", "test_matrix.py",
                     "test_hub.py", "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py",
                     "test_heads.py", "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py",
