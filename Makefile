@@ -90,10 +90,10 @@ test test-all test-fast test-numerics test-compat: export PYTHONDONTWRITEBYTECOD
 
 # Two stacks of the compatibility matrix run with the suite, the oldest transformers 4 (4.46) and a transformers 5
 # below 5.17 (5.16): each environment takes about half a minute to build, once (torch shared,
-# tests/compat/environments.py); 4.53, flair and spaCy are make test-compat's. They are built while pip installs the rest of the project's
-# environment and the numerics tests run on the nearest older CPU level, then the suite runs (built beside the suite,
-# with another order of its files, the suite took 70 s longer); make test fails when either the suite or the numerics
-# tests failed.
+# tests/compat/environments.py); 4.53, flair and spaCy are make test-compat's. They are built while pip installs the
+# rest of the project's environment and the numerics tests run on the nearest older CPU level, then the suite runs
+# (built beside the suite, they made it 70 s longer); make test fails when either the suite or the numerics tests
+# failed.
 SUITE_STACKS := transformers-4.46 transformers-5.16
 COMPAT_LOG := $(VENV)/compat-build.log
 # make test leaves out the tests marked `extended` (long kill/restart runs, each beside a cheaper test of the same path,

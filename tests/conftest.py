@@ -26,18 +26,18 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-# The longest test files, longest first. pytest-xdist hands out whole files (`--dist loadfile`) in the order they are
-# collected, so a long file collected last (test_readme.py, by its name) runs alone at the end while the other workers
-# idle; collected first, the short files fill in around them and the workers end together. (An order taken from the
-# CPU profile instead, tried together with the compatibility builds beside the suite, ended it 70 s later; the Ray
-# run, which waits on its cluster more than it computes, took twice its time there.) This order only holds with
-# xdist's --no-loadscope-reorder (the Makefile passes it): by default xdist hands out the files with the most tests
-# first, whatever the order here, and the longest files, a few long tests each, ran last (seen 2026-11-28: Ray's,
-# the compatibility stacks' and test_resave_remote.py's, with one worker busy for two minutes after the others).
-LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "test_embed.py", "test_matrix.py",
-                    "test_hub.py", "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py",
-                    "test_heads.py", "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py",
-                    "test_demo.py", "test_resave_remote.py", "test_transformers_common.py")
+# The longest test files, longest first. pytest-xdist hands out whole files (`--dist loadfile`), and with
+# --no-loadscope-reorder (the Makefile passes it) in the order they are collected, which this sorts: the long files
+# start first and the short ones fill in around them, so that the workers end together. Without that option xdist
+# hands out the files with the most tests first, whatever the order here: the long files, a few long tests each, ran
+# last, one worker busy for two minutes after the others (seen 2026-11-28; the orders compared here before then, such
+# as one taken from the CPU profile, were never applied, so what was measured between them was the runs' spread).
+# The Ray run waits on its cluster more than it computes: started with the longest files, among their processes, it
+# took 218 s instead of about 50, so it starts after them.
+LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed.py", "test_matrix.py", "test_hub.py",
+                    "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py", "test_heads.py",
+                    "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py", "test_demo.py",
+                    "test_resave_remote.py", "test_transformers_common.py", "test_embed_ray.py")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
