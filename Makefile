@@ -77,11 +77,10 @@ app: $(APP_STAMP)
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file to a process, each computing on one thread:
 # many tests wait on commands, servers and fresh interpreters, and two workers kept two cores 81% busy (1.62 CPU-seconds
-# a second), so a third fills the waits. TEST_WORKERS=0 runs it in this process. --no-loadscope-reorder keeps the
-# order of tests/conftest.py's LONG_FILES_FIRST: by default xdist hands out the files with the most tests first, which
-# left the longest files (a few long tests each) to the end, one worker running them alone for two minutes.
+# a second), so a third fills the waits. TEST_WORKERS=0 runs it in this process. xdist hands out the files with the
+# most tests first (tests/conftest.py says what giving it the collection's order with --no-loadscope-reorder did).
 TEST_WORKERS ?= 3
-PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 # The tests write bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some CI images):
 # without it, each of the suite's ~200 Python processes compiles the project from source again (about 1 CPU-second
 # each) and each worker rewrites every test module's asserts again (about 7); the caches go to __pycache__ folders,

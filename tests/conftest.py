@@ -26,18 +26,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-# The longest test files, longest first. pytest-xdist hands out whole files (`--dist loadfile`), and with
-# --no-loadscope-reorder (the Makefile passes it) in the order they are collected, which this sorts: the long files
-# start first and the short ones fill in around them, so that the workers end together. Without that option xdist
-# hands out the files with the most tests first, whatever the order here: the long files, a few long tests each, ran
-# last, one worker busy for two minutes after the others (seen 2026-11-28; the orders compared here before then, such
-# as one taken from the CPU profile, were never applied, so what was measured between them was the runs' spread).
-# The Ray run waits on its cluster more than it computes: started with the longest files, among their processes, it
-# took 218 s instead of about 50, so it starts after them.
-LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed.py", "test_matrix.py", "test_hub.py",
-                    "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py", "test_heads.py",
-                    "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py", "test_demo.py",
-                    "test_resave_remote.py", "test_transformers_common.py", "test_embed_ray.py")
+# The longest test files, longest first, for a run that hands out files in the collection's order. `make test` does
+# not: with `--dist loadfile` xdist hands out the files with the most tests first, whatever this order, so the long
+# files of a few tests each run last and one worker runs them alone for the suite's last two minutes. Given this order
+# (`--no-loadscope-reorder`, 2026-11-28) the workers ended together, but the Ray run, started among the longest
+# files, took 218 s instead of about 50, and started after them it failed once (interrupted, it exited 130 without
+# its --resume line): the default stays until that test holds under load.
+LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "test_embed.py", "test_matrix.py",
+                    "test_hub.py", "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py",
+                    "test_heads.py", "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py",
+                    "test_demo.py", "test_resave_remote.py", "test_transformers_common.py")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
