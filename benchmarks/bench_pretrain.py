@@ -28,7 +28,8 @@ Variants of `compare` (the model's `lstm_implementation` and how the LSTM trains
     unclipped      the same model without the LSTM's clipping (`cell_clip` and `proj_clip` None): "auto" then trains
                    it with torch's own LSTM kernel (`lstm_fused`), one call a layer and direction;
     baseline       the default settings of another checkout (`--baseline_repo`): the same command and
-                   configuration, that checkout's code.
+                   configuration, that checkout's code (`code_path`; a checkout of the elmo_hf layout, 5ef945f or
+                   later; the timed process refuses to run if elmo_hf is imported from elsewhere).
 
 FLOPs of a training step, per token (`flops_per_training_token`, counted from the shapes as `flops_per_token` of
 bench_speed.py counts inference): 3 x the forward multiply-adds x 2 (the backward pass computes the gradients of
@@ -62,11 +63,15 @@ PTB = REPO.parent / "shared" / "data" / "ptb"
 # argv[1]. With argv[2] == "autograd_lstm", the dispatch is as before issue 15: "training" (the written-out LSTM
 # backward) -> "reference", nothing else changes.
 TIMED_PRETRAIN = """
-import json, sys, time
+import json, os, sys, time
+from pathlib import Path
 import elmo_hf.modeling_elmo.modeling_elmo as modeling
 from elmo_hf.cli import run
 import elmo_hf.train.pretrain_run as pretrain_run  # the run's loop calls training_step from here
 times_file, variant, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+code_from = Path(os.environ["BENCH_CODE_FROM"])
+if not Path(modeling.__file__).resolve().is_relative_to(code_from):
+    sys.exit(f"elmo_hf was imported from {modeling.__file__}, not from {code_from}")
 if variant == "autograd_lstm":
     choose = modeling.lstm_implementation
     modeling.lstm_implementation = lambda *args: "reference" if choose(*args) == "training" else choose(*args)
@@ -88,8 +93,9 @@ def run_pretrain(args: list[str], threads: int, variant: str = "auto", repo: Pat
     """`elmo-pretrain` with `args` and the code of the checkout `repo` (this one by default); returns the wall-clock
     and CPU seconds and the tokens of every training step (`profile`: the seconds of each part of every step,
     profile_pretrain.py)."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(repo)}
     with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": code_path(repo, Path(tmp)),
+               "BENCH_CODE_FROM": str(repo.resolve())}
         times = Path(tmp) / "steps.json"
         if variant == "profile":
             command = [sys.executable, str(REPO / "benchmarks" / "profile_pretrain.py"), str(times), *args]
@@ -97,6 +103,19 @@ def run_pretrain(args: list[str], threads: int, variant: str = "auto", repo: Pat
             command = [sys.executable, "-c", TIMED_PRETRAIN, str(times), variant, *args]
         subprocess.run(command, cwd=repo, env=env, check=True)
         return json.loads(times.read_text())
+
+
+def code_path(repo: Path, tmp: Path) -> str:
+    """A PYTHONPATH under which `import elmo_hf` is `repo`'s code. This checkout is installed (editable) as the
+    namespace package elmo_hf, whose finder would map another checkout's imports back here: that checkout's folders
+    are linked into an `elmo_hf` folder that comes first."""
+    if repo.resolve() == REPO:
+        return str(REPO)
+    package = tmp / "code" / "elmo_hf"
+    package.mkdir(parents=True)
+    for folder in ("cli", "modeling_elmo", "tokenization", "tools", "train"):
+        (package / folder).symlink_to((repo / folder).resolve(), target_is_directory=True)
+    return os.pathsep.join([str(package.parent), str(repo)])
 
 
 def flops_per_training_token(config, softmax: str, streams: int = 2) -> float:
