@@ -28,7 +28,7 @@ from elmo_hf.tokenization import check_word_split
 
 from ..core.early_checks import existing_file
 from ..core.errors import InputError, writing
-from ..core.interrupts import Interrupted, written_whole
+from ..core.interrupts import Interrupted, signals_held
 from ..core.output_paths import as_ordinary, paths_within
 from ..hub.model_card import render_model_card
 
@@ -154,7 +154,7 @@ def staged_output_dir(output_dir: Path, required_files: Iterable[str] = ()):
         check_written(tmp, required_files)
         for file in tmp.iterdir():  # some writers create private (0600) files; the output is shared like any
             as_ordinary(file)
-        with written_whole():  # never half-placed: the old folder moved aside and the new one not yet in
+        with signals_held():  # never half-placed: the old folder moved aside and the new one not yet in
             _place(tmp, output_dir)
             placed = True
         warn_dotted_folder(output_dir)  # the staging folder's name (hidden) was not the one users load

@@ -105,9 +105,10 @@ class InterruptGuard:
 _INSTALLED: list[InterruptGuard] = []  # the guards installed now, innermost last
 
 
-def written_whole() -> contextlib.AbstractContextManager:
-    """`deferred()` of the guard installed now (a command's), so that what the block writes is whole; a plain block
-    where none is installed (a caller in Python, whose Ctrl-C is its own)."""
+def signals_held() -> contextlib.AbstractContextManager:
+    """`deferred()` of the guard installed now (a command's): a write in the block is whole, and a library's C code in
+    it (Ray's wait, which cannot take an exception from a signal handler) never sees `Interrupted`; a plain block where
+    none is installed (a caller in Python, whose Ctrl-C is its own)."""
     return _INSTALLED[-1].deferred() if _INSTALLED else contextlib.nullcontext()
 
 

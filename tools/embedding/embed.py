@@ -153,6 +153,7 @@ from .embed_io import (  # noqa: E402
     EmbedFailed,
     WindowChunks,
     checked_device,
+    committed_parts,
     complete_chunks,
     count_lines,
     done_windows,
@@ -507,7 +508,7 @@ def _prepare_work_dir(args, output: Path, work: Path, settings: dict) -> set[int
             for leftover in work.glob("*.tmp*"):  # a chunk being written when the run was killed
                 leftover.unlink()
         done = done_windows(work)
-        parts = len(list(work.glob("chunk-*-part*")))
+        parts = committed_parts(work)
         logger.info("resuming: %d window(s) of %d lines already done in %s%s", len(done), args.window, work,
                     f", and {parts} committed part(s) of windows in progress" if parts else "")
         return done
@@ -631,9 +632,15 @@ def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
     except Interrupted as stop:
         stop.report = _interrupted_line(stop, output)
         raise
-    except RunFailed as error:  # EmbedFailed, or a write into the output's work folder that failed (`writing`)
-        raise EmbedFailed(f"{error}; what is complete is kept in {output.with_name(output.name + '.partial')}: run "
-                          "the same command with --resume to continue") from None
+    except Exception as error:
+        if guard is not None and guard.received:  # a Ray actor or another process was stopped by the same Ctrl-C,
+            stop = Interrupted(guard.received)    # and this one failed waiting for it: the interruption is the news
+            stop.report = _interrupted_line(stop, output)
+            raise stop from error
+        if isinstance(error, RunFailed):  # EmbedFailed, or a write into the output's work folder that failed
+            raise EmbedFailed(f"{error}; what is complete is kept in {output.with_name(output.name + '.partial')}: "
+                              "run the same command with --resume to continue") from None
+        raise
 
 
 def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
@@ -763,7 +770,7 @@ def _interrupted_line(stop: Interrupted, output: Path) -> str:
     work = output.with_name(output.name + ".partial")
     if not work.is_dir():
         return f"interrupted ({stop.name}) before any work was kept"
-    parts = len(list(work.glob("chunk-*-part*")))
+    parts = committed_parts(work)
     return (f"interrupted ({stop.name}): {len(done_windows(work))} complete window(s) and {parts} committed part(s) "
             f"of windows in progress are kept in {work}; run the same command with --resume to continue")
 

@@ -378,6 +378,12 @@ def done_windows(work: Path) -> set[int]:
     return {int(m.group(1)) for m in found if m and not m.group(2)}
 
 
+def committed_parts(work: Path) -> int:
+    """How many parts of windows in progress are committed (a part being written has a temporary name)."""
+    found = (_CHUNK_NAME.fullmatch(p.name) for p in work.glob("chunk-*-part*"))
+    return sum(1 for m in found if m)
+
+
 def window_parts(work: Path, window: int, output_format: str) -> list[Path]:
     """The parts committed so far of a window not complete."""
     suffix = ParquetChunk.suffix if output_format == "parquet" else Hdf5Chunk.suffix

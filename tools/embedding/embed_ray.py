@@ -28,6 +28,7 @@ from pathlib import Path
 import ray
 import ray.exceptions
 
+from ..core.interrupts import signals_held
 from .embed_io import Counts, EmbedError, EmbedFailed
 
 logger = logging.getLogger("elmo-embed")
@@ -40,6 +41,8 @@ WINDOWS_AHEAD = 2
 # How many times a window is sent to an actor before the run gives up on it: each try that ends with the actor's
 # death (a killed process, a lost node, memory exhausted) restarts the actor and sends the window again.
 WINDOW_TRIES = 3
+# The longest the driver waits inside Ray at a time: a Ctrl-C is acted on between two waits (`_wait`).
+WAIT_SECONDS = 0.5
 
 
 class WindowWorker:
@@ -79,8 +82,11 @@ def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], wor
     start(args)
     try:
         workers = _start_workers(args, work, is_dataset, build)
+        loaded = [worker.ready.remote() for worker in workers]
+        _wait(loaded, len(loaded), block=True)  # the model loaded in each
         try:
-            ray.get([worker.ready.remote() for worker in workers])  # the model loaded in each
+            with signals_held():
+                ray.get(loaded)
         except ray.exceptions.RayActorError as error:  # its constructor failed: no restart would do better
             lines = [line for line in str(error).splitlines() if line.strip()]
             raise EmbedError(f"a Ray actor could not start: {lines[-1] if lines else error}") from None
@@ -119,8 +125,7 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
     n_windows = lines_read = sent = 0
 
     def collect(block: bool) -> None:
-        ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if block else 0)
-        for ref in ready:
+        for ref in _wait(list(pending), 1, block):
             index, lines, span = pending.pop(ref)
             load[index] -= 1
             gathered.append(_result(ref, span))
@@ -145,11 +150,24 @@ def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list
     return n_windows, lines_read, sent, Counts.of_processes(gathered)
 
 
+def _wait(refs: list, num_returns: int, block: bool) -> list:
+    """Those of `refs` that are ready: at least `num_returns` if `block`, else those ready now. SIGINT and SIGTERM
+    are held while inside Ray: its wait checks for signals and cannot take the exception the command's handler raises
+    (the wait would end only when its results are in, with a SystemError instead of the interruption, and the command
+    without its line naming --resume); they are raised between two waits of at most WAIT_SECONDS."""
+    while True:
+        with signals_held():
+            ready, _ = ray.wait(refs, num_returns=num_returns, timeout=WAIT_SECONDS if block else 0)
+        if len(ready) >= num_returns or not block:
+            return ready
+
+
 def _result(ref, lines: tuple[int, int]) -> Counts:
-    """A window's counts; a bad row found by an actor is the command's one-line error, as in one process, and a
-    window whose actor died at each of its tries ends the run (`EmbedFailed`)."""
+    """A window's counts (its result is ready); a bad row found by an actor is the command's one-line error, as in
+    one process, and a window whose actor died at each of its tries ends the run (`EmbedFailed`)."""
     try:
-        return ray.get(ref)
+        with signals_held():
+            return ray.get(ref)
     except ray.exceptions.RayActorError as error:
         said = [line for line in str(error).splitlines() if line.strip()]
         raise EmbedFailed(f"the window of lines {lines[0]}-{lines[1]} (from 0) was sent {WINDOW_TRIES} times and its "
