@@ -1,7 +1,9 @@
 """The paper's layer ablation at small scale, and task scores before and after domain adaptation.
 
 Task heads on a frozen biLM, trained by the fine-tuning commands on fixed subsets (the first N training examples)
-and scored on the full SST-2 dev set (accuracy) and CoNLL-2003 valid set (entity F1), several seeds each:
+and scored on the full SST-2 dev set (accuracy), CoNLL-2003 valid set (entity F1) and, for question answering,
+extractive questions asked of CoNLL-2003's sentences (SQuAD's F1; `qa-from-conll` writes them: no SQuAD-format set
+ships with the shared data), several seeds each:
 
 * `char`: the character layer only (layer 0, a fixed mix `[1, -9e10, -9e10]`);
 * `top`: the top biLSTM layer only (`--scalar_mix top`);
@@ -15,13 +17,17 @@ and scored on the full SST-2 dev set (accuracy) and CoNLL-2003 valid set (entity
     python benchmarks/quality_heads.py domain-text --task sst2 --out RUNS/sst2-text   # train/held-out sentences
     python benchmarks/quality_heads.py run --out RUNS/defaults --bilm ptb=RUNS/p3/ours --variants mix --tasks sst2 \
         --setting default= --setting lr3e-3="--learning_rate 3e-3"     # one head's options against another's
+    python benchmarks/quality_heads.py qa-from-conll --out RUNS/qa-data   # train.jsonl, dev.jsonl (SQuAD's records)
+    python benchmarks/quality_heads.py run --out RUNS/qa --bilm ptb=RUNS/p3/ours --variants mix --tasks qa \\
+        --qa_data RUNS/qa-data --setting default= --setting lr1e-2="--learning_rate 1e-2"
 
 `--setting NAME=OPTIONS` (repeatable) runs every job once per setting with those options added; the table names a
 setting after its biLM (`ptb+lr3e-3`) and, where the runs evaluated every epoch, gives the dev score by epoch.
 
-Each run is `python -m elmo_hf.cli finetune-classification` or `finetune-ner` in its own process, pinned to one
-core with one thread; `--parallel 2` runs two at a time (one a core). A run whose `eval_results.json` exists is
-not run again, so an interrupted benchmark goes on where it stopped. Options after `--` go to every run.
+Each run is `python -m elmo_hf.cli finetune-classification`, `finetune-ner` or `finetune-qa` in its own process,
+pinned to one core with one thread; `--parallel 2` runs two at a time (one a core). A run whose
+`eval_results.json` exists is not run again, so an interrupted benchmark goes on where it stopped. Options after
+`--` go to every run.
 """
 
 from __future__ import annotations
@@ -53,12 +59,22 @@ TASKS = {
                        "--word_split", "whitespace"]},
     "conll": {"command": "finetune-ner", "metric": "eval_f1",
               "files": ["--train_file", "conll2003/train.txt", "--validation_file", "conll2003/valid.txt"]},
+    # written by `qa-from-conll` into --qa_data (no SQuAD-format set ships with ../shared)
+    "qa": {"command": "finetune-qa", "metric": "eval_f1",
+           "files": ["--train_file", "train.jsonl", "--validation_file", "dev.jsonl"]},
 }
+METRIC_NAMES = {"sst2": "SST-2 dev accuracy", "conll": "CoNLL-2003 valid entity F1",
+                "qa": "CoNLL-2003 questions, valid F1"}
+# NER as reading comprehension (after Li et al. 2020, "A Unified MRC Framework for Named Entity Recognition"): a
+# question per entity type that a sentence names exactly once, so every question has one right span
+QUESTIONS = {"PER": "Which person is named ?", "LOC": "Which place is named ?",
+             "ORG": "Which organisation is named ?", "MISC": "Which nationality , event or other name is named ?"}
 
 
 def job_options(task: str, data: Path, train_samples: int, seed: int, variant: str, bilm: str, out: Path,
                 extra: list[str], task_extra: list[str]) -> list[str]:
-    files = [str(data / value) if value.endswith((".tsv", ".txt")) else value for value in TASKS[task]["files"]]
+    files = [str(data / value) if value.endswith((".tsv", ".txt", ".jsonl")) else value
+             for value in TASKS[task]["files"]]
     return [*files, "--model_name_or_path", bilm, "--output_dir", str(out), "--max_train_samples", str(train_samples),
             "--seed", str(seed), *VARIANTS[variant], "--use_cpu", "--save_strategy", "no", "--report_to", "none",
             "--overwrite_output_dir",  # a run that did not finish is run again from the start
@@ -93,9 +109,10 @@ def run(args: argparse.Namespace) -> None:
         folder = out / f"{task}-{label}-{variant}-seed{seed}"
         if (folder / "eval_results.json").exists():
             continue
-        samples = args.sst2_train if task == "sst2" else args.conll_train
-        task_extra = args.sst2_options if task == "sst2" else args.conll_options
-        options = job_options(task, Path(args.data), samples, seed, variant, path, folder, args.extra,
+        samples = {"sst2": args.sst2_train, "conll": args.conll_train, "qa": args.qa_train}[task]
+        task_extra = {"sst2": args.sst2_options, "conll": args.conll_options, "qa": args.qa_options}[task]
+        data = Path(args.qa_data if task == "qa" else args.data)
+        options = job_options(task, data, samples, seed, variant, path, folder, args.extra,
                               [*task_extra.split(), *setting_options.split()])
         jobs.append(([sys.executable, "-m", "elmo_hf.cli", TASKS[task]["command"], *options], folder))
     print(f"{len(jobs)} runs to do", file=sys.stderr)
@@ -152,7 +169,7 @@ def table(args: argparse.Namespace) -> None:
         by_epoch = [epochs for *_, epochs in rows if epochs]
         if by_epoch and len({len(epochs) for epochs in by_epoch}) == 1:
             curves[(task, bilm, variant)] = [statistics.mean(values) for values in zip(*by_epoch)]
-        metric = "SST-2 dev accuracy" if task == "sst2" else "CoNLL-2003 valid entity F1"
+        metric = METRIC_NAMES[task]
         spread = f"{min(scores):.3f} - {max(scores):.3f}" if len(scores) > 1 else "-"
         print(f"| {metric} | {bilm} | {variant} | {statistics.mean(scores):.3f} | {spread} | "
               f"{', '.join(f'{s:.3f}' for s in scores)} | "
@@ -178,6 +195,64 @@ def random_bilm(args: argparse.Namespace) -> None:
     ElmoModel(AutoConfig.from_pretrained(args.like)).save_pretrained(args.out)
     AutoTokenizer.from_pretrained(args.like).save_pretrained(args.out)
     print(f"wrote {args.out}", file=sys.stderr)
+
+
+def conll_sentences(path: Path) -> list[list[tuple[str, str]]]:
+    """A CoNLL-2003 file's sentences as (word, NER tag) pairs."""
+    sentences, words = [], []
+    for line in path.read_text(encoding="utf-8").splitlines() + [""]:
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if words:
+                sentences.append(words)
+            words = []
+        else:
+            fields = line.split()
+            words.append((fields[0], fields[-1]))
+    return sentences
+
+
+def entity_spans(tags: list[str]) -> list[tuple[str, int, int]]:
+    """(type, first word, last word + 1) of the entities of IOB2 tags."""
+    spans = []
+    for position, tag in enumerate([*tags, "O"]):
+        if spans and spans[-1][2] is None and not (tag.startswith("I-") and tag[2:] == spans[-1][0]):
+            spans[-1] = (spans[-1][0], spans[-1][1], position)
+        if tag.startswith("B-") or (tag.startswith("I-") and (not spans or spans[-1][2] is not None)):
+            spans.append((tag[2:], position, None))
+    return spans
+
+
+def conll_questions(sentences: list[list[tuple[str, str]]], prefix: str) -> list[dict]:
+    """SQuAD-style records (id, question, context, answers): a sentence is the passage; one question per entity type
+    it names exactly once."""
+    records = []
+    for number, sentence in enumerate(sentences):
+        words = [word for word, _ in sentence]
+        spans = entity_spans([tag for _, tag in sentence])
+        starts = [0]
+        for word in words:
+            starts.append(starts[-1] + len(word) + 1)
+        for kind, question in QUESTIONS.items():
+            found = [(first, end) for name, first, end in spans if name == kind]
+            if len(found) != 1:
+                continue
+            first, end = found[0]
+            records.append({"id": f"{prefix}{number}-{kind}", "question": question, "context": " ".join(words),
+                            "answers": {"text": [" ".join(words[first:end])], "answer_start": [starts[first]]}})
+    return records
+
+
+def qa_from_conll(args: argparse.Namespace) -> None:
+    """Extractive questions on CoNLL-2003's real sentences (`QUESTIONS`): train.jsonl and dev.jsonl in `--out`, JSON
+    lines as `datasets`' SQuAD has them, for `run --tasks qa --qa_data OUT`."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = Path(args.data) / "conll2003"
+    for name, source in (("train", "train.txt"), ("dev", "valid.txt")):
+        records = conll_questions(conll_sentences(data / source), f"{name}-")
+        with open(out / f"{name}.jsonl", "w", encoding="utf-8") as file:
+            file.writelines(json.dumps(record) + "\n" for record in records)
+        print(f"wrote {out / (name + '.jsonl')} ({len(records)} questions)", file=sys.stderr)
 
 
 def domain_text(args: argparse.Namespace) -> None:
@@ -227,6 +302,9 @@ def main(argv: list[str] | None = None) -> None:
     runner.add_argument("--conll_train", type=int, default=2000, help="the first N CoNLL-2003 training sentences")
     runner.add_argument("--sst2_options", default="", help="more options for the SST-2 runs only")
     runner.add_argument("--conll_options", default="", help="more options for the CoNLL runs only")
+    runner.add_argument("--qa_train", type=int, default=2000, help="the first N questions of --qa_data's train.jsonl")
+    runner.add_argument("--qa_data", help="the folder `qa-from-conll` wrote")
+    runner.add_argument("--qa_options", default="", help="more options for the question-answering runs only")
     runner.add_argument("--parallel", type=int, default=2, help="runs at a time, one core each")
     runner.add_argument("--cores", type=int, nargs="*", help="the cores to pin runs to (default 0 .. parallel - 1; "
                                                              "none given with the option: not pinned)")
@@ -242,11 +320,15 @@ def main(argv: list[str] | None = None) -> None:
     texter.add_argument("--task", choices=sorted(TASKS), required=True)
     texter.add_argument("--out", required=True)
     texter.add_argument("--data", default=str(DATA))
+    questioner = commands.add_parser("qa-from-conll", help="extractive questions on CoNLL-2003's sentences")
+    questioner.add_argument("--out", required=True)
+    questioner.add_argument("--data", default=str(DATA))
     args = parser.parse_args(argv)
     if args.command == "run":
         args.extra = [a for a in args.extra if a != "--"]
     sys.path.insert(0, str(REPO))
-    {"run": run, "table": table, "random-bilm": random_bilm, "domain-text": domain_text}[args.command](args)
+    {"run": run, "table": table, "random-bilm": random_bilm, "domain-text": domain_text,
+     "qa-from-conll": qa_from_conll}[args.command](args)
 
 
 if __name__ == "__main__":
