@@ -3,7 +3,8 @@
 Task heads on a frozen biLM, trained by the fine-tuning commands on fixed subsets (the first N training examples)
 and scored on the full SST-2 dev set (accuracy), CoNLL-2003 valid set (entity F1) and, for question answering,
 extractive questions asked of CoNLL-2003's sentences (SQuAD's F1; `qa-from-conll` writes them: no SQuAD-format set
-ships with the shared data), several seeds each:
+ships with the shared data) and, for multiple choice, which of four endings follows half a Penn Treebank sentence
+(accuracy; `mc-from-ptb`), several seeds each:
 
 * `char`: the character layer only (layer 0, a fixed mix `[1, -9e10, -9e10]`);
 * `top`: the top biLSTM layer only (`--scalar_mix top`);
@@ -20,14 +21,15 @@ ships with the shared data), several seeds each:
     python benchmarks/quality_heads.py qa-from-conll --out RUNS/qa-data   # train.jsonl, dev.jsonl (SQuAD's records)
     python benchmarks/quality_heads.py run --out RUNS/qa --bilm ptb=RUNS/p3/ours --variants mix --tasks qa \\
         --qa_data RUNS/qa-data --setting default= --setting lr1e-2="--learning_rate 1e-2"
+    python benchmarks/quality_heads.py mc-from-ptb --out RUNS/mc-data     # which ending follows (SWAG's rows)
 
 `--setting NAME=OPTIONS` (repeatable) runs every job once per setting with those options added; the table names a
 setting after its biLM (`ptb+lr3e-3`) and, where the runs evaluated every epoch, gives the dev score by epoch.
 
-Each run is `python -m elmo_hf.cli finetune-classification`, `finetune-ner` or `finetune-qa` in its own process,
-pinned to one core with one thread; `--parallel 2` runs two at a time (one a core). A run whose
-`eval_results.json` exists is not run again, so an interrupted benchmark goes on where it stopped. Options after
-`--` go to every run.
+Each run is `python -m elmo_hf.cli finetune-classification`, `finetune-ner`, `finetune-qa` or `finetune
+multiple-choice` in its own process, pinned to one core with one thread; `--parallel 2` runs two at a time (one a
+core). A run whose `eval_results.json` exists is not run again, so an interrupted benchmark goes on where it
+stopped. Options after `--` go to every run.
 """
 
 from __future__ import annotations
@@ -62,9 +64,12 @@ TASKS = {
     # written by `qa-from-conll` into --qa_data (no SQuAD-format set ships with ../shared)
     "qa": {"command": "finetune-qa", "metric": "eval_f1",
            "files": ["--train_file", "train.jsonl", "--validation_file", "dev.jsonl"]},
+    # written by `mc-from-ptb` into --mc_data
+    "mc": {"command": "finetune multiple-choice", "metric": "eval_accuracy",
+           "files": ["--train_file", "train.jsonl", "--validation_file", "dev.jsonl"]},
 }
 METRIC_NAMES = {"sst2": "SST-2 dev accuracy", "conll": "CoNLL-2003 valid entity F1",
-                "qa": "CoNLL-2003 questions, valid F1"}
+                "qa": "CoNLL-2003 questions, valid F1", "mc": "PTB endings, valid accuracy"}
 # NER as reading comprehension (after Li et al. 2020, "A Unified MRC Framework for Named Entity Recognition"): a
 # question per entity type that a sentence names exactly once, so every question has one right span
 QUESTIONS = {"PER": "Which person is named ?", "LOC": "Which place is named ?",
@@ -109,12 +114,13 @@ def run(args: argparse.Namespace) -> None:
         folder = out / f"{task}-{label}-{variant}-seed{seed}"
         if (folder / "eval_results.json").exists():
             continue
-        samples = {"sst2": args.sst2_train, "conll": args.conll_train, "qa": args.qa_train}[task]
-        task_extra = {"sst2": args.sst2_options, "conll": args.conll_options, "qa": args.qa_options}[task]
-        data = Path(args.qa_data if task == "qa" else args.data)
+        samples = {"sst2": args.sst2_train, "conll": args.conll_train, "qa": args.qa_train, "mc": args.mc_train}[task]
+        task_extra = {"sst2": args.sst2_options, "conll": args.conll_options, "qa": args.qa_options,
+                      "mc": args.mc_options}[task]
+        data = Path({"qa": args.qa_data, "mc": args.mc_data}.get(task) or args.data)
         options = job_options(task, data, samples, seed, variant, path, folder, args.extra,
                               [*task_extra.split(), *setting_options.split()])
-        jobs.append(([sys.executable, "-m", "elmo_hf.cli", TASKS[task]["command"], *options], folder))
+        jobs.append(([sys.executable, "-m", "elmo_hf.cli", *TASKS[task]["command"].split(), *options], folder))
     print(f"{len(jobs)} runs to do", file=sys.stderr)
     free = list(range(args.parallel)) if args.cores is None else list(args.cores) or [None] * args.parallel
 
@@ -255,6 +261,43 @@ def qa_from_conll(args: argparse.Namespace) -> None:
         print(f"wrote {out / (name + '.jsonl')} ({len(records)} questions)", file=sys.stderr)
 
 
+def ptb_endings(path: Path, rows: int, seed: int) -> list[dict]:
+    """SWAG-style rows from a PTB file's sentences of 8 to 30 words: the first half is the context, the endings are
+    its own second half and three other sentences' second halves of the same length (so that length tells nothing),
+    the right one at a random place."""
+    import random
+
+    chooser = random.Random(seed)
+    sentences = [line.split() for line in path.read_text(encoding="utf-8").splitlines() if 8 <= len(line.split()) <= 30]
+    chooser.shuffle(sentences)
+    halves: dict[int, list[list[str]]] = {}
+    for words in sentences:
+        halves.setdefault(len(words) - len(words) // 2, []).append(words[len(words) // 2:])
+    records = []
+    for words in sentences[:rows]:
+        ending = words[len(words) // 2:]
+        others = [other for other in chooser.sample(halves[len(ending)], 4) if other != ending][:3]
+        if len(others) < 3:
+            continue
+        label = chooser.randrange(4)
+        endings = [" ".join(other) for other in others]
+        endings.insert(label, " ".join(ending))
+        records.append({"context": " ".join(words[:len(words) // 2]), "endings": endings, "label": label})
+    return records
+
+
+def mc_from_ptb(args: argparse.Namespace) -> None:
+    """Multiple-choice rows on Penn Treebank's sentences (`ptb_endings`): train.jsonl (from ptb.train) and dev.jsonl
+    (from ptb.valid) in `--out`, for `run --tasks mc --mc_data OUT`."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, source, rows in (("train", "ptb.train.txt", args.train_rows), ("dev", "ptb.valid.txt", args.dev_rows)):
+        records = ptb_endings(Path(args.data) / "ptb" / source, rows, seed=0)
+        with open(out / f"{name}.jsonl", "w", encoding="utf-8") as file:
+            file.writelines(json.dumps(record) + "\n" for record in records)
+        print(f"wrote {out / (name + '.jsonl')} ({len(records)} rows)", file=sys.stderr)
+
+
 def domain_text(args: argparse.Namespace) -> None:
     """A task's sentences as a corpus, one a line, words split as its task reads them: `train.txt` (the training
     examples, deduplicated, for continuing a biLM) and `heldout.txt` (the dev/valid sentences, for perplexity)."""
@@ -305,6 +348,9 @@ def main(argv: list[str] | None = None) -> None:
     runner.add_argument("--qa_train", type=int, default=2000, help="the first N questions of --qa_data's train.jsonl")
     runner.add_argument("--qa_data", help="the folder `qa-from-conll` wrote")
     runner.add_argument("--qa_options", default="", help="more options for the question-answering runs only")
+    runner.add_argument("--mc_train", type=int, default=2000, help="the first N rows of --mc_data's train.jsonl")
+    runner.add_argument("--mc_data", help="the folder `mc-from-ptb` wrote")
+    runner.add_argument("--mc_options", default="", help="more options for the multiple-choice runs only")
     runner.add_argument("--parallel", type=int, default=2, help="runs at a time, one core each")
     runner.add_argument("--cores", type=int, nargs="*", help="the cores to pin runs to (default 0 .. parallel - 1; "
                                                              "none given with the option: not pinned)")
@@ -323,12 +369,17 @@ def main(argv: list[str] | None = None) -> None:
     questioner = commands.add_parser("qa-from-conll", help="extractive questions on CoNLL-2003's sentences")
     questioner.add_argument("--out", required=True)
     questioner.add_argument("--data", default=str(DATA))
+    chooser = commands.add_parser("mc-from-ptb", help="multiple-choice rows (which ending follows) on PTB's sentences")
+    chooser.add_argument("--out", required=True)
+    chooser.add_argument("--train_rows", type=int, default=5000)
+    chooser.add_argument("--dev_rows", type=int, default=1000)
+    chooser.add_argument("--data", default=str(DATA))
     args = parser.parse_args(argv)
     if args.command == "run":
         args.extra = [a for a in args.extra if a != "--"]
     sys.path.insert(0, str(REPO))
     {"run": run, "table": table, "random-bilm": random_bilm, "domain-text": domain_text,
-     "qa-from-conll": qa_from_conll}[args.command](args)
+     "qa-from-conll": qa_from_conll, "mc-from-ptb": mc_from_ptb}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The question-answering set benchmarks/quality_heads.py asks of CoNLL-2003's sentences (its QA defaults are
-measured on it): one question per entity type a sentence names exactly once, each answer a span of the passage that
-the fine-tuning command's own reader accepts."""
+"""The sets benchmarks/quality_heads.py writes to measure fine-tuning defaults: questions asked of CoNLL-2003's
+sentences (one per entity type a sentence names exactly once, each answer a span of the passage) and endings of Penn
+Treebank's sentences (the sentence's own second half among three others of its length), each read by the fine-tuning
+command's own reader."""
 
 from __future__ import annotations
 
@@ -54,3 +55,21 @@ def test_one_question_per_type_named_once_and_the_command_reads_them(tmp_path):
     path.write_text("".join(json.dumps(record) + "\n" for record in records))
     read = read_squad_file(path)
     assert [(r["id"], r["answers"]["text"]) for r in read] == [(i, [a]) for i, a in asked.items()]
+
+
+def test_ptb_endings_hold_the_sentence_s_own_half_among_three_others_of_its_length(tmp_path):
+    from elmo_hf.train.tasks.multiple_choice import _examples
+
+    lines = [" ".join(f"w{n}x{i}" for i in range(8 + n % 9)) for n in range(60)]
+    (tmp_path / "ptb.txt").write_text("\n".join([" short line", *lines]) + "\n")
+    records = quality_heads.ptb_endings(tmp_path / "ptb.txt", rows=30, seed=0)
+    assert len(records) == 30
+    by_context = {" ".join(line.split()[: len(line.split()) // 2]): line for line in lines}
+    for record in records:
+        endings, right = record["endings"], record["endings"][record["label"]]
+        assert f"{record['context']} {right}" == by_context[record["context"]]  # its own second half
+        assert len(set(endings)) == 4 and len({len(e.split()) for e in endings}) == 1
+    assert len({record["label"] for record in records}) > 1  # the right one not always at the same place
+    path = tmp_path / "mc.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    assert [e["label"] for e in _examples(str(path), "utf-8", labelled=True)] == [r["label"] for r in records]
