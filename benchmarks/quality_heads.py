@@ -114,10 +114,9 @@ def run(args: argparse.Namespace) -> None:
         folder = out / f"{task}-{label}-{variant}-seed{seed}"
         if (folder / "eval_results.json").exists():
             continue
-        samples = {"sst2": args.sst2_train, "conll": args.conll_train, "qa": args.qa_train, "mc": args.mc_train}[task]
-        task_extra = {"sst2": args.sst2_options, "conll": args.conll_options, "qa": args.qa_options,
-                      "mc": args.mc_options}[task]
-        data = Path({"qa": args.qa_data, "mc": args.mc_data}.get(task) or args.data)
+        # each task's --TASK_train and --TASK_options; the generated sets' folder is --qa_data / --mc_data
+        samples, task_extra = getattr(args, f"{task}_train"), getattr(args, f"{task}_options")
+        data = Path(getattr(args, f"{task}_data", None) or args.data)
         options = job_options(task, data, samples, seed, variant, path, folder, args.extra,
                               [*task_extra.split(), *setting_options.split()])
         jobs.append(([sys.executable, "-m", "elmo_hf.cli", *TASKS[task]["command"].split(), *options], folder))
@@ -203,20 +202,6 @@ def random_bilm(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}", file=sys.stderr)
 
 
-def conll_sentences(path: Path) -> list[list[tuple[str, str]]]:
-    """A CoNLL-2003 file's sentences as (word, NER tag) pairs."""
-    sentences, words = [], []
-    for line in path.read_text(encoding="utf-8").splitlines() + [""]:
-        if not line.strip() or line.startswith("-DOCSTART-"):
-            if words:
-                sentences.append(words)
-            words = []
-        else:
-            fields = line.split()
-            words.append((fields[0], fields[-1]))
-    return sentences
-
-
 def entity_spans(tags: list[str]) -> list[tuple[str, int, int]]:
     """(type, first word, last word + 1) of the entities of IOB2 tags."""
     spans = []
@@ -228,13 +213,13 @@ def entity_spans(tags: list[str]) -> list[tuple[str, int, int]]:
     return spans
 
 
-def conll_questions(sentences: list[list[tuple[str, str]]], prefix: str) -> list[dict]:
-    """SQuAD-style records (id, question, context, answers): a sentence is the passage; one question per entity type
-    it names exactly once."""
+def conll_questions(sentences: list[dict], prefix: str) -> list[dict]:
+    """SQuAD-style records (id, question, context, answers) from `read_conll_file`'s sentences: a sentence is the
+    passage; one question per entity type it names exactly once."""
     records = []
     for number, sentence in enumerate(sentences):
-        words = [word for word, _ in sentence]
-        spans = entity_spans([tag for _, tag in sentence])
+        words = sentence["tokens"]
+        spans = entity_spans(sentence["tags"])
         starts = [0]
         for word in words:
             starts.append(starts[-1] + len(word) + 1)
@@ -251,14 +236,12 @@ def conll_questions(sentences: list[list[tuple[str, str]]], prefix: str) -> list
 def qa_from_conll(args: argparse.Namespace) -> None:
     """Extractive questions on CoNLL-2003's real sentences (`QUESTIONS`): train.jsonl and dev.jsonl in `--out`, JSON
     lines as `datasets`' SQuAD has them, for `run --tasks qa --qa_data OUT`."""
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    from elmo_hf.train.tasks.common_data import read_conll_file
+
     data = Path(args.data) / "conll2003"
     for name, source in (("train", "train.txt"), ("dev", "valid.txt")):
-        records = conll_questions(conll_sentences(data / source), f"{name}-")
-        with open(out / f"{name}.jsonl", "w", encoding="utf-8") as file:
-            file.writelines(json.dumps(record) + "\n" for record in records)
-        print(f"wrote {out / (name + '.jsonl')} ({len(records)} questions)", file=sys.stderr)
+        write_jsonl(Path(args.out) / f"{name}.jsonl", conll_questions(read_conll_file(data / source), f"{name}-"),
+                    "questions")
 
 
 def ptb_endings(path: Path, rows: int, seed: int) -> list[dict]:
@@ -289,13 +272,16 @@ def ptb_endings(path: Path, rows: int, seed: int) -> list[dict]:
 def mc_from_ptb(args: argparse.Namespace) -> None:
     """Multiple-choice rows on Penn Treebank's sentences (`ptb_endings`): train.jsonl (from ptb.train) and dev.jsonl
     (from ptb.valid) in `--out`, for `run --tasks mc --mc_data OUT`."""
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     for name, source, rows in (("train", "ptb.train.txt", args.train_rows), ("dev", "ptb.valid.txt", args.dev_rows)):
-        records = ptb_endings(Path(args.data) / "ptb" / source, rows, seed=0)
-        with open(out / f"{name}.jsonl", "w", encoding="utf-8") as file:
-            file.writelines(json.dumps(record) + "\n" for record in records)
-        print(f"wrote {out / (name + '.jsonl')} ({len(records)} rows)", file=sys.stderr)
+        write_jsonl(Path(args.out) / f"{name}.jsonl", ptb_endings(Path(args.data) / "ptb" / source, rows, seed=0),
+                    "rows")
+
+
+def write_jsonl(path: Path, records: list[dict], what: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as file:
+        file.writelines(json.dumps(record) + "\n" for record in records)
+    print(f"wrote {path} ({len(records)} {what})", file=sys.stderr)
 
 
 def domain_text(args: argparse.Namespace) -> None:
@@ -310,16 +296,10 @@ def domain_text(args: argparse.Namespace) -> None:
             return [row.split("\t", 1)[1].strip() for row in rows if "\t" in row]
         train, heldout = read(data / "sst2" / "train.tsv"), read(data / "sst2" / "dev.tsv")
     else:
+        from elmo_hf.train.tasks.common_data import read_conll_file
+
         def read(path):
-            sentences, words = [], []
-            for line in path.read_text(encoding="utf-8").splitlines() + [""]:
-                if not line.strip() or line.startswith("-DOCSTART-"):
-                    if words:
-                        sentences.append(" ".join(words))
-                    words = []
-                else:
-                    words.append(line.split()[0])
-            return sentences
+            return [" ".join(sentence["tokens"]) for sentence in read_conll_file(path)]
         train, heldout = read(data / "conll2003" / "train.txt"), read(data / "conll2003" / "valid.txt")
     train = list(dict.fromkeys(train))
     (out / "train.txt").write_text("\n".join(train) + "\n", encoding="utf-8")
@@ -377,6 +357,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "run":
         args.extra = [a for a in args.extra if a != "--"]
+        for task in args.tasks.split(","):
+            if task not in TASKS:
+                parser.error(f"--tasks: unknown task {task!r}, one of {', '.join(TASKS)}")
+            if task in ("qa", "mc") and not getattr(args, f"{task}_data"):
+                parser.error(f"--tasks {task} needs --{task}_data, the folder "
+                             f"`{'qa-from-conll' if task == 'qa' else 'mc-from-ptb'}` wrote")
+    if args.command in ("qa-from-conll", "mc-from-ptb") and not Path(args.data).is_dir():
+        parser.error(f"--data: no folder {args.data} (the shared data: conll2003/, ptb/)")
     sys.path.insert(0, str(REPO))
     {"run": run, "table": table, "random-bilm": random_bilm, "domain-text": domain_text,
      "qa-from-conll": qa_from_conll, "mc-from-ptb": mc_from_ptb}[args.command](args)

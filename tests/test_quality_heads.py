@@ -10,6 +10,7 @@ import sys
 
 from conftest import REPO
 
+from elmo_hf.train.tasks.common_data import read_conll_file
 from elmo_hf.train.tasks.squad_data import read_squad_file
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -44,7 +45,7 @@ def test_entity_spans_of_iob2_tags_adjacent_and_multiword():
 
 def test_one_question_per_type_named_once_and_the_command_reads_them(tmp_path):
     (tmp_path / "train.txt").write_text(CONLL)
-    records = quality_heads.conll_questions(quality_heads.conll_sentences(tmp_path / "train.txt"), "t-")
+    records = quality_heads.conll_questions(read_conll_file(tmp_path / "train.txt"), "t-")
     asked = {record["id"]: record["answers"]["text"][0] for record in records}
     # sentence 0: one ORG, two MISC (no MISC question); sentence 1: one PER, two LOC (no LOC question)
     assert asked == {"t-0-ORG": "EU", "t-1-PER": "Peter Blackburn"}
