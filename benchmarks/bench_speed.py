@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import itertools
 import json
 import logging
 import os
@@ -506,18 +507,22 @@ def matmul_tflops(dtype: torch.dtype, device: torch.device, size: int = 8192, re
     return 2 * size**3 / statistics.median(times) / 1e12
 
 
-# The LSTM routes of the gpu section: (name, lstm_implementation, Triton's fused step on)
-GPU_ROUTES = (("loop (before)", "loop", False), ("graph, torch step", "graph", False),
-              ("graph, Triton step", "graph", True))
+# The routes of the gpu section: (name, lstm_implementation, Triton's fused step on, the CNN's kernel). The first
+# is the reference of the last column; issue 49 measured the graph kernel's torch step (slower than Triton's).
+GPU_ROUTES = (("loop, cuDNN CNN", "loop", False, "reference"), ("loop, window CNN", "loop", False, "windows"),
+              ("graph + Triton, cuDNN CNN", "graph", True, "reference"),
+              ("graph + Triton, window CNN", "graph", True, "windows"))
 
 
 def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train_batches=(128,),
                 device: str = "cuda", peak_size: int = 8192) -> dict:
-    """Inference tokens/s of the clipped original-size model on the GPU: the packed step loop (the path before
-    issue 49) against the graph kernel with the torch step and with Triton's, float32 and bfloat16, at each batch
-    size (128 is what `elmo-embed` picks for 16-24 words: its defaults are 128 sentences and 4096 tokens), each as a
-    share of the same run's matmul peak in its dtype; the largest difference of the float32 top layer to the loop's;
-    training (forward + backward + SGD step of a loss-free sum of the top layer) tokens/s."""
+    """Inference tokens/s of the clipped original-size model on the GPU: the packed step loop against the graph
+    kernel with Triton's step (issue 49), each with cuDNN's convolutions and with the one-multiply character CNN
+    (issue 57), float32 and bfloat16, at each batch size (128 is what `elmo-embed` picks for 16-24 words: its
+    defaults are 128 sentences and 4096 tokens), each as a share of the same run's matmul peak in its dtype; the
+    largest difference of the top layer to the first route's in the same dtype; training (forward + backward + SGD
+    step of a loss-free sum of the top layer) tokens/s with each CNN."""
+    import elmo_hf.modeling_elmo.char_cnn_kernels_elmo as char_cnn
     import elmo_hf.modeling_elmo.lstm_graph_elmo as graph
     from elmo_hf.modeling_elmo import ElmoModel
     from elmo_hf.tokenization import ElmoTokenizer
@@ -538,9 +543,10 @@ def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train
         tokens = int(batch["attention_mask"].sum())
         for dtype_name, dtype in dtypes.items():
             reference = None
-            for route, implementation, use_triton in GPU_ROUTES:
+            for route, implementation, use_triton, cnn in GPU_ROUTES:
                 model.config.lstm_implementation = implementation
                 graph.USE_TRITON = use_triton
+                char_cnn.CUDA_INFERENCE_KERNEL = cnn
                 autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
                 with torch.inference_mode(), autocast:
                     top = model(**batch).last_hidden_state.float()  # warm-up: captures the graphs
@@ -555,16 +561,18 @@ def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train
                 row = {"batch": batch_size, "tokens": tokens, "dtype": dtype_name, "route": route,
                        "tokens_per_s": tokens / seconds, "ms_per_batch": 1e3 * seconds,
                        "share_of_peak": tokens / seconds * flops / (peaks[dtype_name] * 1e12),
-                       "max_difference_to_loop": float((top - reference).abs().max())}
+                       "max_difference_to_first": float((top - reference).abs().max())}
                 results["inference"].append(row)
                 logger.info("inference %s", row)
     model.config.lstm_implementation = "auto"
     graph.USE_TRITON = True
+    char_cnn.CUDA_INFERENCE_KERNEL = "windows"
     for batch_size in train_batches:
         batch = tokenizer(sentences(16, 24, batch_size), is_split_into_words=True, padding=True,
                           return_tensors="pt").to(device)
         tokens = int(batch["attention_mask"].sum())
-        for dtype_name, dtype in dtypes.items():
+        for (dtype_name, dtype), cnn in itertools.product(dtypes.items(), ("reference", "windows")):
+            char_cnn.CUDA_TRAINING_KERNEL = cnn
             model.train()
             optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
             autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
@@ -580,9 +588,11 @@ def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train
             sync()
             seconds = (time.perf_counter() - start) / repeats
             row = {"batch": batch_size, "tokens": tokens, "dtype": dtype_name, "tokens_per_s": tokens / seconds,
+                   "cnn": "cuDNN CNN" if cnn == "reference" else "window CNN",
                    "share_of_peak": 3 * tokens / seconds * flops / (peaks[dtype_name] * 1e12)}
             results["training"].append(row)
             logger.info("training %s", row)
+    char_cnn.CUDA_TRAINING_KERNEL = "reference"
     model.eval()
     return results
 
@@ -591,12 +601,13 @@ def gpu_table(results: dict) -> str:
     """The gpu section as a markdown table (printed last, for the record)."""
     lines = [f"{results['device']}; matmul peak TFLOP/s: " + ", ".join(f"{k} {v:.0f}" for k, v in
                                                                        results["matmul_peak_tflops"].items()),
-             "| batch | dtype | route | tokens/s | % of peak | max diff to loop |", "|---|---|---|---|---|---|"]
+             "| batch | dtype | route | tokens/s | % of peak | max diff to the first route |",
+             "|---|---|---|---|---|---|"]
     for r in results["inference"]:
         lines.append(f"| {r['batch']} | {r['dtype']} | {r['route']} | {r['tokens_per_s']:,.0f} | "
-                     f"{100 * r['share_of_peak']:.1f}% | {r['max_difference_to_loop']:.2g} |")
+                     f"{100 * r['share_of_peak']:.1f}% | {r['max_difference_to_first']:.2g} |")
     for r in results["training"]:
-        lines.append(f"| {r['batch']} | {r['dtype']} | training step | {r['tokens_per_s']:,.0f} | "
+        lines.append(f"| {r['batch']} | {r['dtype']} | training step, {r['cnn']} | {r['tokens_per_s']:,.0f} | "
                      f"{100 * r['share_of_peak']:.1f}% | |")
     return "\n".join(lines)
 

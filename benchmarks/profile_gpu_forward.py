@@ -2,7 +2,7 @@
 batch, per route (the packed loop in float32, the graph kernel in bfloat16), the kernels by GPU time and the share of
 the wall time the GPU was busy (issue 49).
 
-    python benchmarks/profile_gpu_forward.py --work_dir /tmp/g49 --batch 128
+    python benchmarks/profile_gpu_forward.py --work_dir /tmp/g49 --batch 128    # or --model FOLDER
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from bench_speed import original_model_dir, sentences  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", type=Path, default=Path("/tmp/g49"))
+    parser.add_argument("--model", type=Path, default=None, help="an original-size folder (default: built in WORK_DIR)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--calls", type=int, default=3)
     args = parser.parse_args()
     from elmo_hf.modeling_elmo import ElmoModel
     from elmo_hf.tokenization import ElmoTokenizer
 
-    folder = original_model_dir(args.work_dir)
+    folder = args.model or original_model_dir(args.work_dir)
     model = ElmoModel.from_pretrained(folder).cuda().eval()
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     batch = tokenizer(sentences(16, 24, args.batch), is_split_into_words=True, padding=True, return_tensors="pt")

@@ -248,7 +248,7 @@ def forward_perplexity(model, tokenizer, tokens: list[str], unscored: tuple[str,
     with torch.no_grad():
         for start in range(0, length, EVAL_WINDOW):
             window = slice(start, start + EVAL_WINDOW)
-            ids, forward_labels = chars[:, window], wanted[:, window]
+            ids, forward_labels = chars[:, window].to(model.device), wanted[:, window].to(model.device)
             out = model(input_ids=ids, backward_input_ids=ids, forward_labels=forward_labels,
                         backward_labels=torch.full_like(forward_labels, -100), state=state, use_cache=True)
             state = out.state
@@ -561,7 +561,8 @@ def perplexity(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     results = {}
     for folder in args.models:
-        model, tokenizer = ElmoForPreTraining.from_pretrained(folder), ElmoTokenizer.from_pretrained(folder)
+        model = ElmoForPreTraining.from_pretrained(folder).to(args.device)
+        tokenizer = ElmoTokenizer.from_pretrained(folder)
         for text in args.texts:
             value, tokens = forward_perplexity(model, tokenizer, token_stream(Path(text)), tuple(args.unscored))
             results[f"{folder} on {text}"] = {"forward_perplexity": value, "tokens": tokens, "unscored": args.unscored}
@@ -604,6 +605,7 @@ def main(argv: list[str] | None = None) -> None:
                            help="minutes at which both are also tested (the last checkpoint or snapshot within them)")
     scorer = commands.add_parser("perplexity", help="forward perplexity of model folders on text files")
     scorer.add_argument("--models", nargs="+", required=True)
+    scorer.add_argument("--device", default="cpu", help="where the models run (cuda on a GPU)")
     scorer.add_argument("--texts", nargs="+", required=True)
     scorer.add_argument("--output", help="a JSON file for the figures")
     scorer.add_argument("--unscored", nargs="*", default=[],

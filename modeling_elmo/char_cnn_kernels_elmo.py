@@ -5,7 +5,8 @@ ids of N real tokens, and registers itself in `kernels_elmo.ALL_CHAR_CNN_FUNCTIO
 
 * "reference" (`encode_reference`): `ElmoCharacterEncoder.encode` of `modeling_elmo.py`, the definition;
 * "onednn" (`encode_onednn`): inference on the CPU, every multiply through oneDNN with pre-packed weights;
-* "distinct" (`encode_distinct`): training on the CPU, once per distinct token, each cut to its length group.
+* "distinct" (`encode_distinct`): training on the CPU, once per distinct token, each cut to its length group;
+* "windows" (`encode_windows`): inference on a GPU, every convolution in one matrix multiply and one max.
 
 "cached" (through the token cache) is in `token_cache_elmo.py`. `char_cnn_implementation` names the kernel
 `ElmoCharacterEncoder.forward` runs. Tested against the reference to rounding (tests/test_fast_paths.py);
@@ -33,6 +34,12 @@ from .matmul_elmo import (
 )
 
 _CONV_TOKENS_PER_BLOCK = 32  # tokens per block of the CPU inference convolution (their products fit in the cache)
+_WINDOW_TOKENS_PER_BLOCK = 4096  # tokens per block of the GPU's one multiply: (4096, 50, 2048) products, 0.8 GB in bf16
+# The kernel of the GPU's inference CNN: "windows" (one multiply, 2-5x fewer launches than cuDNN's seven convolutions
+# with their layout changes, benchmarks/results_speed.md) or "reference" (cuDNN). A module setting, as
+# lstm_graph_elmo.USE_TRITON, so that the benchmark can time both in one run.
+CUDA_INFERENCE_KERNEL = "windows"
+CUDA_TRAINING_KERNEL = "reference"  # training on a GPU: cuDNN's convolutions, or "windows" (the benchmark times both)
 
 
 def char_cnn_implementation(encoder, char_ids: torch.Tensor) -> str:
@@ -41,16 +48,19 @@ def char_cnn_implementation(encoder, char_ids: torch.Tensor) -> str:
     Training on the CPU ("distinct"): the CNN runs once per distinct token of the batch, each cut to its length
     group; on a GPU the plain CNN measured faster (the grouping waits for the GPU; benchmarks/results_pretrain.md).
     Inference: through the token cache when there is one ("cached"), else with oneDNN-packed weights on the CPU
-    ("onednn"). `lstm_implementation="reference"` and `torch.compile` tracing take the plain CNN.
+    ("onednn"), with all convolutions in one multiply on a GPU ("windows", `CUDA_INFERENCE_KERNEL`).
+    `lstm_implementation="reference"` and `torch.compile` tracing take the plain CNN.
     """
     if getattr(encoder.config, "lstm_implementation", "auto") == "reference" or torch.compiler.is_compiling():
         return "reference"
     if needs_grad(*encoder.parameters()):
-        return "distinct" if char_ids.device.type == "cpu" else "reference"
+        return "distinct" if char_ids.device.type == "cpu" else CUDA_TRAINING_KERNEL
     if encoder.token_cache is not None and char_ids.shape[0] > 0:
         return "cached"
     if _int8(encoder):
         return "int8"
+    if char_ids.device.type == "cuda":
+        return CUDA_INFERENCE_KERNEL
     return "onednn" if use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)) else "reference"
 
 
@@ -68,9 +78,12 @@ def _int8(encoder) -> bool:
 
 
 def encode_inference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
-    """The CNN without gradients: int8 when the model runs int8, oneDNN where available, else the reference."""
+    """The CNN without gradients: int8 when the model runs int8, oneDNN where available, the GPU's kernel on a GPU,
+    else the reference."""
     if _int8(encoder):
         return ALL_CHAR_CNN_FUNCTIONS["int8"](encoder, char_ids)
+    if char_ids.device.type == "cuda":
+        return ALL_CHAR_CNN_FUNCTIONS[CUDA_INFERENCE_KERNEL](encoder, char_ids)
     if use_onednn(char_ids.device, _char_dtype(encoder, char_ids.device)):
         return encode_onednn(encoder, char_ids)
     return encoder.encode(char_ids)
@@ -203,6 +216,59 @@ def _onednn_char_weights(encoder, dtype: torch.dtype) -> dict:
     return encoder._inference_weights.get(weights_key(encoder.parameters(), dtype), build)
 
 
+def encode_windows(encoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """`encode` as one matrix multiply for every filter at once, for inference on a GPU: (N, 50) -> (N, P).
+
+    cuDNN runs one convolution per filter width (seven at the original size), each with its own layout changes, and
+    a max over positions per width: about 30 kernels for 0.1 ms of bfloat16 arithmetic (a forward's profile,
+    benchmarks/results_speed.md). Here every filter is padded with zero weights to the widest one, so that one
+    multiply of the (N, 50, widest * d) character windows by the (widest * d, F) weights convolves them all; the
+    positions where a narrower filter's window would run past the token's 50 characters (the padded characters are
+    zero, so those windows hold only part of it) are set to -inf before the one max, and the bias is added after it
+    (exact: rounding is monotone). 30% more multiply-adds than the seven convolutions, in one call; the sums are the
+    same products in another order (tested against `encode`)."""
+    chars = encoder.char_embedding(char_ids)  # (N, 50, d)
+    tokens, length, dim = chars.shape
+    weight, bias, widest = _window_weights(encoder)
+    chars = torch.nn.functional.pad(chars, (0, 0, 0, widest - 1)).contiguous()  # (N, 50 + widest - 1, d)
+    windows = chars.as_strided((tokens, length, widest * dim), ((length + widest - 1) * dim, dim, 1))
+    pooled = []
+    for start in range(0, tokens, _WINDOW_TOKENS_PER_BLOCK):
+        products = torch.nn.functional.linear(windows[start : start + _WINDOW_TOKENS_PER_BLOCK], weight)  # (b, 50, F)
+        products.add_(_past_the_end(encoder, length, products.dtype, products.device))
+        pooled.append(products.amax(dim=1))
+    pooled = torch.cat(pooled) if len(pooled) != 1 else pooled[0]
+    return encoder.from_pooled(pooled + bias.to(pooled.dtype))
+
+
+def _window_weights(encoder) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The convolutions' weights as one (F, widest * d) matrix in the windows' layout (position-major, each filter
+    padded with zeros to the widest), their biases (F,), and the widest width. Built at every call from the live
+    parameters (a few small copies, gradients flowing back to them): no cache to go stale when the weights change."""
+    widest = max(conv.kernel_size[0] for conv in encoder.convolutions)
+    weights = [
+        torch.nn.functional.pad(conv.weight.transpose(1, 2), (0, 0, 0, widest - conv.kernel_size[0]))
+        for conv in encoder.convolutions
+    ]  # (count, widest, d) each
+    bias = torch.cat([conv.bias for conv in encoder.convolutions])
+    return torch.cat(weights).flatten(1), bias, widest
+
+
+def _past_the_end(encoder, length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """(length, F): 0 where a filter's window lies within the token's `length` characters, -inf where it runs past
+    them. It depends on the configuration alone, so it is made once per shape, dtype and device."""
+    widths = tuple(conv.kernel_size[0] for conv in encoder.convolutions)
+    counts = tuple(conv.out_channels for conv in encoder.convolutions)
+    return _past_the_end_mask(widths, counts, length, dtype, device)
+
+
+@functools.lru_cache(maxsize=8)
+def _past_the_end_mask(widths: tuple, counts: tuple, length: int, dtype: torch.dtype, device: torch.device):
+    last_start = torch.tensor([length - w for w, n in zip(widths, counts) for _ in range(n)])  # (F,)
+    past = torch.arange(length).unsqueeze(1) > last_start  # (length, F)
+    return torch.zeros(past.shape, dtype=dtype).masked_fill_(past, float("-inf")).to(device)
+
+
 def encode_reference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     """The reference, `ElmoCharacterEncoder.encode` (modeling_elmo.py), behind the common signature."""
     return encoder.encode(char_ids)
@@ -211,3 +277,4 @@ def encode_reference(encoder, char_ids: torch.Tensor) -> torch.Tensor:
 ALL_CHAR_CNN_FUNCTIONS.register("reference", encode_reference)
 ALL_CHAR_CNN_FUNCTIONS.register("onednn", encode_onednn)
 ALL_CHAR_CNN_FUNCTIONS.register("distinct", encode_distinct)
+ALL_CHAR_CNN_FUNCTIONS.register("windows", encode_windows)

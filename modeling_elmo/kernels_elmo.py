@@ -16,7 +16,7 @@ and registers it:
 line by line, transformers' and tests/test_modeling.py's, would take it for an import.)
 
 Where each built-in kernel lives: "reference", "loop", "fused" in `lstm_inference_elmo.py`, "graph" (padded, CUDA
-graphs) in `lstm_graph_elmo.py`, "training" in `lstm_training_elmo.py`; "reference", "onednn", "distinct" in
+graphs) in `lstm_graph_elmo.py`, "training" in `lstm_training_elmo.py`; "reference", "onednn", "distinct", "windows" in
 `char_cnn_kernels_elmo.py`, "cached" in `token_cache_elmo.py`; "int8" of both kinds in `quantization_elmo.py`.
 docs/architecture.md ("Fast paths") says how one is chosen.
 

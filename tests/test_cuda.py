@@ -86,6 +86,25 @@ def test_bfloat16_autocast_on_cuda_is_close_to_float32():
     assert cosine.min() >= BFLOAT16_COSINE
 
 
+def test_window_character_cnn_on_cuda_equals_the_cpu_and_cudnn():
+    """The GPU's inference CNN ("windows", one multiply): what `auto` runs on a GPU, equal to the CPU's reference in
+    float32 and to cuDNN's convolutions under bfloat16 autocast within two bfloat16 routes' rounding."""
+    import elmo_hf.modeling_elmo.char_cnn_kernels_elmo as char_cnn
+
+    encoder = tiny_model().char_encoder
+    ids = random_char_ids([9, 6], seed=4)
+    ids = ids[ids.abs().sum(-1) > 0]
+    with torch.no_grad():
+        expected = encoder.encode(ids)
+        encoder.to(CUDA)
+        assert char_cnn.char_cnn_implementation(encoder, ids.to(CUDA)) == "windows"
+        assert_close(encoder(ids.to(CUDA)), expected, REORDERED, what="the window CNN on the GPU against the CPU")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            windows = char_cnn.encode_windows(encoder, ids.to(CUDA)).float()
+            cudnn = encoder.encode(ids.to(CUDA)).float()
+    assert (windows - cudnn).abs().max() <= BFLOAT16_ROUTES
+
+
 @pytest.mark.slow
 def test_embed_on_cuda_with_one_and_two_processes_equals_the_cpu(tiny_model_dir, tmp_path):
     """`elmo-embed --device cuda` (one process) and two processes sharing the GPU (`--device cuda:0` under torchrun)

@@ -199,6 +199,40 @@ def test_trimmed_character_cnn_gives_the_values_and_gradients_of_the_reference(d
         assert all(torch.equal(single, pooled) for single, pooled in zip(singles, together))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, FLOAT32_NUMERICS])
+@pytest.mark.parametrize("filters", [[[1, 4], [3, 8], [5, 16]], [[2, 8]]])
+def test_window_character_cnn_gives_the_values_of_the_reference(dtype, filters, monkeypatch):
+    """The GPU's inference CNN ("windows": every filter padded to the widest, one multiply, the windows that run past
+    a token's end masked) gives `encode`'s vectors: on tokens of every length, one that fills all 50 positions (where
+    a narrow filter's last windows are the ones the mask must keep and a wide one's the ones it must drop), in one
+    block of tokens and in blocks of 3; and the dispatch takes it for inference on a GPU only."""
+    encoder = tiny_model(char_cnn_filters=filters).to(dtype).char_encoder
+    ids = random_char_ids([9], seed=5)[0]
+    ids = torch.cat([ids, ids[:1]])
+    ids[-1, 1:49] = ids[0, 1]
+    ids[-1, 49] = ids[0, 2]  # a token that fills all 50 positions, its last window different from the others
+    bound = FLOAT64 if dtype == torch.float64 else REORDERED
+    with torch.no_grad():
+        reference = encoder.encode(ids)
+        assert_close(char_cnn.encode_windows(encoder, ids), reference, bound, what="windows, one block")
+        monkeypatch.setattr(char_cnn, "_WINDOW_TOKENS_PER_BLOCK", 3)
+        assert_close(char_cnn.encode_windows(encoder, ids), reference, bound, what="windows, blocks of 3")
+        assert_close(char_cnn.encode_inference(encoder, ids), reference, bound, what="the CPU's inference CNN")
+    # Its gradients too (a GPU's training may take it: CUDA_TRAINING_KERNEL): the weights' and the embedding's
+    grads = []
+    for encode in (encoder.encode, lambda rows: char_cnn.encode_windows(encoder, rows)):
+        encoder.zero_grad(set_to_none=True)
+        weights = torch.linspace(-1, 1, reference.numel(), dtype=dtype).view_as(reference)
+        (encode(ids) * weights).sum().backward()
+        grads.append({name: p.grad.clone() for name, p in encoder.named_parameters()})
+    for name, grad in grads[0].items():
+        assert_close(grads[1][name], grad, FLOAT64 if dtype == torch.float64 else GRADIENT, what=f"gradient of {name}")
+    with torch.no_grad():
+        assert char_cnn.char_cnn_implementation(encoder, ids) != "windows"  # the CPU keeps its own kernels
+        on_gpu = SimpleNamespace(device=torch.device("cuda"), shape=ids.shape)
+        assert char_cnn.char_cnn_implementation(encoder, on_gpu) == char_cnn.CUDA_INFERENCE_KERNEL == "windows"
+
+
 def test_distinct_rows_by_hashing_equal_torch_unique():
     """The distinct tokens of a batch found by hashing rows: the same set of rows as `torch.unique(dim=0)`, and an
     inverse that rebuilds the batch, with many repeats and rows that differ in one position only."""
