@@ -5,9 +5,10 @@
 # The machine has torch with CUDA but not this project: elmo_hf is linked from this checkout's folders, and the
 # wheels in ./.whl (transformers at the tested version, datasets and its needs) go to /tmp/site first on the path.
 # PTB (the embed command and part 5) is read from ./ptb/ptb.{train,valid,test}.txt when there. SMALL=1 rehearses the
-# script on a CPU: tiny sizes, no GPU. PARTS picks parts (default all: tests,bench,profile,onnx,embed,ptb).
+# script on a CPU: tiny sizes, no GPU. PARTS picks parts (default: tests,slow_tests,cnn,bench,profile,onnx,embed,ptb);
+# GPU_BATCHES are the bench's sentences per batch (default 32,128,512).
 set -u -o pipefail
-PARTS=${PARTS:-tests,bench,profile,onnx,embed,ptb}
+PARTS=${PARTS:-tests,slow_tests,cnn,bench,profile,onnx,embed,ptb}
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 OUT=${OUT:?set OUT to a folder for the logs}
 SMALL=${SMALL:-0}
@@ -50,11 +51,24 @@ timeout 120 $PY -m pytest -q -p no:randomly -p no:cacheprovider -rs --durations=
 echo "tests exit: $?"
 fi
 
+if want slow_tests; then
+part "1b. exact: tests/test_cuda.py's slow ones (elmo-embed and training with one and two processes on the GPU)"
+timeout 100 $PY -m pytest -q -p no:randomly -p no:cacheprovider -rs --durations=5 -m slow tests/test_cuda.py 2>&1 \
+    | tee "$OUT/slow_tests.log" | tail -8
+echo "slow tests exit: $?"
+fi
+
+if want cnn; then
+part "2a. the character CNN alone, by kernel"
+CNN="--tokens 2798 11305"; [ "$SMALL" = 1 ] && CNN="--device cpu --tokens 64 --repeats 2 --preset tiny"
+timeout 60 $PY benchmarks/bench_char_cnn_gpu.py $CNN 2>&1 | tee "$OUT/cnn.log" | grep "^|"
+fi
+
 if want bench; then
 part "2. fast: bench_speed.py --sections gpu (original size, random weights and words)"
-BENCH="--device $device --gpu_batches 32,128,512 --repeats 5"
+BENCH="--device $device --gpu_batches ${GPU_BATCHES:-32,128,512} --repeats 5"
 [ "$SMALL" = 1 ] && BENCH="--device cpu --gpu_batches 4,8 --peak_size 256 --repeats 2"
-timeout 200 $PY benchmarks/bench_speed.py --sections gpu --model "$MODEL" $BENCH --json "$OUT/speed.json" \
+timeout ${BENCH_LIMIT:-200} $PY benchmarks/bench_speed.py --sections gpu --model "$MODEL" $BENCH --json "$OUT/speed.json" \
     2>"$OUT/speed.log" >/dev/null
 echo "bench exit: $?"
 grep -A40 "matmul peak TFLOP/s:" "$OUT/speed.log" | grep -v "bench_speed:" | head -40

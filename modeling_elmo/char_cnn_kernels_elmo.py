@@ -220,52 +220,56 @@ def encode_windows(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     """`encode` as one matrix multiply for every filter at once, for inference on a GPU: (N, 50) -> (N, P).
 
     cuDNN runs one convolution per filter width (seven at the original size), each with its own layout changes, and
-    a max over positions per width: about 30 kernels for 0.1 ms of bfloat16 arithmetic (a forward's profile,
-    benchmarks/results_speed.md). Here every filter is padded with zero weights to the widest one, so that one
-    multiply of the (N, 50, widest * d) character windows by the (widest * d, F) weights convolves them all; the
-    positions where a narrower filter's window would run past the token's 50 characters (the padded characters are
-    zero, so those windows hold only part of it) are set to -inf before the one max, and the bias is added after it
-    (exact: rounding is monotone). 30% more multiply-adds than the seven convolutions, in one call; the sums are the
-    same products in another order (tested against `encode`)."""
+    a max over positions per width: about 30 kernels where the arithmetic takes 0.1 ms in bfloat16 (a forward's
+    profile, benchmarks/results_speed.md). Here every filter is padded with zero weights to the widest one, so that one
+    multiply of the (N, positions, d * widest) character windows by the (d * widest, F) weights convolves them all.
+    Over the first 50 - widest + 1 positions every filter's window lies within the token's 50 characters; the last
+    widest - 1 positions, where only the narrower filters have windows, are multiplied apart (the characters padded
+    with zeros), the windows that run past the end set to -inf, and the two maxima joined. The bias is added after
+    the max (exact: rounding is monotone). 30% more multiply-adds than the seven convolutions, in two calls; the sums
+    are the same products in another order (tested against `encode`)."""
     chars = encoder.char_embedding(char_ids)  # (N, 50, d)
-    tokens, length, dim = chars.shape
+    dtype = _char_dtype(encoder, chars.device)
     weight, bias, widest = _window_weights(encoder)
-    chars = torch.nn.functional.pad(chars, (0, 0, 0, widest - 1)).contiguous()  # (N, 50 + widest - 1, d)
-    windows = chars.as_strided((tokens, length, widest * dim), ((length + widest - 1) * dim, dim, 1))
+    chars, weight = chars.to(dtype), weight.to(dtype)  # the windows are copied once, in the multiply's dtype
+    tokens, length, _ = chars.shape
+    inside = length - widest + 1  # positions where every filter's window lies within the token
+    past_the_end = _past_the_end(encoder, inside, length, dtype, chars.device)  # (widest - 1, F)
     pooled = []
-    for start in range(0, tokens, _WINDOW_TOKENS_PER_BLOCK):
-        products = torch.nn.functional.linear(windows[start : start + _WINDOW_TOKENS_PER_BLOCK], weight)  # (b, 50, F)
-        products.add_(_past_the_end(encoder, length, products.dtype, products.device))
-        pooled.append(products.amax(dim=1))
+    with torch.autocast(chars.device.type, enabled=False):
+        for block in chars.split(_WINDOW_TOKENS_PER_BLOCK):
+            products = torch.nn.functional.linear(block.unfold(1, widest, 1).flatten(2), weight)  # (b, inside, F)
+            tail = torch.nn.functional.pad(block[:, inside:], (0, 0, 0, widest - 1))  # (b, 2 * widest - 2, d)
+            tail = torch.nn.functional.linear(tail.unfold(1, widest, 1).flatten(2), weight)  # (b, widest - 1, F)
+            pooled.append(torch.maximum(products.amax(dim=1), tail.add_(past_the_end).amax(dim=1)))
     pooled = torch.cat(pooled) if len(pooled) != 1 else pooled[0]
     return encoder.from_pooled(pooled + bias.to(pooled.dtype))
 
 
 def _window_weights(encoder) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """The convolutions' weights as one (F, widest * d) matrix in the windows' layout (position-major, each filter
-    padded with zeros to the widest), their biases (F,), and the widest width. Built at every call from the live
-    parameters (a few small copies, gradients flowing back to them): no cache to go stale when the weights change."""
+    """The convolutions' weights as one (F, d * widest) matrix in the windows' layout (`unfold`'s: channel-major, as
+    the convolutions keep them, each filter padded with zeros to the widest), their biases (F,), and the widest
+    width. Built at every call from the live parameters (a few small copies, gradients flowing back to them): no cache
+    to go stale when the weights change."""
     widest = max(conv.kernel_size[0] for conv in encoder.convolutions)
-    weights = [
-        torch.nn.functional.pad(conv.weight.transpose(1, 2), (0, 0, 0, widest - conv.kernel_size[0]))
-        for conv in encoder.convolutions
-    ]  # (count, widest, d) each
+    weights = [torch.nn.functional.pad(conv.weight, (0, widest - conv.kernel_size[0])) for conv in encoder.convolutions]
     bias = torch.cat([conv.bias for conv in encoder.convolutions])
     return torch.cat(weights).flatten(1), bias, widest
 
 
-def _past_the_end(encoder, length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """(length, F): 0 where a filter's window lies within the token's `length` characters, -inf where it runs past
-    them. It depends on the configuration alone, so it is made once per shape, dtype and device."""
+def _past_the_end(encoder, first: int, length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """(length - first, F) for positions first .. length - 1: 0 where a filter's window lies within the token's
+    `length` characters, -inf where it runs past them. It depends on the configuration alone: made once per shape,
+    dtype and device."""
     widths = tuple(conv.kernel_size[0] for conv in encoder.convolutions)
     counts = tuple(conv.out_channels for conv in encoder.convolutions)
-    return _past_the_end_mask(widths, counts, length, dtype, device)
+    return _past_the_end_mask(widths, counts, first, length, dtype, device)
 
 
 @functools.lru_cache(maxsize=8)
-def _past_the_end_mask(widths: tuple, counts: tuple, length: int, dtype: torch.dtype, device: torch.device):
+def _past_the_end_mask(widths: tuple, counts: tuple, first: int, length: int, dtype, device) -> torch.Tensor:
     last_start = torch.tensor([length - w for w, n in zip(widths, counts) for _ in range(n)])  # (F,)
-    past = torch.arange(length).unsqueeze(1) > last_start  # (length, F)
+    past = torch.arange(first, length).unsqueeze(1) > last_start  # (length - first, F)
     return torch.zeros(past.shape, dtype=dtype).masked_fill_(past, float("-inf")).to(device)
 
 
