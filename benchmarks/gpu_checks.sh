@@ -2,8 +2,9 @@
 # What a lent GPU checks and measures (issues 49 and 57), in order of importance, each part under its own time
 # limit, within about TOTAL seconds; logs and JSON under $OUT. Run from the repository root:
 #     OUT=/some/folder bash benchmarks/gpu_checks.sh
-# The machine has torch with CUDA but not this project: elmo_hf is linked from this checkout's folders, and the
-# wheels in ./.whl (transformers at the tested version, datasets and its needs) go to /tmp/site first on the path.
+# The machine has torch with CUDA but not this project: elmo_hf is linked from this checkout's folders and named in a
+# .pth file of that Python (so that the processes the tests start find it too), and the wheels in ./.whl
+# (transformers at the tested version, datasets and its needs) are installed over the machine's.
 # PTB (the embed command and part 5) is read from ./ptb/ptb.{train,valid,test}.txt when there. SMALL=1 rehearses the
 # script on a CPU: tiny sizes, no GPU. PARTS picks parts (default: tests,slow_tests,cnn,bench,profile,onnx,embed,ptb);
 # GPU_BATCHES are the bench's sentences per batch (default 32,128,512).
@@ -24,11 +25,12 @@ device=cuda; [ "$SMALL" = 1 ] && device=cpu
 part "0. machine, packages, elmo_hf"
 mkdir -p "$WORK/pkg/elmo_hf"
 for folder in cli modeling_elmo tokenization tools train; do ln -sfn "$PWD/$folder" "$WORK/pkg/elmo_hf/$folder"; done
-export PYTHONPATH="$WORK/pkg"
-if [ -d .whl ] && [ "$SMALL" = 0 ]; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" .whl/*.whl \
-        2>&1 | tail -3
-    export PYTHONPATH="$WORK/site:$PYTHONPATH"
+if [ "$SMALL" = 0 ]; then
+    echo "$WORK/pkg" > "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/elmo_hf_checkout.pth"
+    [ -d .whl ] && $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade .whl/*.whl 2>&1 \
+        | tail -3
+else
+    export PYTHONPATH="$WORK/pkg"
 fi
 (nvidia-smi || true) 2>&1 | tee "$OUT/nvidia-smi.txt" | head -12
 $PY -c "import torch, transformers, accelerate, h5py, pyarrow, elmo_hf.modeling_elmo as m

@@ -34,19 +34,20 @@ from .matmul_elmo import (
 )
 
 _CONV_TOKENS_PER_BLOCK = 32  # tokens per block of the CPU inference convolution (their products fit in the cache)
-_WINDOW_TOKENS_PER_BLOCK = 4096  # tokens per block of the GPU's one multiply: (4096, 50, 2048) products, 0.8 GB in bf16
-# The kernel of the GPU's inference CNN: "windows" (one multiply, 2-5x fewer launches than cuDNN's seven convolutions
-# with their layout changes, benchmarks/results_speed.md) or "reference" (cuDNN). A module setting, as
-# lstm_graph_elmo.USE_TRITON, so that the benchmark can time both in one run.
+_WINDOW_TOKENS_PER_BLOCK = 4096  # tokens per block of the GPU's one multiply: (4096, 44, 2048) products, 0.7 GB in bf16
+# The character CNN on a GPU, for inference and for training: "windows" (one multiply; on an H200 the CNN 3.3-4.1x
+# cuDNN's seven convolutions in bfloat16, 1.2x in float32, a bfloat16 training step 1.3x: benchmarks/results_speed.md)
+# or "reference" (cuDNN). Module settings, as lstm_graph_elmo.USE_TRITON, so that the benchmark times both in one run.
 CUDA_INFERENCE_KERNEL = "windows"
-CUDA_TRAINING_KERNEL = "reference"  # training on a GPU: cuDNN's convolutions, or "windows" (the benchmark times both)
+CUDA_TRAINING_KERNEL = "windows"
 
 
 def char_cnn_implementation(encoder, char_ids: torch.Tensor) -> str:
     """Which kernel of `ALL_CHAR_CNN_FUNCTIONS` `ElmoCharacterEncoder.forward` runs (no side effect).
 
     Training on the CPU ("distinct"): the CNN runs once per distinct token of the batch, each cut to its length
-    group; on a GPU the plain CNN measured faster (the grouping waits for the GPU; benchmarks/results_pretrain.md).
+    group; on a GPU, where the grouping waits for the GPU (benchmarks/results_pretrain.md), all convolutions in one
+    multiply ("windows", `CUDA_TRAINING_KERNEL`).
     Inference: through the token cache when there is one ("cached"), else with oneDNN-packed weights on the CPU
     ("onednn"), with all convolutions in one multiply on a GPU ("windows", `CUDA_INFERENCE_KERNEL`).
     `lstm_implementation="reference"` and `torch.compile` tracing take the plain CNN.

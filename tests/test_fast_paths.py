@@ -205,7 +205,7 @@ def test_window_character_cnn_gives_the_values_of_the_reference(dtype, filters, 
     """The GPU's inference CNN ("windows": every filter padded to the widest, one multiply, the windows that run past
     a token's end masked) gives `encode`'s vectors: on tokens of every length, one that fills all 50 positions (where
     a narrow filter's last windows are the ones the mask must keep and a wide one's the ones it must drop), in one
-    block of tokens and in blocks of 3; and the dispatch takes it for inference on a GPU only."""
+    block of tokens and in blocks of 3, with the reference's gradients; and the dispatch takes it on a GPU only."""
     encoder = tiny_model(char_cnn_filters=filters).to(dtype).char_encoder
     ids = random_char_ids([9], seed=5)[0]
     ids = torch.cat([ids, ids[:1]])
@@ -218,7 +218,7 @@ def test_window_character_cnn_gives_the_values_of_the_reference(dtype, filters, 
         monkeypatch.setattr(char_cnn, "_WINDOW_TOKENS_PER_BLOCK", 3)
         assert_close(char_cnn.encode_windows(encoder, ids), reference, bound, what="windows, blocks of 3")
         assert_close(char_cnn.encode_inference(encoder, ids), reference, bound, what="the CPU's inference CNN")
-    # Its gradients too (a GPU's training may take it: CUDA_TRAINING_KERNEL): the weights' and the embedding's
+    # Its gradients too (a GPU's training takes it: CUDA_TRAINING_KERNEL): the weights' and the embedding's
     grads = []
     for encode in (encoder.encode, lambda rows: char_cnn.encode_windows(encoder, rows)):
         encoder.zero_grad(set_to_none=True)
@@ -227,10 +227,11 @@ def test_window_character_cnn_gives_the_values_of_the_reference(dtype, filters, 
         grads.append({name: p.grad.clone() for name, p in encoder.named_parameters()})
     for name, grad in grads[0].items():
         assert_close(grads[1][name], grad, FLOAT64 if dtype == torch.float64 else GRADIENT, what=f"gradient of {name}")
+    on_gpu = SimpleNamespace(device=torch.device("cuda"), shape=ids.shape)
+    assert char_cnn.char_cnn_implementation(encoder, on_gpu) == "windows"  # training on a GPU
     with torch.no_grad():
         assert char_cnn.char_cnn_implementation(encoder, ids) != "windows"  # the CPU keeps its own kernels
-        on_gpu = SimpleNamespace(device=torch.device("cuda"), shape=ids.shape)
-        assert char_cnn.char_cnn_implementation(encoder, on_gpu) == char_cnn.CUDA_INFERENCE_KERNEL == "windows"
+        assert char_cnn.char_cnn_implementation(encoder, on_gpu) == "windows"  # inference on a GPU
 
 
 def test_distinct_rows_by_hashing_equal_torch_unique():
