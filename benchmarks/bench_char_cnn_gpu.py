@@ -74,7 +74,7 @@ def main() -> None:
             for name, kernel in kernels.items():
                 with torch.inference_mode(), autocast:
                     times = []
-                    for i in range(3 + args.repeats):
+                    for _ in range(3 + args.repeats):
                         if ids.device.type == "cuda":
                             torch.cuda.synchronize()
                         start = time.perf_counter()

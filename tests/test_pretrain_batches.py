@@ -65,3 +65,25 @@ def test_sentence_batches_are_the_tokenizers_ids_padded_with_zeros(tokenizer):
     for i, row in enumerate(rows):
         assert torch.equal(batch["input_ids"][i, : len(row)], reference_rows(tokenizer, [row])[0])
         assert not batch["input_ids"][i, len(row) :].any() and batch["attention_mask"][i].sum() == len(row)
+
+
+def test_evaluation_leaves_out_the_boundaries_that_cost_nothing(tokenizer):
+    """The validation perplexity scores every word and sentence end, as language models are compared, but not `<S>`
+    after `</S>` (forward LM) nor `</S>` after `<S>` (backward LM): in the stream each always follows the other.
+    Every other target stays, and those two only ever follow their partner, so nothing that carries information is
+    dropped."""
+    from elmo_hf.train.pretrain_run import without_free_boundaries
+
+    encoder = BatchEncoder(tokenizer)
+    bos, eos = encoder.vocab_ids([BOS, EOS])
+    batcher = StreamBatcher(iter(sentences(60, seed=2)), batch_size=4, unroll_steps=25)
+    for batch in stream_batches(batcher, encoder):
+        scored = without_free_boundaries(batch, encoder)
+        for key, inputs, free, partner in (("forward_labels", "input_ids", bos, EOS),
+                                           ("backward_labels", "backward_input_ids", eos, BOS)):
+            dropped = batch[key] != scored[key]
+            assert torch.equal(dropped, batch[key] == free) and dropped.any()
+            assert (scored[key][dropped] == -100).all() and torch.equal(scored[key][~dropped], batch[key][~dropped])
+            partner_row = reference_rows(tokenizer, [[partner]])[0, 0]
+            assert (batch[inputs][dropped] == partner_row).all()  # each one read right after its partner
+        assert torch.equal(scored["input_ids"], batch["input_ids"])

@@ -64,6 +64,8 @@ from .checkpoints import (
     save_checkpoint,
 )
 from .data import (
+    BOS,
+    EOS,
     BatchEncoder,
     BatchLayout,
     CorpusStats,
@@ -626,7 +628,12 @@ def log_step(run: Run, out) -> None:
 def evaluate(run: Run) -> dict[str, float] | None:
     """Forward, backward and average perplexity with the full softmax over this process's shard, summed
     over processes. Stream layout with the state carried, like bilm-tf's run_test. None on every process when a
-    signal cut the evaluation short on any."""
+    signal cut the evaluation short on any.
+
+    Scored as language models are compared (word_language_model, the papers on Penn Treebank): every word and every
+    sentence end, but not the boundary that always follows one in the stream (`<S>` after `</S>` for the forward LM,
+    `</S>` after `<S>` for the backward one), which costs nothing to predict. bilm-tf's run_test scored those too: its
+    figures are lower (on PTB about a fifth, a sentence being about 22 tokens; benchmarks/results_quality.md)."""
     accelerator, model, files = run.accelerator, run.model, run.valid_files
     model.eval()
     batches = epoch_batches(files, run.encoder, run.layout, run.split, seed=0, epoch=0, shuffle_buffer=1,
@@ -640,7 +647,7 @@ def evaluate(run: Run) -> dict[str, float] | None:
         if run.guard.received:  # a signal: this process stops evaluating; the sum below tells the others
             totals[4] = 1
             break
-        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+        batch = without_free_boundaries({k: v.to(accelerator.device) for k, v in batch.items()}, run.encoder)
         with accelerator.autocast():
             out = model(**batch, state=state, use_cache=run.layout.mode == "stream")
         state = out.state
@@ -663,6 +670,17 @@ def evaluate(run: Run) -> dict[str, float] | None:
         "average_perplexity": math.exp(0.5 * (loss_f + loss_b)),
         "eval_tokens": int(n_f),
     }
+
+
+def without_free_boundaries(batch: dict, encoder: BatchEncoder) -> dict:
+    """`batch` with the targets that cost nothing to predict unscored (-100): `<S>` in the forward labels (it only
+    ever follows `</S>`) and `</S>` in the backward ones (it only ever follows `<S>` in the backward LM's reading)."""
+    bos, eos = encoder.vocab_ids([BOS, EOS])
+    batch = dict(batch)
+    for key, free in (("forward_labels", bos), ("backward_labels", eos)):
+        if key in batch:
+            batch[key] = batch[key].masked_fill(batch[key] == free, -100)
+    return batch
 
 
 # --------------------------------------------------------------------------------------------------
