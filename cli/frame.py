@@ -7,7 +7,8 @@
     run it              under the interrupt guard: SIGINT/SIGTERM raise `Interrupted` where nothing is half-written
     exit status         0; 2 and one line for bad input (`InputError`); 1 and one line for `RunFailed` (a failed
                         write of an output included); 128 + the signal for an interruption, with the line the run
-                        attached; 1 and the traceback for any other exception (`elmo_hf.tools.core.errors`: a plain
+                        attached (or, where a library's error came of it, a line naming the signal and the error);
+                        1 and the traceback for any other exception (`elmo_hf.tools.core.errors`: a plain
                         `ValueError` or `OSError` from inside the run is a bug, never bad input), returned to a
                         caller in Python like every other status
     --verbose           a handled error's line is followed by its traceback
@@ -24,6 +25,7 @@ import gc
 import importlib
 import logging
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -109,8 +111,14 @@ def run(command: Command, argv: Sequence[str] | None = None) -> int:
         except RunFailed as error:
             logger.error("%s", _one_line(error), exc_info=verbose)
             return 1
-        except Exception:  # not anticipated: a bug to report with its traceback, never a line that blames the input
-            if guard.received:  # another process was stopped by the signal; this one failed waiting for it
+        except Exception as error:  # not anticipated: a bug to report with its traceback, never blaming the input
+            if guard.received:  # stopped by the signal all the same: a library's wait turned our `Interrupted` into
+                # an error of its own, or another process of the group stopped and this one failed waiting for it.
+                # The interruption, in one line from the first process (the others are told by theirs).
+                if terminal.first:
+                    logger.warning("interrupted by %s (the run then stopped with %s: %s)",
+                                   signal.Signals(guard.received).name, type(error).__name__, _one_line(error),
+                                   exc_info=verbose)
                 return 128 + guard.received
             logger.exception("%s failed with an error it did not expect: the traceback follows", command.name)
             return 1

@@ -79,3 +79,29 @@ def test_a_signal_while_a_command_starts_ends_it_in_one_line(capsys):
     assert end.value.code == 128 + signal.SIGTERM
     assert capsys.readouterr().err == "interrupted by SIGTERM while starting: nothing was written\n"
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def _fails_after_a_signal(options, guard):
+    """A run whose library turns the interruption into an error of its own (as Ray's wait does: a SystemError)."""
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # the handler raises Interrupted here ...
+        for _ in range(1000):  # (bytecodes for the handler to run between)
+            pass
+    except BaseException:  # ... and the library swallows it, as a C extension's wait does
+        pass
+    raise SystemError("<built-in method wait> returned a result with an exception set")
+
+
+def test_an_error_after_a_signal_is_told_as_the_interruption_in_one_line(capsys):
+    """Exit 130 and one line naming the signal and the error that came of it, no traceback (it was silent before)."""
+    from types import SimpleNamespace
+
+    from elmo_hf.cli.frame import Command, run
+
+    command = Command(name="elmo-test", parse=lambda argv: SimpleNamespace(verbose=False),
+                      run="test_interrupts:_fails_after_a_signal", logger="elmo-test")
+    assert run(command, []) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "WARNING elmo-test: interrupted by SIGINT (the run then stopped with SystemError: <built-in method wait> "
+        "returned a result with an exception set)"], err
