@@ -6,7 +6,8 @@ ids of N real tokens, and registers itself in `kernels_elmo.ALL_CHAR_CNN_FUNCTIO
 * "reference" (`encode_reference`): `ElmoCharacterEncoder.encode` of `modeling_elmo.py`, the definition;
 * "onednn" (`encode_onednn`): inference on the CPU, every multiply through oneDNN with pre-packed weights;
 * "distinct" (`encode_distinct`): training on the CPU, once per distinct token, each cut to its length group;
-* "windows" (`encode_windows`): inference on a GPU, every convolution in one matrix multiply and one max.
+* "windows" (`encode_windows`): on a GPU (inference and training), every convolution in one matrix multiply and one
+  max.
 
 "cached" (through the token cache) is in `token_cache_elmo.py`. `char_cnn_implementation` names the kernel
 `ElmoCharacterEncoder.forward` runs. Tested against the reference to rounding (tests/test_fast_paths.py);
@@ -218,7 +219,7 @@ def _onednn_char_weights(encoder, dtype: torch.dtype) -> dict:
 
 
 def encode_windows(encoder, char_ids: torch.Tensor) -> torch.Tensor:
-    """`encode` as one matrix multiply for every filter at once, for inference on a GPU: (N, 50) -> (N, P).
+    """`encode` as one matrix multiply for every filter at once, for a GPU (inference and training): (N, 50) -> (N, P).
 
     cuDNN runs one convolution per filter width (seven at the original size), each with its own layout changes, and
     a max over positions per width: about 30 kernels where the arithmetic takes 0.1 ms in bfloat16 (a forward's
