@@ -25,6 +25,7 @@ WLM is a folder holding pytorch/examples' `word_language_model` (main.py, data.p
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import math
 import os
@@ -468,13 +469,18 @@ def evaluate(args: argparse.Namespace) -> None:
     within = [r for r in loads if r["time"] - loads[0]["time"] <= seconds + 30]  # the training window
     results["cpu_seconds"] = {name: max((r["cpu_seconds"].get(name) or 0) for r in within)
                               for name in within[-1]["cpu_seconds"]}
-    if (out / "theirs.log").exists():
-        results["theirs"] = read_theirs(out / "theirs.log")
-        results["theirs"].update(evaluate_theirs(out / "theirs_snapshots", Path(results["run"]["wlm_dir"]),
-                                                 Path(args.data), args.test_at))
-    for recipe in ("ours", "ours_b"):
-        if (out / recipe).is_dir():
-            results[recipe] = evaluate_ours(out / recipe, Path(args.data), args.every, args.test_at)
+    # Each recipe's models are scored in a process of their own, one thread each, --parallel at a time.
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.parallel) as pool:
+        jobs = {}
+        if (out / "theirs.log").exists():
+            results["theirs"] = read_theirs(out / "theirs.log")
+            jobs["theirs"] = pool.submit(evaluate_theirs, out / "theirs_snapshots", Path(results["run"]["wlm_dir"]),
+                                         Path(args.data), args.test_at)
+        for recipe in ("ours", "ours_b"):
+            if (out / recipe).is_dir():
+                jobs[recipe] = pool.submit(evaluate_ours, out / recipe, Path(args.data), args.every, args.test_at)
+        for recipe, job in jobs.items():
+            results.setdefault(recipe, {}).update(job.result())
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(json.dumps({k: v for k, v in results.items() if k != "run"}, indent=2))
 
@@ -601,6 +607,8 @@ def main(argv: list[str] | None = None) -> None:
     evaluator.add_argument("--out", required=True)
     evaluator.add_argument("--data", default=str(DATA))
     evaluator.add_argument("--every", type=int, default=1, help="evaluate every N-th of our checkpoints")
+    evaluator.add_argument("--parallel", type=int, default=min(2, os.cpu_count() or 1),
+                           help="recipes scored at once, a process and a thread each (default: 2)")
     evaluator.add_argument("--test_at", type=float, nargs="*", default=[],
                            help="minutes at which both are also tested (the last checkpoint or snapshot within them)")
     scorer = commands.add_parser("perplexity", help="forward perplexity of model folders on text files")

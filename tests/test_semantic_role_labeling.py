@@ -152,3 +152,26 @@ def test_the_head_reads_the_predicate_and_its_crf_decodes_bio():
     assert torch.isfinite(model(**encoded, predicate_mask=marks, labels=target).loss)
     for row in model.decode(**encoded, predicate_mask=marks):
         assert len(row) == 4 and labels[row[0]] != "I-ARG0"
+
+
+@pytest.mark.slow
+def test_crf_trains_a_head_and_refuses_tags_its_scheme_forbids(tiny_model_dir, tmp_path):
+    """`--crf true` as the NER command takes it: the saved head has its CRF and predicts; a predicate's tags that BIO
+    forbids (an argument opening with I-) are refused in one line naming the predicate, before anything is written."""
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(clauses(4, seed=0)), encoding="utf-8")
+    common = [TASK, "--model", tiny_model_dir, "--train_file", train, "--use_cpu", "--report_to", "none",
+              "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "0", "--max_steps", "2", "--crf", "true"]
+    out = tmp_path / "out"
+    result = run_cli("elmo-finetune", [*common, "--test_file", train, "--do_predict", "--output_dir", out])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((out / "config.json").read_text())["use_crf"] is True
+    assert len([block for block in (out / "predictions.txt").read_text().split("\n\n") if block.strip()]) == 4
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text(clauses(1, seed=0)[0].replace("B-ARG1", "I-ARG1", 1), encoding="utf-8")
+    refused = run_cli("elmo-finetune", [*common, "--train_file", bad, "--output_dir", tmp_path / "refused"])
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "--crf: predicate 1 of --train_file" in refused.stderr and "I-ARG1 after B-V" in refused.stderr, \
+        refused.stderr
+    assert not (tmp_path / "refused").exists()

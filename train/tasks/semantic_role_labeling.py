@@ -28,6 +28,12 @@ from elmo_hf.tools.core.errors import InputError
 
 from . import FineTuningTask, Task
 from .common_data import tag_list, warn_if_cut
+from .token_classification import (
+    check_crf_training_tags,
+    crf_constraints_option,
+    crf_head_options,
+    use_crf_option,
+)
 
 logger = logging.getLogger(__name__)
 NOT_A_PREDICATE = "-"
@@ -48,6 +54,8 @@ class SemanticRoleLabelingDataArguments:
     max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation examples."})
+    use_crf: bool | None = use_crf_option()
+    crf_constraints: str | None = crf_constraints_option()
 
 
 TASK = FineTuningTask(
@@ -241,6 +249,13 @@ class SemanticRoleLabeling(Task):
 
     def collator(self, tokenizer) -> PredicateCollator:
         return PredicateCollator(tokenizer)
+
+    def head_options(self, data_args) -> dict:
+        return crf_head_options(data_args)
+
+    def check_training_examples(self, config, examples: list[dict], data_args, tokenizer=None) -> None:
+        """A CRF head (--crf) must be able to learn every predicate's tags: one its BIO scheme forbids is refused."""
+        check_crf_training_tags(config, examples, data_args, unit="predicate")
 
     def metrics(self, config, data_args):
         """Span precision, recall and F1 (the V span left out) and tag accuracy, from each batch's argmax."""

@@ -45,6 +45,21 @@ logger = logging.getLogger(__name__)
 MIN_TAGGING_STEPS = 2000
 
 
+def use_crf_option():
+    """--crf (--use_crf): the taggers' option (named entities, semantic roles)."""
+    return field(default=None, metadata={
+        "help": "End the tagger in a linear-chain CRF (Viterbi decoding, transitions the tags' scheme forbids never "
+                "taken); default: none for a new head, the saved one's choice for a fine-tuned folder.",
+        "aliases": ["--crf"]})
+
+
+def crf_constraints_option():
+    """--crf_constraints: the taggers' option beside --crf."""
+    return field(default=None, metadata={
+        "help": "Transitions the CRF never takes: auto (from the tag names: BIO or BIOES; the default), bio, bioes or "
+                "none (IOB1 tags, where I- may open an entity)."})
+
+
 @dataclass
 class TokenClassificationDataArguments:
     train_file: str | None = field(default=None, metadata={"help": "CoNLL columns or JSON lines with tokens/tags."})
@@ -72,15 +87,8 @@ class TokenClassificationDataArguments:
                                              "overrides both)."}
     )
     strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
-    use_crf: bool | None = field(
-        default=None, metadata={"help": "End the tagger in a linear-chain CRF (Viterbi decoding, transitions the tags' "
-                                "scheme forbids never taken); default: none for a new head, the saved one's choice "
-                                "for a fine-tuned folder.", "aliases": ["--crf"]}
-    )
-    crf_constraints: str | None = field(
-        default=None, metadata={"help": "Transitions the CRF never takes: auto (from the tag names: BIO or BIOES; the "
-                                "default), bio, bioes or none (IOB1 tags, where I- may open an entity)."}
-    )
+    use_crf: bool | None = use_crf_option()
+    crf_constraints: str | None = crf_constraints_option()
 
 
 
@@ -115,8 +123,10 @@ def check_word_units(sentences: list[dict], tokenizer, data_args) -> None:
     logger.warning("--train_file %s: %s", data_args.train_file, mismatch)
 
 
-def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str, crf: str) -> None:
-    """One line (`InputError`) for the first sentence whose tags take a transition the CRF's scheme forbids."""
+def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str, crf: str,
+                   unit: str = "sentence") -> None:
+    """One line (`InputError`) for the first sentence (or other `unit` of tags) whose tags take a transition the CRF's
+    scheme forbids."""
     from elmo_hf.modeling_elmo.crf_elmo import allowed_transitions, scheme_of
 
     scheme = scheme_of(labels, constraints)
@@ -132,7 +142,7 @@ def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, w
             verb, before, after = wrong
             what = (f"{labels[after]} after {labels[before]}" if verb == "has"
                     else labels[after if after is not None else before])
-            raise InputError(f"{crf}: sentence {number} of {where} {verb} {what}, which {scheme.upper()} tags "
+            raise InputError(f"{crf}: {unit} {number} of {where} {verb} {what}, which {scheme.upper()} tags "
                              "forbid; give IOB2 or BIOES tags, or --crf_constraints none (IOB1 tags)")
 
 
@@ -288,18 +298,7 @@ class TokenClassification(Task):
         return lines, len(groups)
 
     def head_options(self, data_args) -> dict:
-        """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's)."""
-        from elmo_hf.modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
-
-        options = {}
-        if data_args.use_crf is not None:
-            options["use_crf"] = data_args.use_crf
-        if data_args.crf_constraints is not None:
-            if data_args.crf_constraints not in CRF_CONSTRAINTS:
-                raise InputError(f"--crf_constraints must be one of {', '.join(CRF_CONSTRAINTS)}, got "
-                                 f"{data_args.crf_constraints!r}")
-            options["crf_constraints"] = data_args.crf_constraints
-        return options
+        return crf_head_options(data_args)
 
     def check_training_examples(self, config, sentences: list[dict], data_args, tokenizer=None) -> None:
         """A CRF head, new (--crf) or a saved one trained further, must be able to learn every training sentence: a gold
@@ -309,10 +308,7 @@ class TokenClassification(Task):
         training sentences into the file's words (`check_word_units`)."""
         if tokenizer is not None:
             check_word_units(sentences, tokenizer, data_args)
-        if config.use_crf:
-            labels = [config.id2label[i] for i in range(config.num_labels)]
-            check_crf_tags(sentences, labels, config.crf_constraints, f"--train_file {data_args.train_file}",
-                           "--crf" if data_args.use_crf else "the saved head's CRF")
+        check_crf_training_tags(config, sentences, data_args)
 
     def prepare_test(self, model, tokenizer, test: tuple[str, list], data_args) -> tuple[str, list]:
         """The layout of a text --test_file: `--test_format`, or told from the file (`test_file_layout`: the
@@ -332,6 +328,29 @@ class TokenClassification(Task):
                     "" if data_args.test_format else f"; --test_format {LINES if layout == CONLL else CONLL} reads it "
                     "the other way")
         return layout, items
+
+
+def crf_head_options(data_args) -> dict:
+    """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's): the taggers'."""
+    from elmo_hf.modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
+
+    options = {}
+    if data_args.use_crf is not None:
+        options["use_crf"] = data_args.use_crf
+    if data_args.crf_constraints is not None:
+        if data_args.crf_constraints not in CRF_CONSTRAINTS:
+            raise InputError(f"--crf_constraints must be one of {', '.join(CRF_CONSTRAINTS)}, got "
+                             f"{data_args.crf_constraints!r}")
+        options["crf_constraints"] = data_args.crf_constraints
+    return options
+
+
+def check_crf_training_tags(config, examples: list[dict], data_args, unit: str = "sentence") -> None:
+    """A CRF head (new with --crf, or a saved one) refuses training tags its scheme forbids (`check_crf_tags`)."""
+    if config.use_crf:
+        labels = [config.id2label[i] for i in range(config.num_labels)]
+        check_crf_tags(examples, labels, config.crf_constraints, f"--train_file {data_args.train_file}",
+                       "--crf" if data_args.use_crf else "the saved head's CRF", unit)
 
 
 PARTS = TokenClassification()
