@@ -4,7 +4,7 @@ Task heads on a frozen biLM, trained by the fine-tuning commands on fixed subset
 and scored on the full SST-2 dev set (accuracy), CoNLL-2003 valid set (entity F1) and, for question answering,
 extractive questions asked of CoNLL-2003's sentences (SQuAD's F1; `qa-from-conll` writes them: no SQuAD-format set
 ships with the shared data) and, for multiple choice, which of four endings follows half a Penn Treebank sentence
-(accuracy; `mc-from-ptb`), several seeds each:
+or which of four SST-2 reviews is the positive one (accuracy; `mc-from-ptb`, `mc-from-sst2`), several seeds each:
 
 * `char`: the character layer only (layer 0, a fixed mix `[1, -9e10, -9e10]`);
 * `top`: the top biLSTM layer only (`--scalar_mix top`);
@@ -22,6 +22,7 @@ ships with the shared data) and, for multiple choice, which of four endings foll
     python benchmarks/quality_heads.py run --out RUNS/qa --bilm ptb=RUNS/p3/ours --variants mix --tasks qa \\
         --qa_data RUNS/qa-data --setting default= --setting lr1e-2="--learning_rate 1e-2"
     python benchmarks/quality_heads.py mc-from-ptb --out RUNS/mc-data     # which ending follows (SWAG's rows)
+    python benchmarks/quality_heads.py mc-from-sst2 --out RUNS/mc-sst2    # which of four reviews is positive
 
 `--setting NAME=OPTIONS` (repeatable) runs every job once per setting with those options added; the table names a
 setting after its biLM (`ptb+lr3e-3`) and, where the runs evaluated every epoch, gives the dev score by epoch.
@@ -64,12 +65,12 @@ TASKS = {
     # written by `qa-from-conll` into --qa_data (no SQuAD-format set ships with ../shared)
     "qa": {"command": "finetune-qa", "metric": "eval_f1",
            "files": ["--train_file", "train.jsonl", "--validation_file", "dev.jsonl"]},
-    # written by `mc-from-ptb` into --mc_data
+    # written by `mc-from-ptb` or `mc-from-sst2` into --mc_data
     "mc": {"command": "finetune multiple-choice", "metric": "eval_accuracy",
            "files": ["--train_file", "train.jsonl", "--validation_file", "dev.jsonl"]},
 }
 METRIC_NAMES = {"sst2": "SST-2 dev accuracy", "conll": "CoNLL-2003 valid entity F1",
-                "qa": "CoNLL-2003 questions, valid F1", "mc": "PTB endings, valid accuracy"}
+                "qa": "CoNLL-2003 questions, valid F1", "mc": "multiple choice, valid accuracy"}
 # NER as reading comprehension (after Li et al. 2020, "A Unified MRC Framework for Named Entity Recognition"): a
 # question per entity type that a sentence names exactly once, so every question has one right span
 QUESTIONS = {"PER": "Which person is named ?", "LOC": "Which place is named ?",
@@ -277,6 +278,36 @@ def mc_from_ptb(args: argparse.Namespace) -> None:
                     "rows")
 
 
+def sst2_choices(path: Path, rows: int, seed: int) -> list[dict]:
+    """Rows asking which of four SST-2 sentences is the positive review: one positive and three negative ones, the
+    right one at a random place, the same context for every row. A head that reads a sentence's sentiment from its
+    pooled vectors can learn it (chance 0.25), unlike `ptb_endings` on a small biLM."""
+    import random
+
+    chooser = random.Random(seed)
+    reviews: dict[str, list[str]] = {"0": [], "1": []}
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        label, text = line.split("\t", 1)
+        reviews[label].append(text.strip())
+    positives = list(reviews["1"])
+    chooser.shuffle(positives)
+    records = []
+    for positive in positives[:rows]:
+        endings = chooser.sample(reviews["0"], 3)
+        label = chooser.randrange(4)
+        endings.insert(label, positive)
+        records.append({"context": "the positive review :", "endings": endings, "label": label})
+    return records
+
+
+def mc_from_sst2(args: argparse.Namespace) -> None:
+    """Multiple-choice rows on SST-2's sentences (`sst2_choices`): train.jsonl (from train.tsv) and dev.jsonl (from
+    dev.tsv, 444 positive reviews) in `--out`, for `run --tasks mc --mc_data OUT`."""
+    for name, source, rows in (("train", "train.tsv", args.train_rows), ("dev", "dev.tsv", args.dev_rows)):
+        write_jsonl(Path(args.out) / f"{name}.jsonl", sst2_choices(Path(args.data) / "sst2" / source, rows, seed=0),
+                    "rows")
+
+
 def write_jsonl(path: Path, records: list[dict], what: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as file:
@@ -329,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
     runner.add_argument("--qa_data", help="the folder `qa-from-conll` wrote")
     runner.add_argument("--qa_options", default="", help="more options for the question-answering runs only")
     runner.add_argument("--mc_train", type=int, default=2000, help="the first N rows of --mc_data's train.jsonl")
-    runner.add_argument("--mc_data", help="the folder `mc-from-ptb` wrote")
+    runner.add_argument("--mc_data", help="the folder `mc-from-ptb` or `mc-from-sst2` wrote")
     runner.add_argument("--mc_options", default="", help="more options for the multiple-choice runs only")
     runner.add_argument("--parallel", type=int, default=2, help="runs at a time, one core each")
     runner.add_argument("--cores", type=int, nargs="*", help="the cores to pin runs to (default 0 .. parallel - 1; "
@@ -349,11 +380,13 @@ def main(argv: list[str] | None = None) -> None:
     questioner = commands.add_parser("qa-from-conll", help="extractive questions on CoNLL-2003's sentences")
     questioner.add_argument("--out", required=True)
     questioner.add_argument("--data", default=str(DATA))
-    chooser = commands.add_parser("mc-from-ptb", help="multiple-choice rows (which ending follows) on PTB's sentences")
-    chooser.add_argument("--out", required=True)
-    chooser.add_argument("--train_rows", type=int, default=5000)
-    chooser.add_argument("--dev_rows", type=int, default=1000)
-    chooser.add_argument("--data", default=str(DATA))
+    for name, text in (("mc-from-ptb", "multiple-choice rows (which ending follows) on PTB's sentences"),
+                       ("mc-from-sst2", "multiple-choice rows (which review is positive) on SST-2's sentences")):
+        chooser = commands.add_parser(name, help=text)
+        chooser.add_argument("--out", required=True)
+        chooser.add_argument("--train_rows", type=int, default=5000)
+        chooser.add_argument("--dev_rows", type=int, default=1000)
+        chooser.add_argument("--data", default=str(DATA))
     args = parser.parse_args(argv)
     if args.command == "run":
         args.extra = [a for a in args.extra if a != "--"]
@@ -362,12 +395,12 @@ def main(argv: list[str] | None = None) -> None:
                 parser.error(f"--tasks: unknown task {task!r}, one of {', '.join(TASKS)}")
             if task in ("qa", "mc") and not getattr(args, f"{task}_data"):
                 parser.error(f"--tasks {task} needs --{task}_data, the folder "
-                             f"`{'qa-from-conll' if task == 'qa' else 'mc-from-ptb'}` wrote")
-    if args.command in ("qa-from-conll", "mc-from-ptb") and not Path(args.data).is_dir():
-        parser.error(f"--data: no folder {args.data} (the shared data: conll2003/, ptb/)")
+                             f"`{'qa-from-conll' if task == 'qa' else 'mc-from-ptb` or `mc-from-sst2'}` wrote")
+    if args.command in ("qa-from-conll", "mc-from-ptb", "mc-from-sst2") and not Path(args.data).is_dir():
+        parser.error(f"--data: no folder {args.data} (the shared data: conll2003/, ptb/, sst2/)")
     sys.path.insert(0, str(REPO))
     {"run": run, "table": table, "random-bilm": random_bilm, "domain-text": domain_text,
-     "qa-from-conll": qa_from_conll, "mc-from-ptb": mc_from_ptb}[args.command](args)
+     "qa-from-conll": qa_from_conll, "mc-from-ptb": mc_from_ptb, "mc-from-sst2": mc_from_sst2}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -74,3 +74,20 @@ def test_ptb_endings_hold_the_sentence_s_own_half_among_three_others_of_its_leng
     path = tmp_path / "mc.jsonl"
     path.write_text("".join(json.dumps(record) + "\n" for record in records))
     assert [e["label"] for e in _examples(str(path), "utf-8", labelled=True)] == [r["label"] for r in records]
+
+
+def test_sst2_choices_hold_one_positive_review_among_three_negative_ones(tmp_path):
+    from elmo_hf.train.tasks.multiple_choice import _examples
+
+    rows = [f"{n % 2}\treview {n} {'good' if n % 2 else 'bad'}" for n in range(40)]
+    (tmp_path / "sst2.tsv").write_text("\n".join(["label\tsentence", *rows]) + "\n")
+    records = quality_heads.sst2_choices(tmp_path / "sst2.tsv", rows=30, seed=0)
+    assert len(records) == 20  # every positive review once, however many rows are asked for
+    for record in records:
+        endings = record["endings"]
+        assert len(endings) == 4 and [e.endswith("good") for e in endings].count(True) == 1
+        assert endings[record["label"]].endswith("good")
+    assert len({record["label"] for record in records}) > 1
+    path = tmp_path / "mc.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    assert [e["label"] for e in _examples(str(path), "utf-8", labelled=True)] == [r["label"] for r in records]
