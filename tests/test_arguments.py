@@ -121,16 +121,17 @@ def test_the_short_help_reads_transformers_own_fields_without_importing_it():
 
 
 @pytest.mark.parametrize("argv, expected", [
-    ([], ("adamw", 3e-3, "full", 32)),  # the default recipe: the best measured on a CPU (results_quality.md P2/P3)
-    (["--recipe", "bilm-tf"], ("adagrad", 0.2, "sampled", 128)),  # the original training's
-    (["--recipe", "bilm-tf", "--optimizer", "adamw"], ("adamw", 3e-3, "sampled", 128)),  # a rate follows its optimizer
-    (["--optimizer", "adagrad"], ("adagrad", 0.2, "full", 32)),
-    (["--recipe", "bilm-tf", "--softmax", "full", "--learning_rate", "0.1", "--per_device_batch_size", "8"],
-     ("adagrad", 0.1, "full", 8)),  # an option given explicitly wins over its recipe
+    # the default recipe: the best measured on a CPU (results_quality.md: P2/P3, S2/S3)
+    ([], ("adamw", 3e-3, "sampled", 1024, 32)),
+    (["--recipe", "bilm-tf"], ("adagrad", 0.2, "sampled", 8192, 128)),  # the original training's
+    (["--recipe", "bilm-tf", "--optimizer", "adamw"], ("adamw", 3e-3, "sampled", 8192, 128)),  # a rate follows
+    (["--optimizer", "adagrad", "--softmax", "full"], ("adagrad", 0.2, "full", 1024, 32)),
+    (["--recipe", "bilm-tf", "--softmax", "full", "--learning_rate", "0.1", "--per_device_batch_size", "8",
+      "--num_sampled", "64"], ("adagrad", 0.1, "full", 64, 8)),  # an option given explicitly wins over its recipe
 ])
 def test_pretraining_recipes_fill_only_the_options_left_unset(argv, expected, tmp_path):
     base = ["--train_file", "corpus.txt", "--output_dir", str(tmp_path / "out")]
     args = parse_options(PretrainArguments, [*base, *argv])
-    assert (args.optimizer, args.learning_rate, args.softmax, args.per_device_batch_size) == expected
+    assert (args.optimizer, args.learning_rate, args.softmax, args.num_sampled, args.per_device_batch_size) == expected
     with pytest.raises(UsageError, match="--recipe"):
         parse_options(PretrainArguments, [*base, "--recipe", "bilm"])

@@ -15,13 +15,16 @@ from elmo_hf.tools.core.command_options import encoding_option
 from .time_budget import max_train_time_option
 
 # The defaults each recipe gives the options it names (an option given explicitly wins). "default": AdamW at 3e-3
-# with the full softmax, the best measured for the corpus sizes a CPU or one GPU trains on (benchmarks/
-# results_quality.md: runs P2 and P3, Penn Treebank, 2.3 times lower perplexity than Adagrad at 0.2 in equal
-# minutes). "bilm-tf": the original training's (bilm-tf's train_elmo.py: Adagrad 0.2, 8192 sampled negatives, 128
-# windows of 20 tokens a GPU), made for a billion words over days.
+# with the sampled softmax of 1,024 negatives (the full one for vocabularies of up to 1,024 words), the best measured
+# for the corpus sizes a CPU or one GPU trains on (benchmarks/results_quality.md, Penn Treebank: AdamW 2.3 times
+# lower perplexity than Adagrad at 0.2 in equal minutes, runs P2 and P3; the sampled softmax ahead of the full one at
+# every minute of 20 and 60, runs S2 and S3). "bilm-tf": the original training's (bilm-tf's train_elmo.py: Adagrad
+# 0.2, 8192 sampled negatives, 128 windows of 20 tokens a GPU), made for a billion words over days.
 RECIPES = {
-    "default": {"optimizer": "adamw", "learning_rate": 3e-3, "softmax": "full", "per_device_batch_size": 32},
-    "bilm-tf": {"optimizer": "adagrad", "learning_rate": 0.2, "softmax": "sampled", "per_device_batch_size": 128},
+    "default": {"optimizer": "adamw", "learning_rate": 3e-3, "softmax": "sampled", "num_sampled": 1024,
+                "per_device_batch_size": 32},
+    "bilm-tf": {"optimizer": "adagrad", "learning_rate": 0.2, "softmax": "sampled", "num_sampled": 8192,
+                "per_device_batch_size": 128},
 }
 LEARNING_RATES = {"adamw": 3e-3, "adagrad": 0.2}  # an optimizer chosen apart from its recipe starts here
 
@@ -65,13 +68,16 @@ class PretrainArguments:
                 "CJK character) when most of the corpus is Chinese or Japanese without spaces, else whitespace."})
     encoding: str = encoding_option("the training and validation files")
     recipe: str = field(default="default", metadata={
-        "help": "The defaults of --optimizer, --learning_rate, --softmax and --per_device_batch_size: default (AdamW "
-                "at 3e-3, the full softmax, 32 rows: the best measured on a CPU or one GPU, docs/pretraining.md) or "
-                "bilm-tf (the original's: Adagrad at 0.2, the sampled softmax, 128 rows a process). An option given "
-                "explicitly wins over its recipe.", "choices": tuple(RECIPES)})
+        "help": "The defaults of --optimizer, --learning_rate, --softmax, --num_sampled and --per_device_batch_size: "
+                "default (AdamW at 3e-3, the sampled softmax of 1024 negatives, 32 rows: the best measured on a CPU or "
+                "one GPU, docs/pretraining.md) or bilm-tf (the original's: Adagrad at 0.2, the sampled softmax of 8192 "
+                "negatives, 128 rows a process). An option given explicitly wins over its recipe.",
+        "choices": tuple(RECIPES)})
     softmax: str | None = field(default=None, metadata={"help": "full, sampled or adaptive (default: the recipe's).",
                                                         "choices": ("full", "sampled", "adaptive")})
-    num_sampled: int = field(default=8192, metadata={"help": "Negatives per batch for the sampled softmax."})
+    num_sampled: int | None = field(default=None, metadata={
+        "help": "Negatives per batch for the sampled softmax (default: the recipe's, 1024 or bilm-tf's 8192; a "
+                "vocabulary of no more words is trained with the full softmax)."})
     batch_mode: str = field(default="stream", metadata={"help": "stream (bilm-tf windows, state carried) or sentence.",
                                                          "choices": ("stream", "sentence")})
     unroll_steps: int = field(default=20,
@@ -156,7 +162,7 @@ class PretrainArguments:
     def _apply_recipe(self) -> None:
         """Fill the options left unset from `--recipe`; a learning rate follows the optimizer actually used."""
         recipe = RECIPES[self.recipe]
-        for name in ("optimizer", "softmax", "per_device_batch_size"):
+        for name in ("optimizer", "softmax", "num_sampled", "per_device_batch_size"):
             if getattr(self, name) is None:
                 setattr(self, name, recipe[name])
         if self.learning_rate is None:
