@@ -203,24 +203,15 @@ def random_bilm(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}", file=sys.stderr)
 
 
-def entity_spans(tags: list[str]) -> list[tuple[str, int, int]]:
-    """(type, first word, last word + 1) of the entities of IOB2 tags."""
-    spans = []
-    for position, tag in enumerate([*tags, "O"]):
-        if spans and spans[-1][2] is None and not (tag.startswith("I-") and tag[2:] == spans[-1][0]):
-            spans[-1] = (spans[-1][0], spans[-1][1], position)
-        if tag.startswith("B-") or (tag.startswith("I-") and (not spans or spans[-1][2] is not None)):
-            spans.append((tag[2:], position, None))
-    return spans
-
-
 def conll_questions(sentences: list[dict], prefix: str) -> list[dict]:
     """SQuAD-style records (id, question, context, answers) from `read_conll_file`'s sentences: a sentence is the
-    passage; one question per entity type it names exactly once."""
+    passage; one question per entity type it names exactly once (its entities read by the NER scorer's rules)."""
+    from elmo_hf.train.tasks.common_data import get_entities
+
     records = []
     for number, sentence in enumerate(sentences):
         words = sentence["tokens"]
-        spans = entity_spans(sentence["tags"])
+        spans = [(kind, first, last + 1) for kind, first, last in get_entities(sentence["tags"])]
         starts = [0]
         for word in words:
             starts.append(starts[-1] + len(word) + 1)
@@ -270,25 +261,18 @@ def ptb_endings(path: Path, rows: int, seed: int) -> list[dict]:
     return records
 
 
-def mc_from_ptb(args: argparse.Namespace) -> None:
-    """Multiple-choice rows on Penn Treebank's sentences (`ptb_endings`): train.jsonl (from ptb.train) and dev.jsonl
-    (from ptb.valid) in `--out`, for `run --tasks mc --mc_data OUT`."""
-    for name, source, rows in (("train", "ptb.train.txt", args.train_rows), ("dev", "ptb.valid.txt", args.dev_rows)):
-        write_jsonl(Path(args.out) / f"{name}.jsonl", ptb_endings(Path(args.data) / "ptb" / source, rows, seed=0),
-                    "rows")
-
-
 def sst2_choices(path: Path, rows: int, seed: int) -> list[dict]:
     """Rows asking which of four SST-2 sentences is the positive review: one positive and three negative ones, the
     right one at a random place, the same context for every row. A head that reads a sentence's sentiment from its
     pooled vectors can learn it (chance 0.25), unlike `ptb_endings` on a small biLM."""
     import random
 
+    from elmo_hf.train.tasks.common_data import read_classification_file
+
     chooser = random.Random(seed)
     reviews: dict[str, list[str]] = {"0": [], "1": []}
-    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
-        label, text = line.split("\t", 1)
-        reviews[label].append(text.strip())
+    for example in read_classification_file(path):
+        reviews[example["label"]].append(example["text"])
     positives = list(reviews["1"])
     chooser.shuffle(positives)
     records = []
@@ -300,12 +284,17 @@ def sst2_choices(path: Path, rows: int, seed: int) -> list[dict]:
     return records
 
 
-def mc_from_sst2(args: argparse.Namespace) -> None:
-    """Multiple-choice rows on SST-2's sentences (`sst2_choices`): train.jsonl (from train.tsv) and dev.jsonl (from
-    dev.tsv, 444 positive reviews) in `--out`, for `run --tasks mc --mc_data OUT`."""
-    for name, source, rows in (("train", "train.tsv", args.train_rows), ("dev", "dev.tsv", args.dev_rows)):
-        write_jsonl(Path(args.out) / f"{name}.jsonl", sst2_choices(Path(args.data) / "sst2" / source, rows, seed=0),
-                    "rows")
+# The generated multiple-choice sets: the rows' maker, the shared data's folder, the training and dev files.
+MC_SETS = {"mc-from-ptb": (ptb_endings, "ptb", "ptb.train.txt", "ptb.valid.txt"),
+           "mc-from-sst2": (sst2_choices, "sst2", "train.tsv", "dev.tsv")}
+
+
+def multiple_choice_rows(args: argparse.Namespace) -> None:
+    """A multiple-choice set of `MC_SETS` (`ptb_endings`: which ending follows; `sst2_choices`: which review is
+    positive): train.jsonl and dev.jsonl in `--out`, for `run --tasks mc --mc_data OUT`."""
+    make, folder, train, dev = MC_SETS[args.command]
+    for name, source, rows in (("train", train, args.train_rows), ("dev", dev, args.dev_rows)):
+        write_jsonl(Path(args.out) / f"{name}.jsonl", make(Path(args.data) / folder / source, rows, seed=0), "rows")
 
 
 def write_jsonl(path: Path, records: list[dict], what: str) -> None:
@@ -321,14 +310,13 @@ def domain_text(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = Path(args.data)
+    from elmo_hf.train.tasks.common_data import read_classification_file, read_conll_file
+
     if args.task == "sst2":
         def read(path):
-            rows = path.read_text(encoding="utf-8").splitlines()[1:]
-            return [row.split("\t", 1)[1].strip() for row in rows if "\t" in row]
+            return [example["text"] for example in read_classification_file(path)]
         train, heldout = read(data / "sst2" / "train.tsv"), read(data / "sst2" / "dev.tsv")
     else:
-        from elmo_hf.train.tasks.common_data import read_conll_file
-
         def read(path):
             return [" ".join(sentence["tokens"]) for sentence in read_conll_file(path)]
         train, heldout = read(data / "conll2003" / "train.txt"), read(data / "conll2003" / "valid.txt")
@@ -396,11 +384,11 @@ def main(argv: list[str] | None = None) -> None:
             if task in ("qa", "mc") and not getattr(args, f"{task}_data"):
                 parser.error(f"--tasks {task} needs --{task}_data, the folder "
                              f"`{'qa-from-conll' if task == 'qa' else 'mc-from-ptb` or `mc-from-sst2'}` wrote")
-    if args.command in ("qa-from-conll", "mc-from-ptb", "mc-from-sst2") and not Path(args.data).is_dir():
+    if args.command in ("qa-from-conll", *MC_SETS) and not Path(args.data).is_dir():
         parser.error(f"--data: no folder {args.data} (the shared data: conll2003/, ptb/, sst2/)")
     sys.path.insert(0, str(REPO))
     {"run": run, "table": table, "random-bilm": random_bilm, "domain-text": domain_text,
-     "qa-from-conll": qa_from_conll, "mc-from-ptb": mc_from_ptb, "mc-from-sst2": mc_from_sst2}[args.command](args)
+     "qa-from-conll": qa_from_conll, **dict.fromkeys(MC_SETS, multiple_choice_rows)}[args.command](args)
 
 
 if __name__ == "__main__":

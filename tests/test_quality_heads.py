@@ -39,8 +39,13 @@ Paris NNP B-NP B-LOC
 
 
 def test_entity_spans_of_iob2_tags_adjacent_and_multiword():
+    """The questions' entities, read by the NER scorer's rules: two adjacent PER (so no PER question), a three-word
+    LOC, and an ORG right after it (I- of another type opens an entity)."""
     tags = ["B-PER", "I-PER", "B-PER", "O", "B-LOC", "I-LOC", "I-LOC", "I-ORG"]
-    assert quality_heads.entity_spans(tags) == [("PER", 0, 2), ("PER", 2, 3), ("LOC", 4, 7), ("ORG", 7, 8)]
+    sentence = {"tokens": [f"w{i}" for i in range(len(tags))], "tags": tags}
+    records = quality_heads.conll_questions([sentence], "t-")
+    asked = {record["id"]: (record["answers"]["text"][0], record["answers"]["answer_start"][0]) for record in records}
+    assert asked == {"t-0-LOC": ("w4 w5 w6", 12), "t-0-ORG": ("w7", 21)}
 
 
 def test_one_question_per_type_named_once_and_the_command_reads_them(tmp_path):
