@@ -528,6 +528,7 @@ def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train
     from elmo_hf.tokenization import ElmoTokenizer
 
     device = torch.device(device)
+    kernels_before = char_cnn.CUDA_INFERENCE_KERNEL, char_cnn.CUDA_TRAINING_KERNEL  # put back at the end
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     peaks = {name: matmul_tflops(dtype, device, peak_size) for name, dtype in dtypes.items()}
     name = torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu"
@@ -566,7 +567,7 @@ def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train
                 logger.info("inference %s", row)
     model.config.lstm_implementation = "auto"
     graph.USE_TRITON = True
-    char_cnn.CUDA_INFERENCE_KERNEL = "windows"
+    char_cnn.CUDA_INFERENCE_KERNEL = kernels_before[0]
     for batch_size in train_batches:
         batch = tokenizer(sentences(16, 24, batch_size), is_split_into_words=True, padding=True,
                           return_tensors="pt").to(device)
@@ -592,7 +593,7 @@ def section_gpu(model_dir: Path, repeats: int, batch_sizes=(32, 128, 512), train
                    "share_of_peak": 3 * tokens / seconds * flops / (peaks[dtype_name] * 1e12)}
             results["training"].append(row)
             logger.info("training %s", row)
-    char_cnn.CUDA_TRAINING_KERNEL = "windows"
+    char_cnn.CUDA_TRAINING_KERNEL = kernels_before[1]
     model.eval()
     return results
 
