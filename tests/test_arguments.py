@@ -135,3 +135,5 @@ def test_pretraining_recipes_fill_only_the_options_left_unset(argv, expected, tm
     assert (args.optimizer, args.learning_rate, args.softmax, args.num_sampled, args.per_device_batch_size) == expected
     with pytest.raises(UsageError, match="--recipe"):
         parse_options(PretrainArguments, [*base, "--recipe", "bilm"])
+    with pytest.raises(ValueError, match="^--num_sampled must be positive, got 0$"):  # was a traceback from the config
+        parse_options(PretrainArguments, [*base, "--num_sampled", "0"])

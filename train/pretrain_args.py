@@ -145,7 +145,7 @@ class PretrainArguments:
             self.preset = "small"
         # no --word_split: the run chooses (train/pretrain_run.py, `choose_word_split`): the --init_from model's own,
         # else punctuation for Chinese or Japanese written without spaces, else whitespace
-        for name in ("unroll_steps", "per_device_batch_size", "logging_steps"):
+        for name in ("unroll_steps", "per_device_batch_size", "logging_steps", "num_sampled"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be positive, got {getattr(self, name)}")
         if self.batch_mode == "sentence" and self.unroll_steps < 3:
