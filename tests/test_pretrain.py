@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -115,6 +116,24 @@ def parameters(out: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     return load_file(out / "model.safetensors")
+
+
+def test_the_log_claims_no_training_perplexity_and_the_bar_shows_the_validations(corpus, tmp_path):
+    """The sampled softmax's training loss (the default recipe's) reads far below the model's perplexity: the log
+    and the progress bar name it a loss, and the bar shows the evaluation's perplexity once there is one."""
+    train, valid = corpus
+    out = tmp_path / "out"
+    args = [a for a in COMMON if a != "--disable_tqdm"]
+    result = pretrain("--train_file", str(train), "--validation_file", str(valid), "--output_dir", str(out),
+                      "--max_steps", "4", "--eval_steps", "2", "--softmax", "sampled", "--num_sampled", "8", *args)
+    records = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert all("loss" in r and not any("perplexity" in key for key in r) for r in records), records
+    evaluations = re.findall(r"step 2: .*average_perplexity ([0-9.]+)", result.stderr)
+    assert len(evaluations) == 1, result.stderr
+    assert f"valid_ppl={float(evaluations[0]):.1f}" in result.stderr, result.stderr[-2000:]
+    before_evaluation = result.stderr.split("step 2: ")[0]
+    assert "loss=" in before_evaluation and "valid_ppl=" not in before_evaluation
 
 
 @pytest.mark.slow
