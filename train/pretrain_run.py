@@ -599,7 +599,7 @@ def log_step(run: Run, out) -> None:
     No perplexity: the training loss is not one. The sampled softmax's (the default recipe's) estimates the loss from
     a few negatives and reads far below the model's perplexity (the demo's model on PTB at step 1,000: exp(loss) 97,
     the validation 270), and either softmax trains on the free boundary targets the evaluation leaves out. A training
-    "perplexity" beside the validation's would suggest overfitting that is not there. The bar shows the evaluation's.
+    "perplexity" beside the validation's would suggest overfitting that is not there. The bar shows the evaluation's."""
     accelerator, progress = run.accelerator, run.progress
     losses = accelerator.reduce(
         torch.stack([out.loss.detach(), out.forward_loss.detach(), out.backward_loss.detach()]).float(),
