@@ -101,6 +101,27 @@ def _earlier_vectors(folder: Path) -> None:
     (folder / "out.h5").write_bytes(b"an earlier run's file")
 
 
+PRETRAIN = ("--train_file", "{dir}/train.txt", "--output_dir", "{dir}/out", "--preset", "tiny", "--max_steps", "2",
+            "--per_device_batch_size", "2", "--unroll_steps", "4", "--disable_tqdm", "--report_to", "none")
+
+
+def _checkpoint_with_the_full_softmax(folder: Path) -> None:
+    """A run's first step and its checkpoint, trained with --softmax full."""
+    args = [arg.format(dir=folder) for arg in PRETRAIN]
+    args[args.index("--max_steps") + 1] = "1"
+    done = run_cli("elmo-pretrain", [*args, "--softmax", "full", "--save_steps", "1"])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _resumed_with_the_full_softmax(folder: Path) -> None:
+    """The rerun went on from the checkpoint to step 2 with the checkpoint's softmax (the log: the first run's step
+    and the rerun's)."""
+    assert json.loads((folder / "out" / "train_results.json").read_text())["steps"] == 2
+    log = (folder / "out" / "train_log.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in log] == [1, 2]
+    assert json.loads((folder / "out" / "config.json").read_text())["softmax_type"] == "full"
+
+
 HEADERLESS = b"pos\tgood film\nneg\tbad film\npos\tfine film\nneg\tdull film\n"
 QUERY_TITLE = b"query\ttitle\tlabel\nhow old is Ada\tAda's age\t1\nwhere is Rome\tAda's home\t0\n"
 GREEK = "Άθήνα είναι\nη πρωτεύουσα\n"
@@ -184,6 +205,12 @@ ROWS = {
         ("tools/embedding/embed.py: --overwrite",), "elmo-embed", {"corpus.txt": b"the bank .\nrates rose .\n"},
         EMBED, "--overwrite", ("--overwrite",), embedded(["the", "bank", "."], ["rates", "rose", "."]),
         before=_earlier_vectors),
+    "a checkpoint of another recipe": Row(
+        ("train/checkpoints.py: --output_dir",), "elmo-pretrain",
+        {"train.txt": b"the cat sat on the mat .\nthe dog ran in the park .\n" * 20},
+        (*PRETRAIN, "--resume_from_checkpoint", "latest"),
+        "was trained with --softmax full, this command says --softmax sampled", ("--softmax", "full"),
+        _resumed_with_the_full_softmax, before=_checkpoint_with_the_full_softmax),
     "QA window without room": Row(
         ("train/tasks/question_answering.py: --doc_stride --max_question_length --max_seq_length",),
         "elmo-finetune-qa",

@@ -93,6 +93,36 @@ def resolve_auto_resume(args: Any) -> None:
         args.resume_from_checkpoint = "latest" if checkpoints(Path(args.output_dir)) else None
 
 
+# The options that make a run what it is: a checkpoint resumed with another value of one of them would not go on
+# with the same run (an optimizer's state restored under another rate, another softmax, another data order), least
+# of all silently when only a default changed between the two commands (the default recipe's softmax did).
+SAME_RUN_OPTIONS = ("optimizer", "learning_rate", "weight_decay", "lr_scheduler_type", "warmup_steps",
+                    "max_grad_norm", "softmax", "num_sampled", "per_device_batch_size", "batch_mode", "unroll_steps",
+                    "dropout", "mixed_precision", "seed", "shuffle_buffer")
+
+
+def check_same_run(args: Any) -> None:
+    """With --resume_from_checkpoint: the checkpoint exists, and was written by a run with this command's values of
+    `SAME_RUN_OPTIONS` (its args.json, the options as that run resolved them); refused in one line naming those that
+    differ, before anything is read or written. A checkpoint without args.json is not checked."""
+    if not args.resume_from_checkpoint:
+        return
+    checkpoint = find_checkpoint(Path(args.output_dir), args.resume_from_checkpoint)
+    with reading(checkpoint / "args.json", "--resume_from_checkpoint"):
+        saved = json.loads((checkpoint / "args.json").read_text()) if (checkpoint / "args.json").is_file() else {}
+    differ = [option for option in SAME_RUN_OPTIONS if option in saved and saved[option] != getattr(args, option)]
+    if differ:
+        trained = ", ".join(_option_value(option, saved[option]) for option in differ)
+        given = ", ".join(_option_value(option, getattr(args, option)) for option in differ)
+        raise InputError(
+            f"{checkpoint} was trained with {trained}, this command says {given}: resume with the checkpoint's "
+            "values to continue its run, or train anew in another --output_dir")
+
+
+def _option_value(option: str, value: Any) -> str:
+    return f"no --{option}" if value is None else f"--{option} {value}"
+
+
 def find_checkpoint(output_dir: Path, resume_from_checkpoint: str) -> Path:
     if resume_from_checkpoint == "latest":
         kept = checkpoints(output_dir)

@@ -57,6 +57,7 @@ from .checkpoints import (
     Progress,
     UndoUntilCheckpoint,
     agreed_stop,
+    check_same_run,
     find_checkpoint,
     interrupted_message,
     resolve_auto_resume,
@@ -115,6 +116,7 @@ def train(args: PretrainArguments, guard: InterruptGuard | None = None) -> dict:
         auto = args.resume_from_checkpoint == "auto"
         resolve_auto_resume(args)
         check_output_dir(args, auto=auto)
+        check_same_run(args)
         train_files = resolve_files(args.train_file)
         valid_files = resolve_files(args.validation_file) if args.validation_file else None
         check_decodes(train_files + (valid_files or []), args.encoding)
