@@ -136,26 +136,39 @@ def encode_trimmed(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     every convolution window that lies wholly in that run has the same value. Max-pooling needs one of them, so a
     token's characters can be cut after its varying part plus the widest filter: the cut removes only copies of a
     window that stays. Tokens are grouped by that length (`_TRIM_LENGTHS`), so most of a batch convolves 15-25
-    positions instead of 50. The pooling takes `max` with its indices: its backward pass writes one gradient per
-    filter where `amax`'s compares every position (where windows tie, the gradient goes to one of them instead of
-    being shared; tied windows are equal, so the weights' and the embedding's gradients are the same)."""
+    positions instead of 50.
+
+    Each group's convolutions are one multiply, as `encode_windows` does them: every filter padded with zero weights
+    to the widest, the character windows times one (d * widest, F) matrix. In a cut group the positions where a
+    narrower filter's window would pass the widest one's last lie in the padding run too, so they need no tail; the
+    group of whole tokens takes `encode_windows`' tail. On the CPU this is 1.2-1.6x the seven convolutions forward
+    and backward (benchmarks/results_pretrain.md). The pooling takes `max` with its indices: its backward pass writes
+    one gradient per filter where `amax`'s compares every position (where windows tie, the gradient goes to one of
+    them instead of being shared; tied windows are equal, so the weights' and the embedding's gradients are the
+    same)."""
     tokens, width = char_ids.shape
     if tokens == 0:
         return encoder.encode(char_ids)
     varying = torch.arange(1, width + 1, device=char_ids.device) * (char_ids != char_ids[:, -1:])
     limits = torch.tensor(_TRIM_LENGTHS, device=char_ids.device)
     groups = torch.searchsorted(limits, varying.amax(dim=1))  # (N,): index of the first limit >= the varying length
-    widest = max(conv.kernel_size[0] for conv in encoder.convolutions)
+    weight, bias, widest = _window_weights(encoder)
     order = groups.argsort(stable=True)
     pooled = []
     for group, rows in enumerate(order.split(torch.bincount(groups, minlength=len(_TRIM_LENGTHS) + 1).tolist())):
         if len(rows):
-            end = min(width, _TRIM_LENGTHS[group] + widest) if group < len(_TRIM_LENGTHS) else width
-            chars = encoder.char_embedding(char_ids[rows, :end]).transpose(1, 2)  # (n, d, end)
-            pooled.append(torch.cat([conv(chars).max(dim=-1).values for conv in encoder.convolutions], dim=-1))
+            limit = _TRIM_LENGTHS[group] if group < len(_TRIM_LENGTHS) else width
+            chars = encoder.char_embedding(char_ids[rows, : min(width, limit + widest)])  # (n, end, d)
+            best = _window_products(chars, weight, widest).max(dim=1).values  # (n, F)
+            if limit + widest > width and widest > 1:  # whole tokens: the last positions, where narrower filters fit
+                tail = _tail_products(chars, weight, widest)
+                tail = tail + _past_the_end(encoder, width - widest + 1, width, tail.dtype, tail.device)
+                best = torch.maximum(best, tail.max(dim=1).values)
+            pooled.append(best)
     place = torch.empty_like(order)
     place[order] = torch.arange(tokens, device=order.device)  # row i of the input is row place[i] when sorted
-    return encoder.from_pooled(torch.cat(pooled)[place], linear=training_linear)
+    pooled = torch.cat(pooled)[place]
+    return encoder.from_pooled(pooled + bias.to(pooled.dtype), linear=training_linear)
 
 
 def encode_onednn(encoder, char_ids: torch.Tensor) -> torch.Tensor:
@@ -240,12 +253,25 @@ def encode_windows(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     pooled = []
     with torch.autocast(chars.device.type, enabled=False):
         for block in chars.split(_WINDOW_TOKENS_PER_BLOCK):
-            products = torch.nn.functional.linear(block.unfold(1, widest, 1).flatten(2), weight)  # (b, inside, F)
-            tail = torch.nn.functional.pad(block[:, inside:], (0, 0, 0, widest - 1))  # (b, 2 * widest - 2, d)
-            tail = torch.nn.functional.linear(tail.unfold(1, widest, 1).flatten(2), weight)  # (b, widest - 1, F)
-            pooled.append(torch.maximum(products.amax(dim=1), tail.add_(past_the_end).amax(dim=1)))
+            best = _window_products(block, weight, widest).amax(dim=1)  # (b, F) over the inside positions
+            if widest > 1:  # and the last widest - 1, where the narrower filters have windows too
+                best = torch.maximum(best, _tail_products(block, weight, widest).add_(past_the_end).amax(dim=1))
+            pooled.append(best)
     pooled = torch.cat(pooled) if len(pooled) != 1 else pooled[0]
     return encoder.from_pooled(pooled + bias.to(pooled.dtype))
+
+
+def _window_products(chars: torch.Tensor, weight: torch.Tensor, widest: int) -> torch.Tensor:
+    """(n, L, d) characters -> (n, L - widest + 1, F): every filter (`weight`, `_window_weights`) at every position
+    where the widest one's window lies within the L characters."""
+    return torch.nn.functional.linear(chars.unfold(1, widest, 1).flatten(2), weight)
+
+
+def _tail_products(chars: torch.Tensor, weight: torch.Tensor, widest: int) -> torch.Tensor:
+    """(n, L, d) characters -> (n, widest - 1, F): every filter at the last widest - 1 positions, the characters past
+    the end taken as zeros (the windows that reach them are for the caller to drop)."""
+    tail = torch.nn.functional.pad(chars[:, chars.shape[1] - widest + 1 :], (0, 0, 0, widest - 1))
+    return _window_products(tail, weight, widest)
 
 
 def _window_weights(encoder) -> tuple[torch.Tensor, torch.Tensor, int]:
