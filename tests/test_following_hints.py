@@ -113,13 +113,11 @@ def _checkpoint_with_the_full_softmax(folder: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def _resumed_with_the_full_softmax(folder: Path) -> None:
-    """The rerun went on from the checkpoint to step 2 with the checkpoint's softmax (the log: the first run's step
-    and the rerun's)."""
+def _resumed(folder: Path) -> None:
+    """The rerun went on from the checkpoint to step 2 (the log: the first run's step and the rerun's)."""
     assert json.loads((folder / "out" / "train_results.json").read_text())["steps"] == 2
     log = (folder / "out" / "train_log.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in log] == [1, 2]
-    assert json.loads((folder / "out" / "config.json").read_text())["softmax_type"] == "full"
 
 
 HEADERLESS = b"pos\tgood film\nneg\tbad film\npos\tfine film\nneg\tdull film\n"
@@ -210,7 +208,7 @@ ROWS = {
         {"train.txt": b"the cat sat on the mat .\nthe dog ran in the park .\n" * 20},
         (*PRETRAIN, "--resume_from_checkpoint", "latest"),
         "was trained with --softmax full, this command says --softmax sampled", ("--softmax", "full"),
-        _resumed_with_the_full_softmax, before=_checkpoint_with_the_full_softmax),
+        _resumed, before=_checkpoint_with_the_full_softmax),
     "QA window without room": Row(
         ("train/tasks/question_answering.py: --doc_stride --max_question_length --max_seq_length",),
         "elmo-finetune-qa",

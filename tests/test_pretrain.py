@@ -136,6 +136,18 @@ def test_the_log_claims_no_training_perplexity_and_the_bar_shows_the_validations
     assert "loss=" in before_evaluation and "valid_ppl=" not in before_evaluation
 
 
+def test_the_saved_config_names_the_softmax_that_trained(corpus, tmp_path):
+    """The default recipe asks for the sampled softmax of 1,024 negatives; a vocabulary of no more words trains with
+    the full one, and the model folder's config says so."""
+    train, _ = corpus
+    pretrain("--train_file", str(train), "--output_dir", str(tmp_path / "small"), "--max_steps", "1", *COMMON)
+    pretrain("--train_file", str(train), "--output_dir", str(tmp_path / "sampled"), "--max_steps", "1",
+             "--num_sampled", "8", *COMMON)
+    config = {name: json.loads((tmp_path / name / "config.json").read_text()) for name in ("small", "sampled")}
+    assert 8 < config["small"]["vocab_size"] <= 1024
+    assert config["small"]["softmax_type"] == "full" and config["sampled"]["softmax_type"] == "sampled"
+
+
 @pytest.mark.slow
 def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
     train, valid = corpus

@@ -391,7 +391,12 @@ def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator
 
 
 def make_model(args: PretrainArguments, tokenizer: ElmoTokenizer, start: StartModel | None) -> ElmoForPreTraining:
-    overrides = {"vocab_size": tokenizer.word_vocab_size, "softmax_type": args.softmax, "num_sampled": args.num_sampled}
+    softmax = args.softmax
+    if softmax == "sampled" and args.num_sampled >= tokenizer.word_vocab_size:
+        # The sampled softmax trains as the full one when it cannot leave a word out (softmax_elmo.py): the saved
+        # config says what was trained, not what was asked (the run's args.json keeps that).
+        softmax = "full"
+    overrides = {"vocab_size": tokenizer.word_vocab_size, "softmax_type": softmax, "num_sampled": args.num_sampled}
     if args.dropout is not None:
         overrides["dropout"] = args.dropout
     if start is not None:
