@@ -142,6 +142,8 @@ def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, w
             verb, before, after = wrong
             what = (f"{labels[after]} after {labels[before]}" if verb == "has"
                     else labels[after if after is not None else before])
+            if "line" in sentence:  # an SRL predicate: its sentence's first line, as the reader's errors say
+                number = f"{number} (line {sentence['line']}, word {sentence['predicate'] + 1})"
             raise InputError(f"{crf}: {unit} {number} of {where} {verb} {what}, which {scheme.upper()} tags "
                              "forbid; give IOB2 or BIOES tags, or --crf_constraints none (IOB1 tags)")
 
