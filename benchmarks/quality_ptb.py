@@ -577,6 +577,14 @@ def perplexity(args: argparse.Namespace) -> None:
         Path(args.output).write_text(json.dumps(results, indent=2))
 
 
+def at_least_one(text: str) -> int:
+    """argparse's type for a count of processes: an integer of 1 or more (argparse says so in one line)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -607,7 +615,7 @@ def main(argv: list[str] | None = None) -> None:
     evaluator.add_argument("--out", required=True)
     evaluator.add_argument("--data", default=str(DATA))
     evaluator.add_argument("--every", type=int, default=1, help="evaluate every N-th of our checkpoints")
-    evaluator.add_argument("--parallel", type=int, default=min(2, os.cpu_count() or 1),
+    evaluator.add_argument("--parallel", type=at_least_one, default=min(2, os.cpu_count() or 1),
                            help="recipes scored at once, a process and a thread each (default: 2)")
     evaluator.add_argument("--test_at", type=float, nargs="*", default=[],
                            help="minutes at which both are also tested (the last checkpoint or snapshot within them)")
