@@ -104,13 +104,16 @@ SAME_RUN_OPTIONS = ("optimizer", "learning_rate", "weight_decay", "lr_scheduler_
 def check_same_run(args: Any) -> None:
     """With --resume_from_checkpoint: the checkpoint exists, and was written by a run with this command's values of
     `SAME_RUN_OPTIONS` (its args.json, the options as that run resolved them); refused in one line naming those that
-    differ, before anything is read or written. A checkpoint without args.json is not checked."""
+    differ, before the corpus is read or anything is written. `--num_sampled` counts only where a side trains the
+    sampled softmax (the others never read it). A checkpoint without args.json is not checked."""
     if not args.resume_from_checkpoint:
         return
     checkpoint = find_checkpoint(Path(args.output_dir), args.resume_from_checkpoint)
     with reading(checkpoint / "args.json", "--resume_from_checkpoint"):
         saved = json.loads((checkpoint / "args.json").read_text()) if (checkpoint / "args.json").is_file() else {}
     differ = [option for option in SAME_RUN_OPTIONS if option in saved and saved[option] != getattr(args, option)]
+    if "sampled" not in (saved.get("softmax"), args.softmax):
+        differ = [option for option in differ if option != "num_sampled"]
     if differ:
         trained = ", ".join(_option_value(option, saved[option]) for option in differ)
         given = ", ".join(_option_value(option, getattr(args, option)) for option in differ)

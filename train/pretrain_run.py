@@ -39,6 +39,7 @@ from elmo_hf.tokenization import (
     ElmoTokenizer,
     build_vocab,
     check_word_split,
+    load_vocab,
     split_name,
     write_vocab,
 )
@@ -345,10 +346,14 @@ def make_accelerator(args: PretrainArguments):
 
 def vocabulary_words(args: PretrainArguments, train_files: list[str], accelerator,
                      start: StartModel | None) -> list[str] | None:
-    """The words of the vocabulary when it is not a file given (main process only, in memory): the --init_from
-    model's, or one built from the corpus. None with --vocab_file, and on the other processes."""
+    """The words of the vocabulary when it is not a file given (main process only, in memory): a resumed run's own
+    (its vocab.txt: the softmax's rows are its words, whatever the corpus holds now), the --init_from model's, or one
+    built from the corpus. None with --vocab_file, and on the other processes."""
     if args.vocab_file is not None or not accelerator.is_main_process:
         return None
+    if args.resume_from_checkpoint and (Path(args.output_dir) / "vocab.txt").is_file():
+        with reading(Path(args.output_dir) / "vocab.txt", "--resume_from_checkpoint"):
+            return load_vocab(Path(args.output_dir) / "vocab.txt")
     if start is not None and start.tokenizer.word_vocab:
         return start.tokenizer.word_vocab
     texts = (example["text"] for example in read_sentences(train_files, encoding=args.encoding))
@@ -373,6 +378,8 @@ def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator
                     write_vocab(words, vocab_path)
                 source = f"of --init_from {args.init_from}" if start is not None and start.tokenizer.word_vocab else \
                     "built from the corpus"
+                if args.resume_from_checkpoint:
+                    source = "of the run resumed"
                 logger.info("a vocabulary of %d words %s: %s", len(words), source, vocab_path)
     kept = {}
     if start is not None:
