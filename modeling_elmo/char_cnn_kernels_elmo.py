@@ -141,11 +141,11 @@ def encode_trimmed(encoder, char_ids: torch.Tensor) -> torch.Tensor:
     Each group's convolutions are one multiply, as `encode_windows` does them: every filter padded with zero weights
     to the widest, the character windows times one (d * widest, F) matrix. In a cut group the positions where a
     narrower filter's window would pass the widest one's last lie in the padding run too, so they need no tail; the
-    group of whole tokens takes `encode_windows`' tail. On the CPU this is 1.2-1.6x the seven convolutions forward
-    and backward (benchmarks/results_pretrain.md). The pooling takes `max` with its indices: its backward pass writes
-    one gradient per filter where `amax`'s compares every position (where windows tie, the gradient goes to one of
-    them instead of being shared; tied windows are equal, so the weights' and the embedding's gradients are the
-    same)."""
+    group of whole tokens takes `encode_windows`' tail. On the CPU the CNN's forward and backward ran 1.16-1.56x as
+    fast as with the seven convolutions, a training step 1.07-1.10x (benchmarks/results_pretrain.md). The pooling
+    takes `max` with its indices: its backward pass writes one gradient per filter where `amax`'s compares every
+    position (where windows tie, the gradient goes to one of them instead of being shared; tied windows are equal,
+    so the weights' and the embedding's gradients are the same)."""
     tokens, width = char_ids.shape
     if tokens == 0:
         return encoder.encode(char_ids)

@@ -131,7 +131,8 @@ def test_the_log_claims_no_training_perplexity_and_the_bar_shows_the_validations
     assert all("loss" in r and not any("perplexity" in key for key in r) for r in records), records
     evaluations = re.findall(r"step 2: .*average_perplexity ([0-9.]+)", result.stderr)
     assert len(evaluations) == 1, result.stderr
-    assert f"valid_ppl={float(evaluations[0]):.1f}" in result.stderr, result.stderr[-2000:]
+    shown = [float(value) for value in re.findall(r"valid_ppl=([0-9.]+)", result.stderr)]
+    assert shown and all(abs(value - float(evaluations[0])) <= 0.06 for value in shown), result.stderr[-2000:]
     before_evaluation = result.stderr.split("step 2: ")[0]
     assert "loss=" in before_evaluation and "valid_ppl=" not in before_evaluation
 
