@@ -72,7 +72,7 @@ def test_evaluation_leaves_out_the_boundaries_that_cost_nothing(tokenizer):
     after `</S>` (forward LM) nor `</S>` after `<S>` (backward LM): in the stream each always follows the other.
     Every other target stays, and those two only ever follow their partner, so nothing that carries information is
     dropped."""
-    from elmo_hf.train.pretrain_run import without_free_boundaries
+    from elmo_hf.train.pretrain_eval import without_free_boundaries
 
     encoder = BatchEncoder(tokenizer)
     bos, eos = encoder.vocab_ids([BOS, EOS])
