@@ -312,6 +312,7 @@ EXEMPT = {
         "tools/export/onnx_export.py: --output", "tools/core/output_paths.py: --<option>",
         "train/finetune_run.py: --help",
         "train/pretrain_run.py: --per_device_batch_size --unroll_steps",
+        "train/pretrain_eval.py: --per_device_batch_size --unroll_steps",
         "train/tasks/sequence_classification.py: --max_seq_length", "train/tasks/token_classification.py: "
         "--max_seq_length", "train/tasks/semantic_role_labeling.py: --max_seq_length",
         "train/tasks/question_answering.py: --doc_stride --max_seq_length"], VALUE),
