@@ -137,6 +137,24 @@ def test_the_log_claims_no_training_perplexity_and_the_bar_shows_the_validations
     assert "loss=" in before_evaluation and "valid_ppl=" not in before_evaluation
 
 
+def test_a_resumed_run_keeps_its_vocabulary_and_ignores_num_sampled_without_the_sampled_softmax(corpus, tmp_path):
+    """Resuming rebuilt the vocabulary from the corpus: a corpus grown since would shift the word ids under the
+    restored softmax. The run's vocab.txt is read instead. And --num_sampled, which the full softmax never reads, does
+    not stop a full-softmax run from resuming (those runs saved bilm-tf's 8192 when the default was full)."""
+    train, _ = corpus
+    out = tmp_path / "out"
+    pretrain("--train_file", str(train), "--output_dir", str(out), "--max_steps", "1", "--save_steps", "1",
+             "--softmax", "full", "--num_sampled", "8192", *COMMON)
+    vocabulary = (out / "vocab.txt").read_text()
+    grown = tmp_path / "grown.txt"
+    grown.write_text(train.read_text() + "zebras and aardvarks wander\n" * 50)
+    result = pretrain("--train_file", str(grown), "--output_dir", str(out), "--max_steps", "2", "--softmax", "full",
+                      "--resume_from_checkpoint", "latest", *COMMON)
+    assert "of the run resumed" in result.stderr, result.stderr
+    assert (out / "vocab.txt").read_text() == vocabulary and "zebras" not in vocabulary
+    assert json.loads((out / "train_results.json").read_text())["steps"] == 2
+
+
 @pytest.mark.slow
 def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
     train, valid = corpus
