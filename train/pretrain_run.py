@@ -39,7 +39,6 @@ from elmo_hf.tokenization import (
     ElmoTokenizer,
     build_vocab,
     check_word_split,
-    load_vocab,
     split_name,
     write_vocab,
 )
@@ -345,14 +344,11 @@ def make_accelerator(args: PretrainArguments):
 
 def vocabulary_words(args: PretrainArguments, train_files: list[str], accelerator,
                      start: StartModel | None) -> list[str] | None:
-    """The words of the vocabulary when it is not a file given (main process only, in memory): a resumed run's own
-    (its vocab.txt: the softmax's rows are its words, whatever the corpus holds now), the --init_from model's, or one
-    built from the corpus. None with --vocab_file, and on the other processes."""
-    if args.vocab_file is not None or not accelerator.is_main_process:
+    """The words of the vocabulary when it is not a file (main process only, in memory): the --init_from model's, or
+    one built from the corpus. None with --vocab_file or a resumed run's own (`resumed_vocab`), and on the other
+    processes."""
+    if args.vocab_file is not None or resumed_vocab(args) is not None or not accelerator.is_main_process:
         return None
-    if args.resume_from_checkpoint and (Path(args.output_dir) / "vocab.txt").is_file():
-        with reading(Path(args.output_dir) / "vocab.txt", "--resume_from_checkpoint"):
-            return load_vocab(Path(args.output_dir) / "vocab.txt")
     if start is not None and start.tokenizer.word_vocab:
         return start.tokenizer.word_vocab
     texts = (example["text"] for example in read_sentences(train_files, encoding=args.encoding))
@@ -363,12 +359,21 @@ def vocabulary_words(args: PretrainArguments, train_files: list[str], accelerato
     return words
 
 
+def resumed_vocab(args: PretrainArguments) -> Path | None:
+    """A resumed run's own vocab.txt, read as it is rather than built again: the softmax's rows are its words,
+    whatever the corpus holds now (a corpus grown since would shift the word ids under the restored softmax)."""
+    path = Path(args.output_dir) / "vocab.txt"
+    return path if args.resume_from_checkpoint and path.is_file() else None
+
+
 def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator,
                    start: StartModel | None) -> ElmoTokenizer:
-    """The tokenizer with its word vocabulary: --vocab_file, or the words of `vocabulary_words`, which the main
-    process writes into the output folder for every process to read. A model continued with --init_from keeps its
-    own character rows (an ELMoForManyLangs model its dictionaries) and `max_characters_per_token`."""
-    vocab_path = args.vocab_file
+    """The tokenizer with its word vocabulary: --vocab_file, a resumed run's own, or the words of
+    `vocabulary_words`, which the main process writes into the output folder for every process to read. A model
+    continued with --init_from keeps its own character rows (an ELMoForManyLangs model its dictionaries) and
+    `max_characters_per_token`."""
+    resumed = resumed_vocab(args) if args.vocab_file is None else None
+    vocab_path = args.vocab_file or resumed
     if vocab_path is None:
         vocab_path = os.path.join(args.output_dir, "vocab.txt")
         with accelerator.main_process_first():
@@ -377,8 +382,6 @@ def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator
                     write_vocab(words, vocab_path)
                 source = f"of --init_from {args.init_from}" if start is not None and start.tokenizer.word_vocab else \
                     "built from the corpus"
-                if args.resume_from_checkpoint:
-                    source = "of the run resumed"
                 logger.info("a vocabulary of %d words %s: %s", len(words), source, vocab_path)
     kept = {}
     if start is not None:
@@ -387,8 +390,11 @@ def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator
             kept.update(char_dictionary=start.tokenizer.char_dictionary,
                         word_dictionary=start.tokenizer.word_dictionary)
     tokenizer_class = ElmoTokenizer if start is None else type(start.tokenizer)
-    if args.vocab_file is None:  # written just now, from words checked
-        return tokenizer_class(vocab_file=vocab_path, word_split=args.word_split, **kept)
+    if args.vocab_file is None:  # written just now from words checked, or by the run resumed
+        tokenizer = tokenizer_class(vocab_file=str(vocab_path), word_split=args.word_split, **kept)
+        if resumed is not None and accelerator.is_main_process:
+            logger.info("a vocabulary of %d words of the run resumed: %s", tokenizer.word_vocab_size, vocab_path)
+        return tokenizer
     with reading(vocab_path, "--vocab_file"):
         try:
             return tokenizer_class(vocab_file=vocab_path, word_split=args.word_split, **kept)
