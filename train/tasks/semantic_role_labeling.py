@@ -255,7 +255,8 @@ class SemanticRoleLabeling(Task):
 
     def check_training_examples(self, config, examples: list[dict], data_args, tokenizer=None) -> None:
         """A CRF head (--crf) must be able to learn every predicate's tags: one its BIO scheme forbids is refused."""
-        check_crf_training_tags(config, examples, data_args, unit="predicate")
+        check_crf_training_tags(config, examples, data_args, unit="predicate",
+                                locate=lambda example: f"line {example['line']}, word {example['predicate'] + 1}")
 
     def metrics(self, config, data_args):
         """Span precision, recall and F1 (the V span left out) and tag accuracy, from each batch's argmax."""

@@ -124,9 +124,9 @@ def check_word_units(sentences: list[dict], tokenizer, data_args) -> None:
 
 
 def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, where: str, crf: str,
-                   unit: str = "sentence") -> None:
+                   unit: str = "sentence", locate=None) -> None:
     """One line (`InputError`) for the first sentence (or other `unit` of tags) whose tags take a transition the CRF's
-    scheme forbids."""
+    scheme forbids; `locate(example)`, where given, says where the file has it."""
     from elmo_hf.modeling_elmo.crf_elmo import allowed_transitions, scheme_of
 
     scheme = scheme_of(labels, constraints)
@@ -142,8 +142,8 @@ def check_crf_tags(sentences: list[dict], labels: list[str], constraints: str, w
             verb, before, after = wrong
             what = (f"{labels[after]} after {labels[before]}" if verb == "has"
                     else labels[after if after is not None else before])
-            if "line" in sentence:  # an SRL predicate: its sentence's first line, as the reader's errors say
-                number = f"{number} (line {sentence['line']}, word {sentence['predicate'] + 1})"
+            if locate is not None:
+                number = f"{number} ({locate(sentence)})"
             raise InputError(f"{crf}: {unit} {number} of {where} {verb} {what}, which {scheme.upper()} tags "
                              "forbid; give IOB2 or BIOES tags, or --crf_constraints none (IOB1 tags)")
 
@@ -347,12 +347,12 @@ def crf_head_options(data_args) -> dict:
     return options
 
 
-def check_crf_training_tags(config, examples: list[dict], data_args, unit: str = "sentence") -> None:
+def check_crf_training_tags(config, examples: list[dict], data_args, unit: str = "sentence", locate=None) -> None:
     """A CRF head (new with --crf, or a saved one) refuses training tags its scheme forbids (`check_crf_tags`)."""
     if config.use_crf:
         labels = [config.id2label[i] for i in range(config.num_labels)]
         check_crf_tags(examples, labels, config.crf_constraints, f"--train_file {data_args.train_file}",
-                       "--crf" if data_args.use_crf else "the saved head's CRF", unit)
+                       "--crf" if data_args.use_crf else "the saved head's CRF", unit, locate)
 
 
 PARTS = TokenClassification()
