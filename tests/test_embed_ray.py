@@ -272,3 +272,27 @@ def test_an_interrupted_run_resumes_without_redoing_its_windows(tiny_model_dir, 
     assert f"{16 - found} window(s) embedded by 2 Ray actor(s)" in result.stderr  # the done ones are not
     assert_same_hdf5(out, single)
     assert not partial.exists()
+
+
+@needs_ray
+@pytest.mark.slow
+def test_sigterm_to_the_driver_alone_stops_it_as_ctrl_c_does(tiny_model_dir, tmp_path):
+    """SIGTERM to the command's process only (`kill PID`, a job scheduler's stop). `ray.init` installs handlers of its
+    own for it in the driver (one exits with status 15, one prints a stack and aborts: exit -6 before the fix); the
+    command keeps its own, so it stops as on Ctrl-C: exit 143, its complete windows kept, one line naming --resume."""
+    corpus = write_corpus(tmp_path / "in.txt", LINES)
+    out = tmp_path / "ray.hdf5"
+    partial = out.with_name(out.name + ".partial")
+    command = ray_command(corpus, out, "--model", tiny_model_dir, *COMMON, "--num_workers", "1",
+                          "--debug_batch_delay", "0.2")
+    with subprocess.Popen(command, cwd=REPO, env=ray_env(), stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        wait_for(lambda: partial.is_dir() and len(done_windows(partial)) >= 1, process, "a complete window",
+                 timeout=300)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-5000:]
+    said = [line for line in stderr.splitlines() if "interrupted (SIGTERM)" in line]
+    assert len(said) == 1 and "run the same command with --resume" in said[0], stderr[-5000:]
+    assert "Traceback" not in stderr and "SIGTERM received" not in stderr and not out.exists()
+    assert 1 <= len(done_windows(partial)) < 16

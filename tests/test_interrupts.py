@@ -11,7 +11,12 @@ import weakref
 
 import pytest
 
-from elmo_hf.tools.core.interrupts import Interrupted, InterruptGuard, one_line_if_interrupted_while_starting
+from elmo_hf.tools.core.interrupts import (
+    Interrupted,
+    InterruptGuard,
+    handlers_kept,
+    one_line_if_interrupted_while_starting,
+)
 
 
 class _SignallingStream(io.StringIO):
@@ -105,3 +110,22 @@ def test_an_error_after_a_signal_is_told_as_the_interruption_in_one_line(capsys)
     assert err.strip().splitlines() == [
         "WARNING elmo-test: interrupted by SIGINT (the run then stopped with SystemError: <built-in method wait> "
         "returned a result with an exception set)"], err
+
+
+def test_a_library_that_sets_its_own_handlers_on_start_does_not_take_the_signals_from_the_command():
+    """As `ray.init` does (SIGTERM: a handler that exits with status 15): inside `handlers_kept()` the library's
+    handler is set, after it the command's guard has both signals again."""
+    def library_handler(signum, frame):
+        raise SystemExit(signum)
+
+    guard = InterruptGuard()
+    with guard.installed():
+        with handlers_kept():
+            signal.signal(signal.SIGTERM, library_handler)
+            assert signal.getsignal(signal.SIGTERM) is library_handler
+        assert signal.getsignal(signal.SIGTERM) == guard._handler == signal.getsignal(signal.SIGINT)
+        with pytest.raises(Interrupted) as stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # bytecodes for the handler to run between
+                pass
+    assert stop.value.exit_code == 143

@@ -113,6 +113,21 @@ def signals_held() -> contextlib.AbstractContextManager:
 
 
 @contextlib.contextmanager
+def handlers_kept() -> Iterator[None]:
+    """The SIGINT and SIGTERM handlers of before the block, set again after it: for a library that installs its own when
+    it starts. Ray's driver does (`ray.init`): a Python handler for SIGTERM that exits with status 15, and a C one that
+    prints a stack and aborts the process; with them, SIGTERM ended `elmo-embed --engine ray` with neither its work
+    committed nor its line naming --resume."""
+    saved = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            if handler is not None:  # None: a handler not set from Python, which Python cannot set again
+                signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
 def one_line_if_interrupted_while_starting() -> Iterator[None]:
     """Within the block (the seconds of importing torch and transformers, before anything is written), SIGINT and
     SIGTERM end the command with one line and exit status 128 + the signal's number, not a traceback."""

@@ -28,7 +28,7 @@ from pathlib import Path
 import ray
 import ray.exceptions
 
-from ..core.interrupts import signals_held
+from ..core.interrupts import handlers_kept, signals_held
 from .embed_io import Counts, EmbedError, EmbedFailed
 
 logger = logging.getLogger("elmo-embed")
@@ -64,13 +64,15 @@ class WindowWorker:
 
 
 def start(args) -> None:
-    """Connect to `--ray_address`, or start a local Ray with room for `--num_workers` actors."""
+    """Connect to `--ray_address`, or start a local Ray with room for `--num_workers` actors. The command's own SIGINT
+    and SIGTERM handlers are kept (`ray.init` replaces SIGTERM's)."""
     threads = args.threads or 1
     options = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": True}
-    if args.ray_address:
-        ray.init(address=args.ray_address, **options)
-    else:
-        ray.init(num_cpus=args.num_workers * threads, **options)
+    with handlers_kept():
+        if args.ray_address:
+            ray.init(address=args.ray_address, **options)
+        else:
+            ray.init(num_cpus=args.num_workers * threads, **options)
 
 
 def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], work: Path, is_dataset: bool,
