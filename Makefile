@@ -1,8 +1,8 @@
 # Two commands do all the set-up on a fresh machine (Python >= 3.10, no torch needed beforehand):
 #   make demo   trains a small ELMo on a generated corpus and shows what its vectors are for
-#   make test   runs the numerics tests on the nearest older CPU level, then the test suite (make test-fast: the fast
-#               core, pytest -m "not slow"; make test-all: with the long kill/restart tests marked `extended`;
-#               make test-numerics: the numerics tests on every level)
+#   make test   runs every test: the numerics tests on the older CPU levels, then the whole suite with the whole
+#               compatibility matrix (what CI runs; make test AREA=embed: one area's test files; make test-fast: the
+#               inner loop, pytest -m "not slow"; make test-numerics: the numerics tests on every level)
 #   make app    serves the demo page (elmo-app, docs/app.md) on http://127.0.0.1:7860
 # Each creates .venv with the versions pinned in constraints.txt. The pin fixes torch's version, not its build:
 # where pip finds PyTorch's CPU wheels you get the CPU build; see the README ("The environment") to choose.
@@ -21,7 +21,7 @@ APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 TORCH_STAMP := $(VENV)/.installed-torch
 
-.PHONY: demo test test-all test-fast test-numerics test-compat lint clean anchors browser app
+.PHONY: demo test test-fast test-numerics lint clean anchors browser app
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -77,57 +77,53 @@ app: $(APP_STAMP)
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file to a process, each computing on one thread:
 # many tests wait on commands, servers and fresh interpreters, and two workers kept two cores 81% busy (1.62 CPU-seconds
-# a second), so a third fills the waits. TEST_WORKERS=0 runs it in this process. xdist hands out the files with the
-# most tests first (tests/conftest.py says what giving it the collection's order with --no-loadscope-reorder did).
+# a second), so a third fills the waits. TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 3
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 # The tests write bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some CI images):
 # without it, each of the suite's ~200 Python processes compiles the project from source again (about 1 CPU-second
 # each) and each worker rewrites every test module's asserts again (about 7); the caches go to __pycache__ folders,
 # which git ignores. An empty value is Python's "unset".
-test test-all test-fast test-numerics test-compat: export PYTHONDONTWRITEBYTECODE :=
+test test-fast test-numerics: export PYTHONDONTWRITEBYTECODE :=
 
-# Two stacks of the compatibility matrix run with the suite, the oldest transformers 4 (4.46) and a transformers 5
-# below 5.17 (5.16): each environment takes about half a minute to build, once (torch shared,
-# tests/compat/environments.py); 4.53, flair and spaCy are make test-compat's. They are built while pip installs the
-# rest of the project's environment and the numerics tests run on the nearest older CPU level, then the suite runs
-# (built beside the suite, they made it 70 s longer); make test fails when either the suite or the numerics tests
-# failed.
-SUITE_STACKS := transformers-4.46 transformers-5.16
+# AREA: one part of the suite, by the test files' names: `make test AREA=embed` runs tests/test_*embed*.py, `make test
+# AREA="pretrain finetune"` the files named for either (docs/tests.md lists the areas). Empty: every file.
+AREA ?=
+AREA_FILES := $(sort $(foreach area,$(AREA),$(wildcard tests/test_*$(area)*.py)))
+ifneq ($(strip $(AREA)),)
+ifeq ($(AREA_FILES),)
+$(error AREA=$(AREA) names no test file: tests/test_*$(firstword $(AREA))*.py matches nothing)
+endif
+endif
 COMPAT_LOG := $(VENV)/compat-build.log
-# make test leaves out the tests marked `extended` (long kill/restart runs, each beside a cheaper test of the same path,
-# so that the suite keeps within 15 minutes on 2 cores); make test-all is make test with them.
-SUITE_MARKS ?= (not compat or in_suite) and not extended
-test-all: SUITE_MARKS = not compat or in_suite
-test-all: test
+
+# make test: everything CI runs (.ci/run), nothing left out by a marker. The compatibility matrix's environments
+# (tests/compat/requirements/: every transformers, datasets, accelerate and sentence-transformers stack, flair, spaCy)
+# are built while pip installs the rest of the project's environment and the numerics tests run on every older CPU
+# level (tests/run_numerics.py --older); each environment takes about half a minute to build, once (torch shared,
+# cached in ~/.cache/elmo-hf/compat). Then the suite runs, every test file. make test fails when either the suite or
+# the numerics tests failed. With AREA, only that area's files run, and no numerics level.
 test: $(TORCH_STAMP)
-	@$(BIN)/python tests/compat/environments.py build $(SUITE_STACKS) > $(COMPAT_LOG) 2>&1 & compat=$$!; \
+	@$(BIN)/python tests/compat/environments.py build > $(COMPAT_LOG) 2>&1 & compat=$$!; \
 	$(MAKE) --no-print-directory $(STAMP) || { wait $$compat; exit 1; }; \
-	$(BIN)/python tests/run_numerics.py --nearest; numerics=$$?; \
-	wait $$compat || echo "the environments $(SUITE_STACKS) were not all built: their tests skip" >> $(COMPAT_LOG); \
+	numerics=0; [ -n "$(strip $(AREA))" ] || { $(BIN)/python tests/run_numerics.py --older; numerics=$$?; }; \
+	wait $$compat || echo "the compatibility environments were not all built: the tests of those missing skip" \
+		>> $(COMPAT_LOG); \
 	cat $(COMPAT_LOG); \
-	$(BIN)/python -m pytest -q --durations=20 -m "$(SUITE_MARKS)" $(PYTEST_WORKERS) $(PYTEST_ARGS); suite=$$?; \
-	[ $$numerics = 0 ] || echo "make test: the numerics tests on the nearest older CPU level failed (above)"; \
+	$(BIN)/python -m pytest -q --durations=20 $(PYTEST_WORKERS) $(AREA_FILES) $(PYTEST_ARGS); suite=$$?; \
+	[ $$numerics = 0 ] || echo "make test: the numerics tests on an older CPU level failed (above)"; \
 	[ $$suite = 0 ] && [ $$numerics = 0 ]
 
-# The tests marked `numerics` again, each on two threads and on older CPUs' kernels (tests/run_numerics.py): a bound
-# that holds only on one thread or on this CPU's own kernels fails here, not for a user. About a minute a level
-# (this CPU's and each older one); `make test` runs the nearest older level only.
+# The tests marked `numerics` again, each on two threads, on this CPU's kernels and on every older CPU level
+# (tests/run_numerics.py): a bound that holds only on one thread or on this CPU's own kernels fails here, not for a
+# user. About a minute a level; `make test` runs the older levels (the suite itself runs this CPU's).
 test-numerics: $(STAMP)
 	$(BIN)/python tests/run_numerics.py
 
-# The compatibility matrix (tests/test_compat.py, tests/test_ecosystem.py and test_resave_remote.py's stacks, marked
-# `compat`): the same folders on transformers 4.46, 4.53, 5.3 and 5.16, datasets 3.6, flair 0.15.1 and
-# spacy-transformers 1.4, each in a virtual environment of its own
-# that pip builds from the registry (tests/compat/requirements/) and that is cached in ~/.cache/elmo-hf/compat
-# (ELMO_COMPAT_CACHE): built once, again only when its requirements or the project's dependencies change.
-test-compat: $(STAMP)
-	$(BIN)/python tests/compat/environments.py build
-	$(BIN)/python -m pytest -q -m compat $(PYTEST_WORKERS) tests/test_compat.py tests/test_ecosystem.py \
-		tests/test_resave_remote.py
-
+# The inner loop: the tests not marked `slow` (no command in a process of its own, no server, no training loop of many
+# seconds), in under 3 minutes; the compatibility environments are not built (their tests are slow).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_WORKERS) $(AREA_FILES) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -10,6 +10,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,28 +20,12 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Under pytest-xdist (`make test` runs two workers) each worker, and every command it starts, computes on one
+# Under pytest-xdist (`make test` runs three workers) each worker, and every command it starts, computes on one
 # thread: two workers on two cores, instead of OpenMP threads spinning against each other.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 SHARED_DATA = REPO.parent / "shared" / "data"
-
-# The longest test files, longest first, for a run that hands out files in the collection's order. `make test` does
-# not: with `--dist loadfile` xdist hands out the files with the most tests first, whatever this order, so the long
-# files of a few tests each run last and one worker runs them alone for the suite's last two minutes. Given this order
-# (`--no-loadscope-reorder`, 2026-11-28) the workers ended together, but the Ray run, started among the longest
-# files, took 218 s instead of about 50, so the default stays. (Its failure then, exit 130 without the --resume line,
-# was a bug of Ctrl-C inside Ray's wait, since fixed in tools/embedding/embed_ray.py.)
-LONG_FILES_FIRST = ("test_readme.py", "test_pretrain.py", "test_embed_ray.py", "test_embed.py", "test_matrix.py",
-                    "test_hub.py", "test_finetune.py", "test_pretrain_nodes.py", "test_question_answering.py",
-                    "test_heads.py", "test_onnx_export.py", "test_compat.py", "test_convert.py", "test_app.py",
-                    "test_demo.py", "test_resave_remote.py", "test_transformers_common.py")
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    rank = {name: position for position, name in enumerate(LONG_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the order inside a file is kept
 
 
 def _cpu_seconds() -> float:
@@ -64,6 +49,27 @@ def pytest_runtest_makereport(item, call) -> None:
     --cpu)."""
     if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
         item.user_properties.append(("cpu_seconds", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 2)))
+
+
+class RecordedSleeps:
+    """A module's `time` whose `sleep` records the seconds instead of waiting (everything else is `time`'s): a test
+    asserts on the waits a command would make, not on a clock that the machine's load moves."""
+
+    def __init__(self):
+        self.waits: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def record_sleeps(monkeypatch, module) -> list[float]:
+    """The waits `module` asks `time.sleep` for during the test, recorded, not slept."""
+    recorder = RecordedSleeps()
+    monkeypatch.setattr(module, "time", recorder)
+    return recorder.waits
 
 
 def shared_file(relative: str) -> Path:

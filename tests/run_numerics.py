@@ -7,12 +7,13 @@ once per level, each in a fresh interpreter on two threads: this CPU's own kerne
 can be capped to (`tests/cpu_levels.py`: AVX2 on an AVX-512 machine, and a CPU without AVX2). Every comparison
 through `tolerances.assert_close` is recorded, and the closest calls are printed: how much room each bound has left.
 
-    python tests/run_numerics.py [pytest options]
-    python tests/run_numerics.py --nearest [pytest options]   # one level: the nearest older one (`make test`)
+    python tests/run_numerics.py [pytest options]           # `make test-numerics`: every level
+    python tests/run_numerics.py --older [pytest options]   # the older levels only (`make test`)
 
-`--nearest` runs one level, the one just below this CPU's (AVX2 on an AVX-512 machine, no AVX2 on an AVX2 one; this
-CPU's own where torch knows none older): the suite runs every test on this CPU's kernels, so the other branch a
-user's CPU takes is what it lacks. Each level costs a pytest run of its own (50-70 s on the 2-core test machine).
+`--older` leaves this CPU's own level out: the suite runs every test on this CPU's kernels already, so what a user's
+CPU takes that this one does not is the older levels (AVX2 and no AVX2 on an AVX-512 machine, no AVX2 on an AVX2 one;
+this CPU's own where torch knows none older, as on ARM). Each level costs a pytest run of its own (50-70 s on the
+2-core test machine).
 
 The tests marked `own_kernels` (ONNX Runtime's graphs against torch) run on this CPU's level only: the caps below
 reach torch's libraries, not the runtime, so on an older level they would compare the same runtime numbers with a
@@ -63,9 +64,9 @@ def closest_calls(margins: dict[str, Path]) -> list[dict]:
 
 def main(pytest_args: list[str]) -> int:
     levels = {f"{HERE} (this CPU's)": {}, **{level: LEVELS[level] for level in BELOW_HERE}}
-    if "--nearest" in pytest_args:
-        pytest_args = [arg for arg in pytest_args if arg != "--nearest"]
-        levels = dict(list(levels.items())[-1:])
+    if "--older" in pytest_args:
+        pytest_args = [arg for arg in pytest_args if arg != "--older"]
+        levels = dict(list(levels.items())[1:]) or levels  # none older: this CPU's own
     status = 0
     with tempfile.TemporaryDirectory() as folder:
         margins = {name: Path(folder) / f"margins-{i}.jsonl" for i, name in enumerate(levels)}

@@ -1,5 +1,5 @@
 """flair 0.15.1 and spacy-transformers 1.4 on an ELMo folder, each in its own environment (tests/compat/environments.py;
-`make test-compat` builds them): tests/compat/flair_checks.py and spacy_checks.py run there, and so do the flair and
+`make test` builds them): tests/compat/flair_checks.py and spacy_checks.py run there, and so do the flair and
 spaCy blocks of docs/ecosystem.md, as pasted. A library whose environment is not built is skipped in one line.
 """
 
@@ -39,7 +39,7 @@ def run_in(name: str, arguments: list[str], workdir: Path, project: bool) -> sub
     """`python ARGUMENTS` in the environment `name`, from `workdir`; the project importable only with `project`."""
     python = environments.python_of(name)
     if python is None:
-        pytest.skip(f"the environment {name} is not built: make test-compat builds it (pip, from the registry)")
+        pytest.skip(f"the environment {name} is not built: make test builds it (pip, from the registry)")
     env = {**clean_env(), "HF_MODULES_CACHE": str(workdir / f"modules-{name}")}
     if project:  # a folder whose `elmo_hf` is the checkout: the installed project's packages (elmo_hf.<folder>)
         site = workdir / "project-site"

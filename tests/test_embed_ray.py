@@ -166,7 +166,6 @@ def test_a_run_that_fails_after_ctrl_c_reports_the_interruption_with_its_resume_
 
 @needs_ray
 @pytest.mark.slow
-@pytest.mark.extended
 def test_a_killed_worker_is_replaced_and_the_output_is_complete_and_equal(tiny_model_dir, tmp_path):
     """SIGKILL to one actor's process once a window is complete: Ray restarts it and sends its windows again."""
     corpus = write_corpus(tmp_path / "in.txt", LINES)
@@ -198,7 +197,6 @@ def test_a_killed_worker_is_replaced_and_the_output_is_complete_and_equal(tiny_m
 
 @needs_ray
 @pytest.mark.slow
-@pytest.mark.extended
 def test_a_window_whose_actor_dies_at_every_try_ends_the_run_in_one_line(tiny_model_dir, tmp_path):
     """Each actor SIGKILLed as soon as it has loaded the model (as memory exhausted at every window would): the
     first window is sent WINDOW_TRIES times, then the command ends with status 1 and one line, not a loop."""
@@ -232,10 +230,6 @@ def test_a_window_whose_actor_dies_at_every_try_ends_the_run_in_one_line(tiny_mo
 
 @needs_ray
 @pytest.mark.slow
-# extended (make test-all): a Ray cluster started twice, 80-104 s on one worker, which took make test past its 15
-# minutes (929 s, 2026-11-28); the Ctrl-C-inside-Ray fix it found is tested in make test by the two in-process tests
-# above, and Ray's options by test_ray_options_are_checked_in_one_line
-@pytest.mark.extended
 def test_an_interrupted_run_resumes_without_redoing_its_windows(tiny_model_dir, tmp_path):
     """Ctrl-C in a terminal (SIGINT to the command's process group, Ray's processes with it): the command stops its
     actors, keeps its complete windows and says so in one line naming --resume; `--resume` embeds only the others

@@ -556,9 +556,7 @@ def encode_rows(tokenizer, sentences, labels_for) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pooling", [pytest.param("mean", marks=pytest.mark.extended), "max",
-                                     pytest.param("lstm", marks=pytest.mark.extended),
-                                     pytest.param("attention", marks=pytest.mark.extended)])
+@pytest.mark.parametrize("pooling", ["mean", "max", "lstm", "attention"])
 def test_sequence_classifier_learns_generated_task_and_frozen_bilm_stays_bit_identical(tmp_path, pooling):
     tokenizer = ElmoTokenizer()
     sentences = sentiment_sentences(300, seed=1)
@@ -579,7 +577,7 @@ def test_sequence_classifier_learns_generated_task_and_frozen_bilm_stays_bit_ide
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("encoder, word_dim", [("lstm", 0), pytest.param("none", 16, marks=pytest.mark.extended)])
+@pytest.mark.parametrize("encoder, word_dim", [("lstm", 0), ("none", 16)])
 def test_token_classifier_learns_generated_ner(tmp_path, encoder, word_dim):
     tokenizer = ElmoTokenizer()
     tag2id = {tag: i for i, tag in enumerate(TAGS)}

@@ -241,7 +241,6 @@ def test_ctrl_c_keeps_a_checkpoint_and_the_run_resumes_from_it(corpus, tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.extended
 def test_two_processes_stop_together_and_resume_as_if_never_stopped(corpus, tmp_path):
     """Two processes (torchrun, gloo): Ctrl-C stops both at one step, after a checkpoint; the resumed run's losses
     and final parameters are those of a run that was never stopped (so the saved state was restored: optimizer,

@@ -124,7 +124,6 @@ def test_two_nodes_train_as_one_node_with_two_processes(corpus, single_node, tmp
     assert_same_run(out, single_node)
 
 
-@pytest.mark.extended
 def test_a_killed_worker_restarts_both_nodes_from_the_last_checkpoint(corpus, single_node, tmp_path):
     """SIGKILL (no checkpoint of its own, no goodbye) to the rank-0 worker once the first checkpoint is written:
     torchrun (`--max_restarts 1`) restarts the workers of both nodes with the same command line, which

@@ -72,10 +72,8 @@ environments = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(environments)
 
 # The stacks the loop runs on: this interpreter, and the compatibility environments (skipped, in one line, where not
-# built). make test runs the pinned stack and the oldest transformers 4 (IN_SUITE); 5.16, another 5.x beside the
-# pinned one, is make test-compat's.
+# built): the oldest transformers 4, and a 5.x beside the pinned one.
 STACKS = ["pinned", "transformers-4.46", "transformers-5.16"]
-IN_SUITE = {"transformers-4.46"}
 TAGS = {0: "O", 1: "B-PER", 2: "I-PER"}
 
 FINE_TUNE = """
@@ -166,16 +164,14 @@ def named_files(folder: Path) -> set[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stack", [
-    pytest.param(stack, marks=[] if stack == "pinned" else
-                 [pytest.mark.compat, *([pytest.mark.in_suite] if stack in IN_SUITE else [])])
-    for stack in STACKS])
+    pytest.param(stack, marks=[] if stack == "pinned" else [pytest.mark.compat]) for stack in STACKS])
 def test_a_task_model_fine_tuned_as_remote_code_and_saved_answers_its_pipeline(tmp_path, stack):
     from elmo_hf.modeling_elmo import ElmoForQuestionAnswering, ElmoForTokenClassification
     from elmo_hf.tokenization import ElmoTokenizer
 
     python = sys.executable if stack == "pinned" else environments.python_of(stack)
     if python is None:
-        pytest.skip(f"the environment {stack} is not built: make test-compat builds it (pip, from the registry)")
+        pytest.skip(f"the environment {stack} is not built: make test builds it (pip, from the registry)")
     torch.manual_seed(0)
     heads = {"token-classification": tiny_model(ElmoForTokenClassification, id2label=TAGS,
                                                 label2id={tag: i for i, tag in TAGS.items()}),
