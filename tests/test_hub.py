@@ -36,7 +36,7 @@ import huggingface_hub.errors
 import pytest
 import torch
 import yaml
-from conftest import _NO_PROJECT, REPO, record_sleeps, tiny_config
+from conftest import _NO_PROJECT, REPO, clean_env, record_sleeps, tiny_config
 from hub_server import HubServer, split_front_matter
 from huggingface_hub import ModelCard
 from tolerances import REORDERED, assert_close
@@ -675,10 +675,35 @@ def test_model_card_of_a_pretraining_run(tmp_path, hub, monkeypatch):
 
 
 def test_model_card_template_is_the_repository_file():
-    template = REPO / "tools" / "hub" / "model_card.md"
+    template = REPO / "model_card.md"
     found = model_card.find_model_card_template()
     assert found is not None and found.resolve() == template.resolve()
     assert found.read_text() == template.read_text()
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_model_card_template_and_the_installed_project_finds_it(tmp_path):
+    """model_card.md stays at the top of the repository and travels in the wheel as a data file: the wheel pip builds,
+    installed into a fresh environment (its dependencies seen from this one), finds it under its own prefix."""
+    wheels, env = tmp_path / "wheels", tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels),
+                    str(REPO)], check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", "--prefix",
+                    str(env), *map(str, wheels.glob("elmo_hf-*.whl"))], check=True, capture_output=True, timeout=300)
+    python = str(env / "bin" / "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    dependencies = [path for path in sys.path if path.endswith("site-packages")]
+    Path(site, "dependencies.pth").write_text("\n".join(dependencies) + "\n")  # torch, transformers: this environment's
+    found = subprocess.run(
+        [python, "-c",
+         "from elmo_hf.tools.hub import model_card; print(model_card.__file__); "
+         "print(model_card.find_model_card_template())"],
+        cwd=tmp_path, env=clean_env(), check=True, capture_output=True, text=True, timeout=300).stdout.split()
+    assert found[0].startswith(site), found  # the installed wheel's module, not this checkout's
+    assert Path(found[1]) == env / "share" / "elmo-hf" / "model_card.md"
+    assert Path(found[1]).read_text(encoding="utf-8") == (REPO / "model_card.md").read_text(encoding="utf-8")
 
 
 def test_model_card_validates_against_the_hub_api(hub, monkeypatch):

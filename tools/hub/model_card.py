@@ -7,9 +7,9 @@ as `EvalResult`s in `model-index`), so it parses and validates as the Hub expect
 This module never travels to the Hub as remote code (it imports `huggingface_hub`, a dependency of transformers, and
 this package's configuration); it does not import the models (it counts parameters through the Auto classes).
 
-Where the template is found: `model_card.md` beside this module (`tools/hub/`), in a checkout, an editable install
-and a wheel alike (pyproject.toml's package data). When it is missing, a minimal template embedded here is used,
-with a warning.
+Where the template is found: `model_card.md` at the top of the repository, in a checkout and an editable install; in
+an installed wheel, where pyproject.toml's data files put it (`share/elmo-hf/` under the environment's prefix). When
+it is missing, a minimal template embedded here is used, with a warning.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,10 @@ from elmo_hf.modeling_elmo.configuration_elmo import PRESETS, TASK_CLASSES, Elmo
 logger = logging.get_logger(__name__)
 
 TEMPLATE_NAME = "model_card.md"
-TEMPLATE_LOCATIONS = (Path(__file__).resolve().parent / TEMPLATE_NAME,)
+TEMPLATE_LOCATIONS = (
+    Path(__file__).resolve().parents[2] / TEMPLATE_NAME,  # the repository's top: a checkout, an editable install
+    Path(sysconfig.get_path("data")) / "share" / "elmo-hf" / TEMPLATE_NAME,  # a wheel's data files
+)
 
 DEFAULT_TAGS = ("elmo", "bilm", "lstm", "character-level", "contextual-embeddings", "feature-extraction", "custom_code")
 
