@@ -104,13 +104,17 @@ COMPAT_LOG := $(VENV)/compat-build.log
 # cached in ~/.cache/elmo-hf/compat). Then the suite runs, every test file. make test fails when either the suite or
 # the numerics tests failed. With AREA, only that area's files run, and no numerics level.
 test: $(TORCH_STAMP)
-	@$(BIN)/python tests/compat/environments.py build > $(COMPAT_LOG) 2>&1 & compat=$$!; \
+	@start=$$(date +%s); \
+	$(BIN)/python tests/compat/environments.py build > $(COMPAT_LOG) 2>&1 & compat=$$!; \
 	$(MAKE) --no-print-directory $(STAMP) || { wait $$compat; exit 1; }; \
+	echo "make test: the project's environment ready after $$(( $$(date +%s) - start )) s"; \
 	numerics=0; [ -n "$(strip $(AREA))" ] || { $(BIN)/python tests/run_numerics.py --older; numerics=$$?; }; \
 	wait $$compat || echo "the compatibility environments were not all built: the tests of those missing skip" \
 		>> $(COMPAT_LOG); \
 	cat $(COMPAT_LOG); \
+	echo "make test: the numerics and the compatibility environments done after $$(( $$(date +%s) - start )) s"; \
 	$(BIN)/python -m pytest -q --durations=20 $(PYTEST_WORKERS) $(AREA_FILES) $(PYTEST_ARGS); suite=$$?; \
+	echo "make test: the suite done after $$(( $$(date +%s) - start )) s"; \
 	[ $$numerics = 0 ] || echo "make test: the numerics tests on an older CPU level failed (above)"; \
 	[ $$suite = 0 ] && [ $$numerics = 0 ]
 

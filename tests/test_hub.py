@@ -685,13 +685,17 @@ def test_model_card_template_is_the_repository_file():
 def test_the_wheel_carries_the_model_card_template_and_the_installed_project_finds_it(tmp_path):
     """model_card.md stays at the top of the repository and travels in the wheel as a data file: the wheel pip builds,
     installed into a fresh environment (its dependencies seen from this one), finds it under its own prefix."""
-    wheels, env = tmp_path / "wheels", tmp_path / "env"
+    wheels, env, source = tmp_path / "wheels", tmp_path / "env", tmp_path / "source"
+    # a copy of the checkout to build from: the build writes its build/ and egg-info beside the sources
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "__pycache__",
+                                                                "outputs"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels),
-                    str(REPO)], check=True, capture_output=True, timeout=300)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", "--prefix",
-                    str(env), *map(str, wheels.glob("elmo_hf-*.whl"))], check=True, capture_output=True, timeout=300)
+                    str(source)], check=True, capture_output=True, timeout=300)
+    # the environment's own pip: this one's, even with --prefix, would uninstall the project from this environment
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
     python = str(env / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-compile",
+                    *map(str, wheels.glob("elmo_hf-*.whl"))], check=True, capture_output=True, timeout=300)
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
                           capture_output=True, text=True).stdout.strip()
     dependencies = [path for path in sys.path if path.endswith("site-packages")]
