@@ -403,24 +403,13 @@ TOOL_ROOMS = {
     "app": {"core", "loading", "analysis", "export"},
 }
 FEATURES = {"embedding", "export", "conversion", "hub", "app"}  # the subpackages of tools/ besides the core
-# Names the documentation's examples imported before their modules moved: each stays importable as the moved module
-# itself, and holds nothing else.
-OLD_NAMES = {
-    f"{TOOLS}.hub_push": f"{TOOLS}.hub.hub_push",
-    f"{TOOLS}.model_card": f"{TOOLS}.hub.model_card",
-    f"{TOOLS}.sentence_vectors": f"{TOOLS}.embedding.sentence_vectors",
-    f"{TOOLS}.runtime_model": f"{TOOLS}.export.runtime_model",
-    f"{TOOLS}.onnx_standalone": f"{TOOLS}.export.onnx_standalone",
-    f"{NAMESPACE}.train.collators": f"{NAMESPACE}.train.tasks.common_collators",
-    f"{NAMESPACE}.train.squad_data": f"{NAMESPACE}.train.tasks.squad_data",
-}
 
 
 def test_tools_holds_the_core_the_shared_tools_and_a_subpackage_a_feature():
     folders = {path.parent.name for path in (REPO / "tools").glob("*/__init__.py")}
     assert folders == FEATURES | {"core"}
     flat = {path.stem for path in (REPO / "tools").glob("*.py")} - {"__init__"}
-    assert flat == (set(TOOL_ROOMS) - folders) | {name.split(".")[-1] for name in OLD_NAMES if name.startswith(TOOLS)}
+    assert flat == set(TOOL_ROOMS) - folders
     assert _find_circle(TOOL_ROOMS) is None
 
 
@@ -434,22 +423,13 @@ def test_a_room_of_tools_imports_only_the_rooms_it_names():
     wrong = []
     for name, targets in _graph().items():
         room = _room(name)
-        if room is None or name in OLD_NAMES:
+        if room is None:
             continue
         for target in sorted(targets):
             other = _room(target)
             if other is not None and other != room and other not in TOOL_ROOMS[room]:
                 wrong.append(f"{name} imports {target}")
     assert not wrong, "a room of tools/ reaches one it does not name in TOOL_ROOMS:\n" + "\n".join(wrong)
-
-
-def test_old_import_names_are_the_moved_modules():
-    import importlib
-
-    graph = _graph()
-    for old, new in OLD_NAMES.items():
-        assert graph[old] <= {new, new.rpartition(".")[0]}, (old, graph[old])  # an alias, nothing more
-        assert importlib.import_module(old) is importlib.import_module(new)
 
 
 def test_ruff_passes_on_the_tree():

@@ -2,10 +2,10 @@
 (`elmo_hf.tools.loading.load_elmo`), the runs of the console commands `elmo-embed`, `elmo-analyze`, `elmo-convert`,
 `elmo-export` and `elmo-app` (their options in `core.command_options`; the commands themselves are rows of
 `elmo_hf.cli`), the converters of the original weights (`convert`,
-`convert_allennlp_elmo`, `convert_elmoformanylangs`, sharing `convert_common`), the downloads of the published models
-(`download`, `core.published_models`), bulk embedding (`embed`, `embed_io`), the contextuality measures (`analysis`),
-sentence vectors (`sentence_vectors`), the model card and the Hub push (`model_card`, `hub_push`) and the demo page
-(`app/`).
+`convert_allennlp_elmo`, `convert_elmoformanylangs`, sharing `convert_common`: `conversion/`), the downloads of the
+published models (`conversion.download`, `core.published_models`), bulk embedding and sentence vectors
+(`embedding/`), the ONNX export and its runtimes (`export/`), the contextuality measures (`analysis`), the model card
+and the Hub push (`hub/`) and the demo page (`app/`).
 
 `core/` is the runtime core the command layer imports before torch: errors, interrupts, options and their parsing,
 text files, output paths, the early checks and the table of backends (`core.backend_registry`), on the standard
