@@ -6,8 +6,11 @@ tokenized) and `"jieba"` (Chinese word segmentation, the optional extra `elmo-hf
 The tokenizer's `word_split`, `build_vocab(split=...)` and the commands' `--word_split` options take any
 registered name, so a new segmenter is one function and one call:
 
-    from elmo_hf.tokenization import WORD_SPLITTERS
-    WORD_SPLITTERS.register("thai", pythainlp.word_tokenize)
+    >>> from elmo_hf.tokenization import WORD_SPLITTERS
+    >>> WORD_SPLITTERS.register("thai", pythainlp.word_tokenize)
+
+(as a prompt's lines: transformers up to 4.50 reads a remote file's imports with a text pattern that would take a
+line starting with `from` for an import, and then refuses to load the model without this project installed)
 
 or, without code, its import path `module:function` (`--word_split pythainlp:word_tokenize`): `check_word_split(...,
 allow_import=True)`, which the commands call on their options, imports it and registers it under that name. A name

@@ -4,14 +4,15 @@ tests/compat/): ELMo folders saved by the pinned stack, used as a user of that s
     python tests/compat/stack_checks.py FOLDERS OUT [--repo REPO]
 
 FOLDERS holds `base` (an ElmoModel), `classifier` (a sequence classifier) and `tagger` (a token classifier), each
-with its tokenizer. First the project cannot be imported: the folders load as remote code (`trust_remote_code=True`).
-Then, with --repo, the same checks run with the project's packages imported from REPO, as where it is installed, and
-the folders load without `trust_remote_code` (the token-classification pipeline, whose class travels with the model,
-is asked for with it either way, as docs/finetuning.md says). One interpreter for both: its start-up (torch,
-transformers) is most of the time. Every check runs; their results (vectors, logits, pipeline outputs, windows) go to
-OUT/remote.pt and OUT/installed.pt for the calling test to compare across stacks, and a check that fails ends the
-process with its traceback. Standard library, torch and
-transformers only (datasets, for the Trainer step, where installed).
+with its tokenizer. First the project cannot be imported: every code file that loading by a Hub id reads passes
+transformers' own scan of its imports (`check_imports`), and the folders load as remote code
+(`trust_remote_code=True`). Then, with --repo, the same checks run with the project's packages imported from REPO, as
+where it is installed, and the folders load without `trust_remote_code` (the token-classification pipeline, whose
+class travels with the model, is asked for with it either way, as docs/finetuning.md says). One interpreter for both:
+its start-up (torch, transformers) is most of the time. Every check runs; their results (vectors, logits, pipeline
+outputs, windows) go to OUT/remote.pt and OUT/installed.pt for the calling test to compare across stacks, and a check
+that fails ends the process with its traceback. Standard library, torch and transformers only (datasets, for the
+Trainer step, where installed).
 """
 
 from __future__ import annotations
@@ -133,6 +134,32 @@ def _train_save_reload(transformers, tokenizer, folders: Path) -> dict:
     return {"training_loss": loss}
 
 
+def _import_scan(folders: Path) -> int:
+    """transformers' own scan of a remote file's imports (`check_imports`) over every code file that loading the
+    folders by a Hub id reads: the modules their config.json and tokenizer_config.json name (`auto_map`, the
+    pipelines' `impl`) and the files those import, with the project hidden. Loading by a Hub id runs it on each of
+    them, and up to 4.50 with a text pattern that also matches a line of a docstring: a file that seems to import a
+    package the user lacks (the project's own, `elmo_hf`) raises its ImportError here, as it would for that user.
+    Returns the files scanned."""
+    import json
+
+    from transformers.dynamic_module_utils import check_imports, get_relative_import_files
+
+    scanned = set()
+    for folder in sorted(path for path in folders.iterdir() if (path / "config.json").is_file()):
+        config, tokenizer = (json.loads((folder / name).read_text(encoding="utf-8"))
+                             for name in ("config.json", "tokenizer_config.json"))
+        references = [*config.get("auto_map", {}).values(),
+                      *(entry["impl"] for entry in config.get("custom_pipelines", {}).values()),
+                      *(name for names in tokenizer.get("auto_map", {}).values() for name in names if name)]
+        for module in {reference.rsplit(".", 1)[0] for reference in references}:
+            source = str(folder / f"{module}.py")
+            for path in (source, *get_relative_import_files(source)):
+                check_imports(path)
+                scanned.add(Path(path).name)
+    return len(scanned)
+
+
 def _checks(folders: Path) -> dict:
     import torch
 
@@ -164,6 +191,7 @@ def main() -> None:
     path = list(sys.path)
     sys.path[:] = [p for p in path if p not in ("", ".") and Path(p).resolve() != Path(__file__).parents[2]]
     TRUST["trust_remote_code"] = True
+    assert _import_scan(args.folders) > 10  # the heads', the tokenizer's and the pipelines' files, and theirs
     torch.save(_checks(args.folders), args.out / "remote.pt")
     if args.repo is not None:  # then as where it is installed
         sys.meta_path.remove(hidden)
