@@ -565,6 +565,21 @@ class ElmoConfig(PretrainedConfig):
             _check_value(name, getattr(self, name), [check])
         self.validate_token_ids()
         self.validate_architecture()
+        self.validate_label_maps()
+
+    def validate_label_maps(self) -> None:
+        """`id2label` and `label2id` are each other's inverse. A config.json edited on one side only (a label renamed
+        in `id2label`) trained and scored by one map and wrote its predictions by the other: every prediction another
+        label, with exit status 0."""
+        id2label, label2id = getattr(self, "id2label", None) or {}, getattr(self, "label2id", None) or {}
+        names = {int(i): label for i, label in id2label.items()}  # each id's label, by either map
+        named = {int(i): label for label, i in label2id.items()}
+        if label2id and (names != named or len(named) != len(label2id)):
+            ids = sorted(i for i in names.keys() | named.keys() if names.get(i) != named.get(i))
+            shown = "; ".join(f"id {i} is {names.get(i)!r} in id2label, {named.get(i)!r} in label2id" for i in ids[:3])
+            raise ValueError(f"ElmoConfig.id2label and label2id disagree ({shown or 'two labels of one id'}): each "
+                             "must be the other's inverse; edit both in config.json, or rename the labels by "
+                             "fine-tuning again")
 
     def validate_token_ids(self) -> None:
         """The special-token ids (the tokenizer's, which Trainer copies into the config) are character ids."""

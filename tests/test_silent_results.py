@@ -126,6 +126,31 @@ def test_a_headerless_file_trains_with_column_names_as_a_headed_one_does(tmp_pat
     assert configs[0]["pair_combination"] == "concat_diff_product" and configs[0]["id2label"] == configs[1]["id2label"]
 
 
+def test_a_label_map_edited_on_one_side_is_refused_wherever_the_folder_is_read(tmp_path):
+    """Issue 68, case 1: a classifier whose config.json `id2label` was edited by hand (label2id left as it was)
+    trained and scored through label2id and wrote its predictions through id2label, every one another label, with
+    exit status 0. The configuration refuses the two maps that disagree, in the command (one line, the folder as it
+    was) and in transformers' own loading alike."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    train, test = write(tmp_path, "train.tsv", SENTENCES), write(tmp_path, "test.txt", "the bank raised its rates\n")
+    model = tmp_path / "classifier"
+    status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", model])
+    assert status == 0, stderr[-3000:]
+    config = json.loads((model / "config.json").read_text())
+    assert config["label2id"] == {"0": 0, "1": 1}
+    config["id2label"] = {"0": "1", "1": "0"}  # the names swapped on one side only
+    (model / "config.json").write_text(json.dumps(config))
+    predict = [arg if arg != "tiny" else str(model) for arg in ONE_STEP]
+    said = refused(CLASSIFY, [*predict, "--test_file", test, "--output_dir", tmp_path / "predictions"], tmp_path,
+                   "id2label and label2id disagree (id 0 is '1' in id2label, '0' in label2id; id 1 is '0' in "
+                   "id2label, '1' in label2id)")
+    assert "edit both in config.json" in said
+    for load in (AutoConfig.from_pretrained, AutoModelForSequenceClassification.from_pretrained):
+        with pytest.raises(ValueError, match="id2label and label2id disagree"):
+            load(model)
+
+
 def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_training(tmp_path):
     pairs, single = write(tmp_path, "pairs.tsv", PAIRS), write(tmp_path, "single.txt", "A man sleeps .\n")
     refused(CLASSIFY, [*ONE_STEP, "--train_file", pairs, "--test_file", single, "--output_dir", tmp_path / "out"],
