@@ -835,7 +835,7 @@ def test_resume_of_a_complete_output_compares_its_settings_and_weights(model_dir
 
 
 def test_data_files_are_datasets_and_bad_rows_are_one_line(model_dir, reference, tmp_path, caplog):
-    """A .jsonl/.csv without --text_column is read as a dataset (column `text`), not as raw text; a row that is no
+    """A .jsonl/.csv/.tsv without --text_column is read as a dataset (column `text`), not as raw text; a row that is no
     string (nor a list of strings), a file that does not decode, or a malformed line is one line (exit 2) naming
     the file, and no work folder is left behind to block the next run."""
     rows = tmp_path / "rows.jsonl"
@@ -844,11 +844,20 @@ def test_data_files_are_datasets_and_bad_rows_are_one_line(model_dir, reference,
     assert embed_main(rows, out, "--model", model_dir) == 0
     assert read_tokens(out) == {"0": ["the", "bank", "raised", "its", "rates"], "1": ["we", "sat"]}
     assert_close(read_hdf5(out)["1"], reference(["we", "sat"]), REORDERED, what="a .jsonl read as a dataset")
+    # a .tsv is a table as the fine-tuning commands read it: its header and label column are never embedded, a quote
+    # character is text, and the keys are the rows (it was read as plain text: every key one line further)
+    table = tmp_path / "rows.tsv"
+    table.write_text('label\ttext\n1\tthe bank raised its rates\n0\twe sat "there"\n')
+    assert embed_main(table, tmp_path / "table.hdf5", "--model", model_dir) == 0
+    assert read_tokens(tmp_path / "table.hdf5") == {"0": ["the", "bank", "raised", "its", "rates"],
+                                                    "1": ["we", "sat", '"', "there", '"']}
+    assert_close(read_hdf5(tmp_path / "table.hdf5")["0"], read_hdf5(out)["0"], REORDERED, what="a .tsv's first row")
     bad = {
         "numbers.csv": (b"text\n1\n2\n", "row 0 of column 'text' holds 1 (int)"),
         "latin.csv": (b"text\ncaf\xe9\n", "not valid utf-8"),
         "broken.jsonl": (b'{"text": "ok line"}\n{"text": broken\n', "broken.jsonl"),
         "none.jsonl": (b'{"text": ["a", null]}\n', "row 0 of column 'text'"),
+        "no-text.tsv": (b"label\tsentence\n1\ta fine film\n", "has no column 'text'"),
     }
     for name, (data, expected) in bad.items():
         source = tmp_path / name

@@ -16,8 +16,10 @@ from .errors import InputError
 from .output_paths import check_writable_file, check_writable_folder
 from .text_files import resolve_files
 
-# Input files read as a dataset (`datasets`' builder by suffix), never as raw text: their syntax would be embedded.
-DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
+# Input files read as a dataset (`datasets`' builder by suffix), never as raw text: their syntax would be embedded. A
+# .tsv is the csv builder with tabs and no quoting, as the fine-tuning commands read it (SST-2's texts hold quotes).
+DATA_FILE_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv",
+                      ".tsv": "tsv"}
 PARQUET_SUFFIXES = (".parquet", ".pq")
 HDF5_SUFFIXES = (".hdf5", ".h5", ".hdf", "")  # "": an output named without a suffix is HDF5
 

@@ -119,7 +119,7 @@ def _decode_or_name_the_line(decoder, block: bytes, path: Path, encoding: str, f
         check_decodes(path, encoding, errors_option="--encoding_errors")  # raises UndecodableText naming the line
         # not reached for the encodings text_files accepts, which decode the same line by line as in blocks
         raise EmbedError(f"{path} is not valid {encoding} ({error.reason}); give the file's encoding with "
-                         "--encoding") from None
+                         "--encoding") from error
 
 
 def read_text_lines(path: Path, max_chars: int, encoding: str, errors: str,
@@ -139,7 +139,7 @@ def read_text_lines(path: Path, max_chars: int, encoding: str, errors: str,
                 if text is None:
                     if errors == "strict":
                         raise UndecodableText(path, line_no + 1, error, encoding,
-                                              errors_option="--encoding_errors") from None
+                                              errors_option="--encoding_errors") from error
                     counts.undecodable += 1
                     if errors == "skip":
                         yield line_no, None
@@ -180,7 +180,7 @@ def tokenizer_word_split(tokenizer, model: str) -> str:
     try:
         check_word_split(split)
     except ValueError as error:
-        raise WordSplitError(f"the tokenizer of {model}: {error}; or give another split with --word_split") from None
+        raise WordSplitError(f"the tokenizer of {model}: {error}; or give another split with --word_split") from error
     return split
 
 
@@ -194,7 +194,7 @@ def checked_device(name: str | None, world: int = 1, local_rank: int = 0):
         if device.type == "cuda" and device.index is None and world > 1:
             device = usable_device(torch.device("cuda", local_rank), "--device")
     except ModelLoadError as error:
-        raise EmbedError(str(error)) from None
+        raise EmbedError(str(error)) from error
     return device
 
 
@@ -215,7 +215,7 @@ def recorded_settings(output: Path, output_format: str) -> dict | None:
         return None if recorded is None else json.loads(recorded)
     except (OSError, ValueError, AttributeError) as error:
         raise EmbedError(f"output {output} is not a readable {output_format} file ({type(error).__name__}): pass "
-                         "--overwrite to replace it") from None
+                         "--overwrite to replace it") from error
 
 
 def open_dataset(path: Path, text_column: str, dataset_split: str | None, encoding: str = "utf-8"):
@@ -245,7 +245,9 @@ def open_dataset(path: Path, text_column: str, dataset_split: str | None, encodi
         raise EmbedError(f"--text_column needs a dataset folder or a {sorted(DATA_FILE_BUILDERS)} file, got {path}")
     if path.stat().st_size == 0:
         raise EmbedError(f"input {path} is empty: nothing to embed")
-    options = {"encoding": encoding} if builder in ("json", "csv") else {}
+    options = {"encoding": encoding} if builder in ("json", "csv", "tsv") else {}
+    if builder == "tsv":  # tab-separated, a quote character is text (csv.QUOTE_NONE)
+        builder, options = "csv", {**options, "delimiter": "\t", "quoting": 3}
     stream = _readable(iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True,
                                                   **options)), path, encoding)
     # The first row is read now, so that a wrong --text_column fails before any output is started.
@@ -290,7 +292,7 @@ def _readable(stream: Iterator[dict], path: Path, encoding: str) -> Iterator[dic
                 hint = f" (not valid {encoding}: give the file's encoding with --encoding)" \
                     if isinstance(error, UnicodeDecodeError) else ""
                 where = f"after row {read - 1}" if read else "from its first row"
-                raise EmbedError(f"{path} could not be read {where}: {reason}{hint}") from None
+                raise EmbedError(f"{path} could not be read {where}: {reason}{hint}") from error
             read += 1
             yield row
     finally:
