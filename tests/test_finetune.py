@@ -596,9 +596,10 @@ def test_default_word_split_is_the_tokenizers_and_every_registered_split_is_acce
 @pytest.mark.slow
 @pytest.mark.parametrize("checkpoint", [True, False])
 def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path, monkeypatch, capsys, checkpoint):
-    """SIGINT at step 5: with checkpoints every 2 steps, 130 and the line naming the last one to resume from;
-    without, 130 and no output folder at all."""
+    """SIGINT at step 5: with checkpoints every 2 steps, 130 and the line naming the last one to resume from (quoted
+    for a shell); without, 130 and no output folder at all."""
     import os
+    import shlex
     import signal
 
     from elmo_hf.train.finetune_run import GuardedTrainer
@@ -614,7 +615,7 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
 
     monkeypatch.setattr(GuardedTrainer, "training_step", training_step)
     write_sst2_files(tmp_path, train=64, dev=4)
-    out = tmp_path / "out"
+    out = tmp_path / "fine tuned"  # a space in its name: the line's option pastes into a shell as it is
     saving = ["--save_strategy", "steps", "--save_steps", "2"] if checkpoint else []
     argv = [*COMMON, "--train_file", str(tmp_path / "train.tsv"), "--output_dir", str(out), "--max_steps", "50",
             *saving]
@@ -626,7 +627,7 @@ def test_an_interrupt_ends_in_one_line_and_keeps_only_whole_checkpoints(tmp_path
     if checkpoint:
         kept = sorted(p.name for p in out.iterdir())
         assert kept == ["checkpoint-2", "checkpoint-4"], kept
-        assert f"--resume_from_checkpoint {out / 'checkpoint-4'}" in errors[0]
+        assert shlex.split(errors[0].split("--resume_from_checkpoint ", 1)[1]) == [str(out / "checkpoint-4")]
         assert (out / "checkpoint-4" / "model.safetensors").exists()
         assert (out / "checkpoint-4" / "tokenizer_config.json").exists()
     else:

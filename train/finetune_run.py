@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import shutil
 import warnings
 from collections.abc import Sequence
@@ -163,7 +164,7 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
                 raise InputError(f"unrecognized arguments: {' '.join(unknown)} ({command_name(row)} --help lists the "
                                  "options)")
     except ValueError as error:  # a dataclass's own check (TrainingArguments' __post_init__): its first line
-        raise InputError(str(error).strip().splitlines()[0]) from None
+        raise InputError(str(error).strip().splitlines()[0]) from error
     if not options.verbose:  # torch's warning on every data loader of a machine without an accelerator
         warnings.filterwarnings("ignore", message=".*pin_memory.*")
     parsed = (options.model, options.head, options.data, options.command, training_args)
@@ -342,7 +343,7 @@ def load_model(model_args: ModelArguments, task: str, head_overrides: dict, seed
             output_loading_info=output_loading_info,
         )
     except ModelLoadError as error:
-        raise InputError(f"--model_name_or_path: {error}") from None
+        raise InputError(f"--model_name_or_path: {error}") from error
 
 
 
@@ -597,7 +598,7 @@ def interrupt_report(interrupted: Interrupted, stage: str, trainer, output_dir: 
     if checkpoints:
         last = checkpoints[-1]
         return (f"{head}{where}: kept the checkpoints in {output_dir}; resume with the same command and "
-                f"--resume_from_checkpoint {last}")
+                f"--resume_from_checkpoint {shlex.quote(str(last))}")  # pasted into a shell as it is
     if not existed and os.path.isdir(output_dir):
         shutil.rmtree(output_dir, ignore_errors=True)  # logs only: this run created it
     return (f"{head}{where}, before the first checkpoint: nothing was written to {output_dir} (--save_steps N "
@@ -611,7 +612,7 @@ def check_split_option(word_split: str | None) -> None:
         try:
             check_word_split(word_split, "--word_split", allow_import=True)
         except ValueError as error:
-            raise InputError(str(error)) from None
+            raise InputError(str(error)) from error
 
 
 def check_mode(data_args, training_args, model_args, row: FineTuningTask) -> bool:
