@@ -248,3 +248,86 @@ def test_analyze_says_a_failed_write_in_one_line_and_any_other_oserror_with_its_
     assert done.returncode == 1 and TRACEBACK not in done.stderr, done.stderr[-3000:]
     assert done.stderr.rstrip().endswith(f"could not write --output_dir {out}: No space left on device"), done.stderr
     assert not any(out.iterdir()) if out.exists() else True
+
+
+# --------------------------------------------------------------------------------------------------
+# An unexpected error inside a head, a reader or the tokenizer's load is a bug, not bad input
+# --------------------------------------------------------------------------------------------------
+
+
+def _bug_in_the_head_constructor(self, *args, **kwargs):
+    raise TypeError("__init__() got an unexpected keyword argument 'pooling' (a bug planted by the test)")
+
+
+def _bug_in_the_reader(*args, **kwargs):
+    raise KeyError("planted by the test in the table reader")
+
+
+def _bug_in_the_tokenizer_load(self, *args, **kwargs):
+    raise TypeError("planted by the test in the fast tokenizer's constructor")
+
+
+def _saved_folder(tmp_path: Path) -> Path:
+    import torch
+    from conftest import tiny_model
+
+    from elmo_hf.tokenization import ElmoTokenizer
+
+    folder = tmp_path / "model"
+    torch.manual_seed(0)
+    tiny_model().save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return folder
+
+
+def _planted(tmp_path: Path, where: str, monkeypatch) -> tuple[str, list[str], str]:
+    """A command line that reaches the planted bug `where`, and the name of the function that raises it."""
+    from elmo_hf.modeling_elmo import ElmoForSequenceClassification
+    from elmo_hf.tokenization import ElmoTokenizerFast
+    from elmo_hf.train.tasks import common_data
+
+    folder = _saved_folder(tmp_path)
+    table = tmp_path / "train.tsv"
+    table.write_text("label\ttext\n1\ta fine film\n0\ta dull film\n")
+    finetune = ["sequence-classification", "--model_name_or_path", str(folder), "--train_file", str(table),
+                "--output_dir", str(tmp_path / "out"), "--max_steps", "1", "--report_to", "none"]
+    if where == "head":
+        monkeypatch.setattr(ElmoForSequenceClassification, "__init__", _bug_in_the_head_constructor)
+        return "elmo-finetune", finetune, _bug_in_the_head_constructor.__name__
+    if where == "reader":
+        monkeypatch.setattr(common_data, "_read_table", _bug_in_the_reader)
+        return "elmo-finetune", finetune, _bug_in_the_reader.__name__
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the bank raised its rates .\n")
+    monkeypatch.setattr(ElmoTokenizerFast, "__init__", _bug_in_the_tokenizer_load)
+    return "elmo-embed", [str(corpus), str(tmp_path / "out.h5"), "--model", str(folder)], \
+        _bug_in_the_tokenizer_load.__name__
+
+
+@pytest.mark.parametrize("where", ["head", "reader", "tokenizer"])
+def test_a_bug_in_a_head_a_reader_or_the_tokenizer_load_is_a_traceback_not_bad_input(where, monkeypatch, tmp_path):
+    """A TypeError or KeyError planted in a head's constructor, a reader and the tokenizer's constructor: the command
+    ends with exit status 1 and the traceback down to the planted function, with and without --verbose. Loading used
+    to read them as a model it cannot load (exit 2), the file reader as a bad file (exit 2), and the tokenizer's load
+    went on with a default tokenizer (exit 0, another word split possible)."""
+    name, argv, origin = _planted(tmp_path, where, monkeypatch)
+    for extra in ([], ["--verbose"]):
+        done = run_cli(name, [*argv, *extra], cwd=tmp_path)
+        assert done.returncode == 1, done.stderr[-3000:]
+        assert TRACEBACK in done.stderr and f"in {origin}" in done.stderr, done.stderr[-3000:]
+        assert "planted by the test" in done.stderr.strip().splitlines()[-1], done.stderr[-3000:]
+
+
+def test_with_verbose_a_refused_model_folder_shows_where_the_refusal_began(tmp_path):
+    """A damaged config.json is bad input (one line, exit 2); with --verbose its traceback reaches the JSON error it
+    came of (`raise ... from error`), not only the line that turned it into the command's refusal."""
+    folder = _saved_folder(tmp_path)
+    (folder / "config.json").write_text('{"model_type": "elmo", ')
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the bank raised its rates .\n")
+    argv = [str(corpus), str(tmp_path / "out.h5"), "--model", str(folder)]
+    quiet = run_cli("elmo-embed", argv, cwd=tmp_path)
+    assert quiet.returncode == 2 and TRACEBACK not in quiet.stderr and "config.json" in quiet.stderr, quiet.stderr
+    loud = run_cli("elmo-embed", [*argv, "--verbose"], cwd=tmp_path)
+    assert loud.returncode == 2, loud.stderr
+    assert "direct cause of the following exception" in loud.stderr and "JSONDecodeError" in loud.stderr, loud.stderr

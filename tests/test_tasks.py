@@ -22,6 +22,7 @@ from conftest import REPO, run_cli
 from elmo_hf import modeling_elmo
 from elmo_hf.modeling_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES, ElmoClass
+from elmo_hf.tools.core.errors import FileFormatError
 from elmo_hf.tools.hub.model_card import render_model_card
 from elmo_hf.tools.loading import TASKS as LOADER_TASKS
 from elmo_hf.tools.loading import load_elmo
@@ -147,7 +148,7 @@ def _read_file(path: str, encoding: str, data_args) -> list[dict]:
         for number, line in enumerate(f, start=1):
             label, separator, text = line.strip().partition(data_args.separator)
             if not separator:
-                raise ValueError(f"{path}:{number}: no {data_args.separator!r} between a label and a sentence")
+                raise FileFormatError(f"{path}:{number}: no {data_args.separator!r} between a label and a sentence")
             examples.append({"text": text, "label": label})
     return examples
 
@@ -171,7 +172,7 @@ def _read_test_file(path: str, encoding: str, data_args) -> list[str]:
     with open(path, encoding=encoding) as f:
         lines = [line.strip() for line in f if line.strip()]
     if not lines:
-        raise ValueError(f"{path}: no sentences")
+        raise FileFormatError(f"{path}: no sentences")
     return lines
 
 

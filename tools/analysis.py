@@ -222,7 +222,7 @@ def _check_args(args) -> None:
         try:  # registered (an import path is imported), and its package (jieba ...) installed
             check_word_split(args.word_split, "--word_split", allow_import=True)
         except ValueError as error:
-            raise AnalysisError(str(error)) from None
+            raise AnalysisError(str(error)) from error
     if args.min_count < 2:
         raise AnalysisError(
             f"--min_count must be at least 2 (self-similarity needs two occurrences), got {args.min_count}")
@@ -392,30 +392,30 @@ def _run(args: AnalyzeOptions, guard: InterruptGuard) -> Path:
     try:
         check_analyze_paths(args)  # the console door checked them already, before importing torch
     except ValueError as error:
-        raise AnalysisError(str(error)) from None
+        raise AnalysisError(str(error)) from error
     existing = [name for name in (JSON_NAME, PLOT_NAME) if (out / name).exists()]
     if existing and not args.overwrite:
         raise AnalysisError(f"{out} already holds {', '.join(existing)}: pass --overwrite to replace")
     try:
         device = checked_device(args.device, "--device")  # `gpu`, or CUDA without a GPU: one line, as elmo-embed says
     except ModelLoadError as error:
-        raise AnalysisError(str(error)) from None
+        raise AnalysisError(str(error)) from error
     try:
         model, tokenizer = load_elmo(args.model, device=device, seed=args.seed)
     except ModelLoadError as error:
-        raise AnalysisError(f"--model: {error}") from None
+        raise AnalysisError(f"--model: {error}") from error
     if args.word_split is None:  # the tokenizer's own split, never imported from its saved file
         try:
             tokenizer_word_split(tokenizer, args.model)
         except ValueError as error:
-            raise AnalysisError(str(error)) from None
+            raise AnalysisError(str(error)) from error
     options = {name: getattr(args, name) for name in ANALYZE_OPTIONS}
     options["split"] = args.word_split
     try:
         return analyze_to_folder(model, tokenizer, source, out, model_name=args.model, quiet=args.quiet,
                                  protect=lambda: _written_whole(guard), **options)
     except UndecodableText as error:  # found by the first pass, before anything is written
-        raise AnalysisError(str(error)) from None
+        raise AnalysisError(str(error)) from error
 
 
 # The options of `analyze` that the command exposes, recorded in the JSON.

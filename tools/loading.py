@@ -110,7 +110,10 @@ def model_loader(task: str | None):
     if row is not None and row.auto_class is None:
         return HeadLoader(row)
     return getattr(transformers, TASKS[task])
-_ERRORS = (OSError, ValueError, TypeError, KeyError)  # what from_pretrained raises for files it cannot use
+# What from_pretrained raises for files it cannot use: an OSError (missing, unreadable) or a ValueError (a JSON file
+# that does not parse, a configuration that does not validate). A TypeError or a KeyError from inside it is a fault of
+# the code (a head's constructor, a tokenizer's), reported with its traceback, never as the model's.
+_ERRORS = (OSError, ValueError)
 
 
 class ModelLoadError(InputError):
@@ -163,6 +166,8 @@ def load_elmo(
     auto_class = model_loader(task)
     device, dtype = checked_device(device), _checked_dtype(dtype)
     overrides = dict(config_overrides or {})
+    if "id2label" in overrides and "label2id" not in overrides:  # never beside the saved label2id of other labels
+        overrides["label2id"] = {label: int(i) for i, label in overrides["id2label"].items()}
     path = Path(name)
     preset = name in PRESETS and not path.exists()
     if preset:
@@ -175,7 +180,7 @@ def load_elmo(
         try:
             model = model.to(device=device, dtype=dtype)
         except (RuntimeError, AssertionError) as error:  # torch asserts on a backend it was not built with
-            raise ModelLoadError(f"cannot put {name} on device {device} as {dtype}: {_first_line(error)}") from None
+            raise ModelLoadError(f"cannot put {name} on device {device} as {dtype}: {_first_line(error)}") from error
     return (model.eval(), tokenizer, info) if output_loading_info else (model.eval(), tokenizer)
 
 
@@ -210,7 +215,7 @@ def checked_device(device, option: str = "device") -> torch.device | None:
     try:
         torch.empty(1, device=device)
     except (RuntimeError, AssertionError) as error:  # torch says "not compiled with ..." with an AssertionError
-        raise ModelLoadError(f"{option} {device} is not usable here: {_first_line(error)}") from None
+        raise ModelLoadError(f"{option} {device} is not usable here: {_first_line(error)}") from error
     return device
 
 
@@ -252,8 +257,8 @@ def _check_name(name: str, path: Path) -> None:
 def _random_model(name: str, auto_class, overrides: dict, seed: int | None):
     try:
         config = ElmoConfig.from_preset(name, **overrides)
-    except (ValueError, TypeError) as error:
-        raise ModelLoadError(f"preset {name} with {sorted(overrides)}: {_first_line(error)}") from None
+    except ValueError as error:  # an override the configuration refuses
+        raise ModelLoadError(f"preset {name} with {sorted(overrides)}: {_first_line(error)}") from error
     if seed is not None:
         torch.manual_seed(seed)
     logger.warning("%s: a preset, so RANDOM weights (seed %s), not a trained model", name, seed)
@@ -293,14 +298,14 @@ def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code:
         config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code, **overrides)
     except _ERRORS as error:
         raise ModelLoadError(f"cannot load an ELMo model from {name}: {_first_line(error)}; "
-                             f"give {_accepted()}") from None
+                             f"give {_accepted()}") from error
     if getattr(config, "model_type", None) != "elmo":
         raise ModelLoadError(f"{name} holds a {getattr(config, 'model_type', None)!r} model, not an ELMo model")
     if overrides and hasattr(config, "validate"):
         try:
             config.validate()  # the overrides were set after the config's own checks
         except ValueError as error:
-            raise ModelLoadError(f"{name}: {_first_line(error)}") from None
+            raise ModelLoadError(f"{name}: {_first_line(error)}") from error
     try:
         return auto_class.from_pretrained(name, config=config, trust_remote_code=trust_remote_code,
                                           ignore_mismatched_sizes=ignore_mismatched_sizes, output_loading_info=True)
@@ -310,14 +315,14 @@ def _pretrained_model(name: str, auto_class, overrides: dict, trust_remote_code:
         # transformers' message points to a report that a quiet console does not show: say what it means
         raise ModelLoadError(f"cannot load {name} as {auto_class.__name__}: some saved weights have other shapes "
                              f"than its config gives (a head of another number of labels or another pooling?); "
-                             f"ignore_mismatched_sizes=True re-initialises them") from None
+                             f"ignore_mismatched_sizes=True re-initialises them") from error
     except SafetensorError as error:  # a truncated or damaged weight file, where the class is not ours (remote code)
         weights = sorted(Path(name).glob("*.safetensors")) if Path(name).is_dir() else []
         where = ", ".join(str(path) for path in weights) or name
         raise ModelLoadError(f"cannot read the weights of {name} ({where}): {_first_line(error)}; the file is damaged "
-                             "or incomplete (an interrupted copy or download?)") from None
+                             "or incomplete (an interrupted copy or download?)") from error
     except _ERRORS as error:
-        raise ModelLoadError(f"cannot load an ELMo model from {name}: {_first_line(error)}") from None
+        raise ModelLoadError(f"cannot load an ELMo model from {name}: {_first_line(error)}") from error
 
 
 def _default_tokenizer(config) -> ElmoTokenizer:
@@ -342,7 +347,7 @@ def _tokenizer(name: str, config, tokenizer_name: str | None, trust_remote_code:
             loaded = transformers.AutoTokenizer.from_pretrained(tokenizer_name, trust_remote_code=trust_remote_code)
             return _slow_twin(loaded, tokenizer_name)
         except _ERRORS as error:
-            raise ModelLoadError(f"cannot load the tokenizer {tokenizer_name}: {_first_line(error)}") from None
+            raise ModelLoadError(f"cannot load the tokenizer {tokenizer_name}: {_first_line(error)}") from error
     if preset:
         return _default_tokenizer(config)
     saved = not Path(name).is_dir() or (Path(name) / "tokenizer_config.json").is_file()
@@ -353,13 +358,15 @@ def _tokenizer(name: str, config, tokenizer_name: str | None, trust_remote_code:
             loaded = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
             return _slow_twin(loaded, name)
         except WordSplitError as error:  # its own split, unusable here: never silently another split
-            raise ModelLoadError(f"cannot load the tokenizer of {name}: {_first_line(error)}") from None
+            raise ModelLoadError(f"cannot load the tokenizer of {name}: {_first_line(error)}") from error
         except _ERRORS as error:
             if manylangs:
                 raise ModelLoadError(f"cannot load the ELMoForManyLangs tokenizer of {name} (its dictionaries): "
-                                     f"{_first_line(error)}") from None
-            logger.info("no usable tokenizer files for %s (%s): using a default ElmoTokenizer", name,
-                        _first_line(error))
+                                     f"{_first_line(error)}") from error
+            if Path(name).is_dir() or not isinstance(error, OSError):  # its files are there: never another tokenizer
+                raise ModelLoadError(f"cannot load the tokenizer of {name} (its tokenizer_config.json and the files it "
+                                     f"names): {_first_line(error)}") from error
+            logger.info("%s has no tokenizer files (%s): using a default ElmoTokenizer", name, _first_line(error))
             return _default_tokenizer(config)
     if manylangs:
         raise ModelLoadError(f"{name} holds an ELMoForManyLangs model but not its tokenizer files (its dictionaries)")

@@ -26,7 +26,7 @@ def check_schedule(name: str, warmup_steps: int) -> None:
     try:
         scheduler = get_scheduler(name, probe, num_warmup_steps=warmup_steps, num_training_steps=100)
     except (ValueError, TypeError) as error:  # an unknown name, or one that needs arguments of its own
-        raise InputError(f"--lr_scheduler_type {name}: {str(error).splitlines()[0]}") from None
+        raise InputError(f"--lr_scheduler_type {name}: {str(error).splitlines()[0]}") from error
     if not isinstance(scheduler, LambdaLR):
         raise InputError(f"--lr_scheduler_type {name} is stepped with a metric, which elmo-pretrain does not give "
                          "it: choose a schedule of the step (constant, linear, cosine, ...)")

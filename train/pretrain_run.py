@@ -95,7 +95,7 @@ def check_model_options(args: PretrainArguments) -> None:
         try:
             check_word_split(args.word_split, option="--word_split", allow_import=True)
         except WordSplitError as error:
-            raise InputError(str(error)) from None
+            raise InputError(str(error)) from error
     check_schedule(args.lr_scheduler_type, args.warmup_steps)
 
 
@@ -197,7 +197,7 @@ def check_model_source(args: PretrainArguments) -> StartModel | None:
         try:
             check_word_split(args.word_split, option=f"the word split of {args.init_from} (--word_split to choose one)")
         except WordSplitError as error:
-            raise InputError(str(error)) from None
+            raise InputError(str(error)) from error
     return StartModel(config, tokenizer)
 
 
@@ -211,7 +211,7 @@ def read_config_file(path: str, **overrides) -> ElmoConfig:
                 setattr(config, key, value)
             config.validate()
         except ValueError as error:  # json's JSONDecodeError, the configuration's own checks
-            raise InputError(f"--config_file {path}: {str(error).strip().splitlines()[0]}") from None
+            raise InputError(f"--config_file {path}: {str(error).strip().splitlines()[0]}") from error
     return config
 
 
@@ -399,7 +399,7 @@ def make_tokenizer(args: PretrainArguments, words: list[str] | None, accelerator
         try:
             return tokenizer_class(vocab_file=vocab_path, word_split=args.word_split, **kept)
         except ValueError as error:  # not UTF-8, or without the lines <S>, </S> and <UNK>
-            raise InputError(f"--vocab_file: {str(error).strip().splitlines()[0]}") from None
+            raise InputError(f"--vocab_file: {str(error).strip().splitlines()[0]}") from error
 
 
 def make_model(args: PretrainArguments, tokenizer: ElmoTokenizer, start: StartModel | None) -> ElmoForPreTraining:
@@ -758,4 +758,4 @@ def run(args: PretrainArguments, guard: InterruptGuard | None = None) -> None:
         with run_lock(Path(args.output_dir), "elmo-pretrain"):
             train(args, guard)
     except HubPushError as error:  # the model folder is written: a run that failed, not bad input
-        raise RunFailed(f"the model folder is in {args.output_dir}, but the push failed: {error}") from None
+        raise RunFailed(f"the model folder is in {args.output_dir}, but the push failed: {error}") from error

@@ -44,7 +44,7 @@ def checked_duration(text: str) -> str:
     try:
         parse_duration(text, option="")
     except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error).strip()) from None
+        raise argparse.ArgumentTypeError(str(error).strip()) from error
     return text
 
 

@@ -44,7 +44,7 @@ def contextuality(session: AppSession, text: str, split: str, min_count: int = 2
                 results = analyze(session.model, session.tokenizer, corpus, split=split, min_count=int(min_count),
                                   max_words=int(max_words), max_tokens=limits.max_words, quiet=True)
         except AnalysisError as error:
-            raise AppInputError(str(error).replace(str(corpus), "the text")) from None
+            raise AppInputError(str(error).replace(str(corpus), "the text")) from error
         title = (f"How contextual is each layer? {session.name}, {results['sentences']} sentences, "
                  f"{results['words_analysed']} words analysed")
         image = analysis_figure(results, title, Path(folder))

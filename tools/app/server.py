@@ -320,13 +320,13 @@ def run(args: AppOptions, guard=None) -> int:
         session = load_session(name, device=args.device, trust_remote_code=args.trust_remote_code,
                                backend=args.backend)
     except ModelLoadError as error:
-        raise ModelLoadError(f"--model: {error}") from None
+        raise ModelLoadError(f"--model: {error}") from error
     demo = build_app(session)
     try:
         demo.launch(server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=not args.verbose,
                     show_error=False, max_file_size="5mb", theme=theme(), css=CSS)
     except OSError as error:  # the port is taken, or the address is not this machine's
-        raise RunFailed(f"cannot serve on {args.host}:{args.port}: {str(error).splitlines()[0]}") from None
+        raise RunFailed(f"cannot serve on {args.host}:{args.port}: {str(error).splitlines()[0]}") from error
     logger.info("serving %s on http://%s:%d (Ctrl-C stops)", name, args.host, args.port)
     return _serve_until_stopped(demo)
 

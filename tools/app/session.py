@@ -95,7 +95,7 @@ def load_session(name: str, *, device: str | None = None, trust_remote_code: boo
     try:
         model = on_backend(model, backend, folder=name)  # the model itself on torch
     except BackendError as error:
-        raise ModelLoadError(str(error)) from None
+        raise ModelLoadError(str(error)) from error
     if hasattr(model, "enable_token_cache"):  # a Hub model's own code may predate the cache
         model.enable_token_cache(token_cache_size)
     return AppSession(model, tokenizer, name, random_weights=random_weights, limits=limits or Limits())
@@ -130,7 +130,7 @@ def check_split(split: str) -> str:
     try:
         check_word_split(split, "the word split")
     except ValueError as error:  # WordSplitDependencyError is one too
-        raise AppInputError(str(error)) from None
+        raise AppInputError(str(error)) from error
     return split
 
 
@@ -180,7 +180,7 @@ def read_upload(path: str | os.PathLike, encoding: str, max_bytes: int) -> str:
     try:
         encoding = checked_encoding(encoding or "utf-8")
     except argparse.ArgumentTypeError as error:  # an unknown encoding, or one not read line by line
-        raise AppInputError(str(error)) from None
+        raise AppInputError(str(error)) from error
     size = os.path.getsize(path)
     if size > max_bytes:
         raise AppInputError(f"{name} has {size:,} bytes: upload at most {max_bytes:,} (a sample of the corpus)")
@@ -193,7 +193,7 @@ def read_upload(path: str | os.PathLike, encoding: str, max_bytes: int) -> str:
         check_decodes(path, encoding)
     except UndecodableText as error:
         raise AppInputError(f"{name}: line {error.line_number}, byte {error.byte} of the line is not valid "
-                            f"{encoding}: choose the file's encoding in the page, or upload UTF-8 text") from None
+                            f"{encoding}: choose the file's encoding in the page, or upload UTF-8 text") from error
     return raw.decode(encoding).removeprefix("\ufeff")
 
 

@@ -125,7 +125,7 @@ def _checked_request(session: AppSession, text: str, word: str, split: str) -> _
     try:
         occurrences, notes = find_occurrences(sentences.words, word, split)
     except AppInputError as error:  # say what the limits left out too: the word may be in the part cut
-        raise AppInputError("; ".join([*sentences.notes, str(error)])) from None
+        raise AppInputError("; ".join([*sentences.notes, str(error)])) from error
     if len(occurrences) < 2:
         raise AppInputError(f"{occurrences[0].word!r} occurs once: use it in at least two sentences to compare "
                             "its vectors")

@@ -66,5 +66,5 @@ def _push(out: Path, args: ConvertOptions) -> None:
                        "elmo_hf.tools.hub.hub_push.push_folder or run the command again")
         raise
     except (HubPushError, FileNotFoundError) as error:  # the folder is written: not bad input, a run that failed
-        raise RunFailed(f"the conversion is in {out}, but the push failed: {error}") from None
+        raise RunFailed(f"the conversion is in {out}, but the push failed: {error}") from error
     notice.info("pushed %s to %s (commit %s)", out, args.push_to_hub, info.oid)

@@ -493,7 +493,7 @@ def read_vocabulary(vocab_file: Path) -> list[str]:
         with open(vocab_file, encoding="utf-8") as handle:
             tokens = [token for token in (line.strip() for line in handle) if token]
     except UnicodeDecodeError as error:
-        raise ConversionError(f"vocab file {vocab_file} cannot be used: it is not UTF-8 text ({error})") from None
+        raise ConversionError(f"vocab file {vocab_file} cannot be used: it is not UTF-8 text ({error})") from error
     if any("\x00" in token for token in tokens):  # valid UTF-8, but no vocabulary holds NUL: a binary file
         raise ConversionError(f"vocab file {vocab_file} holds a NUL byte: a binary file, not a vocabulary")
     present = set(tokens)

@@ -115,7 +115,7 @@ def checked_word_split(word_split: str | None) -> str | None:
     try:
         check_word_split(word_split, option="--word_split")
     except ValueError as error:  # WordSplitDependencyError is one too
-        raise ConversionError(str(error)) from None
+        raise ConversionError(str(error)) from error
     return word_split
 
 

@@ -94,7 +94,7 @@ def _read_json(path: Path) -> dict:
     except FileNotFoundError:
         raise ConversionError(f"{path} is missing: not an ELMoForManyLangs model folder") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConversionError(f"{path} cannot be read as JSON: {error}") from None
+        raise ConversionError(f"{path} cannot be read as JSON: {error}") from error
     if not isinstance(data, dict):
         raise ConversionError(f"{path} must hold a JSON object, got {type(data).__name__}")
     return data
@@ -136,7 +136,7 @@ def read_dictionary(path: str | os.PathLike) -> dict[str, int]:
                     raise ConversionError(f"{path} line {number}: expected 'entry<TAB>id', got {line.rstrip()!r}")
                 lexicon[tokens[0]] = int(tokens[1])
     except (OSError, UnicodeDecodeError) as error:
-        raise ConversionError(f"{path} cannot be read as UTF-8 text: {error}") from None
+        raise ConversionError(f"{path} cannot be read as UTF-8 text: {error}") from error
     return lexicon
 
 
@@ -154,9 +154,10 @@ def load_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         raise ConversionError(
             f"{path} is not a plain state dict of tensors; refused without running it (torch.load "
             f"weights_only=True): {reason}"
-        ) from None
+        ) from error
     except Exception as error:  # noqa: BLE001 - a corrupt file raises anything from EOFError to RuntimeError
-        raise ConversionError(f"{path} cannot be read as a torch state dict: {type(error).__name__}: {error}") from None
+        raise ConversionError(f"{path} cannot be read as a torch state dict: {type(error).__name__}: "
+                              f"{error}") from error
     if not isinstance(state, Mapping) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
     ):
@@ -217,7 +218,7 @@ def config_from_network(network: dict, source: str, char_rows: int, word_rows: i
             vocab_size=0,
         )
     except (ValueError, TypeError) as error:
-        raise ConversionError(f"{source}: {error}") from None
+        raise ConversionError(f"{source}: {error}") from error
 
 
 # --------------------------------------------------------------------------------------------------

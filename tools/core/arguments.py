@@ -155,7 +155,7 @@ class OptionSpec:
             elif isinstance(plain, type) and not isinstance(value, plain):
                 _wrong_type(value)
         except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
-            raise ValueError(f"{path}: {self.name}: {error}") from None
+            raise ValueError(f"{path}: {self.name}: {error}") from error
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"{path}: {self.name} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
         return value
@@ -171,7 +171,7 @@ class OptionSpec:
             if self.converter is not None:
                 values = [self.converter(each) if isinstance(each, str) else each for each in values]
         except (ValueError, argparse.ArgumentTypeError) as error:
-            raise ValueError(f"--{self.name}: {error}") from None
+            raise ValueError(f"--{self.name}: {error}") from error
         for each in values:
             if self.choices is not None and each not in self.choices:
                 raise ValueError(f"--{self.name} must be one of {', '.join(map(str, self.choices))}, got {each!r}")

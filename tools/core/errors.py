@@ -3,8 +3,8 @@ frame), and the two guards that turn a failed read of an input or write of an ou
 
 * `InputError`: bad input (a file, a model name, an option's value). One line naming what was wrong, exit status 2,
   and nothing written. Every tool's own error for bad input is one (`EmbedError`, `ConversionError`,
-  `ModelLoadError`, `OutputPathError`, ...), so a caller in Python catches them all as `InputError` (or
-  `ValueError`, which it is).
+  `ModelLoadError`, `OutputPathError`, the readers' `FileFormatError`, ...), so a caller in Python catches them all as
+  `InputError` (or `ValueError`, which it is).
 * `RunFailed`: the input was good but the run could not go on (a worker that dies at every try, a push that the Hub
   refused, a disk that filled up); one line saying what was kept, exit status 1.
 
@@ -28,6 +28,13 @@ from collections.abc import Iterator
 
 class InputError(ValueError):
     """Bad input to a command: reported as one line (the message), exit status 2, nothing written."""
+
+
+class FileFormatError(InputError):
+    """An input file that is not what its reader expects (its columns, its records, its tags, its brackets), raised by
+    the reader at the place that knows: the message names the file, or the line, and what is wrong. A caller turns
+    it into its command's one line (naming the option that gave the file); any other exception from a reader is a
+    bug, with its traceback."""
 
 
 class RunFailed(RuntimeError):

@@ -49,7 +49,7 @@ def _check_takes_files(where: Path, named: str) -> None:
         with tempfile.TemporaryFile(dir=where):
             pass
     except OSError as error:
-        raise OutputPathError(f"{named}: cannot write in {where} ({error.strerror or error})") from None
+        raise OutputPathError(f"{named}: cannot write in {where} ({error.strerror or error})") from error
 
 
 def as_ordinary(path: str | os.PathLike) -> None:

@@ -128,7 +128,7 @@ def decode_line(raw: bytes, encoding: str, path: str | Path, line_number: int, o
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as error:
-        raise UndecodableText(path, line_number, error, encoding, option, errors_option) from None
+        raise UndecodableText(path, line_number, error, encoding, option, errors_option) from error
     if line_number == 1 and text.startswith(_BOM):
         text = text[1:]
     return text.rstrip("\r\n")

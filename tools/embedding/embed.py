@@ -16,10 +16,11 @@ Input
   in one line naming the file, the line and the byte (`--encoding_errors strict`, default), unless they are
   replaced by U+FFFD (`replace`) or their lines left out of the output (`skip`), counted and logged;
 * a `datasets` dataset: a folder written by `save_to_disk` (a `DatasetDict` needs `--dataset_split`), or a
-  .parquet / .jsonl / .json / .csv file (always read as a dataset, never as raw text), read as a stream
-  (`--encoding` applies to the last three); `--text_column` (default `text`) holds a string (split as a text line)
-  or a list of strings (words, used as they are); any other value, or a file that does not parse or decode, is
-  refused in one line naming the file and the row. The line number of a row is its index.
+  .parquet / .jsonl / .json / .csv / .tsv file (always read as a dataset, never as raw text; a .tsv as the
+  fine-tuning commands read it: tabs, no quoting), read as a stream (`--encoding` applies to all but Parquet);
+  `--text_column` (default `text`) holds a string (split as a text line) or a list of strings (words, used as they
+  are); any other value, or a file that does not parse or decode, is refused in one line naming the file and the
+  row. The line number of a row is its index.
 
 Output
 ------
@@ -309,7 +310,7 @@ class WindowEmbedder:
                 words = _words(text, self.args.word_split)
             except _NotWords as error:
                 column = self.args.text_column or "text"
-                raise EmbedError(f"{self.args.input}: row {line_no} of column {column!r} {error}") from None
+                raise EmbedError(f"{self.args.input}: row {line_no} of column {column!r} {error}") from error
             plan.words_of[line_no] = words
             if not words:
                 plan.ready.append((line_no, words, _empty(self.args.mode, self.layers, self.width)))
@@ -550,7 +551,7 @@ class Input:
 def _open_input(args) -> Input:
     source = Path(args.input)  # there, and not an empty text file (`check_embed_paths`)
     counts = Counts()
-    # A data file (.jsonl, .csv, .parquet ...) is a dataset with its column `text` unless --text_column names another:
+    # A data file (.jsonl, .csv, .tsv, ...) is a dataset with its column `text` unless --text_column names another:
     # read as raw text, its syntax would be embedded as words.
     if is_dataset_input(source, args.text_column):
         rows, total, fingerprint = open_dataset(source, args.text_column or "text", args.dataset_split, args.encoding)
@@ -562,7 +563,7 @@ def _open_input(args) -> Input:
                 stat = source.stat()
                 total = count_lines(source, strict, args.max_lines)
         except UndecodableText as error:
-            raise EmbedError(str(error)) from None
+            raise EmbedError(str(error)) from error
         fingerprint, is_dataset = f"{stat.st_size}-{stat.st_mtime_ns}", False
         lines = read_text_lines(source, args.max_line_chars, args.encoding, args.encoding_errors, counts)
     if args.max_lines is not None:  # nothing beyond is read (nor refused for a byte that does not decode)
@@ -639,7 +640,7 @@ def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
             raise stop from error
         if isinstance(error, RunFailed):  # EmbedFailed, or a write into the output's work folder that failed
             raise EmbedFailed(f"{error}; what is complete is kept in {output.with_name(output.name + '.partial')}: "
-                              "run the same command with --resume to continue") from None
+                              "run the same command with --resume to continue") from error
         raise
 
 
@@ -649,7 +650,7 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     try:
         check_embed_paths(args)  # the console door checked them already, before importing torch
     except ValueError as error:
-        raise EmbedError(str(error)) from None
+        raise EmbedError(str(error)) from error
     processes = Processes(args.dist_timeout)
     device = checked_device(args.device, processes.world, processes.local_rank)  # one GPU per process
     if args.dtype != AUTO and (args.backend is None or not backend_row(args.backend).graph):
@@ -660,11 +661,11 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     try:
         model, tokenizer = load_elmo(args.model, device=device)
     except ModelLoadError as error:
-        raise EmbedError(f"--model: {error}") from None
+        raise EmbedError(f"--model: {error}") from error
     try:
         word_split = args.word_split or tokenizer_word_split(tokenizer, args.model)
     except ValueError as error:
-        raise EmbedError(str(error)) from None
+        raise EmbedError(str(error)) from error
     backend, dtype = _backend_and_dtype(args, model, tokenizer, device)  # auto: measured once, remembered
     plan = EmbedPlan(args, args.format or embed_output_format(output), word_split, backend, dtype)
     return _run_plan(plan, guard, source, model, tokenizer, device, processes)

@@ -43,7 +43,7 @@ def check_options(args: EmbedOptions) -> None:
         try:  # registered (an import path is imported), and its package (jieba ...) installed
             check_word_split(args.word_split, "--word_split", allow_import=True)
         except ValueError as error:
-            raise EmbedError(str(error)) from None
+            raise EmbedError(str(error)) from error
     for name in ("batch_size", "batch_tokens", "window", "max_tokens", "max_line_chars", "dist_timeout", "threads"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise EmbedError(f"--{name} must be a positive integer, got {getattr(args, name)}")

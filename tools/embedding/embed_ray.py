@@ -91,7 +91,7 @@ def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], wor
                 ray.get(loaded)
         except ray.exceptions.RayActorError as error:  # its constructor failed: no restart would do better
             lines = [line for line in str(error).splitlines() if line.strip()]
-            raise EmbedError(f"a Ray actor could not start: {lines[-1] if lines else error}") from None
+            raise EmbedError(f"a Ray actor could not start: {lines[-1] if lines else error}") from error
         ready = time.perf_counter()
         n_windows, lines_read, sent, counts = _deal_out(windows, done, workers, progress_bar)
         logger.info("%d window(s) embedded by %d Ray actor(s) in %.1f s, after %.1f s starting Ray and the actors",
@@ -173,9 +173,9 @@ def _result(ref, lines: tuple[int, int]) -> Counts:
     except ray.exceptions.RayActorError as error:
         said = [line for line in str(error).splitlines() if line.strip()]
         raise EmbedFailed(f"the window of lines {lines[0]}-{lines[1]} (from 0) was sent {WINDOW_TRIES} times and its "
-                          f"Ray actor died each time ({said[-1] if said else type(error).__name__})") from None
+                          f"Ray actor died each time ({said[-1] if said else type(error).__name__})") from error
     except ray.exceptions.RayTaskError as error:
         cause = error.cause if hasattr(error, "cause") else None
         if isinstance(cause, EmbedError):
-            raise EmbedError(str(cause)) from None
+            raise EmbedError(str(cause)) from error
         raise

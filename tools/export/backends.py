@@ -190,5 +190,5 @@ def graph_embedder(backend: str, dtype: str, model, tokenizer, mode: str, folder
     try:
         runner = runner_for(backend, dtype, model, folder, torch.get_num_threads())
     except ExportError as error:
-        raise RunFailed(f"--backend {backend}: {error}") from None
+        raise RunFailed(f"--backend {backend}: {error}") from error
     return GraphEmbedder(runner, tokenizer, mode, model)

@@ -385,7 +385,7 @@ def run(options, guard=None) -> Path:
             with writing(output, "--output"):
                 export_onnx(model, output, check=not options.no_check)
         except ExportError as error:
-            raise RunFailed(str(error)) from None
+            raise RunFailed(str(error)) from error
     meta = graph_metadata(output)
     checked = ("kept as it was (not checked again)" if reused else "not checked (--no_check)" if options.no_check
                else f"checked against PyTorch in onnxruntime {meta.get('onnxruntime_version')}")

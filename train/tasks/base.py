@@ -36,7 +36,9 @@ class Task(ABC):
     # ------------------------------------------------------------------ what every task gives
     @abstractmethod
     def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
-        """The examples of a training or validation file."""
+        """The examples of a training or validation file; a file that is not in the task's format is refused with
+        `elmo_hf.tools.core.errors.FileFormatError` naming the line (any other exception is a bug, with its
+        traceback)."""
 
     @abstractmethod
     def words_of(self, example: dict, tokenizer, data_args) -> Sequence[str]:
@@ -58,7 +60,7 @@ class Task(ABC):
 
     @abstractmethod
     def read_test_file(self, path: str, encoding: str, data_args) -> Any:
-        """The sentences of `--test_file`, as `prediction_lines` takes them."""
+        """The sentences of `--test_file`, as `prediction_lines` takes them (a bad file: `FileFormatError`)."""
 
     @abstractmethod
     def prediction_lines(self, model, tokenizer, test, data_args, batch_size: int) -> tuple[list[str], int]:

@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from elmo_hf.tools.core.errors import InputError
+from elmo_hf.tools.core.errors import FileFormatError, InputError
 from elmo_hf.tools.core.text_files import check_decodes
 
 from .table_header import (
@@ -64,10 +64,10 @@ def read_input_file(reader, path: str, option: str, encoding: str = "utf-8",
     try:
         check_decodes(path, encoding, encoding_option)
         return reader(path, _text_encoding(encoding))
-    except (ValueError, TypeError, KeyError, csv.Error) as error:
+    except (InputError, csv.Error) as error:  # the readers' own refusals; anything else is a bug, with its traceback
         message = str(error)
         message = message if message.startswith(str(path)) else f"{path}: {message}"
-        raise InputError(f"--{option} {message}") from None
+        raise InputError(f"--{option} {message}") from error
 
 
 def _text_encoding(encoding: str) -> str:
@@ -90,7 +90,10 @@ def _read_json_lines(path: str | os.PathLike, encoding: str = "utf-8", with_line
     with open(path, encoding=encoding) as f:
         text = f.read()
     if text.strip().startswith("["):  # a JSON array of records also works
-        rows = json.loads(text)
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise FileFormatError(f"{path}: not a JSON array of records ({error})") from error
         lines = [None] * len(rows) if isinstance(rows, list) else []
     else:
         rows, lines = [], []
@@ -99,11 +102,11 @@ def _read_json_lines(path: str | os.PathLike, encoding: str = "utf-8", with_line
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}:{number}: not a JSON object ({error})") from error
+                    raise FileFormatError(f"{path}:{number}: not a JSON object ({error})") from error
                 lines.append(number)
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
-            raise ValueError(f"{path}: record {number} is not a JSON object: {row!r:.100}")
+            raise FileFormatError(f"{path}: record {number} is not a JSON object: {row!r:.100}")
     return (rows, lines) if with_lines else rows
 
 
@@ -111,12 +114,12 @@ def _pick(columns: Iterable[str], wanted: str | None, candidates: Sequence[str],
     columns = list(columns)
     if wanted is not None:
         if wanted not in columns:
-            raise ValueError(f"{path}: no {what} column {wanted!r}; columns are {columns}")
+            raise FileFormatError(f"{path}: no {what} column {wanted!r}; columns are {columns}")
         return wanted
     for name in candidates:
         if name in columns:
             return name
-    raise ValueError(f"{path}: cannot tell the {what} column among {columns}; name it with --{what}_column")
+    raise FileFormatError(f"{path}: cannot tell the {what} column among {columns}; name it with --{what}_column")
 
 
 def _pair_columns(columns: list, text_column: str | None, pair_column: str | None, path) -> tuple[str, str] | None:
@@ -129,7 +132,8 @@ def _pair_columns(columns: list, text_column: str | None, pair_column: str | Non
     first = text_column or next((a for a, b in PAIR_COLUMNS if b == pair_column and a in columns), None) or \
         next((c for c in TEXT_COLUMNS if c in columns and c != pair_column), None)  # "text" beside any second one
     if first is None:
-        raise ValueError(f"{path}: cannot tell the first sentence's column among {columns}; name it with --text_column")
+        raise FileFormatError(f"{path}: cannot tell the first sentence's column among {columns}; name it with "
+                              "--text_column")
     return _pick(columns, first, (), "text", path), pair_column
 
 
@@ -181,32 +185,33 @@ def _read_table(path, kind: str, encoding: str, column_names: Sequence[str] | No
     if column_names:
         first = next(iter(rows), {})
         if set(column_names) & {str(value).strip() for value in first.values() if value is not None}:
-            raise ValueError(f"--column_names names the columns of a file without a header line, but its first line "
-                             f"is a header ({', '.join(repr(v) for v in list(first.values())[:4] if v is not None)}): "
-                             "leave "
-                             "--column_names out, or the header line")
+            raise FileFormatError(f"--column_names names the columns of a file without a header line, but its first "
+                                  f"line is a header "
+                                  f"({', '.join(repr(v) for v in list(first.values())[:4] if v is not None)}): "
+                                  "leave "
+                                  "--column_names out, or the header line")
         for row, line in zip(rows, lines):  # csv puts extra fields under None, and None for missing ones
             extra = row.get(None) or []
             present = sum(value is not None for key, value in row.items() if key is not None)
             if extra or present < len(column_names):
-                raise ValueError(f"line {line} has {present + len(extra)} columns, --column_names names "
-                                 f"{len(column_names)}")
+                raise FileFormatError(f"line {line} has {present + len(extra)} columns, --column_names names "
+                                      f"{len(column_names)}")
     if not column_names and looks_like_data(columns):
-        raise ValueError(f"the first line ({', '.join(repr(c) for c in columns[:4])}"
-                         f"{', ...' if len(columns) > 4 else ''}) looks like data, not a header of column names: give "
-                         "the columns' names in order with --column_names (e.g. label,question1,question2,id), or add "
-                         "a header line")
+        raise FileFormatError(f"the first line ({', '.join(repr(c) for c in columns[:4])}"
+                              f"{', ...' if len(columns) > 4 else ''}) looks like data, not a header of column names: "
+                              "give the columns' names in order with --column_names (e.g. "
+                              "label,question1,question2,id), or add a header line")
     if not column_names:  # csv puts a row's fields beyond the header's under None: they would be lost
         for row, line in zip(rows, lines):
             extra = row.get(None) or []
             if any(str(field).strip() for field in extra):
                 how = ("write the tab inside a text as a space" if kind != "csv" else
                        "put a text that holds a comma in double quotes")
-                raise ValueError(f"line {line} has {len(columns) + len(extra)} "
-                                 f"{'comma' if kind == 'csv' else 'tab'}-separated fields, the header line names "
-                                 f"{len(columns)} ({', '.join(map(repr, columns))}): the fields beyond would be "
-                                 f"dropped ({', '.join(map(repr, extra))[:100]}); {how}, or name the extra column "
-                                 "in the header line")
+                raise FileFormatError(f"line {line} has {len(columns) + len(extra)} "
+                                      f"{'comma' if kind == 'csv' else 'tab'}-separated fields, the header line names "
+                                      f"{len(columns)} ({', '.join(map(repr, columns))}): the fields beyond would be "
+                                      f"dropped ({', '.join(map(repr, extra))[:100]}); {how}, or name the extra column "
+                                      "in the header line")
     return rows, columns, lines
 
 
@@ -224,7 +229,7 @@ def column_list(column_names: str | Sequence[str] | None) -> list[str] | None:
     names = column_names.split(",") if isinstance(column_names, str) else list(column_names)
     names = [name.strip() for name in names]
     if not all(names) or len(set(names)) != len(names):
-        raise ValueError(f"--column_names {column_names!r}: give each column a name, once, separated by commas")
+        raise FileFormatError(f"--column_names {column_names!r}: give each column a name, once, separated by commas")
     return names
 
 
@@ -252,7 +257,7 @@ def read_classification_file(
         rows, columns, lines = _read_table(path, kind, encoding, column_list(column_names))
     columns = [c.strip() if isinstance(c, str) else c for c in columns]
     if not rows:
-        raise ValueError(f"{path}: no examples")
+        raise FileFormatError(f"{path}: no examples")
     table = kind != "json" and not column_names  # a header line, which may be an example (table_header)
     found = header_values_below(rows, columns, lines) if table else {}
     try:
@@ -266,7 +271,7 @@ def read_classification_file(
     if found.keys() & {label_name, text_name, *(pair[1:] if pair else ())}:
         named = next((f"--{option} {value}" for option, value in (("label_column", label_column), ("text_column",
                       text_column), ("text_pair_column", pair_column)) if value in found), "")
-        raise ValueError(f"{path}: " + headerless_message(columns, found, suggested_column_names(
+        raise FileFormatError(f"{path}: " + headerless_message(columns, found, suggested_column_names(
             columns, label_name, text_name, pair[1] if pair else None), named))
     if table and not pair:
         _warn_of_unread_text(rows, columns, label_name, text_name, path)
@@ -278,14 +283,14 @@ def read_classification_file(
         example = example_at({key: None if value is None else str(value).strip() for key, value in values.items()},
                              path, line, number)
         if any(value is None for value in values.values()):
-            raise ValueError(f"{path}: {example.where()} lacks one of the columns {list(names.values())}: "
-                             f"{row!r:.200}")
+            raise FileFormatError(f"{path}: {example.where()} lacks one of the columns {list(names.values())}: "
+                                  f"{row!r:.200}")
         empty = next((key for key in names if not example[key]), None)
         if empty is not None:
             what = {"label": "label", "text": "text", "text_pair": "second sentence"}[empty]
             why = " (an empty label would train a class named '')" if empty == "label" else ""
-            raise ValueError(f"{path}: {example.where()}: the {what} (column {names[empty]!r}) is empty; every "
-                             f"example needs one{why}")
+            raise FileFormatError(f"{path}: {example.where()}: the {what} (column {names[empty]!r}) is empty; every "
+                                  f"example needs one{why}")
         examples.append(example)
     return examples
 
@@ -300,11 +305,11 @@ def _refuse_columns_not_told(error: ValueError, rows, columns, found: dict, tabl
         label = label_column if label_column in columns else next(iter(found))
         texts = text_like_columns(rows, columns, exclude=(label,))
         suggestion = suggested_column_names(columns, label, *(texts[:2] or [None]))
-        raise ValueError(f"{path}: " + headerless_message(columns, found, suggestion)) from None
+        raise FileFormatError(f"{path}: " + headerless_message(columns, found, suggestion)) from None
     texts = text_like_columns(rows, columns, exclude=(label_column,))
     hint = pair_hint(texts) if len(texts) >= 2 and "the text column" in str(error) else ""
-    raise ValueError(f"{error}{hint} (or, for a file without a header line, name all its columns in order with "
-                     "--column_names)") from None
+    raise FileFormatError(f"{error}{hint} (or, for a file without a header line, name all its columns in order with "
+                          "--column_names)") from None
 
 
 def _warn_of_unread_text(rows, columns, label_name: str, text_name: str, path) -> None:
@@ -335,12 +340,12 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
                 continue
             start = start if tokens else number
             if len(fields) < 2:
-                raise ValueError(f"{path}:{number}: expected a word and a tag, got {line.rstrip()!r}")
+                raise FileFormatError(f"{path}:{number}: expected a word and a tag, got {line.rstrip()!r}")
             _check_token_line(line, path, number)
             if columns is None:
                 columns, first = len(fields), number
             elif len(fields) != columns:
-                raise ValueError(
+                raise FileFormatError(
                     f"{path}:{number}: {len(fields)} columns where line {first} has {columns}; not CoNLL columns "
                     f"(one token per line: the word first, the tag last; a blank line between sentences)"
                 )
@@ -349,7 +354,7 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
     if tokens:
         sentences.append(example_at({"tokens": tokens, "tags": tags}, path, start, len(sentences) + 1))
     if not sentences:
-        raise ValueError(f"{path}: no sentences")
+        raise FileFormatError(f"{path}: no sentences")
     if tag_column == -1 and columns and columns > 2:
         _check_tag_column(path, encoding, columns, {tag for sentence in sentences for tag in sentence["tags"]})
     return sentences
@@ -370,9 +375,9 @@ def _check_tag_column(path, encoding: str, columns: int, last: set[str]) -> None
     for column in range(1, columns - 1):
         values = {row[column] for row in rows}
         if all(_is_tag(value) for value in values) and values & {"O", "o"}:
-            raise ValueError(f"{path}: the tags are the last column, but no value of it is an entity tag "
-                             f"({sorted(last)[:5]}) while column {column + 1} holds them ({sorted(values)[:5]}): put "
-                             "the tags last (word ... tag)")
+            raise FileFormatError(f"{path}: the tags are the last column, but no value of it is an entity tag "
+                                  f"({sorted(last)[:5]}) while column {column + 1} holds them ({sorted(values)[:5]}): "
+                                  "put the tags last (word ... tag)")
 
 
 def _check_token_line(line: str, path, number: int) -> None:
@@ -380,8 +385,8 @@ def _check_token_line(line: str, path, number: int) -> None:
     such as `1<TAB>good movie .`) means the file holds sentences, not one token per line."""
     spaced = next((field for field in line.rstrip("\r\n").split("\t") if " " in field.strip()), None)
     if "\t" in line and spaced is not None:
-        raise ValueError(f"{path}:{number}: the field {spaced.strip()!r:.60} has spaces: not CoNLL columns (one token "
-                         f"per line: the word first, the tag last; a blank line between sentences)")
+        raise FileFormatError(f"{path}:{number}: the field {spaced.strip()!r:.60} has spaces: not CoNLL columns (one "
+                              f"token per line: the word first, the tag last; a blank line between sentences)")
 
 
 def read_tagging_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[dict]:
@@ -390,26 +395,27 @@ def read_tagging_file(path: str | os.PathLike, encoding: str = "utf-8") -> list[
         return read_conll_file(path, encoding=encoding)
     rows, lines = _read_json_lines(path, encoding, with_lines=True)
     if not rows:
-        raise ValueError(f"{path}: no examples")
+        raise FileFormatError(f"{path}: no examples")
     token_name = _pick(rows[0], None, TOKEN_COLUMNS, "tokens", path)
     tag_name = _pick(rows[0], None, TAG_COLUMNS, "tags", path)
     sentences = []
     for number, (row, line) in enumerate(zip(rows, lines), start=1):
         tokens, tags = row[token_name], row[tag_name]
         if not isinstance(tokens, list) or not isinstance(tags, list):
-            raise ValueError(f"{path}: {'line ' + str(line) if line else 'example ' + str(number)}: {token_name!r} "
-                             f"and {tag_name!r} must be lists")
+            raise FileFormatError(f"{path}: {'line ' + str(line) if line else 'example ' + str(number)}: "
+                                  f"{token_name!r} and {tag_name!r} must be lists")
         if any(isinstance(tag, (int, float)) and not isinstance(tag, bool) for tag in tags):
-            raise ValueError(f"{path}: {'line ' + str(line) if line else 'example ' + str(number)}: the tags are "
-                             f"numbers ({tags[:5]}), ids of tag names the file does not give (datasets' ner_tags): "
-                             "write the names (O, B-PER, ...), as features['ner_tags'].feature.names has them")
+            raise FileFormatError(f"{path}: {'line ' + str(line) if line else 'example ' + str(number)}: the tags are "
+                                  f"numbers ({tags[:5]}), ids of tag names the file does not give (datasets' "
+                                  "ner_tags): write the names (O, B-PER, ...), as features['ner_tags'].feature.names "
+                                  "has them")
         sentence = example_at({"tokens": [str(t) for t in tokens], "tags": [str(t).strip() for t in tags]}, path,
                               line, number)
         if len(tokens) != len(tags):
-            raise ValueError(f"{path}: example {number} has {len(tokens)} tokens but {len(tags)} tags")
+            raise FileFormatError(f"{path}: example {number} has {len(tokens)} tokens but {len(tags)} tags")
         if "" in sentence["tags"]:
             word = sentence["tokens"][sentence["tags"].index("")]
-            raise ValueError(f"{path}: {sentence.where()}: the tag of {word!r} is empty; every word needs one")
+            raise FileFormatError(f"{path}: {sentence.where()}: the tag of {word!r} is empty; every word needs one")
         sentences.append(sentence)
     return sentences
 
@@ -427,7 +433,7 @@ def read_texts_file(path: str | os.PathLike, text_column: str | None = None, enc
         with open(path, encoding=encoding, newline="") as f:
             texts = [line.rstrip("\r\n").strip() for line in f]
         if not any(texts):  # an empty file, or blank lines only: nothing to predict is a mistake, not a result
-            raise ValueError(f"{path}: no sentences")
+            raise FileFormatError(f"{path}: no sentences")
         return texts
     kind = _file_format(path)
     if kind == "json":
@@ -435,7 +441,7 @@ def read_texts_file(path: str | os.PathLike, text_column: str | None = None, enc
     else:
         rows = _read_table(path, kind, encoding, column_list(column_names))[0]
     if not rows:
-        raise ValueError(f"{path}: no sentences")
+        raise FileFormatError(f"{path}: no sentences")
     columns = [c.strip() if isinstance(c, str) else c for c in rows[0]]
     others = [c for c in columns if c not in ("label", "index", "idx", "id")]
     rows = [{k.strip() if isinstance(k, str) else k: v for k, v in row.items()} for row in rows]
@@ -443,12 +449,12 @@ def read_texts_file(path: str | os.PathLike, text_column: str | None = None, enc
     if pair:
         pairs = [(str(row.get(pair[0]) or "").strip(), str(row.get(pair[1]) or "").strip()) for row in rows]
         if not any(all(texts) for texts in pairs):
-            raise ValueError(f"{path}: no pairs (no line has both a {pair[0]!r} and a {pair[1]!r})")
+            raise FileFormatError(f"{path}: no pairs (no line has both a {pair[0]!r} and a {pair[1]!r})")
         return pairs
     name = _pick(columns, text_column, (*TEXT_COLUMNS, *(others if len(others) == 1 else [])), "text", path)
     texts = [str(row.get(name) or "").strip() for row in rows]
     if not any(texts):
-        raise ValueError(f"{path}: no sentences (the {name!r} column is empty)")
+        raise FileFormatError(f"{path}: no sentences (the {name!r} column is empty)")
     return texts
 
 
@@ -459,16 +465,16 @@ def read_words_file(path: str | os.PathLike, encoding: str = "utf-8") -> tuple[s
     if Path(path).suffix.lower() in (".json", ".jsonl"):
         rows = _read_json_lines(path, encoding)
         if not rows:
-            raise ValueError(f"{path}: no sentences")
+            raise FileFormatError(f"{path}: no sentences")
         name = _pick(rows[0], None, TOKEN_COLUMNS, "tokens", path)
         sentences = [[str(t) for t in row.get(name) or []] for row in rows]
         if not any(sentences):
-            raise ValueError(f"{path}: no sentences (every {name!r} list is empty)")
+            raise FileFormatError(f"{path}: no sentences (every {name!r} list is empty)")
         return "json", sentences
     with open(path, encoding=encoding, newline="") as f:
         lines = [line.rstrip("\r\n") for line in f]
     if not any(line.strip() and not line.startswith("-DOCSTART-") for line in lines):
-        raise ValueError(f"{path}: no sentences")
+        raise FileFormatError(f"{path}: no sentences")
     return ("conll" if looks_like_conll(lines) else "lines"), lines
 
 

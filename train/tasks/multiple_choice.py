@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elmo_hf.tools.core.errors import FileFormatError
+
 from . import FineTuningTask, Task
 from .common_data import accuracy, split_text
 
@@ -73,9 +75,12 @@ def _rows(path: str, encoding: str) -> list[tuple[int, dict]]:
             rows = []
             for number, line in enumerate(handle, start=1):
                 if line.strip():
-                    row = json.loads(line)
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as error:
+                        raise FileFormatError(f"line {number} is not JSON ({error})") from error
                     if not isinstance(row, dict):
-                        raise ValueError(f"line {number} is not a JSON object")
+                        raise FileFormatError(f"line {number} is not a JSON object")
                     rows.append((number, row))
             return rows
         dialect = "excel-tab" if path.endswith(".tsv") else "excel"
@@ -100,12 +105,12 @@ def _example(row: dict, line: int, labelled: bool) -> dict:
         context = row.get("context", row.get("sent1"))
     if not isinstance(context, str) or not isinstance(endings, list) or len(endings) < 2 or \
             not all(isinstance(ending, str) for ending in endings):
-        raise ValueError(f"line {line}: expected a context and two or more endings (context + endings, SWAG's "
-                         "sent1, sent2, ending0.., or context, ending0..)")
+        raise FileFormatError(f"line {line}: expected a context and two or more endings (context + endings, SWAG's "
+                              "sent1, sent2, ending0.., or context, ending0..)")
     empty = next((name for name, ending in zip(names, own) if not ending.strip()), None)
     if empty is not None:
-        raise ValueError(f"line {line}: the ending ({empty}) is empty: every choice needs its words (give every row "
-                         "the same number of endings, each with text)")
+        raise FileFormatError(f"line {line}: the ending ({empty}) is empty: every choice needs its words (give every "
+                              "row the same number of endings, each with text)")
     label = row.get("label")
     if labelled:
         label = _choice(label, len(endings), line)
@@ -119,11 +124,11 @@ def _choice(label, endings: int, line: int) -> int:
     elif isinstance(label, float) and label.is_integer():
         label = int(label)
     if not isinstance(label, int) or isinstance(label, bool):
-        raise ValueError(f"line {line}: the label {label!r} is not the index of an ending: give a whole number from "
-                         f"0 to {endings - 1}")
+        raise FileFormatError(f"line {line}: the label {label!r} is not the index of an ending: give a whole number "
+                              f"from 0 to {endings - 1}")
     if not 0 <= label < endings:
-        raise ValueError(f"line {line}: label {label} is not the index of one of its {endings} endings (0 to "
-                         f"{endings - 1})")
+        raise FileFormatError(f"line {line}: label {label} is not the index of one of its {endings} endings (0 to "
+                              f"{endings - 1})")
     return label
 
 
@@ -131,7 +136,7 @@ def _examples(path: str, encoding: str, labelled: bool) -> list[dict]:
     examples = [_example(row, line, labelled) for line, row in _rows(path, encoding)]
     counts = {len(example["endings"]) for example in examples}
     if len(counts) > 1:
-        raise ValueError(f"rows with {sorted(counts)} endings: every row needs the same number")
+        raise FileFormatError(f"rows with {sorted(counts)} endings: every row needs the same number")
     return examples
 
 

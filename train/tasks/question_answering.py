@@ -213,7 +213,7 @@ class QuestionAnswering(Task):
         try:
             scoring = scoring_for((example["context"] for example in examples), data_args.scoring)
         except ValueError as error:
-            raise InputError(str(error)) from None
+            raise InputError(str(error)) from error
         if data_args.scoring in (None, "auto") and scoring == "characters":
             logger.info("answers are scored on %s: the validation passages are mostly CJK characters (--scoring words "
                         "scores them on words)", SCORING_NAMES[scoring])

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from elmo_hf.tools.core.errors import InputError
+from elmo_hf.tools.core.errors import FileFormatError, InputError
 
 from . import FineTuningTask, Task
 from .common_data import tag_list, warn_if_cut
@@ -83,20 +83,20 @@ def bracket_tags(column: Sequence[str]) -> list[str]:
     for number, cell in enumerate(column, start=1):
         if cell.startswith("("):
             if open_label is not None:
-                raise ValueError(f"word {number}: {cell!r} opens an argument inside {open_label}")
+                raise FileFormatError(f"word {number}: {cell!r} opens an argument inside {open_label}")
             label = cell[1:].split("*", 1)[0]
             tags.append(f"B-{label}")
             open_label = label
         elif cell.startswith("*"):
             tags.append(f"I-{open_label}" if open_label is not None else "O")
         else:
-            raise ValueError(f"word {number}: {cell!r} is neither a BIO tag nor CoNLL-2005's (X*, * or *)")
+            raise FileFormatError(f"word {number}: {cell!r} is neither a BIO tag nor CoNLL-2005's (X*, * or *)")
         if cell.endswith(")"):
             if open_label is None:
-                raise ValueError(f"word {number}: {cell!r} closes no argument")
+                raise FileFormatError(f"word {number}: {cell!r} closes no argument")
             open_label = None
     if open_label is not None:
-        raise ValueError(f"the argument {open_label} is never closed")
+        raise FileFormatError(f"the argument {open_label} is never closed")
     return tags
 
 
@@ -113,7 +113,7 @@ def _sentences(path: str, encoding: str) -> list[list[tuple[int, list[str]]]]:
     if current:
         sentences.append(current)
     if not sentences:
-        raise ValueError("no sentences (a word a line, a blank line between sentences)")
+        raise FileFormatError("no sentences (a word a line, a blank line between sentences)")
     return sentences
 
 
@@ -128,17 +128,17 @@ def read_examples(path: str, encoding: str, data_args, tagged: bool = True) -> l
         first = sentence[0][0]
         widths = {len(columns) for _, columns in sentence}
         if len(widths) > 1:
-            raise ValueError(f"line {first}: the sentence's lines have {sorted(widths)} columns: every line needs as "
-                             "many")
+            raise FileFormatError(f"line {first}: the sentence's lines have {sorted(widths)} columns: every line needs "
+                                  "as many")
         width = widths.pop()
         if width <= marks:
-            raise ValueError(f"line {first}: {width} columns, no predicate marks at --predicate_column {marks}")
+            raise FileFormatError(f"line {first}: {width} columns, no predicate marks at --predicate_column {marks}")
         words = [columns[0] for _, columns in sentence]
         predicates = [i for i, (_, columns) in enumerate(sentence) if columns[marks] != NOT_A_PREDICATE]
         columns = width - marks - 1
         if tagged and columns != len(predicates):
-            raise ValueError(f"line {first}: {len(predicates)} predicates but {columns} tag columns (one per "
-                             "predicate)")
+            raise FileFormatError(f"line {first}: {len(predicates)} predicates but {columns} tag columns (one per "
+                                  "predicate)")
         for k, predicate in enumerate(predicates):
             tags = None
             if columns == len(predicates):
@@ -146,7 +146,7 @@ def read_examples(path: str, encoding: str, data_args, tagged: bool = True) -> l
                 try:
                     tags = bracket_tags(column) if any("*" in cell for cell in column) else column
                 except ValueError as error:
-                    raise ValueError(f"line {first}, predicate {k + 1}: {error}") from None
+                    raise FileFormatError(f"line {first}, predicate {k + 1}: {error}") from error
             examples.append({"tokens": words, "predicate": predicate, "mark": sentence[predicate][1][marks],
                              "tags": tags, "sentence": index, "line": first})
     return examples

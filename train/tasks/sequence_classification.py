@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from elmo_hf.tools.core.errors import InputError
+from elmo_hf.tools.core.errors import FileFormatError, InputError
 
 from . import FineTuningTask, Task
 from .common_data import (
@@ -124,7 +124,8 @@ def is_regression(labels: list[str], problem_type: str | None) -> bool:
             numbers.append(float(label))
         except ValueError:
             if problem_type == "regression":
-                raise ValueError(f"example {number}: --problem_type regression needs a number, got {label!r}") from None
+                raise FileFormatError(f"example {number}: --problem_type regression needs a number, got "
+                                      f"{label!r}") from None
             return False
     return problem_type == "regression" or (problem_type is None and any(not x.is_integer() for x in numbers))
 

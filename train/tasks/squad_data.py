@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import datasets
 
 from elmo_hf.modeling_elmo.question_answering_elmo import Windows, answer_words, best_answers, encode_windows
+from elmo_hf.tools.core.errors import FileFormatError
 
 from .squad_metrics import squad_scores
 
@@ -43,7 +44,7 @@ def read_squad_file(path: str | os.PathLike, encoding: str = "utf-8", version_2_
     with open(path, encoding=encoding) as f:
         text = f.read().strip()
     if not text:
-        raise ValueError("holds no questions (the file is empty)")
+        raise FileFormatError("holds no questions (the file is empty)")
     try:
         whole = json.loads(text)
     except json.JSONDecodeError:
@@ -63,21 +64,22 @@ def read_squad_file(path: str | os.PathLike, encoding: str = "utf-8", version_2_
                 try:
                     records.append((json.loads(line), f"line {number}"))
                 except json.JSONDecodeError as error:
-                    raise ValueError(f"line {number} is not JSON ({error}): give SQuAD JSON or JSON lines with "
-                                     "id, question, context, answers") from None
+                    raise FileFormatError(f"line {number} is not JSON ({error}): give SQuAD JSON or JSON lines with "
+                                          "id, question, context, answers") from error
     else:
-        raise ValueError("is neither SQuAD JSON ({\"data\": [...]}) nor JSON lines with id, question, context, answers")
+        raise FileFormatError("is neither SQuAD JSON ({\"data\": [...]}) nor JSON lines with id, question, context, "
+                              "answers")
     rule = _UnanswerableRule(version_2_with_negative, nested_v2, answers_needed)
     examples, places = [], {}
     for number, (record, place) in enumerate(records, start=1):
         example = _checked(record, number, place, rule)
         if example["id"] in places:
-            raise ValueError(f"the question id {example['id']!r} is at {places[example['id']]} and again at {place}: "
-                             "each question needs an id of its own (answers are keyed by it)")
+            raise FileFormatError(f"the question id {example['id']!r} is at {places[example['id']]} and again at "
+                                  f"{place}: each question needs an id of its own (answers are keyed by it)")
         places[example["id"]] = place
         examples.append(example)
     if not examples:
-        raise ValueError("holds no questions")
+        raise FileFormatError("holds no questions")
     return examples
 
 
@@ -95,15 +97,15 @@ class _UnanswerableRule:
         if self.chosen is None:
             if nested and self.nested_v2:
                 if record.get("is_impossible") is False:
-                    raise ValueError(f"{name} is marked answerable (is_impossible false) but has no answers")
+                    raise FileFormatError(f"{name} is marked answerable (is_impossible false) but has no answers")
                 return
             if not nested and record.get("answers") is not None:
                 return  # datasets' squad_v2 records: an empty answers list marks an unanswerable question
         why = ("--version_2_with_negative false" if self.chosen is False else
                "a SQuAD v1.1 file needs one for every question" if nested else
                "a record without answers (an empty list marks an unanswerable question)")
-        raise ValueError(f"{name} has no answers: {why}; give its answers"
-                         + ("" if self.chosen is False else
+        raise FileFormatError(f"{name} has no answers: {why}; give its answers"
+                              + ("" if self.chosen is False else
                             ", or --version_2_with_negative true to read questions without answers as unanswerable"))
 
 
@@ -112,7 +114,7 @@ def _squad_records(data) -> list[tuple[dict, str]]:
     ("article 1, paragraph 2, question 3"); flat records under "data" (as `datasets` writes JSON with
     `field="data"`) are taken as they are."""
     if not isinstance(data, list):
-        raise ValueError("'data' must be a list of articles with 'paragraphs'")
+        raise FileFormatError("'data' must be a list of articles with 'paragraphs'")
     records = []
     for a, article in enumerate(data, start=1):
         if isinstance(article, dict) and {"question", "context"} & set(article):
@@ -136,36 +138,36 @@ def _squad_records(data) -> list[tuple[dict, str]]:
 def _checked(record, number: int, place: str, rule: _UnanswerableRule) -> dict:
     """One question, its fields checked: a one-line `ValueError` naming the question otherwise."""
     if not isinstance(record, dict):
-        raise ValueError(f"question {number} ({place}) is not a JSON object")
+        raise FileFormatError(f"question {number} ({place}) is not a JSON object")
     identifier = str(record["id"]) if record.get("id") is not None else str(number)
     name = f"question {identifier} ({place})"
     for key in ("question", "context"):
         if not isinstance(record.get(key), str) or not record[key].strip():
-            raise ValueError(f"{name} has no {key} (each question needs id, question, context and answers)")
+            raise FileFormatError(f"{name} has no {key} (each question needs id, question, context and answers)")
     answers = record.get("answers") or {"text": [], "answer_start": []}
     if isinstance(answers, list):  # SQuAD's own list of {"text", "answer_start"}, or of answer texts
         answers = _answer_list(answers, record.get("context"), name)
     if not isinstance(answers, dict):
-        raise ValueError(f"{name}: answers must be {{\"text\": [...], \"answer_start\": [...]}} or a list of "
-                         f"{{\"text\", \"answer_start\"}}, got {answers!r:.60}")
+        raise FileFormatError(f"{name}: answers must be {{\"text\": [...], \"answer_start\": [...]}} or a list of "
+                              f"{{\"text\", \"answer_start\"}}, got {answers!r:.60}")
     texts, starts = answers.get("text") or [], answers.get("answer_start") or []
     if not isinstance(texts, list) or not isinstance(starts, list):
-        raise ValueError(f"{name}: answers' text and answer_start must be lists (as datasets' SQuAD has them), got "
-                         f"{answers!r:.80}")
+        raise FileFormatError(f"{name}: answers' text and answer_start must be lists (as datasets' SQuAD has them), "
+                              f"got {answers!r:.80}")
     if len(texts) != len(starts):
-        raise ValueError(f"{name}: {len(texts)} answer texts but {len(starts)} answer_start values")
+        raise FileFormatError(f"{name}: {len(texts)} answer texts but {len(starts)} answer_start values")
     context = record["context"]
     for text, start in zip(texts, starts):
         if not isinstance(text, str):
-            raise ValueError(f"{name}: an answer's text must be a string, got {text!r:.60}")
+            raise FileFormatError(f"{name}: an answer's text must be a string, got {text!r:.60}")
         if not isinstance(start, int) or isinstance(start, bool):
             kind = "a string" if isinstance(start, str) else "missing" if start is None else type(start).__name__
-            raise ValueError(f"{name}: the answer {text!r}: answer_start must be a whole number of characters, got "
-                             f"{start!r} ({kind})")
+            raise FileFormatError(f"{name}: the answer {text!r}: answer_start must be a whole number of characters, "
+                                  f"got {start!r} ({kind})")
         if context[start: start + len(text)] != text:
-            raise ValueError(f"{name}: the answer {text!r} is not in the context at answer_start {start!r}")
+            raise FileFormatError(f"{name}: the answer {text!r} is not in the context at answer_start {start!r}")
     if record.get("_nested") and record.get("is_impossible") is True and texts:
-        raise ValueError(f"{name} is marked unanswerable (is_impossible true) but has answers")
+        raise FileFormatError(f"{name} is marked unanswerable (is_impossible true) but has answers")
     rule.check(record, name, bool(texts), bool(record.get("_nested")))
     return {"id": identifier, "question": record["question"], "context": context,
             "answers": {"text": texts, "answer_start": starts}}
@@ -183,13 +185,13 @@ def _answer_list(answers: list, context: str, name: str) -> dict:
         elif isinstance(answer, str):
             start = context.find(answer) if answer.strip() else -1
             if start < 0:
-                raise ValueError(f"{name}: the answer {answer!r:.60} is not in the context: give each answer as text "
-                                 "the context holds, or as {\"text\", \"answer_start\"}")
+                raise FileFormatError(f"{name}: the answer {answer!r:.60} is not in the context: give each answer as "
+                                      "text the context holds, or as {\"text\", \"answer_start\"}")
             texts.append(answer)
             starts.append(start)
         else:
-            raise ValueError(f"{name}: an answer must be {{\"text\", \"answer_start\"}} or the answer's text, got "
-                             f"{answer!r:.60}")
+            raise FileFormatError(f"{name}: an answer must be {{\"text\", \"answer_start\"}} or the answer's text, got "
+                                  f"{answer!r:.60}")
     return {"text": texts, "answer_start": starts}
 
 
