@@ -6,9 +6,10 @@ validator): checks of the value alone, and rules that tie the field to others (`
 (at construction, and in `save_pretrained`) and raises a one-line `ValueError` naming the field and the value.
 
 This file travels to the Hub as remote code. Like transformers' configs it imports nothing of the model: only
-transformers, the standard library and the kernel registry (`kernels_elmo.py`, which imports nothing and declares
-the names of the built-in LSTM kernels), so that `lstm_implementation` is checked against every kernel a
-configuration may name (the built-in ones and any registered since) without loading one.
+transformers, the standard library, the table of the choice fields' values (`config_choices_elmo.py`, which the
+commands' options read too) and the kernel registry (`kernels_elmo.py`, which imports nothing and declares the
+names of the built-in LSTM kernels), so that `lstm_implementation` is checked against every kernel a configuration
+may name (the built-in ones and any registered since) without loading one.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from transformers import PretrainedConfig
 from transformers.utils import logging
 
 from .compat_elmo import config_fields, finish_config
+from .config_choices_elmo import CHOICES, CRF_CONSTRAINTS, PAIR_COMBINATIONS  # noqa: F401  (exported here too)
 from .kernels_elmo import ALL_LSTM_FUNCTIONS
 
 logger = logging.get_logger(__name__)
@@ -52,13 +54,6 @@ PRESETS: dict[str, dict] = {
     ),
 }
 
-# The transition rules `ElmoForTokenClassification`'s CRF may follow (`crf_elmo.allowed_transitions`): "auto" reads
-# them from the label names. Declared here, not imported: the configuration imports nothing of the model.
-CRF_CONSTRAINTS = ("auto", "bio", "bioes", "none")
-
-# How `ElmoForSequenceClassification` combines the pooled vectors u, v of a pair's two sentences, and how many of
-# them the combination is wide: [u; v; |u - v|; u * v] and [u; v].
-PAIR_COMBINATIONS = {"concat_diff_product": 4, "concat": 2}
 
 @dataclass(frozen=True)
 class ElmoClass:
@@ -446,11 +441,11 @@ class ElmoConfig(PretrainedConfig):
     # ----- layer 0: the token encoder -----
     char_embedding_dim: Annotated[int, _integer(0), _positive_unless_word_char] = 16
     char_cnn_filters: Annotated[list[list[int]] | None, _filters, _filters_within_a_token] = None  # CNN_FILTERS_2048
-    char_cnn_activation: Annotated[str, _one_of(("relu", "tanh"))] = "relu"
+    char_cnn_activation: Annotated[str, _one_of(CHOICES["char_cnn_activation"])] = "relu"
     num_highway_layers: Annotated[int, _integer(0)] = 2
     max_characters_per_token: Annotated[int, _integer(1), _at_least(3, "begin, one byte, end")] = 50
     char_vocab_size: Annotated[int, _integer(1)] = 262
-    token_encoder: Annotated[str, _one_of(("char_cnn", "word_char")), _word_char_parts] = "char_cnn"
+    token_encoder: Annotated[str, _one_of(CHOICES["token_encoder"]), _word_char_parts] = "char_cnn"
     word_input_vocab_size: Annotated[int, _integer(0), _word_rows_with_a_word_embedding] = 0
     word_input_embedding_dim: Annotated[int, _integer(0)] = 0
     sentence_boundary_rows: Annotated[list[list[int]] | None, _two_rows_of_a_token] = None
@@ -465,14 +460,14 @@ class ElmoConfig(PretrainedConfig):
     initializer_range: float = 0.02
     # ----- the pretraining softmax -----
     vocab_size: Annotated[int, _integer(0)] = 0
-    softmax_type: Annotated[str, _one_of(("full", "sampled", "adaptive"))] = "full"
+    softmax_type: Annotated[str, _one_of(CHOICES["softmax_type"])] = "full"
     num_sampled: Annotated[int, _integer(1)] = 8192
     adaptive_cutoffs: Annotated[list[int] | None, _optional(_cutoffs), _cutoffs_below_vocab_size] = None
     lstm_implementation: Annotated[str, _one_of(_lstm_choices), _fused_without_clipping] = "auto"
     # ----- the task heads -----
     freeze_bilm: Annotated[bool, _flag] = True
     num_output_representations: Annotated[int, _integer(1)] = 1
-    scalar_mix: Annotated[str, _one_of(("learned", "top", "average", "fixed"))] = "learned"
+    scalar_mix: Annotated[str, _one_of(CHOICES["scalar_mix"])] = "learned"
     scalar_mix_parameters: Annotated[list[float] | None, _weights_of_a_fixed_mix] = None
     scalar_mix_layer_norm: Annotated[bool, _flag] = False
     scalar_mix_l2_coef: Annotated[float, _non_negative_number] = 0.001
@@ -480,15 +475,15 @@ class ElmoConfig(PretrainedConfig):
     keep_sentence_boundaries: Annotated[bool, _flag] = False
     word_embedding_dim: Annotated[int, _integer(0)] = 0
     word_embedding_buckets: Annotated[int, _integer(1), _at_least(2, "row 0 is padding")] = 65536
-    classifier_pooling: Annotated[str, _one_of(("mean", "max", "lstm", "attention"))] = "mean"
-    token_classifier_encoder: Annotated[str, _one_of(("none", "lstm"))] = "none"
+    classifier_pooling: Annotated[str, _one_of(CHOICES["classifier_pooling"])] = "mean"
+    token_classifier_encoder: Annotated[str, _one_of(CHOICES["token_classifier_encoder"])] = "none"
     use_crf: Annotated[bool, _flag] = False
-    crf_constraints: Annotated[str, _one_of(CRF_CONSTRAINTS)] = "auto"
-    qa_modeling_layer: Annotated[str, _one_of(("none", "lstm"))] = "lstm"
+    crf_constraints: Annotated[str, _one_of(CHOICES["crf_constraints"])] = "auto"
+    qa_modeling_layer: Annotated[str, _one_of(CHOICES["qa_modeling_layer"])] = "lstm"
     qa_null_answer: Annotated[bool | None, _optional(_flag)] = None  # None: not trained for questions
     head_hidden_size: Annotated[int | None, _optional(_integer(1))] = None  # None: projection_dim
     # None: single sentences
-    pair_combination: Annotated[str | None, _optional(_one_of(tuple(PAIR_COMBINATIONS)))] = None
+    pair_combination: Annotated[str | None, _optional(_one_of(CHOICES["pair_combination"]))] = None
 
     def __post_init__(self, **kwargs):
         # transformers >= 5.6 makes this class a dataclass of the fields above; on 4.46 - 4.x, where it does not,

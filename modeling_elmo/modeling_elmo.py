@@ -37,6 +37,7 @@ from .compat_elmo import (
     init,
     warn_dotted_folder,
 )
+from .config_choices_elmo import CHOICES  # noqa: F401
 from .configuration_elmo import ElmoConfig
 from .inputs_elmo import answer_layer_count_probe, check_inputs, check_state
 from .kernels_elmo import ALL_CHAR_CNN_FUNCTIONS, ALL_LSTM_FUNCTIONS

@@ -43,6 +43,7 @@ from .modeling_elmo import ElmoModel, ElmoPreTrainedModel
 # name with the files that module imports itself, not the files those import in turn. So this module names every
 # sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
 from .char_cnn_kernels_elmo import char_cnn_implementation  # noqa: F401
+from .config_choices_elmo import CHOICES  # noqa: F401
 from .inputs_elmo import check_inputs  # noqa: F401
 from .kernels_elmo import ALL_LSTM_FUNCTIONS  # noqa: F401
 from .lstm_graph_elmo import lstm_graph  # noqa: F401

@@ -27,6 +27,7 @@ from .modeling_elmo_heads import ElmoPreTrainedModelForTasks
 # sibling it needs at any depth (tests/test_layout.py checks each module loaded by name).
 from .char_cnn_kernels_elmo import char_cnn_implementation  # noqa: F401
 from .character_ids import real_token_mask  # noqa: F401
+from .config_choices_elmo import CHOICES  # noqa: F401
 from .crf_elmo import ElmoCRF  # noqa: F401
 from .downstream_elmo import pool  # noqa: F401
 from .inputs_elmo import check_inputs  # noqa: F401

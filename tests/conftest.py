@@ -28,6 +28,20 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+# A file above this many lines is named at the end of the run: a reminder to read it again, not a rule. A file that is
+# one concept may grow past it; one that mixes concepts is split whatever its size (docs/architecture.md).
+LONG_FILE_LINES = 800
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    long = {str(path.relative_to(REPO)): lines for folder in ("modeling_elmo", "tokenization", "train", "tools", "cli")
+            for path in sorted((REPO / folder).rglob("*.py"))
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > LONG_FILE_LINES}
+    for name, lines in long.items():
+        terminalreporter.write_line(f"{name} has {lines} lines (above {LONG_FILE_LINES}): one concept, or several "
+                                    "to split?")
+
+
 def _cpu_seconds() -> float:
     """CPU seconds of this process and of the children it has waited for (commands, fresh interpreters, servers)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -156,6 +156,36 @@ def test_a_bad_encoding_is_refused_in_one_line_before_torch(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_value_the_configuration_refuses_is_refused_as_the_command_line_is_parsed(tmp_path):
+    """The model options whose values are the configuration's choices (`--scalar_mix`, a task's head option:
+    `--classifier_pooling`, `--token_classifier_encoder`, `--qa_modeling_layer`; `--crf_constraints`; pretraining's
+    `--softmax`) are refused when the command line is parsed, before torch is imported, in one line listing the
+    values ElmoConfig takes (one table, modeling_elmo/config_choices_elmo.py): they were refused after the model and
+    the data had loaded, their values copied by hand into the help."""
+    from elmo_hf.modeling_elmo.config_choices_elmo import CHOICES
+
+    (tmp_path / "train.tsv").write_text("label\ttext\n1\ta fine film\n")
+    tuning = ["--model", "tiny", "--train_file", "train.tsv", "--output_dir", "out"]
+    calls = [("elmo-finetune", ["sequence-classification", *tuning, "--scalar_mix", "top5"], "scalar_mix"),
+             ("elmo-finetune-classification", [*tuning, "--classifier_pooling", "sum"], "classifier_pooling"),
+             ("elmo-finetune-ner", [*tuning, "--token_classifier_encoder", "gru"], "token_classifier_encoder"),
+             ("elmo-finetune-ner", [*tuning, "--crf_constraints", "iobes"], "crf_constraints"),
+             ("elmo-finetune", ["semantic-role-labeling", *tuning, "--token_classifier_encoder", "crf"],
+              "token_classifier_encoder"),
+             ("elmo-finetune-qa", [*tuning, "--qa_modeling_layer", "bidaf"], "qa_modeling_layer"),
+             ("elmo-pretrain", ["--train_file", "train.tsv", "--output_dir", "out", "--softmax", "huge"],
+              "softmax_type")]
+    _, said = _fresh(f"for name, argv, _ in {calls!r}:\n    assert run(name, argv) == 2, argv\n"
+                     "    print(file=sys.stderr)", tmp_path)
+    answers = said.split("\n\n")
+    assert len(answers) == len(calls) + 1, said
+    for (name, argv, field), answer in zip(calls, answers):
+        assert f"invalid choice: '{argv[-1]}'" in answer, (name, argv, answer)
+        assert all(repr(value) in answer for value in CHOICES[field]), (name, argv, answer)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["train.tsv"]  # nothing written
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", COMMANDS)
 def test_each_installed_script_refuses_bad_input_in_one_line(name, tmp_path):
     """The installed script as users run it, in a fresh process: a bad input is one line on stderr, exit status 2,

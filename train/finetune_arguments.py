@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from elmo_hf.tools.core.arguments import check_fields, options_parser, parse_options
 from elmo_hf.tools.core.command_options import encoding_option
+from elmo_hf.tools.core.config_choices import CHOICES, choices_text
 
 from .tasks import TASKS, FineTuningTask
 from .time_budget import max_train_time_option
@@ -54,7 +55,8 @@ class ModelArguments:
                                        metadata={"help": "Tokenizer folder or Hub id, if not the model's."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow the model's own code from the Hub."})
     freeze_bilm: bool | None = field(default=None, metadata={"help": "Keep the biLM fixed (default) or fine-tune it."})
-    scalar_mix: str | None = field(default=None, metadata={"help": "learned, top, average or fixed."})
+    scalar_mix: str | None = field(default=None, metadata={"help": f"{choices_text('scalar_mix')}.",
+                                                           "choices": CHOICES["scalar_mix"]})
     scalar_mix_parameters: list[float] | None = field(
         default=None, metadata={"help": "L + 1 pre-softmax layer weights for --scalar_mix fixed."}
     )
@@ -144,9 +146,11 @@ def head_arguments(row: FineTuningTask) -> type:
     if row.new_head_defaults:
         help_text += " A new head also gets " + ", ".join(f"--{key} {value}" for key, value in
                                                           row.new_head_defaults.items()) + " unless given."
+    # the configuration's values, refused when the command line is parsed (a task's own head option may have none)
+    choices = {"choices": CHOICES[row.head_option]} if row.head_option in CHOICES else {}
     return dataclasses.make_dataclass(
         f"{row.name.title().replace('-', '')}HeadArguments",
-        [(row.head_option, str | None, field(default=None, metadata={"help": help_text}))],
+        [(row.head_option, str | None, field(default=None, metadata={"help": help_text, **choices}))],
         namespace={"__module__": __name__},
     )
 

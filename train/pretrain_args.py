@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from elmo_hf.tools.core.arguments import check_fields
 from elmo_hf.tools.core.command_options import encoding_option
+from elmo_hf.tools.core.config_choices import CHOICES, choices_text
 
 from .time_budget import max_train_time_option
 
@@ -73,8 +74,8 @@ class PretrainArguments:
                 "one GPU, docs/pretraining.md) or bilm-tf (the original's: Adagrad at 0.2, the sampled softmax of 8192 "
                 "negatives, 128 rows a process). An option given explicitly wins over its recipe.",
         "choices": tuple(RECIPES)})
-    softmax: str | None = field(default=None, metadata={"help": "full, sampled or adaptive (default: the recipe's).",
-                                                        "choices": ("full", "sampled", "adaptive")})
+    softmax: str | None = field(default=None, metadata={
+        "help": f"{choices_text('softmax_type')} (default: the recipe's).", "choices": CHOICES["softmax_type"]})
     num_sampled: int | None = field(default=None, metadata={
         "help": "Negatives per batch for the sampled softmax (default: the recipe's, 1024 or bilm-tf's 8192; a "
                 "vocabulary of no more words is trained with the full softmax)."})

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elmo_hf.tools.core.config_choices import CHOICES
 from elmo_hf.tools.core.errors import InputError
 
 from . import FineTuningTask, Task
@@ -57,7 +58,7 @@ def crf_constraints_option():
     """--crf_constraints: the taggers' option beside --crf."""
     return field(default=None, metadata={
         "help": "Transitions the CRF never takes: auto (from the tag names: BIO or BIOES; the default), bio, bioes or "
-                "none (IOB1 tags, where I- may open an entity)."})
+                "none (IOB1 tags, where I- may open an entity).", "choices": CHOICES["crf_constraints"]})
 
 
 @dataclass
@@ -333,16 +334,12 @@ class TokenClassification(Task):
 
 
 def crf_head_options(data_args) -> dict:
-    """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's): the taggers'."""
-    from elmo_hf.modeling_elmo.configuration_elmo import CRF_CONSTRAINTS
-
+    """The config fields --crf (--use_crf) and --crf_constraints set (they win over a saved head's): the taggers'.
+    The command line refused any other value of --crf_constraints already (its choices: the configuration's)."""
     options = {}
     if data_args.use_crf is not None:
         options["use_crf"] = data_args.use_crf
     if data_args.crf_constraints is not None:
-        if data_args.crf_constraints not in CRF_CONSTRAINTS:
-            raise InputError(f"--crf_constraints must be one of {', '.join(CRF_CONSTRAINTS)}, got "
-                             f"{data_args.crf_constraints!r}")
         options["crf_constraints"] = data_args.crf_constraints
     return options
 
