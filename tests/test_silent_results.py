@@ -151,6 +151,15 @@ def test_a_label_map_edited_on_one_side_is_refused_wherever_the_folder_is_read(t
             load(model)
 
 
+def test_a_training_file_of_one_label_is_refused_for_a_new_classifier(tmp_path):
+    """Issue 68, case 12: a training file whose examples all have one label trained a one-label classifier (which
+    transformers trains as a regression towards 0) with exit status 0."""
+    train = write(tmp_path, "train.tsv", "label\ttext\npos\ta fine film\npos\ta good film\n")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
+            f"--train_file {train}: every example has the label 'pos': a classifier learns to tell two labels or more "
+            "apart")
+
+
 def test_a_pair_head_given_single_sentences_to_predict_is_one_line_before_training(tmp_path):
     pairs, single = write(tmp_path, "pairs.tsv", PAIRS), write(tmp_path, "single.txt", "A man sleeps .\n")
     refused(CLASSIFY, [*ONE_STEP, "--train_file", pairs, "--test_file", single, "--output_dir", tmp_path / "out"],

@@ -187,6 +187,16 @@ class SequenceClassification(Task):
     def labels_of(self, example: dict) -> Sequence[str]:
         return (example["label"],)
 
+    def check_training_examples(self, config, examples: list[dict], data_args, tokenizer=None) -> None:
+        """A new classifier needs two labels or more: from a training file of one label (a filter gone wrong, another
+        column than meant) it became a one-label head, which transformers trains as a regression towards 0, with exit
+        status 0. A saved head of more labels may go on learning from such a file."""
+        labels = sorted({example["label"] for example in examples})
+        if len(labels) == 1 and labels != [SCORE_LABEL] and config.num_labels < 2:
+            raise InputError(f"--train_file {data_args.train_file}: every example has the label {labels[0]!r}: a "
+                             "classifier learns to tell two labels or more apart (a file of scores trains a "
+                             "regression: --problem_type regression)")
+
     def words_of(self, example: dict, tokenizer, data_args) -> Sequence[str]:
         words = split_text(example["text"], tokenizer, data_args.word_split)
         if "text_pair" in example:
