@@ -77,9 +77,10 @@ app: $(APP_STAMP)
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file to a process, each computing on one thread:
 # many tests wait on commands, servers and fresh interpreters, and two workers kept two cores 81% busy (1.62 CPU-seconds
-# a second), so a third fills the waits. TEST_WORKERS=0 runs it in this process.
+# a second), so a third fills the waits. The files are handed out in the collection's order, the long ones first
+# (LONG_FILES_FIRST in tests/conftest.py). TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 3
-PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 # The tests write bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some CI images):
 # without it, each of the suite's ~200 Python processes compiles the project from source again (about 1 CPU-second
 # each) and each worker rewrites every test module's asserts again (about 7); the caches go to __pycache__ folders,
