@@ -45,7 +45,10 @@ def ray_command(*args) -> list[str]:
 
 
 def ray_env(**more: str) -> dict[str, str]:
-    return {**clean_env(), "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", **more}
+    """The commands' environment: no usage report, and Ray's workers at the test's own priority (Ray nices them to
+    15: beside a CPU-bound process its actors got almost nothing of the CPU, minutes for a window)."""
+    return {**clean_env(), "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0",
+            **more}
 
 
 def run_ray(*args, timeout: int = 240) -> subprocess.CompletedProcess:
