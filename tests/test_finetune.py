@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 
@@ -514,6 +515,42 @@ def fine_tuned_classifier(tmp_path_factory):
     return folder / "model"
 
 
+def test_a_default_run_shows_transformers_bar_and_a_loss_line(tmp_path):
+    """Fine-tuning was silent for minutes: the commands set transformers' logging to errors, which also hid Trainer's
+    bar, and its loss line came every 500 steps (issue 68, case 9)."""
+    write_sst2_files(tmp_path, train=24, dev=8)
+    said = run_cli("elmo-finetune-classification", [
+        "--model_name_or_path", "tiny", "--use_cpu", "--report_to", "none", "--save_strategy", "no",
+        "--per_device_train_batch_size", "2", "--max_steps", "12", "--train_file", tmp_path / "train.tsv",
+        "--output_dir", tmp_path / "out"])
+    assert said.returncode == 0, said.stderr[-3000:]
+    assert re.search(r"12/12 \[", said.stderr), said.stderr[-3000:]  # tqdm's bar, at its end
+    assert re.search(r"\{'loss': '?\d", said.stdout), said.stdout[-3000:]  # the loss at step 10
+
+
+def test_the_loss_line_comes_at_least_every_thirty_seconds_whatever_logging_steps():
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from elmo_hf.train.loss_lines_callback import LOSS_LINE_SECONDS, LossLinesCallback
+
+    args = TrainingArguments(output_dir="unused", logging_steps=500, use_cpu=True, report_to="none")
+    callback, state, control = LossLinesCallback(), TrainerState(), TrainerControl()
+    callback.on_train_begin(args, state, control)
+    callback.on_step_end(args, state, control)
+    assert not control.should_log
+    callback._last -= LOSS_LINE_SECONDS
+    callback.on_step_end(args, state, control)
+    assert control.should_log
+    control.should_log = False
+    callback.on_log(args, state, control, logs={"loss": 1.0})
+    callback.on_step_end(args, state, control)
+    assert not control.should_log
+    quiet = TrainingArguments(output_dir="unused", logging_strategy="no", use_cpu=True, report_to="none")
+    callback._last -= LOSS_LINE_SECONDS
+    callback.on_step_end(quiet, state, control)
+    assert not control.should_log  # --logging_strategy no: no line
+
+
 def test_predict_only_from_a_fine_tuned_folder_equals_the_models_argmax(fine_tuned_classifier, tmp_path):
     from elmo_hf.tools.loading import load_elmo
 
@@ -733,9 +770,11 @@ def saved_labels(folder) -> dict:
     return json.loads((folder / "config.json").read_text())["id2label"]
 
 
-def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one_line(fine_tuned_classifier, tmp_path):
-    """Labels among the saved ones: the head goes on with its label ids; others: one line naming both sets and
-    the way out, nothing written; with --ignore_mismatched_sizes, a head for the data's labels."""
+def test_continuing_a_fine_tuned_head_keeps_its_labels_or_moves_them_by_name(fine_tuned_classifier, tmp_path):
+    """Labels among the saved ones: the head goes on with its label ids. Other labels: the head goes on by label
+    name (a renamed label is a new row, the vanished one dropped and said), without --ignore_mismatched_sizes,
+    which a run without --train_file refuses: transformers re-initialised nothing for a head of as many labels and
+    kept the rows renamed by position (issue 68, case 2)."""
 
     model = ["--model", str(fine_tuned_classifier), *ONE_STEP]
     (tmp_path / "one.tsv").write_text("label\ttext\n1\ta great film\n")
@@ -745,16 +784,61 @@ def test_continuing_a_fine_tuned_head_keeps_its_labels_and_refuses_others_in_one
     assert saved_labels(tmp_path / "kept") == {"0": "0", "1": "1"}
     assert ("metrics *****" not in said.stdout
             and " INFO elmo_hf.train.finetune_run: train metrics: epoch " in said.stderr)
-    (tmp_path / "three.tsv").write_text("label\ttext\n0\tawful\n1\tgreat\n2\tso so\n")
-    out = tmp_path / "three"
-    with pytest.raises(InputError,
-                       match=r"holds a sequence-classification head of the labels \['0', '1'\]; the data's labels "
-                                         r"\['2'\] are not among them: add --ignore_mismatched_sizes true") as caught:
-        classify([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out)])
-    assert "\n" not in str(caught.value) and not out.exists()
-    classify([*model, "--train_file", str(tmp_path / "three.tsv"), "--output_dir", str(out),
-          "--ignore_mismatched_sizes", "true"])
-    assert saved_labels(out) == {"0": "0", "1": "1", "2": "2"}
+    (tmp_path / "renamed.tsv").write_text("label\ttext\n0\tawful\nzero\tgreat\n2\tso so\n")
+    said = run_cli("elmo-finetune-classification", [*model, "--train_file", tmp_path / "renamed.tsv", "--output_dir",
+                                                     tmp_path / "renamed"])
+    assert said.returncode == 0, said.stderr
+    assert saved_labels(tmp_path / "renamed") == {"0": "0", "1": "2", "2": "zero"}
+    assert ("continuing the saved head by label name: kept ['0'], initialised ['2', 'zero'] (new in the data), "
+            "dropped ['1'] (not in the data)") in said.stderr
+    said = run_cli("elmo-finetune-classification", ["--model", str(fine_tuned_classifier), "--do_predict",
+                                                     "--test_file", tmp_path / "one.tsv", "--output_dir",
+                                                     tmp_path / "predicted", "--ignore_mismatched_sizes", "true"])
+    assert said.returncode == 2 and "--ignore_mismatched_sizes true (it re-initialises" in said.stderr
+    assert not (tmp_path / "predicted").exists()
+
+
+@pytest.mark.parametrize("use_crf", [False, True])
+def test_a_head_moved_to_other_labels_scores_each_kept_label_as_before(use_crf):
+    """relabel_head: every label the data keeps scores each word as before (its row of the output layer and, with a
+    CRF, its transition scores to and from the other kept labels), whatever its new id; a new label's row is
+    freshly initialised; the CRF's BIO rules follow the new names."""
+    from elmo_hf.tools.loading import load_elmo
+    from elmo_hf.train.relabel_head import relabel_head
+
+    labels = ["B-LOC", "B-PER", "I-LOC", "I-PER", "O"]
+    model, tokenizer = load_elmo("tiny", "token-classification", seed=0, config_overrides={
+        "id2label": dict(enumerate(labels)), "label2id": {label: i for i, label in enumerate(labels)},
+        "use_crf": use_crf})
+    torch.manual_seed(1)
+    with torch.no_grad():
+        model.classifier.bias.normal_()
+        if use_crf:
+            for weights in (model.crf.transitions, model.crf.start_transitions, model.crf.end_transitions):
+                weights.normal_()
+    batch = tokenizer([["the", "river", "bank"], ["Paris", "in", "May"]], is_split_into_words=True,
+                      padding=True, return_tensors="pt")
+    model.eval()
+    with torch.no_grad():
+        before = model.emission_scores(**batch)[0]
+    crf = model.crf
+    new = ["O", "B-ORG", "I-ORG", "B-PER", "I-PER", "B-LOC"]  # I-LOC dropped, ORG new, every id moved
+    relabel_head(model, {label: i for i, label in enumerate(new)})
+    with torch.no_grad():
+        after = model.emission_scores(**batch)[0]
+    assert [model.config.id2label[i] for i in range(6)] == new and model.classifier.out_features == 6
+    for label in set(labels) & set(new):
+        assert torch.equal(after[..., new.index(label)], before[..., labels.index(label)]), label
+    assert not torch.equal(after[..., new.index("B-ORG")], after[..., new.index("I-ORG")])
+    if use_crf:
+        kept = sorted(set(labels) & set(new))
+        for a in kept:
+            assert model.crf.start_transitions[new.index(a)] == crf.start_transitions[labels.index(a)]
+            for b in kept:
+                assert model.crf.transitions[new.index(a), new.index(b)] == crf.transitions[labels.index(a),
+                                                                                           labels.index(b)]
+        assert model.crf.allowed[1][new.index("O")][new.index("I-ORG")] is False  # O -> I-ORG: not BIO
+        assert model.crf.transitions[new.index("B-ORG")].abs().sum() == 0
 
 
 def test_a_wrong_resume_from_checkpoint_is_one_line_before_anything_is_written(fine_tuned_classifier, tmp_path):

@@ -333,8 +333,7 @@ EXEMPT = {
         "tools/embedding/embed_io.py: --word_split"], MISSING),
     **dict.fromkeys([
         "train/finetune_run.py: --do_predict --model_name_or_path --test_file --train_file --validation_file",
-        "train/finetune_run.py: --do_predict --test_file", "train/finetune_run.py: --ignore_mismatched_sizes "
-        "--model_name_or_path", "train/finetune_run.py: --model_name_or_path --train_file",
+        "train/finetune_run.py: --do_predict --test_file", "train/finetune_run.py: --model_name_or_path --train_file",
         "train/finetune_run.py: --train_file --validation_file", "train/pretrain_args.py: --config_file "
         "--init_from --preset", "train/pretrain_args.py: --config_file --preset", "train/pretrain_args.py: "
         "--hub_model_id --push_to_hub", "train/pretrain_args.py: --init_from --softmax_weight_file",

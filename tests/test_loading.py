@@ -44,7 +44,11 @@ def test_a_folder_without_tokenizer_files_gets_a_default_one_of_its_width(tmp_pa
     with caplog.at_level(logging.INFO, logger="elmo_hf.tools.loading"):
         model, tokenizer = load_elmo(tmp_path)
     assert type(tokenizer) is ElmoTokenizer and tokenizer.max_characters_per_token == 20
-    assert "no tokenizer files" in caplog.text
+    # a warning naming the split: the split a model was trained with lives in the tokenizer files (issue 68, case 11)
+    (record,) = [record for record in caplog.records if "no tokenizer files" in record.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert (f"{tmp_path} has no tokenizer files: its text is split into words by the default tokenizer's "
+            f"{tokenizer.word_split!r} split; if the model was trained with another") in record.getMessage()
 
 
 def test_a_preset_is_random_seeded_and_logged_as_random(caplog):

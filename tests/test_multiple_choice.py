@@ -87,7 +87,8 @@ def test_rows_of_every_layout_are_read_and_bad_ones_refused(tmp_path):
     (tmp_path / "uneven.jsonl").write_text(json.dumps({"context": "a", "endings": ["b", "c"], "label": 0}) + "\n" +
                                            json.dumps({"context": "a", "endings": ["b", "c", "d"], "label": 0}) + "\n")
     for name, says in (("bad.jsonl", "label 2 is not the index of one of its 2 endings"),
-                       ("uneven.jsonl", "rows with [2, 3] endings: every row needs the same number")):
+                       ("uneven.jsonl", "line 2: 3 endings, where the first row (line 1) has 2: every row needs "
+                                        "the same number")):
         with pytest.raises(ValueError, match=re.escape(says)):
             read_input_file(lambda path, encoding: multiple_choice.PARTS.read_file(path, encoding, None),
                             str(tmp_path / name), "train_file")

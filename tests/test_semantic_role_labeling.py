@@ -58,6 +58,47 @@ def test_the_reader_takes_bio_and_conll_2005_brackets_and_refuses_a_tag_column_s
         parts.read_file(str(tmp_path / "short.txt"), "utf-8", options)
 
 
+def test_a_test_file_with_conll_2009_marks_and_a_sentence_without_predicate_is_predicted_line_for_line(tmp_path):
+    """`_` (CoNLL-2009's PRED column) marks a word that is not a predicate, as `-` does: every word of such a test
+    file was a predicate. A sentence without a predicate is written back as it came, so that predictions.txt lines
+    up with the file (srl-eval.pl compares the two line by line); it was left out (issue 68, case 16)."""
+    from elmo_hf.train.tasks.semantic_role_labeling import predict_roles
+
+    parts, options = task_parts(TASK), SimpleNamespace(predicate_column=1, max_seq_length=64)
+    text = "John _\nsaw see.01\nMary _\n\nIt _\nrains _\n\nMary _\nleft leave.01\n"
+    (tmp_path / "test.txt").write_text(text, encoding="utf-8")
+    test = parts.read_test_file(str(tmp_path / "test.txt"), "utf-8", options)
+    assert [(example["sentence"], example["predicate"]) for example in test] == [(0, 1), (1, None), (2, 1)]
+    model, tokenizer = load_elmo("tiny", TASK, seed=0, config_overrides={
+        "id2label": {0: "O", 1: "B-ARG0", 2: "B-V"}, "label2id": {"O": 0, "B-ARG0": 1, "B-V": 2}})
+    lines, count = parts.prediction_lines(model, tokenizer, test, options, batch_size=2)
+    assert count == 2 and len(lines) == len(text.splitlines()) + 1
+    assert [line.split()[:2] for line in lines if line] == [line.split() for line in text.splitlines() if line]
+    assert lines[4:7] == ["It _", "rains _", ""]
+    alone = predict_roles(model, tokenizer, [test[2]], options, batch_size=1)[0]
+    assert [line.split()[2] for line in lines[7:9]] == alone  # the same tags as the sentence predicted alone
+
+
+def test_srl_refusals_name_the_bad_line_and_a_verb_tag_away_from_its_predicate(tmp_path):
+    """A tag column whose B-V is not at its predicate (columns in another order than the predicates) trained
+    silently (issue 68, case 8); a bracket error and a line of other columns named the sentence's first line."""
+    parts, options = task_parts(TASK), SimpleNamespace(predicate_column=1)
+    swapped = "John - O B-ARG0\nsaw see O B-V\nMary - B-ARG0 B-ARG1\nleave leave B-V I-ARG1\n"
+    (tmp_path / "swapped.txt").write_text(swapped, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 4: the tag column of predicate 1 \(line 2, 'saw'\) has its B-V at "
+                                         r"'leave': the tag columns follow the predicates in their order"):
+        parts.read_file(str(tmp_path / "swapped.txt"), "utf-8", options)
+    (tmp_path / "bracket.txt").write_text("John - (A0*\nsaw see (V*)\nMary - (A1*)\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2, predicate 1: '\(V\*\)' opens an argument inside A0"):
+        parts.read_file(str(tmp_path / "bracket.txt"), "utf-8", options)
+    (tmp_path / "width.txt").write_text("John - B-ARG0\nsaw see B-V\nMary - B-ARG1 O\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 3: 4 columns where the sentence's first line \(line 1\) has 3"):
+        parts.read_file(str(tmp_path / "width.txt"), "utf-8", options)
+    (tmp_path / "marks.txt").write_text("John x B-ARG0\nsaw see B-V\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="2 predicates but 1 tag columns .* - or _ a word that is not one"):
+        parts.read_file(str(tmp_path / "marks.txt"), "utf-8", options)
+
+
 def clauses(count: int, seed: int) -> list[str]:
     """`count` sentences "N1 V1 N2 and N3 V2 N4", each with both verbs marked and a tag column per verb."""
     rng, sentences = random.Random(seed), []

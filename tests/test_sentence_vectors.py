@@ -119,6 +119,9 @@ def _st_folder(saved: Path, tmp_path: Path, layers) -> Path:
 def test_sentence_transformers_encode_gives_the_pooled_vector(saved, model_and_tokenizer, tmp_path, layers):
     st = pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra is not installed")
     folder = _st_folder(saved, tmp_path, layers)
+    # the version the files need, which an older sentence-transformers names in a warning before it fails
+    recorded = json.loads((folder / "config_sentence_transformers.json").read_text())["__version__"]
+    assert recorded == {"sentence_transformers": "5.4.0"}
     model = st.SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
     assert model.get_embedding_dimension() == 32
     encoded = model.encode(SENTENCES, batch_size=2)  # sorted by length and batched by sentence-transformers

@@ -199,6 +199,32 @@ def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path):
             f"words (the longest, {train} line 2, has 20 words)") in stderr, stderr[-3000:]
 
 
+def test_a_tagger_is_scored_on_every_word_of_a_validation_sentence_training_would_cut(tmp_path):
+    """A validation sentence longer than --max_seq_length was scored on its first words only (eval_f1 over 3 of its
+    6 entities) while --do_predict tagged it whole (issue 68, case 6): both read it whole now; training still cuts,
+    said in its warning."""
+    sentence = [("Paris", "B-LOC"), ("is", "O"), ("far", "O"), ("from", "O"), ("Rome", "B-LOC"), ("and", "O"),
+                ("Oslo", "B-LOC"), ("too", "O")] * 3
+    conll = "\n".join(f"{word} {tag}" for word, tag in sentence) + "\n"
+    train = write(tmp_path, "train.conll", conll)
+    valid = write(tmp_path, "valid.conll", conll)
+    out = tmp_path / "out"
+    status, _, stderr = command(TAG, [*ONE_STEP, "--train_file", train, "--validation_file", valid, "--test_file",
+                                      valid, "--test_format", "conll", "--do_predict", "--output_dir", out,
+                                      "--max_seq_length", "10"])
+    assert status == 0, stderr[-3000:]
+    assert "1 of 1 examples have more words than --max_seq_length leaves room for (8)" in stderr  # training's
+    assert stderr.count("more words than --max_seq_length") == 1, stderr[-3000:]
+    predicted = [line.split()[-1] for line in (out / "predictions.txt").read_text().splitlines() if line]
+    assert len(predicted) == len(sentence)
+    from elmo_hf.train.tasks.common_data import entity_scores
+
+    expected = entity_scores([[tag for _, tag in sentence]], [predicted])
+    scores = json.loads((out / "eval_results.json").read_text())
+    assert scores["eval_f1"] == pytest.approx(expected["f1"]), (scores, expected)
+    assert scores["eval_accuracy"] == pytest.approx(expected["accuracy"]), (scores, expected)
+
+
 @pytest.mark.parametrize("task, name, text, says", [
     # datasets' ner_tags are ids: read as names, "0" (O) would be an entity type and the F1 meaningless
     (TAG, "train.jsonl", json.dumps({"tokens": ["EU", "rejects"], "ner_tags": [3, 0]}),
@@ -268,6 +294,17 @@ def test_an_encoding_hint_names_what_the_bytes_are(tmp_path, case, data, says):
     result = run_cli("elmo-embed", [corpus, tmp_path / "out.h5", "--model", "tiny", "--quiet"])
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert says in result.stderr.splitlines()[-1] and folder_state(tmp_path) == before, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("text", ["label\ttext\n1\tthe bank\n0\tthe river\n", "label\ttext\n1\t北京\n0\t上海\n"])
+def test_a_utf_16_training_file_is_told_as_utf_16_not_as_a_chinese_encoding(tmp_path, text):
+    """Notepad's "Unicode" (UTF-16 with its byte-order mark) got the hint naming gb18030 and big5, which do not
+    decode it either (issue 68, case 20): its byte-order mark names it, with the conversion."""
+    train = tmp_path / "train.tsv"
+    train.write_bytes(text.encode("utf-16"))
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"], tmp_path,
+            f"{train} is UTF-16 text (it starts with its byte-order mark), which is not read line by line: convert it "
+            f"to UTF-8 first, for example: iconv -f utf-16 -t utf-8 {train} > {train}.utf8")
 
 
 def test_utf_8_sig_is_an_encoding_and_reads_the_file(tmp_path):
@@ -365,6 +402,40 @@ def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, tex
     assert f"read as {layout}" in caplog.text
 
 
+def test_an_msra_file_with_a_full_width_space_line_is_still_columns_and_the_line_refused(tmp_path):
+    """One `\u3000 O` line (the MSRA files have them) made the columns look uneven: every `字 TAG` line of the test
+    file was read as a sentence of two words, the tag tagged as a word (issue 68, case 17). The layout is told from
+    spaces and tabs; the line, which has no word, is refused naming it, as in a training file."""
+    msra = "鲁 B-PER\n迅 I-PER\n说 O\n\u3000 O\n\n北 B-LOC\n京 I-LOC\n"
+    test = write(tmp_path, "msra-test.txt", msra)
+    train = character_conll(tmp_path)
+    refused(TAG, [*ONE_STEP, "--train_file", train, "--test_file", test, "--do_predict", "--output_dir",
+                  tmp_path / "out"], tmp_path,
+            f"--test_file {test}: line 4: the word is a space (U+3000 IDEOGRAPHIC SPACE), not a word: delete such "
+            "lines first")
+    write(tmp_path, "train-msra.txt", msra)
+    refused(TAG, [*ONE_STEP, "--train_file", tmp_path / "train-msra.txt", "--output_dir", tmp_path / "out"],
+            tmp_path, "train-msra.txt:4: the word is a space (U+3000 IDEOGRAPHIC SPACE)")
+    cleaned = write(tmp_path, "msra-clean.txt", msra.replace("\u3000 O\n", ""))
+    status, _, stderr = command(TAG, [*ONE_STEP, "--train_file", train, "--test_file", cleaned, "--do_predict",
+                                      "--output_dir", tmp_path / "out"])
+    assert status == 0 and f"--test_file {cleaned}: read as CoNLL columns" in stderr, stderr[-3000:]
+
+
+def test_predicting_with_another_word_split_than_the_head_learned_is_warned_of(tmp_path):
+    """A tagger of characters given --word_split jieba at prediction tagged units it never saw without a word (issue
+    68, case 19); refused only when training. Any split other than the saved one is said at prediction."""
+    out = tmp_path / "tagger"
+    status, _, stderr = command(TAG, [*ONE_STEP, "--train_file", character_conll(tmp_path), "--output_dir", out])
+    assert status == 0, stderr[-3000:]
+    test = write(tmp_path, "new.txt", "鲁迅 出生 在 绍兴 。\n")
+    status, _, stderr = command(TAG, ["--model", out, "--do_predict", "--test_file", test, "--output_dir",
+                                      tmp_path / "predicted", "--word_split", "whitespace", "--use_cpu"])
+    assert status == 0, stderr[-3000:]
+    assert ("--word_split whitespace: the fine-tuned head was trained on the words of its tokenizer's split "
+            "punctuation, and now reads the units of another split") in stderr, stderr[-3000:]
+
+
 def test_a_word_split_that_cuts_other_units_than_the_training_words_is_refused(tmp_path):
     """Characters trained with --word_split jieba: the tagger learned characters and would tag jieba's words."""
     train = character_conll(tmp_path)
@@ -420,6 +491,28 @@ def test_a_v2_file_and_the_option_read_questions_without_answers_as_unanswerable
     assert read_squad_file(v1, answers_needed=False)[0]["id"] == "q1"  # a file to predict needs no answers
 
 
+def test_qa_answers_inside_a_word_and_unanswerable_questions_a_head_never_learned_are_warned_of(tmp_path):
+    """"1990" in "1990s" was widened to the whole word without a word, and a head trained without unanswerable
+    questions scored a validation file with them at EM 0 on them without a word (issue 68, case 7)."""
+    context = "Ada was born in Lisbon in the 1990s . Boris was born in Oslo ."
+    inside = [{"id": "decade", "question": "When was Ada born ?", "answers": [{"text": "1990", "answer_start": 30}]},
+              {"id": "q2", "question": "Where was Boris born ?", "answers": [{"text": "Oslo", "answer_start": 56}]}]
+    data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": inside}]}]}
+    train = write(tmp_path, "train.json", json.dumps(data))
+    unanswerable = [{"id": "none", "question": "Where was Cleo born ?", "answers": [], "is_impossible": True},
+                    {"id": "q2", "question": "Where was Boris born ?", "is_impossible": False,
+                     "answers": [{"text": "Oslo", "answer_start": 51}]}]
+    valid = squad_file(tmp_path, unanswerable, version="v2.0", name="valid.json")
+    status, _, stderr = command(ANSWER, [*ONE_STEP, "--train_file", train, "--validation_file", valid,
+                                         "--output_dir", tmp_path / "out"])
+    assert status == 0, stderr[-3000:]
+    assert ("1 of 2 answers start or end inside a word of the word split punctuation: the head answers whole words, "
+            "so these can never be matched exactly (questions 'decade'; '1990' is inside ['1990s'])") in stderr, \
+        stderr[-3000:]
+    assert ("1 of 2 validation questions have no answer (questions 'none'), but the head was trained without "
+            "unanswerable questions") in stderr, stderr[-3000:]
+
+
 def test_qa_predictions_over_batches_of_different_widths_are_those_of_one_batch(tmp_path, tiny_model_dir):
     """Nine short questions and a long one: batches of 8 windows padded to different widths crashed the prediction
     (exit 1, an empty folder). Their answers are those of one batch of all, and of the pipeline."""
@@ -466,6 +559,12 @@ def test_chinese_answers_are_scored_on_characters_and_the_results_say_so(tmp_pat
             and character_f1("深圳市", "广东省深圳市龙岗区") == pytest.approx(0.5))
     assert character_exact_match("北京。", "北京") == 1.0 and character_exact_match("“北京”", "北京") == 1.0
     assert character_f1("2018年NBA总决赛", "NBA总决赛") == pytest.approx(2 * (4 / 6) / (4 / 6 + 1))
+    # as cmrc2018_evaluate.py scores them (issue 68, case 21): "." and "," are kept, a number is one unit, and its
+    # exact match compares the texts, spaces included
+    assert character_f1("3", "3.5") == 0.0 and character_f1("1,000", "1000") == 0.0
+    assert character_f1("北京.", "北京") == pytest.approx(2 * (2 / 3) / (2 / 3 + 1))  # "." is a unit of its own
+    assert character_exact_match("北京.", "北京") == 0.0 and character_exact_match("NBA 总决赛", "NBA总决赛") == 0.0
+    assert character_f1("NBA 总决赛", "NBA总决赛") == 1.0 and character_exact_match("a-b", "ab") == 1.0
     context = "鲁迅出生在浙江省绍兴市。北京是中国的首都。"
     qas = [{"id": "z1", "question": "鲁迅出生在哪里？", "answers": [{"text": "浙江省绍兴市", "answer_start": 5}]},
            {"id": "z2", "question": "中国的首都是哪里？", "answers": [{"text": "北京", "answer_start": 12}]}]
@@ -539,6 +638,33 @@ def test_labels_that_differ_only_in_case_or_spaces_are_warned_of_with_their_coun
     assert "'neg' (" not in stderr
 
 
+@pytest.mark.parametrize("name, text", [
+    ("train.tsv", "label\ttext\n1\tgood film\n0\tbad film\n1.0\tfine film\n0.0\tawful one\n1\tnice one\n"),
+    ("train.jsonl", "".join(json.dumps({"text": text, "label": label}) + "\n" for text, label in [
+        ("good film", 1), ("bad film", 0), ("fine film", 1.0), ("awful one", 0.0), ("nice one", 1)])),
+])
+def test_labels_that_are_one_number_are_one_class(tmp_path, name, text):
+    """`1` and `1.0` (`0` and `0.0`) were four classes, a 4-class head from a 2-class file (issue 68, case 5)."""
+    train = write(tmp_path, name, text)
+    status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out"])
+    assert status == 0, stderr[-3000:]
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["label2id"] == {"0": 0, "1": 1}
+    header = int(name.endswith(".tsv"))  # the lines below count from the first example's
+    assert (f"{train}: the labels '1' (2 examples, first at line {1 + header}), '1.0' (1 example, first at line "
+            f"{3 + header}) are one number: read as the class '1'") in stderr, stderr[-3000:]
+    assert (f"'0' (1 example, first at line {2 + header}), '0.0' (1 example, first at line {4 + header}) are one "
+            "number") in stderr
+
+
+def test_a_validation_label_that_differs_only_in_case_is_refused_saying_so(tmp_path):
+    train = write(tmp_path, "train.tsv", "label\ttext\nVery Positive\tgood film\nnegative\tbad film\n")
+    dev = write(tmp_path, "dev.tsv", "label\ttext\nvery positive\tgood film\n")
+    refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--validation_file", dev, "--output_dir",
+                       tmp_path / "out"], tmp_path,
+            "the label 'very positive' (the head's 'Very Positive' differs from it only in case or spaces: write "
+            "them alike)")
+
+
 def test_answers_given_as_a_list_of_texts_are_found_in_the_context(tmp_path):
     """`"answers": ["Lisbon"]` failed with an AttributeError (exit 1), in training and with --do_predict."""
     from elmo_hf.train.tasks.squad_data import read_squad_file
@@ -590,6 +716,9 @@ def test_pretraining_on_chinese_without_spaces_splits_per_character_and_says_so(
     (None, ["we sat on the river bank .", "the bank raised its rates ."], "whitespace"),
     (None, ["我们 在 银行 存钱 。", "他们 在 河边 散步 。"], "whitespace"),  # already segmented: its words
     (None, ["我们在银行存钱。 we sat on the river bank and watched the boats go by ."], "whitespace"),  # mostly Latin
+    # issue 68, case 18: a chat corpus of short lines, and lines with Latin product names (a quarter CJK)
+    (None, ["你好吗", "我很好", "今天下雨", "明天见"] * 3, "punctuation"),
+    (None, ["我买了 iPhone 15 Pro Max 手机", "Galaxy S24 Ultra 比较便宜"] * 3, "punctuation"),
     ("whitespace", ["我们在银行存钱。", "他们在河边散步了。"], "whitespace"),  # asked for: kept (and warned of)
     ("jieba", ["我们在银行存钱。"], "jieba"),
 ])

@@ -366,12 +366,20 @@ def _tokenizer(name: str, config, tokenizer_name: str | None, trust_remote_code:
             if Path(name).is_dir() or not isinstance(error, OSError):  # its files are there: never another tokenizer
                 raise ModelLoadError(f"cannot load the tokenizer of {name} (its tokenizer_config.json and the files it "
                                      f"names): {_first_line(error)}") from error
-            logger.info("%s has no tokenizer files (%s): using a default ElmoTokenizer", name, _first_line(error))
-            return _default_tokenizer(config)
+            return _unsaved_tokenizer(name, config, f" ({_first_line(error)})")
     if manylangs:
         raise ModelLoadError(f"{name} holds an ELMoForManyLangs model but not its tokenizer files (its dictionaries)")
-    logger.info("%s has no tokenizer files: using a default ElmoTokenizer", name)
-    return _default_tokenizer(config)
+    return _unsaved_tokenizer(name, config)
+
+
+def _unsaved_tokenizer(name: str, config, why: str = ""):
+    """The default tokenizer for a model saved without its tokenizer, said in a warning: the word split lives in
+    tokenizer_config.json, so a model trained with another split (jieba, whitespace) would read other words."""
+    tokenizer = _default_tokenizer(config)
+    logger.warning("%s has no tokenizer files%s: its text is split into words by the default tokenizer's %r split; "
+                   "if the model was trained with another, give its tokenizer (--tokenizer_name) or save it beside "
+                   "the model", name, why, tokenizer.word_split)
+    return tokenizer
 
 
 def weights_fingerprint(model) -> str:

@@ -34,6 +34,17 @@ COMMON_TRAINING_OPTIONS = (
     "save_strategy", "save_steps", "resume_from_checkpoint", "seed", "use_cpu", "logging_steps", "disable_tqdm",
     "report_to",
 )
+# Every task's defaults for transformers' options, beside the task's own (`training_defaults`): transformers' bar
+# (its default hides it where its logging is quieter than warnings, as the commands set it) and a loss line every
+# 10 steps, not 500 (and at least every 30 s: `loss_lines_callback`); a CPU run went minutes without a line.
+COMMAND_TRAINING_DEFAULTS = {"disable_tqdm": False, "logging_steps": 10}
+
+
+def training_defaults(row: FineTuningTask) -> dict:
+    """The defaults of transformers' options in `row`'s command."""
+    return {**COMMAND_TRAINING_DEFAULTS, **row.training_defaults}
+
+
 # What an option does in these commands beyond transformers' help (which speaks of Trainer).
 MEANING_HERE = {
     "do_predict": "Here: write the predicted labels of --test_file (with no --train_file: of an already fine-tuned "
@@ -71,7 +82,8 @@ class ModelArguments:
     head_hidden_size: int | None = field(default=None, metadata={"help": "Size of the head's biLSTM / attention."})
     bilm_dropout: float | None = field(default=None, metadata={"help": "biLM dropout while fine-tuning it."})
     ignore_mismatched_sizes: bool = field(
-        default=False, metadata={"help": "Re-initialise a saved classifier whose number of labels differs."}
+        default=False, metadata={"help": "Re-initialise saved weights of other shapes than the model's. Not needed "
+                                         "for other labels: a saved head goes on by label name."}
     )
 
     def config_overrides(self) -> dict:
@@ -188,7 +200,7 @@ def training_parser(row: FineTuningTask):
     from transformers import HfArgumentParser, TrainingArguments
 
     parser = HfArgumentParser(TrainingArguments, prog=command_name(row), description=row.description)
-    parser.set_defaults(**row.training_defaults)
+    parser.set_defaults(**training_defaults(row))
     return parser
 
 
@@ -231,7 +243,7 @@ def _help(row: FineTuningTask, training: Sequence[TrainingField], epilog: str) -
     )
     group = parser.add_argument_group("training (transformers TrainingArguments)")
     for name, text, default in training:
-        default = row.training_defaults.get(name, getattr(default, "value", default))  # an enum: its value
+        default = training_defaults(row).get(name, getattr(default, "value", default))  # an enum: its value
         shown = " ".join(part for part in (text, MEANING_HERE.get(name)) if part)
         if isinstance(default, float):
             shown += f" (default {default:g}{row.epochs_note if name == 'num_train_epochs' else ''})"

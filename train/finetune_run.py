@@ -37,7 +37,16 @@ from elmo_hf.tools.core.output_folders import owned, run_lock
 from elmo_hf.tools.core.output_paths import check_writable_folder
 from elmo_hf.tools.loading import ModelLoadError, load_elmo
 
-from .finetune_arguments import FineTuneOptions, ModelArguments, command_name, parse_finetune, training_parser
+from .finetune_arguments import (
+    FineTuneOptions,
+    ModelArguments,
+    command_name,
+    parse_finetune,
+    training_defaults,
+    training_parser,
+)
+from .loss_lines_callback import LossLinesCallback
+from .relabel_head import relabel_head
 from .tasks import TASKS, FineTuningTask, Task, module_name, task_parts
 from .tasks.common_data import limit, read_input_file
 from .tasks.common_predict import read_test_file, write_predictions
@@ -106,6 +115,8 @@ def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guar
         parts.check_training_examples(model.config, train_examples, data_args, tokenizer=tokenizer)
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
     if test is not None:  # what the loaded head can predict, before anything is written
+        if not train_examples:
+            warn_of_another_split(parts, tokenizer, data_args)
         test = parts.prepare_test(model, tokenizer, test, data_args)
     if train_examples or eval_examples:  # after the model: a bad one is one line
         logging.getLogger(parts_logger_name(row)).info(
@@ -116,7 +127,8 @@ def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guar
     check_known_labels(eval_examples, parts, label2id, row.labels, data_args, bool(train_examples))
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = parts.encode(train_examples, tokenizer, label2id, data_args) if train_examples else None
-        eval_dataset = parts.encode(eval_examples, tokenizer, label2id, data_args) if eval_examples else None
+        eval_dataset = parts.encode(eval_examples, tokenizer, label2id, parts.evaluation_data_args(data_args)) \
+            if eval_examples else None
 
     # a task whose scores need the examples behind the dataset's rows (question answering's windows) has its own
     compute_metrics, preprocess_logits = (
@@ -130,7 +142,7 @@ def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guar
         data_collator=parts.collator(tokenizer),
         compute_metrics=compute_metrics,
         preprocess_logits_for_metrics=preprocess_logits,
-        callbacks=time_budget(command_args),
+        callbacks=[LossLinesCallback(), *time_budget(command_args)],
         guard=guard,
     )
     results = train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guard,
@@ -150,7 +162,7 @@ def training_arguments(row: FineTuningTask, options: FineTuneOptions) -> Trainin
     every option of ours checked too. A mistyped option, or a value transformers refuses: `InputError`, one line."""
     parser = training_parser(row)
     # No accelerator: pinned memory has nothing to speed up, and torch warns about it on every data loader.
-    defaults = {**row.training_defaults, "dataloader_pin_memory": torch.cuda.is_available()}
+    defaults = {**training_defaults(row), "dataloader_pin_memory": torch.cuda.is_available()}
     if options.command.output_dir is not None:
         defaults["output_dir"] = options.command.output_dir
     parser.set_defaults(**defaults)
@@ -229,30 +241,20 @@ def head_class_name(row: FineTuningTask) -> str:
     return TASK_CLASSES[row.name].path.rsplit(".", 1)[1]
 
 
-def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int]) -> dict[str, int] | None:
-    """The labels to train a saved head of the task with: None (its own, with their ids) when the data's are among
-    them; the data's when its labels are transformers' placeholders (LABEL_0, ...) or with
-    `--ignore_mismatched_sizes` (said in one line: the output layer is re-initialised where its size differs).
-    Otherwise refused in one line naming both label sets and the way out: training a head on labels it does not
-    have would re-initialise it silently, or fail on its weights' shapes."""
+def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[str, int]) -> tuple[dict | None, bool]:
+    """`(labels, by_name)`: the labels to load a saved head of the task with, and whether it is then relabelled to
+    the data's by name (`relabel_head`). The head keeps its own labels and ids when the data's are among them
+    (None, False); a head saved without label names (transformers' LABEL_0, ...) becomes a new one for the data's
+    (label2id, False); any other head goes on from its saved labels, moved to the data's by name (None, True):
+    never by position, which renamed the rows of a head of as many labels."""
     saved = saved_config(model_args).get("label2id") or {}
     saved = sorted(saved, key=lambda label: saved[label])  # in id order
-    what = row.labels
     if set(label2id) <= set(saved):
-        logger.info("continuing the saved %s head: the data's %s are among its %s", row.name, what, saved)
-        return None
+        logger.info("continuing the saved %s head: the data's %s are among its %s", row.name, row.labels, saved)
+        return None, False
     if all(re.fullmatch(r"LABEL_\d+", str(label)) for label in saved):
-        return label2id  # a head saved without label names: nothing of the user's is dropped
-    unknown = sorted(set(label2id) - set(saved))
-    if model_args.ignore_mismatched_sizes:
-        logger.info("the saved %s head has the %s %s, not the data's %s: --ignore_mismatched_sizes, so it is trained "
-                    "for the data's (output weights of another size re-initialised)", row.name, what,
-                    saved, list(label2id))
-        return label2id
-    raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.name} head of the "
-                     f"{what} {saved}; the data's {what} {unknown} are not among them: add "
-                     f"--ignore_mismatched_sizes true to train its output layer anew for the data's {what} "
-                     f"{list(label2id)}, or fine-tune the biLM folder it was made from")
+        return label2id, False  # a head saved without label names: nothing of the user's is dropped
+    return None, True
 
 
 # Options that change what a trained head computes: without --train_file they would be set on the saved head,
@@ -273,6 +275,9 @@ def check_predict_only_options(model_args: ModelArguments, head_option: str, hea
     given.update(options or {})
     changed = [f"--{name} {value} (trained: {saved.get(name, getattr(defaults, name, None))})"
                for name, value in given.items() if value != saved.get(name, getattr(defaults, name, None))]
+    if model_args.ignore_mismatched_sizes:
+        changed.append("--ignore_mismatched_sizes true (it re-initialises an output layer that does not fit, which "
+                       "would then predict at random)")
     if changed:
         raise InputError(f"{', '.join(changed)}: without --train_file the fine-tuned head of "
                          f"{model_args.model_name_or_path} predicts as it was trained; leave the option out, or "
@@ -292,8 +297,9 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
     fine_tuned = saved_head(model_args, row)
     if label2id is None:
         check_predict_only_options(model_args, row.head_option, head_value, options)
-    elif fine_tuned:  # a task without a label set ({}) trains a saved head further as it is
-        label2id = head_labels(model_args, row, label2id) if label2id else None
+    data_labels, by_name = label2id, False
+    if label2id is not None and fine_tuned:  # a task without a label set ({}) trains a saved head further as it is
+        label2id, by_name = head_labels(model_args, row, label2id) if label2id else (None, False)
     new_head = not fine_tuned or label2id is not None
     head = {} if not label2id else {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
     if head_value is None and not fine_tuned:
@@ -312,6 +318,8 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
     with _load_report_held(verbose) as held:
         # the command has seeded every generator
         model, tokenizer, info = load_model(model_args, row.name, head, output_loading_info=True)
+    if by_name:
+        relabel_head(model, data_labels, row.labels)
     weights = _new_head_weights(info, new_head, f"{model.base_model_prefix}.")
     if weights is None:
         held.release()  # a biLM weight missing, a saved head of this task that does not fit: transformers' report
@@ -438,6 +446,18 @@ def before_training(model, tokenizer, row: FineTuningTask, data_args, training_a
                     "splits text the same way", data_args.word_split, tokenizer.word_split)
         tokenizer.word_split = data_args.word_split
     check_resume(training_args.resume_from_checkpoint, model, row.name)
+
+
+def warn_of_another_split(parts: Task, tokenizer, data_args) -> None:
+    """A predict-only run with a --word_split other than the one the fine-tuned head's tokenizer saved: the head
+    learned the units of its own split, and tags or classifies others (jieba's words for a tagger of characters).
+    Said in a warning, not refused: a user may mean it."""
+    given, saved = getattr(data_args, "word_split", None), getattr(tokenizer, "word_split", None)
+    if given is None or saved is None or given == saved or not parts.splits_text:
+        return
+    logger.warning("--word_split %s: the fine-tuned head was trained on the words of its tokenizer's split %s, and "
+                   "now reads the units of another split, which it may never have seen; leave --word_split out to "
+                   "split as it was trained", given, saved)
 
 
 def check_resume(checkpoint: str | None, model, task: str) -> None:
@@ -667,6 +687,10 @@ def file_encodings(command_args, data_args, predicting: bool) -> dict[str, tuple
     return encodings
 
 
+def _folded(label) -> str:
+    return " ".join(str(label).split()).casefold()
+
+
 def check_known_labels(examples: list, parts: Task, label2id: dict, what: str, data_args,
                        training: bool) -> None:
     """The labels (`what`: "labels", "tags") of the validation file must be among the model's, which a new head
@@ -678,6 +702,9 @@ def check_known_labels(examples: list, parts: Task, label2id: dict, what: str, d
         where = example.where() if hasattr(example, "where") else f"example {examples.index(example) + 1}"
         others = sorted({label for e in examples for label in parts.labels_of(e)} - set(label2id) - {unknown[0]})
         found = f"the {what[:-1]} {unknown[0]!r}" + (f" (and {len(others)} more: {others[:5]})" if others else "")
+        alike = [label for label in label2id if _folded(label) == _folded(unknown[0])]
+        if alike:
+            found += f" (the head's {alike[0]!r} differs from it only in case or spaces: write them alike)"
         if training:
             raise InputError(f"--validation_file {data_args.validation_file}: {where} has {found}, which no example "
                              f"of --train_file {data_args.train_file} has (the head's {what}: {sorted(label2id)}): a "

@@ -20,26 +20,32 @@ UNSEGMENTED_CJK = re.compile(f"(?:{CJK_CHARACTER.pattern}){{6,}}")
 
 # The lines of the corpus read to choose the default word split: its start tells its script well enough.
 WORD_SPLIT_SAMPLE_LINES = 1000
+# CJK text written without spaces: at least this share of the non-space characters is CJK (a corpus of Chinese with
+# Latin product names is about a quarter; English with a Chinese name now and then, far less), and the
+# space-separated pieces that hold CJK characters hold more of them on average than a segmented word has (Chinese
+# words are 1-4 characters, 1.5-2 on average; an unsegmented chat line of five characters is one piece of five).
+CJK_SHARE = 0.2
+SEGMENTED_CJK_PER_PIECE = 2.5
 
 
 def choose_word_split(args, train_files: list[str], is_main: bool) -> None:
-    """Without --word_split (and --init_from): `whitespace`, unless most of the corpus's first lines is CJK text
-    written without spaces, where splitting on spaces would make whole sentences the words of the vocabulary:
-    then `punctuation` (a token per ideograph or kana, the tokenizer's own default for CJK), said in one line."""
+    """Without --word_split (and --init_from): `whitespace`, unless the corpus's first lines hold CJK text written
+    without spaces (`CJK_SHARE`, `SEGMENTED_CJK_PER_PIECE`), where splitting on spaces would make whole sentences
+    the words of the vocabulary: then `punctuation` (a token per ideograph or kana, the tokenizer's own default for
+    CJK; Latin words are still cut at spaces), said in one line."""
     if args.word_split is not None:
         return
     args.word_split = "whitespace"
-    non_space = cjk = unsegmented = pieces = 0
+    non_space = cjk = pieces = cjk_in_pieces = 0
     lines = (example["text"] for example in read_sentences(train_files, encoding=args.encoding))
     for text in itertools.islice(lines, WORD_SPLIT_SAMPLE_LINES):
         non_space += sum(not c.isspace() for c in text)
-        cjk += len(CJK_CHARACTER.findall(text))
         for piece in text.split():
-            if CJK_CHARACTER.search(piece):
-                pieces += 1
-                unsegmented += bool(UNSEGMENTED_CJK.search(piece))
-    # mostly CJK characters, and most of the space-separated pieces holding them are runs no word is as long as
-    if cjk > non_space / 2 and unsegmented > pieces / 2:
+            found = len(CJK_CHARACTER.findall(piece))
+            cjk += found
+            pieces += bool(found)
+            cjk_in_pieces += found
+    if cjk >= CJK_SHARE * non_space and cjk_in_pieces > SEGMENTED_CJK_PER_PIECE * pieces:
         args.word_split = "punctuation"
         if is_main:
             logger.info("--word_split punctuation: %.0f%% of the characters of the corpus's first lines are CJK, "

@@ -66,10 +66,16 @@ class TimeBudgetCallback(TrainerCallback, ExportableState):
     @staticmethod
     def _agreed(spent: bool) -> bool:
         """One process out of time stops all of them: their clocks differ, their steps must not."""
-        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-            return spent
-        flag = torch.tensor([float(spent)])
-        if torch.distributed.get_backend() == "nccl":
-            flag = flag.cuda()
-        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-        return bool(flag.item())
+        return any_process(spent)
+
+
+def any_process(flag: bool) -> bool:
+    """`flag` of any process of the run (every process must ask at the same step): a decision taken on a clock,
+    which differs between processes, made the same on all of them."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return flag
+    tensor = torch.tensor([float(flag)])
+    if torch.distributed.get_backend() == "nccl":
+        tensor = tensor.cuda()
+    torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
+    return bool(tensor.item())

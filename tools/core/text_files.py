@@ -49,7 +49,12 @@ def encoding_hint(path: str | Path, bad_line: bytes, encoding: str, option: str 
     """What to give `option` for the file at `path`, whose line `bad_line` did not decode in `encoding`: the
     encoding it reads in, or the candidates with the words of the line as each reads them, or the usual ones. A
     UTF-8 file with a few lines in another encoding is told so (`mixed_utf8_hint`): another encoding would misread
-    the rest. `errors_option`: the command's option that leaves undecodable lines out, if it has one."""
+    the rest. `errors_option`: the command's option that leaves undecodable lines out, if it has one. A file that
+    starts with UTF-16's or UTF-32's byte-order mark (Notepad's "Unicode") is told so, with the conversion: the
+    legacy encodings named otherwise would not decode it, and it is not read line by line."""
+    wide = wide_encoding(path)
+    if wide:
+        return wide_text_hint(path, wide)
     if _utf8_encoding(encoding):
         mixed = mixed_utf8_hint(path, bad_line, option, errors_option)
         if mixed:
@@ -107,14 +112,19 @@ def wide_encoding(path: str | Path) -> str | None:
     return next((name for bom, name in _WIDE_BOMS if start.startswith(bom)), None)
 
 
+def wide_text_hint(path: str | Path, wide: str) -> str:
+    """What to do with a file of `wide` ("utf-16", "utf-32") text."""
+    return (f"{path} is {wide.upper()} text (it starts with its byte-order mark), which is not read line by line: "
+            f"convert it to UTF-8 first, for example: iconv -f {wide} -t utf-8 {path} > {path}.utf8")
+
+
 class BinaryText(UndecodableText):
     """A line holds a NUL byte, which no encoding read line by line puts in text: the file is binary."""
 
     def __init__(self, path: str | Path, line_number: int):
         wide = wide_encoding(path)
-        message = (f"{path} is {wide.upper()} text (it starts with its byte-order mark), which is not read line by "
-                   f"line: convert it to UTF-8 first, for example: iconv -f {wide} -t utf-8 {path} > {path}.utf8"
-                   if wide else f"{path}: line {line_number} holds a NUL byte: a binary file, not text")
+        message = wide_text_hint(path, wide) if wide else \
+            f"{path}: line {line_number} holds a NUL byte: a binary file, not text"
         ValueError.__init__(self, message)
         self.path, self.line_number, self.byte = str(path), line_number, None
 

@@ -88,6 +88,9 @@ def sentence_vectors(model, tokenizer, sentences: Sequence[str] | Sequence[Seque
     return torch.cat(pooled) if pooled else torch.zeros(0, width)
 
 
+OLDEST_SENTENCE_TRANSFORMERS = "5.4.0"  # the `sentence-transformers` extra's floor in pyproject.toml
+
+
 def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "average") -> Path:
     """Write the files that make the ELMo model saved in `folder` a sentence-transformers model whose `encode`
     returns `sentence_vectors(..., layers=layers)`: `modules.json` (the model as a `Transformer` module giving all
@@ -122,7 +125,10 @@ def save_for_sentence_transformers(folder: str | Path, layers: LayerChoice = "av
     _write_json(folder / "sentence_bert_config.json", transformer)
     _write_json(folder / "config_sentence_transformers.json",
                 {"model_type": "SentenceTransformer", "similarity_fn_name": "cosine", "prompts": {},
-                 "default_prompt_name": None})
+                 "default_prompt_name": None,
+                 # the oldest sentence-transformers that loads the files (modules.json names sentence_transformers.base,
+                 # new in 5.4): an older one warns that the folder needs this version before its ModuleNotFoundError
+                 "__version__": {"sentence_transformers": OLDEST_SENTENCE_TRANSFORMERS}})
     (folder / POOLING_MODULE_FOLDER).mkdir(exist_ok=True)
     layers_value = layers if isinstance(layers, str | int) else [float(w) for w in layers]
     _write_json(folder / POOLING_MODULE_FOLDER / "config.json",

@@ -18,8 +18,7 @@ from typing import Any, ClassVar
 
 class Task(ABC):
     """The parts of a fine-tuning task. `data_args` is the parsed dataclass of the row's `data_options`. Readers raise
-    `ValueError` (or `KeyError`, `TypeError`, `csv.Error`) for a file not in their format: the run says it in one line
-    naming the option and the file."""
+    `FileFormatError` for a file not in their format: the run says it in one line naming the option and the file."""
 
     row: ClassVar[Any]  # the module's `TASK`, its `FineTuningTask` (not imported here: the package imports this)
     # Whether the examples carry labels from a set the head is built for (a classifier's classes, a tagger's tags):
@@ -27,6 +26,9 @@ class Task(ABC):
     # choice and question answering have none: the answer is a position in the example itself.
     has_label_set: ClassVar[bool] = True
     predictions_file: ClassVar[str] = "predictions.txt"  # the name of the `--do_predict` file in --output_dir
+    # Whether the task's text is cut into words by the word split (--word_split, or the tokenizer's): not where every
+    # file gives its words (semantic role labelling's columns).
+    splits_text: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -89,6 +91,11 @@ class Task(ABC):
     def check_training_examples(self, config, examples: list[dict], data_args, tokenizer=None) -> None:
         """Refuses (`InputError`) training examples the loaded head cannot learn, before anything is written."""
         return None
+
+    def evaluation_data_args(self, data_args):
+        """The options the validation file is encoded with: the training file's, except where a task scores every
+        gold unit of a sentence that training would cut (the taggers: `whole_sentences`)."""
+        return data_args
 
     def prepare_test(self, model, tokenizer, test, data_args):
         """The test file as the loaded head predicts it; refuses one it cannot (pairs for a single-sentence head) or

@@ -21,6 +21,8 @@ import json
 import logging
 import math
 import os
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -153,6 +155,22 @@ def example_at(values: dict, path, line: int | None, number: int) -> Example:
     example = Example(values)
     example.path, example.line, example.number = str(path), line, number
     return example
+
+
+# --max_seq_length for the sentences a tagger is scored on and predicts: the biLM has no length limit of its own,
+# and a validation sentence cut at the training length was scored on its first words only (eval_f1 over 3 of its 6
+# entities) while --do_predict tagged it whole.
+WHOLE_SENTENCE = 1 << 30
+
+
+def whole_sentences(data_args):
+    """A copy of `data_args` with sentences read whole (`WHOLE_SENTENCE`), for a tagger's validation and test
+    sentences."""
+    import copy
+
+    whole = copy.copy(data_args)
+    whole.max_seq_length = WHOLE_SENTENCE
+    return whole
 
 
 def warn_if_cut(examples: Sequence, lengths: Sequence[int], room: int,
@@ -339,6 +357,7 @@ def read_conll_file(path: str | os.PathLike, tag_column: int = -1, encoding: str
                     tokens, tags = [], []
                 continue
             start = start if tokens else number
+            check_word_not_space(line, f"{path}:{number}")
             if len(fields) < 2:
                 raise FileFormatError(f"{path}:{number}: expected a word and a tag, got {line.rstrip()!r}")
             _check_token_line(line, path, number)
@@ -478,10 +497,26 @@ def read_words_file(path: str | os.PathLike, encoding: str = "utf-8") -> tuple[s
     return ("conll" if looks_like_conll(lines) else "lines"), lines
 
 
+def column_fields(line: str) -> list[str]:
+    """The columns of a CoNLL line, split at spaces and tabs only: str.split() also splits at U+3000, the full-width
+    space, which is the word of some lines of the MSRA files (`\u3000 O`): one such line read as a single column
+    made the file's columns look uneven, and a file of `字 TAG` lines was read as sentences."""
+    return re.split(r"[ \t]+", line.strip(" \t\r\n"))
+
+
+def check_word_not_space(line: str, where: str) -> None:
+    """A CoNLL line whose word is a space character other than ASCII's (`\u3000 O` in the MSRA files) has no word to
+    tag: refused naming the line, in training and test files alike."""
+    word = column_fields(line)[0]
+    if word and not word.strip():
+        names = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, '')}".rstrip() for c in dict.fromkeys(word))
+        raise FileFormatError(f"{where}: the word is a space ({names}), not a word: delete such lines first")
+
+
 def looks_like_conll(lines: list[str]) -> bool:
     """CoNLL columns (CoNLL-2003's files are .txt too): a `-DOCSTART-` line, or blank lines between sentences and
     the same number of columns on every other line. Sentences one a line have neither."""
-    counts = {len(line.split()) for line in lines if line.strip()}
+    counts = {len(column_fields(line)) for line in lines if line.strip()}
     if any(line.startswith("-DOCSTART-") for line in lines):
         return True
     return len(counts) == 1 and any(not line.strip() for line in lines[:-1])

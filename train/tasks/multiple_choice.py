@@ -133,10 +133,14 @@ def _choice(label, endings: int, line: int) -> int:
 
 
 def _examples(path: str, encoding: str, labelled: bool) -> list[dict]:
-    examples = [_example(row, line, labelled) for line, row in _rows(path, encoding)]
-    counts = {len(example["endings"]) for example in examples}
-    if len(counts) > 1:
-        raise FileFormatError(f"rows with {sorted(counts)} endings: every row needs the same number")
+    """The file's examples; the first row with another number of endings than the first row's is refused naming
+    both lines."""
+    rows = list(_rows(path, encoding))
+    examples = [_example(row, line, labelled) for line, row in rows]
+    for (line, _), example in zip(rows, examples):
+        if len(example["endings"]) != len(examples[0]["endings"]):
+            raise FileFormatError(f"line {line}: {len(example['endings'])} endings, where the first row (line "
+                                  f"{rows[0][0]}) has {len(examples[0]['endings'])}: every row needs the same number")
     return examples
 
 

@@ -87,6 +87,21 @@ def unanswerable(examples: Sequence[dict]) -> bool:
     return any(not example["answers"]["text"] for example in examples)
 
 
+def warn_of_untrained_no_answer(config, data_args, examples: Sequence[dict]) -> None:
+    """One warning where the validation file has unanswerable questions but the head was trained without any (its
+    config's `qa_null_answer` false): its "no answer" score never learned, those questions are scored against it
+    (EM 0 on them was given without a word)."""
+    if data_args.version_2_with_negative is not None or getattr(config, "qa_null_answer", None) is not False:
+        return
+    missing = [example["id"] for example in examples if not example["answers"]["text"]]
+    if missing:
+        ids = ", ".join(repr(identifier) for identifier in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        logger.warning("%d of %d validation questions have no answer (questions %s), but the head was trained "
+                       "without unanswerable questions: its \"no answer\" never learned, and these are scored against "
+                       "it; train with unanswerable questions (SQuAD 2.0) for a head that answers them",
+                       len(missing), len(examples), ids)
+
+
 def warn_of_long_questions(examples: Sequence[dict], tokenizer, data_args) -> None:
     """One warning naming the questions longer than `--max_question_length` words, which are read as their first
     words (`encode_windows` cuts them): how many, their ids (the first few) and the longest."""
@@ -131,10 +146,11 @@ def warn_of_cut_answers(examples: Sequence[dict], tokenizer) -> None:
         return
     split = getattr(tokenizer, "word_split", None)
     ids = ", ".join(repr(identifier) for identifier in cut[:5]) + (", ..." if len(cut) > 5 else "")
+    way_out = ("--word_split punctuation cuts Chinese and Japanese into characters, which such answers start and "
+               "end on" if split != "punctuation" else "an answer of whole words can be matched")
     logger.warning("%d of %d answers start or end inside a word of the word split %s: the head answers whole words, "
-                   "so these can never be matched exactly (questions %s; %r is inside %s); --word_split punctuation "
-                   "cuts Chinese and Japanese into characters, which such answers start and end on",
-                   len(cut), answered, split if isinstance(split, str) else "given", ids, first[0], first[1])
+                   "so these can never be matched exactly (questions %s; %r is inside %s); %s",
+                   len(cut), answered, split if isinstance(split, str) else "given", ids, first[0], first[1], way_out)
 
 
 def check_windows(examples: Sequence[dict], tokenizer, data_args) -> None:
@@ -210,6 +226,7 @@ class QuestionAnswering(Task):
         from .squad_data import evaluate_answers
 
         null = with_null(data_args, config, examples)
+        warn_of_untrained_no_answer(config, data_args, examples)
         try:
             scoring = scoring_for((example["context"] for example in examples), data_args.scoring)
         except ValueError as error:

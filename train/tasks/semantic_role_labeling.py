@@ -9,12 +9,14 @@ given a marked predicate, at small scale) with `transformers.Trainer`, and label
 
 Files: CoNLL-2005/2012-style predicate-argument columns, a word a line and a blank line between sentences: the word
 first, then a column of predicate marks (the predicate's lemma or sense where the word is a predicate, `-` where it is
-not), then one column of argument tags per predicate of the sentence, in the order of the predicates: BIO tags
-(`B-ARG0`, `I-ARG0`, `B-V`, `O`) or CoNLL-2005's brackets (`(A0*`, `*`, `*)`, `(V*)`). Columns between the word and
-the marks are not read (`--predicate_column`: default 1, the column after the word). A sentence with N predicates is N
-examples. Reports span precision, recall and F1 over the labelled argument spans, the predicate's own `V` span left out
-(as CoNLL-2005's srl-eval.pl), and tag accuracy. `--do_predict` reads the same columns (tags not needed) and writes each
-word line with its predicate mark and one predicted BIO column per predicate (`predictions.txt`).
+not, or CoNLL-2009's `_`), then one column of argument tags per predicate of the sentence, in the order of the
+predicates: BIO tags (`B-ARG0`, `I-ARG0`, `B-V`, `O`) or CoNLL-2005's brackets (`(A0*`, `*`, `*)`, `(V*)`); a column
+that tags the verb (`B-V`) tags it at its own predicate. Columns between the word and the marks are not read
+(`--predicate_column`: default 1, the column after the word). A sentence with N predicates is N examples; a test file's
+sentences without a predicate are written back as they came. Reports span precision, recall and F1 over the labelled
+argument spans, the predicate's own `V` span left out (as CoNLL-2005's srl-eval.pl), and tag accuracy. `--do_predict`
+reads the same columns (tags not needed) and writes each word line with its predicate mark and one predicted BIO column
+per predicate (`predictions.txt`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from types import MappingProxyType
 from elmo_hf.tools.core.errors import FileFormatError, InputError
 
 from . import FineTuningTask, Task
-from .common_data import tag_list, warn_if_cut
+from .common_data import tag_list, warn_if_cut, whole_sentences
 from .token_classification import (
     check_crf_training_tags,
     crf_constraints_option,
@@ -36,13 +38,14 @@ from .token_classification import (
 )
 
 logger = logging.getLogger(__name__)
-NOT_A_PREDICATE = "-"
+# A word that is not a predicate: `-` (CoNLL-2005/2012) or `_` (CoNLL-2009's PRED column); anything else is one.
+NOT_A_PREDICATE = ("-", "_")
 
 
 @dataclass
 class SemanticRoleLabelingDataArguments:
     train_file: str | None = field(default=None, metadata={
-        "help": "Predicate-argument columns: word, predicate marks (- where none), a BIO (or CoNLL-2005 bracket) "
+        "help": "Predicate-argument columns: word, predicate marks (- or _ where none), a BIO (or CoNLL-2005 bracket) "
                 "column per predicate; a blank line between sentences."})
     validation_file: str | None = field(default=None, metadata={"help": "Same format; span F1 is reported on it."})
     test_file: str | None = field(default=None, metadata={
@@ -76,6 +79,14 @@ TASK = FineTuningTask(
 # ---------------------------------------------------------------------------------------------------------------
 # Files
 # ---------------------------------------------------------------------------------------------------------------
+class BracketError(FileFormatError):
+    """A bracket column that does not parse, at `word` (1-based)."""
+
+    def __init__(self, word: int, message: str):
+        super().__init__(message)
+        self.word = word
+
+
 def bracket_tags(column: Sequence[str]) -> list[str]:
     """CoNLL-2005's bracket notation of one predicate's arguments -> BIO: `(A0*` opens A0, `*` continues what is
     open (or is outside), `*)` closes it, `(V*)` is a one-word V."""
@@ -83,20 +94,20 @@ def bracket_tags(column: Sequence[str]) -> list[str]:
     for number, cell in enumerate(column, start=1):
         if cell.startswith("("):
             if open_label is not None:
-                raise FileFormatError(f"word {number}: {cell!r} opens an argument inside {open_label}")
+                raise BracketError(number, f"{cell!r} opens an argument inside {open_label}")
             label = cell[1:].split("*", 1)[0]
             tags.append(f"B-{label}")
             open_label = label
         elif cell.startswith("*"):
             tags.append(f"I-{open_label}" if open_label is not None else "O")
         else:
-            raise FileFormatError(f"word {number}: {cell!r} is neither a BIO tag nor CoNLL-2005's (X*, * or *)")
+            raise BracketError(number, f"{cell!r} is neither a BIO tag nor CoNLL-2005's (X*, * or *)")
         if cell.endswith(")"):
             if open_label is None:
-                raise FileFormatError(f"word {number}: {cell!r} closes no argument")
+                raise BracketError(number, f"{cell!r} closes no argument")
             open_label = None
     if open_label is not None:
-        raise FileFormatError(f"the argument {open_label} is never closed")
+        raise BracketError(len(column), f"the argument {open_label} is never closed")
     return tags
 
 
@@ -118,8 +129,10 @@ def _sentences(path: str, encoding: str) -> list[list[tuple[int, list[str]]]]:
 
 
 def read_examples(path: str, encoding: str, data_args, tagged: bool = True) -> list[dict]:
-    """`[{"tokens", "predicate", "mark", "tags", "sentence", "line"}, ...]`: an example per predicate of each sentence
-    (`tags` None where `tagged` is False and the file has no tag columns)."""
+    """`[{"tokens", "predicate", "mark", "marks", "tags", "sentence", "line"}, ...]`: an example per predicate of each
+    sentence (`tags` None where `tagged` is False and the file has no tag columns; `marks`: the sentence's column of
+    marks as written). Not `tagged` (a test file), a sentence without a predicate is an example too, with
+    `predicate` None: its lines are written back as they came, so that the predictions line up with the file."""
     marks = data_args.predicate_column
     if marks < 1:
         raise ValueError(f"--predicate_column must be 1 or more (0 is the word), got {marks}")
@@ -128,28 +141,55 @@ def read_examples(path: str, encoding: str, data_args, tagged: bool = True) -> l
         first = sentence[0][0]
         widths = {len(columns) for _, columns in sentence}
         if len(widths) > 1:
-            raise FileFormatError(f"line {first}: the sentence's lines have {sorted(widths)} columns: every line needs "
-                                  "as many")
+            width = len(sentence[0][1])
+            line, other = next((number, columns) for number, columns in sentence if len(columns) != width)
+            raise FileFormatError(f"line {line}: {len(other)} columns where the sentence's first line (line {first}) "
+                                  f"has {width}: every line of a sentence needs as many")
         width = widths.pop()
         if width <= marks:
             raise FileFormatError(f"line {first}: {width} columns, no predicate marks at --predicate_column {marks}")
         words = [columns[0] for _, columns in sentence]
-        predicates = [i for i, (_, columns) in enumerate(sentence) if columns[marks] != NOT_A_PREDICATE]
+        written = [columns[marks] for _, columns in sentence]
+        predicates = [i for i, mark in enumerate(written) if mark not in NOT_A_PREDICATE]
         columns = width - marks - 1
         if tagged and columns != len(predicates):
             raise FileFormatError(f"line {first}: {len(predicates)} predicates but {columns} tag columns (one per "
-                                  "predicate)")
+                                  f"predicate; in the column of marks, --predicate_column {marks}, a predicate is a "
+                                  "word's lemma or sense, - or _ a word that is not one)")
+        if not tagged and not predicates:
+            examples.append({"tokens": words, "predicate": None, "mark": None, "marks": written, "tags": None,
+                             "sentence": index, "line": first})
         for k, predicate in enumerate(predicates):
             tags = None
             if columns == len(predicates):
-                column = [row[marks + 1 + k] for _, row in sentence]
-                try:
-                    tags = bracket_tags(column) if any("*" in cell for cell in column) else column
-                except ValueError as error:
-                    raise FileFormatError(f"line {first}, predicate {k + 1}: {error}") from error
-            examples.append({"tokens": words, "predicate": predicate, "mark": sentence[predicate][1][marks],
+                tags = _tag_column([row[marks + 1 + k] for _, row in sentence], sentence, k)
+                _check_verb_at_predicate(tags, predicate, sentence, k)
+            examples.append({"tokens": words, "predicate": predicate, "mark": written[predicate], "marks": written,
                              "tags": tags, "sentence": index, "line": first})
     return examples
+
+
+def _tag_column(column: list[str], sentence: list[tuple[int, list[str]]], k: int) -> list[str]:
+    """The BIO tags of the k-th predicate's column (BIO as written, or CoNLL-2005's brackets read); a bracket error
+    names its own line."""
+    if not any("*" in cell for cell in column):
+        return column
+    try:
+        return bracket_tags(column)
+    except BracketError as error:
+        line = sentence[min(error.word, len(sentence)) - 1][0]
+        raise FileFormatError(f"line {line}, predicate {k + 1}: {error}") from error
+
+
+def _check_verb_at_predicate(tags: list[str], predicate: int, sentence: list[tuple[int, list[str]]], k: int) -> None:
+    """A column that tags the verb (`B-V`) tags it at its own predicate: elsewhere, the columns are in another order
+    than the predicates (or another column was read as the marks), and the head would learn the wrong words' roles."""
+    verbs = [i for i, tag in enumerate(tags) if tag == "B-V"]
+    if verbs and predicate not in verbs:
+        raise FileFormatError(
+            f"line {sentence[verbs[0]][0]}: the tag column of predicate {k + 1} (line {sentence[predicate][0]}, "
+            f"{sentence[predicate][1][0]!r}) has its B-V at {sentence[verbs[0]][1][0]!r}: the tag columns follow the "
+            "predicates in their order (or give the column of marks: --predicate_column)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -212,6 +252,7 @@ class SemanticRoleLabeling(Task):
     """Examples are (sentence, predicate) pairs; their labels the BIO tags of the predicate's arguments."""
 
     row = TASK
+    splits_text = False  # the files give the words
 
     def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
         return read_examples(path, encoding, data_args)
@@ -247,6 +288,9 @@ class SemanticRoleLabeling(Task):
             rows.append(row)
         return rows
 
+    def evaluation_data_args(self, data_args):
+        return whole_sentences(data_args)  # scored on every word, as --do_predict tags them
+
     def collator(self, tokenizer) -> PredicateCollator:
         return PredicateCollator(tokenizer)
 
@@ -280,26 +324,30 @@ class SemanticRoleLabeling(Task):
         return read_examples(path, encoding, data_args, tagged=False)
 
     def prediction_lines(self, model, tokenizer, test: list[dict], data_args, batch_size: int) -> tuple[list[str], int]:
-        """Each word with its predicate mark and a predicted BIO column per predicate, a blank line after each
-        sentence; how many predicates were labelled."""
-        tags = predict_roles(model, tokenizer, test, data_args, batch_size)
+        """Each word with its predicate mark as the file wrote it and a predicted BIO column per predicate, a blank
+        line after each sentence, every sentence of the file in its order (one without a predicate: its words and
+        marks alone, as srl-eval.pl reads it); how many predicates were labelled."""
+        predicates = [example for example in test if example["predicate"] is not None]
+        tags = iter(predict_roles(model, tokenizer, predicates, data_args, batch_size))
         lines, by_sentence = [], {}
-        for example, row in zip(test, tags):
+        for example in test:
+            row = next(tags) if example["predicate"] is not None else None
             by_sentence.setdefault(example["sentence"], []).append((example, row))
         for group in by_sentence.values():
-            words = group[0][0]["tokens"]
-            marks = {example["predicate"]: example["mark"] for example, _ in group}
+            words, marks = group[0][0]["tokens"], group[0][0]["marks"]
+            columns = [row for _, row in group if row is not None]
             for i, word in enumerate(words):
-                lines.append(" ".join([word, marks.get(i, NOT_A_PREDICATE), *(row[i] for _, row in group)]))
+                lines.append(" ".join([word, marks[i], *(row[i] for row in columns)]))
             lines.append("")
-        return lines, len(test)
+        return lines, len(predicates)
 
 
 def predict_roles(model, tokenizer, examples: list[dict], data_args, batch_size: int) -> list[list[str]]:
-    """The predicted tags of every word of each example ("O" past `--max_seq_length`), by batches."""
+    """The predicted tags of every word of each example, by batches."""
     import torch
 
-    rows = PARTS.encode([{**example, "tags": None} for example in examples], tokenizer, {}, data_args)
+    rows = PARTS.encode([{**example, "tags": None} for example in examples], tokenizer, {},
+                        whole_sentences(data_args))
     pad, predicted = PredicateCollator(tokenizer), []
     model.eval()
     for first in range(0, len(rows), batch_size):

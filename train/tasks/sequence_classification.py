@@ -19,6 +19,7 @@ the test file (`predictions.txt`; a blank line of a one-sentence-a-line file giv
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -113,6 +114,32 @@ def warn_of_labels_alike(examples: list[dict], path: str) -> None:
                            "them alike if they are one", path, said, len(spellings))
 
 
+def one_spelling_per_number(examples: list[dict], path: str) -> None:
+    """Labels that are all numbers are classes by value: "1", "1.0" and "01" are one class, spelled as the number
+    ("1"; "0.5" for a class that is not an integer), in place. They were two classes (a 4-class head from a 2-class
+    file). One warning for each value written in several ways; a file whose numbers are all written one way keeps
+    its classes, respelled where needed with an INFO line."""
+    try:
+        values = [float(example["label"]) for example in examples]
+    except ValueError:
+        return  # not all numbers: names, compared as written (`warn_of_labels_alike`)
+    if not all(math.isfinite(value) for value in values):
+        return
+    spelled: dict[str, dict[str, list]] = {}  # the number's spelling -> the file's spellings -> their examples
+    for example, value in zip(examples, values):
+        number = str(int(value)) if value.is_integer() else repr(value)
+        spelled.setdefault(number, {}).setdefault(example["label"], []).append(example)
+        example["label"] = number
+    for number, spellings in spelled.items():
+        if len(spellings) > 1:
+            said = ", ".join(f"{label!r} ({len(found)} example{'s' * (len(found) != 1)}, first at {found[0].where()})"
+                             for label, found in spellings.items())
+            logger.warning("%s: the labels %s are one number: read as the class %r", path, said, number)
+        elif number not in spellings:
+            logger.info("%s: the label %r read as the class %r (labels that are numbers are classes by value)", path,
+                        next(iter(spellings)), number)
+
+
 def is_regression(labels: list[str], problem_type: str | None) -> bool:
     """`--problem_type regression`, or none given and every label a number, not all of them integers (STS-B's
     "3.800"; SST-2's "0"/"1" stay classes)."""
@@ -181,6 +208,7 @@ class SequenceClassification(Task):
             for example in examples:
                 example["score"], example["label"] = float(example["label"]), SCORE_LABEL
         else:
+            one_spelling_per_number(examples, path)
             warn_of_labels_alike(examples, path)
         return examples
 

@@ -3,12 +3,14 @@
 Words, SQuAD's official rule: lower case, ASCII punctuation and the articles "a", "an", "the" dropped, runs of white
 space made one space; F1 of the bags of words.
 
-Characters, the rule of CMRC 2018's evaluation script for text written without spaces between words (Chinese,
-Japanese): lower case; each CJK character is a unit of its own, other text is cut into words at white space and
-punctuation; punctuation is dropped, of both scripts (CMRC's script drops its own list of CJK marks and a few ASCII
-ones, and keeps "." and ","); exact match compares the units, F1 takes the longest run of units the answers share
-(precision over the predicted units, recall over the gold ones). So "深圳市" scores F1 0.5 against "广东省深圳市龙岗区",
-where words give 0 (neither has a space), and "北京。" matches "北京".
+Characters, the rule of CMRC 2018's evaluation script (`cmrc2018_evaluate.py`) for text written without spaces
+between words: lower case; the marks of its list (`CMRC_DROPPED`: Chinese punctuation and a few ASCII symbols) are
+dropped; each Chinese character (U+4E00 to U+9FA5) is a unit of its own, and the other text between them is cut into
+words as its NLTK tokenizer does (here without NLTK: a number keeps its "." and ",", as in "3.5" or "1,000"; another
+mark, "." and "," included, is a unit of its own). Exact match compares the answers' text with the marks dropped
+(spaces count); F1 takes the longest run of units both share (precision over the predicted units, recall over the
+gold ones). So "深圳市" scores F1 0.5 against "广东省深圳市龙岗区", where words give 0 (neither has a space), "北京。"
+matches "北京", and "3" scores 0 against "3.5", as in the official script.
 
 A question is scored against its best-matching gold answer; an unanswerable question (SQuAD 2.0) has the one gold
 answer "", which only "" matches. `scoring_for` picks characters for data whose passages are mostly CJK characters.
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import re
 import string
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -58,24 +59,32 @@ def is_cjk(character: str) -> bool:
             or 0x20000 <= code <= 0x3FFFF or 0x3040 <= code <= 0x30FF)
 
 
-def _punctuation(character: str) -> bool:
-    """Punctuation of any script (Unicode's P categories: 。，、《》「」 too) and the symbols CMRC 2018 drops."""
-    return unicodedata.category(character).startswith("P") or character in "-:_*^/\\~`+=－～"
+# The marks CMRC 2018's script drops (its `sp_char`; its "……" is two characters and never matches one).
+CMRC_DROPPED = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
+_CMRC_CHINESE = re.compile("[\u4e00-\u9fa5]")
+# What NLTK's word_tokenize makes of the text between Chinese characters, for answers: numbers with their inner "."
+# and ",", words, and every other mark alone.
+_CMRC_WORD = re.compile(r"\d+(?:[.,]\d+)+|\w+|\S")
 
 
 def character_units(text: str) -> list[str]:
-    """The units of CMRC 2018's rule: each CJK character alone, other text in words; punctuation dropped."""
-    units, word = [], ""
+    """The units of CMRC 2018's F1 (module docstring): each Chinese character alone, other text in words; the
+    script's marks dropped."""
+    units, run = [], ""
     for character in text.lower().strip():
-        if is_cjk(character) or character.isspace() or _punctuation(character):
-            if word:
-                units.append(word)
-                word = ""
-            if is_cjk(character):
-                units.append(character)
+        if character in CMRC_DROPPED:
+            continue
+        if _CMRC_CHINESE.match(character):
+            units += _CMRC_WORD.findall(run)
+            run = ""
+            units.append(character)
         else:
-            word += character
-    return [*units, word] if word else units
+            run += character
+    return units + _CMRC_WORD.findall(run)
+
+
+def _without_marks(text: str) -> str:
+    return "".join(character for character in text.lower().strip() if character not in CMRC_DROPPED)
 
 
 def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
@@ -91,7 +100,8 @@ def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
 
 
 def character_exact_match(prediction: str, gold: str) -> float:
-    return float(character_units(prediction) == character_units(gold))
+    """CMRC 2018's exact match: the texts equal with its marks dropped."""
+    return float(_without_marks(prediction) == _without_marks(gold))
 
 
 def character_f1(prediction: str, gold: str) -> float:

@@ -15,6 +15,8 @@ import statistics
 import unicodedata
 from collections.abc import Sequence
 
+from .common_data import column_fields
+
 CONLL, LINES = "conll", "lines"
 LAYOUTS = (CONLL, LINES)
 # A tag or a code of a CoNLL column (POS, chunk, entity): printable ASCII without lower-case letters (NNP, B-NP,
@@ -37,13 +39,13 @@ def test_file_layout(lines: Sequence[str], split, labels: Sequence[str]) -> tupl
     inner = lines[: max((i for i, line in enumerate(lines) if line.strip()), default=0)]
     if not any(not line.strip() for line in inner):
         return LINES, "no blank line separates sentences"
-    counts = {len(line.split()) for line in filled}
+    counts = {len(column_fields(line)) for line in filled}
     if len(counts) > 1:
         return LINES, "its lines hold different numbers of words"
     columns = counts.pop()
     if columns > 1:
-        rest = [field for line in filled for field in line.split()[1:]]
-        last = {line.split()[-1] for line in filled}
+        rest = [field for line in filled for field in column_fields(line)[1:]]
+        last = {column_fields(line)[-1] for line in filled}
         if last <= set(labels):
             return CONLL, f"the last of its {columns} columns holds the tagger's tags"
         if all(_CODE.fullmatch(field) for field in rest):

@@ -31,12 +31,15 @@ from elmo_hf.tools.core.errors import InputError
 
 from . import FineTuningTask, Task
 from .common_data import (
+    check_word_not_space,
+    column_fields,
     entity_scores,
     read_tagging_file,
     read_words_file,
     split_text,
     tag_list,
     warn_if_cut,
+    whole_sentences,
 )
 from .tagging_inputs import CONLL, LAYOUTS, LINES, split_mismatch, test_file_layout
 
@@ -261,6 +264,9 @@ class TokenClassification(Task):
                     "each is cut to its first {room} words, the rest neither tagged nor scored")
         return dataset
 
+    def evaluation_data_args(self, data_args):
+        return whole_sentences(data_args)  # scored on every word, as --do_predict tags them
+
     def collator(self, tokenizer):
         from .common_collators import ElmoDataCollatorForTokenClassification
 
@@ -285,7 +291,7 @@ class TokenClassification(Task):
         kind, items = test
         if kind == "conll":
             groups = _conll_sentences(items)
-            sentences = [[items[i].split()[0] for i in group] for group in groups]
+            sentences = [[column_fields(items[i])[0] for i in group] for group in groups]
         elif kind == "json":
             sentences = items
         else:
@@ -326,6 +332,10 @@ class TokenClassification(Task):
         else:
             split = data_args.word_split or getattr(tokenizer, "word_split", None) or "punctuation"
             layout, why = test_file_layout(items, split, list(model.config.label2id))
+        if layout == CONLL:
+            for number, line in enumerate(items, start=1):
+                if line.strip():
+                    check_word_not_space(line, f"--test_file {data_args.test_file}: line {number}")
         logger.info("--test_file %s: read as %s (%s)%s", data_args.test_file,
                     "CoNLL columns, the word first" if layout == CONLL else "sentences, one a line", why,
                     "" if data_args.test_format else f"; --test_format {LINES if layout == CONLL else CONLL} reads it "
