@@ -92,6 +92,12 @@ def _pair_head(folder: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def _classifier_head(folder: Path) -> None:
+    """A classifier trained for a step on train.tsv, saved in head/."""
+    done = run_cli(CLASSIFY, [*ONE_STEP, "--train_file", folder / "train.tsv", "--output_dir", folder / "head"])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def _output_of_another_run(folder: Path) -> None:
     (folder / "out").mkdir()
     (folder / "out" / "eval_results.json").write_text("{}")
@@ -187,6 +193,13 @@ ROWS = {
          "--output_dir", "{dir}/out"),
         "(with a header naming both sentences' columns, or --text_pair_column)", ("--text_pair_column", "second"),
         lambda folder: _predicted(folder, 2), before=lambda folder: _pair_head(folder)),
+    "an option that would change a fine-tuned head, predicting": Row(  # issue 68, case 3
+        ("train/finetune_run.py: --train_file",), CLASSIFY,
+        {"train.tsv": b"label\ttext\n1\tgood film\n0\tbad film\n", "test.tsv": b"text\ngood film\nbad one\n"},
+        (*ONE_STEP, "--model_name_or_path", "{dir}/head", "--do_predict", "--test_file", "{dir}/test.tsv",
+         "--output_dir", "{dir}/out", "--ignore_mismatched_sizes", "true"),
+        "predicts as it was trained; leave the option out", (), lambda folder: _predicted(folder, 2),
+        before=_classifier_head, drop=("--ignore_mismatched_sizes",)),
     "a word split that cuts the file's words": Row(
         ("train/tasks/token_classification.py: --train_file --word_split",), "elmo-finetune-ner",
         {"train.conll": "北京 B-LOC\n是 O\n首都 O\n\n上海 B-LOC\n很 O\n大 O\n".encode()},
@@ -325,7 +338,7 @@ EXEMPT = {
         "tools/embedding/embed.py: --model", "tools/flair_embeddings.py: --options_file --output_dir --weight_file",
         "tools/flair_embeddings.py: --output_dir", "tools/core/early_checks.py: --<option>",
         "train/tasks/common_data.py: --<option>", "train/finetune_run.py: --<option>",
-        "train/finetune_run.py: --model_name_or_path", "train/finetune_run.py: --train_file",
+        "train/finetune_run.py: --model_name_or_path",
         "train/finetune_run.py: --validation_file", "train/pretrain_run.py: --config_file",
         "train/pretrain_run.py: --init_from", "train/pretrain_run.py: --preset",
         "train/pretrain_run.py: --softmax_weight_file", "train/pretrain_run.py: --vocab_file",

@@ -88,12 +88,19 @@ def test_srl_refusals_name_the_bad_line_and_a_verb_tag_away_from_its_predicate(t
     with pytest.raises(ValueError, match=r"line 4: the tag column of predicate 1 \(line 2, 'saw'\) has its B-V at "
                                          r"'leave': the tag columns follow the predicates in their order"):
         parts.read_file(str(tmp_path / "swapped.txt"), "utf-8", options)
+    several = "he - B-ARG0\ngave give B-V\nup - I-V\n"  # a verb of two words: its mark on either is its own
+    (tmp_path / "several.txt").write_text(several + "\n" + several.replace("gave give", "gave -").replace(
+        "up -", "up give"), encoding="utf-8")
+    assert [e["predicate"] for e in parts.read_file(str(tmp_path / "several.txt"), "utf-8", options)] == [1, 2]
     (tmp_path / "bracket.txt").write_text("John - (A0*\nsaw see (V*)\nMary - (A1*)\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"line 2, predicate 1: '\(V\*\)' opens an argument inside A0"):
         parts.read_file(str(tmp_path / "bracket.txt"), "utf-8", options)
     (tmp_path / "width.txt").write_text("John - B-ARG0\nsaw see B-V\nMary - B-ARG1 O\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"line 3: 4 columns where the sentence's first line \(line 1\) has 3"):
         parts.read_file(str(tmp_path / "width.txt"), "utf-8", options)
+    (tmp_path / "plain.txt").write_text("John - ARG0\nsaw see V\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 1, predicate 1: the tag 'ARG0' is neither BIO"):
+        parts.read_file(str(tmp_path / "plain.txt"), "utf-8", options)
     (tmp_path / "marks.txt").write_text("John x B-ARG0\nsaw see B-V\n", encoding="utf-8")
     with pytest.raises(ValueError, match="2 predicates but 1 tag columns .* - or _ a word that is not one"):
         parts.read_file(str(tmp_path / "marks.txt"), "utf-8", options)

@@ -307,6 +307,28 @@ def test_a_utf_16_training_file_is_told_as_utf_16_not_as_a_chinese_encoding(tmp_
             f"to UTF-8 first, for example: iconv -f utf-16 -t utf-8 {train} > {train}.utf8")
 
 
+def test_big5_given_as_gb18030_is_refused_naming_big5_and_the_hint_trains(tmp_path):
+    """Big5 decodes as gb18030 without an error, into rare characters, and trained on them (issue 68, case 20): the
+    start of a file in a legacy CJK encoding must read as text in it when another encoding reads it so."""
+    rows = ["我們在銀行存錢", "他們在河邊散步", "老師在學校看書", "今天天氣很好"]
+    text = "label\ttext\n" + "".join(f"{i % 2}\t{row}\n" for i, row in enumerate(rows * 3))
+    train = tmp_path / "train.tsv"
+    train.write_bytes(text.encode("big5"))
+    said = refused(CLASSIFY, [*ONE_STEP, "--train_file", train, "--encoding", "gb18030", "--output_dir",
+                              tmp_path / "out"], tmp_path, f"{train} reads as big5 text (")
+    assert "which gb18030 misreads (as " in said and said.endswith(": --encoding big5"), said
+    status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", train, "--encoding", "big5", "--output_dir",
+                                           tmp_path / "out"])
+    assert status == 0, stderr[-3000:]
+    simplified = tmp_path / "gbk.tsv"  # the encoding it names, of text written in it: read as it is
+    simplified_rows = ["我们在银行存钱", "他们在河边散步", "老师在学校看书", "今天天气很好"]
+    simplified.write_bytes(("label\ttext\n" + "".join(f"{i % 2}\t{row}\n" for i, row in
+                                                     enumerate(simplified_rows * 3))).encode("gb18030"))
+    status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", simplified, "--encoding", "gb18030",
+                                           "--output_dir", tmp_path / "gbk"])
+    assert status == 0, stderr[-3000:]
+
+
 def test_utf_8_sig_is_an_encoding_and_reads_the_file(tmp_path):
     """--encoding utf-8-sig was refused as not read line by line (its encoder writes a byte-order mark first)."""
     from elmo_hf.tools.core.text_files import checked_encoding, iter_lines
@@ -334,6 +356,22 @@ def test_each_file_of_a_run_has_its_own_encoding(tmp_path):
     assert status == 0, stderr[-3000:]
     written = (tmp_path / "out" / "predictions.txt").read_text(encoding="utf-8").split("\n")
     assert [line.split(" ")[0] for line in written if line] == list("鲁迅在北京")
+
+
+def test_files_of_one_encoding_get_one_hint_that_reads_them_all(tmp_path):
+    """A GBK training and validation file: the hint named --train_encoding, and the rerun was refused for the
+    validation file with --validation_encoding (two reruns, issue 68, case 20). Where the encoding the hint names
+    reads every file of the run, it names --encoding, and one rerun reads them all."""
+    # characters whose GBK bytes are not UTF-8 by chance (鲁's are: the hint would say "UTF-8 but for line 3")
+    sentences = [["我", "在", "绍", "兴"], ["北", "京", "是", "首", "都"]]
+    tags = [["O", "O", "B-LOC", "I-LOC"], ["B-LOC", "I-LOC", "O", "O", "O"]]
+    conll = "\n\n".join("\n".join(f"{w} {t}" for w, t in zip(s, ts)) for s, ts in zip(sentences, tags)) + "\n"
+    train, dev = write(tmp_path, "train.conll", conll, "gbk"), write(tmp_path, "dev.conll", conll, "gbk")
+    args = [*ONE_STEP, "--train_file", train, "--validation_file", dev, "--output_dir", tmp_path / "out"]
+    said = refused(TAG, args, tmp_path, f"--train_file {train}: line 1, byte 1 of the line")
+    assert said.endswith(": --encoding gb18030"), said
+    status, _, stderr = command(TAG, [*args, "--encoding", "gb18030"])
+    assert status == 0, stderr[-3000:]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -654,6 +692,25 @@ def test_labels_that_are_one_number_are_one_class(tmp_path, name, text):
             f"{3 + header}) are one number: read as the class '1'") in stderr, stderr[-3000:]
     assert (f"'0' (1 example, first at line {2 + header}), '0.0' (1 example, first at line {4 + header}) are one "
             "number") in stderr
+
+
+def test_numbers_written_one_way_keep_their_spelling_and_a_head_of_scores_is_not_continued_on_classes(tmp_path):
+    from elmo_hf.train.tasks.common_data import example_at
+    from elmo_hf.train.tasks.sequence_classification import one_spelling_per_number
+
+    examples = [example_at({"label": label}, "f.tsv", line, line) for line, label in
+                enumerate(["01", "02", "1.5", "1.50", "7", "07", "7.0"], start=2)]
+    one_spelling_per_number(examples, "f.tsv")
+    # "01" and "02" alone stay codes; fractions are left as written; 7 is one class
+    assert [example["label"] for example in examples] == ["01", "02", "1.5", "1.50", "7", "7", "7"]
+    scores = write(tmp_path, "scores.tsv", "label\ttext\n0.5\tgood film\n1.5\tbad film\n")
+    status, _, stderr = command(CLASSIFY, [*ONE_STEP, "--train_file", scores, "--output_dir", tmp_path / "sts"])
+    assert status == 0, stderr[-3000:]
+    classes = write(tmp_path, "classes.tsv", SENTENCES.replace("\n1\t", "\npos\t").replace("\n0\t", "\nneg\t"))
+    refused(CLASSIFY, [*ONE_STEP, "--model_name_or_path", tmp_path / "sts", "--train_file", classes, "--output_dir",
+                       tmp_path / "out"], tmp_path,
+            "holds a sequence-classification head of scores (a regression), and the training file has classes "
+            "(labels): fine-tune the biLM folder it was made from")
 
 
 def test_a_validation_label_that_differs_only_in_case_is_refused_saying_so(tmp_path):

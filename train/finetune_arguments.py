@@ -37,7 +37,8 @@ COMMON_TRAINING_OPTIONS = (
 # Every task's defaults for transformers' options, beside the task's own (`training_defaults`): transformers' bar
 # (its default hides it where its logging is quieter than warnings, as the commands set it) and a loss line every
 # 10 steps, not 500 (and at least every 30 s: `loss_lines_callback`); a CPU run went minutes without a line.
-COMMAND_TRAINING_DEFAULTS = {"disable_tqdm": False, "logging_steps": 10}
+# transformers evaluates every logging_steps where eval_steps is not given (--eval_strategy steps): 500, as before.
+COMMAND_TRAINING_DEFAULTS = {"disable_tqdm": False, "logging_steps": 10, "eval_steps": 500}
 
 
 def training_defaults(row: FineTuningTask) -> dict:

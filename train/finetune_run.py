@@ -35,6 +35,7 @@ from elmo_hf.tools.core.errors import InputError, writing
 from elmo_hf.tools.core.interrupts import Interrupted
 from elmo_hf.tools.core.output_folders import owned, run_lock
 from elmo_hf.tools.core.output_paths import check_writable_folder
+from elmo_hf.tools.core.text_files import check_decodes
 from elmo_hf.tools.loading import ModelLoadError, load_elmo
 
 from .finetune_arguments import (
@@ -115,9 +116,9 @@ def fine_tune(row: FineTuningTask, options: FineTuneOptions, training_args, guar
         parts.check_training_examples(model.config, train_examples, data_args, tokenizer=tokenizer)
         warn_if_unseen(train_examples, parts, tokenizer, data_args, model.config)
     if test is not None:  # what the loaded head can predict, before anything is written
-        if not train_examples:
-            warn_of_another_split(parts, tokenizer, data_args)
         test = parts.prepare_test(model, tokenizer, test, data_args)
+        if not train_examples and parts.splits_test_text(test):
+            warn_of_another_split(tokenizer, data_args)
     if train_examples or eval_examples:  # after the model: a bad one is one line
         logging.getLogger(parts_logger_name(row)).info(
             "%d training and %d validation %s%s", len(train_examples), len(eval_examples), row.examples,
@@ -257,6 +258,18 @@ def head_labels(model_args: ModelArguments, row: FineTuningTask, label2id: dict[
     return None, True
 
 
+def check_same_problem(model_args: ModelArguments, row: FineTuningTask, settings: dict | None) -> None:
+    """A saved head continued on other labels must solve the data's kind of problem: a regression head (scores)
+    given classes, or a classifier given scores, would train one loss on the other's targets."""
+    saved = saved_config(model_args)
+    regression = [config.get("problem_type") == "regression" for config in (saved, settings or {})]
+    if regression[0] != regression[1]:
+        kinds = ["scores (a regression)", f"classes ({row.labels})"]
+        raise InputError(f"--model_name_or_path {model_args.model_name_or_path} holds a {row.name} head of "
+                         f"{kinds[not regression[0]]}, and the training file has {kinds[not regression[1]]}: "
+                         "fine-tune the biLM folder it was made from")
+
+
 # Options that change what a trained head computes: without --train_file they would be set on the saved head,
 # re-initialising or dropping its trained weights, or pooling other vectors than it was trained on.
 HEAD_SHAPE_OPTIONS = ("scalar_mix", "scalar_mix_parameters", "scalar_mix_layer_norm", "keep_sentence_boundaries",
@@ -300,6 +313,8 @@ def load_head(model_args: ModelArguments, row: FineTuningTask, label2id: dict[st
     data_labels, by_name = label2id, False
     if label2id is not None and fine_tuned:  # a task without a label set ({}) trains a saved head further as it is
         label2id, by_name = head_labels(model_args, row, label2id) if label2id else (None, False)
+    if by_name:
+        check_same_problem(model_args, row, settings)
     new_head = not fine_tuned or label2id is not None
     head = {} if not label2id else {"id2label": {i: label for label, i in label2id.items()}, "label2id": label2id}
     if head_value is None and not fine_tuned:
@@ -448,12 +463,12 @@ def before_training(model, tokenizer, row: FineTuningTask, data_args, training_a
     check_resume(training_args.resume_from_checkpoint, model, row.name)
 
 
-def warn_of_another_split(parts: Task, tokenizer, data_args) -> None:
+def warn_of_another_split(tokenizer, data_args) -> None:
     """A predict-only run with a --word_split other than the one the fine-tuned head's tokenizer saved: the head
     learned the units of its own split, and tags or classifies others (jieba's words for a tagger of characters).
     Said in a warning, not refused: a user may mean it."""
     given, saved = getattr(data_args, "word_split", None), getattr(tokenizer, "word_split", None)
-    if given is None or saved is None or given == saved or not parts.splits_text:
+    if given is None or saved is None or given == saved:
         return
     logger.warning("--word_split %s: the fine-tuned head was trained on the words of its tokenizer's split %s, and "
                    "now reads the units of another split, which it may never have seen; leave --word_split out to "
@@ -664,13 +679,41 @@ def read_inputs(row: FineTuningTask, parts: Task, model_args, data_args, trainin
     def read(path: str | None, kind: str, count: int | None) -> list[dict]:
         if not path:
             return []
-        return limit(read_input_file(lambda p, e: parts.read_file(p, e, data_args), path, f"{kind}_file",
-                                     *encodings[kind]), count)
+        encoding, option = encodings[kind]
+        try:
+            return limit(read_input_file(lambda p, e: parts.read_file(p, e, data_args), path, f"{kind}_file",
+                                         encoding, option), count)
+        except InputError as error:
+            if not one_encoding_reads_all(error, kind, encodings, data_args, command_args):
+                raise
+            # the same refusal, whose hint names --encoding: one rerun reads every file of the run
+            read_input_file(lambda p, e: parts.read_file(p, e, data_args), path, f"{kind}_file", encoding,
+                            "--encoding")
+            raise
 
     train = read(data_args.train_file, "train", data_args.max_train_samples)
     evaluation = read(data_args.validation_file, "validation", data_args.max_eval_samples)
     test = read_test_file(parts, data_args, *encodings["test"]) if predicting else None
     return train, evaluation, test
+
+
+def one_encoding_reads_all(error: InputError, kind: str, encodings: dict, data_args, command_args) -> bool:
+    """Whether the refusal of the `kind` file, read in the run's shared encoding (no --{kind}_encoding), names the
+    one encoding that also reads every other file of the run that the shared one reads: then its hint names
+    `--encoding`, not --{kind}_encoding (the validation file of the same GBK set was refused on the next run)."""
+    cause = error.__cause__
+    suggested = getattr(cause, "suggested", None)
+    if suggested is None or encodings[kind][1] == "--encoding" or \
+            getattr(command_args, f"{kind}_encoding", None) is not None:
+        return False
+    others = [getattr(data_args, f"{other}_file", None) for other in encodings
+              if other != kind and getattr(command_args, f"{other}_encoding", None) is None]
+    for path in filter(None, others):
+        try:
+            check_decodes(path, suggested)
+        except (InputError, OSError):
+            return False
+    return True
 
 
 def file_encodings(command_args, data_args, predicting: bool) -> dict[str, tuple[str, str]]:

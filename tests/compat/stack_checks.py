@@ -11,13 +11,18 @@ where it is installed, and the folders load without `trust_remote_code` (the tok
 class travels with the model, is asked for with it either way, as docs/finetuning.md says). One interpreter for both:
 its start-up (torch, transformers) is most of the time. Every check runs; their results (vectors, logits, pipeline
 outputs, windows) go to OUT/remote.pt and OUT/installed.pt for the calling test to compare across stacks, and a check
-that fails ends the process with its traceback. Standard library, torch and transformers only (datasets, for the
+that fails ends the process with its traceback. The tagger is also loaded by a Hub id from a Hub-cache snapshot,
+offline, with its remote code (`_by_hub_id`): the path a model shared on the Hub takes, which transformers 4.46-4.50
+once refused for a user without the project. Standard library, torch and transformers only (datasets, for the
 Trainer step, where installed).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -160,6 +165,39 @@ def _import_scan(folders: Path) -> int:
     return len(scanned)
 
 
+HUB_ID = "elmo-user/tagger"  # the tagger folder as a shared model, in a Hub cache (`_hub_snapshot`)
+
+
+def _hub_snapshot(folders: Path) -> Path:
+    """A Hub cache holding the tagger folder as the snapshot of `HUB_ID` (what a download of it leaves: the files
+    under snapshots/<commit>, refs/main naming the commit); returned for HF_HUB_CACHE. Loading by the id then reads
+    every file as a user's offline load does, the remote code's imports fetched one by one and scanned."""
+    import hashlib
+
+    cache = Path(tempfile.mkdtemp(prefix="hub-cache-"))
+    repo = cache / f"models--{HUB_ID.replace('/', '--')}"
+    commit = hashlib.sha1(HUB_ID.encode()).hexdigest()
+    shutil.copytree(folders / "tagger", repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    return cache
+
+
+def _by_hub_id(transformers, expected_logits) -> dict:
+    """The tagger loaded by its Hub id from the cache, offline, without the project: AutoTokenizer, the Auto model
+    class and the token-classification pipeline (transformers 4.46-4.50 refused all three on a docstring line that
+    looked like an import of the project). Its logits are the folder's."""
+    import torch
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(HUB_ID, trust_remote_code=True)
+    model = transformers.AutoModelForTokenClassification.from_pretrained(HUB_ID, trust_remote_code=True).eval()
+    with torch.no_grad():
+        logits = model(**tokenizer(SENTENCES, padding=True, return_tensors="pt")).logits
+    assert torch.equal(logits, expected_logits), "the tagger by its Hub id gives other logits than its folder"
+    tag = transformers.pipeline("token-classification", model=HUB_ID, trust_remote_code=True)
+    return {"hub_id_token_classification": [tag(text, ignore_labels=[]) for text in SENTENCES]}
+
+
 def _checks(folders: Path) -> dict:
     import torch
 
@@ -173,6 +211,7 @@ def _checks(folders: Path) -> dict:
     results.update(_pipelines(transformers, folders))
     results.update(_windows(tokenizer))
     results.update(_train_save_reload(transformers, tokenizer, folders))
+    results.update(_by_hub_id(transformers, results["tagger_logits"]))  # a model shared on the Hub
     return results
 
 
@@ -186,6 +225,13 @@ def main() -> None:
     import torch
 
     args.out.mkdir(parents=True, exist_ok=True)
+    # read when huggingface_hub is imported: the Hub cache with the tagger's snapshot (the older variables, which
+    # transformers 4.x prefers, removed), and no network
+    for older in ("TRANSFORMERS_CACHE", "PYTORCH_TRANSFORMERS_CACHE", "PYTORCH_PRETRAINED_BERT_CACHE"):
+        os.environ.pop(older, None)
+    cache = _hub_snapshot(args.folders)
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
+    os.environ.update(HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
     hidden = NoProject()  # first as a user without the project
     sys.meta_path.insert(0, hidden)
     path = list(sys.path)

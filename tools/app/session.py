@@ -192,6 +192,8 @@ def read_upload(path: str | os.PathLike, encoding: str, max_bytes: int) -> str:
     try:
         check_decodes(path, encoding)
     except UndecodableText as error:
+        if error.byte is None:  # the file is text of another encoding, told as a whole: the line says which
+            raise AppInputError(str(error).replace(str(path), name)) from error
         raise AppInputError(f"{name}: line {error.line_number}, byte {error.byte} of the line is not valid "
                             f"{encoding}: choose the file's encoding in the page, or upload UTF-8 text") from error
     return raw.decode(encoding).removeprefix("\ufeff")

@@ -66,13 +66,7 @@ def guess_encodings(path, bad_line: bytes = b"", exclude: str | None = None,
     first: one when it is clearly best, several when they read alike, none when none reads as text. `exclude`: the
     encoding that failed. `sample`: these bytes instead of the file's start."""
     if sample is None:
-        try:
-            with open(path, "rb") as handle:
-                sample = handle.read(_SAMPLE_BYTES)
-        except OSError:
-            sample = b""
-    if len(sample) == _SAMPLE_BYTES and b"\n" in sample:
-        sample = sample[: sample.rindex(b"\n") + 1]  # no character cut in half at the end
+        sample = sample_of(path)
     if bad_line not in sample:  # a line beyond the sample's end
         sample += b"\n" + bad_line
     readings, seen = [], set()
@@ -100,6 +94,18 @@ def guess_encodings(path, bad_line: bytes = b"", exclude: str | None = None,
         return [Reading(close[0][1], min(best, 1.0), words_at(close[0][2], first_non_ascii(close[0][2])))]
     where = _first_difference([text for _, _, text in close])
     return [Reading(encoding, min(score, 1.0), words_at(text, where)) for score, encoding, text in close]
+
+
+def sample_of(path) -> bytes:
+    """The start of the file at `path` (`_SAMPLE_BYTES`), cut at its last whole line; b"" where it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            sample = handle.read(_SAMPLE_BYTES)
+    except OSError:
+        return b""
+    if len(sample) == _SAMPLE_BYTES and b"\n" in sample:
+        sample = sample[: sample.rindex(b"\n") + 1]  # no character cut in half at the end
+    return sample
 
 
 def plausibility(text: str, encoding: str) -> float:
@@ -157,8 +163,9 @@ def _cjk(c: str, encoding: str) -> bool | None:
         if encoding == "gb18030":  # GB 2312's first level: the 3,755 common hanzi
             code = _encodes(c, "gb2312")
             return code is not None and 0xB0 <= code[0] <= 0xD7
-        if encoding == "big5":  # Big5's frequent characters
-            return 0xA4 <= c.encode("big5")[0] <= 0xC6
+        if encoding == "big5":  # Big5's frequent characters (one outside Big5, of HKSCS or cp950, is not one)
+            code = _encodes(c, "big5")
+            return code is not None and 0xA4 <= code[0] <= 0xC6
         if encoding in ("cp932", "euc_jp"):  # JIS X 0208's first level
             code = _encodes(c, "cp932")
             return code is not None and 0x88 <= code[0] <= 0x98

@@ -32,13 +32,16 @@ _C1_CONTROLS = re.compile("[\x80-\x9f]")
 class UndecodableText(InputError):
     """A line of a text file is not valid in the encoding it is read with; the message names the encoding the file
     reads in where one can be told, or the candidates with the words as each reads them (`guess_encodings`).
-    `option`: the option that names the file's encoding (a command that reads several files may have one each)."""
+    `option`: the option that names the file's encoding (a command that reads several files may have one each).
+    `suggested`: the one encoding the message names, if it names one."""
+
+    suggested: str | None = None
 
     def __init__(self, path: str | Path, line_number: int, error: UnicodeDecodeError, encoding: str,
                  option: str = "--encoding", errors_option: str | None = None):
         bad = error.object[error.start: error.start + 1]
         value = f" (0x{bad[0]:02x})" if bad else ""
-        hint = encoding_hint(path, bytes(error.object), encoding, option, errors_option)
+        hint, self.suggested = hint_and_encoding(path, bytes(error.object), encoding, option, errors_option)
         super().__init__(f"{path}: line {line_number}, byte {error.start + 1} of the line{value} is not valid "
                          f"{encoding}; {hint}")
         self.path, self.line_number, self.byte = str(path), line_number, error.start + 1
@@ -46,27 +49,34 @@ class UndecodableText(InputError):
 
 def encoding_hint(path: str | Path, bad_line: bytes, encoding: str, option: str = "--encoding",
                   errors_option: str | None = None) -> str:
+    """`hint_and_encoding`'s hint."""
+    return hint_and_encoding(path, bad_line, encoding, option, errors_option)[0]
+
+
+def hint_and_encoding(path: str | Path, bad_line: bytes, encoding: str, option: str = "--encoding",
+                      errors_option: str | None = None) -> tuple[str, str | None]:
     """What to give `option` for the file at `path`, whose line `bad_line` did not decode in `encoding`: the
     encoding it reads in, or the candidates with the words of the line as each reads them, or the usual ones. A
     UTF-8 file with a few lines in another encoding is told so (`mixed_utf8_hint`): another encoding would misread
     the rest. `errors_option`: the command's option that leaves undecodable lines out, if it has one. A file that
     starts with UTF-16's or UTF-32's byte-order mark (Notepad's "Unicode") is told so, with the conversion: the
-    legacy encodings named otherwise would not decode it, and it is not read line by line."""
+    legacy encodings named otherwise would not decode it, and it is not read line by line. With the hint, the one
+    encoding it names (None where it names several, or none)."""
     wide = wide_encoding(path)
     if wide:
-        return wide_text_hint(path, wide)
+        return wide_text_hint(path, wide), None
     if _utf8_encoding(encoding):
         mixed = mixed_utf8_hint(path, bad_line, option, errors_option)
         if mixed:
-            return mixed
+            return mixed, None
     readings = guess_encodings(path, bad_line, exclude=codecs.lookup(encoding).name)
     if len(readings) == 1:
-        return f"the file reads as {readings[0].encoding}: {option} {readings[0].encoding}"
+        return f"the file reads as {readings[0].encoding}: {option} {readings[0].encoding}", readings[0].encoding
     if readings:
         candidates = " or as ".join(f"{r.encoding} ({r.words!r})" for r in readings)
         return (f"the file reads as {candidates}: give {option} with the one that shows the words right, "
-                f"{' or '.join(f'{option} {r.encoding}' for r in readings)}")
-    return f"give the file's encoding with {option} (gb18030 for simplified Chinese, big5 for traditional)"
+                f"{' or '.join(f'{option} {r.encoding}' for r in readings)}"), None
+    return f"give the file's encoding with {option} (gb18030 for simplified Chinese, big5 for traditional)", None
 
 
 def mixed_utf8_hint(path: str | Path, bad_line: bytes, option: str, errors_option: str | None) -> str | None:
@@ -198,7 +208,7 @@ class MisreadText(UndecodableText):
         as_utf8, as_given = (words_at(text, first_non_ascii(text)) for text in readings)
         ValueError.__init__(self, f"{path} is UTF-8 text (line {line_number} reads as {as_utf8!r}), which {encoding} "
                                   f"misreads (as {as_given!r}): {option} utf-8")
-        self.path, self.line_number, self.byte = str(path), line_number, None
+        self.path, self.line_number, self.byte, self.suggested = str(path), line_number, None, "utf-8"
 
 
 class ControlCharacters(UndecodableText):
@@ -212,6 +222,43 @@ class ControlCharacters(UndecodableText):
         ValueError.__init__(self, f"{path}: line {line_number}, character {first + 1} is the control character "
                                   f"U+{ord(text[first]):04X} in {encoding}, which text does not hold; {hint}")
         self.path, self.line_number, self.byte = str(path), line_number, None
+
+
+# A legacy CJK encoding's family, as the encoding guesser names it: a file given in one that reads as text of another
+# (Big5 given as gb18030 decodes without an error, into characters no text has) is refused (`MisreadCJK`).
+_CJK_FAMILIES = {"gb18030": "gb18030", "gbk": "gb18030", "gb2312": "gb18030", "big5": "big5", "big5hkscs": "big5",
+                 "cp950": "big5", "cp932": "cp932", "shift_jis": "cp932", "euc_jp": "euc_jp", "cp949": "cp949",
+                 "euc_kr": "cp949"}
+
+
+class MisreadCJK(UndecodableText):
+    """A file given in one legacy CJK encoding that reads as text only in another: Big5 decodes as gb18030 without an
+    error, into rare characters (a tenth of them common ones, where a real text has nearly all), and trained."""
+
+    def __init__(self, path: str | Path, encoding: str, option: str, sample: str, reading):
+        given = words_at(sample, first_non_ascii(sample))
+        ValueError.__init__(self, f"{path} reads as {reading.encoding} text ({reading.words!r}), which {encoding} "
+                                  f"misreads (as {given!r}): {option} {reading.encoding}")
+        self.path, self.line_number, self.byte, self.suggested = str(path), None, None, reading.encoding
+
+
+def check_cjk_reading(path: str | Path, encoding: str, option: str) -> None:
+    """`MisreadCJK` where `encoding` is a legacy CJK one, the start of the file (which decodes in it) reads as
+    implausible text in it, and as plausible text in exactly one other encoding (`encoding_guess`)."""
+    from .encoding_guess import SURE, UNLIKELY, plausibility, sample_of
+
+    family = _CJK_FAMILIES.get(codecs.lookup(encoding).name.replace("-", "_"))
+    if family is None:
+        return
+    sample = sample_of(path)
+    if sample.isascii():
+        return
+    text = sample.decode(encoding, errors="replace")
+    if plausibility(text, family) >= UNLIKELY:
+        return
+    readings = guess_encodings(path, exclude=family)
+    if len(readings) == 1 and readings[0].plausibility >= SURE:
+        raise MisreadCJK(path, encoding, option, text, readings[0])
 
 
 def _utf8_encoding(encoding: str) -> bool:
@@ -243,6 +290,8 @@ def check_decodes(paths: str | Path | list, encoding: str = DEFAULT_ENCODING, op
                         first = first or (number, raw)
         if maybe_utf8 and first is not None:
             raise MisreadText(path, first[0], first[1].rstrip(b"\r\n"), encoding, option)
+        if legacy:
+            check_cjk_reading(path, encoding, option)
 
 
 def resolve_files(patterns: Iterable[str]) -> list[str]:

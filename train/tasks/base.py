@@ -26,9 +26,6 @@ class Task(ABC):
     # choice and question answering have none: the answer is a position in the example itself.
     has_label_set: ClassVar[bool] = True
     predictions_file: ClassVar[str] = "predictions.txt"  # the name of the `--do_predict` file in --output_dir
-    # Whether the task's text is cut into words by the word split (--word_split, or the tokenizer's): not where every
-    # file gives its words (semantic role labelling's columns).
-    splits_text: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -91,6 +88,11 @@ class Task(ABC):
     def check_training_examples(self, config, examples: list[dict], data_args, tokenizer=None) -> None:
         """Refuses (`InputError`) training examples the loaded head cannot learn, before anything is written."""
         return None
+
+    def splits_test_text(self, test) -> bool:
+        """Whether the test file (as `prepare_test` left it) is cut into words by the word split (--word_split, or the
+        tokenizer's): not where the file gives its words (CoNLL columns, semantic role labelling's columns)."""
+        return True
 
     def evaluation_data_args(self, data_args):
         """The options the validation file is encoded with: the training file's, except where a task scores every

@@ -13,10 +13,10 @@ not, or CoNLL-2009's `_`), then one column of argument tags per predicate of the
 predicates: BIO tags (`B-ARG0`, `I-ARG0`, `B-V`, `O`) or CoNLL-2005's brackets (`(A0*`, `*`, `*)`, `(V*)`); a column
 that tags the verb (`B-V`) tags it at its own predicate. Columns between the word and the marks are not read
 (`--predicate_column`: default 1, the column after the word). A sentence with N predicates is N examples; a test file's
-sentences without a predicate are written back as they came. Reports span precision, recall and F1 over the labelled
-argument spans, the predicate's own `V` span left out (as CoNLL-2005's srl-eval.pl), and tag accuracy. `--do_predict`
-reads the same columns (tags not needed) and writes each word line with its predicate mark and one predicted BIO column
-per predicate (`predictions.txt`).
+sentences without a predicate are written back (words and marks). Reports span precision, recall and F1 over the
+labelled argument spans, the predicate's own `V` span left out (as CoNLL-2005's srl-eval.pl), and tag accuracy.
+`--do_predict` reads the same columns (tags not needed) and writes each word line with its predicate mark and one
+predicted BIO column per predicate (`predictions.txt`).
 """
 
 from __future__ import annotations
@@ -130,9 +130,9 @@ def _sentences(path: str, encoding: str) -> list[list[tuple[int, list[str]]]]:
 
 def read_examples(path: str, encoding: str, data_args, tagged: bool = True) -> list[dict]:
     """`[{"tokens", "predicate", "mark", "marks", "tags", "sentence", "line"}, ...]`: an example per predicate of each
-    sentence (`tags` None where `tagged` is False and the file has no tag columns; `marks`: the sentence's column of
-    marks as written). Not `tagged` (a test file), a sentence without a predicate is an example too, with
-    `predicate` None: its lines are written back as they came, so that the predictions line up with the file."""
+    sentence (`tags` None where not `tagged`: a test file's tag columns are not read; `marks`: the sentence's column
+    of marks as written). Not `tagged` (a test file), a sentence without a predicate is an example too, with
+    `predicate` None: its words and marks are written back, so that the predictions line up with the file."""
     marks = data_args.predicate_column
     if marks < 1:
         raise ValueError(f"--predicate_column must be 1 or more (0 is the word), got {marks}")
@@ -161,7 +161,7 @@ def read_examples(path: str, encoding: str, data_args, tagged: bool = True) -> l
                              "sentence": index, "line": first})
         for k, predicate in enumerate(predicates):
             tags = None
-            if columns == len(predicates):
+            if tagged:  # a test file's tag columns, if any, are not read: they may be another scheme's gold
                 tags = _tag_column([row[marks + 1 + k] for _, row in sentence], sentence, k)
                 _check_verb_at_predicate(tags, predicate, sentence, k)
             examples.append({"tokens": words, "predicate": predicate, "mark": written[predicate], "marks": written,
@@ -172,19 +172,25 @@ def read_examples(path: str, encoding: str, data_args, tagged: bool = True) -> l
 def _tag_column(column: list[str], sentence: list[tuple[int, list[str]]], k: int) -> list[str]:
     """The BIO tags of the k-th predicate's column (BIO as written, or CoNLL-2005's brackets read); a bracket error
     names its own line."""
-    if not any("*" in cell for cell in column):
-        return column
-    try:
-        return bracket_tags(column)
-    except BracketError as error:
-        line = sentence[min(error.word, len(sentence)) - 1][0]
-        raise FileFormatError(f"line {line}, predicate {k + 1}: {error}") from error
+    if any("*" in cell for cell in column):
+        try:
+            return bracket_tags(column)
+        except BracketError as error:
+            line = sentence[min(error.word, len(sentence)) - 1][0]
+            raise FileFormatError(f"line {line}, predicate {k + 1}: {error}") from error
+    for (line, _), tag in zip(sentence, column):
+        if tag != "O" and not (tag[:2] in ("B-", "I-") and len(tag) > 2):
+            # "ARG0" alone was a class of its own, which the span scores read as no argument
+            raise FileFormatError(f"line {line}, predicate {k + 1}: the tag {tag!r} is neither BIO (B-ARG0, I-ARG0, "
+                                  "O) nor CoNLL-2005's brackets ((A0*, *, *))")
+    return column
 
 
 def _check_verb_at_predicate(tags: list[str], predicate: int, sentence: list[tuple[int, list[str]]], k: int) -> None:
-    """A column that tags the verb (`B-V`) tags it at its own predicate: elsewhere, the columns are in another order
-    than the predicates (or another column was read as the marks), and the head would learn the wrong words' roles."""
-    verbs = [i for i, tag in enumerate(tags) if tag == "B-V"]
+    """A column that tags the verb (`B-V`, `I-V`) tags its own predicate (the mark may be on any word of a verb of
+    several): elsewhere, the columns are in another order than the predicates (or another column was read as the
+    marks), and the head would learn the wrong words' roles."""
+    verbs = [i for i, tag in enumerate(tags) if tag in ("B-V", "I-V")]
     if verbs and predicate not in verbs:
         raise FileFormatError(
             f"line {sentence[verbs[0]][0]}: the tag column of predicate {k + 1} (line {sentence[predicate][0]}, "
@@ -252,7 +258,9 @@ class SemanticRoleLabeling(Task):
     """Examples are (sentence, predicate) pairs; their labels the BIO tags of the predicate's arguments."""
 
     row = TASK
-    splits_text = False  # the files give the words
+
+    def splits_test_text(self, test) -> bool:
+        return False  # the files give the words
 
     def read_file(self, path: str, encoding: str, data_args) -> list[dict]:
         return read_examples(path, encoding, data_args)

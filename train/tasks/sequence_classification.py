@@ -19,9 +19,10 @@ the test file (`predictions.txt`; a blank line of a one-sentence-a-line file giv
 from __future__ import annotations
 
 import logging
-import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from types import MappingProxyType
 
 from elmo_hf.tools.core.errors import FileFormatError, InputError
@@ -114,30 +115,31 @@ def warn_of_labels_alike(examples: list[dict], path: str) -> None:
                            "them alike if they are one", path, said, len(spellings))
 
 
+_DECIMAL = re.compile(r"[+-]?\d+(?:\.\d+)?")
+
+
 def one_spelling_per_number(examples: list[dict], path: str) -> None:
-    """Labels that are all numbers are classes by value: "1", "1.0" and "01" are one class, spelled as the number
-    ("1"; "0.5" for a class that is not an integer), in place. They were two classes (a 4-class head from a 2-class
-    file). One warning for each value written in several ways; a file whose numbers are all written one way keeps
-    its classes, respelled where needed with an INFO line."""
-    try:
-        values = [float(example["label"]) for example in examples]
-    except ValueError:
+    """Labels that are all decimal numbers are classes by value: where one whole number is written in several ways
+    ("1" and "1.0", "0" and "00"), its spellings are one class, spelled as the number ("1"), in place, with one
+    warning each. They were two classes (a 4-class head from a 2-class file). A number written one way keeps its
+    spelling ("01" stays "01"); numbers with a fraction are left as written."""
+    labels = [example["label"] for example in examples]
+    if not all(_DECIMAL.fullmatch(label) for label in labels):
         return  # not all numbers: names, compared as written (`warn_of_labels_alike`)
-    if not all(math.isfinite(value) for value in values):
-        return
-    spelled: dict[str, dict[str, list]] = {}  # the number's spelling -> the file's spellings -> their examples
-    for example, value in zip(examples, values):
-        number = str(int(value)) if value.is_integer() else repr(value)
-        spelled.setdefault(number, {}).setdefault(example["label"], []).append(example)
-        example["label"] = number
+    spelled: dict[int, dict[str, list]] = {}  # a whole number -> the file's spellings of it -> their examples
+    for example in examples:
+        value = Decimal(example["label"])
+        if value == value.to_integral_value():
+            spelled.setdefault(int(value), {}).setdefault(example["label"], []).append(example)
     for number, spellings in spelled.items():
-        if len(spellings) > 1:
-            said = ", ".join(f"{label!r} ({len(found)} example{'s' * (len(found) != 1)}, first at {found[0].where()})"
-                             for label, found in spellings.items())
-            logger.warning("%s: the labels %s are one number: read as the class %r", path, said, number)
-        elif number not in spellings:
-            logger.info("%s: the label %r read as the class %r (labels that are numbers are classes by value)", path,
-                        next(iter(spellings)), number)
+        if len(spellings) < 2:
+            continue
+        said = ", ".join(f"{label!r} ({len(found)} example{'s' * (len(found) != 1)}, first at {found[0].where()})"
+                         for label, found in spellings.items())
+        logger.warning("%s: the labels %s are one number: read as the class %r", path, said, str(number))
+        for found in spellings.values():
+            for example in found:
+                example["label"] = str(number)
 
 
 def is_regression(labels: list[str], problem_type: str | None) -> bool:

@@ -3,14 +3,14 @@
 Words, SQuAD's official rule: lower case, ASCII punctuation and the articles "a", "an", "the" dropped, runs of white
 space made one space; F1 of the bags of words.
 
-Characters, the rule of CMRC 2018's evaluation script (`cmrc2018_evaluate.py`) for text written without spaces
-between words: lower case; the marks of its list (`CMRC_DROPPED`: Chinese punctuation and a few ASCII symbols) are
-dropped; each Chinese character (U+4E00 to U+9FA5) is a unit of its own, and the other text between them is cut into
-words as its NLTK tokenizer does (here without NLTK: a number keeps its "." and ",", as in "3.5" or "1,000"; another
-mark, "." and "," included, is a unit of its own). Exact match compares the answers' text with the marks dropped
-(spaces count); F1 takes the longest run of units both share (precision over the predicted units, recall over the
-gold ones). So "深圳市" scores F1 0.5 against "广东省深圳市龙岗区", where words give 0 (neither has a space), "北京。"
-matches "北京", and "3" scores 0 against "3.5", as in the official script.
+Characters, the rule of CMRC 2018's evaluation script (`cmrc2018_evaluate.py`) for text written without spaces between
+words: lower case; the marks of its list (`CMRC_DROPPED`: Chinese punctuation and a few ASCII symbols) are dropped; each
+Chinese character (U+4E00 to U+9FA5) is a unit of its own, and the other text between them is cut into words as its NLTK
+tokenizer does (here without NLTK, and close to it: a number keeps its "." and ",", as in "3.5" or "1,000", a word its
+inner dots; another mark, "." and "," included, is a unit of its own). Exact match compares the answers' text with the
+marks dropped (spaces count); F1 takes the longest run of units both share (precision over the predicted units, recall
+over the gold ones). So "深圳市" scores F1 0.5 against "广东省深圳市龙岗区", where words give 0 (neither has a
+space), "北京。" matches "北京", and "3" scores 0 against "3.5", as in the official script.
 
 A question is scored against its best-matching gold answer; an unanswerable question (SQuAD 2.0) has the one gold
 answer "", which only "" matches. `scoring_for` picks characters for data whose passages are mostly CJK characters.
@@ -62,9 +62,10 @@ def is_cjk(character: str) -> bool:
 # The marks CMRC 2018's script drops (its `sp_char`; its "……" is two characters and never matches one).
 CMRC_DROPPED = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
 _CMRC_CHINESE = re.compile("[\u4e00-\u9fa5]")
-# What NLTK's word_tokenize makes of the text between Chinese characters, for answers: numbers with their inner "."
-# and ",", words, and every other mark alone.
-_CMRC_WORD = re.compile(r"\d+(?:[.,]\d+)+|\w+|\S")
+# Close to what NLTK's word_tokenize makes of the text between Chinese characters, for answers: numbers with their
+# inner "." and "," ("3.5", "1,000"), words with inner dots ("U.S.", "www.example.com"), words, every other mark alone
+# (NLTK's "n't" and other English contractions are not followed).
+_CMRC_WORD = re.compile(r"\d+(?:[.,]\d+)+|\w+(?:\.\w+)+\.?|\w+|\S")
 
 
 def character_units(text: str) -> list[str]:

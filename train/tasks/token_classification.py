@@ -264,6 +264,9 @@ class TokenClassification(Task):
                     "each is cut to its first {room} words, the rest neither tagged nor scored")
         return dataset
 
+    def splits_test_text(self, test: tuple[str, list]) -> bool:
+        return test[0] == LINES  # CoNLL columns and JSON token lists give the words
+
     def evaluation_data_args(self, data_args):
         return whole_sentences(data_args)  # scored on every word, as --do_predict tags them
 
