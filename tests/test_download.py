@@ -444,3 +444,21 @@ def test_sigint_during_the_download_keeps_the_bytes_for_the_next_run(server, tmp
     files = download.fetch_published("original", cache, server.base)
     assert server.gets(server.weights_path)[-1] == "bytes=60000-"
     assert files["weights"].read_bytes() == server.files[server.weights_path] and not partial.exists()
+
+
+def test_a_bug_in_a_request_is_a_traceback_not_a_download_error(tmp_path, monkeypatch):
+    """Only the network's and the server's failures are told as a download error (issue 67, item 3): a TypeError
+    out of a request is the project's bug, and goes on with its traceback."""
+    from elmo_hf.tools.conversion import download
+
+    def attempt(*args, **kwargs):
+        raise TypeError("a bug in the request code")
+
+    monkeypatch.setattr(download, "_attempt", attempt)
+    monkeypatch.setattr(download.constants, "is_offline_mode", lambda: False)
+    with pytest.raises(TypeError, match="a bug in the request code"):
+        download._fetch("http://127.0.0.1:9/weights.hdf5", tmp_path / "weights.hdf5.incomplete")
+    monkeypatch.setattr(download, "_attempt", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("reset")))
+    monkeypatch.setattr(download, "MAX_STALLED_ATTEMPTS", 1)
+    with pytest.raises(download.DownloadError, match="cannot download .*: reset"):
+        download._fetch("http://127.0.0.1:9/weights.hdf5", tmp_path / "weights.hdf5.incomplete")

@@ -515,6 +515,7 @@ def fine_tuned_classifier(tmp_path_factory):
     return folder / "model"
 
 
+@pytest.mark.slow
 def test_a_default_run_shows_transformers_bar_and_a_loss_line(tmp_path):
     """Fine-tuning was silent for minutes: the commands set transformers' logging to errors, which also hid Trainer's
     bar, and its loss line came every 500 steps (issue 68, case 9)."""

@@ -199,6 +199,7 @@ def test_examples_cut_at_max_seq_length_are_said_in_one_warning(tmp_path):
             f"words (the longest, {train} line 2, has 20 words)") in stderr, stderr[-3000:]
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 def test_a_tagger_is_scored_on_every_word_of_a_validation_sentence_training_would_cut(tmp_path):
     """A validation sentence longer than --max_seq_length was scored on its first words only (eval_f1 over 3 of its
     6 entities) while --do_predict tagged it whole (issue 68, case 6): both read it whole now; training still cuts,
@@ -296,6 +297,7 @@ def test_an_encoding_hint_names_what_the_bytes_are(tmp_path, case, data, says):
     assert says in result.stderr.splitlines()[-1] and folder_state(tmp_path) == before, result.stderr[-3000:]
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 @pytest.mark.parametrize("text", ["label\ttext\n1\tthe bank\n0\tthe river\n", "label\ttext\n1\t北京\n0\t上海\n"])
 def test_a_utf_16_training_file_is_told_as_utf_16_not_as_a_chinese_encoding(tmp_path, text):
     """Notepad's "Unicode" (UTF-16 with its byte-order mark) got the hint naming gb18030 and big5, which do not
@@ -307,6 +309,7 @@ def test_a_utf_16_training_file_is_told_as_utf_16_not_as_a_chinese_encoding(tmp_
             f"to UTF-8 first, for example: iconv -f utf-16 -t utf-8 {train} > {train}.utf8")
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 def test_big5_given_as_gb18030_is_refused_naming_big5_and_the_hint_trains(tmp_path):
     """Big5 decodes as gb18030 without an error, into rare characters, and trained on them (issue 68, case 20): the
     start of a file in a legacy CJK encoding must read as text in it when another encoding reads it so."""
@@ -358,6 +361,7 @@ def test_each_file_of_a_run_has_its_own_encoding(tmp_path):
     assert [line.split(" ")[0] for line in written if line] == list("鲁迅在北京")
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 def test_files_of_one_encoding_get_one_hint_that_reads_them_all(tmp_path):
     """A GBK training and validation file: the hint named --train_encoding, and the rerun was refused for the
     validation file with --validation_encoding (two reruns, issue 68, case 20). Where the encoding the hint names
@@ -440,6 +444,7 @@ def test_the_layout_of_a_test_file_is_told_from_the_words_and_tags(tmp_path, tex
     assert f"read as {layout}" in caplog.text
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 def test_an_msra_file_with_a_full_width_space_line_is_still_columns_and_the_line_refused(tmp_path):
     """One `\u3000 O` line (the MSRA files have them) made the columns look uneven: every `字 TAG` line of the test
     file was read as a sentence of two words, the tag tagged as a word (issue 68, case 17). The layout is told from
@@ -460,6 +465,7 @@ def test_an_msra_file_with_a_full_width_space_line_is_still_columns_and_the_line
     assert status == 0 and f"--test_file {cleaned}: read as CoNLL columns" in stderr, stderr[-3000:]
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 def test_predicting_with_another_word_split_than_the_head_learned_is_warned_of(tmp_path):
     """A tagger of characters given --word_split jieba at prediction tagged units it never saw without a word (issue
     68, case 19); refused only when training. Any split other than the saved one is said at prediction."""
@@ -529,6 +535,7 @@ def test_a_v2_file_and_the_option_read_questions_without_answers_as_unanswerable
     assert read_squad_file(v1, answers_needed=False)[0]["id"] == "q1"  # a file to predict needs no answers
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 def test_qa_answers_inside_a_word_and_unanswerable_questions_a_head_never_learned_are_warned_of(tmp_path):
     """"1990" in "1990s" was widened to the whole word without a word, and a head trained without unanswerable
     questions scored a validation file with them at EM 0 on them without a word (issue 68, case 7)."""
@@ -676,6 +683,7 @@ def test_labels_that_differ_only_in_case_or_spaces_are_warned_of_with_their_coun
     assert "'neg' (" not in stderr
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 @pytest.mark.parametrize("name, text", [
     ("train.tsv", "label\ttext\n1\tgood film\n0\tbad film\n1.0\tfine film\n0.0\tawful one\n1\tnice one\n"),
     ("train.jsonl", "".join(json.dumps({"text": text, "label": label}) + "\n" for text, label in [
@@ -694,6 +702,7 @@ def test_labels_that_are_one_number_are_one_class(tmp_path, name, text):
             "number") in stderr
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 def test_numbers_written_one_way_keep_their_spelling_and_a_head_of_scores_is_not_continued_on_classes(tmp_path):
     from elmo_hf.train.tasks.common_data import example_at
     from elmo_hf.train.tasks.sequence_classification import one_spelling_per_number
@@ -713,6 +722,7 @@ def test_numbers_written_one_way_keep_their_spelling_and_a_head_of_scores_is_not
             "(labels): fine-tune the biLM folder it was made from")
 
 
+@pytest.mark.slow  # commands on the tiny model: make test, not the inner loop
 def test_a_validation_label_that_differs_only_in_case_is_refused_saying_so(tmp_path):
     train = write(tmp_path, "train.tsv", "label\ttext\nVery Positive\tgood film\nnegative\tbad film\n")
     dev = write(tmp_path, "dev.tsv", "label\ttext\nvery positive\tgood film\n")

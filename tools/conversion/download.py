@@ -239,6 +239,15 @@ class _Interrupted(Exception):
     """The body ended before the size the server announced (the connection was closed early)."""
 
 
+def _is_client_error(error: BaseException) -> bool:
+    """What a request through huggingface_hub's session raises when the network or the server fails: OSError (the
+    socket, the file being written), a body cut short, and its HTTP client's errors (httpx's `HTTPError`, requests'
+    `RequestException`), matched by name as the client changes with huggingface_hub (requests, httpx, httpx2).
+    Anything else out of a request is a bug, reported with its traceback."""
+    return isinstance(error, (OSError, _Interrupted)) or any(
+        cls.__name__ in ("HTTPError", "RequestException") for cls in type(error).__mro__)
+
+
 def _is_connect_error(error: BaseException) -> bool:
     """No connection at all: the host name does not resolve (offline, a typo) or nothing listens on the port.
     Waiting a second does not change that, so it is reported at once instead of retried."""
@@ -283,7 +292,9 @@ def _fetch(url: str, partial: Path) -> None:
                 return
             except (DownloadError, Interrupted):
                 raise
-            except Exception as error:  # noqa: BLE001 - sorted here: only transport errors are retried
+            except Exception as error:  # noqa: BLE001 - sorted here: a bug goes on, only transport errors are retried
+                if not _is_client_error(error):
+                    raise
                 done = partial.stat().st_size if partial.is_file() else 0
                 kept = f"; {done:,} bytes kept, the next run resumes" if done else ""
                 if _is_connect_error(error):
