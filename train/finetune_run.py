@@ -49,7 +49,7 @@ from .finetune_arguments import (
 from .loss_lines_callback import LossLinesCallback
 from .relabel_head import relabel_head
 from .tasks import TASKS, FineTuningTask, Task, module_name, task_parts
-from .tasks.common_data import limit, read_input_file
+from .tasks.common_data import folded_label, limit, read_input_file
 from .tasks.common_predict import read_test_file, write_predictions
 from .time_budget import parse_duration
 
@@ -730,10 +730,6 @@ def file_encodings(command_args, data_args, predicting: bool) -> dict[str, tuple
     return encodings
 
 
-def _folded(label) -> str:
-    return " ".join(str(label).split()).casefold()
-
-
 def check_known_labels(examples: list, parts: Task, label2id: dict, what: str, data_args,
                        training: bool) -> None:
     """The labels (`what`: "labels", "tags") of the validation file must be among the model's, which a new head
@@ -745,7 +741,7 @@ def check_known_labels(examples: list, parts: Task, label2id: dict, what: str, d
         where = example.where() if hasattr(example, "where") else f"example {examples.index(example) + 1}"
         others = sorted({label for e in examples for label in parts.labels_of(e)} - set(label2id) - {unknown[0]})
         found = f"the {what[:-1]} {unknown[0]!r}" + (f" (and {len(others)} more: {others[:5]})" if others else "")
-        alike = [label for label in label2id if _folded(label) == _folded(unknown[0])]
+        alike = [label for label in label2id if folded_label(label) == folded_label(unknown[0])]
         if alike:
             found += f" (the head's {alike[0]!r} differs from it only in case or spaces: write them alike)"
         if training:

@@ -36,7 +36,7 @@ def choose_word_split(args, train_files: list[str], is_main: bool) -> None:
     if args.word_split is not None:
         return
     args.word_split = "whitespace"
-    non_space = cjk = pieces = cjk_in_pieces = 0
+    non_space = cjk = pieces = 0  # non-space characters, CJK characters, space-separated pieces holding some
     lines = (example["text"] for example in read_sentences(train_files, encoding=args.encoding))
     for text in itertools.islice(lines, WORD_SPLIT_SAMPLE_LINES):
         non_space += sum(not c.isspace() for c in text)
@@ -44,8 +44,7 @@ def choose_word_split(args, train_files: list[str], is_main: bool) -> None:
             found = len(CJK_CHARACTER.findall(piece))
             cjk += found
             pieces += bool(found)
-            cjk_in_pieces += found
-    if cjk >= CJK_SHARE * non_space and cjk_in_pieces > SEGMENTED_CJK_PER_PIECE * pieces:
+    if cjk >= CJK_SHARE * non_space and cjk > SEGMENTED_CJK_PER_PIECE * pieces:
         args.word_split = "punctuation"
         if is_main:
             logger.info("--word_split punctuation: %.0f%% of the characters of the corpus's first lines are CJK, "

@@ -50,7 +50,7 @@ class TimeBudgetCallback(TrainerCallback, ExportableState):
             self._stop(state, control)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self._agreed(self.spent() >= self.seconds):
+        if any_process(self.spent() >= self.seconds):  # one process out of time stops all of them
             self._stop(state, control)
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -62,11 +62,6 @@ class TimeBudgetCallback(TrainerCallback, ExportableState):
                         format_duration(self.seconds), state.global_step)
         control.should_training_stop = True
         control.should_save = state.global_step > 0  # the step reached, to resume from
-
-    @staticmethod
-    def _agreed(spent: bool) -> bool:
-        """One process out of time stops all of them: their clocks differ, their steps must not."""
-        return any_process(spent)
 
 
 def any_process(flag: bool) -> bool:

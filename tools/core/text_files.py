@@ -256,7 +256,7 @@ def check_cjk_reading(path: str | Path, encoding: str, option: str) -> None:
     text = sample.decode(encoding, errors="replace")
     if plausibility(text, family) >= UNLIKELY:
         return
-    readings = guess_encodings(path, exclude=family)
+    readings = guess_encodings(path, exclude=family, sample=sample)
     if len(readings) == 1 and readings[0].plausibility >= SURE:
         raise MisreadCJK(path, encoding, option, text, readings[0])
 

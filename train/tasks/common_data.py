@@ -522,6 +522,12 @@ def looks_like_conll(lines: list[str]) -> bool:
     return len(counts) == 1 and any(not line.strip() for line in lines[:-1])
 
 
+def folded_label(label) -> str:
+    """A label as its spellings that differ only in case or spaces have it alike ("Very  Positive" -> "very
+    positive"): what the warnings and refusals about such labels compare."""
+    return " ".join(str(label).split()).casefold()
+
+
 def label_list(labels: Iterable[str]) -> list[str]:
     """Sorted distinct labels: numerically when they all are integers (SST-2's "0", "1"), else as strings."""
     distinct = set(labels)

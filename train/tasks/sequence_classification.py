@@ -31,6 +31,7 @@ from . import FineTuningTask, Task
 from .common_data import (
     PAIR_COLUMNS,
     accuracy,
+    folded_label,
     label_list,
     pearson,
     read_classification_file,
@@ -105,14 +106,17 @@ def warn_of_labels_alike(examples: list[dict], path: str) -> None:
     counts and first lines: each is a class of its own, which is rarely meant."""
     spelled: dict[str, dict[str, list]] = {}  # the label folded -> its spellings -> their examples
     for example in examples:
-        label = example["label"]
-        spelled.setdefault(" ".join(label.split()).casefold(), {}).setdefault(label, []).append(example)
+        spelled.setdefault(folded_label(example["label"]), {}).setdefault(example["label"], []).append(example)
     for spellings in spelled.values():
         if len(spellings) > 1:
-            said = ", ".join(f"{label!r} ({len(found)} example{'s' * (len(found) != 1)}, first at {found[0].where()})"
-                             for label, found in spellings.items())
             logger.warning("%s: the labels %s differ only in case or spaces: they are trained as %d classes; write "
-                           "them alike if they are one", path, said, len(spellings))
+                           "them alike if they are one", path, _spellings_said(spellings), len(spellings))
+
+
+def _spellings_said(spellings: dict[str, list]) -> str:
+    """The spellings of one label, each with its count of examples and the first one's place, for a warning."""
+    return ", ".join(f"{label!r} ({len(found)} example{'s' * (len(found) != 1)}, first at {found[0].where()})"
+                     for label, found in spellings.items())
 
 
 _DECIMAL = re.compile(r"[+-]?\d+(?:\.\d+)?")
@@ -134,9 +138,8 @@ def one_spelling_per_number(examples: list[dict], path: str) -> None:
     for number, spellings in spelled.items():
         if len(spellings) < 2:
             continue
-        said = ", ".join(f"{label!r} ({len(found)} example{'s' * (len(found) != 1)}, first at {found[0].where()})"
-                         for label, found in spellings.items())
-        logger.warning("%s: the labels %s are one number: read as the class %r", path, said, str(number))
+        logger.warning("%s: the labels %s are one number: read as the class %r", path, _spellings_said(spellings),
+                       str(number))
         for found in spellings.values():
             for example in found:
                 example["label"] = str(number)

@@ -68,13 +68,15 @@ _CMRC_CHINESE = re.compile("[\u4e00-\u9fa5]")
 _CMRC_WORD = re.compile(r"\d+(?:[.,]\d+)+|\w+(?:\.\w+)+\.?|\w+|\S")
 
 
+def _without_marks(text: str) -> str:
+    return "".join(character for character in text.lower().strip() if character not in CMRC_DROPPED)
+
+
 def character_units(text: str) -> list[str]:
     """The units of CMRC 2018's F1 (module docstring): each Chinese character alone, other text in words; the
     script's marks dropped."""
     units, run = [], ""
-    for character in text.lower().strip():
-        if character in CMRC_DROPPED:
-            continue
+    for character in _without_marks(text):  # a mark dropped does not end the word around it, as in the script
         if _CMRC_CHINESE.match(character):
             units += _CMRC_WORD.findall(run)
             run = ""
@@ -82,10 +84,6 @@ def character_units(text: str) -> list[str]:
         else:
             run += character
     return units + _CMRC_WORD.findall(run)
-
-
-def _without_marks(text: str) -> str:
-    return "".join(character for character in text.lower().strip() if character not in CMRC_DROPPED)
 
 
 def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
