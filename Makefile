@@ -51,10 +51,13 @@ $(TORCH_STAMP): constraints.txt | $(BIN)/python
 # allennlp 2.10.1, the anchor of tests/test_allennlp_parity.py and benchmarks/bench_speed.py --sections anchor.
 # Its own requirements (torch < 1.13, spaCy, ...) would replace this stack: installed without them, and run
 # through benchmarks/allennlp_anchor.py, which loads only its ELMo files. A test-only reference: where it cannot be
-# installed, set-up goes on and those tests skip, saying so.
+# installed, set-up goes on and those tests skip, saying so. allennlp-models 2.10.1 likewise, without its
+# requirements: tests/test_coreference.py compares the coreference scores with its `ConllCorefScores`.
 anchors:
 	$(PIP_INSTALL) --no-deps allennlp==2.10.1 || \
 		echo "allennlp 2.10.1 (a test anchor) was not installed: tests/test_allennlp_parity.py will skip"
+	$(PIP_INSTALL) --no-deps allennlp-models==2.10.1 || \
+		echo "allennlp-models 2.10.1 (the coreference scorer's anchor) was not installed: its test in tests/test_coreference.py will skip"
 
 # Chromium and its driver from the system's packages, for the browser test of tests/test_app.py (Selenium drives
 # them). Installed with apt-get where /usr/bin/chromium is missing: as root, else through sudo -n (never a password

@@ -96,6 +96,9 @@ ELMO_CLASSES = (
     # no transformers Auto class for semantic role labelling: loaded by `load_elmo(task=...)` or by its `auto_map` key
     ElmoClass(None, "modeling_elmo_srl.ElmoForSemanticRoleLabeling", "semantic-role-labeling",
               "semantic role labelling (BIO argument tags of a marked predicate)"),
+    # nor for coreference resolution
+    ElmoClass(None, "modeling_elmo_coref.ElmoForCoreference", "coreference",
+              "coreference resolution (clusters of mentions, Lee et al. 2017's span ranking)"),
 )
 
 
@@ -191,6 +194,10 @@ def _flag(value) -> str | None:
 
 def _probability(value) -> str | None:
     return None if _is_number(value) and 0.0 <= value < 1.0 else "must be in [0, 1)"
+
+
+def _positive_number(value) -> str | None:
+    return None if _is_number(value) and value > 0 else "must be a positive number"
 
 
 def _clip(value) -> str | None:
@@ -434,6 +441,13 @@ class ElmoConfig(PretrainedConfig):
             sentence of a pair on its own, each is pooled as a single sentence is (`classifier_pooling`), and the
             two vectors u, v are combined before the classifier: `"concat_diff_product"` gives `[u; v; |u - v|;
             u * v]` (InferSent, ESIM's enhancement), `"concat"` gives `[u; v]`. None (default): single sentences.
+        coref_max_span_width (`int`): `ElmoForCoreference` considers every span of up to this many words (Lee et
+            al. 2017: 10).
+        coref_spans_per_word (`float`): the spans of a document kept after the mention scores, per word (0.4).
+        coref_max_antecedents (`int`): the nearest kept spans before each kept span that it is scored against
+            (250 in Lee et al. 2017; 50 at CPU scale).
+        coref_ffnn_size (`int`): width of the two hidden layers of the mention and antecedent scorers (150).
+        coref_feature_size (`int`): width of the span-width and distance embeddings (20).
     """
 
     model_type = "elmo"
@@ -484,6 +498,12 @@ class ElmoConfig(PretrainedConfig):
     head_hidden_size: Annotated[int | None, _optional(_integer(1))] = None  # None: projection_dim
     # None: single sentences
     pair_combination: Annotated[str | None, _optional(_one_of(CHOICES["pair_combination"]))] = None
+    # ----- the coreference head (`ElmoForCoreference`) -----
+    coref_max_span_width: Annotated[int, _integer(1)] = 10
+    coref_spans_per_word: Annotated[float, _positive_number] = 0.4
+    coref_max_antecedents: Annotated[int, _integer(1)] = 50
+    coref_ffnn_size: Annotated[int, _integer(1)] = 150
+    coref_feature_size: Annotated[int, _integer(1)] = 20
 
     def __post_init__(self, **kwargs):
         # transformers >= 5.6 makes this class a dataclass of the fields above; on 4.46 - 4.x, where it does not,

@@ -412,10 +412,10 @@ class ElmoPreTrainedModel(ElmoPushToHubMixin, PreTrainedModel):
     # A pretraining folder opens as the feature model or a task model: its softmax is simply not used.
     _keys_to_ignore_on_load_unexpected = [r"^softmax\."]
     # What a class reads and learns from, for the code that handles every Elmo class alike (transformers' common tests,
-    # tests/test_transformers_common.py) without naming one: `input_layout` "tokens" (input_ids [batch, tokens,
-    # characters]), "choices" ([batch, choices, tokens, characters]), "question-passage" (token_type_ids 1 on the
-    # passage) or "predicate" (predicate_mask 1 at the predicate); `label_layout` None (no `labels`), "sentence" (a
-    # label id per row), "token" (a label id per token), "choice" (the right choice's index) or "vocabulary" (word ids).
+    # tests/test_transformers_common.py) without naming one: `input_layout` "tokens" ([batch, tokens, characters]),
+    # "choices" or "sentences" ([batch, choices or sentences, tokens, characters]), "question-passage" or "predicate"
+    # (token_type_ids, predicate_mask); `label_layout` None (no `labels`), "sentence" (an id per row), "token" (an id
+    # per token), "choice" (an index), "vocabulary" (word ids) or "mentions" ([batch, mentions, first/last/cluster]).
     input_layout = "tokens"
     label_layout = None
 

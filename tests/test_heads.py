@@ -422,8 +422,9 @@ def test_every_class_says_what_it_reads_learns_from_and_exports():
 
     for row in ELMO_CLASSES:
         model_class = getattr(modeling_elmo, row.path.rsplit(".", 1)[1])
-        assert model_class.input_layout in ("tokens", "choices", "question-passage", "predicate"), row.path
-        assert model_class.label_layout in (None, "sentence", "token", "choice", "vocabulary"), row.path
+        assert model_class.input_layout in ("tokens", "choices", "question-passage", "predicate", "sentences"), \
+            row.path
+        assert model_class.label_layout in (None, "sentence", "token", "choice", "vocabulary", "mentions"), row.path
         if row.task:
             assert model_class.onnx_logits in (None, "sentence", "token"), row.path
     choices = modeling_elmo.ElmoForMultipleChoice(head_config())

@@ -90,7 +90,8 @@ class ElmoCommonTest(modeling_common.ModelTesterMixin, unittest.TestCase):
     def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
         inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
         layout = model_class.input_layout  # what the class reads and learns from: it says so itself
-        if layout == "choices":  # as the mixin expands its own multiple-choice inputs
+        if layout in ("choices", "sentences"):  # as the mixin expands its own multiple-choice inputs; a document of
+            # two sentences for the coreference head
             inputs_dict = {key: value.unsqueeze(1).expand(-1, 2, *value.shape[1:]).contiguous()
                            if isinstance(value, torch.Tensor) and value.ndim > 1 else value
                            for key, value in inputs_dict.items()}
@@ -109,6 +110,12 @@ class ElmoCommonTest(modeling_common.ModelTesterMixin, unittest.TestCase):
             # transformers adds labels for the classes of its own name tables, which registered models are not in
             batch, steps = self.model_tester.batch_size, inputs_dict["input_ids"].shape[-2]
             generator = torch.Generator().manual_seed(0)  # the same labels at every call: tests compare two runs
+            if model_class.label_layout == "mentions":  # gold mentions (first word, last word, cluster) of every
+                # document: its first word with the first word of its second sentence, and its second word alone
+                words = int(mask[-1].sum())  # the shortest document's words: its sentence twice
+                labels = torch.tensor([[0, 0, 1], [words // 2, words // 2, 1], [1, 1, 2]]).expand(batch, -1, -1)
+                inputs_dict["labels"] = labels.contiguous().to(inputs_dict["input_ids"].device)
+                return inputs_dict
             high, shape = {
                 "vocabulary": (self.model_tester.vocab_size, (batch, steps)),
                 "sentence": (self.model_tester.num_labels, (batch,)),

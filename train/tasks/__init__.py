@@ -27,9 +27,8 @@ from .base import Task
 
 # Modules of this folder that are no task: the base class, what every task shares (`common_*`: readers and metrics,
 # collators, predictions) and what one task reads with (SQuAD's files and scores, a tagger's test files).
-NOT_TASKS = frozenset({"base", "common_data", "common_collators", "common_predict", "squad_data", "squad_metrics",
-                       "table_header",
-                       "tagging_inputs"})
+NOT_TASKS = frozenset({"base", "common_data", "common_collators", "common_predict", "coreference_data",
+                       "coreference_metrics", "squad_data", "squad_metrics", "table_header", "tagging_inputs"})
 
 @dataclass(frozen=True)
 class FineTuningTask:
