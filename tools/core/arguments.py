@@ -233,8 +233,8 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
 def check_fields(options) -> None:
     """Holds a dataclass made in Python to its fields' converters and choices (`OptionSpec.checked`), as the command
     line and the options file are: a `__post_init__` calls it. A `ValueError` in one line."""
-    for spec in option_specs(type(options)):
-        setattr(options, spec.name, spec.checked(getattr(options, spec.name)))
+    for spec in option_specs(type(options)):  # object's setattr: a frozen dataclass's __post_init__ calls it too
+        object.__setattr__(options, spec.name, spec.checked(getattr(options, spec.name)))
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type, title: str | None = None) -> None:
