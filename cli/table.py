@@ -22,8 +22,9 @@ from collections.abc import Callable, Sequence
 
 from elmo_hf.tools.core import early_checks
 from elmo_hf.tools.core.arguments import parse_options
-from elmo_hf.tools.core.command_options import AnalyzeOptions, AppOptions, ConvertOptions, EmbedOptions
+from elmo_hf.tools.core.command_options import AnalyzeOptions, AppOptions, ConvertOptions
 from elmo_hf.tools.core.export_options import ExportOptions
+from elmo_hf.tools.embedding.embed_plan import EmbedOptions, check_options
 from elmo_hf.train.demo_args import DemoArguments
 from elmo_hf.train.finetune_arguments import parse_finetune
 from elmo_hf.train.pretrain_args import PretrainArguments
@@ -52,6 +53,11 @@ def _finetune(argv: Sequence[str]):
     return parse_finetune(argv[0], argv[1:])
 
 
+def _embed_checks(options: EmbedOptions) -> None:
+    check_options(options)  # the options taken together: --batch_tokens against --max_tokens, Ray's ...
+    early_checks.check_embed_paths(options)
+
+
 def _finetune_checks(options) -> None:
     for option in ("train_file", "validation_file", "test_file"):
         early_checks.check_input_file(getattr(options.data, option, None), option)
@@ -70,7 +76,7 @@ def _task_command(task: str) -> Command:
 COMMANDS: dict[str, Command] = {row.name: row for row in (
     Command("elmo-embed", parse=_parser(EmbedOptions, "elmo-embed"), run="elmo_hf.tools.embedding.embed:run",
             logger="elmo-embed",
-            checks=early_checks.check_embed_paths, help="ELMo vectors of every line of a corpus"),
+            checks=_embed_checks, help="ELMo vectors of every line of a corpus"),
     Command("elmo-analyze", parse=_parser(AnalyzeOptions, "elmo-analyze"), run="elmo_hf.tools.analysis:run",
             logger="elmo-analyze", checks=early_checks.check_analyze_paths, help="how contextual each layer is"),
     Command("elmo-convert", parse=_parser(ConvertOptions, "elmo-convert"), run="elmo_hf.tools.conversion.convert:run",

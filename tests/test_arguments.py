@@ -4,13 +4,15 @@ check, a duration's) or a field's choices hold wherever the value comes from."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 
 from elmo_hf.tools.core.arguments import UsageError, option_specs, parse_options
-from elmo_hf.tools.core.command_options import AnalyzeOptions, AppOptions, ConvertOptions, EmbedOptions
+from elmo_hf.tools.core.command_options import AnalyzeOptions, AppOptions, ConvertOptions
 from elmo_hf.tools.core.export_options import ExportOptions
+from elmo_hf.tools.embedding.embed_plan import EmbedOptions
 from elmo_hf.train.demo_args import DemoArguments
 from elmo_hf.train.finetune_arguments import (
     COMMON_TRAINING_OPTIONS,
@@ -93,6 +95,47 @@ def test_a_fields_converter_holds_wherever_its_value_comes_from(classes, name, g
         parse_options(list(classes), [str(tmp_path / "bad.json")], known_only=len(classes) > 1)
     with pytest.raises(ValueError, match=f"^--{name}: {says}"):
         cls(**{key: value for key, value in values.items() if key in cls.__dataclass_fields__}, **{name: bad})
+
+
+# Every count a command refuses when it is parsed (`at_least`): the least value it takes, per field.
+COUNTS = [(classes, spec.name, spec.converter) for classes in COMMAND_CLASSES for cls in classes
+          for spec in option_specs(cls) if spec.item_type is int and getattr(spec.converter, "checks_values", False)]
+
+
+@pytest.mark.parametrize("classes, name, converter", COUNTS, ids=[f"{c[-1].__name__}-{n}" for c, n, _ in COUNTS])
+def test_a_count_below_its_least_value_is_refused_as_the_options_are_parsed(classes, name, converter, tmp_path):
+    """A whole number of `at_least(n)` (--max_seq_length, --predicate_column, --doc_stride ...) takes n on the
+    command line and in an options file, and refuses n - 1 in both, and a fraction in the file, in one line naming
+    the option: SRL's --predicate_column 0 was refused as a --train_file error, --max_seq_length after the model had
+    loaded."""
+    least = next(n for n in range(-1, 10) if _accepts(converter, n))
+    values = _required(classes)
+    on_the_line, in_the_file = _both(classes, {**values, name: str(least)}, tmp_path)
+    assert on_the_line == in_the_file
+    assert any(getattr(part, name, None) == least for part in on_the_line)
+    with pytest.raises(UsageError, match=f"^--{name}: must be .*, got {least - 1}$"):
+        parse_options(list(classes), _argv({**values, name: str(least - 1)}, classes), known_only=len(classes) > 1)
+    for bad, says in ((least - 1, f"must be .*, got {least - 1}"), (least + 0.5, "a value of another type: ")):
+        (tmp_path / "bad.json").write_text(json.dumps({**values, name: bad}))
+        with pytest.raises(ValueError, match=f"bad.json: {name}: .*{says}"):
+            parse_options(list(classes), [str(tmp_path / "bad.json")], known_only=len(classes) > 1)
+
+
+def _accepts(converter, value) -> bool:
+    try:
+        converter(value)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
+def test_every_count_of_the_fine_tuning_data_options_has_its_least_value():
+    """The counts of every task's data options are checked when parsed: a new task's dataclass cannot forget one."""
+    counts = {name for _, name, _ in COUNTS}
+    for row in TASKS.values():
+        for spec in option_specs(row.data_options):
+            if spec.item_type is int:
+                assert spec.name in counts, f"{row.name}: --{spec.name} has no least value (at_least)"
 
 
 def test_max_train_time_is_one_field_in_every_training_command():

@@ -9,7 +9,8 @@ import pytest
 from elmo_hf.tools.core import backend_registry
 from elmo_hf.tools.core.arguments import UsageError, parse_options
 from elmo_hf.tools.core.backend_registry import AUTO, BACKENDS, DEFAULT, backend_row
-from elmo_hf.tools.core.command_options import EMBED_DTYPES, AppOptions, EmbedOptions
+from elmo_hf.tools.core.command_options import AppOptions
+from elmo_hf.tools.embedding.embed_plan import EMBED_DTYPES, EmbedOptions
 
 ROWS = {row.name: row for row in BACKENDS}
 

@@ -62,13 +62,19 @@ def test_help_and_usage_errors_answer_without_loading_torch(tmp_path):
         # a missing input file or model folder: refused in the run's words before torch (it took 8 s after it)
         ("elmo-convert", ["--options_file", "missing.json", "--weight_file", "w.hdf5", "--output_dir", "o"], 2),
         ("elmo-export", ["./no-such-model"], 2),
+        # counts that cannot be (issue 67): refused as a --train_file error, or after the model had loaded
+        ("elmo-finetune", ["semantic-role-labeling", "--model", "tiny", "--train_file", "a.txt", "--output_dir", "o",
+                           "--predicate_column", "0"], 2),
+        ("elmo-finetune-qa", ["--model", "tiny", "--train_file", "a.json", "--output_dir", "o", "--max_seq_length",
+                              "2"], 2),
     ]
     said = "".join(_fresh(f"for name, argv, expected in {calls!r}:\n    assert run(name, argv) == expected, "
                           "(name, argv)", tmp_path))
     assert all(option in said for option in HELP_SHOWS.values()), said
     assert "options file missing.json does not exist" in said and "model ./no-such-model not found" in said, said
     for line in ("unrecognized arguments: --windw 3", "encoding 'utf-16'", "--port must be between 1 and 65535",
-                 "--softmax: invalid choice: 'huge'", "unknown task 'no-such-task'"):
+                 "--softmax: invalid choice: 'huge'", "unknown task 'no-such-task'",
+                 "--predicate_column: must be a positive integer, got 0", "--max_seq_length: must be 3 or more, got 2"):
         assert line in said
 
 

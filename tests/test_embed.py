@@ -36,9 +36,9 @@ from tolerances import REORDERED, assert_close
 from elmo_hf.modeling_elmo import ElmoModel
 from elmo_hf.tokenization import ElmoTokenizer, split_words
 from elmo_hf.tools.core.arguments import parse_options
-from elmo_hf.tools.core.command_options import EmbedOptions
 from elmo_hf.tools.embedding import embed as embed_module
 from elmo_hf.tools.embedding.embed_io import done_windows
+from elmo_hf.tools.embedding.embed_plan import EmbedOptions
 
 SENTENCES = [
     "The cat sat on the mat .",
@@ -879,4 +879,4 @@ def test_max_lines_reads_no_further_and_threads_must_be_positive(model_dir, tmp_
         caplog.clear()
         assert cli("elmo-embed", [corpus, tmp_path / "t.hdf5", "--model", model_dir, "--quiet",
                                   "--threads", threads]) == 2
-        assert f"--threads must be a positive integer, got {threads}" in caplog.text
+        assert f"--threads: must be a positive integer, got {threads}" in caplog.text

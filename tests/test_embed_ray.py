@@ -100,7 +100,7 @@ def test_ray_options_are_checked_in_one_line(tiny_model_dir, tmp_path, caplog, m
     corpus = write_corpus(tmp_path / "in.txt", SENTENCES)
     out = tmp_path / "out.hdf5"
     cases = {
-        ("--engine", "ray", "--num_workers", "0"): "--num_workers must be a positive integer, got 0",
+        ("--engine", "ray", "--num_workers", "0"): "--num_workers: must be a positive integer, got 0",
         ("--num_workers", "2"): "--num_workers is an option of --engine ray",
         ("--ray_address", "auto"): "--ray_address is an option of --engine ray",
     }

@@ -312,14 +312,13 @@ EXEMPT = {
         "tokenization/word_splits_elmo.py: --<option>", "tools/analysis.py: --max_lines", "tools/analysis.py: "
         "--max_occurrences", "tools/analysis.py: --max_words", "tools/analysis.py: --min_count",
         "tools/core/command_options.py: --port", "tools/core/early_checks.py: --format",
-        "tools/embedding/embed_plan.py: --batch_tokens --max_tokens", "tools/embedding/embed_plan.py: --commit_seconds",
+        "tools/embedding/embed_plan.py: --batch_tokens --max_tokens",
         "tools/embedding/embed_plan.py: --engine", "tools/embedding/embed_plan.py: --<option> --engine",
-        "tools/embedding/embed_plan.py: --max_lines", "tools/embedding/embed_plan.py: --num_workers",
-        "tools/embedding/embed_plan.py: --token_cache_size", "train/finetune_run.py: --learning_rate",
+        "train/finetune_run.py: --learning_rate",
         "train/finetune_run.py: --max_steps --num_train_epochs", "train/lr_schedule.py: --lr_scheduler_type",
         "train/pretrain_args.py: --max_steps "
         "--num_train_epochs", "train/pretrain_args.py: --unroll_steps", "train/tasks/squad_metrics.py: --scoring",
-        "train/tasks/question_answering.py: --doc_stride", "train/tasks/sequence_classification.py: --problem_type",
+        "train/tasks/sequence_classification.py: --problem_type",
         "train/tasks/token_classification.py: --test_format",
         "train/time_budget.py: --<option>", "train/tasks/semantic_role_labeling.py: --predicate_column",
         "tools/export/onnx_export.py: --output", "tools/core/output_paths.py: --<option>",

@@ -178,14 +178,18 @@ def test_a_pair_head_trained_in_the_run_is_told_to_name_the_test_files_column_as
                       "text_pair, sentence2")
 
 
-@pytest.mark.parametrize("task, length, says", [
-    (CLASSIFY, 0, "--max_seq_length 0 leaves no room for words: <S> and </S> take 2 tokens; give at least 3"),
-    (CLASSIFY, 2, "--max_seq_length 2 leaves no room for words"),
-    (ANSWER, 6, "--max_seq_length 6 leaves no room for the passage beside question 'q1' (5 words, and 4 <S>/</S>): "
-                "give at least 42 (with --doc_stride 32)"),
-])
-def test_a_max_seq_length_without_room_for_words_is_one_line(tmp_path, task, length, says):
-    train = write(tmp_path, "train.tsv", SENTENCES) if task == CLASSIFY else squad_file(tmp_path)
+@pytest.mark.parametrize("task, data, length, says", [
+    # below the least any task runs with (<S>, a word, </S>): refused as the command line is parsed
+    (CLASSIFY, SENTENCES, 0, "--max_seq_length: must be 3 or more, got 0"),
+    (CLASSIFY, SENTENCES, 2, "--max_seq_length: must be 3 or more, got 2"),
+    # what the examples need besides: said once they are read
+    (CLASSIFY, PAIRS, 4, "--max_seq_length 4 leaves no room for words: <S> and </S> take 4 tokens (two of each for a "
+                         "pair); give at least 6"),
+    (ANSWER, None, 6, "--max_seq_length 6 leaves no room for the passage beside question 'q1' (5 words, and 4 "
+                      "<S>/</S>): give at least 42 (with --doc_stride 32)"),
+], ids=["0", "2", "pairs-4", "question-6"])
+def test_a_max_seq_length_without_room_for_words_is_one_line(tmp_path, task, data, length, says):
+    train = write(tmp_path, "train.tsv", data) if task == CLASSIFY else squad_file(tmp_path)
     refused(task, [*ONE_STEP, "--train_file", train, "--output_dir", tmp_path / "out", "--max_seq_length", length],
             tmp_path, says)
 

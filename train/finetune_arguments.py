@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elmo_hf.tools.core.arguments import check_fields, options_parser, parse_options
+from elmo_hf.tools.core.arguments import at_least, check_fields, options_parser, parse_options
 from elmo_hf.tools.core.command_options import encoding_option
 from elmo_hf.tools.core.config_choices import CHOICES, choices_text
 
@@ -76,11 +76,12 @@ class ModelArguments:
     scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 on the mix weights (0.001)."})
     representation_dropout: float | None = field(default=None, metadata={"help": "Dropout on the ELMo vectors (0.5)."})
     keep_sentence_boundaries: bool | None = field(default=None, metadata={"help": "Pool over <S>/</S> too."})
-    word_embedding_dim: int | None = field(
-        default=None, metadata={"help": "Concatenate a trainable hashed word embedding of this size (0 = none)."}
-    )
-    word_embedding_buckets: int | None = field(default=None, metadata={"help": "Rows of the hashed word embedding."})
-    head_hidden_size: int | None = field(default=None, metadata={"help": "Size of the head's biLSTM / attention."})
+    word_embedding_dim: int | None = field(default=None, metadata={
+        "help": "Concatenate a trainable hashed word embedding of this size (0 = none).", "type": at_least(0)})
+    word_embedding_buckets: int | None = field(default=None, metadata={
+        "help": "Rows of the hashed word embedding.", "type": at_least(1)})
+    head_hidden_size: int | None = field(default=None, metadata={
+        "help": "Size of the head's biLSTM / attention.", "type": at_least(1)})
     bilm_dropout: float | None = field(default=None, metadata={"help": "biLM dropout while fine-tuning it."})
     ignore_mismatched_sizes: bool = field(
         default=False, metadata={"help": "Re-initialise saved weights of other shapes than the model's. Not needed "

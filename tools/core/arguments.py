@@ -154,6 +154,8 @@ class OptionSpec:
                 value = plain(value) if plain is float or float(value).is_integer() else _wrong_type(value)
             elif isinstance(plain, type) and not isinstance(value, plain):
                 _wrong_type(value)
+            if _checks_values(self.converter) and not isinstance(value, str):
+                value = self.converter(value)
         except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
             raise ValueError(f"{path}: {self.name}: {error}") from error
         if self.choices is not None and value not in self.choices:
@@ -169,13 +171,41 @@ class OptionSpec:
         values = value if self.many and isinstance(value, list) else [value]
         try:
             if self.converter is not None:
-                values = [self.converter(each) if isinstance(each, str) else each for each in values]
+                values = [self.converter(each) if isinstance(each, str) or _checks_values(self.converter) else each
+                          for each in values]
         except (ValueError, argparse.ArgumentTypeError) as error:
             raise ValueError(f"--{self.name}: {error}") from error
         for each in values:
             if self.choices is not None and each not in self.choices:
                 raise ValueError(f"--{self.name} must be one of {', '.join(map(str, self.choices))}, got {each!r}")
         return values if self.many and isinstance(value, list) else values[0]
+
+
+def at_least(minimum: int) -> typing.Callable[[object], int]:
+    """A field's converter (metadata "type") for a whole number of `minimum` or more. Unlike a converter of words, it
+    also holds the numbers of an options file and of a dataclass made in Python (`checks_values`), so a count that
+    cannot be (`--max_seq_length 0`, `--predicate_column 0`) is refused before anything is imported or read."""
+
+    def whole_number(value) -> int:
+        if isinstance(value, str):
+            try:
+                value = int(value)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"invalid int value: {value!r}") from None
+        elif isinstance(value, bool) or not isinstance(value, int):
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}")
+        if value < minimum:  # worded as the checks made later say it (`--batch_size must be a positive integer`)
+            wanted = "a positive integer" if minimum == 1 else f"{minimum} or more"
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {value}")
+        return value
+
+    whole_number.checks_values = True
+    return whole_number
+
+
+def _checks_values(converter) -> bool:
+    """Whether `converter` is also run on values that are not words (`at_least`'s)."""
+    return getattr(converter, "checks_values", False)
 
 
 def _wrong_type(value):
@@ -203,8 +233,8 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
 def check_fields(options) -> None:
     """Holds a dataclass made in Python to its fields' converters and choices (`OptionSpec.checked`), as the command
     line and the options file are: a `__post_init__` calls it. A `ValueError` in one line."""
-    for spec in option_specs(type(options)):
-        setattr(options, spec.name, spec.checked(getattr(options, spec.name)))
+    for spec in option_specs(type(options)):  # object's setattr: a frozen dataclass's __post_init__ calls it too
+        object.__setattr__(options, spec.name, spec.checked(getattr(options, spec.name)))
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type, title: str | None = None) -> None:

@@ -1,6 +1,6 @@
-"""The options of the tool commands (`elmo-embed`, `elmo-analyze`, `elmo-convert`, `elmo-app`), one dataclass each.
-
-The tools' run functions take these (`elmo_hf.tools.embedding.embed.run(EmbedOptions(...))`); the command layer
+"""The options of the tool commands (`elmo-analyze`, `elmo-convert`, `elmo-app`; `elmo-embed`'s are its own module's,
+`elmo_hf.tools.embedding.embed_plan`), one dataclass each, and the options every command shares (`--encoding`, the word
+split). The tools' run functions take these (`elmo_hf.tools.analysis.run(AnalyzeOptions(...))`); the command layer
 (`elmo_hf.cli`) builds their parsers (`elmo_hf.tools.core.arguments`) before torch and transformers are imported
 (seconds), so that `--help` and a mistyped option answer at once. Standard library only, with the light
 `published_models`; what an option needs at parse time is written here (`checked_encoding`, which `text_files`
@@ -16,11 +16,9 @@ import os
 from dataclasses import dataclass, field
 
 from .arguments import flag, positional
-from .backend_registry import APP_BACKENDS, EMBED_BACKENDS
+from .backend_registry import APP_BACKENDS
 from .published_models import BASE_URL_ENV, CACHE_ENV, PUBLISHED_MODELS
 
-EMBED_FORMATS = ("hdf5", "parquet")
-EMBED_DTYPES = ("float32", "bfloat16", "float16", "int8", "auto")
 ENCODING_HELP = ("encoding of {what} (default utf-8; e.g. gb18030, big5, shift_jis, latin-1). Bytes that do not "
                  "decode are refused, naming the file, line and byte")
 WORD_SPLIT_HELP = ("how lines are split into words (default: as the model's tokenizer splits raw text): a split "
@@ -63,71 +61,6 @@ def encoding_option(what: str = "the text files", default: str | None = "utf-8",
 
 def word_split_option(help: str = WORD_SPLIT_HELP) -> dataclasses.Field:
     return field(default=None, metadata={"help": help, "aliases": ["--split"], "metavar": "SPLIT"})
-
-
-@dataclass
-class EmbedOptions:
-    """`elmo-embed`: ELMo vectors of every line of a corpus, to HDF5 (one dataset per line) or Parquet."""
-
-    input: str = positional("text file (one sentence per line), dataset folder, or .jsonl/.json/.csv/.parquet data "
-                            "file (read as a dataset)")
-    output: str = positional("HDF5 file to write (or .parquet)")
-    model: str = field(metadata={"help": MODEL_HELP})
-    mode: str = field(default="all", metadata={
-        "help": "all layers (all, the default), the top layer only (top), or their mean (average)",
-        "choices": ("all", "top", "average"), "values": {"--all": "all", "--top": "top", "--average": "average"}})
-    format: str | None = field(default=None,
-                               metadata={"help": "default: from OUTPUT's suffix", "choices": EMBED_FORMATS})
-    word_split: str | None = word_split_option()
-    text_column: str | None = field(default=None, metadata={
-        "help": "column of a dataset or data-file input (default 'text')"})
-    dataset_split: str | None = field(default=None, metadata={"help": "split of a saved DatasetDict"})
-    batch_size: int = field(default=128, metadata={"help": "sentences per batch"})
-    batch_tokens: int = field(default=4096, metadata={"help": "padded tokens per batch, <S> and </S> included"})
-    window: int = field(default=10_000, metadata={
-        "help": "lines sorted together by length; a window's chunk is complete when all are"})
-    commit_seconds: float = field(default=60.0, metadata={
-        "help": "what is done of a window is committed this often, so that an interruption loses at most this much "
-                "work"})
-    max_tokens: int = field(default=1000, metadata={"help": "longer lines are embedded in pieces of this many words"})
-    max_line_chars: int = field(default=1_000_000, metadata={"help": "longer lines of a text INPUT are truncated"})
-    max_lines: int | None = field(default=None, metadata={"help": "embed only the first N lines"})
-    encoding: str = encoding_option("a text INPUT, .csv or .json(l)")
-    encoding_errors: str = field(default="strict", metadata={
-        "help": "bytes of a text INPUT that do not decode: refuse the file, naming the line (strict), replace them "
-                "by U+FFFD, or leave their lines out (skip)", "choices": ("strict", "replace", "skip")})
-    device: str | None = field(default=None, metadata={
-        "help": "cpu, cuda, cuda:1 ... (default: cuda if available; cuda:LOCAL_RANK under torchrun)"})
-    dtype: str = field(default="float32", metadata={
-        "help": "compute dtype of the matrix multiplies (autocast; float16 on CUDA only; int8: the model quantized on "
-                "the CPU, as ElmoModel.quantize_int8; auto: the fastest within cosine 0.9999 of float32 on this CPU "
-                "whose vectors do not depend on the batch, measured once); outputs are float32",
-        "choices": EMBED_DTYPES})
-    backend: str | None = field(default=None, metadata={
-        "help": "what runs the model: torch, onnxruntime or openvino (its ONNX graph, exported once; pip install "
-                "'elmo-hf[onnx]'), auto (the fastest, measured once on this CPU). Default: torch, or the float32 "
-                "backend an earlier auto measured faster on this CPU", "choices": EMBED_BACKENDS})
-    threads: int | None = field(default=None, metadata={"help": "CPU threads for torch"})
-    token_cache_size: int = field(default=50_000, metadata={
-        "help": "distinct tokens whose layer-0 vectors are kept (0: off)"})
-    overwrite: bool = flag("replace OUTPUT (and any unfinished run)")
-    resume: bool = flag("continue an interrupted run (with the same settings; a complete OUTPUT is left as it is)")
-    quiet: bool = flag("no progress bar")
-    verbose: bool = flag("debugging messages too (a segmenter's own among them)")
-    engine: str = field(default="local", metadata={
-        "help": "local: this process (or the processes of torchrun / accelerate launch); ray: a pool of Ray actors, "
-                "on this machine or a cluster (pip install 'elmo-hf[ray]'; docs/scaling.md)",
-        "choices": ("local", "ray")})
-    num_workers: int = field(default=1, metadata={
-        "help": "with --engine ray: actors, each with the model loaded once and --threads threads"})
-    ray_address: str | None = field(default=None, metadata={
-        "help": "with --engine ray: the cluster to join (auto, ray://host:10001 ...; default: start a local Ray)"})
-    dist_timeout: int = field(default=7200, metadata={
-        "help": "under torchrun / accelerate launch: seconds a process waits for the others"})
-    # Testing aids: SIGKILL this process while it writes the chunk after the first K (an interruption on demand), and
-    # a pause after every batch (a run slow enough to interrupt).
-    debug_kill_after_chunks: int | None = field(default=None, metadata={"hidden": True})
-    debug_batch_delay: float = field(default=0.0, metadata={"hidden": True})
 
 
 @dataclass

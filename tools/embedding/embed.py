@@ -107,7 +107,6 @@ whose Ray actor died at each of its tries).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import hashlib
@@ -137,10 +136,9 @@ from tqdm.auto import tqdm
 from transformers.utils import logging as hf_logging
 
 from elmo_hf.modeling_elmo.quantization_elmo import int8_unavailable_reason, quantize_int8  # noqa: E402
-from elmo_hf.tokenization import split_words  # noqa: E402
+from elmo_hf.tokenization import check_word_split, split_words  # noqa: E402
 
 from ..core.backend_registry import AUTO, DEFAULT, backend_row  # noqa: E402
-from ..core.command_options import EmbedOptions  # noqa: E402
 from ..core.early_checks import check_embed_paths, embed_output_format, is_dataset_input  # noqa: E402
 from ..core.errors import RunFailed, reading, writing  # noqa: E402
 from ..core.interrupts import Interrupted, InterruptGuard  # noqa: E402
@@ -165,7 +163,7 @@ from .embed_io import (  # noqa: E402
     tokenizer_word_split,
     weights_fingerprint,
 )
-from .embed_plan import EmbedPlan, check_options  # noqa: E402
+from .embed_plan import EmbedOptions, EmbedPlan, check_options, resolve  # noqa: E402
 from .embed_processes import Processes  # noqa: E402
 
 logger = logging.getLogger("elmo-embed")
@@ -360,16 +358,15 @@ class _NoProgress:
         pass
 
 
-def window_embedder_for_worker(settings: dict, work: str, is_dataset: bool) -> WindowEmbedder:
-    """The window embedder of one Ray actor (`embed_ray.WindowWorker`), from the driver's arguments: the model loaded
+def window_embedder_for_worker(plan: EmbedPlan, work: str, is_dataset: bool) -> WindowEmbedder:
+    """The window embedder of one Ray actor (`embed_ray.WindowWorker`), from the driver's plan: the model loaded
     once, as `run` loads it, with no progress bar (the driver's counts) and no signal handler (Ray ends actors)."""
-    args = argparse.Namespace(**settings)
     hf_logging.disable_progress_bar()
-    torch.set_num_threads(args.threads or 1)
-    device = checked_device(args.device)
-    model, tokenizer = load_elmo(args.model, device=device)
-    embedder = _embedder(args, model, tokenizer, device)
-    return WindowEmbedder(embedder, args, Path(work), is_dataset, _NoProgress(), InterruptGuard())
+    torch.set_num_threads(plan.threads or 1)
+    device = checked_device(plan.device)
+    model, tokenizer = load_elmo(plan.model, device=device)
+    embedder = _embedder(plan, model, tokenizer, device)
+    return WindowEmbedder(embedder, plan, Path(work), is_dataset, _NoProgress(), InterruptGuard())
 
 
 def _whole_lines(batch: list[Piece], arrays: list[np.ndarray], plan: WindowPlan, waiting: dict) -> list:
@@ -645,7 +642,12 @@ def run(args: EmbedOptions, guard: InterruptGuard | None = None) -> Path:
 
 
 def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
-    check_options(args)
+    check_options(args)  # the command layer checked them already, before importing torch
+    if args.word_split is not None:
+        try:  # registered (an import path is imported), and its package (jieba ...) installed
+            check_word_split(args.word_split, "--word_split", allow_import=True)
+        except ValueError as error:
+            raise EmbedError(str(error)) from error
     output = Path(args.output)
     try:
         check_embed_paths(args)  # the console door checked them already, before importing torch
@@ -667,7 +669,8 @@ def _run(args: EmbedOptions, guard: InterruptGuard) -> Path:
     except ValueError as error:
         raise EmbedError(str(error)) from error
     backend, dtype = _backend_and_dtype(args, model, tokenizer, device)  # auto: measured once, remembered
-    plan = EmbedPlan(args, args.format or embed_output_format(output), word_split, backend, dtype)
+    plan = resolve(args, format=args.format or embed_output_format(output), word_split=word_split, backend=backend,
+                   dtype=dtype)
     return _run_plan(plan, guard, source, model, tokenizer, device, processes)
 
 

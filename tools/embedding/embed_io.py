@@ -24,17 +24,14 @@ import torch
 from elmo_hf.tokenization import WordSplitError, check_word_split, split_name
 
 from ..core.early_checks import DATA_FILE_BUILDERS
-from ..core.errors import InputError, RunFailed, writing
+from ..core.errors import RunFailed, writing
 from ..core.text_files import BinaryText, UndecodableText, check_decodes, raw_lines, wide_encoding
 from ..loading import (
     ModelLoadError,
     weights_fingerprint,  # noqa: F401 (embed.py reads it from here)
 )
 from ..loading import checked_device as usable_device
-
-
-class EmbedError(InputError):
-    """A problem with the user's arguments or inputs (exit status 2)."""
+from .embed_plan import EmbedError
 
 
 class EmbedFailed(RunFailed):

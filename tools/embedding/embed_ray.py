@@ -19,6 +19,7 @@ cluster (`--ray_address`), a shared file system (NFS, a mounted bucket). See doc
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -30,6 +31,7 @@ import ray.exceptions
 
 from ..core.interrupts import handlers_kept, signals_held
 from .embed_io import Counts, EmbedError, EmbedFailed
+from .embed_plan import EmbedPlan
 
 logger = logging.getLogger("elmo-embed")
 
@@ -49,8 +51,8 @@ class WindowWorker:
     """One actor: loads the model once (`build`: `embed.window_embedder_for_worker`, passed in by the driver), then
     embeds the windows it is sent into their chunk files. Returns each window's counts (the driver adds them up)."""
 
-    def __init__(self, build, settings: dict, work: str, is_dataset: bool, pid_folder: str | None):
-        self.window_embedder = build(settings, work, is_dataset)
+    def __init__(self, build, plan: EmbedPlan, work: str, is_dataset: bool, pid_folder: str | None):
+        self.window_embedder = build(plan, work, is_dataset)
         if pid_folder:
             Path(pid_folder, str(os.getpid())).touch()
 
@@ -63,27 +65,27 @@ class WindowWorker:
         return self.window_embedder.counts
 
 
-def start(args) -> None:
+def start(plan: EmbedPlan) -> None:
     """Connect to `--ray_address`, or start a local Ray with room for `--num_workers` actors. The command's own SIGINT
     and SIGTERM handlers are kept (`ray.init` replaces SIGTERM's)."""
-    threads = args.threads or 1
+    threads = plan.threads or 1
     options = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": True}
     with handlers_kept():
-        if args.ray_address:
-            ray.init(address=args.ray_address, **options)
+        if plan.ray_address:
+            ray.init(address=plan.ray_address, **options)
         else:
-            ray.init(num_cpus=args.num_workers * threads, **options)
+            ray.init(num_cpus=plan.num_workers * threads, **options)
 
 
-def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], work: Path, is_dataset: bool,
+def embed_windows(windows: Iterator[tuple[int, list]], plan: EmbedPlan, done: set[int], work: Path, is_dataset: bool,
                   progress_bar, build) -> tuple[int, int, Counts]:
-    """Embed the windows not done on `--num_workers` actors, each holding the window embedder `build(settings,
-    work, is_dataset)` makes. Returns the input's windows and lines, and the counts of what the actors embedded. The
+    """Embed the windows not done on `--num_workers` actors, each holding the window embedder `build(plan, work,
+    is_dataset)` makes. Returns the input's windows and lines, and the counts of what the actors embedded. The
     chunk files are complete when it returns."""
     started = time.perf_counter()
-    start(args)
+    start(plan)
     try:
-        workers = _start_workers(args, work, is_dataset, build)
+        workers = _start_workers(plan, work, is_dataset, build)
         loaded = [worker.ready.remote() for worker in workers]
         _wait(loaded, len(loaded), block=True)  # the model loaded in each
         try:
@@ -101,20 +103,19 @@ def embed_windows(windows: Iterator[tuple[int, list]], args, done: set[int], wor
         ray.shutdown()
 
 
-def _start_workers(args, work: Path, is_dataset: bool, build) -> list:
-    settings = args.as_dict()  # the run's plan, flat (embed.EmbedPlan)
-    model = Path(settings["model"])
+def _start_workers(plan: EmbedPlan, work: Path, is_dataset: bool, build) -> list:
+    model = Path(plan.model)
     if model.exists():  # a local folder: the actors' working folder is not the driver's
-        settings["model"] = str(model.resolve())
-    on_gpu = (args.device or "").startswith("cuda")
+        plan = dataclasses.replace(plan, model=str(model.resolve()))
+    on_gpu = (plan.device or "").startswith("cuda")
     actor_class = ray.remote(WindowWorker).options(
-        num_cpus=args.threads or 1, num_gpus=1 if on_gpu else 0,
+        num_cpus=plan.threads or 1, num_gpus=1 if on_gpu else 0,
         # a killed actor comes back, as often as needed; each of its windows is sent again, up to WINDOW_TRIES times
         max_restarts=-1, max_task_retries=WINDOW_TRIES - 1,
     )
     pid_folder = os.environ.get(PID_FOLDER_VARIABLE)
-    return [actor_class.remote(build, settings, str(work.resolve()), is_dataset, pid_folder)
-            for _ in range(args.num_workers)]
+    return [actor_class.remote(build, plan, str(work.resolve()), is_dataset, pid_folder)
+            for _ in range(plan.num_workers)]
 
 
 def _deal_out(windows: Iterator[tuple[int, list]], done: set[int], workers: list, progress_bar):

@@ -25,6 +25,10 @@ from types import MappingProxyType, ModuleType
 
 from .base import Task
 
+# The least --max_seq_length any task runs with: <S>, one word, </S> (what a task's data also needs, such as a sentence
+# pair's two pairs of marks or a question's words, is checked where its examples are read).
+MIN_SEQ_LENGTH = 3
+
 # Modules of this folder that are no task: the base class, what every task shares (`common_*`: readers and metrics,
 # collators, predictions) and what one task reads with (SQuAD's files and scores, a tagger's test files).
 NOT_TASKS = frozenset({"base", "common_data", "common_collators", "common_predict", "coreference_data",

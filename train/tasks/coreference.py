@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from elmo_hf.tools.core.errors import InputError
+from elmo_hf.tools.core.arguments import at_least
 
-from . import FineTuningTask, Task
+from . import MIN_SEQ_LENGTH, FineTuningTask, Task
 from .coreference_data import read_examples
 
 logger = logging.getLogger(__name__)
@@ -44,11 +44,14 @@ class CoreferenceDataArguments:
         "help": "Not used: the files give the words (accepted as every task's option)."})
     max_segment_words: int = field(default=512, metadata={
         "help": "Longest segment in words: a longer document is cut into segments of whole sentences, each read "
-                "and scored on its own."})
+                "and scored on its own.", "type": at_least(1)})
     max_seq_length: int = field(default=128, metadata={
-        "help": "Longest row of the biLM in tokens, <S> and </S> included: a longer sentence is read in pieces."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training segments."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation segments."})
+        "help": "Longest row of the biLM in tokens, <S> and </S> included: a longer sentence is read in pieces.",
+        "type": at_least(MIN_SEQ_LENGTH)})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N training segments.", "type": at_least(1)})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N validation segments.", "type": at_least(1)})
 
 
 TASK = FineTuningTask(
@@ -159,10 +162,7 @@ class Coreference(Task):
         """Each segment's sentences as rows of the biLM (`input_ids` (sentences, tokens, characters), a sentence
         longer than `--max_seq_length` in pieces, each a sentence to the head: no span crosses two), and its gold
         mentions as `labels` (`[first, last, cluster]`)."""
-        room = data_args.max_seq_length - 2
-        if room < 1:
-            raise InputError(f"--max_seq_length {data_args.max_seq_length} leaves no room for words: <S> and </S> "
-                             "take 2 tokens; give at least 3 (default 128)")
+        room = data_args.max_seq_length - 2  # 1 or more: its option's least value is 3
         rows = []
         for example in examples:
             pieces = [sentence[start: start + room] for sentence in example["sentences"]

@@ -20,7 +20,7 @@ import json
 import logging
 import re
 
-from elmo_hf.tools.core.errors import FileFormatError, InputError
+from elmo_hf.tools.core.errors import FileFormatError
 
 logger = logging.getLogger(__name__)
 _BEGIN = re.compile(r"#begin document \((.*)\);\s*part\s+(\S+)")
@@ -226,9 +226,8 @@ def segments(document: dict, max_words: int) -> list[dict]:
 
 
 def read_examples(path: str, encoding: str, max_words: int, with_clusters: bool = True) -> list[dict]:
-    """The segments of every document of a file (`segments`), in order."""
-    if max_words < 1:
-        raise InputError(f"--max_segment_words must be a positive integer, got {max_words}")
+    """The segments of every document of a file (`segments`), in order (`max_words` 1 or more: its option's least
+    value)."""
     examples = []
     for document in read_documents(path, encoding, with_clusters):
         examples += segments(document, max_words)

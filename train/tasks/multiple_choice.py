@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elmo_hf.tools.core.arguments import at_least
 from elmo_hf.tools.core.errors import FileFormatError
 
-from . import FineTuningTask, Task
+from . import MIN_SEQ_LENGTH, FineTuningTask, Task
 from .common_data import accuracy, split_text
 
 
@@ -40,9 +41,12 @@ class MultipleChoiceDataArguments:
         "help": "How contexts and endings are cut into words (a name in tokenization.WORD_SPLITTERS); default: the "
                 "tokenizer's own."})
     max_seq_length: int = field(default=128, metadata={
-        "help": "Longest context and ending in tokens, their <S> and </S> included (the context is cut first)."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation rows."})
+        "help": "Longest context and ending in tokens, their <S> and </S> included (the context is cut first).",
+        "type": at_least(MIN_SEQ_LENGTH)})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N training rows.", "type": at_least(1)})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N validation rows.", "type": at_least(1)})
 
 
 TASK = FineTuningTask(

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elmo_hf.tools.core.arguments import at_least
 from elmo_hf.tools.core.errors import InputError
 
-from . import FineTuningTask, Task
+from . import MIN_SEQ_LENGTH, FineTuningTask, Task
 from .squad_metrics import SCORING_NAMES, scoring_for
 
 logger = logging.getLogger(__name__)
@@ -44,11 +45,15 @@ class QuestionAnsweringDataArguments:
         default=None, metadata={"help": "How questions and passages are cut into words (a name in "
                                 "tokenization.WORD_SPLITTERS); default: the tokenizer's own."}
     )
-    max_seq_length: int = field(default=256, metadata={"help": "Tokens of a window: the question, a run of the "
-                                                        "passage's words, and 4 <S>/</S>."})
-    doc_stride: int = field(default=32, metadata={"help": "Words that consecutive windows of a long passage share."})
-    max_question_length: int = field(default=64, metadata={"help": "Words of a question kept (its first)."})
-    max_answer_length: int = field(default=30, metadata={"help": "Longest answer predicted, in words."})
+    max_seq_length: int = field(default=256, metadata={
+        "help": "Tokens of a window: the question, a run of the passage's words, and 4 <S>/</S>.",
+        "type": at_least(MIN_SEQ_LENGTH)})
+    doc_stride: int = field(default=32, metadata={
+        "help": "Words that consecutive windows of a long passage share.", "type": at_least(0)})
+    max_question_length: int = field(default=64, metadata={
+        "help": "Words of a question kept (its first).", "type": at_least(1)})
+    max_answer_length: int = field(default=30, metadata={
+        "help": "Longest answer predicted, in words.", "type": at_least(1)})
     scoring: str | None = field(
         default=None, metadata={"help": "How answers are scored: words (SQuAD's rule) or characters (CMRC 2018's, for "
                                 "text without spaces between words); default auto: characters when the validation "
@@ -58,8 +63,10 @@ class QuestionAnsweringDataArguments:
         default=None, metadata={"help": "Let \"no answer\" compete with the best span (SQuAD 2.0); default: when the "
                                 "training data has unanswerable questions, or the fine-tuned head was trained so."}
     )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation questions."})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N training questions.", "type": at_least(1)})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N validation questions.", "type": at_least(1)})
 
 
 
@@ -156,11 +163,6 @@ def warn_of_cut_answers(examples: Sequence[dict], tokenizer) -> None:
 def check_windows(examples: Sequence[dict], tokenizer, data_args) -> None:
     """Every question leaves a window room for passage words, more than `--doc_stride` of them: one line naming the
     option and the question with the longest question otherwise."""
-    for name in ("max_seq_length", "max_question_length", "max_answer_length"):
-        if getattr(data_args, name) < 1:
-            raise InputError(f"--{name} must be a positive integer, got {getattr(data_args, name)}")
-    if data_args.doc_stride < 0:
-        raise InputError(f"--doc_stride must be 0 or more, got {data_args.doc_stride}")
     asked, example = max((min(len(tokenizer.tokenize(e["question"])), data_args.max_question_length), -i)
                          for i, e in enumerate(examples))
     example = examples[-example]

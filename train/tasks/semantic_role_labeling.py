@@ -26,9 +26,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elmo_hf.tools.core.arguments import at_least
 from elmo_hf.tools.core.errors import FileFormatError, InputError
 
-from . import FineTuningTask, Task
+from . import MIN_SEQ_LENGTH, FineTuningTask, Task
 from .common_data import tag_list, warn_if_cut, whole_sentences
 from .token_classification import (
     check_crf_training_tags,
@@ -53,10 +54,13 @@ class SemanticRoleLabelingDataArguments:
     word_split: str | None = field(default=None, metadata={
         "help": "Not used: the files give the words (accepted as every task's option)."})
     predicate_column: int = field(default=1, metadata={
-        "help": "The column of predicate marks (0 is the word); the tag columns follow it."})
-    max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation examples."})
+        "help": "The column of predicate marks (0 is the word); the tag columns follow it.", "type": at_least(1)})
+    max_seq_length: int = field(default=256, metadata={
+        "help": "Longest input in tokens, <S> and </S> included.", "type": at_least(MIN_SEQ_LENGTH)})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N training examples.", "type": at_least(1)})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N validation examples.", "type": at_least(1)})
     use_crf: bool | None = use_crf_option()
     crf_constraints: str | None = crf_constraints_option()
 
@@ -133,9 +137,7 @@ def read_examples(path: str, encoding: str, data_args, tagged: bool = True) -> l
     sentence (`tags` None where not `tagged`: a test file's tag columns are not read; `marks`: the sentence's column
     of marks as written). Not `tagged` (a test file), a sentence without a predicate is an example too, with
     `predicate` None: its words and marks are written back, so that the predictions line up with the file."""
-    marks = data_args.predicate_column
-    if marks < 1:
-        raise ValueError(f"--predicate_column must be 1 or more (0 is the word), got {marks}")
+    marks = data_args.predicate_column  # 1 or more: the word is column 0 (its option's converter)
     examples = []
     for index, sentence in enumerate(_sentences(path, encoding)):
         first = sentence[0][0]

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
 
+from elmo_hf.tools.core.arguments import at_least
 from elmo_hf.tools.core.errors import FileFormatError, InputError
 
-from . import FineTuningTask, Task
+from . import MIN_SEQ_LENGTH, FineTuningTask, Task
 from .common_data import (
     PAIR_COLUMNS,
     accuracy,
@@ -74,9 +75,12 @@ class SequenceClassificationDataArguments:
         default=None, metadata={"help": "whitespace (pre-tokenized text such as SST-2), punctuation, or another "
                                 "split registered in tokenization.WORD_SPLITTERS; default: the tokenizer's own."}
     )
-    max_seq_length: int = field(default=128, metadata={"help": "Longest input in tokens, <S> and </S> included."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation examples."})
+    max_seq_length: int = field(default=128, metadata={
+        "help": "Longest input in tokens, <S> and </S> included.", "type": at_least(MIN_SEQ_LENGTH)})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N training examples.", "type": at_least(1)})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N validation examples.", "type": at_least(1)})
 
 
 

@@ -26,10 +26,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elmo_hf.tools.core.arguments import at_least
 from elmo_hf.tools.core.config_choices import CHOICES
 from elmo_hf.tools.core.errors import InputError
 
-from . import FineTuningTask, Task
+from . import MIN_SEQ_LENGTH, FineTuningTask, Task
 from .common_data import (
     check_word_not_space,
     column_fields,
@@ -81,14 +82,17 @@ class TokenClassificationDataArguments:
         default=None, metadata={"help": "How --test_file is read: conll (a word a line, a blank line between "
                                 "sentences) or lines (a sentence a line); default: told from the file, and said."}
     )
-    max_seq_length: int = field(default=256, metadata={"help": "Longest input in tokens, <S> and </S> included."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training sentences."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation sentences."})
+    max_seq_length: int = field(default=256, metadata={
+        "help": "Longest input in tokens, <S> and </S> included.", "type": at_least(MIN_SEQ_LENGTH)})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N training sentences.", "type": at_least(1)})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Use only the first N validation sentences.", "type": at_least(1)})
     min_train_steps: int = field(
         default=MIN_TAGGING_STEPS, metadata={"help": "Train at least this many optimizer steps: when the epochs give "
                                              "fewer (a small training set), more whole epochs, as few as reach it "
                                              f"(default {MIN_TAGGING_STEPS}; 0: the epochs alone; --max_steps "
-                                             "overrides both)."}
+                                             "overrides both).", "type": at_least(0)}
     )
     strict_iob2: bool = field(default=False, metadata={"help": "Score entities in seqeval's strict IOB2 mode."})
     use_crf: bool | None = use_crf_option()
