@@ -35,9 +35,12 @@ NOT_COMPARED = {"transformers", "training_loss"}
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> Path:
-    """A base model, a classifier and a tagger (tiny, seed 0), each saved with its tokenizer by the pinned stack."""
+    """A base model, a classifier and a tagger (tiny, seed 0), each saved with its tokenizer by the pinned stack: the
+    tagger's with its fast twin, as the project's own commands write a folder (`save_with_fast_twin`: its
+    `auto_map` names `ElmoTokenizerFast`, which every stack then loads as remote code), the others' as
+    `ElmoTokenizer` alone saves one."""
     from elmo_hf.modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
-    from elmo_hf.tokenization import ElmoTokenizer
+    from elmo_hf.tokenization import ElmoTokenizer, save_with_fast_twin
 
     root = tmp_path_factory.mktemp("compat") / "folders"
     torch.manual_seed(0)
@@ -50,7 +53,10 @@ def folders(tmp_path_factory) -> Path:
         if labels:
             labels = {**labels, "label2id": {label: i for i, label in labels["id2label"].items()}}
         tiny_model(head, **labels).save_pretrained(root / name)
-        ElmoTokenizer().save_pretrained(root / name)
+        if name == "tagger":
+            save_with_fast_twin(ElmoTokenizer(), root / name)
+        else:
+            ElmoTokenizer().save_pretrained(root / name)
     return root
 
 

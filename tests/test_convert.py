@@ -702,8 +702,10 @@ model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
 batch = tokenizer({sentences!r}, is_split_into_words=True, padding=True, return_tensors="pt")
 with torch.no_grad():
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
+from transformers import PreTrainedTokenizerFast
 print(json.dumps({{
     "module": type(model).__module__,
+    "fast_tokenizer": isinstance(tokenizer, PreTrainedTokenizerFast),  # transformers' example scripts' check
     "ids": batch["input_ids"].tolist(),
     "top": out.last_hidden_state[:, :, :6].flatten().tolist(),
     "layer0": out.hidden_states[0][:, :, :6].flatten().tolist(),
@@ -724,6 +726,7 @@ def test_converted_folder_loads_as_remote_code(converted_random, tmp_path):
     code = _REMOTE_CODE.format(folder=str(converted_random), sentences=_REMOTE_SENTENCES)
     remote = json.loads(run_isolated(code, cwd=tmp_path).stdout.strip().splitlines()[-1])
     assert remote["module"].startswith("transformers_modules")
+    assert remote["fast_tokenizer"] is True  # run_qa.py's check passes on the folder as the converter wrote it
 
     from transformers import AutoModel
 

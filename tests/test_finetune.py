@@ -876,8 +876,15 @@ def test_a_wrong_resume_from_checkpoint_is_one_line_before_anything_is_written(f
 
 
 def test_the_saved_tokenizer_keeps_the_word_split_it_was_trained_with(fine_tuned_classifier):
-    assert json.loads((fine_tuned_classifier / "tokenizer_config.json").read_text())["word_split"] == "whitespace"
+    """... and is saved with its fast twin, which transformers' example scripts ask the folder for."""
+    from elmo_hf.tokenization import ElmoTokenizer
+
+    saved = json.loads((fine_tuned_classifier / "tokenizer_config.json").read_text())
+    assert saved["word_split"] == "whitespace"
+    assert saved["auto_map"]["AutoTokenizer"] == ["tokenization_elmo.ElmoTokenizer",
+                                                  "tokenization_elmo_fast.ElmoTokenizerFast"]
     assert AutoTokenizer.from_pretrained(fine_tuned_classifier).word_split == "whitespace"
+    assert ElmoTokenizer.from_pretrained(fine_tuned_classifier).word_split == "whitespace"
 
 
 def test_a_folder_saved_for_int8_inference_fine_tunes_its_bilm_in_float32(fine_tuned_classifier, tmp_path):

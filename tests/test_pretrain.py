@@ -169,8 +169,11 @@ def test_pretrain_writes_a_model_folder_that_loads(corpus, tmp_path):
     expected = ["a vocabulary of", "trained 12 steps", "validation: forward_perplexity", "wrote the model folder to"]
     assert len(said) == len(expected) and all(m.startswith(e) for m, e in zip(said, expected)), result.stderr
     for name in ("config.json", "model.safetensors", "modeling_elmo.py", "tokenizer_config.json", "vocab.txt",
-                 "tokenization_elmo.py", "eval_results.json", "train_results.json"):
+                 "tokenization_elmo.py", "tokenization_elmo_fast.py", "eval_results.json", "train_results.json"):
         assert (out / name).exists(), name
+    # the fast twin named beside ElmoTokenizer: transformers' example scripts ask the folder for a fast tokenizer
+    assert json.loads((out / "tokenizer_config.json").read_text())["auto_map"]["AutoTokenizer"] == [
+        "tokenization_elmo.ElmoTokenizer", "tokenization_elmo_fast.ElmoTokenizerFast"]
     results = json.loads((out / "eval_results.json").read_text())
     assert results["average_perplexity"] > 1 and results["eval_tokens"] > 0
     summary = json.loads((out / "train_results.json").read_text())

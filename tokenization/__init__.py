@@ -18,9 +18,10 @@ characters), `word_vocab_elmo.py` (word-vocabulary files) and `tokenization_elmo
 from .batch_encoding_elmo import ElmoBatchEncoding
 from .padding_elmo import LABEL_PAD_ID, pad_character_batch
 from .tokenization_elmo import ElmoTokenizer, word_to_char_ids
-from .tokenization_elmo_fast import ElmoFastBatchEncoding, ElmoTokenizerFast
+from .tokenization_elmo_fast import ElmoFastBatchEncoding, ElmoTokenizerFast, save_with_fast_twin
 from .tokenization_elmo_manylangs import ElmoManyLangsTokenizer
 from .word_splits_elmo import (
+    SPLITS_THAT_KEEP_WORDS,
     WORD_SPLITTERS,
     WordSplitDependencyError,
     WordSplitError,
@@ -38,6 +39,7 @@ ElmoTokenizerFast.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
     "LABEL_PAD_ID",
+    "SPLITS_THAT_KEEP_WORDS",
     "WORD_SPLITTERS",
     "ElmoBatchEncoding",
     "ElmoFastBatchEncoding",
@@ -51,6 +53,7 @@ __all__ = [
     "load_vocab",
     "pad_character_batch",
     "split_name",
+    "save_with_fast_twin",
     "split_words",
     "word_to_char_ids",
     "write_vocab",

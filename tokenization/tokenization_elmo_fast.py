@@ -59,7 +59,7 @@ from .tokenization_elmo import ElmoTokenizer
 # Imported by tokenization_elmo only: named here too, because transformers 4.x copies a local folder's remote code one
 # level of relative imports deep (a file that only tokenization_elmo imports would be missing beside this one).
 from .truncation_elmo import windows  # noqa: F401, E402
-from .word_splits_elmo import CUSTOM_SPLIT_PREFIX, split_name, split_words, word_spans
+from .word_splits_elmo import CUSTOM_SPLIT_PREFIX, SPLITS_THAT_KEEP_WORDS, split_name, split_words, word_spans
 from .word_vocab_elmo import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, VOCAB_FILES_NAMES
 
 logger = logging.getLogger(__name__)
@@ -264,6 +264,11 @@ class ElmoTokenizerFast(PreTrainedTokenizerFast):
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
         return self._slow.convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens)
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        # transformers 4.x's asks the `tokenizers` backend's decoder, which this class has none of (the NER pipeline's
+        # word aggregation calls it); 5.x's joined the words already
+        return self._slow.convert_tokens_to_string(tokens)
 
     def decode(self, token_ids, skip_special_tokens: bool = False, **kwargs):
         return self._slow.decode(token_ids, skip_special_tokens=skip_special_tokens)
@@ -631,6 +636,18 @@ def _read_encodings(encodings: list, texts: list, pair_texts: list | None, pre_s
         out["attention_mask"].append(mask)
         out["token_type_ids"].append(e.type_ids)
         out["special_tokens_mask"].append(special)
+
+
+def save_with_fast_twin(tokenizer, folder) -> None:
+    """Save the tokenizer of a folder the project writes (a conversion, a pretraining, a fine-tuning run) so that it
+    opens as a `PreTrainedTokenizerFast`, which transformers' example scripts (run_qa.py, run_ner.py) require of the
+    folder they are given: an `ElmoTokenizer` whose word split keeps the words is saved as this class too
+    (tokenizer_config.json's `auto_map` then names both; the project's commands still load `ElmoTokenizer` from it).
+    Any other tokenizer (a registered function's split, which may change the words this class reads from the text;
+    ELMoForManyLangs' dictionaries) is saved as it is."""
+    tokenizer.save_pretrained(folder)
+    if type(tokenizer) is ElmoTokenizer and tokenizer.word_split in SPLITS_THAT_KEEP_WORDS:
+        ElmoTokenizerFast.from_pretrained(folder).save_pretrained(folder)
 
 
 reachable_by_name(__name__)  # datasets' fingerprint names this class, even as remote code (row_cache_elmo.py)

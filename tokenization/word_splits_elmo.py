@@ -298,6 +298,9 @@ WORD_SPLITTERS = WordSplitters()
 WORD_SPLITTERS.register("punctuation", punctuation_words)
 WORD_SPLITTERS.register("whitespace", whitespace_words)
 WORD_SPLITTERS.register("jieba", jieba_words, requires=_require_jieba)
+# The splits above return the words as the text spells them (a registered function may change them: lower-case):
+# `ElmoTokenizerFast` reads their offsets from the text, so a tokenizer of these is saved as it too.
+SPLITS_THAT_KEEP_WORDS = frozenset(WORD_SPLITTERS)
 # The built-in rules give no empty word: their output skips the check a registered or passed function goes through.
 _CLEAN_SPLITS = (punctuation_words, whitespace_words, jieba_words)
 

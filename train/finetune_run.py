@@ -30,7 +30,7 @@ from transformers.trainer_pt_utils import metrics_format  # runtimes as h:mm:ss,
 
 from elmo_hf.modeling_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.configuration_elmo import TASK_CLASSES
-from elmo_hf.tokenization import check_word_split
+from elmo_hf.tokenization import check_word_split, save_with_fast_twin
 from elmo_hf.tools.core.errors import InputError, writing
 from elmo_hf.tools.core.interrupts import Interrupted
 from elmo_hf.tools.core.output_folders import owned, run_lock
@@ -591,6 +591,7 @@ def train_and_evaluate(trainer, training_args, train_dataset, eval_dataset, guar
             with guard.deferred() if guard is not None else contextlib.nullcontext(), \
                     writing(output_dir, "--output_dir"):
                 trainer.save_model()  # model, config and tokenizer
+                save_with_fast_twin(trainer.data_collator.tokenizer, output_dir)  # example scripts ask for a fast one
                 log_metrics(trainer, "train", metrics)
                 trainer.save_metrics("train", metrics)
                 trainer.save_state()

@@ -39,6 +39,7 @@ from elmo_hf.tokenization import (
     ElmoTokenizer,
     build_vocab,
     check_word_split,
+    save_with_fast_twin,
     split_name,
     write_vocab,
 )
@@ -701,7 +702,7 @@ def write_model_folder(run: Run, summary: dict, eval_results: dict) -> None:
     unwrapped = run.accelerator.unwrap_model(run.model)
     with writing(output_dir, "--output_dir"):
         unwrapped.save_pretrained(output_dir, save_function=run.accelerator.save)
-        run.tokenizer.save_pretrained(output_dir)
+        save_with_fast_twin(run.tokenizer, output_dir)  # transformers' example scripts ask for a fast tokenizer
         (output_dir / "train_results.json").write_text(json.dumps(summary, indent=2))
         if eval_results:
             (output_dir / "eval_results.json").write_text(json.dumps(eval_results, indent=2))

@@ -189,12 +189,15 @@ def _hub_snapshot(folders: Path) -> Path:
 
 
 def _by_hub_id(transformers, expected_logits) -> dict:
-    """The tagger loaded by its Hub id from the cache, offline, without the project: AutoTokenizer, the Auto model
-    class and the token-classification pipeline (transformers 4.46-4.50 refused all three on a docstring line that
-    looked like an import of the project). Its logits are the folder's."""
+    """The tagger loaded by its Hub id from the cache, offline, without the project: AutoTokenizer (its fast class,
+    as the example scripts ask), the Auto model class and the token-classification pipeline (transformers 4.46-4.50
+    refused all three on a docstring line that looked like an import of the project). Its logits are the folder's."""
     import torch
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(HUB_ID, trust_remote_code=True)
+    # saved as the project's commands save a folder, with its fast twin: transformers' example scripts (run_ner.py,
+    # run_qa.py) refuse a tokenizer that is not a PreTrainedTokenizerFast
+    assert isinstance(tokenizer, transformers.PreTrainedTokenizerFast), type(tokenizer)
     model = transformers.AutoModelForTokenClassification.from_pretrained(HUB_ID, trust_remote_code=True).eval()
     with torch.no_grad():
         logits = model(**tokenizer(SENTENCES, padding=True, return_tensors="pt")).logits

@@ -24,7 +24,7 @@ from transformers.utils import logging as hf_logging
 from elmo_hf.modeling_elmo.compat_elmo import warn_dotted_folder
 from elmo_hf.modeling_elmo.configuration_elmo import ElmoConfig
 from elmo_hf.modeling_elmo.modeling_elmo import ElmoModel
-from elmo_hf.tokenization import check_word_split
+from elmo_hf.tokenization import check_word_split, save_with_fast_twin
 
 from ..core.early_checks import existing_file
 from ..core.errors import InputError, writing
@@ -133,7 +133,7 @@ def write_converted(output_dir: Path, model: ElmoModel, tokenizer, card: Mapping
 
 
 def _write_tokenizer(folder: Path, tokenizer) -> None:
-    tokenizer.save_pretrained(folder)
+    save_with_fast_twin(tokenizer, folder)  # transformers' example scripts ask the folder for a fast tokenizer
 
 
 @contextlib.contextmanager
