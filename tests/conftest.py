@@ -394,11 +394,16 @@ def _restore_process_state(state: dict) -> None:
 
 @pytest.fixture(scope="session")
 def _probes_filled() -> None:
-    """Fill the caches that a first use fills (the oneDNN probe), so that a later first use changes nothing."""
+    """Fill the caches that a first use fills (the oneDNN probe), and settle what a first use sets (jieba's log level,
+    which the split sets when it first needs jieba), so that a later first use changes nothing: which test is the
+    first of its worker to use them depends on how the files are dealt out."""
     from elmo_hf.modeling_elmo import matmul_elmo
+    from elmo_hf.tokenization import WordSplitError, check_word_split
 
     for dtype in (torch.float32, torch.bfloat16):
         matmul_elmo.use_onednn(torch.device("cpu"), dtype)
+    with contextlib.suppress(WordSplitError, ImportError):  # jieba is an optional extra
+        check_word_split("jieba")
 
 
 def _unchanged_since(before: dict, what: str, warnings_filters: bool = True) -> None:
