@@ -4,7 +4,9 @@ Task heads on a frozen biLM, trained by the fine-tuning commands on fixed subset
 and scored on the full SST-2 dev set (accuracy), CoNLL-2003 valid set (entity F1) and, for question answering,
 extractive questions asked of CoNLL-2003's sentences (SQuAD's F1; `qa-from-conll` writes them: no SQuAD-format set
 ships with the shared data) and, for multiple choice, which of four endings follows half a Penn Treebank sentence
-or which of four SST-2 reviews is the positive one (accuracy; `mc-from-ptb`, `mc-from-sst2`), several seeds each:
+or which of four SST-2 reviews is the positive one (accuracy; `mc-from-ptb`, `mc-from-sst2`) and, for coreference,
+the generated set of `train/coref_corpus.py` (the CoNLL F1 and its three metrics; `coref-set` writes it with the
+set's two baselines), several seeds each:
 
 * `char`: the character layer only (layer 0, a fixed mix `[1, -9e10, -9e10]`);
 * `top`: the top biLSTM layer only (`--scalar_mix top`);
@@ -23,14 +25,17 @@ or which of four SST-2 reviews is the positive one (accuracy; `mc-from-ptb`, `mc
         --qa_data RUNS/qa-data --setting default= --setting lr1e-2="--learning_rate 1e-2"
     python benchmarks/quality_heads.py mc-from-ptb --out RUNS/mc-data     # which ending follows (SWAG's rows)
     python benchmarks/quality_heads.py mc-from-sst2 --out RUNS/mc-sst2    # which of four reviews is positive
+    python benchmarks/quality_heads.py coref-set --out RUNS/coref-data    # + baselines.json, the two baselines
+    python benchmarks/quality_heads.py run --out RUNS/coref --bilm ptb=RUNS/p3/ours --tasks coref \
+        --coref_data RUNS/coref-data --variants char,top,mix
 
 `--setting NAME=OPTIONS` (repeatable) runs every job once per setting with those options added; the table names a
 setting after its biLM (`ptb+lr3e-3`) and, where the runs evaluated every epoch, gives the dev score by epoch.
 
-Each run is `python -m elmo_hf.cli finetune-classification`, `finetune-ner`, `finetune-qa` or `finetune
-multiple-choice` in its own process, pinned to one core with one thread; `--parallel 2` runs two at a time (one a
-core). A run whose `eval_results.json` exists is not run again, so an interrupted benchmark goes on where it
-stopped. Options after `--` go to every run.
+Each run is `python -m elmo_hf.cli finetune-classification`, `finetune-ner`, `finetune-qa`, `finetune
+multiple-choice` or `finetune coreference` in its own process, pinned to one core with one thread; `--parallel 2`
+runs two at a time (one a core). A run whose `eval_results.json` exists is not run again, so an interrupted benchmark
+goes on where it stopped. Options after `--` go to every run.
 """
 
 from __future__ import annotations
@@ -68,9 +73,17 @@ TASKS = {
     # written by `mc-from-ptb` or `mc-from-sst2` into --mc_data
     "mc": {"command": "finetune multiple-choice", "metric": "eval_accuracy",
            "files": ["--train_file", "train.jsonl", "--validation_file", "dev.jsonl"]},
+    # written by `coref-set` into --coref_data
+    "coref": {"command": "finetune coreference", "metric": "eval_conll_f1",
+              "files": ["--train_file", "train.jsonl", "--validation_file", "dev.jsonl"]},
 }
 METRIC_NAMES = {"sst2": "SST-2 dev accuracy", "conll": "CoNLL-2003 valid entity F1",
-                "qa": "CoNLL-2003 questions, valid F1", "mc": "multiple choice, valid accuracy"}
+                "qa": "CoNLL-2003 questions, valid F1", "mc": "multiple choice, valid accuracy",
+                "coref": "generated coreference, valid CoNLL F1"}
+# The generated coreference set's metrics beside the CoNLL F1 (their mean), as the task reports them
+COREF_METRICS = {"muc_f1": "MUC F1", "bcub_f1": "B-cubed F1", "ceafe_f1": "CEAF-e F1", "conll_f1": "CoNLL F1"}
+# The files the tasks with a generated set read from their --TASK_data folder, and the command that writes them
+GENERATED = {"qa": "qa-from-conll", "mc": "mc-from-ptb` or `mc-from-sst2", "coref": "coref-set"}
 # NER as reading comprehension (after Li et al. 2020, "A Unified MRC Framework for Named Entity Recognition"): a
 # question per entity type that a sentence names exactly once, so every question has one right span
 QUESTIONS = {"PER": "Which person is named ?", "LOC": "Which place is named ?",
@@ -187,6 +200,29 @@ def table(args: argparse.Namespace) -> None:
         print("|---|---|---|" + "---|" * epochs)
         for (task, bilm, variant), curve in curves.items():
             print(f"| {task} | {bilm} | {variant} | " + " | ".join(f"{value:.3f}" for value in curve) + " |")
+    if any(task == "coref" for task, *_ in found):
+        coref_table(Path(args.out), args.coref_data)
+
+
+def coref_table(out: Path, data: str | None) -> None:
+    """The coreference runs' three metrics beside their mean, the CoNLL F1 (mean of the seeds), and with the set's
+    folder (`coref-set`) its two baselines on the same validation documents: the CoNLL F1 alone can hide a head that
+    links well (MUC) but splits or merges whole entities (CEAF-e)."""
+    runs: dict = {}
+    for folder in sorted(out.iterdir()):
+        if folder.name.startswith("coref-") and (folder / "eval_results.json").exists():
+            label = folder.name.removeprefix("coref-").rsplit("-", 1)[0]
+            runs.setdefault(label, []).append(json.loads((folder / "eval_results.json").read_text()))
+    rows = {label.replace("-", " / ", 1): [statistics.mean(r[f"eval_{key}"] for r in results) for key in COREF_METRICS]
+            for label, results in runs.items()}
+    if data and (Path(data) / "baselines.json").exists():
+        for name, scores in json.loads((Path(data) / "baselines.json").read_text())["baselines"].items():
+            rows[f"baseline: {name}"] = [scores[key] for key in COREF_METRICS]
+    print("\nCoreference, the mean of the seeds:\n")
+    print("| biLM / layers | " + " | ".join(COREF_METRICS.values()) + " |")
+    print("|---|" + "---|" * len(COREF_METRICS))
+    for label, values in rows.items():
+        print(f"| {label} | " + " | ".join(f"{value:.3f}" for value in values) + " |")
 
 
 def random_bilm(args: argparse.Namespace) -> None:
@@ -297,6 +333,32 @@ def multiple_choice_rows(args: argparse.Namespace) -> None:
         write_jsonl(Path(args.out) / f"{name}.jsonl", make(Path(args.data) / folder / source, rows, seed=0), "rows")
 
 
+def coref_set(args: argparse.Namespace) -> None:
+    """The generated coreference set (`train/coref_corpus.py`, the one its test runs the command on): train.jsonl
+    and dev.jsonl in `--out`, drawn with seeds `--seed` and `--seed` + 1, for `run --tasks coref --coref_data OUT`;
+    and baselines.json, the scores of the set's two baselines on dev.jsonl (every gold mention alone; each pronoun
+    linked to the nearest earlier mention of its number), the floor a head must clear."""
+    from elmo_hf.train.coref_corpus import corpus, nearest_baseline, singleton_baseline
+    from elmo_hf.train.tasks.coreference_metrics import coref_scores
+
+    train, dev = corpus(args.train_rows, seed=args.seed), corpus(args.dev_rows, seed=args.seed + 1)
+    write_jsonl(Path(args.out) / "train.jsonl", train, "documents")
+    write_jsonl(Path(args.out) / "dev.jsonl", dev, "documents")
+    gold = [doc["clusters"] for doc in dev]
+    baselines = {name: coref_scores(gold, [baseline(doc) for doc in dev])
+                 for name, baseline in (("singletons", singleton_baseline), ("nearest", nearest_baseline))}
+    # the set is small by construction (16 names, a few templates): say how much of dev a head has seen word for word
+    seen = {json.dumps(doc["sentences"]) for doc in train}
+    repeated = sum(json.dumps(doc["sentences"]) in seen for doc in dev)
+    (Path(args.out) / "baselines.json").write_text(json.dumps(
+        {"train_documents": len(train), "dev_documents": len(dev), "dev_documents_in_train": repeated,
+         "seed": args.seed, "baselines": baselines}, indent=2))
+    for name, scores in baselines.items():
+        print(f"{name}: " + ", ".join(f"{label} {scores[key]:.3f}" for key, label in COREF_METRICS.items()),
+              file=sys.stderr)
+    print(f"{repeated} of {len(dev)} dev documents are also in train, word for word", file=sys.stderr)
+
+
 def write_jsonl(path: Path, records: list[dict], what: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as file:
@@ -350,6 +412,10 @@ def main(argv: list[str] | None = None) -> None:
     runner.add_argument("--mc_train", type=int, default=2000, help="the first N rows of --mc_data's train.jsonl")
     runner.add_argument("--mc_data", help="the folder `mc-from-ptb` or `mc-from-sst2` wrote")
     runner.add_argument("--mc_options", default="", help="more options for the multiple-choice runs only")
+    runner.add_argument("--coref_train", type=int, default=300,
+                        help="the first N documents of --coref_data's train.jsonl")
+    runner.add_argument("--coref_data", help="the folder `coref-set` wrote")
+    runner.add_argument("--coref_options", default="", help="more options for the coreference runs only")
     runner.add_argument("--parallel", type=int, default=2, help="runs at a time, one core each")
     runner.add_argument("--cores", type=int, nargs="*", help="the cores to pin runs to (default 0 .. parallel - 1; "
                                                              "none given with the option: not pinned)")
@@ -357,6 +423,7 @@ def main(argv: list[str] | None = None) -> None:
     runner.add_argument("extra", nargs=argparse.REMAINDER, help="after --: options for every run")
     tabler = commands.add_parser("table", help="the markdown table of a run folder")
     tabler.add_argument("out")
+    tabler.add_argument("--coref_data", help="the folder `coref-set` wrote: its baselines beside the coreference runs")
     maker = commands.add_parser("random-bilm", help="a random biLM of another's configuration")
     maker.add_argument("--like", required=True)
     maker.add_argument("--out", required=True)
@@ -375,20 +442,25 @@ def main(argv: list[str] | None = None) -> None:
         chooser.add_argument("--train_rows", type=int, default=5000)
         chooser.add_argument("--dev_rows", type=int, default=1000)
         chooser.add_argument("--data", default=str(DATA))
+    corefs = commands.add_parser("coref-set", help="the generated coreference set and its baselines' scores")
+    corefs.add_argument("--out", required=True)
+    corefs.add_argument("--train_rows", type=int, default=300)
+    corefs.add_argument("--dev_rows", type=int, default=500)
+    corefs.add_argument("--seed", type=int, default=0, help="the training documents' seed (dev: seed + 1)")
     args = parser.parse_args(argv)
     if args.command == "run":
         args.extra = [a for a in args.extra if a != "--"]
         for task in args.tasks.split(","):
             if task not in TASKS:
                 parser.error(f"--tasks: unknown task {task!r}, one of {', '.join(TASKS)}")
-            if task in ("qa", "mc") and not getattr(args, f"{task}_data"):
-                parser.error(f"--tasks {task} needs --{task}_data, the folder "
-                             f"`{'qa-from-conll' if task == 'qa' else 'mc-from-ptb` or `mc-from-sst2'}` wrote")
+            if task in GENERATED and not getattr(args, f"{task}_data"):
+                parser.error(f"--tasks {task} needs --{task}_data, the folder `{GENERATED[task]}` wrote")
     if args.command in ("qa-from-conll", *MC_SETS) and not Path(args.data).is_dir():
         parser.error(f"--data: no folder {args.data} (the shared data: conll2003/, ptb/, sst2/)")
     sys.path.insert(0, str(REPO))
     {"run": run, "table": table, "random-bilm": random_bilm, "domain-text": domain_text,
-     "qa-from-conll": qa_from_conll, **dict.fromkeys(MC_SETS, multiple_choice_rows)}[args.command](args)
+     "qa-from-conll": qa_from_conll, **dict.fromkeys(MC_SETS, multiple_choice_rows),
+     "coref-set": coref_set}[args.command](args)
 
 
 if __name__ == "__main__":
