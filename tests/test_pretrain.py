@@ -633,13 +633,12 @@ def test_a_vocabulary_of_unsegmented_chinese_is_warned_about(caplog):
 def test_resume_auto_is_latest_when_there_is_a_checkpoint(tmp_path):
     """`--resume_from_checkpoint auto`, the one command line a launcher can restart as it is: a fresh start in a
     folder without a checkpoint (an unfinished `.tmp-*` one does not count), the newest checkpoint once there is one."""
-    from elmo_hf.train.checkpoints import resolve_auto_resume
+    from elmo_hf.train.checkpoints import resolved_resume
     from elmo_hf.train.pretrain_args import PretrainArguments
 
     def resolved(value):
         args = PretrainArguments(train_file=["a.txt"], output_dir=str(tmp_path), resume_from_checkpoint=value)
-        resolve_auto_resume(args)
-        return args.resume_from_checkpoint
+        return resolved_resume(args)
 
     assert resolved("auto") is None
     (tmp_path / "checkpoints" / ".tmp-step-00000002").mkdir(parents=True)
@@ -653,16 +652,18 @@ def test_resume_auto_without_a_checkpoint_in_a_used_folder(tmp_path):
     """What an attempt killed before its first checkpoint leaves (its vocabulary) is refused in one line, as any
     folder in use; --overwrite_output_dir lets `auto` start afresh there, and is not needed once there is a
     checkpoint (which it then never deletes: the run resumes)."""
-    from elmo_hf.train.checkpoints import resolve_auto_resume
+    from dataclasses import replace
+
+    from elmo_hf.train.checkpoints import resolved_resume
     from elmo_hf.train.pretrain_args import PretrainArguments
     from elmo_hf.train.pretrain_run import check_output_dir
 
     (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\n")
 
     def check(**fields):
-        args = PretrainArguments(train_file=["a.txt"], output_dir=str(tmp_path), resume_from_checkpoint="auto",
-                                 **fields)
-        resolve_auto_resume(args)
+        given = PretrainArguments(train_file=["a.txt"], output_dir=str(tmp_path), resume_from_checkpoint="auto",
+                                  **fields)
+        args = replace(given, resume_from_checkpoint=resolved_resume(given))
         check_output_dir(args, auto=True)
         return args.resume_from_checkpoint
 

@@ -796,11 +796,10 @@ def test_pretraining_on_chinese_without_spaces_splits_per_character_and_says_so(
 def test_the_default_word_split_is_chosen_from_the_corpus_and_a_given_one_kept(tmp_path, given, lines, split):
     from types import SimpleNamespace
 
-    from elmo_hf.train.pretrain_word_split import choose_word_split
+    from elmo_hf.train.pretrain_word_split import chosen_word_split
 
     args = SimpleNamespace(word_split=given, encoding="utf-8")
-    choose_word_split(args, [str(write(tmp_path, "train.txt", "\n".join(lines) + "\n"))], is_main=True)
-    assert args.word_split == split
+    assert chosen_word_split(args, [str(write(tmp_path, "train.txt", "\n".join(lines) + "\n"))], is_main=True) == split
 
 
 def test_a_tagger_on_a_biLM_that_kept_chinese_sentences_as_words_is_warned_of_with_counts(tmp_path):

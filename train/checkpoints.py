@@ -84,13 +84,15 @@ def checkpoints(output_dir: Path) -> list[Path]:
     return sorted(p for p in (output_dir / "checkpoints").glob("step-*") if p.is_dir())
 
 
-def resolve_auto_resume(args: Any) -> None:
-    """`--resume_from_checkpoint auto` becomes `latest` when `--output_dir` holds a checkpoint, else None (a fresh
-    start): one command line that a launcher can restart as it is (`torchrun --max_restarts`, a requeued job). Every
-    process decides alone, before the processes meet; they decide alike because no process of the run is writing a
-    checkpoint then (a launcher stops all the workers of an attempt before it starts the next)."""
+def resolved_resume(args: Any) -> str | None:
+    """What `--resume_from_checkpoint` means for this run: `auto` is `latest` when `--output_dir` holds a checkpoint,
+    else None (a fresh start): one command line that a launcher can restart as it is (`torchrun --max_restarts`, a
+    requeued job); any other value is itself. Every process decides alone, before the processes meet; they decide
+    alike because no process of the run is writing a checkpoint then (a launcher stops all the workers of an attempt
+    before it starts the next)."""
     if args.resume_from_checkpoint == "auto":
-        args.resume_from_checkpoint = "latest" if checkpoints(Path(args.output_dir)) else None
+        return "latest" if checkpoints(Path(args.output_dir)) else None
+    return args.resume_from_checkpoint
 
 
 # The options that make a run what it is: a checkpoint resumed with another value of one of them would not go on

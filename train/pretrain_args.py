@@ -30,7 +30,7 @@ RECIPES = {
 LEARNING_RATES = {"adamw": 3e-3, "adagrad": 0.2}  # an optimizer chosen apart from its recipe starts here
 
 
-@dataclass
+@dataclass(frozen=True)
 class PretrainArguments:
     """Arguments of `elmo-pretrain` (also readable from a JSON file given as the only argument)."""
 
@@ -143,9 +143,9 @@ class PretrainArguments:
         if self.init_from and (self.preset or self.config_file):
             raise ValueError("--init_from takes its architecture from the model folder; drop --preset/--config_file")
         if not (self.preset or self.config_file or self.init_from):
-            self.preset = "small"
-        # no --word_split: the run chooses (train/pretrain_run.py, `choose_word_split`): the --init_from model's own,
-        # else punctuation for Chinese or Japanese written without spaces, else whitespace
+            object.__setattr__(self, "preset", "small")  # frozen: filled here, as a field's default, or never
+        # no --word_split: the run chooses (train/pretrain_word_split.py, `chosen_word_split`): the --init_from
+        # model's own, else punctuation for Chinese or Japanese written without spaces, else whitespace
         for name in ("unroll_steps", "per_device_batch_size", "logging_steps", "num_sampled"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be positive, got {getattr(self, name)}")
@@ -165,7 +165,8 @@ class PretrainArguments:
         recipe = RECIPES[self.recipe]
         for name in ("optimizer", "softmax", "num_sampled", "per_device_batch_size"):
             if getattr(self, name) is None:
-                setattr(self, name, recipe[name])
+                object.__setattr__(self, name, recipe[name])
         if self.learning_rate is None:
             same = self.optimizer == recipe["optimizer"]
-            self.learning_rate = recipe["learning_rate"] if same else LEARNING_RATES[self.optimizer]
+            rate = recipe["learning_rate"] if same else LEARNING_RATES[self.optimizer]
+            object.__setattr__(self, "learning_rate", rate)

@@ -15,7 +15,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ from .checkpoints import (
     check_same_run,
     find_checkpoint,
     interrupted_message,
-    resolve_auto_resume,
+    resolved_resume,
     resume,
     save_checkpoint,
 )
@@ -77,7 +77,7 @@ from .data import (
 from .lr_schedule import check_schedule, make_scheduler
 from .pretrain_args import PretrainArguments
 from .pretrain_eval import evaluate
-from .pretrain_word_split import choose_word_split, warn_if_unsegmented
+from .pretrain_word_split import chosen_word_split, warn_if_unsegmented
 from .time_budget import TrainClock, format_duration, parse_duration
 
 logger = logging.getLogger("elmo-pretrain")
@@ -113,15 +113,18 @@ def train(args: PretrainArguments, guard: InterruptGuard | None = None) -> dict:
     is_main = os.environ.get("RANK", "0") == "0"  # until Accelerate says so
     check_model_options(args)
     try:
+        # the options stay as given; what the run settles makes a new (frozen) copy of them, which every step reads
         auto = args.resume_from_checkpoint == "auto"
-        resolve_auto_resume(args)
+        args = replace(args, resume_from_checkpoint=resolved_resume(args))
         check_output_dir(args, auto=auto)
         check_same_run(args)
         train_files = resolve_files(args.train_file)
         valid_files = resolve_files(args.validation_file) if args.validation_file else None
         check_decodes(train_files + (valid_files or []), args.encoding)
         start = check_model_source(args)
-        choose_word_split(args, train_files, is_main)
+        word_split = start.word_split if start is not None and args.word_split is None else \
+            chosen_word_split(args, train_files, is_main)  # --init_from's model goes on splitting as it did
+        args = replace(args, word_split=word_split)
         accelerator = make_accelerator(args)
         is_main = accelerator.is_main_process
         with UndoUntilCheckpoint(output_dir, is_main):
@@ -169,6 +172,7 @@ class StartModel:
 
     config: Any
     tokenizer: Any
+    word_split: str  # its tokenizer's, by name (checked to be registered here)
 
 
 def check_model_source(args: PretrainArguments) -> StartModel | None:
@@ -193,13 +197,13 @@ def check_model_source(args: PretrainArguments) -> StartModel | None:
             f"--init_from {args.init_from}: the model reads words through its own input dictionary "
             f"({config.word_input_vocab_size - 1} words), which pretraining cannot extend to a new corpus; continue a "
             "model that reads characters only")
+    word_split = split_name(tokenizer.word_split)
     if args.word_split is None:  # the model goes on reading text the way its tokenizer splits it
-        args.word_split = split_name(tokenizer.word_split)
         try:
-            check_word_split(args.word_split, option=f"the word split of {args.init_from} (--word_split to choose one)")
+            check_word_split(word_split, option=f"the word split of {args.init_from} (--word_split to choose one)")
         except WordSplitError as error:
             raise InputError(str(error)) from error
-    return StartModel(config, tokenizer)
+    return StartModel(config, tokenizer, word_split)
 
 
 def read_config_file(path: str, **overrides) -> ElmoConfig:

@@ -28,14 +28,13 @@ CJK_SHARE = 0.2
 SEGMENTED_CJK_PER_PIECE = 2.5
 
 
-def choose_word_split(args, train_files: list[str], is_main: bool) -> None:
-    """Without --word_split (and --init_from): `whitespace`, unless the corpus's first lines hold CJK text written
-    without spaces (`CJK_SHARE`, `SEGMENTED_CJK_PER_PIECE`), where splitting on spaces would make whole sentences
-    the words of the vocabulary: then `punctuation` (a token per ideograph or kana, the tokenizer's own default for
-    CJK; Latin words are still cut at spaces), said in one line."""
+def chosen_word_split(args, train_files: list[str], is_main: bool) -> str:
+    """--word_split, else `whitespace`, unless the corpus's first lines hold CJK text written without spaces
+    (`CJK_SHARE`, `SEGMENTED_CJK_PER_PIECE`), where splitting on spaces would make whole sentences the words of the
+    vocabulary: then `punctuation` (a token per ideograph or kana, the tokenizer's own default for CJK; Latin words
+    are still cut at spaces), said in one line."""
     if args.word_split is not None:
-        return
-    args.word_split = "whitespace"
+        return args.word_split
     non_space = cjk = pieces = 0  # non-space characters, CJK characters, space-separated pieces holding some
     lines = (example["text"] for example in read_sentences(train_files, encoding=args.encoding))
     for text in itertools.islice(lines, WORD_SPLIT_SAMPLE_LINES):
@@ -44,12 +43,13 @@ def choose_word_split(args, train_files: list[str], is_main: bool) -> None:
             found = len(CJK_CHARACTER.findall(piece))
             cjk += found
             pieces += bool(found)
-    if cjk >= CJK_SHARE * non_space and cjk > SEGMENTED_CJK_PER_PIECE * pieces:
-        args.word_split = "punctuation"
-        if is_main:
-            logger.info("--word_split punctuation: %.0f%% of the characters of the corpus's first lines are CJK, "
-                        "written without spaces (whitespace would make sentences the words); give --word_split "
-                        "jieba for Chinese words, or whitespace for text already segmented", 100 * cjk / non_space)
+    if not (cjk >= CJK_SHARE * non_space and cjk > SEGMENTED_CJK_PER_PIECE * pieces):
+        return "whitespace"
+    if is_main:
+        logger.info("--word_split punctuation: %.0f%% of the characters of the corpus's first lines are CJK, written "
+                    "without spaces (whitespace would make sentences the words); give --word_split jieba for Chinese "
+                    "words, or whitespace for text already segmented", 100 * cjk / non_space)
+    return "punctuation"
 
 
 def warn_if_unsegmented(words: list[str], word_split: str | None) -> None:
