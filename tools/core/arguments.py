@@ -144,7 +144,7 @@ class OptionSpec:
         return self._json_item(value, path)
 
     def _json_item(self, value, path: str):
-        plain = self.item_type
+        plain, word = self.item_type, isinstance(value, str)
         try:
             if self.kind in ("switch", "bool"):
                 value = to_bool(value) if isinstance(value, (str, bool)) else _wrong_type(value)
@@ -154,7 +154,7 @@ class OptionSpec:
                 value = plain(value) if plain is float or float(value).is_integer() else _wrong_type(value)
             elif isinstance(plain, type) and not isinstance(value, plain):
                 _wrong_type(value)
-            if _checks_values(self.converter) and not isinstance(value, str):
+            if _checks_values(self.converter) and not word:  # a word went through it above (`convert`)
                 value = self.converter(value)
         except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
             raise ValueError(f"{path}: {self.name}: {error}") from error
